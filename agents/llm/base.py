@@ -1,0 +1,110 @@
+"""The one model-provider interface. Every model endpoint (real, scripted, simulated, replayed) implements it.
+
+Messages and tools use the OpenAI chat format because every provider we talk to speaks it and it is the format
+recordings and transcripts are written in.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    # Raw JSON text as the model produced it: malformed arguments must reach the loop, which reports them back.
+    arguments: str
+
+    def as_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
+
+
+@dataclass
+class ModelRequest:
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    temperature: float | None = None
+    # Where the request comes from (conversation id, turn, step); never sent to the model.
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ModelResponse:
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str = "stop"
+    usage: Usage = field(default_factory=Usage)
+    latency_ms: float = 0.0
+    model: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "tool_calls": [asdict(call) for call in self.tool_calls],
+            "finish_reason": self.finish_reason,
+            "usage": asdict(self.usage),
+            "latency_ms": self.latency_ms,
+            "model": self.model,
+        }
+
+
+class ProviderError(Exception):
+    """The model endpoint failed (after its retries). `code` is short and stable: 'rate_limited', 'timeout', …"""
+
+    def __init__(self, message: str, *, code: str = "provider_error", provider: str = "", model: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.provider = provider
+        self.model = model
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One configured `provider:model` with prices per million tokens."""
+
+    provider: str
+    model: str
+    input_price: float = 0.0
+    output_price: float = 0.0
+    label: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+    def cost(self, usage: Usage) -> float:
+        return (usage.input_tokens * self.input_price + usage.output_tokens * self.output_price) / 1_000_000
+
+
+class ModelProvider(abc.ABC):
+    """A configured endpoint. Implementations must be thread-safe: one instance serves the whole process."""
+
+    kind: str = ""
+
+    def __init__(self, name: str, options: dict[str, Any]) -> None:
+        self.name = name
+        self.options = options
+
+    @abc.abstractmethod
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer one chat request. Raise ProviderError on failure; measure latency_ms and usage."""

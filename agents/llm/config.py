@@ -1,0 +1,204 @@
+"""Reading and checking the model-provider configuration.
+
+A pure module (no Django models, no SDK): settings.py imports it to build AGENTTEST_PROVIDERS, and the system check
+re-validates whatever the setting holds. Keys never live in the file, only the name of the env var that holds one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 2
+
+# Keys every provider may carry, and the extra ones that only mean something to one kind. A new kind (e.g. replay)
+# adds its line here: the file is read at settings time, before any provider class has had a chance to register.
+_COMMON_KEYS = frozenset({"kind", "base_url", "api_key_env", "timeout", "max_retries", "models"})
+KIND_EXTRA_KEYS: dict[str, frozenset[str]] = {
+    "openai": frozenset(),
+    "scripted": frozenset(),
+    "simulated": frozenset({"delay_ms"}),
+}
+_MODEL_KEYS = frozenset({"name", "input_price", "output_price", "label"})
+KIND_EXTRA_MODEL_KEYS: dict[str, frozenset[str]] = {"simulated": frozenset({"delay_ms"})}
+
+_PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+SIMULATED_MODELS = [
+    {"name": "sim-careful", "input_price": 0.0, "output_price": 0.0, "label": "Simulated: careful (offline)"},
+    {"name": "sim-hasty", "input_price": 0.0, "output_price": 0.0, "label": "Simulated: hasty (offline)"},
+]
+
+
+def default_providers() -> dict[str, dict[str, Any]]:
+    """The offline simulated models, plus OpenAI when OPENAI_API_KEY is set."""
+    providers: dict[str, dict[str, Any]] = {
+        "simulated": _normalise({"kind": "simulated", "models": [dict(model) for model in SIMULATED_MODELS]})
+    }
+    if os.environ.get("OPENAI_API_KEY", "").strip():
+        providers["openai"] = _normalise(
+            {
+                "kind": "openai",
+                "base_url": OPENAI_BASE_URL,
+                "api_key_env": "OPENAI_API_KEY",
+                "models": [
+                    {"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.60, "label": "OpenAI GPT-4o mini"},
+                    {"name": "gpt-4o", "input_price": 2.50, "output_price": 10.00, "label": "OpenAI GPT-4o"},
+                ],
+            }
+        )
+    return providers
+
+
+def load_providers(path: str) -> dict[str, dict[str, Any]]:
+    """The providers configured in the TOML file at `path` ("" → default_providers()), validated and normalised."""
+    if not path:
+        return default_providers()
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ImproperlyConfigured(f"model provider file {path}: the file does not exist") from None
+    except OSError as exc:
+        raise ImproperlyConfigured(f"model provider file {path}: cannot be read ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ImproperlyConfigured(f"model provider file {path}: not valid TOML ({exc})") from None
+
+    problems = [f"unknown top-level key {key!r} (only [providers.<name>] tables belong here)" for key in data
+                if key != "providers"]
+    providers = data.get("providers")
+    if not isinstance(providers, dict) or not providers:
+        problems.append("no providers: add at least one [providers.<name>] table")
+    else:
+        problems.extend(validate_providers(providers))
+    if problems:
+        raise ImproperlyConfigured(f"model provider file {path}: " + "; ".join(problems))
+    return {name: _normalise(spec) for name, spec in providers.items()}
+
+
+def validate_providers(config: dict[str, Any]) -> list[str]:
+    """Every problem with a providers mapping (raw from the file or normalised), each naming provider and field."""
+    if not isinstance(config, dict):
+        return [f"the providers must be a mapping of name → provider, got {type(config).__name__}"]
+    problems: list[str] = []
+    for name, spec in config.items():
+        problems.extend(_provider_problems(name, spec))
+    return problems
+
+
+def _provider_problems(name: Any, spec: Any) -> list[str]:
+    where = f"provider {name!r}"
+    if not isinstance(name, str) or not _PROVIDER_NAME.match(name):
+        # The name is the part before ':' in a model key, so it may not contain one.
+        return [f"{where}: the name must be letters, digits, '_', '.' or '-' (no ':' or spaces)"]
+    if not isinstance(spec, dict):
+        return [f"{where}: must be a table of settings"]
+    problems: list[str] = []
+    if "api_key" in spec:
+        # Never echo the value: it is a secret that should not have been written here.
+        problems.append(
+            f"{where}: field 'api_key' is not allowed; keys never go in this file. Put the key in an environment "
+            "variable and give its name in 'api_key_env'"
+        )
+    kind = spec.get("kind")
+    if not isinstance(kind, str) or kind not in KIND_EXTRA_KEYS:
+        known = ", ".join(sorted(KIND_EXTRA_KEYS))
+        problems.append(f"{where}: field 'kind' must be one of {known}, got {kind!r}")
+        return problems
+    allowed = _COMMON_KEYS | KIND_EXTRA_KEYS[kind]
+    problems.extend(
+        f"{where}: unknown field {key!r} (allowed for kind {kind!r}: {', '.join(sorted(allowed))})"
+        for key in spec
+        if key not in allowed and key != "api_key"
+    )
+
+    base_url = spec.get("base_url", "")
+    if not isinstance(base_url, str) or (base_url and not base_url.startswith(("http://", "https://"))):
+        problems.append(f"{where}: field 'base_url' must be an http:// or https:// URL, got {base_url!r}")
+    api_key_env = spec.get("api_key_env", "")
+    if not isinstance(api_key_env, str) or (api_key_env and not _ENV_NAME.match(api_key_env)):
+        problems.append(
+            f"{where}: field 'api_key_env' must be the NAME of an environment variable (e.g. OPENAI_API_KEY), "
+            "not the key itself"
+        )
+    elif kind == "openai" and not api_key_env and str(base_url).rstrip("/") in ("", OPENAI_BASE_URL):
+        problems.append(f"{where}: field 'api_key_env' is required for {OPENAI_BASE_URL} (name the env var)")
+    timeout = spec.get("timeout", DEFAULT_TIMEOUT)
+    if not _is_number(timeout) or timeout <= 0:
+        problems.append(f"{where}: field 'timeout' must be a number of seconds greater than 0, got {timeout!r}")
+    max_retries = spec.get("max_retries", DEFAULT_MAX_RETRIES)
+    if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+        problems.append(f"{where}: field 'max_retries' must be a whole number ≥ 0, got {max_retries!r}")
+    if "delay_ms" in spec and (not _is_number(spec["delay_ms"]) or spec["delay_ms"] < 0):
+        problems.append(f"{where}: field 'delay_ms' must be a number ≥ 0, got {spec['delay_ms']!r}")
+
+    models = spec.get("models")
+    if not isinstance(models, list) or not models:
+        problems.append(f"{where}: field 'models' must list at least one [[providers.{name}.models]] entry")
+        return problems
+    seen: set[str] = set()
+    model_keys = _MODEL_KEYS | KIND_EXTRA_MODEL_KEYS.get(kind, frozenset())
+    for index, model in enumerate(models):
+        problems.extend(_model_problems(f"{where}: models[{index}]", model, model_keys, seen))
+    return problems
+
+
+def _model_problems(where: str, model: Any, allowed: frozenset[str], seen: set[str]) -> list[str]:
+    if not isinstance(model, dict):
+        return [f"{where} must be a table with name and prices"]
+    problems = [
+        f"{where}: unknown field {key!r} (allowed: {', '.join(sorted(allowed))})" for key in model if key not in allowed
+    ]
+    name = model.get("name")
+    if not isinstance(name, str) or not name.strip():
+        problems.append(f"{where}: field 'name' must be a non-empty string")
+    elif name in seen:
+        problems.append(f"{where}: model {name!r} is listed twice")
+    else:
+        seen.add(name)
+    for field in ("input_price", "output_price"):
+        price = model.get(field, 0.0)
+        if not _is_number(price) or price < 0:
+            problems.append(f"{where}: field {field!r} must be a number ≥ 0 (USD per million tokens), got {price!r}")
+    if not isinstance(model.get("label", ""), str):
+        problems.append(f"{where}: field 'label' must be a string")
+    if "delay_ms" in model and (not _is_number(model["delay_ms"]) or model["delay_ms"] < 0):
+        problems.append(f"{where}: field 'delay_ms' must be a number ≥ 0, got {model['delay_ms']!r}")
+    return problems
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _normalise(spec: dict[str, Any]) -> dict[str, Any]:
+    kind = spec["kind"]
+    normalised: dict[str, Any] = {
+        "kind": kind,
+        "base_url": spec.get("base_url") or (OPENAI_BASE_URL if kind == "openai" else ""),
+        "api_key_env": spec.get("api_key_env", ""),
+        "timeout": float(spec.get("timeout", DEFAULT_TIMEOUT)),
+        "max_retries": spec.get("max_retries", DEFAULT_MAX_RETRIES),
+    }
+    for key in sorted(KIND_EXTRA_KEYS[kind]):
+        if key in spec:
+            normalised[key] = spec[key]
+    normalised["models"] = [
+        {
+            **{key: model[key] for key in sorted(KIND_EXTRA_MODEL_KEYS.get(kind, frozenset())) if key in model},
+            "name": model["name"],
+            "input_price": float(model.get("input_price", 0.0)),
+            "output_price": float(model.get("output_price", 0.0)),
+            "label": model.get("label", ""),
+        }
+        for model in spec["models"]
+    ]
+    return normalised

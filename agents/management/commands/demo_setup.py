@@ -1,0 +1,77 @@
+"""Set up the order-support demo: an admin, optionally a member, the demo agents and a few sample conversations.
+
+Idempotent: a second run creates nothing, changes nothing and never resets a password.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from agents.demo import (
+    DEMO_TAG,
+    demo_agents_ensure,
+    demo_conversations_create,
+    demo_conversations_exist,
+    demo_user_ensure,
+)
+
+ADMIN_USERNAME = "admin"
+MEMBER_USERNAME = "member"
+
+
+class Command(BaseCommand):
+    help = (
+        "Create the demo: superuser 'admin' (password from AGENTTEST_ADMIN_PASSWORD, else generated and printed "
+        "once), user 'member' when AGENTTEST_MEMBER_PASSWORD is set, the order-support agents and sample "
+        "conversations tagged 'demo'. Safe to run again."
+    )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        admin = self._users()
+        for agent, created in demo_agents_ensure():
+            if created:
+                self._done(f"Created agent {agent.name!r} ({agent.model_key}).")
+            else:
+                self.stdout.write(f"Agent {agent.name!r} exists; left unchanged.")
+        self._conversations(admin)
+
+    def _users(self) -> Any:
+        env_password = os.environ.get("AGENTTEST_ADMIN_PASSWORD", "")
+        password = env_password or secrets.token_urlsafe(12)
+        admin, created = demo_user_ensure(username=ADMIN_USERNAME, password=password, superuser=True)
+        if not created:
+            self.stdout.write(f"Superuser {ADMIN_USERNAME!r} exists; its password was not changed.")
+        elif env_password:
+            self._done(f"Created superuser {ADMIN_USERNAME!r} with the password from AGENTTEST_ADMIN_PASSWORD.")
+        else:
+            self._done(f"Created superuser {ADMIN_USERNAME!r}.")
+            self.stdout.write(self.style.WARNING(f"Generated password (shown only now): {password}"))
+
+        member_password = os.environ.get("AGENTTEST_MEMBER_PASSWORD", "")
+        if member_password:
+            _, created = demo_user_ensure(username=MEMBER_USERNAME, password=member_password, superuser=False)
+            if created:
+                self._done(f"Created user {MEMBER_USERNAME!r} with the password from AGENTTEST_MEMBER_PASSWORD.")
+            else:
+                self.stdout.write(f"User {MEMBER_USERNAME!r} exists; its password was not changed.")
+        return admin
+
+    def _conversations(self, owner: Any) -> None:
+        if demo_conversations_exist():
+            self.stdout.write(f"Conversations tagged {DEMO_TAG!r} exist; none added.")
+            return
+        for result in demo_conversations_create(owner=owner):
+            conversation = result.conversation
+            tools = [call.name for turn in result.turns for call in turn.tool_calls]
+            chain = " → ".join(dict.fromkeys(name for turn in result.turns for name in turn.agent_chain))
+            line = f"Created conversation #{conversation.pk} {conversation.title!r}: agents {chain or 'none'}"
+            self._done(f"{line}; tools {', '.join(tools) or 'none'}.")
+            if result.error:
+                self.stdout.write(self.style.WARNING(f"  It stopped early: {result.error}"))
+
+    def _done(self, message: str) -> None:
+        self.stdout.write(self.style.SUCCESS(message))

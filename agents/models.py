@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class Agent(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True, help_text="What this agent handles; a router reads it to choose.")
+    instruction = models.TextField(
+        help_text="System instruction. A Django template rendered with the conversation state, e.g. {{ customer }}."
+    )
+    provider = models.CharField(max_length=100, help_text="A configured model provider, e.g. 'simulated'.")
+    model = models.CharField(max_length=200)
+    temperature = models.FloatField(default=0.0)
+    functions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=(
+            'Functions the agent may call: [{"name", "description", "parameters": <JSON Schema>, "output"?}]. '
+            "A name alone uses the registered function's description and schema; 'output' is a static answer."
+        ),
+    )
+    rules = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Rule-triggered calls: [{"trigger": "conversation_started"|"state_changed", "key"?, "function", '
+        '"arguments"?}].',
+    )
+    sub_agents = models.ManyToManyField("self", symmetrical=False, blank=True, related_name="routers")
+    max_steps = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Model steps allowed per turn; empty uses AGENTTEST_MAX_STEPS."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def model_key(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+
+class Conversation(models.Model):
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="conversations")
+    current_agent = models.ForeignKey(
+        Agent, on_delete=models.PROTECT, related_name="+", null=True, blank=True,
+        help_text="The agent the next turn starts with after routing; empty means the entry agent.",
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="conversations"
+    )
+    tags = models.JSONField(default=list, blank=True)
+    title = models.CharField(max_length=200, blank=True)
+    turn_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation #{self.pk} with {self.agent_id and self.agent.name}"
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+        TOOL_CALL = "tool_call", "Tool call"
+        TOOL_RESULT = "tool_result", "Tool result"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField(help_text="Order within the conversation.")
+    turn = models.IntegerField(help_text="Turn index; -1 for pre-written history and start-up rules.")
+    role = models.CharField(max_length=20, choices=Role.choices)
+    content = models.TextField(blank=True)
+    function_name = models.CharField(max_length=200, blank=True)
+    arguments = models.JSONField(null=True, blank=True)
+    raw_arguments = models.TextField(blank=True, help_text="The arguments as the model wrote them.")
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    trigger = models.CharField(max_length=20, blank=True, help_text="model, rule or direct, for tool calls.")
+    outcome = models.CharField(max_length=20, blank=True, help_text="How a tool call was answered.")
+    model = models.CharField(max_length=300, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.FloatField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation_id", "seq"]
+        constraints = [models.UniqueConstraint(fields=["conversation", "seq"], name="message_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.seq}"
+
+
+class StateChange(models.Model):
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="state_changes")
+    key = models.CharField(max_length=200)
+    value = models.JSONField(null=True)
+    message = models.ForeignKey(
+        Message, on_delete=models.CASCADE, null=True, blank=True, related_name="state_changes",
+        help_text="The message that caused the change; empty for initial state.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation_id", "id"]
+        indexes = [models.Index(fields=["conversation", "key"])]
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value!r}"
+

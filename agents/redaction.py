@@ -1,0 +1,70 @@
+"""Removing secrets before anything is stored or logged.
+
+Known secret values (every API key env var a provider names, plus OPENAI_API_KEY), Authorization/Bearer values,
+common key shapes and AGENTTEST_REDACT_PATTERNS are replaced by a marker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Any
+
+from django.conf import settings
+
+MARKER = "[redacted]"
+_BUILTIN_PATTERNS = [
+    r"(?i)(authorization\s*[:=]\s*)(bearer\s+|basic\s+)?[^\s\"',;]+",
+    r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{8,}=*",
+    r"\bsk-[A-Za-z0-9_\-]{16,}",
+    r"(?i)(api[_-]?key\s*[:=]\s*[\"']?)[^\s\"',;]{8,}",
+]
+
+
+def _secret_values() -> list[str]:
+    names = {"OPENAI_API_KEY", "AGENTTEST_TWILIO_AUTH_TOKEN"}
+    for spec in getattr(settings, "AGENTTEST_PROVIDERS", {}).values():
+        if spec.get("api_key_env"):
+            names.add(spec["api_key_env"])
+    values = [os.environ.get(name, "") for name in names]
+    values.append(getattr(settings, "AGENTTEST_TWILIO_AUTH_TOKEN", ""))
+    # Very short values would redact ordinary words; a real key is never this short.
+    return sorted({value for value in values if len(value) >= 8}, key=len, reverse=True)
+
+
+def _patterns() -> list[re.Pattern[str]]:
+    return [re.compile(p) for p in [*_BUILTIN_PATTERNS, *getattr(settings, "AGENTTEST_REDACT_PATTERNS", [])]]
+
+
+def redact_text(text: str) -> str:
+    if not text:
+        return text
+    for value in _secret_values():
+        text = text.replace(value, MARKER)
+    for pattern in _patterns():
+        text = pattern.sub(lambda m: (m.group(1) if m.re.groups and m.group(1) else "") + MARKER, text)
+    return text
+
+
+def redact(value: Any) -> Any:
+    """Redact every string inside a JSON-like value (dict keys are kept)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {key: redact(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(item) for item in value]
+    return value
+
+
+class RedactingLogFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            return True
+        redacted = redact_text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True

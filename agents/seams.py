@@ -1,0 +1,68 @@
+"""The host's public surface for the harness (and any other plugin). The harness apps import the host only here.
+
+- executor providers: asked first by the function-executor factory (ascending `order`, ties by name);
+- agent-load hooks: run each time an agent is loaded into a conversation, may rewrite its LLM config for it only;
+- the conversation service: start, send, invoke_function;
+- the model layer: configured models and providers.
+"""
+
+from agents.builtins.control import CONTROL_FLOW_FUNCTIONS
+from agents.executor import (
+    InvalidFunctionName,
+    create_executor,
+    execute,
+    execute_without_providers,
+    executor_providers,
+    register_executor_provider,
+    run_registered_function,
+    unregister_executor_provider,
+)
+from agents.functions import (
+    Executor,
+    ExecutorProvider,
+    FunctionContext,
+    FunctionResult,
+    get_function,
+    register_function,
+    registered_functions,
+)
+from agents.llm.base import ModelConfig, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
+from agents.llm.registry import (
+    UnknownModel,
+    configured_models,
+    get_model,
+    get_provider,
+    parse_model_key,
+    register_provider_kind,
+)
+from agents.loading import LoadedAgent, register_agent_load_hook, unregister_agent_load_hook
+from agents.models import Agent, Conversation, Message, StateChange
+from agents.redaction import redact, redact_text
+from agents.selectors import conversation_messages, conversation_state, conversation_state_timeline
+from agents.services import (
+    ConversationError,
+    InvalidInput,
+    ModelCallFailed,
+    StepLimitExceeded,
+    ToolCallRecord,
+    TurnResult,
+    conversation_invoke_function,
+    conversation_send,
+    conversation_start,
+)
+
+start = conversation_start
+send = conversation_send
+invoke_function = conversation_invoke_function
+
+__all__ = [
+    "CONTROL_FLOW_FUNCTIONS", "Agent", "Conversation", "ConversationError", "Executor", "ExecutorProvider",
+    "FunctionContext", "FunctionResult", "InvalidFunctionName", "InvalidInput", "LoadedAgent", "Message",
+    "ModelCallFailed", "ModelConfig", "ModelProvider", "ModelRequest", "ModelResponse", "ProviderError",
+    "StateChange", "StepLimitExceeded", "ToolCall", "ToolCallRecord", "TurnResult", "UnknownModel", "Usage",
+    "configured_models", "conversation_messages", "conversation_state", "conversation_state_timeline", "conversation_invoke_function", "conversation_send", "conversation_start",
+    "create_executor", "execute", "execute_without_providers", "executor_providers", "get_function", "get_model", "get_provider",
+    "invoke_function", "parse_model_key", "redact", "redact_text", "register_agent_load_hook",
+    "register_executor_provider", "register_function", "register_provider_kind", "registered_functions",
+    "run_registered_function", "send", "start", "unregister_agent_load_hook", "unregister_executor_provider",
+]

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from agents.models import Agent, Conversation, Message, StateChange
+
+
+def agent_list() -> QuerySet[Agent]:
+    return Agent.objects.prefetch_related("sub_agents")
+
+
+def conversation_list(*, user: Any, agent_id: int | None = None, tag: str = "", search: str = "") -> QuerySet:
+    """Conversations a user may see: staff see all, others their own."""
+    qs = Conversation.objects.select_related("agent", "owner")
+    if not user.is_staff:
+        qs = qs.filter(owner=user)
+    if agent_id:
+        qs = qs.filter(agent_id=agent_id)
+    if tag:
+        # JSON containment is not on SQLite; a quoted substring match on the stored list works on both.
+        qs = qs.filter(tags__icontains=f'"{tag}"')
+    if search:
+        qs = qs.filter(Q(title__icontains=search) | Q(messages__content__icontains=search)).distinct()
+    return qs
+
+
+def conversation_messages(*, conversation: Conversation) -> QuerySet[Message]:
+    return conversation.messages.select_related("agent").order_by("seq")
+
+
+def conversation_state(*, conversation: Conversation, at_seq: int | None = None) -> dict[str, Any]:
+    """The state as it stood right after message `at_seq` (None: now). Initial state has no message."""
+    changes = StateChange.objects.filter(conversation=conversation).order_by("id")
+    if at_seq is not None:
+        changes = changes.filter(Q(message__isnull=True) | Q(message__seq__lte=at_seq))
+    state: dict[str, Any] = {}
+    for key, value in changes.values_list("key", "value"):
+        state[key] = value
+    return state
+
+
+def conversation_state_timeline(*, conversation: Conversation) -> list[dict[str, Any]]:
+    return [
+        {"key": key, "value": value, "message_seq": seq, "turn": turn}
+        for key, value, seq, turn in StateChange.objects.filter(conversation=conversation)
+        .order_by("id")
+        .values_list("key", "value", "message__seq", "message__turn")
+    ]

@@ -1,0 +1,50 @@
+"""Server-rendered pages. The chat page is a shell: chat.js drives it through the REST API with the session."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from agents.selectors import agent_list, conversation_list
+
+CONVERSATIONS_PER_PAGE = 25
+
+
+def index(request: HttpRequest) -> HttpResponse:
+    return redirect("agents:chat")
+
+
+@login_required
+def chat(request: HttpRequest) -> HttpResponse:
+    conversation = None
+    error = ""
+    wanted = request.GET.get("conversation", "").strip()
+    if wanted:
+        if wanted.isdigit():
+            conversation = conversation_list(user=request.user).filter(pk=int(wanted)).first()
+        if conversation is None:
+            error = f"Conversation {wanted} does not exist or is not yours to see. Start a new one below."
+    context = {"agents": agent_list(), "conversation": conversation, "error": error}
+    return render(request, "agents/chat.html", context, status=404 if error else 200)
+
+
+@login_required
+def conversations(request: HttpRequest) -> HttpResponse:
+    agent_id = request.GET.get("agent", "")
+    tag = request.GET.get("tag", "").strip()
+    search = request.GET.get("search", "").strip()
+    queryset = conversation_list(
+        user=request.user, agent_id=int(agent_id) if agent_id.isdigit() else None, tag=tag, search=search
+    ).select_related("current_agent")
+    page = Paginator(queryset, CONVERSATIONS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "page": page,
+        "agents": agent_list(),
+        "filters": {"agent": agent_id, "tag": tag, "search": search},
+        "query": query.urlencode(),
+    }
+    return render(request, "agents/conversations.html", context)

@@ -1,0 +1,58 @@
+"""Is the Celery broker reachable right now? Asked before a run is queued, so a dead broker is a clear 503, not a hang.
+
+The embedded default keeps messages in SQLite through kombu's SQLAlchemy transport; production uses Redis.
+See docs/decisions/0001-embedded-broker.md.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from kombu import Connection
+from kombu.exceptions import KombuError
+from kombu.utils.url import maybe_sanitize_url
+from sqlalchemy import create_engine, inspect
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+_SQL_PREFIXES = ("sqla+", "sqlalchemy+")
+
+
+class BrokerUnavailable(Exception):
+    """The broker did not answer; the message says which broker (password hidden) and why."""
+
+
+def broker_ping(timeout: float, url: str | None = None) -> None:
+    """Return when the broker at `url` (default: the configured one) answers within about `timeout` seconds.
+
+    Raises BrokerUnavailable otherwise. Nothing is published and no queue is created.
+    """
+    url = url or settings.CELERY_BROKER_URL
+    try:
+        if url.startswith(_SQL_PREFIXES):
+            _ping_sql(url.split("+", 1)[1], timeout)
+        else:
+            _ping_kombu(url, timeout)
+    except (KombuError, SQLAlchemyError, OSError) as exc:
+        # SQLAlchemy wraps the driver's error in a multi-line text with a help link; the driver's own line is enough.
+        reason = getattr(exc, "orig", None) or exc
+        raise BrokerUnavailable(f"the message broker at {maybe_sanitize_url(url)} did not answer: {reason}") from exc
+
+
+def _ping_sql(sql_url: str, timeout: float) -> None:
+    # kombu's SQL channel opens no database until a message moves, and caches one engine per URL for the whole
+    # process; a short-lived engine of our own really touches the file and leaves the publishing engine untouched.
+    connect_args = {"timeout": timeout} if sql_url.startswith("sqlite") else {}
+    engine = create_engine(sql_url, connect_args=connect_args, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            # Reading the schema fails on a file that is not a database or is locked past the timeout.
+            inspect(connection).get_table_names()
+    finally:
+        engine.dispose()
+
+
+def _ping_kombu(url: str, timeout: float) -> None:
+    # Redis' own socket timeouts default to "wait forever"; a server that accepts but never answers must not hang us.
+    options = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
+    with Connection(url, connect_timeout=timeout, transport_options=options) as connection:
+        connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)

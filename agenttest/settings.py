@@ -1,0 +1,208 @@
+"""The one settings module. Everything that differs between a laptop demo and production is read from the environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from agenttest.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("AGENTTEST_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("AGENTTEST_DEBUG", False)
+SECRET_KEY = env_str("AGENTTEST_SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "AGENTTEST_SECRET_KEY is required when AGENTTEST_DEBUG is off "
+            "(set AGENTTEST_DEBUG=1 for a local demo, or give a long random secret key)."
+        )
+    SECRET_KEY = "django-insecure-agenttest-local-development-only"
+
+ALLOWED_HOSTS = env_list("AGENTTEST_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("AGENTTEST_CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "agenttest",
+    "agents",
+    *env_list("AGENTTEST_HARNESS_APPS", ["cases", "runs", "recording"]),
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agenttest.urls"
+WSGI_APPLICATION = "agenttest.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'agenttest.sqlite3'}"),
+        conn_max_age=env_int("AGENTTEST_DB_CONN_MAX_AGE", 0, minimum=0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web requests and the worker write to one SQLite file; WAL plus a busy timeout keeps them from failing each other.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;", "transaction_mode": "IMMEDIATE"}
+    )
+    # A file, not memory, so a worker process started by a test sees the same data; one per test process.
+    DATABASES["default"].setdefault("TEST", {})["NAME"] = str(VAR_DIR / f"test-agenttest-{os.getpid()}.sqlite3")
+if env_str("AGENTTEST_SQL_DATABASE_URL"):
+    DATABASES["agent_sql"] = dj_database_url.parse(env_str("AGENTTEST_SQL_DATABASE_URL"))
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+
+# Security: production defaults when DEBUG is off; each can be relaxed from the environment behind a proxy.
+SECURE_SSL_REDIRECT = env_bool("AGENTTEST_SECURE_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("AGENTTEST_SECURE_COOKIES", not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_HSTS_SECONDS = env_int("AGENTTEST_HSTS_SECONDS", 0 if DEBUG else 31536000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("AGENTTEST_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("AGENTTEST_HSTS_PRELOAD", False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+if env_bool("AGENTTEST_BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+EMAIL_BACKEND = env_str(
+    "AGENTTEST_EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("AGENTTEST_EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("AGENTTEST_EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("AGENTTEST_EMAIL_USER")
+EMAIL_HOST_PASSWORD = env_str("AGENTTEST_EMAIL_PASSWORD")
+EMAIL_USE_TLS = env_bool("AGENTTEST_EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("AGENTTEST_DEFAULT_FROM_EMAIL", "agenttest@localhost")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_RATES": {
+        "run_trigger": env_str("AGENTTEST_THROTTLE_RUNS", "60/hour"),
+        "recording": env_str("AGENTTEST_THROTTLE_RECORDING", "120/hour"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "agenttest API",
+    "DESCRIPTION": "Regression tests for LLM agents: agents, conversations, suites, cases and runs.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Served by the app itself: agenttest must work offline, with no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Celery. The embedded default keeps messages in a SQLite file next to the database: no server to install.
+# See docs/decisions/0001-embedded-broker.md for why this transport and not kombu's filesystem one.
+BROKER_URL = env_str("AGENTTEST_BROKER_URL", f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite3'}")
+CELERY_BROKER_URL = BROKER_URL
+CELERY_BROKER_CONNECTION_TIMEOUT = env_float("AGENTTEST_BROKER_TIMEOUT", 3.0)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.2} if BROKER_URL.startswith("sqla+") else {
+    "socket_connect_timeout": 3,
+    "socket_timeout": 10,
+}
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {"runs.tasks.*": {"queue": "runs"}}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Model providers: a TOML file, or the offline simulated models (plus OpenAI when its key is set).
+AGENTTEST_PROVIDERS_FILE = env_str("AGENTTEST_PROVIDERS_FILE")
+AGENTTEST_MAX_STEPS = env_int("AGENTTEST_MAX_STEPS", 10, minimum=1)
+AGENTTEST_HTTP_ALLOWED_HOSTS = env_list("AGENTTEST_HTTP_ALLOWED_HOSTS")
+AGENTTEST_HTTP_TIMEOUT = env_float("AGENTTEST_HTTP_TIMEOUT", 10.0)
+AGENTTEST_SQL_DATABASE = env_str("AGENTTEST_SQL_DATABASE", "agent_sql" if "agent_sql" in DATABASES else "")
+AGENTTEST_SQL_ROW_LIMIT = env_int("AGENTTEST_SQL_ROW_LIMIT", 100, minimum=1)
+AGENTTEST_TWILIO_ACCOUNT_SID = env_str("AGENTTEST_TWILIO_ACCOUNT_SID")
+AGENTTEST_TWILIO_AUTH_TOKEN = env_str("AGENTTEST_TWILIO_AUTH_TOKEN")
+AGENTTEST_TWILIO_FROM = env_str("AGENTTEST_TWILIO_FROM")
+AGENTTEST_TWILIO_API_BASE = env_str("AGENTTEST_TWILIO_API_BASE", "https://api.twilio.com")
+AGENTTEST_REDACT_PATTERNS = env_list("AGENTTEST_REDACT_PATTERNS")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "agents.redaction.RedactingLogFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
+    "root": {"handlers": ["console"], "level": env_str("AGENTTEST_LOG_LEVEL", "INFO")},
+    "loggers": {"httpx": {"level": "WARNING"}, "openai": {"level": "WARNING"}},
+}
+
+from agents.llm.config import load_providers  # noqa: E402  (a pure module: no models, safe at settings time)
+
+AGENTTEST_PROVIDERS = load_providers(AGENTTEST_PROVIDERS_FILE)

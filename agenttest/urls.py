@@ -1,0 +1,21 @@
+from django.apps import apps
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/", include("agents.urls_api")),
+    path("", include("agents.urls")),
+]
+
+# The harness mounts itself only when installed: the host works the same without it.
+for app_label in ("cases", "runs", "recording"):
+    if apps.is_installed(app_label):
+        urlpatterns.insert(-1, path("api/", include(f"{app_label}.urls_api")))
+        urlpatterns.insert(-1, path("", include(f"{app_label}.urls")))

@@ -1,0 +1,158 @@
+"""Suites and cases. What a reviewer edits in the admin (history, turns, mocks, assertions) are rows with inlines."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from agents.seams import Agent, Conversation
+
+
+class Suite(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="suites")
+    judge_model = models.CharField(
+        max_length=300, blank=True, help_text="provider:model that scores llmJudge assertions; empty: none."
+    )
+    extra_allowed_functions = models.JSONField(
+        default=list, blank=True,
+        help_text="Function names allowed to really execute during a test, on top of the five control-flow ones.",
+    )
+    force_blocked_functions = models.JSONField(
+        default=list, blank=True, help_text="Function names always blocked, even when allowed or mocked."
+    )
+    case_timeout_seconds = models.PositiveIntegerField(default=120)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Case(models.Model):
+    class Source(models.TextChoices):
+        MANUAL = "manual", "Manual"
+        RECORDED = "recorded", "Recorded"
+        EXTRACTED = "extracted", "Extracted"
+
+    class Type(models.TextChoices):
+        AGENT = "agent", "Agent"
+        ROUTING = "routing", "Routing"
+
+    class UnmockedPolicy(models.TextChoices):
+        BLOCK = "block", "Block"
+
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="cases")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    enabled = models.BooleanField(default=True)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.MANUAL)
+    source_conversation = models.ForeignKey(
+        Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    type = models.CharField(max_length=20, choices=Type.choices, default=Type.AGENT)
+    entry_agent = models.ForeignKey(
+        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+        help_text="The agent the conversation starts with; empty: the suite's agent.",
+    )
+    initial_state = models.JSONField(default=dict, blank=True)
+    unmocked_policy = models.CharField(
+        max_length=20, choices=UnmockedPolicy.choices, default=UnmockedPolicy.BLOCK,
+        help_text="What happens to a tool call no mock answers. Only 'block' exists: a test never runs a real tool.",
+    )
+    priority = models.IntegerField(default=0)
+    tags = models.JSONField(default=list, blank=True)
+    warnings = models.JSONField(default=list, blank=True, help_text="Notes left by recording for the reviewer.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["suite_id", "-priority", "name", "id"]
+        constraints = [models.UniqueConstraint(fields=["suite", "name"], name="case_unique_name_per_suite")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class HistoryMessage(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="history")
+    position = models.PositiveIntegerField(default=0)
+    role = models.CharField(max_length=20, choices=Role.choices)
+    content = models.TextField()
+
+    class Meta:
+        ordering = ["case_id", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:40]}"
+
+
+class Turn(models.Model):
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="turns")
+    position = models.PositiveIntegerField(default=0)
+    user_message = models.TextField()
+
+    class Meta:
+        ordering = ["case_id", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"Turn {self.position}: {self.user_message[:40]}"
+
+
+class Mock(models.Model):
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="mocks")
+    position = models.PositiveIntegerField(default=0)
+    function_name = models.CharField(max_length=200)
+    arguments = models.JSONField(
+        null=True, blank=True, help_text="Answer only calls whose arguments contain these (a subset match)."
+    )
+    call_index = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Answer only the N-th call of this function (0-based)."
+    )
+    result = models.TextField(blank=True, help_text="The tool result the agent receives.")
+    stop = models.BooleanField(default=False, help_text="A stop-completion: the turn ends with this result.")
+    state_writes = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["case_id", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"mock {self.function_name}"
+
+
+class Assertion(models.Model):
+    class Type(models.TextChoices):
+        OUTPUT_CONTAINS = "outputContains", "Output contains"
+        OUTPUT_NOT_CONTAINS = "outputNotContains", "Output does not contain"
+        OUTPUT_REGEX = "outputRegex", "Output matches regex"
+        TOOL_CALLED = "toolCalled", "Tool called"
+        TOOL_NOT_CALLED = "toolNotCalled", "Tool not called"
+        STATE_EQUALS = "stateEquals", "State equals"
+        ROUTED_TO_AGENT = "routedToAgent", "Routed to agent"
+        AGENT_CHAIN = "agentChain", "Agent chain"
+        LLM_JUDGE = "llmJudge", "LLM judge"
+        NO_BLOCKED_TOOLS = "noBlockedTools", "No blocked tools"
+
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="assertions")
+    turn = models.ForeignKey(
+        Turn, on_delete=models.CASCADE, null=True, blank=True, related_name="assertions",
+        help_text="Empty: a case-level assertion over the whole conversation.",
+    )
+    position = models.PositiveIntegerField(default=0)
+    type = models.CharField(max_length=30, choices=Type.choices)
+    params = models.JSONField(default=dict, blank=True)
+    fatal = models.BooleanField(default=False, help_text="When it fails, the remaining turns are skipped.")
+
+    class Meta:
+        ordering = ["case_id", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.params}"

@@ -1,0 +1,89 @@
+"""Reads of suites and cases. Case querysets come with their parts prefetched, so listing N cases as documents costs
+the same number of queries as listing one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection
+from django.db.models import Count, Q, QuerySet
+from django.db.models.expressions import RawSQL
+
+from cases.models import Case, Suite
+
+CASE_PARTS = ("history", "turns", "mocks", "assertions")
+TAG_FILTER_PREFIX = "tag:"
+
+
+def suite_list(*, filters: dict[str, Any] | None = None) -> QuerySet[Suite]:
+    """Suites with `case_count` and `enabled_case_count`. Filters: agent (id), enabled, search (name/description)."""
+    filters = filters or {}
+    queryset = Suite.objects.select_related("agent").annotate(
+        case_count=Count("cases"), enabled_case_count=Count("cases", filter=Q(cases__enabled=True))
+    )
+    if filters.get("agent") is not None:
+        queryset = queryset.filter(agent_id=filters["agent"])
+    if filters.get("enabled") is not None:
+        queryset = queryset.filter(enabled=filters["enabled"])
+    if search := filters.get("search"):
+        queryset = queryset.filter(Q(name__icontains=search) | Q(description__icontains=search))
+    return queryset.order_by("name", "id")
+
+
+def suite_detail(*, suite_id: int) -> Suite:
+    """Raises Suite.DoesNotExist."""
+    return suite_list().get(pk=suite_id)
+
+
+def _with_parts(queryset: QuerySet[Case]) -> QuerySet[Case]:
+    return queryset.select_related("suite", "suite__agent", "entry_agent").prefetch_related(*CASE_PARTS)
+
+
+def _tagged(queryset: QuerySet[Case], tag: str) -> QuerySet[Case]:
+    if connection.features.supports_json_field_contains:
+        return queryset.filter(tags__contains=[tag])
+    # SQLite has no JSON containment lookup; json_each compares list elements exactly, as containment would.
+    table = Case._meta.db_table
+    return queryset.filter(
+        pk__in=RawSQL(f"SELECT {table}.id FROM {table}, json_each({table}.tags) WHERE json_each.value = %s", [tag])
+    )
+
+
+def case_list(*, filters: dict[str, Any] | None = None) -> QuerySet[Case]:
+    """Cases with their parts. Filters: suite (id), agent (id: the suite's agent or the case's entry agent), enabled,
+    source, tag (exact), search (name/description, case-insensitive)."""
+    filters = filters or {}
+    queryset = Case.objects.all()
+    if filters.get("suite") is not None:
+        queryset = queryset.filter(suite_id=filters["suite"])
+    if filters.get("agent") is not None:
+        queryset = queryset.filter(Q(suite__agent_id=filters["agent"]) | Q(entry_agent_id=filters["agent"]))
+    if filters.get("enabled") is not None:
+        queryset = queryset.filter(enabled=filters["enabled"])
+    if filters.get("source"):
+        queryset = queryset.filter(source=filters["source"])
+    if filters.get("tag"):
+        queryset = _tagged(queryset, filters["tag"])
+    if search := filters.get("search"):
+        queryset = queryset.filter(Q(name__icontains=search) | Q(description__icontains=search))
+    return _with_parts(queryset).order_by("suite__name", "-priority", "name", "id")
+
+
+def case_detail(*, case_id: int) -> Case:
+    """One case with its parts; raises Case.DoesNotExist."""
+    return _with_parts(Case.objects.all()).get(pk=case_id)
+
+
+def enabled_cases(*, suite: Suite, case_filter: str = "") -> QuerySet[Case]:
+    """The cases a run of `suite` executes, in execution order (-priority, name, id).
+
+    `case_filter`: empty selects every enabled case; `tag:<tag>` those carrying that tag; anything else those whose
+    name contains it, ignoring case. Disabled cases are never selected: drafts join a run only once enabled.
+    """
+    queryset = Case.objects.filter(suite=suite, enabled=True)
+    case_filter = case_filter.strip()
+    if case_filter.startswith(TAG_FILTER_PREFIX):
+        queryset = _tagged(queryset, case_filter[len(TAG_FILTER_PREFIX):].strip())
+    elif case_filter:
+        queryset = queryset.filter(name__icontains=case_filter)
+    return _with_parts(queryset).order_by("-priority", "name", "id")

@@ -1,0 +1,598 @@
+"""The rules a suite and a case must meet, in one place: the API, the admin, import and recording all apply these.
+
+A case travels as a JSON document (see `CASE_DOCUMENT_FIELDS`). Validation never stops at the first problem: every
+problem is reported with the path of the field it concerns (`turns[1].assertions[0].params.pattern`), because the
+person fixing a recorded draft or an import file wants the whole list at once.
+
+JSON-valued fields (objects and lists such as `initial_state` or assertion `params`) may also arrive as JSON text —
+from a text box or a hand-edited file — and are parsed here, so the same rules apply however the value was written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from agents.seams import Agent, Conversation, configured_models
+from cases.models import Assertion, Case, Suite
+
+NAME_MAX_LENGTH = 200
+FUNCTION_NAME_MAX_LENGTH = 200
+TIMEOUT_RANGE = (1, 3600)
+JUDGE_SCORE_RANGE = (1, 5)
+CHAIN_MODES = ("contains", "ordered", "exact")
+ROUTING_ASSERTIONS = (Assertion.Type.ROUTED_TO_AGENT, Assertion.Type.AGENT_CHAIN)
+
+CASE_DOCUMENT_FIELDS = (
+    "name", "description", "enabled", "source", "source_conversation", "type", "entry_agent", "initial_state",
+    "priority", "tags", "unmocked_policy", "warnings", "history", "turns", "assertions", "mocks",
+)
+SUITE_DOCUMENT_FIELDS = (
+    "name", "description", "agent", "judge_model", "extra_allowed_functions", "force_blocked_functions",
+    "case_timeout_seconds", "enabled",
+)
+HISTORY_FIELDS = ("role", "content")
+TURN_FIELDS = ("user_message", "assertions")
+MOCK_FIELDS = ("function_name", "arguments", "call_index", "result", "stop", "state_writes")
+ASSERTION_FIELDS = ("type", "params", "fatal")
+
+BLOCK_ONLY_MESSAGE = (
+    "must be 'block': it is the only policy, because a test must never run a real tool — a tool call that no mock "
+    "answers is blocked and recorded"
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a document. `case` names the case document it belongs to when several are checked."""
+
+    field: str
+    message: str
+    case: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        data = {"field": self.field, "message": self.message}
+        if self.case:
+            data["case"] = self.case
+        return data
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class CaseValidationError(Exception):
+    """A case (or a batch of case documents) that breaks the rules; `problems` lists every reason."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(str(problem) for problem in self.problems))
+
+
+class SuiteValidationError(CaseValidationError):
+    """A suite that breaks the rules."""
+
+
+# --- Parameters per assertion type --------------------------------------------------------------------------------
+# Each spec maps a param name to (required, checker). A checker returns an error message or "" when the value fits.
+
+
+def _non_empty_text(value: Any) -> str:
+    return "" if isinstance(value, str) and value.strip() else "must be a non-empty string"
+
+
+def _boolean(value: Any) -> str:
+    return "" if isinstance(value, bool) else "must be true or false"
+
+
+def _object(value: Any) -> str:
+    return "" if isinstance(value, dict) else "must be a JSON object"
+
+
+def _any_json(value: Any) -> str:
+    return ""
+
+
+def _pattern(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        return "must be a non-empty regular expression"
+    try:
+        # The runner matches case-insensitively with the `regex` package; compile it the same way.
+        regex.compile(value, flags=regex.IGNORECASE)
+    except regex.error as exc:
+        return f"does not compile: {exc}"
+    return ""
+
+
+def _agent_names(value: Any) -> str:
+    if not isinstance(value, list) or not value:
+        return "must be a non-empty list of agent names"
+    if not all(isinstance(name, str) and name.strip() for name in value):
+        return "every agent name must be a non-empty string"
+    return ""
+
+
+def _chain_mode(value: Any) -> str:
+    return "" if value in CHAIN_MODES else f"must be one of {', '.join(CHAIN_MODES)}"
+
+
+def _judge_score(value: Any) -> str:
+    low, high = JUDGE_SCORE_RANGE
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return ""
+    return f"must be a whole number from {low} to {high}"
+
+
+ParamSpec = dict[str, tuple[bool, Callable[[Any], str]]]
+ASSERTION_PARAMS: dict[str, ParamSpec] = {
+    Assertion.Type.OUTPUT_CONTAINS: {"text": (True, _non_empty_text), "case_sensitive": (False, _boolean)},
+    Assertion.Type.OUTPUT_NOT_CONTAINS: {"text": (True, _non_empty_text), "case_sensitive": (False, _boolean)},
+    Assertion.Type.OUTPUT_REGEX: {"pattern": (True, _pattern)},
+    Assertion.Type.TOOL_CALLED: {"function": (True, _non_empty_text), "arguments": (False, _object)},
+    Assertion.Type.TOOL_NOT_CALLED: {"function": (True, _non_empty_text)},
+    Assertion.Type.STATE_EQUALS: {"key": (True, _non_empty_text), "value": (True, _any_json)},
+    Assertion.Type.ROUTED_TO_AGENT: {"agent": (True, _non_empty_text)},
+    Assertion.Type.AGENT_CHAIN: {"agents": (True, _agent_names), "mode": (True, _chain_mode)},
+    Assertion.Type.LLM_JUDGE: {"criterion": (True, _non_empty_text), "min_score": (False, _judge_score)},
+    Assertion.Type.NO_BLOCKED_TOOLS: {},
+}
+
+
+# --- Building blocks ----------------------------------------------------------------------------------------------
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+
+    def add(self, field: str, message: str) -> None:
+        self.items.append(Problem(field, message))
+
+
+def _at(prefix: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{prefix}[{key}]"
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}
+    return names.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
+
+
+_INVALID = object()
+
+
+def _json_field(value: Any, *, field: str, expected: type, nullable: bool, problems: _Problems) -> Any:
+    """The value of an object/list field, parsed first when it was given as JSON text; `_INVALID` when it is wrong."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None if nullable else expected()
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            problems.add(field, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")
+            return _INVALID
+    if value is None and nullable:
+        return None
+    if not isinstance(value, expected):
+        wanted = "a JSON object" if expected is dict else "a JSON list"
+        problems.add(field, f"must be {wanted}{' or null' if nullable else ''}, not {_json_type(value)}")
+        return _INVALID
+    return value
+
+
+def _unknown_keys(data: dict[str, Any], known: tuple[str, ...], *, prefix: str, problems: _Problems) -> None:
+    for key in data:
+        if key not in known:
+            problems.add(_at(prefix, str(key)), f"unknown field {key!r}; known fields: {', '.join(known)}")
+
+
+def _object_or_problem(value: Any, *, field: str, what: str, problems: _Problems) -> dict[str, Any] | None:
+    if isinstance(value, dict):
+        return value
+    problems.add(field or "document", f"must be {what} (a JSON object), not {_json_type(value)}")
+    return None
+
+
+def _list_of_strings(value: Any, *, field: str, problems: _Problems, non_empty_items: bool = True) -> list[str]:
+    value = _json_field(value, field=field, expected=list, nullable=False, problems=problems)
+    if value is _INVALID:
+        return []
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or (non_empty_items and not item.strip()):
+            problems.add(_at(field, index), "must be a non-empty string" if non_empty_items else "must be a string")
+    return value
+
+
+def _int_or_problem(value: Any, *, field: str, problems: _Problems, minimum: int | None = None) -> int | None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        problems.add(field, f"must be a whole number, not {_json_type(value)}")
+        return None
+    if minimum is not None and value < minimum:
+        problems.add(field, f"must be {minimum} or more")
+        return None
+    return value
+
+
+def _choice(value: Any, choices: list[str], *, field: str, problems: _Problems) -> None:
+    if value not in choices:
+        problems.add(field, f"must be one of {', '.join(choices)}, not {value!r}")
+
+
+# --- Parts of a case ----------------------------------------------------------------------------------------------
+
+
+def _clean_assertion(raw: Any, *, prefix: str, suite: Suite | None, problems: _Problems) -> dict[str, Any]:
+    data = _object_or_problem(raw, field=prefix, what="an assertion", problems=problems)
+    if data is None:
+        return {}
+    _unknown_keys(data, ASSERTION_FIELDS, prefix=prefix, problems=problems)
+    kind = data.get("type")
+    params_field = _at(prefix, "params")
+    params = _json_field(data.get("params", {}), field=params_field, expected=dict, nullable=False, problems=problems)
+    fatal = data.get("fatal", False)
+    if not isinstance(fatal, bool):
+        problems.add(_at(prefix, "fatal"), "must be true or false")
+    spec = ASSERTION_PARAMS.get(kind)
+    if spec is None:
+        problems.add(_at(prefix, "type"), f"must be one of {', '.join(ASSERTION_PARAMS)}, not {kind!r}")
+    elif params is not _INVALID:
+        for key in params:
+            if key not in spec:
+                allowed = ", ".join(spec) or "none"
+                problems.add(_at(params_field, key), f"is not a parameter of {kind} (its parameters: {allowed})")
+        for key, (required, check) in spec.items():
+            if key not in params:
+                if required:
+                    problems.add(_at(params_field, key), f"is required for {kind}")
+            elif message := check(params[key]):
+                problems.add(_at(params_field, key), message)
+    if kind == Assertion.Type.LLM_JUDGE and suite is not None and not suite.judge_model:
+        problems.add(
+            _at(prefix, "type"),
+            f"llmJudge needs a judge model, and suite {suite.name!r} has none: set suite.judge_model first",
+        )
+    return {"type": kind, "params": params if isinstance(params, dict) else {}, "fatal": fatal}
+
+
+def _clean_mock(raw: Any, *, prefix: str, problems: _Problems) -> dict[str, Any]:
+    data = _object_or_problem(raw, field=prefix, what="a mock", problems=problems)
+    if data is None:
+        return {}
+    _unknown_keys(data, MOCK_FIELDS, prefix=prefix, problems=problems)
+    name = data.get("function_name")
+    if not isinstance(name, str) or not name.strip():
+        problems.add(_at(prefix, "function_name"), "must be a non-empty function name")
+    elif len(name) > FUNCTION_NAME_MAX_LENGTH:
+        problems.add(_at(prefix, "function_name"), f"must be at most {FUNCTION_NAME_MAX_LENGTH} characters")
+    arguments = _json_field(
+        data.get("arguments"), field=_at(prefix, "arguments"), expected=dict, nullable=True, problems=problems
+    )
+    call_index = data.get("call_index")
+    if call_index is not None:
+        call_index = _int_or_problem(call_index, field=_at(prefix, "call_index"), problems=problems, minimum=0)
+    result = data.get("result", "")
+    if not isinstance(result, str):
+        problems.add(_at(prefix, "result"), "must be a string: the tool result text the agent receives")
+    stop = data.get("stop", False)
+    if not isinstance(stop, bool):
+        problems.add(_at(prefix, "stop"), "must be true or false")
+    state_writes = _json_field(
+        data.get("state_writes", {}), field=_at(prefix, "state_writes"), expected=dict, nullable=False,
+        problems=problems,
+    )
+    return {
+        "function_name": name.strip() if isinstance(name, str) else name,
+        "arguments": None if arguments is _INVALID else arguments,
+        "call_index": call_index,
+        "result": result,
+        "stop": stop,
+        "state_writes": {} if state_writes is _INVALID else state_writes,
+    }
+
+
+def _clean_history_message(raw: Any, *, prefix: str, problems: _Problems) -> dict[str, Any]:
+    data = _object_or_problem(raw, field=prefix, what="a history message", problems=problems)
+    if data is None:
+        return {}
+    _unknown_keys(data, HISTORY_FIELDS, prefix=prefix, problems=problems)
+    _choice(data.get("role"), ["user", "assistant"], field=_at(prefix, "role"), problems=problems)
+    content = data.get("content")
+    if not isinstance(content, str) or not content.strip():
+        problems.add(_at(prefix, "content"), "must be non-empty text")
+    return {"role": data.get("role"), "content": content}
+
+
+def _clean_turn(raw: Any, *, prefix: str, suite: Suite | None, problems: _Problems) -> dict[str, Any]:
+    data = _object_or_problem(raw, field=prefix, what="a turn", problems=problems)
+    if data is None:
+        return {"assertions": []}
+    _unknown_keys(data, TURN_FIELDS, prefix=prefix, problems=problems)
+    message = data.get("user_message")
+    if not isinstance(message, str) or not message.strip():
+        problems.add(_at(prefix, "user_message"), "must be non-empty text: what the user says in this turn")
+    assertions = _clean_list(
+        data.get("assertions", []), field=_at(prefix, "assertions"), problems=problems,
+        clean=lambda item, where: _clean_assertion(item, prefix=where, suite=suite, problems=problems),
+    )
+    return {"user_message": message, "assertions": assertions}
+
+
+def _clean_list(
+    value: Any, *, field: str, problems: _Problems, clean: Callable[[Any, str], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    value = _json_field(value, field=field, expected=list, nullable=False, problems=problems)
+    if value is _INVALID:
+        return []
+    return [clean(item, _at(field, index)) for index, item in enumerate(value)]
+
+
+def _clean_case_fields(data: dict[str, Any], *, problems: _Problems) -> dict[str, Any]:
+    """The case's own fields (everything but history, turns, mocks and assertions), with defaults filled in."""
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        problems.add("name", "is required")
+    elif len(name.strip()) > NAME_MAX_LENGTH:
+        problems.add("name", f"must be at most {NAME_MAX_LENGTH} characters")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        problems.add("description", "must be text")
+    enabled = data.get("enabled", True)
+    if not isinstance(enabled, bool):
+        problems.add("enabled", "must be true or false")
+    source = data.get("source", Case.Source.MANUAL)
+    _choice(source, Case.Source.values, field="source", problems=problems)
+    case_type = data.get("type", Case.Type.AGENT)
+    _choice(case_type, Case.Type.values, field="type", problems=problems)
+    policy = data.get("unmocked_policy", Case.UnmockedPolicy.BLOCK)
+    if policy != Case.UnmockedPolicy.BLOCK:
+        problems.add("unmocked_policy", BLOCK_ONLY_MESSAGE)
+    priority = data.get("priority", 0)
+    _int_or_problem(priority, field="priority", problems=problems)
+
+    conversation_id = data.get("source_conversation")
+    if conversation_id is not None:
+        valid_id = _int_or_problem(conversation_id, field="source_conversation", problems=problems, minimum=1)
+        if valid_id is not None and not Conversation.objects.filter(pk=valid_id).exists():
+            problems.add("source_conversation", f"no conversation with id {valid_id}")
+
+    entry_agent = data.get("entry_agent")
+    if entry_agent == "":
+        entry_agent = None
+    if entry_agent is not None:
+        if not isinstance(entry_agent, str):
+            problems.add("entry_agent", "must be an agent name or null")
+        elif not Agent.objects.filter(name=entry_agent).exists():
+            problems.add("entry_agent", f"no agent named {entry_agent!r}")
+
+    initial_state = _json_field(
+        data.get("initial_state", {}), field="initial_state", expected=dict, nullable=False, problems=problems
+    )
+    tags = _list_of_strings(data.get("tags", []), field="tags", problems=problems)
+    warnings = _list_of_strings(data.get("warnings", []), field="warnings", problems=problems, non_empty_items=False)
+    return {
+        "name": name.strip() if isinstance(name, str) else name,
+        "description": description,
+        "enabled": enabled,
+        "source": source,
+        "source_conversation": conversation_id,
+        "type": case_type,
+        "entry_agent": entry_agent,
+        "initial_state": {} if initial_state is _INVALID else initial_state,
+        "priority": priority,
+        "tags": tags,
+        "unmocked_policy": policy,
+        "warnings": warnings,
+    }
+
+
+def _check_routing(document: dict[str, Any], *, problems: _Problems) -> None:
+    """A routing case asks one question: where did the first message go. Anything more would blur what failed."""
+    if len(document["turns"]) > 1:
+        problems.add("turns", f"a routing case has exactly one turn (this one has {len(document['turns'])})")
+    placed = [("assertions", index, item) for index, item in enumerate(document["assertions"])] + [
+        (f"turns[{turn_index}].assertions", index, item)
+        for turn_index, turn in enumerate(document["turns"])
+        for index, item in enumerate(turn["assertions"])
+    ]
+    if not any(item.get("type") in ROUTING_ASSERTIONS for _, _, item in placed):
+        problems.add("assertions", "a routing case needs at least one routedToAgent or agentChain assertion")
+    for where, index, item in placed:
+        if item.get("type") == Assertion.Type.LLM_JUDGE:
+            problems.add(
+                f"{where}[{index}].type",
+                "llmJudge is not allowed in a routing case: routing is checked deterministically",
+            )
+
+
+def _clean_document(
+    document: Any, *, suite: Suite | None, instance: Case | None
+) -> tuple[dict[str, Any], list[Problem]]:
+    problems = _Problems()
+    data = _object_or_problem(document, field="", what="a case document", problems=problems)
+    if data is None:
+        return {}, problems.items
+    _unknown_keys(data, CASE_DOCUMENT_FIELDS, prefix="", problems=problems)
+    cleaned = _clean_case_fields(data, problems=problems)
+    if suite is not None and suite.pk is not None and isinstance(cleaned["name"], str) and cleaned["name"]:
+        taken = Case.objects.filter(suite=suite, name=cleaned["name"])
+        if instance is not None and instance.pk is not None:
+            taken = taken.exclude(pk=instance.pk)
+        if taken.exists():
+            problems.add("name", f"suite {suite.name!r} already has a case named {cleaned['name']!r}")
+
+    def assertion(item: Any, where: str) -> dict[str, Any]:
+        return _clean_assertion(item, prefix=where, suite=suite, problems=problems)
+
+    cleaned["history"] = _clean_list(
+        data.get("history", []), field="history", problems=problems,
+        clean=lambda item, where: _clean_history_message(item, prefix=where, problems=problems),
+    )
+    cleaned["turns"] = _clean_list(
+        data.get("turns", []), field="turns", problems=problems,
+        clean=lambda item, where: _clean_turn(item, prefix=where, suite=suite, problems=problems),
+    )
+    if not cleaned["turns"] and not any(problem.field == "turns" for problem in problems.items):
+        # The runner refuses a case with no turns too; catching it here keeps it from ever being saved.
+        problems.add("turns", "at least one turn with a user message is required")
+    cleaned["assertions"] = _clean_list(data.get("assertions", []), field="assertions", problems=problems, clean=assertion)
+    cleaned["mocks"] = _clean_list(
+        data.get("mocks", []), field="mocks", problems=problems,
+        clean=lambda item, where: _clean_mock(item, prefix=where, problems=problems),
+    )
+    if cleaned["type"] == Case.Type.ROUTING:
+        _check_routing(cleaned, problems=problems)
+    return cleaned, problems.items
+
+
+# --- Public -------------------------------------------------------------------------------------------------------
+
+
+def validate_case_document(document: Any, *, suite: Suite | None, instance: Case | None = None) -> list[Problem]:
+    """Every problem with a case document; empty when it may be stored.
+
+    `suite` None skips the checks that need one (name taken, judge model). `instance` is the case being replaced, so
+    keeping its own name is not a clash.
+    """
+    return _clean_document(document, suite=suite, instance=instance)[1]
+
+
+def clean_case_document(document: Any, *, suite: Suite | None, instance: Case | None = None) -> dict[str, Any]:
+    """The document with defaults filled in and JSON text parsed; raises CaseValidationError listing every problem."""
+    cleaned, problems = _clean_document(document, suite=suite, instance=instance)
+    if problems:
+        raise CaseValidationError(problems)
+    return cleaned
+
+
+def validate_case_fields(fields: dict[str, Any]) -> list[Problem]:
+    """Problems with the case's own fields only (no history, turns, mocks or assertions, no name clash): for forms
+    that edit those parts separately."""
+    problems = _Problems()
+    _clean_case_fields(fields, problems=problems)
+    return problems.items
+
+
+def validate_assertion(assertion: dict[str, Any], *, suite: Suite | None) -> list[Problem]:
+    """Problems with one assertion: its type, its params for that type, and a judge model for llmJudge."""
+    problems = _Problems()
+    _clean_assertion(assertion, prefix="", suite=suite, problems=problems)
+    return problems.items
+
+
+def validate_mock(mock: dict[str, Any]) -> list[Problem]:
+    problems = _Problems()
+    _clean_mock(mock, prefix="", problems=problems)
+    return problems.items
+
+
+def validate_history_message(message: dict[str, Any]) -> list[Problem]:
+    problems = _Problems()
+    _clean_history_message(message, prefix="", problems=problems)
+    return problems.items
+
+
+def validate_turn(turn: dict[str, Any]) -> list[Problem]:
+    """Problems with a turn's user message (its assertions are checked one by one with `validate_assertion`)."""
+    problems = _Problems()
+    _clean_turn({**turn, "assertions": []}, prefix="", suite=None, problems=problems)
+    return problems.items
+
+
+# --- Suites -------------------------------------------------------------------------------------------------------
+
+
+def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], list[Problem]]:
+    problems = _Problems()
+    data = _object_or_problem(data, field="", what="a suite", problems=problems)
+    if data is None:
+        return {}, problems.items
+    _unknown_keys(data, SUITE_DOCUMENT_FIELDS, prefix="", problems=problems)
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        problems.add("name", "is required")
+    elif len(name.strip()) > NAME_MAX_LENGTH:
+        problems.add("name", f"must be at most {NAME_MAX_LENGTH} characters")
+    else:
+        name = name.strip()
+        taken = Suite.objects.filter(name=name)
+        if instance is not None and instance.pk is not None:
+            taken = taken.exclude(pk=instance.pk)
+        if taken.exists():
+            problems.add("name", f"a suite named {name!r} already exists")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        problems.add("description", "must be text")
+
+    agent = data.get("agent")
+    if isinstance(agent, str) and agent.strip():
+        agent = Agent.objects.filter(name=agent.strip()).first() or agent
+        if not isinstance(agent, Agent):
+            problems.add("agent", f"no agent named {data['agent']!r}")
+    elif not isinstance(agent, Agent):
+        problems.add("agent", "is required: the name of the agent this suite tests")
+
+    judge_model = data.get("judge_model", "") or ""
+    if not isinstance(judge_model, str):
+        problems.add("judge_model", "must be a 'provider:model' key or empty")
+    elif judge_model:
+        configured = [config.key for config in configured_models()]
+        if judge_model not in configured:
+            problems.add(
+                "judge_model",
+                f"{judge_model!r} is not a configured model; configured: {', '.join(configured) or 'none'}",
+            )
+    elif instance is not None and instance.pk is not None:
+        judged = list(
+            Case.objects.filter(suite=instance, enabled=True, assertions__type=Assertion.Type.LLM_JUDGE)
+            .values_list("name", flat=True)
+            .distinct()[:5]
+        )
+        if judged:
+            problems.add(
+                "judge_model",
+                f"enabled cases use llmJudge assertions ({', '.join(judged)}); they need a judge model",
+            )
+
+    extra_allowed = _list_of_strings(
+        data.get("extra_allowed_functions", []), field="extra_allowed_functions", problems=problems
+    )
+    force_blocked = _list_of_strings(
+        data.get("force_blocked_functions", []), field="force_blocked_functions", problems=problems
+    )
+    timeout = _int_or_problem(data.get("case_timeout_seconds", 120), field="case_timeout_seconds", problems=problems)
+    low, high = TIMEOUT_RANGE
+    if timeout is not None and not low <= timeout <= high:
+        problems.add("case_timeout_seconds", f"must be between {low} and {high} seconds")
+    enabled = data.get("enabled", True)
+    if not isinstance(enabled, bool):
+        problems.add("enabled", "must be true or false")
+    cleaned = {
+        "name": name,
+        "description": description,
+        "agent": agent,
+        "judge_model": judge_model,
+        "extra_allowed_functions": extra_allowed,
+        "force_blocked_functions": force_blocked,
+        "case_timeout_seconds": timeout,
+        "enabled": enabled,
+    }
+    return cleaned, problems.items
+
+
+def validate_suite(data: Any, *, instance: Suite | None = None) -> list[Problem]:
+    """Every problem with a suite's fields; `agent` may be an Agent or its name."""
+    return _clean_suite(data, instance=instance)[1]
+
+
+def clean_suite_data(data: Any, *, instance: Suite | None = None) -> dict[str, Any]:
+    """The suite fields with defaults filled in and `agent` resolved; raises SuiteValidationError."""
+    cleaned, problems = _clean_suite(data, instance=instance)
+    if problems:
+        raise SuiteValidationError(problems)
+    return cleaned

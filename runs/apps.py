@@ -1,0 +1,15 @@
+from django.apps import AppConfig
+
+
+class RunsConfig(AppConfig):
+    name = "runs"
+    verbose_name = "Test runs"
+
+    def ready(self) -> None:
+        from agents.seams import register_agent_load_hook, register_executor_provider, executor_providers
+        from runs import signals  # noqa: F401  (worker start: sweep and concurrency warning)
+        from runs.mocking import apply_model_override, mock_provider
+
+        if mock_provider not in executor_providers():
+            register_executor_provider(mock_provider)
+        register_agent_load_hook(apply_model_override)

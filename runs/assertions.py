@@ -1,0 +1,270 @@
+"""Deterministic assertions (and the one model-scored kind) over what a case run produced.
+
+A result is "passed", "failed" (the agent did not do it) or "error" (we could not tell: the judge failed). Each keeps
+expected, actual and a message a person can act on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import regex
+
+from agents.seams import ModelRequest, ProviderError, UnknownModel, get_model, get_provider
+
+REGEX_TIMEOUT_SECONDS = 1.0
+DEFAULT_JUDGE_MIN_SCORE = 4
+
+PASSED, FAILED, ERROR = "passed", "failed", "error"
+
+
+@dataclass
+class Evidence:
+    """What one turn (or, for case-level assertions, the whole conversation) produced."""
+
+    output: str
+    tool_calls: list[dict[str, Any]]
+    state: dict[str, Any]
+    agent_chain: list[str]
+    entry_agent: str
+
+
+@dataclass
+class AssertionOutcome:
+    type: str
+    scope: str
+    status: str
+    expected: Any
+    actual: Any
+    message: str
+    fatal: bool = False
+    synthetic: bool = False
+    usage: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def evaluate(
+    *, type: str, params: dict[str, Any], evidence: Evidence, scope: str, judge_model: str = "", fatal: bool = False
+) -> AssertionOutcome:
+    handler = _HANDLERS.get(type)
+    if handler is None:
+        return AssertionOutcome(type, scope, ERROR, type, None, f"unknown assertion type {type!r}", fatal)
+    status, expected, actual, message, *extra = handler(params, evidence, judge_model)
+    outcome = AssertionOutcome(type, scope, status, expected, actual, message, fatal)
+    if extra:
+        outcome.usage = extra[0]
+    return outcome
+
+
+def _contains(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+    text = params["text"]
+    found = _find(text, evidence.output, params.get("case_sensitive", False))
+    if found:
+        return PASSED, text, _excerpt(evidence.output), "the reply contains the text"
+    return FAILED, text, _excerpt(evidence.output), f"the reply does not contain {text!r}"
+
+
+def _not_contains(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+    text = params["text"]
+    if _find(text, evidence.output, params.get("case_sensitive", False)):
+        return FAILED, f"not {text!r}", _excerpt(evidence.output), f"the reply contains {text!r}, which it must not"
+    return PASSED, f"not {text!r}", _excerpt(evidence.output), "the reply does not contain the text"
+
+
+def _find(needle: str, haystack: str, case_sensitive: bool) -> bool:
+    return needle in haystack if case_sensitive else needle.casefold() in haystack.casefold()
+
+
+def _regex(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+    pattern = params["pattern"]
+    try:
+        match = regex.search(pattern, evidence.output, flags=regex.IGNORECASE, timeout=REGEX_TIMEOUT_SECONDS)
+    except regex.error as exc:
+        return FAILED, pattern, _excerpt(evidence.output), f"the regex does not compile: {exc}"
+    except TimeoutError:
+        return FAILED, pattern, _excerpt(evidence.output), (
+            f"the regex took longer than {REGEX_TIMEOUT_SECONDS:g} s on this reply; simplify it"
+        )
+    if match:
+        return PASSED, pattern, match.group(0), "the reply matches"
+    return FAILED, pattern, _excerpt(evidence.output), f"the reply does not match /{pattern}/i"
+
+
+def _calls_named(evidence: Evidence, name: str) -> list[dict[str, Any]]:
+    wanted = name.casefold()
+    return [call for call in evidence.tool_calls if call["name"].casefold() == wanted]
+
+
+def _tool_called(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+    name, expected_args = params["function"], params.get("arguments")
+    calls = _calls_named(evidence, name)
+    expected = {"function": name, "arguments": expected_args} if expected_args else {"function": name}
+    called = [_call_summary(call) for call in evidence.tool_calls]
+    if not calls:
+        return FAILED, expected, called, f"{name} was not called" + (
+            f"; calls made: {', '.join(c['name'] for c in called)}" if called else "; no tool was called"
+        )
+    if expected_args:
+        from runs.mocking import _is_subset
+
+        if not any(_is_subset(expected_args, call["arguments"]) for call in calls):
+            return FAILED, expected, [_call_summary(call) for call in calls], (
+                f"{name} was called, but never with arguments containing {json.dumps(expected_args)}"
+            )
+    return PASSED, expected, [_call_summary(call) for call in calls], f"{name} was called"
+
+
+def _tool_not_called(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+    name = params["function"]
+    calls = _calls_named(evidence, name)
+    if calls:
+        blocked = any(call["outcome"] == "blocked" for call in calls)
+        return FAILED, f"{name} not called", [_call_summary(c) for c in calls], (
+            f"{name} was called {len(calls)} time(s)" + (" (blocked, which still counts as called)" if blocked else "")
+        )
+    return PASSED, f"{name} not called", [], f"{name} was not called"
+
+
+def _state_equals(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+    key, value = params["key"], params.get("value")
+    if key not in evidence.state:
+        return FAILED, {key: value}, None, f"state '{key}' is not set"
+    actual = evidence.state[key]
+    if _same_json(actual, value):
+        return PASSED, {key: value}, {key: actual}, f"state '{key}' equals the expected value"
+    return FAILED, {key: value}, {key: actual}, f"state '{key}' is {json.dumps(actual)}, expected {json.dumps(value)}"
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _routed(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+    agent = params["agent"]
+    routed = [name for name in evidence.agent_chain[1:]]
+    if any(name.casefold() == agent.casefold() for name in routed):
+        return PASSED, agent, evidence.agent_chain, f"routed to {agent}"
+    where = " → ".join(evidence.agent_chain) or "nothing"
+    return FAILED, agent, evidence.agent_chain, f"not routed to {agent}; the agent chain was {where}"
+
+
+def _chain(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+    expected = list(params["agents"])
+    mode = params.get("mode", "ordered")
+    actual = evidence.agent_chain
+    folded = [name.casefold() for name in actual]
+    wanted = [name.casefold() for name in expected]
+    if mode == "exact":
+        ok = folded == wanted
+    elif mode == "contains":
+        ok = all(name in folded for name in wanted)
+    else:
+        position = 0
+        for name in folded:
+            if position < len(wanted) and name == wanted[position]:
+                position += 1
+        ok = position == len(wanted)
+    shown = " → ".join(actual) or "nothing"
+    if ok:
+        return PASSED, {"agents": expected, "mode": mode}, actual, f"the agent chain {shown} fits ({mode})"
+    return FAILED, {"agents": expected, "mode": mode}, actual, (
+        f"the agent chain was {shown}; expected {mode} {' → '.join(expected)}"
+    )
+
+
+def _no_blocked(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+    blocked = [call["name"] for call in evidence.tool_calls if call["outcome"] == "blocked"]
+    if blocked:
+        return FAILED, "no blocked tool calls", blocked, (
+            f"blocked unmocked tool call(s): {', '.join(blocked)} — add a mock for each, or allow it on the suite"
+        )
+    return PASSED, "no blocked tool calls", [], "no tool call was blocked"
+
+
+JUDGE_INSTRUCTION = (
+    "You grade one reply of an AI assistant against one criterion. Score from 1 (does not meet it at all) to 5 "
+    '(fully meets it). Answer with JSON only: {"score": <integer 1-5>, "reason": "<one sentence>"}.'
+)
+
+
+def _judge(params: dict[str, Any], evidence: Evidence, judge_model: str) -> tuple:
+    criterion = params["criterion"]
+    minimum = int(params.get("min_score", DEFAULT_JUDGE_MIN_SCORE))
+    expected = f"score ≥ {minimum} for: {criterion}"
+    if not judge_model:
+        return ERROR, expected, None, "no judge model is configured on the suite; set one to use llmJudge"
+    try:
+        config = get_model(judge_model)
+        response = get_provider(config.provider).complete(
+            ModelRequest(
+                model=config.model,
+                messages=[
+                    {"role": "system", "content": JUDGE_INSTRUCTION},
+                    {"role": "user", "content": f"Criterion: {criterion}\n\nReply:\n{evidence.output}"},
+                ],
+                temperature=0.0,
+                metadata={"purpose": "judge"},
+            )
+        )
+    except UnknownModel as exc:
+        return ERROR, expected, None, f"the judge model cannot be used: {exc}"
+    except ProviderError as exc:
+        return ERROR, expected, None, f"the judge model failed: {exc}"
+    usage = {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens}
+    verdict = _parse_verdict(response.text)
+    if isinstance(verdict, str):
+        return ERROR, expected, _excerpt(response.text), f"the judge's answer is unusable: {verdict}", usage
+    score, reason = verdict
+    if score >= minimum:
+        return PASSED, expected, {"score": score, "reason": reason}, f"the judge scored {score}: {reason}", usage
+    return FAILED, expected, {"score": score, "reason": reason}, (
+        f"the judge scored {score}, below {minimum}: {reason}"
+    ), usage
+
+
+def _parse_verdict(text: str) -> tuple[int, str] | str:
+    match = re.search(r"\{.*\}", text or "", re.DOTALL)
+    if not match:
+        return "no JSON object in it"
+    try:
+        data = json.loads(match.group(0))
+    except json.JSONDecodeError as exc:
+        return f"malformed JSON ({exc.msg})"
+    score = data.get("score") if isinstance(data, dict) else None
+    if isinstance(score, bool) or not isinstance(score, int | float) or int(score) != score:
+        return f"'score' must be a whole number, got {score!r}"
+    if not 1 <= score <= 5:
+        return f"score {score} is outside 1–5"
+    return int(score), str(data.get("reason", ""))
+
+
+def _call_summary(call: dict[str, Any]) -> dict[str, Any]:
+    return {"name": call["name"], "arguments": call["arguments"], "outcome": call["outcome"]}
+
+
+def _excerpt(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+_HANDLERS = {
+    "outputContains": _contains,
+    "outputNotContains": _not_contains,
+    "outputRegex": _regex,
+    "toolCalled": _tool_called,
+    "toolNotCalled": _tool_not_called,
+    "stateEquals": _state_equals,
+    "routedToAgent": _routed,
+    "agentChain": _chain,
+    "llmJudge": _judge,
+    "noBlockedTools": _no_blocked,
+}
+ASSERTION_TYPES = tuple(_HANDLERS)

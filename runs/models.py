@@ -1,0 +1,98 @@
+"""Runs and their results. The database — not the broker — is the source of truth for what ran."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from agents.seams import Conversation
+from cases.models import Case, Suite
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        PASSED = "passed", "Passed"
+        FAILED = "failed", "Failed"
+        ERROR = "error", "Error"
+        CANCELLED = "cancelled", "Cancelled"
+
+    FINISHED = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED)
+
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="runs")
+    case_filter = models.CharField(
+        max_length=200, blank=True, help_text="Case selection: a name substring, or tag:<tag>; empty: all enabled."
+    )
+    case_ids = models.JSONField(default=list, blank=True, help_text="The enabled cases selected at trigger time.")
+    model_keys = models.JSONField(default=list, help_text="provider:model keys, in the order given.")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
+    reason = models.TextField(blank=True, help_text="Why the run ended as it did, for whoever has to act.")
+    cancel_requested = models.BooleanField(default=False)
+    total = models.PositiveIntegerField(default=0)
+    passed = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    errored = models.PositiveIntegerField(default=0)
+    cancelled = models.PositiveIntegerField(default=0)
+    current = models.CharField(max_length=400, blank=True, help_text="The case × model in progress.")
+    agent_snapshot = models.JSONField(default=dict, blank=True)
+    triggered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Run #{self.pk} of {self.suite_id}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    @property
+    def done(self) -> int:
+        return self.passed + self.failed + self.errored + self.cancelled
+
+
+class CaseResult(models.Model):
+    class Status(models.TextChoices):
+        PASSED = "passed", "Passed"
+        FAILED = "failed", "Failed"
+        ERROR = "error", "Error"
+        CANCELLED = "cancelled", "Cancelled"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="results")
+    case = models.ForeignKey(Case, on_delete=models.SET_NULL, null=True, blank=True, related_name="results")
+    case_name = models.CharField(max_length=200)
+    model = models.CharField(max_length=300)
+    position = models.PositiveIntegerField(default=0, help_text="Order of execution within the run.")
+    status = models.CharField(max_length=20, choices=Status.choices, db_index=True)
+    reason = models.TextField(blank=True)
+    conversation = models.ForeignKey(Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    duration_ms = models.FloatField(default=0)
+    model_latency_ms = models.FloatField(default=0)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
+    transcript = models.JSONField(default=list, blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)
+    assertions = models.JSONField(default=list, blank=True)
+    final_state = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run_id", "position", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "case", "model"], name="result_unique_case_model"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.case_name} on {self.model}: {self.status}"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens

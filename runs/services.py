@@ -1,0 +1,300 @@
+"""Run lifecycle: create (validated at trigger time), dispatch, execute (claimed with a conditional update),
+cancel, delete, and the worker-start sweep. Every transition is guarded here."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agents.seams import Conversation, LoadedAgent, UnknownModel, conversation_messages, get_model
+from cases.models import Case, Suite
+from cases.selectors import enabled_cases
+from runs.mocking import MockSpec
+from runs.models import CaseResult, Run
+from runs.runner import AssertionPlan, CasePlan, CaseExecution, SuitePlan, TurnPlan, execute_case
+
+logger = logging.getLogger(__name__)
+
+
+class RunError(Exception):
+    """A request about a run that cannot be honoured; `field` names the input at fault, if any."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class RunConflict(RunError):
+    pass
+
+
+class QueueUnavailable(RunError):
+    pass
+
+
+def run_validate(*, suite: Suite, model_keys: list[str], case_filter: str = "") -> list[int]:
+    """Everything that can be known at trigger time is checked here; returns the selected case ids."""
+    if not suite.enabled:
+        raise RunError(f"suite {suite.name!r} is disabled; enable it before running", field="suite")
+    if not model_keys:
+        raise RunError("choose at least one model", field="models")
+    seen: set[str] = set()
+    for key in model_keys:
+        if key in seen:
+            raise RunError(f"model {key!r} is listed twice", field="models")
+        seen.add(key)
+        try:
+            get_model(key)
+        except UnknownModel as exc:
+            raise RunError(str(exc), field="models") from None
+    case_ids = list(enabled_cases(suite=suite, case_filter=case_filter).values_list("id", flat=True))
+    if not case_ids:
+        what = f"the case filter {case_filter!r}" if case_filter else "the suite"
+        raise RunError(f"{what} selects no enabled case; enable a case or change the filter", field="case_filter")
+    return case_ids
+
+
+@transaction.atomic
+def run_create(*, suite: Suite, model_keys: list[str], case_filter: str = "", triggered_by: Any = None) -> Run:
+    case_ids = run_validate(suite=suite, model_keys=model_keys, case_filter=case_filter)
+    return Run.objects.create(
+        suite=suite, model_keys=list(model_keys), case_filter=case_filter, case_ids=case_ids,
+        total=len(case_ids) * len(model_keys), triggered_by=triggered_by, agent_snapshot=_agent_snapshot(suite),
+    )
+
+
+def run_trigger(
+    *, suite: Suite, model_keys: list[str], case_filter: str = "", triggered_by: Any = None,
+    dispatch: Callable[[int], None] | None = None,
+) -> Run:
+    """Create and queue a run. If the queue does not take it, nothing is left behind and QueueUnavailable says why."""
+    from agenttest.broker import BrokerUnavailable, broker_ping
+
+    run_validate(suite=suite, model_keys=model_keys, case_filter=case_filter)
+    try:
+        broker_ping(timeout=3.0)
+    except BrokerUnavailable as exc:
+        raise QueueUnavailable(f"the run queue is unavailable: {exc}") from None
+    run = run_create(suite=suite, model_keys=model_keys, case_filter=case_filter, triggered_by=triggered_by)
+    try:
+        (dispatch or run_dispatch)(run.pk)
+    except Exception as exc:
+        run.delete()
+        raise QueueUnavailable(f"the run queue is unavailable: {exc}") from None
+    return run
+
+
+def run_dispatch(run_id: int) -> None:
+    from runs.tasks import execute_run
+
+    execute_run.apply_async(args=[run_id], queue="runs", retry=False)
+
+
+def _agent_snapshot(suite: Suite) -> dict[str, Any]:
+    agent = suite.agent
+    loaded = LoadedAgent(
+        id=agent.pk, name=agent.name, description=agent.description, instruction=agent.instruction,
+        provider=agent.provider, model=agent.model, temperature=agent.temperature,
+        functions=list(agent.functions or []), rules=list(agent.rules or []),
+        sub_agents=[(sub.name, sub.description) for sub in agent.sub_agents.all()],
+    )
+    return {
+        "agent": agent.name,
+        "instruction_hash": hashlib.sha256(agent.instruction.encode()).hexdigest(),
+        "model": agent.model_key,
+        "temperature": agent.temperature,
+        "functions": loaded.tools(entry_agent_name=agent.name),
+        "sub_agents": [name for name, _ in loaded.sub_agents],
+    }
+
+
+def _case_plans(case_ids: list[int], default_agent: Any) -> list[CasePlan]:
+    cases = (
+        Case.objects.filter(pk__in=case_ids)
+        .select_related("entry_agent")
+        .prefetch_related("history", "turns__assertions", "assertions", "mocks")
+    )
+    by_id = {case.pk: case for case in cases}
+    plans = []
+    for case_id in case_ids:
+        case = by_id.get(case_id)
+        if case is None:
+            continue
+        turns = sorted(case.turns.all(), key=lambda t: (t.position, t.pk))
+        plans.append(
+            CasePlan(
+                id=case.pk, name=case.name, type=case.type, entry_agent=case.entry_agent or default_agent,
+                history=[{"role": h.role, "content": h.content} for h in case.history.all()],
+                initial_state=dict(case.initial_state or {}),
+                turns=[
+                    TurnPlan(
+                        user_message=turn.user_message,
+                        assertions=[
+                            AssertionPlan(a.type, dict(a.params or {}), a.fatal)
+                            for a in sorted(turn.assertions.all(), key=lambda a: (a.position, a.pk))
+                        ],
+                    )
+                    for turn in turns
+                ],
+                assertions=[
+                    AssertionPlan(a.type, dict(a.params or {}), a.fatal)
+                    for a in case.assertions.all()
+                    if a.turn_id is None
+                ],
+                mocks=[
+                    MockSpec(
+                        function_name=m.function_name, result=m.result, arguments=m.arguments,
+                        call_index=m.call_index, stop=m.stop, state_writes=dict(m.state_writes or {}),
+                    )
+                    for m in case.mocks.all()
+                ],
+            )
+        )
+    return plans
+
+
+def run_execute(*, run_id: int) -> Run | None:
+    """Execute a queued run. Claimed with a conditional update: a duplicate delivery finds nothing to claim."""
+    claimed = Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
+        status=Run.Status.RUNNING, started_at=timezone.now()
+    )
+    if claimed != 1:
+        logger.info("run %s was not pending (duplicate delivery, cancelled or deleted); nothing to do", run_id)
+        return None
+    run = Run.objects.select_related("suite__agent").get(pk=run_id)
+    suite = run.suite
+    suite_plan = SuitePlan(
+        extra_allowed=frozenset(suite.extra_allowed_functions or []),
+        force_blocked=frozenset(suite.force_blocked_functions or []),
+        judge_model=suite.judge_model,
+        timeout_seconds=float(suite.case_timeout_seconds),
+        tags=(f"run:{run.pk}",),
+    )
+    try:
+        models = [get_model(key) for key in run.model_keys]
+    except UnknownModel as exc:
+        return _finish(run, Run.Status.ERROR, f"a model of this run is no longer configured: {exc}")
+    plans = _case_plans(run.case_ids, suite.agent)
+    if not plans:
+        return _finish(run, Run.Status.ERROR, "none of the selected cases exists any more; nothing was run")
+    done_pairs = set(CaseResult.objects.filter(run=run).values_list("case_id", "model"))
+    position = len(done_pairs)
+    pairs = [(plan, model) for plan in plans for model in models if (plan.id, model.key) not in done_pairs]
+    for index, (plan, model) in enumerate(pairs):
+        if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+            _cancel_remaining(run, pairs[index:], position)
+            return _finish(run, Run.Status.CANCELLED, f"cancelled after {run.done} of {run.total} results")
+        Run.objects.filter(pk=run.pk).update(current=f"{plan.name} on {model.key}")
+        execution = execute_case(plan=plan, model=model, suite=suite_plan)
+        _store_result(run, plan, model.key, position, execution)
+        position += 1
+    return _finish(run, *_verdict(run))
+
+
+def _store_result(run: Run, plan: CasePlan, model_key: str, position: int, execution: CaseExecution) -> CaseResult:
+    transcript = []
+    if execution.conversation_id is not None:
+        conversation = Conversation(pk=execution.conversation_id)
+        transcript = [
+            {
+                "seq": m.seq, "turn": m.turn, "role": m.role, "content": m.content, "function": m.function_name,
+                "arguments": m.arguments, "tool_call_id": m.tool_call_id, "agent": m.agent.name if m.agent else "",
+                "outcome": m.outcome, "trigger": m.trigger, "model": m.model, "latency_ms": m.latency_ms,
+            }
+            for m in conversation_messages(conversation=conversation)
+        ]
+    result = CaseResult.objects.create(
+        run=run, case_id=plan.id, case_name=plan.name, model=model_key, position=position,
+        status=execution.status, reason=execution.reason, conversation_id=execution.conversation_id,
+        duration_ms=execution.duration_ms, model_latency_ms=execution.model_latency_ms,
+        input_tokens=execution.usage.input_tokens, output_tokens=execution.usage.output_tokens, cost=execution.cost,
+        transcript=transcript, tool_calls=execution.tool_calls, assertions=execution.assertions,
+        final_state=execution.final_state,
+    )
+    counter = {"passed": "passed", "failed": "failed", "error": "errored", "cancelled": "cancelled"}[execution.status]
+    Run.objects.filter(pk=run.pk).update(**{counter: F(counter) + 1})
+    return result
+
+
+def _cancel_remaining(run: Run, pairs: list[tuple[CasePlan, Any]], position: int) -> None:
+    CaseResult.objects.bulk_create(
+        [
+            CaseResult(
+                run=run, case_id=plan.id, case_name=plan.name, model=model.key, position=position + offset,
+                status=CaseResult.Status.CANCELLED, reason="the run was cancelled before this case started",
+            )
+            for offset, (plan, model) in enumerate(pairs)
+        ]
+    )
+    Run.objects.filter(pk=run.pk).update(cancelled=F("cancelled") + len(pairs))
+
+
+def _verdict(run: Run) -> tuple[str, str]:
+    run.refresh_from_db()
+    if run.errored:
+        return Run.Status.ERROR, f"{run.errored} of {run.total} results are Error (the harness could not judge them)"
+    if run.failed:
+        return Run.Status.FAILED, f"{run.failed} of {run.total} results failed"
+    return Run.Status.PASSED, f"all {run.passed} results passed"
+
+
+def _finish(run: Run, status: str, reason: str) -> Run:
+    Run.objects.filter(pk=run.pk).update(status=status, reason=reason, finished_at=timezone.now(), current="")
+    run.refresh_from_db()
+    return run
+
+
+def run_cancel(*, run: Run) -> Run:
+    """A pending run is cancelled at once; a running one stops between cases."""
+    if run.is_finished:
+        raise RunConflict(f"run #{run.pk} has already finished ({run.get_status_display()}); nothing to cancel")
+    if Run.objects.filter(pk=run.pk, status=Run.Status.PENDING).update(
+        status=Run.Status.CANCELLED, cancel_requested=True, reason="cancelled before it started",
+        finished_at=timezone.now(),
+    ):
+        Run.objects.filter(pk=run.pk).update(cancelled=F("total"))
+    else:
+        Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True)
+    run.refresh_from_db()
+    return run
+
+
+@transaction.atomic
+def run_delete(*, runs: list[Run]) -> tuple[list[int], list[int]]:
+    """Delete runs that are not in progress; returns (deleted ids, skipped running ids)."""
+    skipped = [run.pk for run in runs if run.status == Run.Status.RUNNING]
+    deleted = [run.pk for run in runs if run.status != Run.Status.RUNNING]
+    Run.objects.filter(pk__in=deleted).exclude(status=Run.Status.RUNNING).delete()
+    return deleted, skipped
+
+
+def run_sweep_interrupted(*, dispatch: Callable[[int], None] | None = None) -> tuple[list[int], list[int]]:
+    """At worker start: a Running run was interrupted by a restart — it becomes Error keeping its results; a
+    Pending run may have lost its message — it is dispatched again (a duplicate is harmless: the claim is
+    conditional)."""
+    swept = []
+    for run in Run.objects.filter(status=Run.Status.RUNNING):
+        kept = CaseResult.objects.filter(run=run).count()
+        updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+            status=Run.Status.ERROR, finished_at=timezone.now(), current="",
+            reason=(
+                f"the worker restarted while this run was in progress; {kept} of {run.total} results were kept"
+            ),
+        )
+        if updated:
+            swept.append(run.pk)
+    pending = list(Run.objects.filter(status=Run.Status.PENDING).values_list("pk", flat=True))
+    redispatched = []
+    for run_id in pending:
+        try:
+            (dispatch or run_dispatch)(run_id)
+            redispatched.append(run_id)
+        except Exception:
+            logger.exception("could not re-dispatch pending run %s", run_id)
+    return swept, redispatched

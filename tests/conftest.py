@@ -1,0 +1,70 @@
+"""Fixtures shared by every test: users with their API clients, the demo agents, and the model fixtures
+(`scripted_model`, `openai_stub`) from agents.testing.fixtures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from agents.demo import demo_agents_ensure
+from agents.models import Agent
+
+pytest_plugins = ["agents.testing.fixtures"]
+
+
+@pytest.fixture(autouse=True)
+def _plain_static_storage(settings: Any) -> None:
+    # Production serves hashed files from `collectstatic`'s manifest; tests render pages without running it.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+@pytest.fixture
+def admin_user(django_user_model):
+    return django_user_model.objects.create_superuser("root", "root@example.com", "root-password-123")
+
+
+@pytest.fixture
+def member(django_user_model):
+    return django_user_model.objects.create_user("mia", "mia@example.com", "mia-password-123")
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    return django_user_model.objects.create_user("otto", "otto@example.com", "otto-password-123")
+
+
+@pytest.fixture
+def api_client():
+    return APIClient()
+
+
+def _signed_in(user) -> APIClient:
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def admin_client_api(admin_user):
+    return _signed_in(admin_user)
+
+
+@pytest.fixture
+def member_client(member):
+    return _signed_in(member)
+
+
+@pytest.fixture
+def outsider_client(outsider):
+    return _signed_in(outsider)
+
+
+@pytest.fixture
+def demo_agents(db) -> dict[str, Agent]:
+    """The order-support demo agents (router with two sub-agents, simulated:sim-careful), by name."""
+    return {agent.name: agent for agent, _ in demo_agents_ensure()}

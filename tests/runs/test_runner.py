@@ -1,0 +1,330 @@
+"""One case on one model under the mock seam: nothing real runs, and every result says honestly what happened."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+
+import pytest
+from django.core import mail
+
+from agents.llm.scripted import Answer, Call, Fail
+from agents.models import Agent, Message
+from agents.seams import (
+    conversation_send,
+    conversation_start,
+    executor_providers,
+    get_model,
+    register_executor_provider,
+    unregister_executor_provider,
+)
+from runs.mocking import ALLOWED_FUNCTIONS, BLOCKED_PREFIX, MockSpec, CaseSession, mock_provider, registry
+from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def agent(scripted_model):
+    return Agent.objects.create(
+        name="mailer", instruction="Help.", provider="simulated", model="sim-careful",
+        functions=[{"name": "lookup_order"}, {"name": "util-email-handle_email_sender"},
+                   {"name": "util-http-handle_http_request"}, {"name": "response_to_user"}],
+    )
+
+
+def plan(agent, *turns, mocks=(), assertions=(), history=(), initial_state=None):
+    return CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=list(history), initial_state=initial_state or {},
+        turns=[t if isinstance(t, TurnPlan) else TurnPlan(t) for t in turns], assertions=list(assertions),
+        mocks=list(mocks),
+    )
+
+
+def suite_plan(**overrides):
+    values = {"extra_allowed": frozenset(), "force_blocked": frozenset(), "judge_model": "", "timeout_seconds": 20.0}
+    values.update(overrides)
+    return SuitePlan(**values)
+
+
+EMAIL = {"to": "ana@example.com", "subject": "Cancelled", "body": "Your order is cancelled."}
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    seen: list[str] = []
+
+    def do_GET(self):
+        Recorder.seen.append(self.path)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_server(settings):
+    Recorder.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    settings.AGENTTEST_HTTP_ALLOWED_HOSTS = [f"127.0.0.1:{server.server_port}"]
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+def test_it_blocks_unmocked_side_effects_under_test_while_the_same_agent_sends_outside(
+    agent, scripted_model, http_server
+):
+    email = Answer(tool_calls=[Call("util-email-handle_email_sender", EMAIL)])
+    http = Answer(tool_calls=[Call("util-http-handle_http_request", {"method": "GET", "url": f"{http_server}/hook"})])
+    scripted_model.play(email, http)
+    execution = execute_case(plan=plan(agent, "cancel and tell me", "ping the hook"),
+                             model=get_model(scripted_model.key), suite=suite_plan())
+    assert mail.outbox == [] and Recorder.seen == []
+    assert execution.status == "failed"
+    assert "util-email-handle_email_sender" in execution.reason
+    assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [
+        ("util-email-handle_email_sender", "blocked"), ("util-http-handle_http_request", "blocked")]
+    synthetic = [a for a in execution.assertions if a["synthetic"]]
+    assert synthetic[0]["type"] == "noBlockedTools" and synthetic[0]["status"] == "failed"
+
+    scripted_model.play(email, Answer("sent"), http, Answer("called"))
+    conversation = conversation_start(agent=agent)
+    agent.provider, agent.model = scripted_model.provider_name, scripted_model.model
+    agent.save()
+    conversation_send(conversation=conversation, text="cancel and tell me")
+    conversation_send(conversation=conversation, text="ping the hook")
+    assert len(mail.outbox) == 1 and mail.outbox[0].to == ["ana@example.com"]
+    assert Recorder.seen == ["/hook"]
+
+
+def test_it_stops_the_turn_at_a_blocked_call_with_the_blocked_marker(agent, scripted_model):
+    scripted_model.play(Answer(tool_calls=[Call("util-email-handle_email_sender", EMAIL)]), Answer("never asked"))
+    execution = execute_case(plan=plan(agent, "mail me"), model=get_model(scripted_model.key), suite=suite_plan())
+    assert len(scripted_model.requests) == 1
+    assert execution.tool_calls[0]["result"] == f"{BLOCKED_PREFIX}util-email-handle_email_sender"
+
+
+def test_it_allows_exactly_the_five_control_flow_functions():
+    assert ALLOWED_FUNCTIONS == {
+        "route_to_agent", "response_to_user", "human_intervention_needed", "util-routing-fallback_to_router",
+        "util-instruct-execute_template",
+    }
+    session = CaseSession(mocks=[])
+    for name in ["util-email-handle_email_sender", "util-http-handle_http_request", "util-db-sql_select",
+                 "util-twilio-text_message", "util-twilio-outbound_phone_call", "util-anything"]:
+        assert not session.is_allowed(name), name
+    assert all(session.is_allowed(name) for name in ALLOWED_FUNCTIONS)
+
+
+def test_it_lets_the_suite_allow_more_and_force_block_wins(agent, scripted_model):
+    session = CaseSession(mocks=[MockSpec("lookup_order", "mocked")], extra_allowed=frozenset({"lookup_order"}),
+                          force_blocked=frozenset({"lookup_order", "response_to_user"}))
+    assert not session.is_allowed("lookup_order") and not session.is_allowed("response_to_user")
+    scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1"})]))
+    execution = execute_case(plan=plan(agent, "x"), model=get_model(scripted_model.key),
+                             suite=suite_plan(force_blocked=frozenset({"lookup_order"})))
+    assert execution.tool_calls[0]["outcome"] == "blocked"
+
+
+def test_it_runs_an_extra_allowed_function_for_real(agent, scripted_model):
+    scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1041"})]), Answer("shipped"))
+    execution = execute_case(
+        plan=plan(agent, TurnPlan("where", [AssertionPlan("stateEquals", {"key": "order_status", "value": "shipped"})])),
+        model=get_model(scripted_model.key), suite=suite_plan(extra_allowed=frozenset({"lookup_order"})))
+    assert execution.status == "passed", execution.reason
+    assert execution.tool_calls[0]["outcome"] == "allowed"
+
+
+def test_it_chooses_mocks_by_arguments_then_call_index_then_unconditional(agent, scripted_model):
+    mocks = [
+        MockSpec("lookup_order", "fallback"),
+        MockSpec("lookup_order", "second call", call_index=1),
+        MockSpec("lookup_order", "order 7", arguments={"order_id": "7"}),
+    ]
+    calls = [Call("lookup_order", {"order_id": "1"}), Call("lookup_order", {"order_id": "2"}),
+             Call("lookup_order", {"order_id": "7"}), Call("lookup_order", {"order_id": "3"})]
+    scripted_model.play(Answer(tool_calls=calls), Answer("done"))
+    execution = execute_case(plan=plan(agent, "x", mocks=mocks), model=get_model(scripted_model.key),
+                             suite=suite_plan())
+    assert [c["result"] for c in execution.tool_calls] == ["fallback", "second call", "order 7", "fallback"]
+    assert [c["call_index"] for c in execution.tool_calls] == [0, 1, 2, 3]
+
+
+def test_it_applies_mock_state_writes_and_stop_completions(agent, scripted_model):
+    mocks = [MockSpec("lookup_order", '{"status": "lost"}', stop=True, state_writes={"order_status": "lost"})]
+    scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1"})]))
+    execution = execute_case(
+        plan=plan(agent, TurnPlan("x", [AssertionPlan("outputContains", {"text": "lost"}),
+                                        AssertionPlan("stateEquals", {"key": "order_status", "value": "lost"})]),
+                  mocks=mocks),
+        model=get_model(scripted_model.key), suite=suite_plan())
+    assert execution.status == "passed", execution.reason
+
+
+def test_it_holds_interception_when_the_conversation_runs_on_another_thread(agent, scripted_model):
+    scripted_model.play(Answer(tool_calls=[Call("util-email-handle_email_sender", EMAIL)]), Answer("done"))
+    conversation = conversation_start(agent=agent)
+    agent.provider, agent.model = scripted_model.provider_name, scripted_model.model
+    agent.save()
+    session = CaseSession(mocks=[])
+    registry.add(conversation.pk, session)
+    outcome = {}
+
+    def other_thread():
+        from django.db import connection
+
+        try:
+            outcome["turn"] = conversation_send(conversation=conversation, text="mail")
+        finally:
+            connection.close()
+
+    try:
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join(20)
+    finally:
+        registry.remove(conversation.pk)
+    assert mail.outbox == []
+    assert outcome["turn"].tool_calls[0].outcome == "blocked"
+
+
+def test_it_errors_when_the_canary_is_dead(agent, scripted_model):
+    unregister_executor_provider(mock_provider)
+    try:
+        execution = execute_case(plan=plan(agent, "x"), model=get_model(scripted_model.key), suite=suite_plan())
+    finally:
+        register_executor_provider(mock_provider)
+    assert mock_provider in executor_providers()
+    assert execution.status == "error"
+    assert execution.reason.startswith("the mock seam is not live: ")
+    assert "Can't find function implementation" in execution.reason
+    assert scripted_model.requests == []
+
+
+def test_it_errors_on_a_case_with_no_turns(agent, scripted_model):
+    execution = execute_case(plan=plan(agent), model=get_model(scripted_model.key), suite=suite_plan())
+    assert (execution.status, execution.reason) == ("error", "the case has no turns, so it would verify nothing")
+
+
+def test_it_errors_when_the_case_times_out_and_keeps_late_calls_mocked(agent, scripted_model):
+    def slow_model(request):
+        if len(request.messages) == 2:
+            time.sleep(1.5)
+            return Answer(tool_calls=[Call("util-email-handle_email_sender", EMAIL)])
+        return Answer("late")
+
+    scripted_model.respond_with(slow_model)
+    execution = execute_case(plan=plan(agent, "x", "y"), model=get_model(scripted_model.key),
+                             suite=suite_plan(timeout_seconds=0.5))
+    assert (execution.status, execution.reason) == ("error", "the case timed out after 0.5 s")
+    # The timed-out case is still in flight: its session stays registered until its last call returns.
+    assert execution.conversation_id in _registered_ids()
+    deadline = time.monotonic() + 10
+    while execution.conversation_id in _registered_ids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert execution.conversation_id not in _registered_ids()
+    assert execution.tool_calls == [], "nothing had been called when the timeout struck"
+    late = Message.objects.get(conversation_id=execution.conversation_id, role="tool_result")
+    assert (late.function_name, late.outcome) == ("util-email-handle_email_sender", "blocked")
+    assert mail.outbox == [], "the late email call stayed blocked"
+
+
+def _registered_ids():
+    return set(registry._sessions)
+
+
+def test_it_errors_when_the_model_fails(agent, scripted_model):
+    scripted_model.play(Fail(code="rate_limited", message="too many requests"))
+    execution = execute_case(plan=plan(agent, "x"), model=get_model(scripted_model.key), suite=suite_plan())
+    assert execution.status == "error"
+    assert execution.reason.startswith("the model call failed at turn 0:") and "too many requests" in execution.reason
+
+
+def test_it_errors_when_a_turn_hits_the_step_limit(agent, scripted_model, settings):
+    settings.AGENTTEST_MAX_STEPS = 2
+    scripted_model.play(*[Answer(tool_calls=[Call("lookup_order", {"order_id": "1"})]) for _ in range(3)])
+    execution = execute_case(plan=plan(agent, "x", mocks=[MockSpec("lookup_order", "{}")]),
+                             model=get_model(scripted_model.key), suite=suite_plan())
+    assert execution.status == "error" and "within 2 model steps" in execution.reason
+
+
+@pytest.mark.parametrize("judge_answer,reason", [
+    (None, "no judge model is configured"),
+    (Answer("I think it is fine."), "no JSON object"),
+    (Answer('{"score": 9, "reason": "x"}'), "outside 1–5"),
+    (Answer('{"score": "high"}'), "whole number"),
+    (Answer("{score: 5"), "no JSON object"),
+    (Fail(code="http_500", message="judge down"), "the judge model failed"),
+])
+def test_it_reports_every_judge_failure_as_error(agent, scripted_model, judge_answer, reason):
+    entries = [Answer("Your order is on its way.")]
+    if judge_answer is not None:
+        entries.append(judge_answer)
+    scripted_model.play(*entries)
+    execution = execute_case(
+        plan=plan(agent, TurnPlan("x", [AssertionPlan("llmJudge", {"criterion": "polite"})])),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(judge_model=scripted_model.key if judge_answer is not None else ""))
+    assert execution.status == "error", execution.reason
+    assert reason in execution.reason
+
+
+@pytest.mark.parametrize("score,status", [(4, "passed"), (2, "failed")])
+def test_it_scores_with_the_judge_seeing_only_criterion_and_reply(agent, scripted_model, score, status):
+    scripted_model.play(Answer("Your order is on its way."), Answer(json.dumps({"score": score, "reason": "ok"})))
+    execution = execute_case(
+        plan=plan(agent, TurnPlan("secret question", [AssertionPlan("llmJudge", {"criterion": "polite"})]),
+                  initial_state={"secret": "s3cr3t"}),
+        model=get_model(scripted_model.key), suite=suite_plan(judge_model=scripted_model.key))
+    assert execution.status == status
+    judge_request = scripted_model.requests[-1]
+    text = json.dumps(judge_request.messages)
+    assert "polite" in text and "Your order is on its way." in text
+    assert "secret question" not in text and "s3cr3t" not in text and judge_request.tools == []
+
+
+def test_it_fails_rather_than_errors_on_a_bad_regex(agent, scripted_model):
+    scripted_model.play(Answer("hello"))
+    execution = execute_case(plan=plan(agent, TurnPlan("x", [AssertionPlan("outputRegex", {"pattern": "(unclosed"})])),
+                             model=get_model(scripted_model.key), suite=suite_plan())
+    assert execution.status == "failed" and "does not compile" in execution.reason
+
+
+def test_it_skips_remaining_turns_after_a_fatal_failure(agent, scripted_model):
+    scripted_model.play(Answer("no"), Answer("never"))
+    execution = execute_case(
+        plan=plan(agent, TurnPlan("a", [AssertionPlan("outputContains", {"text": "yes"}, fatal=True)]), "b"),
+        model=get_model(scripted_model.key), suite=suite_plan())
+    assert execution.status == "failed" and "1 turn(s) skipped" in execution.reason
+    assert len(scripted_model.requests) == 1
+
+
+def test_it_evaluates_case_level_assertions_over_the_whole_conversation(agent, scripted_model):
+    scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "5"})]), Answer("first"),
+                        Answer("second"))
+    mocks = [MockSpec("lookup_order", "{}", state_writes={"order_status": "shipped"})]
+    assertions = [
+        AssertionPlan("outputContains", {"text": "first"}), AssertionPlan("outputContains", {"text": "second"}),
+        AssertionPlan("toolCalled", {"function": "LOOKUP_ORDER", "arguments": {"order_id": "5"}}),
+        AssertionPlan("toolNotCalled", {"function": "cancel_order"}),
+        AssertionPlan("stateEquals", {"key": "order_status", "value": "shipped"}),
+        AssertionPlan("stateEquals", {"key": "refund", "value": "full"}),
+    ]
+    execution = execute_case(plan=plan(agent, "a", "b", mocks=mocks, assertions=assertions),
+                             model=get_model(scripted_model.key), suite=suite_plan())
+    assert [a["status"] for a in execution.assertions] == ["passed"] * 5 + ["failed"]
+    assert execution.assertions[-1]["message"] == "state 'refund' is not set"
+    assert execution.status == "failed"
+
+
+def test_it_runs_on_the_model_under_test_through_the_agent_load_hook(agent, scripted_model):
+    scripted_model.play(Answer("hi"))
+    execute_case(plan=plan(agent, "x"), model=get_model(scripted_model.key), suite=suite_plan())
+    assert [r.model for r in scripted_model.requests] == ["scripted"]
+    agent.refresh_from_db()
+    assert agent.model_key == "simulated:sim-careful"
