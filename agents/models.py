@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 
@@ -50,7 +48,11 @@ class Agent(models.Model):
 class Conversation(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="conversations")
     current_agent = models.ForeignKey(
-        Agent, on_delete=models.PROTECT, related_name="+", null=True, blank=True,
+        Agent,
+        on_delete=models.PROTECT,
+        related_name="+",
+        null=True,
+        blank=True,
         help_text="The agent the next turn starts with after routing; empty means the entry agent.",
     )
     owner = models.ForeignKey(
@@ -107,7 +109,11 @@ class StateChange(models.Model):
     key = models.CharField(max_length=200)
     value = models.JSONField(null=True)
     message = models.ForeignKey(
-        Message, on_delete=models.CASCADE, null=True, blank=True, related_name="state_changes",
+        Message,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="state_changes",
         help_text="The message that caused the change; empty for initial state.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -118,4 +124,3 @@ class StateChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}={self.value!r}"
-

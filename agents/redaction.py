@@ -62,9 +62,9 @@ class RedactingLogFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
-        except Exception:
+            redacted = redact_text(message)
+        except Exception:  # a log line must never be lost because settings are not ready yet
             return True
-        redacted = redact_text(message)
         if redacted != message:
             record.msg, record.args = redacted, None
         return True

@@ -19,7 +19,7 @@ from django.template import Context, Engine, TemplateSyntaxError
 from agents import executor
 from agents.functions import FunctionContext, FunctionResult, canonical_function_name
 from agents.llm.base import ModelRequest, ModelResponse, ProviderError, Usage
-from agents.llm.registry import get_provider
+from agents.llm.registry import UnknownModel, get_provider
 from agents.loading import LoadedAgent, load_agent
 from agents.models import Agent, Conversation, Message, StateChange
 from agents.redaction import redact, redact_text
@@ -213,9 +213,7 @@ def conversation_start(
     for item in history:
         if item["role"] == "user":
             turn += 1
-        session.add_message(
-            turn=max(turn, 0), role=item["role"], content=redact_text(item["content"]), agent=agent
-        )
+        session.add_message(turn=max(turn, 0), role=item["role"], content=redact_text(item["content"]), agent=agent)
     if history:
         conversation.turn_count = turn + 1
         conversation.save(update_fields=["turn_count"])
@@ -257,7 +255,7 @@ def conversation_send(*, conversation: Conversation, text: str) -> TurnResult:
                 provider_code=exc.code,
                 partial=result,
             ) from exc
-        except KeyError:
+        except UnknownModel:
             raise ModelCallFailed(
                 f"agent {loaded.name!r} uses provider {loaded.provider!r}, which is not configured", partial=result
             ) from None
@@ -268,16 +266,25 @@ def conversation_send(*, conversation: Conversation, text: str) -> TurnResult:
             result.models.append(loaded.model_key)
         text_out = redact_text(response.text or "")
         session.add_message(
-            turn=turn, role=Message.Role.ASSISTANT, content=text_out, agent_id=loaded.id,
-            model=loaded.model_key, input_tokens=response.usage.input_tokens,
-            output_tokens=response.usage.output_tokens, latency_ms=response.latency_ms,
+            turn=turn,
+            role=Message.Role.ASSISTANT,
+            content=text_out,
+            agent_id=loaded.id,
+            model=loaded.model_key,
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            latency_ms=response.latency_ms,
         )
         if not response.tool_calls:
             model_messages.append({"role": "assistant", "content": text_out})
             result.output, result.finish = text_out, "answer"
             break
         model_messages.append(
-            {"role": "assistant", "content": text_out or None, "tool_calls": [c.as_openai() for c in response.tool_calls]}
+            {
+                "role": "assistant",
+                "content": text_out or None,
+                "tool_calls": [c.as_openai() for c in response.tool_calls],
+            }
         )
         stop_result, loaded = _run_tool_calls(session, loaded, response, turn, result, model_messages)
         if stop_result is not None:
@@ -311,8 +318,13 @@ def _run_tool_calls(
             skipped = "[not executed: the turn stopped before this call]"
             _record_call(session, loaded, turn, call.id, call.name, None, call.arguments, "model")
             session.add_message(
-                turn=turn, role=Message.Role.TOOL_RESULT, content=skipped, function_name=call.name,
-                tool_call_id=call.id, agent_id=loaded.id, outcome="skipped",
+                turn=turn,
+                role=Message.Role.TOOL_RESULT,
+                content=skipped,
+                function_name=call.name,
+                tool_call_id=call.id,
+                agent_id=loaded.id,
+                outcome="skipped",
             )
             model_messages.append({"role": "tool", "tool_call_id": call.id, "content": skipped})
             continue
@@ -321,13 +333,20 @@ def _run_tool_calls(
         if problem:
             outcome = FunctionResult(
                 content=f"Invalid arguments for {call.name}: {problem}. Send the arguments as a JSON object.",
-                error=True, outcome="invalid",
+                error=True,
+                outcome="invalid",
             )
         else:
             context = FunctionContext(
-                name=call.name, arguments=arguments, conversation_id=session.conversation.pk,
-                agent_name=loaded.name, entry_agent_name=session.entry_agent.name, turn=turn,
-                tool_call_id=call.id, state=dict(session.state), trigger="model",
+                name=call.name,
+                arguments=arguments,
+                conversation_id=session.conversation.pk,
+                agent_name=loaded.name,
+                entry_agent_name=session.entry_agent.name,
+                turn=turn,
+                tool_call_id=call.id,
+                state=dict(session.state),
+                trigger="model",
                 declaration=loaded.declaration(call.name),
             )
             outcome = executor.execute(call.name, context)
@@ -335,14 +354,24 @@ def _run_tool_calls(
             loaded, outcome = _route(session, loaded, outcome, result)
         content = redact_text(outcome.content)
         message = session.add_message(
-            turn=turn, role=Message.Role.TOOL_RESULT, content=content, function_name=call.name,
-            tool_call_id=call.id, agent_id=loaded.id, outcome=outcome.outcome,
+            turn=turn,
+            role=Message.Role.TOOL_RESULT,
+            content=content,
+            function_name=call.name,
+            tool_call_id=call.id,
+            agent_id=loaded.id,
+            outcome=outcome.outcome,
         )
         model_messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
         result.tool_calls.append(
             ToolCallRecord(
-                name=call.name, arguments=arguments if not problem else call.arguments, result=content,
-                outcome=outcome.outcome, agent=loaded.name, tool_call_id=call.id, error=outcome.error,
+                name=call.name,
+                arguments=arguments if not problem else call.arguments,
+                result=content,
+                outcome=outcome.outcome,
+                agent=loaded.name,
+                tool_call_id=call.id,
+                error=outcome.error,
                 stop=outcome.stop,
             )
         )
@@ -367,7 +396,8 @@ def _route(
         choices = ", ".join(sorted(allowed - {loaded.name})) or "none"
         return loaded, FunctionResult(
             content=f"Cannot route to {target_name!r}: not a sub-agent of {loaded.name}. Choose one of: {choices}.",
-            error=True, outcome=outcome.outcome,
+            error=True,
+            outcome=outcome.outcome,
         )
     new_loaded = load_agent(target, session.conversation)
     result.agent_chain.append(new_loaded.name)
@@ -390,8 +420,14 @@ def _record_call(
     session: _Session, loaded: LoadedAgent, turn: int, call_id: str, name: str, arguments: Any, raw: str, trigger: str
 ) -> Message:
     return session.add_message(
-        turn=turn, role=Message.Role.TOOL_CALL, function_name=name or "", arguments=redact(arguments),
-        raw_arguments=redact_text(raw or ""), tool_call_id=call_id, agent_id=loaded.id, trigger=trigger,
+        turn=turn,
+        role=Message.Role.TOOL_CALL,
+        function_name=name or "",
+        arguments=redact(arguments),
+        raw_arguments=redact_text(raw or ""),
+        tool_call_id=call_id,
+        agent_id=loaded.id,
+        trigger=trigger,
     )
 
 
@@ -401,27 +437,53 @@ def conversation_invoke_function(
     """Call a function without the model, through the same factory (the harness canary uses this)."""
     session = _Session(conversation)
     loaded = load_agent(conversation.current_agent or session.entry_agent, conversation)
-    return _invoke(session, loaded, name, arguments or {}, turn=max(conversation.turn_count - 1, PRE_TURN),
-                   trigger="direct", record=record)
+    return _invoke(
+        session,
+        loaded,
+        name,
+        arguments or {},
+        turn=max(conversation.turn_count - 1, PRE_TURN),
+        trigger="direct",
+        record=record,
+    )
 
 
 def _invoke(
-    session: _Session, loaded: LoadedAgent, name: str, arguments: dict[str, Any], *, turn: int, trigger: str,
-    record: bool, depth: int = 0,
+    session: _Session,
+    loaded: LoadedAgent,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    turn: int,
+    trigger: str,
+    record: bool,
+    depth: int = 0,
 ) -> FunctionResult:
     call_id = f"{trigger}_{session.conversation.pk}_{session.next_seq}"
     context = FunctionContext(
-        name=name, arguments=arguments, conversation_id=session.conversation.pk, agent_name=loaded.name,
-        entry_agent_name=session.entry_agent.name, turn=turn, tool_call_id=call_id, state=dict(session.state),
-        trigger=trigger, declaration=loaded.declaration(name),
+        name=name,
+        arguments=arguments,
+        conversation_id=session.conversation.pk,
+        agent_name=loaded.name,
+        entry_agent_name=session.entry_agent.name,
+        turn=turn,
+        tool_call_id=call_id,
+        state=dict(session.state),
+        trigger=trigger,
+        declaration=loaded.declaration(name),
     )
     outcome = executor.execute(name, context)
     if not record:
         return outcome
     _record_call(session, loaded, turn, call_id, name, arguments, json.dumps(arguments), trigger)
     message = session.add_message(
-        turn=turn, role=Message.Role.TOOL_RESULT, content=redact_text(outcome.content), function_name=name,
-        tool_call_id=call_id, agent_id=loaded.id, outcome=outcome.outcome,
+        turn=turn,
+        role=Message.Role.TOOL_RESULT,
+        content=redact_text(outcome.content),
+        function_name=name,
+        tool_call_id=call_id,
+        agent_id=loaded.id,
+        outcome=outcome.outcome,
     )
     if outcome.state_writes:
         changed = session.write_state(outcome.state_writes, message)
@@ -430,7 +492,12 @@ def _invoke(
 
 
 def _fire_rules(
-    session: _Session, loaded: LoadedAgent, *, trigger: str, turn: int, changed: list[str] | None = None,
+    session: _Session,
+    loaded: LoadedAgent,
+    *,
+    trigger: str,
+    turn: int,
+    changed: list[str] | None = None,
     depth: int = 0,
 ) -> None:
     if depth >= _MAX_RULE_DEPTH or not loaded.rules:
@@ -446,5 +513,13 @@ def _fire_rules(
         if name is None:
             logger.warning("rule on agent %s names an unknown function %r", loaded.name, wanted)
             name = wanted
-        _invoke(session, loaded, name, dict(rule.get("arguments") or {}), turn=turn, trigger="rule", record=True,
-                depth=depth)
+        _invoke(
+            session,
+            loaded,
+            name,
+            dict(rule.get("arguments") or {}),
+            turn=turn,
+            trigger="rule",
+            record=True,
+            depth=depth,
+        )

@@ -1,4 +1,4 @@
-"""The one settings module. Everything that differs between a laptop demo and production is read from the environment."""
+"""The one settings module: everything that differs between a demo and production is read from the environment."""
 
 from __future__ import annotations
 
@@ -170,10 +170,16 @@ SPECTACULAR_SETTINGS = {
 BROKER_URL = env_str("AGENTTEST_BROKER_URL", f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite3'}")
 CELERY_BROKER_URL = BROKER_URL
 CELERY_BROKER_CONNECTION_TIMEOUT = env_float("AGENTTEST_BROKER_TIMEOUT", 3.0)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.2} if BROKER_URL.startswith("sqla+") else {
-    "socket_connect_timeout": 3,
-    "socket_timeout": 10,
-}
+# kombu's SQL transport hands every transport option to SQLAlchemy's create_engine, so it gets none; Redis gets
+# socket timeouts so a dead server is an error, not a hang.
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {}
+    if BROKER_URL.startswith("sqla+")
+    else {
+        "socket_connect_timeout": 3,
+        "socket_timeout": 10,
+    }
+)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -15,7 +15,8 @@ class Suite(models.Model):
         max_length=300, blank=True, help_text="provider:model that scores llmJudge assertions; empty: none."
     )
     extra_allowed_functions = models.JSONField(
-        default=list, blank=True,
+        default=list,
+        blank=True,
         help_text="Function names allowed to really execute during a test, on top of the five control-flow ones.",
     )
     force_blocked_functions = models.JSONField(
@@ -56,12 +57,18 @@ class Case(models.Model):
     )
     type = models.CharField(max_length=20, choices=Type.choices, default=Type.AGENT)
     entry_agent = models.ForeignKey(
-        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+        Agent,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
         help_text="The agent the conversation starts with; empty: the suite's agent.",
     )
     initial_state = models.JSONField(default=dict, blank=True)
     unmocked_policy = models.CharField(
-        max_length=20, choices=UnmockedPolicy.choices, default=UnmockedPolicy.BLOCK,
+        max_length=20,
+        choices=UnmockedPolicy.choices,
+        default=UnmockedPolicy.BLOCK,
         help_text="What happens to a tool call no mock answers. Only 'block' exists: a test never runs a real tool.",
     )
     priority = models.IntegerField(default=0)
@@ -143,7 +150,11 @@ class Assertion(models.Model):
 
     case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="assertions")
     turn = models.ForeignKey(
-        Turn, on_delete=models.CASCADE, null=True, blank=True, related_name="assertions",
+        Turn,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="assertions",
         help_text="Empty: a case-level assertion over the whole conversation.",
     )
     position = models.PositiveIntegerField(default=0)

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from agents.seams import Agent
+from agents.seams import Agent, Conversation
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.selectors import case_list
 from cases.validation import (
@@ -149,9 +149,11 @@ def _store(case: Case, document: dict[str, Any]) -> Case:
             for index, item in enumerate(turn_document["assertions"])
         )
     Assertion.objects.bulk_create(assertions)
-    Mock.objects.bulk_create(Mock(case=case, position=position, **item) for position, item in enumerate(document["mocks"]))
-    # Drop caches of the parts just replaced, so the returned case reads what was stored.
-    case._prefetched_objects_cache = {}
+    Mock.objects.bulk_create(
+        Mock(case=case, position=position, **item) for position, item in enumerate(document["mocks"])
+    )
+    # Also drops parts prefetched before the write, so the returned case reads what was stored.
+    case.refresh_from_db()
     return case
 
 
@@ -226,6 +228,7 @@ def _import_plan(
     """Each document checked against `suite` (saved or about to be), paired with the case it creates or replaces."""
     if not isinstance(documents, list):
         return [], [Problem("cases", "must be a list of case documents")]
+    documents = [_without_missing_conversation(document) for document in documents]
     existing = {case.name: case for case in Case.objects.filter(suite=suite)} if suite.pk else {}
     plan: list[tuple[Case, dict[str, Any]]] = []
     problems: list[Problem] = []
@@ -254,8 +257,6 @@ def _without_missing_conversation(document: Any) -> Any:
     dropped, and a warning says so, rather than refusing the case."""
     if not isinstance(document, dict):
         return document
-    from agents.seams import Conversation
-
     conversation_id = document.get("source_conversation")
     if not isinstance(conversation_id, int) or Conversation.objects.filter(pk=conversation_id).exists():
         return document
@@ -272,8 +273,6 @@ def cases_import(*, suite: Suite, documents: list[dict[str, Any]], replace: bool
     A document whose name the suite already has is a problem, unless `replace`: then it replaces that case in place
     (same id, so earlier run results still point at it). Cases the documents do not name are left alone.
     """
-    if isinstance(documents, list):
-        documents = [_without_missing_conversation(document) for document in documents]
     plan, problems = _import_plan(suite=suite, documents=documents, replace=replace)
     if problems:
         raise CaseValidationError(problems)
@@ -304,7 +303,8 @@ def suite_import(*, document: dict[str, Any], suite_name: str = "", replace: boo
     if problems:
         problems += _import_plan(suite=suite, documents=documents, replace=replace)[1]
         raise CaseValidationError(problems)
-    return SuiteImport(suite=suite, suite_created=created, cases=cases_import(suite=suite, documents=documents, replace=replace))
+    cases = cases_import(suite=suite, documents=documents, replace=replace)
+    return SuiteImport(suite=suite, suite_created=created, cases=cases)
 
 
 def suite_export(*, suite: Suite) -> dict[str, Any]:

@@ -175,7 +175,11 @@ def _json_field(value: Any, *, field: str, expected: type, nullable: bool, probl
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            problems.add(field, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")
+            wanted = "a JSON object" if expected is dict else "a JSON list"
+            problems.add(
+                field,
+                f"must be {wanted}; as text it is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+            )
             return _INVALID
     if value is None and nullable:
         return None
@@ -426,9 +430,6 @@ def _clean_document(
         if taken.exists():
             problems.add("name", f"suite {suite.name!r} already has a case named {cleaned['name']!r}")
 
-    def assertion(item: Any, where: str) -> dict[str, Any]:
-        return _clean_assertion(item, prefix=where, suite=suite, problems=problems)
-
     cleaned["history"] = _clean_list(
         data.get("history", []), field="history", problems=problems,
         clean=lambda item, where: _clean_history_message(item, prefix=where, problems=problems),
@@ -440,7 +441,10 @@ def _clean_document(
     if not cleaned["turns"] and not any(problem.field == "turns" for problem in problems.items):
         # The runner refuses a case with no turns too; catching it here keeps it from ever being saved.
         problems.add("turns", "at least one turn with a user message is required")
-    cleaned["assertions"] = _clean_list(data.get("assertions", []), field="assertions", problems=problems, clean=assertion)
+    cleaned["assertions"] = _clean_list(
+        data.get("assertions", []), field="assertions", problems=problems,
+        clean=lambda item, where: _clean_assertion(item, prefix=where, suite=suite, problems=problems),
+    )
     cleaned["mocks"] = _clean_list(
         data.get("mocks", []), field="mocks", problems=problems,
         clean=lambda item, where: _clean_mock(item, prefix=where, problems=problems),

@@ -91,8 +91,11 @@ def _regex(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
     except regex.error as exc:
         return FAILED, pattern, _excerpt(evidence.output), f"the regex does not compile: {exc}"
     except TimeoutError:
-        return FAILED, pattern, _excerpt(evidence.output), (
-            f"the regex took longer than {REGEX_TIMEOUT_SECONDS:g} s on this reply; simplify it"
+        return (
+            FAILED,
+            pattern,
+            _excerpt(evidence.output),
+            (f"the regex took longer than {REGEX_TIMEOUT_SECONDS:g} s on this reply; simplify it"),
         )
     if match:
         return PASSED, pattern, match.group(0), "the reply matches"
@@ -110,15 +113,22 @@ def _tool_called(params: dict[str, Any], evidence: Evidence, _judge: str) -> tup
     expected = {"function": name, "arguments": expected_args} if expected_args else {"function": name}
     called = [_call_summary(call) for call in evidence.tool_calls]
     if not calls:
-        return FAILED, expected, called, f"{name} was not called" + (
-            f"; calls made: {', '.join(c['name'] for c in called)}" if called else "; no tool was called"
+        return (
+            FAILED,
+            expected,
+            called,
+            f"{name} was not called"
+            + (f"; calls made: {', '.join(c['name'] for c in called)}" if called else "; no tool was called"),
         )
     if expected_args:
         from runs.mocking import _is_subset
 
         if not any(_is_subset(expected_args, call["arguments"]) for call in calls):
-            return FAILED, expected, [_call_summary(call) for call in calls], (
-                f"{name} was called, but never with arguments containing {json.dumps(expected_args)}"
+            return (
+                FAILED,
+                expected,
+                [_call_summary(call) for call in calls],
+                (f"{name} was called, but never with arguments containing {json.dumps(expected_args)}"),
             )
     return PASSED, expected, [_call_summary(call) for call in calls], f"{name} was called"
 
@@ -128,8 +138,14 @@ def _tool_not_called(params: dict[str, Any], evidence: Evidence, _judge: str) ->
     calls = _calls_named(evidence, name)
     if calls:
         blocked = any(call["outcome"] == "blocked" for call in calls)
-        return FAILED, f"{name} not called", [_call_summary(c) for c in calls], (
-            f"{name} was called {len(calls)} time(s)" + (" (blocked, which still counts as called)" if blocked else "")
+        return (
+            FAILED,
+            f"{name} not called",
+            [_call_summary(c) for c in calls],
+            (
+                f"{name} was called {len(calls)} time(s)"
+                + (" (blocked, which still counts as called)" if blocked else "")
+            ),
         )
     return PASSED, f"{name} not called", [], f"{name} was not called"
 
@@ -176,16 +192,22 @@ def _chain(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
     shown = " → ".join(actual) or "nothing"
     if ok:
         return PASSED, {"agents": expected, "mode": mode}, actual, f"the agent chain {shown} fits ({mode})"
-    return FAILED, {"agents": expected, "mode": mode}, actual, (
-        f"the agent chain was {shown}; expected {mode} {' → '.join(expected)}"
+    return (
+        FAILED,
+        {"agents": expected, "mode": mode},
+        actual,
+        (f"the agent chain was {shown}; expected {mode} {' → '.join(expected)}"),
     )
 
 
 def _no_blocked(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
     blocked = [call["name"] for call in evidence.tool_calls if call["outcome"] == "blocked"]
     if blocked:
-        return FAILED, "no blocked tool calls", blocked, (
-            f"blocked unmocked tool call(s): {', '.join(blocked)} — add a mock for each, or allow it on the suite"
+        return (
+            FAILED,
+            "no blocked tool calls",
+            blocked,
+            (f"blocked unmocked tool call(s): {', '.join(blocked)} — add a mock for each, or allow it on the suite"),
         )
     return PASSED, "no blocked tool calls", [], "no tool call was blocked"
 
@@ -226,9 +248,13 @@ def _judge(params: dict[str, Any], evidence: Evidence, judge_model: str) -> tupl
     score, reason = verdict
     if score >= minimum:
         return PASSED, expected, {"score": score, "reason": reason}, f"the judge scored {score}: {reason}", usage
-    return FAILED, expected, {"score": score, "reason": reason}, (
-        f"the judge scored {score}, below {minimum}: {reason}"
-    ), usage
+    return (
+        FAILED,
+        expected,
+        {"score": score, "reason": reason},
+        (f"the judge scored {score}, below {minimum}: {reason}"),
+        usage,
+    )
 
 
 def _parse_verdict(text: str) -> tuple[int, str] | str:

@@ -54,8 +54,14 @@ class ObservedCall:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "arguments": self.arguments, "outcome": self.outcome, "result": self.result,
-            "turn": self.turn, "call_index": self.call_index, "agent": self.agent, "trigger": self.trigger,
+            "name": self.name,
+            "arguments": self.arguments,
+            "outcome": self.outcome,
+            "result": self.result,
+            "turn": self.turn,
+            "call_index": self.call_index,
+            "agent": self.agent,
+            "trigger": self.trigger,
         }
 
 
@@ -86,8 +92,10 @@ class CaseSession:
         """Argument-subset match first, then the call index, then an unconditional mock."""
         candidates = [mock for mock in self.mocks if mock.function_name == name]
         for mock in candidates:
-            if mock.arguments is not None and _is_subset(mock.arguments, arguments) and (
-                mock.call_index is None or mock.call_index == call_index
+            if (
+                mock.arguments is not None
+                and _is_subset(mock.arguments, arguments)
+                and (mock.call_index is None or mock.call_index == call_index)
             ):
                 return mock
         for mock in candidates:
@@ -113,8 +121,10 @@ def _is_subset(expected: Any, actual: Any) -> bool:
             key in actual and _is_subset(value, actual[key]) for key, value in expected.items()
         )
     if isinstance(expected, list):
-        return isinstance(actual, list) and len(expected) == len(actual) and all(
-            _is_subset(e, a) for e, a in zip(expected, actual, strict=True)
+        return (
+            isinstance(actual, list)
+            and len(expected) == len(actual)
+            and all(_is_subset(e, a) for e, a in zip(expected, actual, strict=True))
         )
     return expected == actual
 
@@ -184,8 +194,14 @@ def _answer(session: CaseSession, name: str, context: FunctionContext) -> Functi
 def _observe(session: CaseSession, name: str, context: FunctionContext, index: int, result: FunctionResult) -> None:
     session.observe(
         ObservedCall(
-            name=name, arguments=dict(context.arguments), outcome=result.outcome, result=result.content,
-            turn=context.turn, call_index=index, agent=context.agent_name, trigger=context.trigger,
+            name=name,
+            arguments=dict(context.arguments),
+            outcome=result.outcome,
+            result=result.content,
+            turn=context.turn,
+            call_index=index,
+            agent=context.agent_name,
+            trigger=context.trigger,
         )
     )
 

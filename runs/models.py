@@ -18,6 +18,11 @@ class Run(models.Model):
         ERROR = "error", "Error"
         CANCELLED = "cancelled", "Cancelled"
 
+    class Mode(models.TextChoices):
+        LIVE = "live", "Live"
+        RECORD = "record", "Record"
+        REPLAY = "replay", "Replay"
+
     FINISHED = (Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED)
 
     suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="runs")
@@ -29,6 +34,23 @@ class Run(models.Model):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
     reason = models.TextField(blank=True, help_text="Why the run ended as it did, for whoever has to act.")
     cancel_requested = models.BooleanField(default=False)
+    mode = models.CharField(
+        max_length=10,
+        choices=Mode.choices,
+        default=Mode.LIVE,
+        help_text="live: call the models; record: call them and keep every answer; replay: serve kept answers.",
+    )
+    trials = models.PositiveIntegerField(default=1, help_text="How many times each case runs on each model.")
+    budget_tokens = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Stop the run once its results used this many tokens."
+    )
+    budget_cost = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text="Stop the run once its results cost this much.",
+    )
     total = models.PositiveIntegerField(default=0)
     passed = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
@@ -69,6 +91,7 @@ class CaseResult(models.Model):
     case = models.ForeignKey(Case, on_delete=models.SET_NULL, null=True, blank=True, related_name="results")
     case_name = models.CharField(max_length=200)
     model = models.CharField(max_length=300)
+    trial = models.PositiveIntegerField(default=0, help_text="0-based repetition of this case on this model.")
     position = models.PositiveIntegerField(default=0, help_text="Order of execution within the run.")
     status = models.CharField(max_length=20, choices=Status.choices, db_index=True)
     reason = models.TextField(blank=True)
@@ -87,7 +110,7 @@ class CaseResult(models.Model):
     class Meta:
         ordering = ["run_id", "position", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["run", "case", "model"], name="result_unique_case_model"),
+            models.UniqueConstraint(fields=["run", "case", "model", "trial"], name="result_unique_case_model_trial"),
         ]
 
     def __str__(self) -> str:

@@ -28,7 +28,7 @@ from agents.seams import (
     conversation_state,
 )
 from runs import assertions as checks
-from runs.mocking import CANARY_FUNCTION, MockSpec, CaseSession, registry
+from runs.mocking import CANARY_FUNCTION, CaseSession, MockSpec, registry
 
 TEST_TAG = "agenttest"
 
@@ -126,14 +126,16 @@ def execute_case(*, plan: CasePlan, model: ModelConfig, suite: SuitePlan) -> Cas
     finished = done.wait(suite.timeout_seconds)
     if not finished:
         execution = CaseExecution(
-            status=ERROR, reason=f"the case timed out after {suite.timeout_seconds:g} s",
+            status=ERROR,
+            reason=f"the case timed out after {suite.timeout_seconds:g} s",
             conversation_id=progress.conversation_id,
             tool_calls=[c.as_dict() for c in (progress.session.observed_calls() if progress.session else [])],
         )
     elif "crash" in outcome:
         exc = outcome["crash"]
         execution = CaseExecution(
-            status=ERROR, reason=f"the case crashed: {type(exc).__name__}: {exc}",
+            status=ERROR,
+            reason=f"the case crashed: {type(exc).__name__}: {exc}",
             conversation_id=progress.conversation_id,
         )
     else:
@@ -147,8 +149,11 @@ def execute_case(*, plan: CasePlan, model: ModelConfig, suite: SuitePlan) -> Cas
 
 def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progress) -> CaseExecution:
     session = CaseSession(
-        mocks=plan.mocks, extra_allowed=suite.extra_allowed, force_blocked=suite.force_blocked,
-        provider=model.provider, model=model.model,
+        mocks=plan.mocks,
+        extra_allowed=suite.extra_allowed,
+        force_blocked=suite.force_blocked,
+        provider=model.provider,
+        model=model.model,
     )
     progress.session = session
 
@@ -157,8 +162,12 @@ def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progre
         registry.add(conversation.pk, session)
 
     conversation = conversation_start(
-        agent=plan.entry_agent, tags=[TEST_TAG, *suite.tags], initial_state=plan.initial_state,
-        history=plan.history, title=f"[test] {plan.name} on {model.key}"[:200], on_created=register,
+        agent=plan.entry_agent,
+        tags=[TEST_TAG, *suite.tags],
+        initial_state=plan.initial_state,
+        history=plan.history,
+        title=f"[test] {plan.name} on {model.key}"[:200],
+        on_created=register,
     )
     execution = CaseExecution(status=PASSED, conversation_id=conversation.pk)
 
@@ -192,19 +201,28 @@ def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progre
         state = conversation_state(conversation=conversation)
         turn_calls = [c.as_dict() for c in session.observed_calls() if c.turn == turn.turn]
         evidence = checks.Evidence(
-            output=turn.output, tool_calls=turn_calls, state=state, agent_chain=turn.agent_chain,
+            output=turn.output,
+            tool_calls=turn_calls,
+            state=state,
+            agent_chain=turn.agent_chain,
             entry_agent=entry_name,
         )
         fatal_failed = False
         for assertion in turn_plan.assertions:
             result = checks.evaluate(
-                type=assertion.type, params=assertion.params, evidence=evidence, scope=f"turn {index}",
-                judge_model=suite.judge_model, fatal=assertion.fatal,
+                type=assertion.type,
+                params=assertion.params,
+                evidence=evidence,
+                scope=f"turn {index}",
+                judge_model=suite.judge_model,
+                fatal=assertion.fatal,
             )
             results.append(result)
             fatal_failed = fatal_failed or (assertion.fatal and not result.passed)
         if fatal_failed and index + 1 < len(plan.turns):
-            execution.reason = f"a fatal assertion failed at turn {index}; {len(plan.turns) - index - 1} turn(s) skipped"
+            execution.reason = (
+                f"a fatal assertion failed at turn {index}; {len(plan.turns) - index - 1} turn(s) skipped"
+            )
             break
 
     all_calls = [c.as_dict() for c in session.observed_calls()]
@@ -214,8 +232,12 @@ def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progre
     for assertion in plan.assertions:
         results.append(
             checks.evaluate(
-                type=assertion.type, params=assertion.params, evidence=evidence, scope="case",
-                judge_model=suite.judge_model, fatal=assertion.fatal,
+                type=assertion.type,
+                params=assertion.params,
+                evidence=evidence,
+                scope="case",
+                judge_model=suite.judge_model,
+                fatal=assertion.fatal,
             )
         )
     if any(call["outcome"] == "blocked" for call in all_calls):

@@ -91,8 +91,10 @@ def run_summary(*, run: Run) -> list[ModelSummary]:
 def run_matrix(*, run: Run) -> list[dict[str, Any]]:
     """Rows of case × model cells in case order; each cell has status, duration and the result id. One query."""
     rows: dict[Any, dict[str, Any]] = {}
-    results = CaseResult.objects.filter(run=run).order_by("position", "id").values(
-        "id", "case_id", "case_name", "model", "status", "duration_ms", "reason"
+    results = (
+        CaseResult.objects.filter(run=run)
+        .order_by("position", "id")
+        .values("id", "case_id", "case_name", "model", "status", "duration_ms", "reason")
     )
     for result in results:
         row = rows.setdefault(

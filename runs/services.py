@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
@@ -17,7 +18,7 @@ from cases.models import Case, Suite
 from cases.selectors import enabled_cases
 from runs.mocking import MockSpec
 from runs.models import CaseResult, Run
-from runs.runner import AssertionPlan, CasePlan, CaseExecution, SuitePlan, TurnPlan, execute_case
+from runs.runner import AssertionPlan, CaseExecution, CasePlan, SuitePlan, TurnPlan, execute_case
 
 logger = logging.getLogger(__name__)
 
@@ -60,34 +61,139 @@ def run_validate(*, suite: Suite, model_keys: list[str], case_filter: str = "") 
     return case_ids
 
 
+MAX_TRIALS = 20
+RESUMABLE = ("error", "cancelled")
+_COUNTER = {"passed": "passed", "failed": "failed", "error": "errored", "cancelled": "cancelled"}
+
+
+def _validate_options(*, mode: str, trials: int, budget_tokens: int | None, budget_cost: Any) -> None:
+    if mode not in Run.Mode.values:
+        raise RunError(f"mode must be one of {', '.join(Run.Mode.values)}, got {mode!r}", field="mode")
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
+        raise RunError(f"trials must be a whole number from 1 to {MAX_TRIALS}, got {trials!r}", field="trials")
+    if budget_tokens is not None and budget_tokens <= 0:
+        raise RunError("budget_tokens must be greater than 0", field="budget_tokens")
+    if budget_cost is not None and Decimal(str(budget_cost)) <= 0:
+        raise RunError("budget_cost must be greater than 0", field="budget_cost")
+
+
 @transaction.atomic
-def run_create(*, suite: Suite, model_keys: list[str], case_filter: str = "", triggered_by: Any = None) -> Run:
+def run_create(
+    *,
+    suite: Suite,
+    model_keys: list[str],
+    case_filter: str = "",
+    triggered_by: Any = None,
+    mode: str = Run.Mode.LIVE,
+    trials: int = 1,
+    budget_tokens: int | None = None,
+    budget_cost: Any = None,
+) -> Run:
+    _validate_options(mode=mode, trials=trials, budget_tokens=budget_tokens, budget_cost=budget_cost)
     case_ids = run_validate(suite=suite, model_keys=model_keys, case_filter=case_filter)
     return Run.objects.create(
-        suite=suite, model_keys=list(model_keys), case_filter=case_filter, case_ids=case_ids,
-        total=len(case_ids) * len(model_keys), triggered_by=triggered_by, agent_snapshot=_agent_snapshot(suite),
+        suite=suite,
+        model_keys=list(model_keys),
+        case_filter=case_filter,
+        case_ids=case_ids,
+        mode=mode,
+        trials=trials,
+        budget_tokens=budget_tokens,
+        budget_cost=Decimal(str(budget_cost)) if budget_cost is not None else None,
+        total=len(case_ids) * len(model_keys) * trials,
+        triggered_by=triggered_by,
+        agent_snapshot=_agent_snapshot(suite),
     )
 
 
 def run_trigger(
-    *, suite: Suite, model_keys: list[str], case_filter: str = "", triggered_by: Any = None,
+    *,
+    suite: Suite,
+    model_keys: list[str],
+    case_filter: str = "",
+    triggered_by: Any = None,
     dispatch: Callable[[int], None] | None = None,
+    **options: Any,
 ) -> Run:
-    """Create and queue a run. If the queue does not take it, nothing is left behind and QueueUnavailable says why."""
+    """Create and queue a run. If the queue does not take it, nothing is left behind and QueueUnavailable says why.
+
+    `options` are run_create's: mode, trials, budget_tokens, budget_cost."""
+    _validate_options(
+        mode=options.get("mode", Run.Mode.LIVE),
+        trials=options.get("trials", 1),
+        budget_tokens=options.get("budget_tokens"),
+        budget_cost=options.get("budget_cost"),
+    )
+    run_validate(suite=suite, model_keys=model_keys, case_filter=case_filter)
+    _ping_queue()
+    run = run_create(suite=suite, model_keys=model_keys, case_filter=case_filter, triggered_by=triggered_by, **options)
+    _queue_or_undo(run, dispatch, undo=run.delete)
+    return run
+
+
+def _ping_queue() -> None:
     from agenttest.broker import BrokerUnavailable, broker_ping
 
-    run_validate(suite=suite, model_keys=model_keys, case_filter=case_filter)
     try:
         broker_ping(timeout=3.0)
     except BrokerUnavailable as exc:
         raise QueueUnavailable(f"the run queue is unavailable: {exc}") from None
-    run = run_create(suite=suite, model_keys=model_keys, case_filter=case_filter, triggered_by=triggered_by)
+
+
+def _queue_or_undo(run: Run, dispatch: Callable[[int], None] | None, *, undo: Callable[[], Any]) -> None:
     try:
         (dispatch or run_dispatch)(run.pk)
     except Exception as exc:
-        run.delete()
+        undo()
         raise QueueUnavailable(f"the run queue is unavailable: {exc}") from None
+
+
+@transaction.atomic
+def run_prepare_resume(*, run: Run) -> Run:
+    """Put an interrupted run back to Pending. Finished results stay; cancelled ones are dropped so those pairs run
+    again. Only pairs without a result are executed."""
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    if run.status not in RESUMABLE:
+        raise RunConflict(
+            f"run #{run.pk} is {run.get_status_display()}; only a run that ended in Error or Cancelled can be resumed"
+        )
+    CaseResult.objects.filter(run=run, status=CaseResult.Status.CANCELLED).delete()
+    counts = _counts(run)
+    kept = sum(counts.values())
+    if kept >= run.total:
+        raise RunConflict(f"run #{run.pk} has a result for every case and model; there is nothing to resume")
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.PENDING,
+        cancel_requested=False,
+        finished_at=None,
+        current="",
+        reason=f"resumed with {kept} of {run.total} results kept",
+        **counts,
+    )
+    run.refresh_from_db()
     return run
+
+
+def run_resume(*, run: Run, dispatch: Callable[[int], None] | None = None) -> Run:
+    """Resume an interrupted run through the queue; if the queue does not take it the run is left as it was."""
+    before = Run.objects.get(pk=run.pk)
+    _ping_queue()
+    run = run_prepare_resume(run=run)
+
+    def undo() -> None:
+        Run.objects.filter(pk=run.pk, status=Run.Status.PENDING).update(
+            status=before.status, reason=before.reason, finished_at=before.finished_at
+        )
+
+    _queue_or_undo(run, dispatch, undo=undo)
+    return run
+
+
+def _counts(run: Run) -> dict[str, int]:
+    counts = {"passed": 0, "failed": 0, "errored": 0, "cancelled": 0}
+    for status in CaseResult.objects.filter(run=run).values_list("status", flat=True):
+        counts[_COUNTER[status]] += 1
+    return counts
 
 
 def run_dispatch(run_id: int) -> None:
@@ -99,9 +205,15 @@ def run_dispatch(run_id: int) -> None:
 def _agent_snapshot(suite: Suite) -> dict[str, Any]:
     agent = suite.agent
     loaded = LoadedAgent(
-        id=agent.pk, name=agent.name, description=agent.description, instruction=agent.instruction,
-        provider=agent.provider, model=agent.model, temperature=agent.temperature,
-        functions=list(agent.functions or []), rules=list(agent.rules or []),
+        id=agent.pk,
+        name=agent.name,
+        description=agent.description,
+        instruction=agent.instruction,
+        provider=agent.provider,
+        model=agent.model,
+        temperature=agent.temperature,
+        functions=list(agent.functions or []),
+        rules=list(agent.rules or []),
         sub_agents=[(sub.name, sub.description) for sub in agent.sub_agents.all()],
     )
     return {
@@ -129,7 +241,10 @@ def _case_plans(case_ids: list[int], default_agent: Any) -> list[CasePlan]:
         turns = sorted(case.turns.all(), key=lambda t: (t.position, t.pk))
         plans.append(
             CasePlan(
-                id=case.pk, name=case.name, type=case.type, entry_agent=case.entry_agent or default_agent,
+                id=case.pk,
+                name=case.name,
+                type=case.type,
+                entry_agent=case.entry_agent or default_agent,
                 history=[{"role": h.role, "content": h.content} for h in case.history.all()],
                 initial_state=dict(case.initial_state or {}),
                 turns=[
@@ -149,8 +264,12 @@ def _case_plans(case_ids: list[int], default_agent: Any) -> list[CasePlan]:
                 ],
                 mocks=[
                     MockSpec(
-                        function_name=m.function_name, result=m.result, arguments=m.arguments,
-                        call_index=m.call_index, stop=m.stop, state_writes=dict(m.state_writes or {}),
+                        function_name=m.function_name,
+                        result=m.result,
+                        arguments=m.arguments,
+                        call_index=m.call_index,
+                        stop=m.stop,
+                        state_writes=dict(m.state_writes or {}),
                     )
                     for m in case.mocks.all()
                 ],
@@ -183,56 +302,125 @@ def run_execute(*, run_id: int) -> Run | None:
     plans = _case_plans(run.case_ids, suite.agent)
     if not plans:
         return _finish(run, Run.Status.ERROR, "none of the selected cases exists any more; nothing was run")
-    done_pairs = set(CaseResult.objects.filter(run=run).values_list("case_id", "model"))
-    position = len(done_pairs)
-    pairs = [(plan, model) for plan in plans for model in models if (plan.id, model.key) not in done_pairs]
-    for index, (plan, model) in enumerate(pairs):
+    done_keys: set[tuple[int | None, str, int]] = set()
+    spent = Spend()
+    finished = CaseResult.objects.filter(run=run).values_list(
+        "case_id", "model", "trial", "input_tokens", "output_tokens", "cost"
+    )
+    for case_id, model_key, trial, tokens_in, tokens_out, cost in finished:
+        done_keys.add((case_id, model_key, trial))
+        spent.add(tokens_in + tokens_out, cost)
+    position = len(done_keys)
+    pending = [
+        (plan, model, trial)
+        for plan in plans
+        for model in models
+        for trial in range(run.trials)
+        if (plan.id, model.key, trial) not in done_keys
+    ]
+    for index, (plan, model, trial) in enumerate(pending):
         if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
-            _cancel_remaining(run, pairs[index:], position)
-            return _finish(run, Run.Status.CANCELLED, f"cancelled after {run.done} of {run.total} results")
-        Run.objects.filter(pk=run.pk).update(current=f"{plan.name} on {model.key}")
+            _cancel_remaining(run, pending[index:], position)
+            return _finish(run, Run.Status.CANCELLED, f"cancelled after {position} of {run.total} results")
+        over = spent.exhausted(run)
+        if over:
+            return _finish(run, Run.Status.ERROR, f"budget exhausted after {position} of {run.total} results: {over}")
+        trial_note = f" (trial {trial + 1} of {run.trials})" if run.trials > 1 else ""
+        Run.objects.filter(pk=run.pk).update(current=f"{plan.name} on {model.key}{trial_note}")
         execution = execute_case(plan=plan, model=model, suite=suite_plan)
-        _store_result(run, plan, model.key, position, execution)
+        _store_result(run, plan, model.key, trial, position, execution)
+        spent.add(execution.usage.total_tokens, execution.cost)
         position += 1
+    over = spent.exhausted(run)
+    if over and position < run.total:
+        return _finish(run, Run.Status.ERROR, f"budget exhausted after {position} of {run.total} results: {over}")
     return _finish(run, *_verdict(run))
 
 
-def _store_result(run: Run, plan: CasePlan, model_key: str, position: int, execution: CaseExecution) -> CaseResult:
+class Spend:
+    """Tokens and cost the run's results used so far, held against its budget."""
+
+    def __init__(self) -> None:
+        self.tokens = 0
+        self.cost = Decimal(0)
+
+    def add(self, tokens: int, cost: Any) -> None:
+        self.tokens += tokens
+        self.cost += Decimal(str(cost or 0))
+
+    def exhausted(self, run: Run) -> str:
+        if run.budget_tokens is not None and self.tokens >= run.budget_tokens:
+            return f"{self.tokens} tokens used of a budget of {run.budget_tokens}"
+        if run.budget_cost is not None and self.cost >= run.budget_cost:
+            return f"${self.cost:.4f} spent of a budget of ${run.budget_cost:.4f}"
+        return ""
+
+
+def _store_result(
+    run: Run, plan: CasePlan, model_key: str, trial: int, position: int, execution: CaseExecution
+) -> CaseResult:
     transcript = []
     if execution.conversation_id is not None:
         conversation = Conversation(pk=execution.conversation_id)
         transcript = [
             {
-                "seq": m.seq, "turn": m.turn, "role": m.role, "content": m.content, "function": m.function_name,
-                "arguments": m.arguments, "tool_call_id": m.tool_call_id, "agent": m.agent.name if m.agent else "",
-                "outcome": m.outcome, "trigger": m.trigger, "model": m.model, "latency_ms": m.latency_ms,
+                "seq": m.seq,
+                "turn": m.turn,
+                "role": m.role,
+                "content": m.content,
+                "function": m.function_name,
+                "arguments": m.arguments,
+                "tool_call_id": m.tool_call_id,
+                "agent": m.agent.name if m.agent else "",
+                "outcome": m.outcome,
+                "trigger": m.trigger,
+                "model": m.model,
+                "latency_ms": m.latency_ms,
             }
             for m in conversation_messages(conversation=conversation)
         ]
     result = CaseResult.objects.create(
-        run=run, case_id=plan.id, case_name=plan.name, model=model_key, position=position,
-        status=execution.status, reason=execution.reason, conversation_id=execution.conversation_id,
-        duration_ms=execution.duration_ms, model_latency_ms=execution.model_latency_ms,
-        input_tokens=execution.usage.input_tokens, output_tokens=execution.usage.output_tokens, cost=execution.cost,
-        transcript=transcript, tool_calls=execution.tool_calls, assertions=execution.assertions,
+        run=run,
+        case_id=plan.id,
+        case_name=plan.name,
+        model=model_key,
+        trial=trial,
+        position=position,
+        status=execution.status,
+        reason=execution.reason,
+        conversation_id=execution.conversation_id,
+        duration_ms=execution.duration_ms,
+        model_latency_ms=execution.model_latency_ms,
+        input_tokens=execution.usage.input_tokens,
+        output_tokens=execution.usage.output_tokens,
+        cost=execution.cost,
+        transcript=transcript,
+        tool_calls=execution.tool_calls,
+        assertions=execution.assertions,
         final_state=execution.final_state,
     )
-    counter = {"passed": "passed", "failed": "failed", "error": "errored", "cancelled": "cancelled"}[execution.status]
+    counter = _COUNTER[execution.status]
     Run.objects.filter(pk=run.pk).update(**{counter: F(counter) + 1})
     return result
 
 
-def _cancel_remaining(run: Run, pairs: list[tuple[CasePlan, Any]], position: int) -> None:
+def _cancel_remaining(run: Run, pending: list[tuple[CasePlan, Any, int]], position: int) -> None:
     CaseResult.objects.bulk_create(
         [
             CaseResult(
-                run=run, case_id=plan.id, case_name=plan.name, model=model.key, position=position + offset,
-                status=CaseResult.Status.CANCELLED, reason="the run was cancelled before this case started",
+                run=run,
+                case_id=plan.id,
+                case_name=plan.name,
+                model=model.key,
+                trial=trial,
+                position=position + offset,
+                status=CaseResult.Status.CANCELLED,
+                reason="the run was cancelled before this case started",
             )
-            for offset, (plan, model) in enumerate(pairs)
+            for offset, (plan, model, trial) in enumerate(pending)
         ]
     )
-    Run.objects.filter(pk=run.pk).update(cancelled=F("cancelled") + len(pairs))
+    Run.objects.filter(pk=run.pk).update(cancelled=F("cancelled") + len(pending))
 
 
 def _verdict(run: Run) -> tuple[str, str]:
@@ -255,7 +443,9 @@ def run_cancel(*, run: Run) -> Run:
     if run.is_finished:
         raise RunConflict(f"run #{run.pk} has already finished ({run.get_status_display()}); nothing to cancel")
     if Run.objects.filter(pk=run.pk, status=Run.Status.PENDING).update(
-        status=Run.Status.CANCELLED, cancel_requested=True, reason="cancelled before it started",
+        status=Run.Status.CANCELLED,
+        cancel_requested=True,
+        reason="cancelled before it started",
         finished_at=timezone.now(),
     ):
         Run.objects.filter(pk=run.pk).update(cancelled=F("total"))
@@ -282,10 +472,10 @@ def run_sweep_interrupted(*, dispatch: Callable[[int], None] | None = None) -> t
     for run in Run.objects.filter(status=Run.Status.RUNNING):
         kept = CaseResult.objects.filter(run=run).count()
         updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
-            status=Run.Status.ERROR, finished_at=timezone.now(), current="",
-            reason=(
-                f"the worker restarted while this run was in progress; {kept} of {run.total} results were kept"
-            ),
+            status=Run.Status.ERROR,
+            finished_at=timezone.now(),
+            current="",
+            reason=(f"the worker restarted while this run was in progress; {kept} of {run.total} results were kept"),
         )
         if updated:
             swept.append(run.pk)

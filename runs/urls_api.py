@@ -1,1 +1,14 @@
-urlpatterns: list = []
+from django.urls import path
+
+from runs.api import ModelListApi, ResultDetailApi, RunApi, RunBulkDeleteApi, RunCancelApi, RunsApi
+
+app_name = "runs-api"
+
+urlpatterns = [
+    path("models/", ModelListApi.as_view(), name="models"),
+    path("runs/", RunsApi.as_view(), name="runs"),
+    path("runs/delete/", RunBulkDeleteApi.as_view(), name="runs-delete"),
+    path("runs/<int:run_id>/", RunApi.as_view(), name="run"),
+    path("runs/<int:run_id>/cancel/", RunCancelApi.as_view(), name="run-cancel"),
+    path("runs/<int:run_id>/results/<int:result_id>/", ResultDetailApi.as_view(), name="result"),
+]

@@ -96,7 +96,10 @@ class SimulatedProvider(ModelProvider):
                 model=request.model,
             )
         view = _read(request)
-        text, calls = _Rules(view, careful=request.model == CAREFUL).decide()
+        if not view.tools and _asks_for_a_score(view.system_text):
+            text, calls = _grade(view.user_text, careful=request.model == CAREFUL), []
+        else:
+            text, calls = _Rules(view, careful=request.model == CAREFUL).decide()
         tool_calls = [
             ToolCall(id=f"call_sim_{view.calls_so_far + index + 1}", name=name, arguments=json.dumps(arguments))
             for index, (name, arguments) in enumerate(calls)
@@ -118,6 +121,32 @@ class SimulatedProvider(ModelProvider):
             if entry.get("name") == model and "delay_ms" in entry:
                 return float(entry["delay_ms"])
         return float(self.options.get("delay_ms", 0))
+
+
+# Grading, when asked to act as a judge (an llmJudge assertion)
+
+
+def _asks_for_a_score(system_text: str) -> bool:
+    lowered = system_text.lower()
+    return "json" in lowered and '"score"' in lowered
+
+
+def _grade(prompt: str, *, careful: bool) -> str:
+    """A deterministic grade of the reply in the prompt: longer, specific, courteous replies score higher. The
+    careful model grades strictly (never above 4 for a one-liner), the hasty one generously."""
+    reply = prompt.split("Reply:", 1)[-1].strip()
+    score = 2
+    if re.search(r"\d", reply):
+        score += 1
+    if len(reply) >= 40:
+        score += 1
+    if re.search(r"\b(please|thank|sorry|hello|kind regards)\b", reply, re.IGNORECASE) or len(reply) >= 80:
+        score += 1
+    if not careful:
+        score += 1
+    score = max(1, min(5, score))
+    reason = "specific and complete" if score >= 4 else "too terse to be helpful"
+    return json.dumps({"score": score, "reason": f"simulated grade: {reason}"})
 
 
 # Reading the request

@@ -398,7 +398,7 @@ def test_it_lists_conversations_in_a_constant_number_of_queries(admin_user, admi
     router, lookup = demo_agents["order-router"], demo_agents["order-lookup"]
 
     def add(count):
-        for index in range(count):
+        for _ in range(count):
             conversation = conversation_start(agent=router, owner=admin_user, tags=["demo"])
             conversation.current_agent = lookup
             conversation.save()
@@ -432,3 +432,12 @@ def test_it_lists_agents_and_messages_in_a_constant_number_of_queries(
     member_client.post(url, {"text": "Please cancel order 1043"}, format="json")
     many_messages, data = _query_count(member_client, url)
     assert data["count"] > first_count and many_messages == few_messages
+
+
+def test_it_answers_502_when_the_agents_model_is_no_longer_configured(member, member_client):
+    # Saved before the provider was removed from the configuration: the API refuses to create such an agent.
+    orphan = Agent.objects.create(name="orphan", instruction="Hi", provider="retired", model="old-model")
+    conversation = conversation_start(agent=orphan, owner=member)
+    response = member_client.post(f"/api/conversations/{conversation.pk}/messages/", {"text": "Hello"}, format="json")
+    assert response.status_code == 502
+    assert "retired" in response.data["detail"] and response.data["code"] == "model_error"

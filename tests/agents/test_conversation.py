@@ -59,7 +59,9 @@ def test_it_runs_a_tool_round_trip_and_feeds_the_result_back(agent, scripted_mod
     assert tool_message["role"] == "tool" and "shipped" in tool_message["content"]
     assert second.messages[-2]["tool_calls"][0]["function"]["name"] == "lookup_order"
     assert conversation_state(conversation=conversation) == {
-        "customer": "Ana", "order_id": "1041", "order_status": "shipped"
+        "customer": "Ana",
+        "order_id": "1041",
+        "order_status": "shipped",
     }
 
 
@@ -128,8 +130,14 @@ def test_it_raises_a_model_error_with_what_happened_before(agent, scripted_model
 
 def test_it_routes_to_a_sub_agent_and_back_recording_the_chain(scripted_model):
     router = Agent.objects.create(name="router", instruction="Route.", provider="scripted", model="scripted")
-    orders = Agent.objects.create(name="orders", description="Order questions", instruction="Orders.",
-                                  provider="scripted", model="scripted", functions=[{"name": "lookup_order"}])
+    orders = Agent.objects.create(
+        name="orders",
+        description="Order questions",
+        instruction="Orders.",
+        provider="scripted",
+        model="scripted",
+        functions=[{"name": "lookup_order"}],
+    )
     router.sub_agents.add(orders)
     scripted_model.play(
         Answer(tool_calls=[Call("route_to_agent", {"agent_name": "orders"})]),
@@ -148,8 +156,9 @@ def test_it_routes_to_a_sub_agent_and_back_recording_the_chain(scripted_model):
     assert scripted_model.requests[1].messages[0]["content"] == "Orders."
     second = conversation_send(conversation=conversation, text="And the weather?")
     assert second.agent_chain == ["orders", "router"] and second.output == "I only know orders."
-    agents_by_role = list(Message.objects.filter(conversation=conversation, role="assistant")
-                          .values_list("agent__name", flat=True))
+    agents_by_role = list(
+        Message.objects.filter(conversation=conversation, role="assistant").values_list("agent__name", flat=True)
+    )
     assert agents_by_role == ["router", "orders", "orders", "orders", "router"]
 
 
@@ -165,8 +174,10 @@ def test_it_refuses_to_route_to_an_agent_that_is_not_a_sub_agent(scripted_model)
 
 def test_it_derives_state_at_any_message(agent, scripted_model):
     scripted_model.play(
-        Answer(tool_calls=[Call("lookup_order", {"order_id": "1041"})]), Answer("shipped"),
-        Answer(tool_calls=[Call("cancel_order", {"order_id": "1040"})]), Answer("cancelled"),
+        Answer(tool_calls=[Call("lookup_order", {"order_id": "1041"})]),
+        Answer("shipped"),
+        Answer(tool_calls=[Call("cancel_order", {"order_id": "1040"})]),
+        Answer("cancelled"),
     )
     conversation = conversation_start(agent=agent, initial_state={"customer": "Ana"})
     conversation_send(conversation=conversation, text="where is 1041")
@@ -180,8 +191,9 @@ def test_it_derives_state_at_any_message(agent, scripted_model):
 
 def test_it_writes_history_before_the_first_turn_and_numbers_turns_after_it(agent, scripted_model):
     scripted_model.play(Answer("Welcome back."))
-    conversation = conversation_start(agent=agent, history=[
-        {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}])
+    conversation = conversation_start(
+        agent=agent, history=[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]
+    )
     result = conversation_send(conversation=conversation, text="Me again")
     assert result.turn == 1
     assert [m["role"] for m in scripted_model.requests[0].messages] == ["system", "user", "assistant", "user"]
@@ -223,30 +235,51 @@ class SpyProvider:
 
 def test_it_executes_a_rule_triggered_call_with_differently_cased_name_through_the_factory(scripted_model):
     agent = Agent.objects.create(
-        name="ruled", instruction="x", provider="scripted", model="scripted",
-        rules=[{"trigger": "conversation_started", "function": "LOOKUP_ORDER", "arguments": {"order_id": "5"}},
-               {"trigger": "state_changed", "key": "order_status", "function": "Cancel_Order",
-                "arguments": {"order_id": "5"}}],
+        name="ruled",
+        instruction="x",
+        provider="scripted",
+        model="scripted",
+        rules=[
+            {"trigger": "conversation_started", "function": "LOOKUP_ORDER", "arguments": {"order_id": "5"}},
+            {
+                "trigger": "state_changed",
+                "key": "order_status",
+                "function": "Cancel_Order",
+                "arguments": {"order_id": "5"},
+            },
+        ],
     )
     spy = SpyProvider()
     register_executor_provider(spy)
     try:
         conversation = conversation_start(agent=agent)
-        conversation_invoke_function(conversation=conversation, name="lookup_order", arguments={"order_id": "6"},
-                                     record=True)
+        conversation_invoke_function(
+            conversation=conversation, name="lookup_order", arguments={"order_id": "6"}, record=True
+        )
     finally:
         unregister_executor_provider(spy)
     assert ("lookup_order", "rule") in spy.seen
-    calls = list(Message.objects.filter(conversation=conversation, role="tool_result").values_list(
-        "function_name", "content"))
+    calls = list(
+        Message.objects.filter(conversation=conversation, role="tool_result").values_list("function_name", "content")
+    )
     assert calls[0] == ("lookup_order", "spied")
 
 
 def test_it_fires_a_state_changed_rule_with_the_canonical_name(scripted_model):
     agent = Agent.objects.create(
-        name="ruled", instruction="x", provider="scripted", model="scripted", functions=[{"name": "lookup_order"}],
-        rules=[{"trigger": "state_changed", "key": "order_id", "function": "CANCEL_order",
-                "arguments": {"order_id": "1041"}}],
+        name="ruled",
+        instruction="x",
+        provider="scripted",
+        model="scripted",
+        functions=[{"name": "lookup_order"}],
+        rules=[
+            {
+                "trigger": "state_changed",
+                "key": "order_id",
+                "function": "CANCEL_order",
+                "arguments": {"order_id": "1041"},
+            }
+        ],
     )
     scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1041"})]), Answer("done"))
     conversation = conversation_start(agent=agent)

@@ -9,8 +9,11 @@ from agents.functions import FunctionContext, FunctionResult, register_function
 from agents.seams import register_executor_provider, unregister_executor_provider
 
 
-@register_function(name="test-echo", description="Echo the text back.", parameters={
-    "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+@register_function(
+    name="test-echo",
+    description="Echo the text back.",
+    parameters={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+)
 def _echo(context: FunctionContext, text: str) -> str:
     return f"echo:{text}"
 
@@ -60,18 +63,32 @@ STATIC = {"name": "static-fn", "output": {"ok": True}}
 PRE_SEAM_TABLE = [
     # (stage, name, declaration, expected content, expected stop, expected outcome)
     ("registered function", "test-echo", None, "echo:hi", False, "executed"),
-    ("registered wins over static", "test-echo", {"name": "test-echo", "output": "static"}, "echo:hi", False,
-     "executed"),
+    (
+        "registered wins over static",
+        "test-echo",
+        {"name": "test-echo", "output": "static"},
+        "echo:hi",
+        False,
+        "executed",
+    ),
     ("static output (object)", "static-fn", STATIC, '{"ok": true}', False, "static"),
     ("static output (text)", "static-text", {"name": "static-text", "output": "plain"}, "plain", False, "static"),
-    ("declared without output", "declared-only", {"name": "declared-only"},
-     "Can't find function implementation of declared-only", True, "missing"),
+    (
+        "declared without output",
+        "declared-only",
+        {"name": "declared-only"},
+        "Can't find function implementation of declared-only",
+        True,
+        "missing",
+    ),
     ("nothing", "nowhere", None, "Can't find function implementation of nowhere", True, "missing"),
     ("exact name only", "TEST-ECHO", None, "Can't find function implementation of TEST-ECHO", True, "missing"),
 ]
 
 
-@pytest.mark.parametrize("stage,name,declaration,content,stop,outcome", PRE_SEAM_TABLE, ids=[r[0] for r in PRE_SEAM_TABLE])
+@pytest.mark.parametrize(
+    "stage,name,declaration,content,stop,outcome", PRE_SEAM_TABLE, ids=[r[0] for r in PRE_SEAM_TABLE]
+)
 def test_it_resolves_each_stage_exactly_as_before_the_seam_when_no_provider_is_registered(
     stage, name, declaration, content, stop, outcome
 ):

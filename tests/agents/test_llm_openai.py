@@ -16,8 +16,6 @@ from agents.llm.base import ModelRequest, ProviderError, Usage
 from agents.llm.scripted import Answer, Call
 from agents.testing.openai_stub import HttpError
 
-pytest_plugins = ["agents.testing.fixtures"]
-
 SECRET = "sk-test-local-secret-0123456789"
 LOOKUP_TOOL = {
     "type": "function",

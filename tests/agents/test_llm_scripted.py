@@ -13,8 +13,6 @@ from agents.llm import registry
 from agents.llm.base import ModelRequest, ProviderError, Usage
 from agents.llm.scripted import Answer, Call, Fail, Hang, ScriptedProvider
 
-pytest_plugins = ["agents.testing.fixtures"]
-
 
 def request(text="Where is order 1042?", **metadata):
     return ModelRequest(model="scripted", messages=[{"role": "user", "content": text}], metadata=metadata)

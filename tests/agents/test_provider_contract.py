@@ -15,8 +15,6 @@ from agents.llm.base import ModelProvider, ModelRequest, ModelResponse, Provider
 from agents.llm.scripted import Answer, Call, Fail
 from agents.testing.openai_stub import HttpError
 
-pytest_plugins = ["agents.testing.fixtures"]
-
 LOOKUP_TOOL = {
     "type": "function",
     "function": {

@@ -7,7 +7,8 @@ import re
 import pytest
 from django.contrib.staticfiles import finders
 
-from agents.services import conversation_start
+from agents.models import Agent
+from agents.services import conversation_send, conversation_start
 
 pytestmark = pytest.mark.django_db
 
@@ -99,3 +100,64 @@ def test_it_lists_only_the_members_own_conversations(client, member, outsider, d
     filtered = client.get("/conversations/?tag=demo").content.decode()
     assert "Mine about refunds" in filtered and "Mine without tag" not in filtered
     assert "No conversations match" in client.get("/conversations/?search=nothing-like-this").content.decode()
+
+
+# --- Admin ------------------------------------------------------------------------------------------------------
+
+
+def _admin_agent_form(**overrides):
+    form = {
+        "name": "billing",
+        "description": "",
+        "instruction": "You help {{ customer_email|default:'a customer' }}.",
+        "provider": "simulated",
+        "model": "sim-careful",
+        "temperature": "0",
+        "max_steps": "",
+        "functions": '[{"name": "lookup_order"}]',
+        "rules": "[]",
+    }
+    return {**form, **overrides}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"functions": '[{"name": "lookup_order"'}, "Enter a valid JSON."),
+        ({"functions": '[{"name": ""}]'}, "functions[0].name: must be a non-empty string"),
+        ({"model": "sim-imaginary"}, "simulated:sim-imaginary"),
+        ({"instruction": "{% if %}"}, "does not compile as a Django template"),
+    ],
+)
+def test_it_refuses_an_agent_the_loop_could_not_run_in_the_admin(client, admin_user, overrides, message):
+    client.force_login(admin_user)
+    response = client.post("/admin/agents/agent/add/", _admin_agent_form(**overrides))
+    assert response.status_code == 200
+    assert message in response.content.decode().replace("&quot;", '"')
+    assert not Agent.objects.filter(name="billing").exists()
+
+
+def test_it_saves_an_agent_in_the_admin_and_shows_its_json_indented(client, admin_user, demo_agents):
+    client.force_login(admin_user)
+    response = client.post(
+        "/admin/agents/agent/add/", _admin_agent_form(sub_agents=[demo_agents["order-lookup"].pk])
+    )
+    assert response.status_code == 302
+    agent = Agent.objects.get(name="billing")
+    assert agent.functions == [{"name": "lookup_order"}]
+    assert list(agent.sub_agents.values_list("name", flat=True)) == ["order-lookup"]
+
+    page = client.get(f"/admin/agents/agent/{agent.pk}/change/").content.decode()
+    assert '[\n  {\n    &quot;name&quot;: &quot;lookup_order&quot;\n  }\n]' in page
+
+
+def test_it_shows_a_conversation_read_only_with_messages_and_state_in_the_admin(client, admin_user, demo_agents):
+    conversation = conversation_start(
+        agent=demo_agents["order-lookup"], owner=admin_user, initial_state={"customer_email": "ana@example.com"}
+    )
+    conversation_send(conversation=conversation, text="Where is order 1041?")
+    client.force_login(admin_user)
+    page = client.get(f"/admin/agents/conversation/{conversation.pk}/change/").content.decode()
+    assert "Where is order 1041?" in page and "lookup_order" in page and "ana@example.com" in page
+    assert 'name="messages-0-content"' not in page and 'name="state_changes-0-key"' not in page, "read-only"
+    assert client.get("/admin/agents/conversation/add/").status_code == 403

@@ -20,7 +20,7 @@ from agents.seams import (
     register_executor_provider,
     unregister_executor_provider,
 )
-from runs.mocking import ALLOWED_FUNCTIONS, BLOCKED_PREFIX, MockSpec, CaseSession, mock_provider, registry
+from runs.mocking import ALLOWED_FUNCTIONS, BLOCKED_PREFIX, CaseSession, MockSpec, mock_provider, registry
 from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,16 +29,29 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def agent(scripted_model):
     return Agent.objects.create(
-        name="mailer", instruction="Help.", provider="simulated", model="sim-careful",
-        functions=[{"name": "lookup_order"}, {"name": "util-email-handle_email_sender"},
-                   {"name": "util-http-handle_http_request"}, {"name": "response_to_user"}],
+        name="mailer",
+        instruction="Help.",
+        provider="simulated",
+        model="sim-careful",
+        functions=[
+            {"name": "lookup_order"},
+            {"name": "util-email-handle_email_sender"},
+            {"name": "util-http-handle_http_request"},
+            {"name": "response_to_user"},
+        ],
     )
 
 
 def plan(agent, *turns, mocks=(), assertions=(), history=(), initial_state=None):
     return CasePlan(
-        id=1, name="case", type="agent", entry_agent=agent, history=list(history), initial_state=initial_state or {},
-        turns=[t if isinstance(t, TurnPlan) else TurnPlan(t) for t in turns], assertions=list(assertions),
+        id=1,
+        name="case",
+        type="agent",
+        entry_agent=agent,
+        history=list(history),
+        initial_state=initial_state or {},
+        turns=[t if isinstance(t, TurnPlan) else TurnPlan(t) for t in turns],
+        assertions=list(assertions),
         mocks=list(mocks),
     )
 
@@ -82,13 +95,16 @@ def test_it_blocks_unmocked_side_effects_under_test_while_the_same_agent_sends_o
     email = Answer(tool_calls=[Call("util-email-handle_email_sender", EMAIL)])
     http = Answer(tool_calls=[Call("util-http-handle_http_request", {"method": "GET", "url": f"{http_server}/hook"})])
     scripted_model.play(email, http)
-    execution = execute_case(plan=plan(agent, "cancel and tell me", "ping the hook"),
-                             model=get_model(scripted_model.key), suite=suite_plan())
+    execution = execute_case(
+        plan=plan(agent, "cancel and tell me", "ping the hook"), model=get_model(scripted_model.key), suite=suite_plan()
+    )
     assert mail.outbox == [] and Recorder.seen == []
     assert execution.status == "failed"
     assert "util-email-handle_email_sender" in execution.reason
     assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [
-        ("util-email-handle_email_sender", "blocked"), ("util-http-handle_http_request", "blocked")]
+        ("util-email-handle_email_sender", "blocked"),
+        ("util-http-handle_http_request", "blocked"),
+    ]
     synthetic = [a for a in execution.assertions if a["synthetic"]]
     assert synthetic[0]["type"] == "noBlockedTools" and synthetic[0]["status"] == "failed"
 
@@ -111,31 +127,50 @@ def test_it_stops_the_turn_at_a_blocked_call_with_the_blocked_marker(agent, scri
 
 def test_it_allows_exactly_the_five_control_flow_functions():
     assert ALLOWED_FUNCTIONS == {
-        "route_to_agent", "response_to_user", "human_intervention_needed", "util-routing-fallback_to_router",
+        "route_to_agent",
+        "response_to_user",
+        "human_intervention_needed",
+        "util-routing-fallback_to_router",
         "util-instruct-execute_template",
     }
     session = CaseSession(mocks=[])
-    for name in ["util-email-handle_email_sender", "util-http-handle_http_request", "util-db-sql_select",
-                 "util-twilio-text_message", "util-twilio-outbound_phone_call", "util-anything"]:
+    for name in [
+        "util-email-handle_email_sender",
+        "util-http-handle_http_request",
+        "util-db-sql_select",
+        "util-twilio-text_message",
+        "util-twilio-outbound_phone_call",
+        "util-anything",
+    ]:
         assert not session.is_allowed(name), name
     assert all(session.is_allowed(name) for name in ALLOWED_FUNCTIONS)
 
 
 def test_it_lets_the_suite_allow_more_and_force_block_wins(agent, scripted_model):
-    session = CaseSession(mocks=[MockSpec("lookup_order", "mocked")], extra_allowed=frozenset({"lookup_order"}),
-                          force_blocked=frozenset({"lookup_order", "response_to_user"}))
+    session = CaseSession(
+        mocks=[MockSpec("lookup_order", "mocked")],
+        extra_allowed=frozenset({"lookup_order"}),
+        force_blocked=frozenset({"lookup_order", "response_to_user"}),
+    )
     assert not session.is_allowed("lookup_order") and not session.is_allowed("response_to_user")
     scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1"})]))
-    execution = execute_case(plan=plan(agent, "x"), model=get_model(scripted_model.key),
-                             suite=suite_plan(force_blocked=frozenset({"lookup_order"})))
+    execution = execute_case(
+        plan=plan(agent, "x"),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(force_blocked=frozenset({"lookup_order"})),
+    )
     assert execution.tool_calls[0]["outcome"] == "blocked"
 
 
 def test_it_runs_an_extra_allowed_function_for_real(agent, scripted_model):
     scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1041"})]), Answer("shipped"))
     execution = execute_case(
-        plan=plan(agent, TurnPlan("where", [AssertionPlan("stateEquals", {"key": "order_status", "value": "shipped"})])),
-        model=get_model(scripted_model.key), suite=suite_plan(extra_allowed=frozenset({"lookup_order"})))
+        plan=plan(
+            agent, TurnPlan("where", [AssertionPlan("stateEquals", {"key": "order_status", "value": "shipped"})])
+        ),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(extra_allowed=frozenset({"lookup_order"})),
+    )
     assert execution.status == "passed", execution.reason
     assert execution.tool_calls[0]["outcome"] == "allowed"
 
@@ -146,11 +181,16 @@ def test_it_chooses_mocks_by_arguments_then_call_index_then_unconditional(agent,
         MockSpec("lookup_order", "second call", call_index=1),
         MockSpec("lookup_order", "order 7", arguments={"order_id": "7"}),
     ]
-    calls = [Call("lookup_order", {"order_id": "1"}), Call("lookup_order", {"order_id": "2"}),
-             Call("lookup_order", {"order_id": "7"}), Call("lookup_order", {"order_id": "3"})]
+    calls = [
+        Call("lookup_order", {"order_id": "1"}),
+        Call("lookup_order", {"order_id": "2"}),
+        Call("lookup_order", {"order_id": "7"}),
+        Call("lookup_order", {"order_id": "3"}),
+    ]
     scripted_model.play(Answer(tool_calls=calls), Answer("done"))
-    execution = execute_case(plan=plan(agent, "x", mocks=mocks), model=get_model(scripted_model.key),
-                             suite=suite_plan())
+    execution = execute_case(
+        plan=plan(agent, "x", mocks=mocks), model=get_model(scripted_model.key), suite=suite_plan()
+    )
     assert [c["result"] for c in execution.tool_calls] == ["fallback", "second call", "order 7", "fallback"]
     assert [c["call_index"] for c in execution.tool_calls] == [0, 1, 2, 3]
 
@@ -159,10 +199,20 @@ def test_it_applies_mock_state_writes_and_stop_completions(agent, scripted_model
     mocks = [MockSpec("lookup_order", '{"status": "lost"}', stop=True, state_writes={"order_status": "lost"})]
     scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1"})]))
     execution = execute_case(
-        plan=plan(agent, TurnPlan("x", [AssertionPlan("outputContains", {"text": "lost"}),
-                                        AssertionPlan("stateEquals", {"key": "order_status", "value": "lost"})]),
-                  mocks=mocks),
-        model=get_model(scripted_model.key), suite=suite_plan())
+        plan=plan(
+            agent,
+            TurnPlan(
+                "x",
+                [
+                    AssertionPlan("outputContains", {"text": "lost"}),
+                    AssertionPlan("stateEquals", {"key": "order_status", "value": "lost"}),
+                ],
+            ),
+            mocks=mocks,
+        ),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
+    )
     assert execution.status == "passed", execution.reason
 
 
@@ -219,8 +269,9 @@ def test_it_errors_when_the_case_times_out_and_keeps_late_calls_mocked(agent, sc
         return Answer("late")
 
     scripted_model.respond_with(slow_model)
-    execution = execute_case(plan=plan(agent, "x", "y"), model=get_model(scripted_model.key),
-                             suite=suite_plan(timeout_seconds=0.5))
+    execution = execute_case(
+        plan=plan(agent, "x", "y"), model=get_model(scripted_model.key), suite=suite_plan(timeout_seconds=0.5)
+    )
     assert (execution.status, execution.reason) == ("error", "the case timed out after 0.5 s")
     # The timed-out case is still in flight: its session stays registered until its last call returns.
     assert execution.conversation_id in _registered_ids()
@@ -248,19 +299,25 @@ def test_it_errors_when_the_model_fails(agent, scripted_model):
 def test_it_errors_when_a_turn_hits_the_step_limit(agent, scripted_model, settings):
     settings.AGENTTEST_MAX_STEPS = 2
     scripted_model.play(*[Answer(tool_calls=[Call("lookup_order", {"order_id": "1"})]) for _ in range(3)])
-    execution = execute_case(plan=plan(agent, "x", mocks=[MockSpec("lookup_order", "{}")]),
-                             model=get_model(scripted_model.key), suite=suite_plan())
+    execution = execute_case(
+        plan=plan(agent, "x", mocks=[MockSpec("lookup_order", "{}")]),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
+    )
     assert execution.status == "error" and "within 2 model steps" in execution.reason
 
 
-@pytest.mark.parametrize("judge_answer,reason", [
-    (None, "no judge model is configured"),
-    (Answer("I think it is fine."), "no JSON object"),
-    (Answer('{"score": 9, "reason": "x"}'), "outside 1–5"),
-    (Answer('{"score": "high"}'), "whole number"),
-    (Answer("{score: 5"), "no JSON object"),
-    (Fail(code="http_500", message="judge down"), "the judge model failed"),
-])
+@pytest.mark.parametrize(
+    "judge_answer,reason",
+    [
+        (None, "no judge model is configured"),
+        (Answer("I think it is fine."), "no JSON object"),
+        (Answer('{"score": 9, "reason": "x"}'), "outside 1–5"),
+        (Answer('{"score": "high"}'), "whole number"),
+        (Answer("{score: 5"), "no JSON object"),
+        (Fail(code="http_500", message="judge down"), "the judge model failed"),
+    ],
+)
 def test_it_reports_every_judge_failure_as_error(agent, scripted_model, judge_answer, reason):
     entries = [Answer("Your order is on its way.")]
     if judge_answer is not None:
@@ -269,7 +326,8 @@ def test_it_reports_every_judge_failure_as_error(agent, scripted_model, judge_an
     execution = execute_case(
         plan=plan(agent, TurnPlan("x", [AssertionPlan("llmJudge", {"criterion": "polite"})])),
         model=get_model(scripted_model.key),
-        suite=suite_plan(judge_model=scripted_model.key if judge_answer is not None else ""))
+        suite=suite_plan(judge_model=scripted_model.key if judge_answer is not None else ""),
+    )
     assert execution.status == "error", execution.reason
     assert reason in execution.reason
 
@@ -278,9 +336,14 @@ def test_it_reports_every_judge_failure_as_error(agent, scripted_model, judge_an
 def test_it_scores_with_the_judge_seeing_only_criterion_and_reply(agent, scripted_model, score, status):
     scripted_model.play(Answer("Your order is on its way."), Answer(json.dumps({"score": score, "reason": "ok"})))
     execution = execute_case(
-        plan=plan(agent, TurnPlan("secret question", [AssertionPlan("llmJudge", {"criterion": "polite"})]),
-                  initial_state={"secret": "s3cr3t"}),
-        model=get_model(scripted_model.key), suite=suite_plan(judge_model=scripted_model.key))
+        plan=plan(
+            agent,
+            TurnPlan("secret question", [AssertionPlan("llmJudge", {"criterion": "polite"})]),
+            initial_state={"secret": "s3cr3t"},
+        ),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(judge_model=scripted_model.key),
+    )
     assert execution.status == status
     judge_request = scripted_model.requests[-1]
     text = json.dumps(judge_request.messages)
@@ -290,8 +353,11 @@ def test_it_scores_with_the_judge_seeing_only_criterion_and_reply(agent, scripte
 
 def test_it_fails_rather_than_errors_on_a_bad_regex(agent, scripted_model):
     scripted_model.play(Answer("hello"))
-    execution = execute_case(plan=plan(agent, TurnPlan("x", [AssertionPlan("outputRegex", {"pattern": "(unclosed"})])),
-                             model=get_model(scripted_model.key), suite=suite_plan())
+    execution = execute_case(
+        plan=plan(agent, TurnPlan("x", [AssertionPlan("outputRegex", {"pattern": "(unclosed"})])),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
+    )
     assert execution.status == "failed" and "does not compile" in execution.reason
 
 
@@ -299,24 +365,29 @@ def test_it_skips_remaining_turns_after_a_fatal_failure(agent, scripted_model):
     scripted_model.play(Answer("no"), Answer("never"))
     execution = execute_case(
         plan=plan(agent, TurnPlan("a", [AssertionPlan("outputContains", {"text": "yes"}, fatal=True)]), "b"),
-        model=get_model(scripted_model.key), suite=suite_plan())
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
+    )
     assert execution.status == "failed" and "1 turn(s) skipped" in execution.reason
     assert len(scripted_model.requests) == 1
 
 
 def test_it_evaluates_case_level_assertions_over_the_whole_conversation(agent, scripted_model):
-    scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "5"})]), Answer("first"),
-                        Answer("second"))
+    scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "5"})]), Answer("first"), Answer("second"))
     mocks = [MockSpec("lookup_order", "{}", state_writes={"order_status": "shipped"})]
     assertions = [
-        AssertionPlan("outputContains", {"text": "first"}), AssertionPlan("outputContains", {"text": "second"}),
+        AssertionPlan("outputContains", {"text": "first"}),
+        AssertionPlan("outputContains", {"text": "second"}),
         AssertionPlan("toolCalled", {"function": "LOOKUP_ORDER", "arguments": {"order_id": "5"}}),
         AssertionPlan("toolNotCalled", {"function": "cancel_order"}),
         AssertionPlan("stateEquals", {"key": "order_status", "value": "shipped"}),
         AssertionPlan("stateEquals", {"key": "refund", "value": "full"}),
     ]
-    execution = execute_case(plan=plan(agent, "a", "b", mocks=mocks, assertions=assertions),
-                             model=get_model(scripted_model.key), suite=suite_plan())
+    execution = execute_case(
+        plan=plan(agent, "a", "b", mocks=mocks, assertions=assertions),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
+    )
     assert [a["status"] for a in execution.assertions] == ["passed"] * 5 + ["failed"]
     assert execution.assertions[-1]["message"] == "state 'refund' is not set"
     assert execution.status == "failed"

@@ -1,5 +1,7 @@
-"""Set up the order-support demo: an admin, optionally a member, the demo agents and a few sample conversations.
+"""Set up the order-support demo: an admin, optionally a member, the demo agents, a few sample conversations and —
+when the harness is installed — the demo suite with a run queued over the two simulated models.
 
+It lives in the project package, not in the host: the host must not import the harness.
 Idempotent: a second run creates nothing, changes nothing and never resets a password.
 """
 
@@ -9,7 +11,8 @@ import os
 import secrets
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.apps import apps
+from django.core.management.base import BaseCommand, CommandParser
 
 from agents.demo import (
     DEMO_TAG,
@@ -19,6 +22,7 @@ from agents.demo import (
     demo_user_ensure,
 )
 
+DEMO_MODELS = ["simulated:sim-careful", "simulated:sim-hasty"]
 ADMIN_USERNAME = "admin"
 MEMBER_USERNAME = "member"
 
@@ -27,8 +31,12 @@ class Command(BaseCommand):
     help = (
         "Create the demo: superuser 'admin' (password from AGENTTEST_ADMIN_PASSWORD, else generated and printed "
         "once), user 'member' when AGENTTEST_MEMBER_PASSWORD is set, the order-support agents and sample "
-        "conversations tagged 'demo'. Safe to run again."
+        "conversations tagged 'demo', the demo test suite and a first run of it on both simulated models. "
+        "Safe to run again."
     )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--no-run", action="store_true", help="Do not queue the demo suite's first run.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         admin = self._users()
@@ -38,6 +46,27 @@ class Command(BaseCommand):
             else:
                 self.stdout.write(f"Agent {agent.name!r} exists; left unchanged.")
         self._conversations(admin)
+        if apps.is_installed("cases") and apps.is_installed("runs"):
+            self._suite(admin, queue_run=not options["no_run"])
+
+    def _suite(self, admin: Any, *, queue_run: bool) -> None:
+        from cases.demo import demo_suite_ensure
+        from runs.models import Run
+        from runs.services import RunError, run_trigger
+
+        suite, created = demo_suite_ensure()
+        if created:
+            self._done(f"Created suite {suite.name!r} with {suite.cases.count()} cases.")
+        else:
+            self.stdout.write(f"Suite {suite.name!r} exists; left unchanged.")
+        if not queue_run or Run.objects.filter(suite=suite).exists():
+            return
+        try:
+            run = run_trigger(suite=suite, model_keys=DEMO_MODELS, triggered_by=admin)
+        except RunError as exc:
+            self.stdout.write(self.style.WARNING(f"Could not queue the demo run: {exc}"))
+            return
+        self._done(f"Queued run #{run.pk} of {suite.name!r} on {', '.join(DEMO_MODELS)}; a worker will execute it.")
 
     def _users(self) -> Any:
         env_password = os.environ.get("AGENTTEST_ADMIN_PASSWORD", "")

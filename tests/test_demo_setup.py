@@ -1,4 +1,5 @@
-"""`manage.py demo_setup`: users, the order-support agents and the sample conversations, idempotently."""
+"""`manage.py demo_setup`: users, the order-support agents, the sample conversations, the demo suite and its first
+run, idempotently."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ pytestmark = pytest.mark.django_db
 
 def _run() -> str:
     out = io.StringIO()
-    call_command("demo_setup", stdout=out)
+    # The queued run is checked in a process of its own below: here nothing may publish to the default broker.
+    call_command("demo_setup", "--no-run", stdout=out)
     return out.getvalue()
 
 
@@ -107,3 +109,48 @@ def test_it_leaves_an_edited_demo_agent_alone():
     Agent.objects.filter(name="order-lookup").update(temperature=0.7)
     assert "Agent 'order-lookup' exists; left unchanged." in _run()
     assert Agent.objects.get(name="order-lookup").temperature == 0.7
+
+
+def test_it_adds_the_demo_suite_with_every_assertion_type_and_a_blocked_tool():
+    from cases.models import Assertion, Suite
+
+    _run()
+    suite = Suite.objects.get(name="Order support demo")
+    assert suite.agent.name == "order-router" and suite.judge_model == "simulated:sim-careful"
+    assert suite.cases.filter(enabled=True).count() == suite.cases.count() >= 8
+    used = set(Assertion.objects.filter(case__suite=suite).values_list("type", flat=True))
+    assert used == set(Assertion.Type.values)
+    blocked = suite.cases.get(name="An unmocked email is blocked, never sent")
+    assert not blocked.mocks.filter(function_name="util-email-handle_email_sender").exists()
+    _run()
+    assert Suite.objects.filter(name="Order support demo").count() == 1
+
+
+def test_it_queues_the_first_run_of_the_demo_suite_once(tmp_path):
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    base = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "DATABASE_URL", "AGENTTEST_"))}
+    env.update(AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_ADMIN_PASSWORD="demo-password-1")
+
+    def manage(*args):
+        result = subprocess.run([sys.executable, "manage.py", *args], cwd=base, env=env, capture_output=True,
+                                text=True, timeout=180)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    manage("migrate", "--noinput")
+    first = manage("demo_setup")
+    assert "Queued run #1 of 'Order support demo' on simulated:sim-careful, simulated:sim-hasty" in first
+    second = manage("demo_setup")
+    assert "Queued run" not in second
+    with sqlite3.connect(tmp_path / "agenttest.sqlite3") as db:
+        assert db.execute("select status, model_keys, total from runs_run").fetchall() == [
+            ("pending", '["simulated:sim-careful", "simulated:sim-hasty"]', 16)
+        ]
+    with sqlite3.connect(tmp_path / "broker.sqlite3") as broker:
+        assert broker.execute("select count(*) from kombu_message").fetchone() == (1,)

@@ -1,0 +1,1 @@
+"""Benchmarks of agenttest itself (not of any model). See bench/README.md."""

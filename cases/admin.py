@@ -1,0 +1,343 @@
+"""Where drafts are reviewed: suites, and cases with their history, turns, mocks and assertions as inlines.
+
+Every form here checks its part with the functions of cases/validation.py, the ones the API and import use, so a
+bad regex or a missing assertion parameter is a form error on the field it concerns. Rules about the case as a
+whole (turns present, routing-case shape) are checked whenever a case is enabled: here by the "Enable selected"
+action, and on save, where an enabled case that does not pass is kept but saved disabled, with the reasons shown.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Count, QuerySet
+from django.forms.models import BaseInlineFormSet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from agents.seams import configured_models
+from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
+from cases.selectors import CASE_PARTS
+from cases.services import case_disable, case_enable, case_to_document
+from cases.validation import (
+    SUITE_DOCUMENT_FIELDS,
+    CaseValidationError,
+    Problem,
+    validate_assertion,
+    validate_case_document,
+    validate_case_fields,
+    validate_history_message,
+    validate_mock,
+    validate_suite,
+    validate_turn,
+)
+
+# --- JSON as readable text ----------------------------------------------------------------------------------------
+
+
+class PrettyJSONWidget(forms.Textarea):
+    """JSON indented and sized to its content; text that is not valid JSON is shown as typed, to be fixed."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs={"spellcheck": "false", **(attrs or {})})
+
+    def format_value(self, value: Any) -> str | None:
+        if isinstance(value, str) and value:
+            try:
+                value = json.dumps(json.loads(value), indent=2, ensure_ascii=False)
+            except json.JSONDecodeError:
+                return value
+        return super().format_value(value)
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        lines = (context["widget"]["value"] or "").count("\n") + 1
+        context["widget"]["attrs"]["rows"] = min(max(lines, 2), 30)
+        context["widget"]["attrs"]["style"] = "font-family: monospace; min-width: 24em;"
+        return context
+
+
+class JSONTextField(forms.JSONField):
+    """A JSON field whose empty text means the model's default ({} or [] or null) and whose parse error says where."""
+
+    def __init__(self, *, empty: Callable[[], Any] | None = None, **kwargs: Any) -> None:
+        self.empty = empty
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return self.empty() if self.empty else None
+        try:
+            return super().to_python(value)
+        except ValidationError:
+            try:
+                json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValidationError(
+                    f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.", code="invalid"
+                ) from None
+            raise
+
+
+class JSONTextMixin:
+    def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> forms.Field | None:
+        if isinstance(db_field, models.JSONField):
+            empty = None if db_field.null else db_field.default
+            kwargs.setdefault("widget", PrettyJSONWidget)
+            return db_field.formfield(form_class=JSONTextField, empty=empty, **kwargs)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+
+def _add_problems(form: forms.BaseForm, problems: list[Problem]) -> None:
+    """Each problem on the form field it concerns (`params.pattern` → `params`); fields that already failed their own
+    checks are not reported twice."""
+    for problem in problems:
+        base = problem.field.split(".")[0].split("[")[0]
+        if base in form.errors:
+            continue
+        if base in form.fields:
+            message = problem.message if problem.field == base else str(problem)
+            form.add_error(base, message)
+        else:
+            form.add_error(None, str(problem))
+
+
+def _present(form: forms.BaseForm, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: form.cleaned_data[name] for name in names if name in form.cleaned_data}
+
+
+# --- Suites -------------------------------------------------------------------------------------------------------
+
+
+class SuiteAdminForm(forms.ModelForm):
+    class Meta:
+        model = Suite
+        fields = SUITE_DOCUMENT_FIELDS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        configured = ", ".join(config.key for config in configured_models()) or "none"
+        self.fields["judge_model"].help_text = f"{self.fields['judge_model'].help_text} Configured: {configured}."
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        _add_problems(self, validate_suite(_present(self, SUITE_DOCUMENT_FIELDS), instance=self.instance))
+        return cleaned
+
+    def validate_unique(self) -> None:
+        # validate_suite already reports a taken name; Django's own check would say it a second time.
+        return None
+
+
+@admin.register(Suite)
+class SuiteAdmin(JSONTextMixin, admin.ModelAdmin):
+    form = SuiteAdminForm
+    list_display = ("name", "agent", "judge_model", "enabled", "case_count", "updated_at")
+    list_filter = ("enabled", "agent")
+    list_select_related = ("agent",)
+    search_fields = ("name", "description")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Suite]:
+        return super().get_queryset(request).annotate(case_count=Count("cases"))
+
+    @admin.display(description="Cases", ordering="case_count")
+    def case_count(self, suite: Suite) -> int:
+        return suite.case_count
+
+
+# --- Case parts ---------------------------------------------------------------------------------------------------
+
+
+class CasePartFormSet(BaseInlineFormSet):
+    """Gives each form the case being edited, so a part can be checked against its suite."""
+
+    def get_form_kwargs(self, index: int | None) -> dict[str, Any]:
+        return {**super().get_form_kwargs(index), "case": self.instance}
+
+
+class CasePartForm(forms.ModelForm):
+    def __init__(self, *args: Any, case: Case | None = None, **kwargs: Any) -> None:
+        self.case = case
+        super().__init__(*args, **kwargs)
+
+
+class HistoryMessageForm(CasePartForm):
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        _add_problems(self, validate_history_message(_present(self, ("role", "content"))))
+        return cleaned
+
+
+class TurnForm(CasePartForm):
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        _add_problems(self, validate_turn(_present(self, ("user_message",))))
+        return cleaned
+
+
+class MockForm(CasePartForm):
+    FIELDS = ("function_name", "arguments", "call_index", "result", "stop", "state_writes")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        _add_problems(self, validate_mock(_present(self, self.FIELDS)))
+        return cleaned
+
+
+class AssertionForm(CasePartForm):
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        suite = self.case.suite if self.case is not None and self.case.suite_id else None
+        _add_problems(self, validate_assertion(_present(self, ("type", "params", "fatal")), suite=suite))
+        return cleaned
+
+
+class CasePartInline(JSONTextMixin, admin.TabularInline):
+    formset = CasePartFormSet
+    extra = 0
+
+
+class HistoryMessageInline(CasePartInline):
+    model = HistoryMessage
+    form = HistoryMessageForm
+    fields = ("position", "role", "content")
+    verbose_name = "history message"
+    verbose_name_plural = "history (pre-written messages the conversation starts with)"
+
+
+class TurnInline(CasePartInline):
+    model = Turn
+    form = TurnForm
+    fields = ("position", "user_message")
+
+
+class MockInline(JSONTextMixin, admin.StackedInline):
+    model = Mock
+    form = MockForm
+    formset = CasePartFormSet
+    extra = 0
+    fields = (("function_name", "position"), ("call_index", "stop"), "arguments", "result", "state_writes")
+
+
+class AssertionInline(CasePartInline):
+    model = Assertion
+    form = AssertionForm
+    fields = ("position", "turn", "type", "params", "fatal")
+
+    def get_formset(self, request: HttpRequest, obj: Case | None = None, **kwargs: Any) -> type[BaseInlineFormSet]:
+        formset = super().get_formset(request, obj, **kwargs)
+        turn = formset.form.base_fields["turn"]
+        # Only this case's turns: an assertion can never point into another case.
+        turn.queryset = Turn.objects.filter(case=obj) if obj is not None else Turn.objects.none()
+        turn.help_text = "Empty: checked over the whole conversation. A new turn can be chosen once it is saved."
+        return formset
+
+
+# --- Cases --------------------------------------------------------------------------------------------------------
+
+
+CASE_FORM_FIELDS = (
+    "name", "description", "enabled", "source", "type", "initial_state", "priority", "tags", "unmocked_policy",
+)
+
+
+class CaseAdminForm(forms.ModelForm):
+    class Meta:
+        model = Case
+        fields = (*CASE_FORM_FIELDS, "suite", "entry_agent", "source_conversation")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        fields = _present(self, CASE_FORM_FIELDS)
+        if cleaned.get("entry_agent") is not None:
+            fields["entry_agent"] = cleaned["entry_agent"].name
+        if cleaned.get("source_conversation") is not None:
+            fields["source_conversation"] = cleaned["source_conversation"].pk
+        _add_problems(self, validate_case_fields(fields))
+        return cleaned
+
+
+def _first_problems(problems: list[Problem], limit: int = 3) -> str:
+    shown = "; ".join(str(problem) for problem in problems[:limit])
+    return shown + (f"; and {len(problems) - limit} more" if len(problems) > limit else "")
+
+
+@admin.register(Case)
+class CaseAdmin(JSONTextMixin, admin.ModelAdmin):
+    form = CaseAdminForm
+    list_display = ("name", "suite", "enabled", "source", "type", "priority", "updated_at")
+    list_filter = ("enabled", "source", "suite", "suite__agent")
+    list_select_related = ("suite",)
+    search_fields = ("name", "description", "turns__user_message")
+    raw_id_fields = ("source_conversation",)
+    readonly_fields = ("source_conversation_link", "warnings_display", "created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("name", "suite", "description", "enabled", "type", "entry_agent", "priority", "tags")}),
+        ("Start", {"fields": ("initial_state", "unmocked_policy")}),
+        (
+            "Origin",
+            {"fields": ("source", "source_conversation", "source_conversation_link", "warnings_display",
+                        "created_at", "updated_at")},
+        ),
+    )
+    inlines = (HistoryMessageInline, TurnInline, MockInline, AssertionInline)
+    actions = ("enable_selected", "disable_selected")
+
+    @admin.display(description="Source conversation")
+    def source_conversation_link(self, case: Case) -> SafeString | str:
+        if not case.source_conversation_id:
+            return "—"
+        url = reverse("admin:agents_conversation_change", args=[case.source_conversation_id])
+        return format_html('<a href="{}">Conversation #{}</a>', url, case.source_conversation_id)
+
+    @admin.display(description="Warnings for the reviewer")
+    def warnings_display(self, case: Case) -> SafeString | str:
+        if not case.warnings:
+            return "—"
+        return format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((note,) for note in case.warnings)))
+
+    def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        case = form.instance
+        if not case.enabled:
+            return
+        problems = validate_case_document(case_to_document(case=case), suite=case.suite, instance=case)
+        if problems:
+            # Enabled cases join runs, so only a case that passes stays enabled; the edits themselves are kept.
+            case_disable(case=case)
+            self.message_user(
+                request,
+                f"{case.name!r} was saved disabled, because: {_first_problems(problems)}. Fix it, then enable it.",
+                messages.WARNING,
+            )
+
+    @admin.action(description="Enable selected cases")
+    def enable_selected(self, request: HttpRequest, queryset: QuerySet[Case]) -> None:
+        enabled, refused = 0, []
+        for case in queryset.select_related("suite", "entry_agent").prefetch_related(*CASE_PARTS):
+            try:
+                case_enable(case=case)
+            except CaseValidationError as exc:
+                refused.append(f"{case.name!r} ({exc.problems[0]})")
+            else:
+                enabled += 1
+        if enabled:
+            self.message_user(request, f"Enabled {enabled} case(s).", messages.SUCCESS)
+        if refused:
+            self.message_user(request, f"Not enabled, fix these first: {'; '.join(refused)}.", messages.ERROR)
+
+    @admin.action(description="Disable selected cases")
+    def disable_selected(self, request: HttpRequest, queryset: QuerySet[Case]) -> None:
+        count = 0
+        for case in queryset:
+            case_disable(case=case)
+            count += 1
+        self.message_user(request, f"Disabled {count} case(s).", messages.SUCCESS)

@@ -1,0 +1,382 @@
+"""The suites and cases API: one view class per action, reads through selectors, writes through services.
+
+Actions that share a URL are combined into one mounted view, as in the host's API. Any signed-in user may read;
+only staff may change suites and cases. A request body that breaks a rule gets 400 with
+`{"errors": [{"field": "turns[0].assertions[1].params.pattern", "message": "..."}]}` — every error names its field.
+Request bodies are checked by cases/validation.py (the admin, import and recording use the same rules); the input
+serializers here describe the bodies for the schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from cases.models import Case, Suite
+from cases.selectors import case_detail, case_list, suite_detail, suite_list
+from cases.serializers import CaseDocumentSerializer, SuiteDocumentSerializer
+from cases.services import (
+    case_copy,
+    case_create,
+    case_delete,
+    case_disable,
+    case_enable,
+    case_to_document,
+    case_update,
+    suite_create,
+    suite_delete,
+    suite_update,
+)
+from cases.validation import CaseValidationError, Problem, validate_case_document
+
+# Read-only keys of a case as the API returns it; a client may send a fetched case back with them unchanged.
+CASE_OUTPUT_ONLY_KEYS = ("id", "suite", "suite_name", "created_at", "updated_at")
+SUITE_OUTPUT_ONLY_KEYS = ("id", "case_count", "enabled_case_count", "created_at", "updated_at")
+
+
+class IsStaffOrReadOnly(BasePermission):
+    """Any signed-in user may read; only staff may write. One URL serves both, so the check is per method."""
+
+    message = "Only staff users may change suites and cases."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        user = request.user
+        if not (user and user.is_authenticated):
+            return False
+        return request.method in SAFE_METHODS or bool(user.is_staff)
+
+
+class ApiPagination(PageNumberPagination):
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class ErrorSerializer(serializers.Serializer):
+    class Meta:
+        ref_name = "ValidationErrors"
+
+    class ProblemSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ValidationProblem"
+
+        field = serializers.CharField(help_text="A path into the body, e.g. turns[1].assertions[0].params.pattern.")
+        message = serializers.CharField()
+
+    errors = ProblemSerializer(many=True)
+
+
+def _drf_problems(detail: Any, prefix: str = "") -> Iterator[dict[str, str]]:
+    """DRF's nested error detail as flat field paths, the same shape as validation problems."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            path = prefix if key == "non_field_errors" else (f"{prefix}.{key}" if prefix else str(key))
+            yield from _drf_problems(value, path)
+    elif isinstance(detail, list) and any(isinstance(item, dict | list) for item in detail):
+        for index, item in enumerate(detail):
+            yield from _drf_problems(item, f"{prefix}[{index}]")
+    elif isinstance(detail, list):
+        for message in detail:
+            yield {"field": prefix or "document", "message": str(message)}
+    else:
+        yield {"field": prefix or "document", "message": str(detail)}
+
+
+class CasesApiView(APIView):
+    permission_classes = [IsStaffOrReadOnly]
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, CaseValidationError):
+            return Response(
+                {"errors": [problem.as_dict() for problem in exc.problems]}, status=status.HTTP_400_BAD_REQUEST
+            )
+        if isinstance(exc, ValidationError):
+            return Response({"errors": list(_drf_problems(exc.detail))}, status=status.HTTP_400_BAD_REQUEST)
+        return super().handle_exception(exc)
+
+
+def _body(request: Request, *, output_only: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(request.data, dict):
+        raise CaseValidationError([Problem("document", "the body must be a JSON object")])
+    return {key: value for key, value in request.data.items() if key not in output_only}
+
+
+# --- Suites -------------------------------------------------------------------------------------------------------
+
+
+class SuiteOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    agent = serializers.CharField(source="agent.name")
+    agent_id = serializers.IntegerField()
+    judge_model = serializers.CharField()
+    extra_allowed_functions = serializers.ListField(child=serializers.CharField())
+    force_blocked_functions = serializers.ListField(child=serializers.CharField())
+    case_timeout_seconds = serializers.IntegerField()
+    enabled = serializers.BooleanField()
+    case_count = serializers.IntegerField()
+    enabled_case_count = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+def _suite_or_404(suite_id: int) -> Suite:
+    try:
+        return suite_detail(suite_id=suite_id)
+    except Suite.DoesNotExist as exc:
+        raise NotFound(f"no suite with id {suite_id}") from exc
+
+
+class SuiteListApi(CasesApiView):
+    class FilterSerializer(serializers.Serializer):
+        agent = serializers.IntegerField(required=False, min_value=1, help_text="Agent id.")
+        enabled = serializers.BooleanField(required=False, allow_null=True, default=None)
+        search = serializers.CharField(required=False, default="")
+
+    @extend_schema(
+        tags=["suites"], operation_id="suites_list", parameters=[FilterSerializer],
+        responses={200: SuiteOutputSerializer(many=True), 400: ErrorSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        filters = SuiteListApi.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        paginator = ApiPagination()
+        page = paginator.paginate_queryset(suite_list(filters=filters.validated_data), request, view=self)
+        return paginator.get_paginated_response(SuiteOutputSerializer(page, many=True).data)
+
+
+class SuiteCreateApi(CasesApiView):
+    class InputSerializer(SuiteDocumentSerializer):
+        class Meta:
+            ref_name = "SuiteCreate"
+
+    @extend_schema(
+        tags=["suites"], operation_id="suites_create", request=InputSerializer,
+        responses={201: SuiteOutputSerializer, 400: ErrorSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        suite = suite_create(data=_body(request, output_only=SUITE_OUTPUT_ONLY_KEYS))
+        return Response(SuiteOutputSerializer(_suite_or_404(suite.pk)).data, status=status.HTTP_201_CREATED)
+
+
+class SuitesApi(SuiteListApi, SuiteCreateApi):
+    """GET lists suites (any signed-in user); POST creates one (staff)."""
+
+
+class SuiteDetailApi(CasesApiView):
+    @extend_schema(tags=["suites"], operation_id="suites_retrieve", responses=SuiteOutputSerializer)
+    def get(self, request: Request, suite_id: int) -> Response:
+        return Response(SuiteOutputSerializer(_suite_or_404(suite_id)).data)
+
+
+class SuiteUpdateApi(CasesApiView):
+    class InputSerializer(SuiteDocumentSerializer):
+        """The suite fields, all optional: a PATCH changes only what it sends."""
+
+        class Meta:
+            ref_name = "SuiteUpdate"
+
+    @extend_schema(
+        tags=["suites"], operation_id="suites_partial_update", request=InputSerializer,
+        responses={200: SuiteOutputSerializer, 400: ErrorSerializer},
+    )
+    def patch(self, request: Request, suite_id: int) -> Response:
+        suite = suite_update(suite=_suite_or_404(suite_id), data=_body(request, output_only=SUITE_OUTPUT_ONLY_KEYS))
+        return Response(SuiteOutputSerializer(_suite_or_404(suite.pk)).data)
+
+
+class SuiteDeleteApi(CasesApiView):
+    @extend_schema(tags=["suites"], operation_id="suites_destroy", responses={204: None})
+    def delete(self, request: Request, suite_id: int) -> Response:
+        suite_delete(suite=_suite_or_404(suite_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SuiteApi(SuiteDetailApi, SuiteUpdateApi, SuiteDeleteApi):
+    """GET reads a suite (any signed-in user); PATCH changes it and DELETE removes it with its cases (staff)."""
+
+
+# --- Cases --------------------------------------------------------------------------------------------------------
+
+
+class CaseOutputSerializer(CaseDocumentSerializer):
+    class Meta:
+        ref_name = "Case"
+
+    id = serializers.IntegerField()
+    suite = serializers.IntegerField(help_text="Suite id.")
+    suite_name = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+def _case_output(case: Case) -> dict[str, Any]:
+    data = {
+        "id": case.pk,
+        "suite": case.suite_id,
+        "suite_name": case.suite.name,
+        **case_to_document(case=case),
+        "created_at": case.created_at,
+        "updated_at": case.updated_at,
+    }
+    return CaseOutputSerializer(data).data
+
+
+def _case_or_404(case_id: int) -> Case:
+    try:
+        return case_detail(case_id=case_id)
+    except Case.DoesNotExist as exc:
+        raise NotFound(f"no case with id {case_id}") from exc
+
+
+def _same_suite(data: dict[str, Any], case: Case) -> dict[str, Any]:
+    """The body without its output-only keys; a `suite` other than the case's own is refused, not ignored."""
+    if "suite" in data and data["suite"] != case.suite_id:
+        raise CaseValidationError(
+            [Problem("suite", f"a case stays in its suite ({case.suite_id}); create it in the other suite instead")]
+        )
+    return {key: value for key, value in data.items() if key not in CASE_OUTPUT_ONLY_KEYS}
+
+
+class CaseListApi(CasesApiView):
+    class FilterSerializer(serializers.Serializer):
+        suite = serializers.IntegerField(required=False, min_value=1, help_text="Suite id.")
+        agent = serializers.IntegerField(
+            required=False, min_value=1, help_text="Agent id: the suite's agent or the case's entry agent."
+        )
+        enabled = serializers.BooleanField(required=False, allow_null=True, default=None)
+        source = serializers.ChoiceField(choices=Case.Source.choices, required=False)
+        tag = serializers.CharField(required=False, default="", help_text="Cases carrying exactly this tag.")
+        search = serializers.CharField(required=False, default="", help_text="In name or description.")
+
+    @extend_schema(
+        tags=["cases"], operation_id="cases_list", parameters=[FilterSerializer],
+        responses={200: CaseOutputSerializer(many=True), 400: ErrorSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        filters = CaseListApi.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        paginator = ApiPagination()
+        page = paginator.paginate_queryset(case_list(filters=filters.validated_data), request, view=self)
+        return paginator.get_paginated_response([_case_output(case) for case in page])
+
+
+class CaseCreateApi(CasesApiView):
+    class InputSerializer(CaseDocumentSerializer):
+        class Meta:
+            ref_name = "CaseCreate"
+
+        suite = serializers.IntegerField(help_text="The id of the suite the case joins.")
+
+    @extend_schema(
+        tags=["cases"], operation_id="cases_create", request=InputSerializer,
+        responses={201: CaseOutputSerializer, 400: ErrorSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        document = _body(request, output_only=CASE_OUTPUT_ONLY_KEYS)
+        suite_id = request.data.get("suite")
+        is_id = isinstance(suite_id, int) and not isinstance(suite_id, bool)
+        suite = Suite.objects.filter(pk=suite_id).first() if is_id else None
+        if suite is None:
+            # Checked without a suite as well, so the client sees every problem at once.
+            problems = [Problem("suite", f"must be the id of an existing suite, not {suite_id!r}")]
+            raise CaseValidationError(problems + validate_case_document(document, suite=None))
+        case = case_create(suite=suite, document=document)
+        return Response(_case_output(_case_or_404(case.pk)), status=status.HTTP_201_CREATED)
+
+
+class CasesApi(CaseListApi, CaseCreateApi):
+    """GET lists cases as documents (any signed-in user); POST creates one (staff)."""
+
+
+class CaseDetailApi(CasesApiView):
+    @extend_schema(tags=["cases"], operation_id="cases_retrieve", responses=CaseOutputSerializer)
+    def get(self, request: Request, case_id: int) -> Response:
+        return Response(_case_output(_case_or_404(case_id)))
+
+
+class CaseReplaceApi(CasesApiView):
+    class InputSerializer(CaseDocumentSerializer):
+        """The whole case; history, turns, mocks and assertions replace the stored ones."""
+
+        class Meta:
+            ref_name = "CaseReplace"
+
+    @extend_schema(
+        tags=["cases"], operation_id="cases_update", request=InputSerializer,
+        responses={200: CaseOutputSerializer, 400: ErrorSerializer},
+    )
+    def put(self, request: Request, case_id: int) -> Response:
+        case = _case_or_404(case_id)
+        document = _same_suite(_body(request, output_only=()), case)
+        case = case_update(case=case, document=document)
+        return Response(_case_output(_case_or_404(case.pk)))
+
+
+class CaseUpdateApi(CasesApiView):
+    class InputSerializer(CaseDocumentSerializer):
+        """Any of the case's fields; those sent replace the stored ones (a list, e.g. turns, replaces it whole)."""
+
+        class Meta:
+            ref_name = "CasePartialUpdate"
+
+    @extend_schema(
+        tags=["cases"], operation_id="cases_partial_update", request=InputSerializer,
+        responses={200: CaseOutputSerializer, 400: ErrorSerializer},
+    )
+    def patch(self, request: Request, case_id: int) -> Response:
+        case = _case_or_404(case_id)
+        changes = _same_suite(_body(request, output_only=()), case)
+        case = case_update(case=case, document={**case_to_document(case=case), **changes})
+        return Response(_case_output(_case_or_404(case.pk)))
+
+
+class CaseDeleteApi(CasesApiView):
+    @extend_schema(tags=["cases"], operation_id="cases_destroy", responses={204: None})
+    def delete(self, request: Request, case_id: int) -> Response:
+        case_delete(case=_case_or_404(case_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CaseApi(CaseDetailApi, CaseReplaceApi, CaseUpdateApi, CaseDeleteApi):
+    """GET reads a case (any signed-in user); PUT replaces it, PATCH changes some fields, DELETE removes it (staff)."""
+
+
+class CaseCopyApi(CasesApiView):
+    @extend_schema(
+        tags=["cases"], operation_id="cases_copy", request=None,
+        responses={201: OpenApiResponse(CaseOutputSerializer, description="A disabled copy named '<name> (copy)'.")},
+    )
+    def post(self, request: Request, case_id: int) -> Response:
+        copy = case_copy(case=_case_or_404(case_id))
+        return Response(_case_output(_case_or_404(copy.pk)), status=status.HTTP_201_CREATED)
+
+
+class CaseEnableApi(CasesApiView):
+    @extend_schema(
+        tags=["cases"], operation_id="cases_enable", request=None,
+        responses={
+            200: CaseOutputSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="The case does not pass validation; it stays disabled."),
+        },
+    )
+    def post(self, request: Request, case_id: int) -> Response:
+        case = case_enable(case=_case_or_404(case_id))
+        return Response(_case_output(_case_or_404(case.pk)))
+
+
+class CaseDisableApi(CasesApiView):
+    @extend_schema(tags=["cases"], operation_id="cases_disable", request=None, responses=CaseOutputSerializer)
+    def post(self, request: Request, case_id: int) -> Response:
+        case = case_disable(case=_case_or_404(case_id))
+        return Response(_case_output(_case_or_404(case.pk)))
+

@@ -1,0 +1,170 @@
+"""The demo suite for the order-support demo agents: cases that use mocks, meet a blocked tool and exercise every
+assertion type. On the simulated models most pass on `sim-careful`; `sim-hasty` skips the look-up and the email,
+so the comparison shows a real difference."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import transaction
+
+from agents.seams import Agent
+from cases.models import Suite
+from cases.services import case_create, suite_create
+
+DEMO_SUITE = "Order support demo"
+ROUTER = "order-router"
+
+
+def _order(order_id: str, status: str, email: str = "") -> str:
+    return json.dumps(
+        {"order_id": order_id, "status": status, "items": ["ceramic mug"], "customer_email": email or
+         f"customer{order_id}@example.com"}
+    )
+
+
+def _mock(function: str, result: Any, **extra: Any) -> dict[str, Any]:
+    return {
+        "function_name": function, "result": result if isinstance(result, str) else json.dumps(result),
+        "arguments": extra.pop("arguments", None), "call_index": extra.pop("call_index", None),
+        "stop": extra.pop("stop", False), "state_writes": extra.pop("state_writes", {}),
+    }
+
+
+def _check(kind: str, fatal: bool = False, **params: Any) -> dict[str, Any]:
+    return {"type": kind, "params": params, "fatal": fatal}
+
+
+DEMO_CASES: list[dict[str, Any]] = [
+    {
+        "name": "Order status is looked up",
+        "description": "The router hands a status question to order-lookup, which looks the order up.",
+        "tags": ["lookup"],
+        "turns": [{
+            "user_message": "Where is my order #1042?",
+            "assertions": [
+                _check("toolCalled", function="lookup_order", arguments={"order_id": "1042"}),
+                _check("outputContains", text="1042"),
+                _check("outputRegex", pattern=r"\b(shipped|on its way)\b"),
+                _check("routedToAgent", agent="order-lookup"),
+            ],
+        }],
+        "assertions": [_check("stateEquals", key="order_status", value="shipped"),
+                       _check("toolNotCalled", function="cancel_order")],
+        "mocks": [_mock("lookup_order", _order("1042", "shipped"), state_writes={"order_status": "shipped"})],
+    },
+    {
+        "name": "Cancellation checks the order and confirms by email",
+        "description": "Look up first, cancel, then email the customer. sim-hasty skips the look-up and the email.",
+        "tags": ["cancel"],
+        "turns": [{
+            "user_message": "Please cancel order 1043, my email is ana@example.com",
+            "assertions": [
+                _check("toolCalled", function="lookup_order", arguments={"order_id": "1043"}),
+                _check("toolCalled", function="cancel_order", arguments={"order_id": "1043"}),
+                _check("toolCalled", function="util-email-handle_email_sender", arguments={"to": "ana@example.com"}),
+                _check("agentChain", agents=[ROUTER, "order-cancellation"], mode="ordered"),
+            ],
+        }],
+        "assertions": [_check("stateEquals", key="order_status", value="cancelled")],
+        "mocks": [
+            _mock("lookup_order", _order("1043", "processing", "ana@example.com")),
+            _mock("cancel_order", {"order_id": "1043", "cancelled": True, "refund": "full"},
+                  state_writes={"order_status": "cancelled"}),
+            _mock("util-email-handle_email_sender", {"sent": True, "to": ["ana@example.com"]}),
+        ],
+    },
+    {
+        "name": "A delivered order is not cancelled",
+        "description": "The agent must look first and refuse; sim-hasty tries to cancel anyway.",
+        "tags": ["cancel"],
+        "initial_state": {"customer_email": "bo@example.com"},
+        "turns": [{
+            "user_message": "Can you cancel order 1047?",
+            "assertions": [_check("toolNotCalled", function="cancel_order"),
+                           _check("outputContains", text="delivered")],
+        }],
+        "mocks": [
+            _mock("lookup_order", _order("1047", "delivered", "bo@example.com"),
+                  state_writes={"order_status": "delivered"}),
+            _mock("cancel_order", {"order_id": "1047", "cancelled": False, "error": "the order was already delivered"}),
+        ],
+    },
+    {
+        "name": "An unmocked email is blocked, never sent",
+        "description": "No mock for the email tool: the harness blocks it and the case fails with the call named. "
+                       "It shows what a missing mock looks like; sim-hasty never emails, so it passes there.",
+        "tags": ["blocked"],
+        "turns": [{"user_message": "Please cancel order 1044, my email is kim@example.com",
+                   "assertions": [_check("toolCalled", function="cancel_order")]}],
+        "mocks": [
+            _mock("lookup_order", _order("1044", "processing", "kim@example.com")),
+            _mock("cancel_order", {"order_id": "1044", "cancelled": True}),
+        ],
+    },
+    {
+        "name": "Two turns: status, then cancel it",
+        "description": "A follow-up that refers back to the order of the first turn.",
+        "tags": ["cancel", "multi-turn"],
+        "turns": [
+            {"user_message": "Where is order 1041?",
+             "assertions": [_check("toolCalled", fatal=True, function="lookup_order", arguments={"order_id": "1041"})]},
+            {"user_message": "Please cancel it",
+             "assertions": [_check("toolCalled", function="cancel_order", arguments={"order_id": "1041"}),
+                            _check("outputNotContains", text="could not")]},
+        ],
+        "assertions": [_check("stateEquals", key="order_status", value="cancelled"),
+                       _check("noBlockedTools")],
+        "mocks": [
+            _mock("lookup_order", _order("1041", "shipped"), state_writes={"order_status": "shipped"}),
+            _mock("cancel_order", {"order_id": "1041", "cancelled": True}, state_writes={"order_status": "cancelled"}),
+            _mock("util-email-handle_email_sender", {"sent": True}),
+        ],
+    },
+    {
+        "name": "The reply is helpful (judge)",
+        "description": "The suite's judge model scores the reply against a criterion.",
+        "tags": ["judge"],
+        "turns": [{"user_message": "Where is my order #1045?",
+                   "assertions": [_check("llmJudge", criterion="Gives the order's status and what it contains.",
+                                         min_score=4)]}],
+        "mocks": [_mock("lookup_order", _order("1045", "shipped"))],
+    },
+    {
+        "name": "Routing: a cancellation goes to order-cancellation",
+        "type": "routing",
+        "turns": [{"user_message": "I want to cancel order 1046",
+                   "assertions": [_check("routedToAgent", agent="order-cancellation")]}],
+        "mocks": [
+            _mock("lookup_order", _order("1046", "processing")),
+            _mock("cancel_order", {"order_id": "1046", "cancelled": True}),
+            _mock("util-email-handle_email_sender", {"sent": True}),
+        ],
+    },
+    {
+        "name": "Routing: small talk stays with the router",
+        "type": "routing",
+        "turns": [{"user_message": "What's the weather like?",
+                   "assertions": [_check("agentChain", agents=[ROUTER], mode="exact")]}],
+    },
+]
+
+
+@transaction.atomic
+def demo_suite_ensure() -> tuple[Suite, bool]:
+    """Create the demo suite and its cases if the suite does not exist yet. An existing suite is left alone."""
+    existing = Suite.objects.filter(name=DEMO_SUITE).first()
+    if existing is not None:
+        return existing, False
+    router = Agent.objects.get(name=ROUTER)
+    suite = suite_create(data={
+        "name": DEMO_SUITE,
+        "description": "Order support: look-ups, cancellations, a blocked tool, routing and a judged reply.",
+        "agent": router,
+        "judge_model": "simulated:sim-careful",
+        "case_timeout_seconds": 60,
+    })
+    for document in DEMO_CASES:
+        case_create(suite=suite, document={**document, "enabled": True})
+    return suite, True

@@ -1,0 +1,59 @@
+"""The trigger form. It checks only the shape of the input: what makes a run valid (an enabled suite, configured
+models, a filter that selects a case) is decided by `run_validate`, the same check the API runs, and its messages are
+shown on the field they concern."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from agents.seams import configured_models
+from cases.models import Suite
+from runs.services import RunError
+
+# RunError.field → the form field it belongs on.
+_FIELDS = {"suite": "suite", "models": "models", "case_filter": "case_filter"}
+
+
+class ModelsField(forms.MultipleChoiceField):
+    """Offers the configured models but leaves judging the choice to run_validate, so an unknown or repeated key
+    gets the message the API gives rather than a generic "not one of the available choices"."""
+
+    def validate(self, value: Any) -> None:
+        if self.required and not value:
+            raise forms.ValidationError("Choose at least one model.", code="required")
+
+
+class RunTriggerForm(forms.Form):
+    suite = forms.ModelChoiceField(
+        queryset=Suite.objects.none(),
+        empty_label="Choose a suite…",
+        error_messages={"invalid_choice": "That suite does not exist (any more); choose another."},
+    )
+    models = ModelsField(widget=forms.CheckboxSelectMultiple, error_messages={"required": "Choose at least one model."})
+    case_filter = forms.CharField(
+        max_length=200,
+        required=False,
+        strip=True,
+        help_text="Empty: every enabled case. A name substring (any case), or tag:<tag>.",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. cancel  or  tag:smoke", "autocomplete": "off"}),
+    )
+
+    def __init__(self, *args: Any, suites: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["suite"].queryset = suites
+        self.fields["suite"].label_from_instance = _suite_label
+        self.fields["models"].choices = [
+            (model.key, f"{model.key} — {model.label}" if model.label else model.key) for model in configured_models()
+        ]
+
+    def add_run_error(self, error: RunError) -> None:
+        self.add_error(_FIELDS.get(error.field), str(error))
+
+
+def _suite_label(suite: Suite) -> str:
+    enabled = getattr(suite, "enabled_case_count", None)
+    label = f"{suite.name} ({suite.agent.name}"
+    label += f", {enabled} enabled case{'s' if enabled != 1 else ''})" if enabled is not None else ")"
+    return label if suite.enabled else f"{label} — disabled"

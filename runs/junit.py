@@ -1,0 +1,123 @@
+"""A run as JUnit XML, so a CI server shows each case × model as a test.
+
+One <testsuite> per model, one <testcase> per case on that model. Failed → <failure>, Error → <error>, Cancelled →
+<skipped>. A selected case × model that has no result (the run ended in Error before reaching it, or had not finished)
+is still listed — as <error> carrying the run's reason, or <skipped> when the run was cancelled — because a run that
+stopped early must not read as a short green one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+from cases.models import Case
+from runs.models import CaseResult, Run
+
+# XML 1.0 cannot carry most control characters at all, escaped or not; model output can contain them.
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_MESSAGE_LIMIT = 1000
+
+
+def _text(value: Any) -> str:
+    return _NOT_XML.sub("\ufffd", value if isinstance(value, str) else str(value))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@dataclass
+class _Entry:
+    case_name: str
+    status: str
+    reason: str
+    seconds: float
+    assertions: list[dict[str, Any]]
+
+
+def _assertion_lines(assertions: list[dict[str, Any]], statuses: tuple[str, ...]) -> list[str]:
+    lines = []
+    for item in assertions:
+        if item.get("status") not in statuses:
+            continue
+        where, kind, verdict = item.get("scope", ""), item.get("type", ""), item.get("status", "")
+        lines.append(f"[{where}] {kind} {verdict}: {item.get('message', '')}")
+        lines.append(f"  expected: {_json(item.get('expected'))}")
+        lines.append(f"  actual:   {_json(item.get('actual'))}")
+    return lines
+
+
+def _entries(run: Run) -> dict[str, list[_Entry]]:
+    """Per model (run order first), the entries in execution order; selected pairs without a result at the end."""
+    by_model: dict[str, list[_Entry]] = {model: [] for model in run.model_keys}
+    seen: set[tuple[int | None, str]] = set()
+    results = CaseResult.objects.filter(run=run).order_by("position", "id").values_list(
+        "case_id", "case_name", "model", "status", "reason", "duration_ms", "assertions"
+    )
+    for case_id, case_name, model, status, reason, duration_ms, assertions in results:
+        seen.add((case_id, model))
+        by_model.setdefault(model, []).append(_Entry(case_name, status, reason, duration_ms / 1000, assertions or []))
+    missing = [(case_id, model) for case_id in run.case_ids for model in run.model_keys if (case_id, model) not in seen]
+    # A case deleted since keeps its results (without a case id); one with no result and no row is left out.
+    names = dict(Case.objects.filter(pk__in={case_id for case_id, _ in missing}).values_list("pk", "name"))
+    if run.status == Run.Status.CANCELLED:
+        status, reason = CaseResult.Status.CANCELLED, run.reason or "the run was cancelled before this case ran"
+    else:
+        why = run.reason or f"the run is {run.get_status_display().lower()}"
+        status, reason = CaseResult.Status.ERROR, f"this case did not run: {why}"
+    for case_id, model in missing:
+        if case_id in names:
+            by_model[model].append(_Entry(names[case_id], status, reason, 0.0, []))
+    return by_model
+
+
+def _testcase(parent: ET.Element, entry: _Entry, classname: str) -> None:
+    element = ET.SubElement(
+        parent, "testcase", name=_text(entry.case_name), classname=_text(classname), time=f"{entry.seconds:.3f}"
+    )
+    message = _text(entry.reason[:_MESSAGE_LIMIT])
+    if entry.status == CaseResult.Status.FAILED:
+        failure = ET.SubElement(element, "failure", message=message, type="AssertionFailed")
+        failure.text = _text("\n".join(_assertion_lines(entry.assertions, ("failed",))) or entry.reason)
+    elif entry.status == CaseResult.Status.ERROR:
+        error = ET.SubElement(element, "error", message=message, type="HarnessError")
+        error.text = _text("\n".join([entry.reason, *_assertion_lines(entry.assertions, ("error", "failed"))]))
+    elif entry.status == CaseResult.Status.CANCELLED:
+        ET.SubElement(element, "skipped", message=message)
+
+
+def _counts(entries: list[_Entry]) -> dict[str, str]:
+    statuses = [entry.status for entry in entries]
+    return {
+        "tests": str(len(entries)),
+        "failures": str(statuses.count(CaseResult.Status.FAILED)),
+        "errors": str(statuses.count(CaseResult.Status.ERROR)),
+        "skipped": str(statuses.count(CaseResult.Status.CANCELLED)),
+        "time": f"{sum(entry.seconds for entry in entries):.3f}",
+    }
+
+
+def run_to_junit(run: Run) -> str:
+    """The run as a JUnit XML document (UTF-8 text with its XML declaration)."""
+    suite_name = run.suite.name
+    by_model = _entries(run)
+    everything = [entry for entries in by_model.values() for entry in entries]
+    root = ET.Element("testsuites", name=_text(f"{suite_name} (run #{run.pk})"), **_counts(everything))
+    for model, entries in by_model.items():
+        name = _text(f"{suite_name} on {model}")
+        attributes = {"name": name, **_counts(entries)}
+        if run.started_at:
+            attributes["timestamp"] = run.started_at.astimezone(UTC).replace(tzinfo=None, microsecond=0).isoformat()
+        testsuite = ET.SubElement(root, "testsuite", **attributes)
+        properties = ET.SubElement(testsuite, "properties")
+        for key, value in (("run", run.pk), ("model", model), ("run_status", run.status), ("run_reason", run.reason)):
+            ET.SubElement(properties, "property", name=key, value=_text(value))
+        for entry in entries:
+            _testcase(testsuite, entry, name)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,220 @@
+"""Run a suite from the command line or CI: `run_suite SUITE [--models provider:model,...] [--cases FILTER]
+[--wait] [--inline] [--junit FILE] [--timeout SECONDS]`.
+
+Exit codes: 0 the run passed; 1 a case failed (and none errored); 2 anything else — a run or case Error, a
+cancelled or unfinished run, bad arguments, an unavailable run queue — so CI can tell "the agent regressed" (1) from
+"the harness could not judge" (2).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection
+
+from cases.models import Suite
+from cases.selectors import suite_list
+from runs.junit import run_to_junit
+from runs.models import CaseResult, Run
+from runs.selectors import ModelSummary, run_summary
+from runs.services import RunConflict, RunError, run_cancel, run_create, run_execute, run_trigger
+
+EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+POLL_SECONDS = 0.3
+
+
+class _Abort(Exception):
+    """Stops the command with a message on stderr and exit code 2."""
+
+
+def _exit_code(run: Run) -> int:
+    if run.status == Run.Status.PASSED:
+        return EXIT_PASSED
+    if run.status == Run.Status.FAILED and not run.errored:
+        return EXIT_FAILED
+    return EXIT_ERROR
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def _millis(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _cost(value: Decimal) -> str:
+    return f"${float(value):.4f}"
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a suite's enabled cases on one or more models. Without --wait or --inline the run is queued for the "
+        "runs worker and its id printed. Exit code: 0 passed, 1 a case failed, 2 an error (run or case Error, "
+        "cancelled or unfinished run, bad arguments, queue unavailable)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("suite", help="The suite's name or id.")
+        parser.add_argument(
+            "--models", default="", help="Comma-separated provider:model keys; default: the suite agent's own model."
+        )
+        parser.add_argument("--cases", default="", help="Case filter: a name substring, or tag:<tag>.")
+        parser.add_argument("--wait", action="store_true", help="Queue the run, then follow it until it finishes.")
+        parser.add_argument(
+            "--inline", action="store_true",
+            help="Execute the run in this process, serially, through the same runner as the worker (no broker).",
+        )
+        parser.add_argument("--junit", metavar="FILE", help="Write the results as JUnit XML (with --wait/--inline).")
+        parser.add_argument(
+            "--timeout", type=float, metavar="SECONDS",
+            help="Stop waiting after this long and cancel the run (with --wait/--inline); exit code 2.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            code = self._handle(options)
+        except (_Abort, RunError) as exc:
+            field = getattr(exc, "field", "")
+            self.stderr.write(f"error: {field}: {exc}" if field else f"error: {exc}")
+            code = EXIT_ERROR
+        if code != EXIT_PASSED:
+            raise SystemExit(code)
+
+    def _handle(self, options: dict[str, Any]) -> int:
+        follow = options["wait"] or options["inline"]
+        if not follow and (options["junit"] or options["timeout"] is not None):
+            raise _Abort("--junit and --timeout need --wait or --inline")
+        if options["timeout"] is not None and options["timeout"] <= 0:
+            raise _Abort("--timeout must be a positive number of seconds")
+        suite = self._suite(options["suite"])
+        model_keys = [key.strip() for key in options["models"].split(",") if key.strip()] or [suite.agent.model_key]
+        arguments = {"suite": suite, "model_keys": model_keys, "case_filter": options["cases"]}
+        if options["inline"]:
+            run = run_create(**arguments)
+            worker = _InlineRun(run.pk)
+            worker.start()
+        else:
+            run = run_trigger(**arguments)
+            worker = None
+        cases = len(run.case_ids)
+        shape = f"{cases} case(s) × {len(model_keys)} model(s) = {run.total} result(s)"
+        if not follow:
+            self.stdout.write(f"Queued run #{run.pk} of suite {suite.name!r}: {shape}.")
+            return EXIT_PASSED
+        how = "executing in this process" if worker else "queued; waiting for the runs worker"
+        self.stdout.write(f"Run #{run.pk} of suite {suite.name!r}: {shape} ({how}).")
+        run = self._follow(run, worker, options["timeout"])
+        self._report(run)
+        if options["junit"]:
+            Path(options["junit"]).write_text(run_to_junit(run), encoding="utf-8")
+            self.stdout.write(f"JUnit XML written to {options['junit']}.")
+        return _exit_code(run)
+
+    def _suite(self, reference: str) -> Suite:
+        suites = suite_list()
+        suite = suites.filter(name=reference).first()
+        if suite is None and reference.isdigit():
+            suite = suites.filter(pk=int(reference)).first()
+        if suite is None:
+            known = ", ".join(suites.values_list("name", flat=True)) or "none"
+            raise _Abort(f"no suite with the name or id {reference!r}; suites: {known}")
+        return suite
+
+    def _follow(self, run: Run, worker: _InlineRun | None, timeout: float | None) -> Run:
+        """Print each result as it is written until the run finishes (and, inline, its thread has ended)."""
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        last_id, shown, gave_up = 0, 0, False
+        while True:
+            # Status before results: once a finished status is read, every result is already written.
+            run.refresh_from_db()
+            for result in CaseResult.objects.filter(run_id=run.pk, pk__gt=last_id).order_by("pk").only(
+                "case_name", "model", "status", "reason", "duration_ms"
+            ):
+                shown += 1
+                last_id = result.pk
+                self._progress(result, shown, run.total)
+            running = worker.is_alive() if worker else not run.is_finished
+            if not running or (gave_up and worker is None):
+                break
+            try:
+                if deadline is not None and not gave_up and time.monotonic() >= deadline:
+                    gave_up = True
+                    self._give_up(run, f"still {run.get_status_display().lower()} after {timeout:g} s")
+                time.sleep(POLL_SECONDS)
+            except KeyboardInterrupt:
+                if gave_up:
+                    raise
+                gave_up = True
+                self._give_up(run, "interrupted")
+        if worker and worker.failure is not None:
+            raise _Abort(f"run #{run.pk} stopped unexpectedly: {type(worker.failure).__name__}: {worker.failure}")
+        run.refresh_from_db()
+        return run
+
+    def _give_up(self, run: Run, why: str) -> None:
+        try:
+            run_cancel(run=run)
+        except RunConflict:
+            return  # it finished in the meantime; nothing to cancel
+        self.stderr.write(f"Run #{run.pk} {why}: cancellation requested (it stops after the case in progress).")
+
+    def _progress(self, result: CaseResult, number: int, total: int) -> None:
+        styles = {
+            CaseResult.Status.PASSED: self.style.SUCCESS,
+            CaseResult.Status.FAILED: self.style.ERROR,
+            CaseResult.Status.ERROR: self.style.ERROR,
+            CaseResult.Status.CANCELLED: self.style.WARNING,
+        }
+        label = styles.get(result.status, str)(result.status.upper())
+        seconds = result.duration_ms / 1000
+        self.stdout.write(f"[{number}/{total}] {label}  {result.case_name}  on {result.model}  ({seconds:.1f} s)")
+        if result.status in (CaseResult.Status.FAILED, CaseResult.Status.ERROR) and result.reason:
+            self.stdout.write(f"        {result.reason}")
+
+    def _report(self, run: Run) -> None:
+        header = ("model", "pass rate", "passed", "failed", "error", "cancelled", "p50 ms", "p95 ms", "tokens", "cost")
+        rows = [header, *(self._row(summary) for summary in run_summary(run=run))]
+        widths = [max(len(row[index]) for row in rows) for index in range(len(header))]
+        self.stdout.write("")
+        for row in rows:
+            cells = [cell.rjust(width) for cell, width in zip(row, widths, strict=True)]
+            cells[0] = row[0].ljust(widths[0])
+            self.stdout.write("  ".join(cells).rstrip())
+        self.stdout.write("")
+        status = run.get_status_display()
+        if run.status == Run.Status.PASSED:
+            style = self.style.SUCCESS
+        else:
+            style = self.style.WARNING if run.status == Run.Status.CANCELLED else self.style.ERROR
+        self.stdout.write(style(f"Run #{run.pk} {status}") + (f": {run.reason}" if run.reason else ""))
+
+    @staticmethod
+    def _row(summary: ModelSummary) -> tuple[str, ...]:
+        return (
+            summary.model, _percent(summary.pass_rate), str(summary.passed), str(summary.failed),
+            str(summary.errored), str(summary.cancelled), _millis(summary.latency_p50_ms),
+            _millis(summary.latency_p95_ms), str(summary.total_tokens), _cost(summary.cost),
+        )
+
+
+class _InlineRun(threading.Thread):
+    """Executes a run through run_execute on its own thread, so the command can print progress meanwhile."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(name=f"agenttest-run-{run_id}", daemon=True)
+        self.run_id = run_id
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            run_execute(run_id=self.run_id)
+        except BaseException as exc:  # reported by the command; the thread must not die silently
+            self.failure = exc
+        finally:
+            connection.close()

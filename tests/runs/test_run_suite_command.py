@@ -1,0 +1,186 @@
+"""`manage.py run_suite`: a suite run from the command line, its progress, comparison table, JUnit file and exit code.
+
+Cases run for real on the offline simulated models; only the model is simulated, the harness is not.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from runs.models import CaseResult, Run
+from tests.runs.conftest import CAREFUL, HASTY
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run_suite(*args: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) as a shell would see them."""
+    out, err = StringIO(), StringIO()
+    try:
+        call_command("run_suite", *args, stdout=out, stderr=err, no_color=True)
+    except SystemExit as exc:
+        return int(exc.code), out.getvalue(), err.getvalue()
+    return 0, out.getvalue(), err.getvalue()
+
+
+def table_row(output: str, model: str) -> list[str]:
+    return next(line.split() for line in output.splitlines() if line.startswith(model))
+
+
+def test_it_exits_0_on_the_agents_own_model_when_every_case_passes(make_suite, make_case):
+    suite = make_suite()
+    make_case(suite, "cancels the order", assertions=({"type": "toolCalled", "params": {"function": "cancel_order"}},))
+
+    code, out, err = run_suite("orders", "--inline")
+
+    assert (code, err) == (0, "")
+    run = Run.objects.get()
+    assert run.model_keys == [CAREFUL] and run.status == Run.Status.PASSED
+    assert "[1/1] PASSED  cancels the order  on simulated:sim-careful  (" in out
+    assert table_row(out, CAREFUL)[:6] == [CAREFUL, "100.0%", "1", "0", "0", "0"]
+    assert f"Run #{run.pk} Passed: all 1 results passed" in out
+
+
+def test_it_exits_1_and_compares_the_models_when_one_fails_a_case(order_suite, tmp_path):
+    junit = tmp_path / "report.xml"
+
+    code, out, err = run_suite("orders", "--models", f"{CAREFUL},{HASTY}", "--inline", "--junit", str(junit))
+
+    assert code == 1 and err == ""
+    assert "FAILED  looks the order up first  on simulated:sim-hasty" in out
+    assert "lookup_order was not called; calls made: cancel_order" in out
+    assert out.count("PASSED  ") == 3
+    header = next(line.split() for line in out.splitlines() if line.startswith("model"))
+    assert header[:3] == ["model", "pass", "rate"] and header[-3:] == ["ms", "tokens", "cost"]
+    careful, hasty = table_row(out, CAREFUL), table_row(out, HASTY)
+    assert careful[1:6] == ["100.0%", "2", "0", "0", "0"]
+    assert hasty[1:6] == ["50.0%", "1", "1", "0", "0"]
+    assert int(careful[8]) > 0
+    assert "Failed: 1 of 4 results failed" in out
+
+    root = ET.parse(junit).getroot()
+    suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
+    assert set(suites) == {f"orders on {CAREFUL}", f"orders on {HASTY}"}
+    hasty_suite = suites[f"orders on {HASTY}"]
+    assert (hasty_suite.get("tests"), hasty_suite.get("failures"), hasty_suite.get("errors")) == ("2", "1", "0")
+    failure = hasty_suite.find("testcase[@name='looks the order up first']/failure")
+    assert "lookup_order was not called" in failure.get("message")
+    assert suites[f"orders on {CAREFUL}"].get("failures") == "0"
+
+
+def test_it_exits_2_when_a_case_errors_even_if_another_only_failed(order_suite, make_case):
+    make_case(
+        order_suite, "is polite",
+        assertions=({"type": "llmJudge", "params": {"criterion": "The reply is polite."}},),
+    )
+
+    code, out, _ = run_suite("orders", "--models", f"{CAREFUL},{HASTY}", "--inline")
+
+    assert code == 2
+    assert "ERROR  is polite  on simulated:sim-careful" in out
+    assert "no judge model is configured on the suite" in out
+    assert Run.objects.get().status == Run.Status.ERROR
+    assert "Error: 2 of 6 results are Error" in out
+
+
+def test_it_writes_error_cases_to_junit_with_the_reason(make_suite, make_case, tmp_path):
+    suite = make_suite()
+    make_case(suite, "says nothing", turns=())
+    junit = tmp_path / "report.xml"
+
+    code, _, _ = run_suite(str(suite.pk), "--inline", "--junit", str(junit))
+
+    assert code == 2
+    root = ET.parse(junit).getroot()
+    assert (root.get("tests"), root.get("errors"), root.get("failures")) == ("1", "1", "0")
+    error = root.find("testsuite/testcase[@name='says nothing']/error")
+    assert error.get("message") == "the case has no turns, so it would verify nothing"
+
+
+def test_it_runs_only_the_cases_the_filter_selects(order_suite):
+    code, out, _ = run_suite("orders", "--models", HASTY, "--cases", "CANCELS", "--inline")
+
+    assert code == 0
+    assert list(CaseResult.objects.values_list("case_name", flat=True)) == ["cancels the order"]
+    assert "[1/1] PASSED  cancels the order  on simulated:sim-hasty" in out
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["nope", "--inline"], "no suite with the name or id 'nope'; suites: orders"),
+        (["orders", "--models", "simulated:sim-nope", "--inline"], "error: models: model 'simulated:sim-nope' is not"),
+        (["orders", "--models", f"{CAREFUL},{CAREFUL}", "--inline"], "is listed twice"),
+        (["orders", "--cases", "refund", "--inline"], "error: case_filter: the case filter 'refund' selects no"),
+        (["orders", "--junit", "out.xml"], "--junit and --timeout need --wait or --inline"),
+        (["orders", "--inline", "--timeout", "0"], "--timeout must be a positive number of seconds"),
+    ],
+)
+def test_it_exits_2_with_a_message_on_bad_arguments_and_starts_nothing(order_suite, arguments, message):
+    code, out, err = run_suite(*arguments)
+
+    assert code == 2
+    assert message in err
+    assert out == ""
+    assert not Run.objects.exists()
+
+
+def test_it_refuses_a_disabled_suite(order_suite):
+    order_suite.enabled = False
+    order_suite.save()
+
+    code, _, err = run_suite("orders", "--inline")
+
+    assert code == 2 and "suite 'orders' is disabled" in err
+    assert not Run.objects.exists()
+
+
+def test_it_exits_2_when_the_run_queue_is_unavailable(order_suite, dead_run_queue):
+    code, out, err = run_suite("orders", "--wait")
+
+    assert code == 2
+    assert "the run queue is unavailable" in err and "redis://127.0.0.1:1/0" in err
+    assert not Run.objects.exists()
+
+
+def test_it_queues_a_run_and_exits_0_without_waiting(order_suite, run_queue):
+    code, out, err = run_suite("orders", "--models", f"{CAREFUL},{HASTY}")
+
+    assert (code, err) == (0, "")
+    run = Run.objects.get()
+    assert out.strip() == f"Queued run #{run.pk} of suite 'orders': 2 case(s) × 2 model(s) = 4 result(s)."
+    assert run.model_keys == [CAREFUL, HASTY]
+
+
+def test_it_follows_a_queued_run_and_exits_with_its_verdict(order_suite, run_queue, tmp_path):
+    junit = tmp_path / "report.xml"
+
+    code, out, _ = run_suite("orders", "--models", f"{CAREFUL},{HASTY}", "--wait", "--junit", str(junit))
+
+    assert code == 1
+    assert "[4/4] FAILED  looks the order up first  on simulated:sim-hasty" in out
+    assert ET.parse(junit).getroot().get("failures") == "1"
+
+
+def test_it_cancels_the_run_when_the_timeout_passes(make_suite, make_case, settings, tmp_path):
+    simulated = settings.AGENTTEST_PROVIDERS["simulated"]
+    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "simulated": {**simulated, "delay_ms": 300}}
+    suite = make_suite()
+    for number in range(3):
+        make_case(suite, f"cancels the order {number}")
+    junit = tmp_path / "report.xml"
+
+    code, out, err = run_suite("orders", "--inline", "--timeout", "0.5", "--junit", str(junit))
+
+    assert code == 2
+    assert "still running after 0.5 s: cancellation requested" in err
+    run = Run.objects.get()
+    assert run.status == Run.Status.CANCELLED
+    assert run.passed >= 1 and run.cancelled >= 1 and run.done == 3
+    assert "CANCELLED  cancels the order 2" in out
+    root = ET.parse(junit).getroot()
+    assert (root.get("tests"), root.get("skipped")) == ("3", str(run.cancelled))

@@ -1,0 +1,93 @@
+"""Start a real Celery worker for the runs queue, on the test database, as production starts it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.conf import settings
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+CELERY = str(Path(sys.executable).with_name("celery"))
+REDIS_URL = os.environ.get("AGENTTEST_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
+
+
+def test_database_url() -> str:
+    """The URL of the database this test process uses (the test database, not the configured one)."""
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user, password = db.get("USER") or "", db.get("PASSWORD") or ""
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+def worker_env(broker_url: str, **extra: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CELERY_")}
+    env.update(
+        DATABASE_URL=test_database_url(),
+        AGENTTEST_BROKER_URL=broker_url,
+        AGENTTEST_DEBUG="1",
+        OPENAI_API_KEY="",
+        PYTHONUNBUFFERED="1",
+    )
+    env.pop("AGENTTEST_PROVIDERS_FILE", None)
+    env.update(extra)
+    return env
+
+
+def flush_redis_queue(broker_url: str) -> None:
+    import redis
+
+    redis.Redis.from_url(broker_url).flushdb()
+
+
+@contextmanager
+def runs_worker(broker_url: str, log_path: Path, **extra_env: str) -> Iterator[subprocess.Popen]:
+    """`celery -A agenttest worker -Q runs --concurrency 1`, the production command; killed on exit."""
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [
+                CELERY,
+                "-A",
+                "agenttest",
+                "worker",
+                "-Q",
+                "runs",
+                "--concurrency",
+                "1",
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"runs-{os.getpid()}@%h",
+            ],
+            cwd=BASE_DIR,
+            env=worker_env(broker_url, **extra_env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, 9)
+            process.wait(10)
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float, what: str, log_path: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    log = log_path.read_text(errors="replace")[-4000:] if log_path and log_path.exists() else ""
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}\n--- worker log ---\n{log}")
