@@ -160,6 +160,15 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
     # Served by the app itself: agenttest must work offline, with no CDN.
+    "ENUM_NAME_OVERRIDES": {
+        "CaseTypeEnum": "cases.models.Case.Type",
+        "AssertionTypeEnum": "cases.models.Assertion.Type",
+        "CaseSourceEnum": "cases.models.Case.Source",
+        "RunStatusEnum": "runs.models.Run.Status",
+        "RunModeEnum": "runs.models.Run.Mode",
+        "ResultStatusEnum": "runs.models.CaseResult.Status",
+        "MessageRoleEnum": "agents.models.Message.Role",
+    },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

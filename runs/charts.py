@@ -62,6 +62,10 @@ def _nice_ceiling(value: float) -> float:
     return next(step * magnitude for step in (1, 2, 5, 10) if step * magnitude >= value)
 
 
+def _n(value: float) -> str:
+    return f"{value:.1f}"
+
+
 def _short(label: str) -> str:
     # Keys share their provider prefix; the end of a long key is the part that tells models apart.
     return label if len(label) <= _LABEL_CHARS else "…" + label[-(_LABEL_CHARS - 1):]
@@ -123,10 +127,10 @@ def _row(summary: ModelSummary, top: int, scale: float) -> SafeString:
         ),
         format_html(
             '<rect class="chart-track" x="{}" y="{}" width="{}" height="{}" rx="3"/>'
-            '<rect class="chart-bar rate-{}" x="{}" y="{}" width="{:.1f}" height="{}" rx="3"/>'
+            '<rect class="chart-bar rate-{}" x="{}" y="{}" width="{}" height="{}" rx="3"/>'
             '<text class="chart-value" x="{}" y="{}">{}</text>',
             _RATE_X, bar_top, _PANEL_WIDTH, _BAR_HEIGHT,
-            pass_rate_band(summary.pass_rate), _RATE_X, bar_top, rate_width, _BAR_HEIGHT,
+            pass_rate_band(summary.pass_rate), _RATE_X, bar_top, _n(rate_width), _BAR_HEIGHT,
             _RATE_X + _PANEL_WIDTH + 8, middle + 4, format_percent(summary.pass_rate),
         ),
     ]
@@ -138,21 +142,21 @@ def _row(summary: ModelSummary, top: int, scale: float) -> SafeString:
         p95_end = _LATENCY_X + max(p50, p95 or p50) / scale * _PANEL_WIDTH
         parts.append(
             format_html(
-                '<rect class="chart-bar latency" x="{}" y="{}" width="{:.1f}" height="{}" rx="3"/>',
-                _LATENCY_X, bar_top, p50_end - _LATENCY_X, _BAR_HEIGHT,
+                '<rect class="chart-bar latency" x="{}" y="{}" width="{}" height="{}" rx="3"/>',
+                _LATENCY_X, bar_top, _n(p50_end - _LATENCY_X), _BAR_HEIGHT,
             )
         )
         if p95_end > p50_end:
             parts.append(
                 format_html(
-                    '<path class="chart-whisker" d="M{:.1f} {} H{:.1f} M{:.1f} {} V{}"/>',
-                    p50_end, middle, p95_end, p95_end, bar_top + 3, bar_top + _BAR_HEIGHT - 3,
+                    '<path class="chart-whisker" d="M{} {} H{} M{} {} V{}"/>',
+                    _n(p50_end), middle, _n(p95_end), _n(p95_end), bar_top + 3, bar_top + _BAR_HEIGHT - 3,
                 )
             )
         parts.append(
             format_html(
-                '<text class="chart-value" x="{:.1f}" y="{}">{} · {}</text>',
-                p95_end + 8, middle + 4, format_ms(p50), format_ms(p95),
+                '<text class="chart-value" x="{}" y="{}">{} · {}</text>',
+                _n(p95_end + 8), middle + 4, format_ms(p50), format_ms(p95),
             )
         )
     parts.append(mark_safe("</g>"))

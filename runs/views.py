@@ -1,0 +1,515 @@
+"""The run pages: list, trigger, the run itself (live progress, then summary, chart and case × model matrix), one
+result, run vs baseline, and the CSV / JUnit exports.
+
+Any signed-in user may look; only staff may trigger or cancel, because a run spends token quota — members are shown
+no button and get 403 when they post anyway. Each page runs a fixed number of queries whatever the number of cases and
+models: results are read as plain values without their transcripts, and only the result page loads one transcript.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from cases.models import Suite
+from cases.selectors import enabled_cases, suite_list
+from runs.charts import format_ms, format_percent, model_chart, pass_rate_band
+from runs.comparison import (
+    ComparisonError,
+    baseline_get,
+    default_baseline,
+    earlier_runs,
+    run_compare,
+)
+from runs.forms import RunTriggerForm
+from runs.junit import run_to_junit
+from runs.models import CaseResult, Run
+from runs.selectors import run_list, run_matrix, run_summary
+from runs.services import QueueUnavailable, RunConflict, RunError, run_cancel, run_trigger
+
+RUNS_PER_PAGE = 25
+MATRIX_FILTERS = {"all": "All cases", "failures": "Failures only", "disagree": "Where models disagree"}
+# Spreadsheets run a cell that starts with one of these as a formula; case names can come from recorded chats.
+_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
+    return render(request, "runs/forbidden.html", {"message": message}, status=403)
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def _elapsed(run: Run, now: datetime | None = None) -> float | None:
+    """Seconds the run has been running (so far, or in all); None before it starts."""
+    if run.started_at is None:
+        return None
+    end = run.finished_at or now or timezone.now()
+    return max((end - run.started_at) / timedelta(seconds=1), 0.0)
+
+
+# --- Runs list ----------------------------------------------------------------------------------------------------
+
+
+def _pass_rates(runs: list[Run]) -> None:
+    """Attach per-model pass rates (passed / ran) to a page of runs, from one grouped query."""
+    counts: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: {"passed": 0, "ran": 0})
+    rows = (
+        CaseResult.objects.filter(run_id__in=[run.pk for run in runs])
+        .order_by()
+        .values_list("run_id", "model", "status")
+        .annotate(count=Count("id"))
+    )
+    for run_id, model, status, count in rows:
+        if status != CaseResult.Status.CANCELLED:
+            counts[(run_id, model)]["ran"] += count
+        if status == CaseResult.Status.PASSED:
+            counts[(run_id, model)]["passed"] += count
+    for run in runs:
+        run.pass_rates = []
+        for model in run.model_keys:
+            passed, ran = counts[(run.pk, model)]["passed"], counts[(run.pk, model)]["ran"]
+            rate = passed / ran if ran else None
+            run.pass_rates.append(
+                {"model": model, "passed": passed, "ran": ran, "percent": format_percent(rate),
+                 "width": round((rate or 0) * 100), "band": pass_rate_band(rate)}
+            )
+
+
+@login_required
+@require_GET
+def run_list_page(request: HttpRequest) -> HttpResponse:
+    suite_id = request.GET.get("suite", "")
+    status = request.GET.get("status", "")
+    if status not in Run.Status.values:
+        status = ""
+    queryset = run_list(suite_id=int(suite_id) if suite_id.isdigit() else None, status=status).defer(
+        "case_ids", "agent_snapshot", "suite__agent__instruction", "suite__agent__functions", "suite__agent__rules"
+    )
+    page = Paginator(queryset, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    runs = list(page.object_list)
+    if runs:
+        _pass_rates(runs)
+    now = timezone.now()
+    for run in runs:
+        run.duration_text = format_duration(_elapsed(run, now))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "page": page,
+        "runs": runs,
+        "suites": Suite.objects.only("id", "name").order_by("name"),
+        "statuses": Run.Status.choices,
+        "filters": {"suite": suite_id, "status": status},
+        "query": query.urlencode(),
+        "can_trigger": request.user.is_staff,
+    }
+    return render(request, "runs/run_list.html", context)
+
+
+# --- Trigger ------------------------------------------------------------------------------------------------------
+
+
+def case_count_message(*, matching: int, enabled: int, case_filter: str) -> str:
+    if not enabled:
+        return "This suite has no enabled case: a run would be refused."
+    if not case_filter:
+        return f"All {enabled} enabled case{'s' if enabled != 1 else ''}."
+    if not matching:
+        return f"Matches none of the {enabled} enabled cases: a run would be refused."
+    return f"Matches {matching} of {enabled} enabled case{'s' if enabled != 1 else ''}."
+
+
+def _case_count(suite: Suite, case_filter: str) -> dict[str, Any]:
+    case_filter = case_filter.strip()
+    enabled = enabled_cases(suite=suite).count()
+    matching = enabled_cases(suite=suite, case_filter=case_filter).count() if case_filter else enabled
+    return {
+        "suite": suite.pk,
+        "case_filter": case_filter,
+        "matching": matching,
+        "enabled": enabled,
+        "message": case_count_message(matching=matching, enabled=enabled, case_filter=case_filter),
+    }
+
+
+@login_required
+@require_GET
+def cases_count(request: HttpRequest) -> JsonResponse:
+    """How many enabled cases of a suite a case filter selects, for the trigger form to show before submitting."""
+    suite_id = request.GET.get("suite", "")
+    if not suite_id.isdigit():
+        return JsonResponse({"error": "suite must be a suite id"}, status=400)
+    suite = Suite.objects.filter(pk=int(suite_id)).first()
+    if suite is None:
+        return JsonResponse({"error": f"there is no suite {suite_id}"}, status=404)
+    case_filter = request.GET.get("case_filter", "")
+    if len(case_filter) > 200:
+        return JsonResponse({"error": "the case filter is longer than 200 characters"}, status=400)
+    return JsonResponse(_case_count(suite, case_filter))
+
+
+def _initial_from_query(request: HttpRequest) -> dict[str, Any]:
+    """"Run again" links prefill the form: ?suite=<id>&models=<key>&models=<key>&case_filter=<text>."""
+    initial: dict[str, Any] = {}
+    if request.GET.get("suite", "").isdigit():
+        initial["suite"] = int(request.GET["suite"])
+    if request.GET.getlist("models"):
+        initial["models"] = request.GET.getlist("models")
+    if request.GET.get("case_filter"):
+        initial["case_filter"] = request.GET["case_filter"][:200]
+    return initial
+
+
+@login_required
+def run_trigger_page(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_staff:
+        return _forbidden(request, "Only admins can trigger runs: every run spends model token quota.")
+    suites = suite_list()
+    status = 200
+    if request.method == "POST":
+        form = RunTriggerForm(request.POST, suites=suites)
+        status = 400
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                run = run_trigger(
+                    suite=data["suite"], model_keys=data["models"], case_filter=data["case_filter"],
+                    triggered_by=request.user,
+                )
+            except QueueUnavailable as exc:
+                form.add_error(None, f"{exc}. Nothing was queued; start the message broker and try again.")
+                status = 503
+            except RunError as exc:
+                form.add_run_error(exc)
+            else:
+                messages.success(request, f"Run #{run.pk} is queued: {run.total} case × model results to go.")
+                return redirect("runs:detail", run_id=run.pk)
+    elif request.method == "GET":
+        form = RunTriggerForm(initial=_initial_from_query(request), suites=suites)
+    else:
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    count = None
+    chosen = form["suite"].value()
+    if chosen and str(chosen).isdigit():
+        suite = Suite.objects.filter(pk=int(chosen)).first()
+        if suite is not None:
+            count = _case_count(suite, str(form["case_filter"].value() or ""))
+    context = {"form": form, "count": count, "has_suites": bool(form.fields["suite"].queryset)}
+    return render(request, "runs/run_trigger.html", context, status=status)
+
+
+# --- The run page -------------------------------------------------------------------------------------------------
+
+
+def _progress(run: Run) -> dict[str, Any]:
+    """Where a run stands: counts, done / total per model, the case in progress, elapsed time. One query."""
+    done_by_model = dict(
+        CaseResult.objects.filter(run=run).order_by().values_list("model").annotate(count=Count("id"))
+    )
+    per_model = run.total // len(run.model_keys) if run.model_keys else 0
+    elapsed = _elapsed(run)
+    return {
+        "id": run.pk,
+        "status": run.status,
+        "status_label": run.get_status_display(),
+        "finished": run.is_finished,
+        "cancel_requested": run.cancel_requested,
+        "reason": run.reason,
+        "done": run.done,
+        "total": run.total,
+        "percent": round(100 * run.done / run.total) if run.total else 0,
+        "passed": run.passed,
+        "failed": run.failed,
+        "errored": run.errored,
+        "cancelled": run.cancelled,
+        "current": run.current,
+        "elapsed_seconds": None if elapsed is None else round(elapsed, 1),
+        "elapsed": format_duration(elapsed) if elapsed is not None else "not started",
+        "models": [
+            {
+                "model": model,
+                "done": done_by_model.get(model, 0),
+                "total": per_model,
+                "percent": round(100 * done_by_model.get(model, 0) / per_model) if per_model else 0,
+            }
+            for model in run.model_keys
+        ],
+    }
+
+
+_STATUS_LABELS = dict(CaseResult.Status.choices)
+
+
+def _matrix(run: Run, models: list[str]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The matrix rows with cells in column order, and how many rows each filter shows."""
+    rows = run_matrix(run=run)
+    for row in rows:
+        row["ordered"] = []
+        for model in models:
+            cell = row["cells"].get(model)
+            if cell is not None:
+                cell["label"] = _STATUS_LABELS.get(cell["status"], cell["status"])
+                cell["duration"] = format_ms(cell["duration_ms"])
+            row["ordered"].append(cell)
+    counts = {
+        "all": len(rows),
+        "failures": sum(1 for row in rows if row["any_failure"]),
+        "disagree": sum(1 for row in rows if row["disagree"]),
+    }
+    return rows, counts
+
+
+def _results_context(request: HttpRequest, run: Run) -> dict[str, Any]:
+    summaries = run_summary(run=run)
+    models = [summary.model for summary in summaries]
+    rows, counts = _matrix(run, models)
+    for summary in summaries:
+        summary.band = pass_rate_band(summary.pass_rate)
+        summary.percent = format_percent(summary.pass_rate)
+        summary.width = round((summary.pass_rate or 0) * 100)
+        summary.p50 = format_ms(summary.latency_p50_ms)
+        summary.p95 = format_ms(summary.latency_p95_ms)
+    show = request.GET.get("show", "all")
+    results = sum(summary.total for summary in summaries)
+    return {
+        "summaries": summaries,
+        "chart": model_chart(summaries),
+        "models": models,
+        "rows": rows,
+        "matrix_counts": counts,
+        "matrix_filters": [(key, label, counts[key]) for key, label in MATRIX_FILTERS.items()],
+        "show": show if show in MATRIX_FILTERS else "all",
+        "missing": max(run.total - results, 0),
+        "results_base": reverse("runs:detail", kwargs={"run_id": run.pk}) + "results/",
+        "baselines": list(earlier_runs(run=run)),
+    }
+
+
+def _run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
+    context: dict[str, Any] = {
+        "run": run,
+        "progress": _progress(run),
+        "can_manage": request.user.is_staff,
+    }
+    if run.is_finished:
+        context.update(_results_context(request, run))
+    return context
+
+
+@login_required
+@require_GET
+def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run; with ?partial=1 only its body, which the progress poller swaps in once the run has finished."""
+    run = get_object_or_404(run_list().defer("agent_snapshot"), pk=run_id)
+    template = "runs/_run_body.html" if request.GET.get("partial") else "runs/run_detail.html"
+    return render(request, template, _run_context(request, run))
+
+
+@login_required
+@require_GET
+def run_progress(request: HttpRequest, run_id: int) -> JsonResponse:
+    run = get_object_or_404(Run.objects.defer("agent_snapshot"), pk=run_id)
+    return JsonResponse(_progress(run), headers={"Cache-Control": "no-store"})
+
+
+@login_required
+@require_POST
+def run_cancel_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    if not request.user.is_staff:
+        return _forbidden(request, "Only admins can cancel runs.")
+    run = get_object_or_404(Run.objects.defer("agent_snapshot"), pk=run_id)
+    try:
+        run = run_cancel(run=run)
+    except RunConflict as exc:
+        messages.error(request, str(exc))
+    else:
+        if run.status == Run.Status.CANCELLED:
+            messages.success(request, f"Run #{run.pk} is cancelled; it had not started.")
+        else:
+            messages.success(request, f"Run #{run.pk} stops after the case in progress; the rest is marked cancelled.")
+    return redirect("runs:detail", run_id=run.pk)
+
+
+# --- One result ---------------------------------------------------------------------------------------------------
+
+
+def _pretty(value: Any) -> str:
+    """JSON as a person reads it; text that holds JSON (tool results usually do) is shown parsed."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(value, str):
+            return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _transcript(result: CaseResult) -> list[dict[str, Any]]:
+    """The transcript grouped by turn; each tool call joined with its result and marked Mocked / Blocked / Allowed."""
+    messages_ = result.transcript or []
+    results_by_call = {m.get("tool_call_id"): m for m in messages_ if m.get("role") == "tool_result" and m.get(
+        "tool_call_id")}
+    # Observed calls carry the harness' verdict; used when the transcript's result row has none.
+    observed: dict[tuple[Any, str], list[dict[str, Any]]] = defaultdict(list)
+    for call in result.tool_calls or []:
+        observed[(call.get("turn"), call.get("name", ""))].append(call)
+    turns: list[dict[str, Any]] = []
+    joined: set[str] = set()
+    for message in messages_:
+        role = message.get("role", "")
+        if not turns or turns[-1]["turn"] != message.get("turn"):
+            turns.append({"turn": message.get("turn"), "entries": []})
+        entries = turns[-1]["entries"]
+        if role == "tool_call":
+            answer = results_by_call.get(message.get("tool_call_id")) or {}
+            joined.add(message.get("tool_call_id") or "")
+            calls = observed.get((message.get("turn"), message.get("function", "")))
+            seen = calls.pop(0) if calls else {}
+            entries.append(
+                {
+                    "kind": "tool",
+                    "name": message.get("function", ""),
+                    "arguments": _pretty(message.get("arguments") or {}),
+                    "outcome": answer.get("outcome") or seen.get("outcome", ""),
+                    "result": _pretty(answer.get("content", seen.get("result", ""))),
+                    "trigger": message.get("trigger", ""),
+                    "agent": message.get("agent", ""),
+                }
+            )
+        elif role == "tool_result":
+            if message.get("tool_call_id") and message.get("tool_call_id") in joined:
+                continue
+            entries.append(
+                {"kind": "tool", "name": message.get("function", ""), "arguments": "", "trigger": "",
+                 "outcome": message.get("outcome", ""), "result": _pretty(message.get("content", "")),
+                 "agent": message.get("agent", "")}
+            )
+        elif message.get("content"):
+            entries.append(
+                {
+                    "kind": "user" if role == "user" else "assistant",
+                    "content": message["content"],
+                    "agent": message.get("agent", ""),
+                    "model": message.get("model", ""),
+                    "latency": format_ms(message.get("latency_ms")) if message.get("latency_ms") else "",
+                }
+            )
+    return [turn for turn in turns if turn["entries"]]
+
+
+@login_required
+@require_GET
+def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpResponse:
+    result = get_object_or_404(CaseResult.objects.select_related("run__suite"), run_id=run_id, pk=result_id)
+    same_case = CaseResult.objects.filter(run_id=run_id)
+    same_case = (
+        same_case.filter(case_id=result.case_id) if result.case_id else same_case.filter(case_name=result.case_name)
+    )
+    assertions = [
+        {**item, "expected_text": _pretty(item.get("expected")), "actual_text": _pretty(item.get("actual"))}
+        for item in result.assertions or []
+    ]
+    context = {
+        "run": result.run,
+        "result": result,
+        "transcript": _transcript(result),
+        "assertions": assertions,
+        "final_state": sorted((key, _pretty(value)) for key, value in (result.final_state or {}).items()),
+        "duration": format_ms(result.duration_ms),
+        "latency": format_ms(result.model_latency_ms),
+        "other_models": list(same_case.order_by("position").values("id", "model", "status")),
+    }
+    return render(request, "runs/result_detail.html", context)
+
+
+# --- Run vs baseline ----------------------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def run_compare_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(run_list().defer("agent_snapshot"), pk=run_id)
+    wanted = request.GET.get("baseline", "").strip()
+    error, baseline, status = "", None, 200
+    if not wanted:
+        baseline = default_baseline(run=run)
+    elif not wanted.isdigit():
+        error, status = f"{wanted!r} is not a run number; pick a run from the list.", 400
+    else:
+        try:
+            baseline = baseline_get(run=run, baseline_id=int(wanted))
+        except ComparisonError as exc:
+            error, status = f"Can't compare with that run: {exc}.", 400
+    context = {
+        "run": run,
+        "baseline": baseline,
+        "baselines": list(earlier_runs(run=run)),
+        "comparisons": run_compare(run=run, baseline=baseline) if baseline else [],
+        "error": error,
+        "results_base": reverse("runs:detail", kwargs={"run_id": run.pk}) + "results/",
+        "baseline_results_base": (
+            reverse("runs:detail", kwargs={"run_id": baseline.pk}) + "results/" if baseline else ""
+        ),
+    }
+    return render(request, "runs/run_compare.html", context, status=status)
+
+
+# --- Exports ------------------------------------------------------------------------------------------------------
+
+
+def _csv_text(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(_FORMULA_PREFIXES) else text
+
+
+@login_required
+@require_GET
+def matrix_csv(request: HttpRequest, run_id: int) -> HttpResponse:
+    """One row per case; per model its status and duration in ms. An empty pair is a case × model with no result."""
+    run = get_object_or_404(Run.objects.only("id", "model_keys"), pk=run_id)
+    rows = run_matrix(run=run)
+    models = list(dict.fromkeys([*run.model_keys, *(model for row in rows for model in row["cells"])]))
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-matrix.csv"'
+    writer = csv.writer(response)
+    writer.writerow(["case_id", "case", *(f"{model} {part}" for model in models for part in ("status", "duration_ms"))])
+    for row in rows:
+        cells = []
+        for model in models:
+            cell = row["cells"].get(model)
+            cells += [cell["status"], f"{cell['duration_ms']:.0f}"] if cell else ["", ""]
+        writer.writerow([row["case_id"] or "", _csv_text(row["case_name"]), *cells])
+    return response
+
+
+@login_required
+@require_GET
+def junit_xml(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("suite"), pk=run_id)
+    response = HttpResponse(run_to_junit(run), content_type="application/xml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-junit.xml"'
+    return response

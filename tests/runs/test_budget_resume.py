@@ -1,0 +1,97 @@
+"""A run's budget stops it with what finished kept; an interrupted run resumes only the pairs without a result."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from runs.models import CaseResult, Run
+from runs.services import RunConflict, RunError, run_cancel, run_create, run_execute, run_prepare_resume
+from tests.runs.conftest import CAREFUL, HASTY
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def suite(make_suite, make_case):
+    suite = make_suite()
+    for name in ["a", "b", "c"]:
+        make_case(suite, name, assertions=({"type": "toolCalled", "params": {"function": "cancel_order"}},))
+    return suite
+
+
+def test_it_stops_a_run_whose_token_budget_is_exhausted_and_keeps_what_finished(suite):
+    probe = run_execute(run_id=run_create(suite=suite, model_keys=[CAREFUL]).pk)
+    tokens_per_case = CaseResult.objects.filter(run=probe).first().total_tokens
+    run = run_create(suite=suite, model_keys=[CAREFUL, HASTY], budget_tokens=tokens_per_case + 1)
+    run = run_execute(run_id=run.pk)
+    assert run.status == Run.Status.ERROR
+    assert run.reason.startswith("budget exhausted after 2 of 6 results: ")
+    assert "tokens used of a budget of" in run.reason
+    assert CaseResult.objects.filter(run=run).count() == 2
+
+
+def test_it_stops_on_a_cost_budget(suite, settings):
+    settings.AGENTTEST_PROVIDERS = {
+        **settings.AGENTTEST_PROVIDERS,
+        "simulated": {**settings.AGENTTEST_PROVIDERS["simulated"], "models": [
+            {"name": "sim-careful", "input_price": 1000.0, "output_price": 1000.0, "label": ""},
+            {"name": "sim-hasty", "input_price": 0.0, "output_price": 0.0, "label": ""},
+        ]},
+    }
+    run = run_execute(run_id=run_create(suite=suite, model_keys=[CAREFUL], budget_cost=Decimal("0.01")).pk)
+    assert run.status == Run.Status.ERROR and run.reason.startswith("budget exhausted after 1 of 3 results: $")
+    assert CaseResult.objects.get(run=run).cost > Decimal("0.01")
+
+
+@pytest.mark.parametrize("field,value", [("budget_tokens", 0), ("budget_cost", -1), ("trials", 0), ("mode", "dry")])
+def test_it_refuses_bad_run_options_naming_the_field(suite, field, value):
+    with pytest.raises(RunError) as raised:
+        run_create(suite=suite, model_keys=[CAREFUL], **{field: value})
+    assert raised.value.field == field
+    assert not Run.objects.exists()
+
+
+def test_it_resumes_an_interrupted_run_running_only_the_missing_pairs(suite):
+    run = run_create(suite=suite, model_keys=[CAREFUL, HASTY])
+    first_case = suite.cases.order_by("name").first()
+    kept = CaseResult.objects.create(run=run, case=first_case, case_name=first_case.name, model=CAREFUL,
+                                     status="passed", reason="kept from before")
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.ERROR, passed=1,
+                                         reason="the worker restarted while this run was in progress")
+    run = run_prepare_resume(run=Run.objects.get(pk=run.pk))
+    assert run.status == Run.Status.PENDING and run.reason == "resumed with 1 of 6 results kept"
+    run = run_execute(run_id=run.pk)
+    results = CaseResult.objects.filter(run=run)
+    assert results.count() == 6
+    assert results.get(case=first_case, model=CAREFUL).reason == "kept from before"
+    assert kept.pk in results.values_list("pk", flat=True)
+    assert run.status == Run.Status.PASSED and run.done == 6 and run.passed == 6
+
+
+def test_it_resumes_a_cancelled_run_including_the_cancelled_pairs(suite):
+    run = run_create(suite=suite, model_keys=[CAREFUL])
+    Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+    run = run_execute(run_id=run.pk)
+    assert run.status == Run.Status.CANCELLED
+    assert CaseResult.objects.filter(run=run, status="cancelled").count() == 3
+    run = run_execute(run_id=run_prepare_resume(run=run).pk)
+    assert run.status == Run.Status.PASSED and run.cancelled == 0 and run.passed == 3
+
+
+def test_it_refuses_to_resume_a_run_that_is_complete_or_in_progress(suite):
+    run = run_execute(run_id=run_create(suite=suite, model_keys=[CAREFUL]).pk)
+    with pytest.raises(RunConflict, match="only a run that ended in Error or Cancelled"):
+        run_prepare_resume(run=run)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.ERROR)
+    with pytest.raises(RunConflict, match="nothing to resume"):
+        run_prepare_resume(run=Run.objects.get(pk=run.pk))
+
+
+def test_it_cancels_a_pending_run_at_once_and_refuses_a_finished_one(suite):
+    run = run_cancel(run=run_create(suite=suite, model_keys=[CAREFUL]))
+    assert run.status == Run.Status.CANCELLED and run.cancelled == 3
+    assert run_execute(run_id=run.pk) is None
+    with pytest.raises(RunConflict, match="already finished"):
+        run_cancel(run=run)

@@ -1,0 +1,121 @@
+"""Faults with the real parts: a worker killed mid-run, a broker that goes away. Nothing finished is lost and every
+failure says what happened."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+from kombu import Connection
+
+from agents.models import Agent
+from cases.models import Assertion, Case, Mock, Suite, Turn
+from runs.models import CaseResult, Run
+from runs.services import run_trigger
+from runs.tasks import execute_run
+from tests.workers import REDIS_URL, flush_redis_queue, runs_worker, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def slow_providers(tmp_path) -> str:
+    path = tmp_path / "providers.toml"
+    path.write_text(
+        '[providers.simulated]\nkind = "simulated"\ndelay_ms = 400\n\n'
+        '[[providers.simulated.models]]\nname = "sim-careful"\n\n[[providers.simulated.models]]\nname = "sim-hasty"\n'
+    )
+    return str(path)
+
+
+def order_suite(cases: int) -> Suite:
+    agent = Agent.objects.create(name="orders", instruction="Help.", provider="simulated", model="sim-careful",
+                                 functions=[{"name": "lookup_order"}])
+    suite = Suite.objects.create(name="orders", agent=agent)
+    for index in range(cases):
+        case = Case.objects.create(suite=suite, name=f"case {index:02d}")
+        turn = Turn.objects.create(case=case, user_message=f"Where is order {1040 + index}?")
+        Mock.objects.create(case=case, function_name="lookup_order", result='{"status": "shipped"}')
+        Assertion.objects.create(case=case, turn=turn, type="toolCalled", params={"function": "lookup_order"})
+    return suite
+
+
+def dispatch_to(url: str):
+    def dispatch(run_id: int) -> None:
+        with Connection(url) as connection:
+            execute_run.apply_async(args=[run_id], queue="runs", connection=connection, retry=False)
+
+    return dispatch
+
+
+def test_it_keeps_finished_results_and_says_why_when_the_worker_is_killed_mid_run(tmp_path, settings):
+    flush_redis_queue(REDIS_URL)
+    settings.CELERY_BROKER_URL = REDIS_URL
+    suite = order_suite(cases=6)
+    extra = {"AGENTTEST_PROVIDERS_FILE": slow_providers(tmp_path)}
+    log = tmp_path / "worker.log"
+    with runs_worker(REDIS_URL, log, **extra) as worker:
+        run = run_trigger(suite=suite, model_keys=["simulated:sim-careful"], dispatch=dispatch_to(REDIS_URL))
+        wait_for(lambda: CaseResult.objects.filter(run=run).count() >= 2, timeout=60, what="two results",
+                 log_path=log)
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(10)
+    kept = CaseResult.objects.filter(run=run).count()
+    assert Run.objects.get(pk=run.pk).status == Run.Status.RUNNING, "the killed worker could not finish it"
+    with runs_worker(REDIS_URL, tmp_path / "worker2.log", **extra):
+        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=60, what="the sweep",
+                 log_path=tmp_path / "worker2.log")
+    run.refresh_from_db()
+    assert run.status == Run.Status.ERROR
+    assert run.reason == f"the worker restarted while this run was in progress; {kept} of 6 results were kept"
+    assert CaseResult.objects.filter(run=run).count() == kept >= 2
+    assert set(CaseResult.objects.filter(run=run).values_list("status", flat=True)) == {"passed"}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """A Redis server of this test's own, so stopping it disturbs nothing else."""
+    port = _free_port()
+    process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield process, f"redis://127.0.0.1:{port}/0"
+    if process.poll() is None:
+        process.kill()
+    process.wait(10)
+
+
+def test_it_answers_503_and_leaves_nothing_when_redis_is_down_while_pages_keep_working(
+    own_redis, settings, admin_client_api, client, admin_user
+):
+    process, url = own_redis
+    settings.CELERY_BROKER_URL = url
+    suite = order_suite(cases=1)
+    process.kill()
+    process.wait(10)
+    started = time.monotonic()
+    response = admin_client_api.post("/api/runs/", {"suite": suite.pk, "models": ["simulated:sim-careful"]},
+                                     format="json")
+    assert response.status_code == 503
+    assert response.json()["detail"].startswith("the run queue is unavailable: ")
+    assert "127.0.0.1" in response.json()["detail"]
+    assert time.monotonic() - started < 10
+    assert not Run.objects.exists() and not CaseResult.objects.exists()
+    client.force_login(admin_user)
+    for page in ["/chat/", "/runs/", "/api/runs/", f"/api/suites/{suite.pk}/", "/admin/"]:
+        assert client.get(page).status_code == 200, page
