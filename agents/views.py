@@ -12,6 +12,7 @@ from agents.selectors import agent_list, conversation_list
 CONVERSATIONS_PER_PAGE = 25
 
 
+@login_required
 def index(request: HttpRequest) -> HttpResponse:
     return redirect("agents:chat")
 
