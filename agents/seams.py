@@ -3,7 +3,7 @@
 - executor providers: asked first by the function-executor factory (ascending `order`, ties by name);
 - agent-load hooks: run each time an agent is loaded into a conversation, may rewrite its LLM config for it only;
 - the conversation service: start, send, invoke_function;
-- the model layer: configured models and providers.
+- the model layer: configured models and providers, and runtime providers a plugin registers by name.
 """
 
 from agents.builtins.control import CONTROL_FLOW_FUNCTIONS
@@ -34,6 +34,8 @@ from agents.llm.registry import (
     get_provider,
     parse_model_key,
     register_provider_kind,
+    register_runtime_provider,
+    unregister_runtime_provider,
 )
 from agents.loading import LoadedAgent, register_agent_load_hook, unregister_agent_load_hook
 from agents.models import Agent, Conversation, Message, StateChange
@@ -103,10 +105,12 @@ __all__ = [
     "register_executor_provider",
     "register_function",
     "register_provider_kind",
+    "register_runtime_provider",
     "registered_functions",
     "run_registered_function",
     "send",
     "start",
     "unregister_agent_load_hook",
     "unregister_executor_provider",
+    "unregister_runtime_provider",
 ]

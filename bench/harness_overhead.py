@@ -467,6 +467,8 @@ def format_report(figures: Figures, *, database: str, stub: str, rss_mb: float) 
         f"{runs} timed pass(es) per side, medians",
         _row("database", database),
         _row("stub", stub),
+        _row("machine load", f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs (other work skews "
+                             "timings)"),
         _row("cases", str(cases)),
         _row("turns per case", str(turns)),
         _row("ms per case (harness)", f"{figures.harness_ms:.2f}   passes: " + _series(figures, figures.harness_s)),

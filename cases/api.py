@@ -14,7 +14,7 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
@@ -98,7 +98,7 @@ class CasesApiView(APIView):
             return Response(
                 {"errors": [problem.as_dict() for problem in exc.problems]}, status=status.HTTP_400_BAD_REQUEST
             )
-        if isinstance(exc, ValidationError):
+        if isinstance(exc, ValidationError | ParseError):
             return Response({"errors": list(_drf_problems(exc.detail))}, status=status.HTTP_400_BAD_REQUEST)
         return super().handle_exception(exc)
 

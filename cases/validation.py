@@ -242,7 +242,7 @@ def _clean_assertion(raw: Any, *, prefix: str, suite: Suite | None, problems: _P
     fatal = data.get("fatal", False)
     if not isinstance(fatal, bool):
         problems.add(_at(prefix, "fatal"), "must be true or false")
-    spec = ASSERTION_PARAMS.get(kind)
+    spec = ASSERTION_PARAMS.get(kind) if isinstance(kind, str) else None
     if spec is None:
         problems.add(_at(prefix, "type"), f"must be one of {', '.join(ASSERTION_PARAMS)}, not {kind!r}")
     elif params is not _INVALID:

@@ -33,7 +33,9 @@ class ReadOnlyAdminMixin:
 
 class CaseResultInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = CaseResult
-    fields = ("position", "case_name", "model", "status", "reason", "duration_ms", "tokens", "cost", "conversation")
+    fields = (
+        "position", "case_name", "model", "trial", "status", "reason", "duration_ms", "tokens", "cost", "conversation",
+    )
     readonly_fields = fields
     ordering = ("position", "id")
     show_change_link = True
@@ -52,8 +54,8 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     date_hierarchy = "created_at"
     inlines = (CaseResultInline,)
     fields = (
-        "suite", "status", "reason", "models", "case_filter", "counts", "current", "cancel_requested",
-        "triggered_by", "created_at", "started_at", "finished_at", "snapshot",
+        "suite", "status", "reason", "models", "case_filter", "mode", "trials", "budget_tokens", "budget_cost",
+        "counts", "current", "cancel_requested", "triggered_by", "created_at", "started_at", "finished_at", "snapshot",
     )
     readonly_fields = fields
 
@@ -77,7 +79,7 @@ class CaseResultAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ("run", "run__suite")
     search_fields = ("case_name", "reason")
     fields = (
-        "run", "case", "case_name", "model", "position", "status", "reason", "conversation", "duration_ms",
+        "run", "case", "case_name", "model", "trial", "position", "status", "reason", "conversation", "duration_ms",
         "model_latency_ms", "input_tokens", "output_tokens", "cost", "created_at", "assertions_json",
         "tool_calls_json", "transcript_json", "final_state_json",
     )

@@ -147,6 +147,8 @@ class RunOutputSerializer(serializers.Serializer):
     suite = SuiteRefSerializer()
     models = serializers.ListField(source="model_keys", child=serializers.CharField())
     case_filter = serializers.CharField()
+    mode = serializers.CharField()
+    trials = serializers.IntegerField(help_text="How many times each case runs on each model.")
     status = serializers.CharField()
     reason = serializers.CharField()
     cancel_requested = serializers.BooleanField()
@@ -155,7 +157,7 @@ class RunOutputSerializer(serializers.Serializer):
     errored = serializers.IntegerField()
     cancelled = serializers.IntegerField()
     done = serializers.IntegerField(help_text="Results written so far.")
-    total = serializers.IntegerField(help_text="Cases × models selected at trigger time.")
+    total = serializers.IntegerField(help_text="Cases × models × trials selected at trigger time.")
     current = serializers.CharField(help_text="The case × model in progress.")
     triggered_by = serializers.CharField(source="triggered_by.username", allow_null=True, default=None)
     created_at = serializers.DateTimeField()
@@ -191,6 +193,7 @@ class ResultOutputSerializer(serializers.Serializer):
     case_id = serializers.IntegerField(allow_null=True, help_text="Null once the case has been deleted.")
     case_name = serializers.CharField()
     model = serializers.CharField()
+    trial = serializers.IntegerField(help_text="0-based repetition of this case on this model.")
     position = serializers.IntegerField()
     status = serializers.CharField()
     reason = serializers.CharField()
@@ -215,6 +218,8 @@ class ResultDetailOutputSerializer(ResultOutputSerializer):
 class RunDetailOutputSerializer(RunOutputSerializer):
     case_ids = serializers.ListField(child=serializers.IntegerField())
     agent_snapshot = serializers.JSONField(help_text="The agent as it was when the run was triggered.")
+    budget_tokens = serializers.IntegerField(allow_null=True)
+    budget_cost = serializers.FloatField(allow_null=True)
     summary = ModelSummarySerializer(many=True)
     results = ResultOutputSerializer(many=True, source="result_rows", help_text="In execution order.")
 
@@ -301,6 +306,16 @@ class RunTriggerApi(RunsApiView):
             max_length=200, required=False, allow_blank=True, default="",
             help_text="A name substring, or tag:<tag>; empty: every enabled case.",
         )
+        trials = serializers.IntegerField(
+            required=False, default=1, help_text="How many times each case runs on each model."
+        )
+        budget_tokens = serializers.IntegerField(
+            required=False, allow_null=True, default=None, help_text="Stop the run once its results used this many."
+        )
+        budget_cost = serializers.DecimalField(
+            max_digits=12, decimal_places=4, required=False, allow_null=True, default=None,
+            help_text="Stop the run once its results cost this much.",
+        )
 
     def get_throttles(self) -> list[BaseThrottle]:
         # Only triggering is throttled; reads on the same URL are not.
@@ -325,7 +340,8 @@ class RunTriggerApi(RunsApiView):
         except Suite.DoesNotExist:
             raise RunError(f"no suite with id {data['suite']}", field="suite") from None
         run = run_trigger(
-            suite=suite, model_keys=data["models"], case_filter=data["case_filter"], triggered_by=request.user
+            suite=suite, model_keys=data["models"], case_filter=data["case_filter"], triggered_by=request.user,
+            trials=data["trials"], budget_tokens=data["budget_tokens"], budget_cost=data["budget_cost"],
         )
         return Response(_run_detail(run.pk), status=status.HTTP_201_CREATED)
 

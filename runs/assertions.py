@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import regex
 
-from agents.seams import ModelRequest, ProviderError, UnknownModel, get_model, get_provider
+from agents.seams import (
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    UnknownModel,
+    get_model,
+    get_provider,
+    parse_model_key,
+)
 
 REGEX_TIMEOUT_SECONDS = 1.0
 DEFAULT_JUDGE_MIN_SCORE = 4
@@ -30,6 +39,23 @@ class Evidence:
     state: dict[str, Any]
     agent_chain: list[str]
     entry_agent: str
+
+
+# How the judge's request reaches a model: (request, "provider:model") → response. Record and replay runs pass their
+# case's tape, so the judge's exchanges are kept and served like the agent's.
+JudgeCall = Callable[[ModelRequest, str], ModelResponse]
+
+
+def call_model_live(request: ModelRequest, model_key: str) -> ModelResponse:
+    config = get_model(model_key)
+    return get_provider(config.provider).complete(request)
+
+
+@dataclass(frozen=True)
+class Judge:
+    model: str
+    call: JudgeCall
+    scope: str
 
 
 @dataclass
@@ -53,19 +79,27 @@ class AssertionOutcome:
 
 
 def evaluate(
-    *, type: str, params: dict[str, Any], evidence: Evidence, scope: str, judge_model: str = "", fatal: bool = False
+    *,
+    type: str,
+    params: dict[str, Any],
+    evidence: Evidence,
+    scope: str,
+    judge_model: str = "",
+    fatal: bool = False,
+    judge_call: JudgeCall | None = None,
 ) -> AssertionOutcome:
     handler = _HANDLERS.get(type)
     if handler is None:
         return AssertionOutcome(type, scope, ERROR, type, None, f"unknown assertion type {type!r}", fatal)
-    status, expected, actual, message, *extra = handler(params, evidence, judge_model)
+    judge = Judge(model=judge_model, call=judge_call or call_model_live, scope=scope)
+    status, expected, actual, message, *extra = handler(params, evidence, judge)
     outcome = AssertionOutcome(type, scope, status, expected, actual, message, fatal)
     if extra:
         outcome.usage = extra[0]
     return outcome
 
 
-def _contains(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+def _contains(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     text = params["text"]
     found = _find(text, evidence.output, params.get("case_sensitive", False))
     if found:
@@ -73,7 +107,7 @@ def _contains(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
     return FAILED, text, _excerpt(evidence.output), f"the reply does not contain {text!r}"
 
 
-def _not_contains(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+def _not_contains(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     text = params["text"]
     if _find(text, evidence.output, params.get("case_sensitive", False)):
         return FAILED, f"not {text!r}", _excerpt(evidence.output), f"the reply contains {text!r}, which it must not"
@@ -84,7 +118,7 @@ def _find(needle: str, haystack: str, case_sensitive: bool) -> bool:
     return needle in haystack if case_sensitive else needle.casefold() in haystack.casefold()
 
 
-def _regex(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+def _regex(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     pattern = params["pattern"]
     try:
         match = regex.search(pattern, evidence.output, flags=regex.IGNORECASE, timeout=REGEX_TIMEOUT_SECONDS)
@@ -107,7 +141,7 @@ def _calls_named(evidence: Evidence, name: str) -> list[dict[str, Any]]:
     return [call for call in evidence.tool_calls if call["name"].casefold() == wanted]
 
 
-def _tool_called(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+def _tool_called(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     name, expected_args = params["function"], params.get("arguments")
     calls = _calls_named(evidence, name)
     expected = {"function": name, "arguments": expected_args} if expected_args else {"function": name}
@@ -133,7 +167,7 @@ def _tool_called(params: dict[str, Any], evidence: Evidence, _judge: str) -> tup
     return PASSED, expected, [_call_summary(call) for call in calls], f"{name} was called"
 
 
-def _tool_not_called(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+def _tool_not_called(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     name = params["function"]
     calls = _calls_named(evidence, name)
     if calls:
@@ -150,7 +184,7 @@ def _tool_not_called(params: dict[str, Any], evidence: Evidence, _judge: str) ->
     return PASSED, f"{name} not called", [], f"{name} was not called"
 
 
-def _state_equals(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+def _state_equals(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     key, value = params["key"], params.get("value")
     if key not in evidence.state:
         return FAILED, {key: value}, None, f"state '{key}' is not set"
@@ -164,7 +198,7 @@ def _same_json(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-def _routed(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+def _routed(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     agent = params["agent"]
     routed = [name for name in evidence.agent_chain[1:]]
     if any(name.casefold() == agent.casefold() for name in routed):
@@ -173,7 +207,7 @@ def _routed(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
     return FAILED, agent, evidence.agent_chain, f"not routed to {agent}; the agent chain was {where}"
 
 
-def _chain(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+def _chain(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     expected = list(params["agents"])
     mode = params.get("mode", "ordered")
     actual = evidence.agent_chain
@@ -200,7 +234,7 @@ def _chain(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
     )
 
 
-def _no_blocked(params: dict[str, Any], evidence: Evidence, _judge: str) -> tuple:
+def _no_blocked(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     blocked = [call["name"] for call in evidence.tool_calls if call["outcome"] == "blocked"]
     if blocked:
         return (
@@ -218,24 +252,25 @@ JUDGE_INSTRUCTION = (
 )
 
 
-def _judge(params: dict[str, Any], evidence: Evidence, judge_model: str) -> tuple:
+def _judge(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple:
     criterion = params["criterion"]
     minimum = int(params.get("min_score", DEFAULT_JUDGE_MIN_SCORE))
     expected = f"score ≥ {minimum} for: {criterion}"
-    if not judge_model:
+    if not judge.model:
         return ERROR, expected, None, "no judge model is configured on the suite; set one to use llmJudge"
     try:
-        config = get_model(judge_model)
-        response = get_provider(config.provider).complete(
+        _, model = parse_model_key(judge.model)
+        response = judge.call(
             ModelRequest(
-                model=config.model,
+                model=model,
                 messages=[
                     {"role": "system", "content": JUDGE_INSTRUCTION},
                     {"role": "user", "content": f"Criterion: {criterion}\n\nReply:\n{evidence.output}"},
                 ],
                 temperature=0.0,
-                metadata={"purpose": "judge"},
-            )
+                metadata={"purpose": "judge", "scope": judge.scope},
+            ),
+            judge.model,
         )
     except UnknownModel as exc:
         return ERROR, expected, None, f"the judge model cannot be used: {exc}"

@@ -29,9 +29,9 @@ def pass_rate_band(rate: float | None) -> str:
     """A colour band a person reads at a glance: good, mixed or bad; none when nothing ran."""
     if rate is None:
         return "none"
-    if rate >= 0.9:
+    if rate >= 0.85:
         return "good"
-    if rate >= 0.6:
+    if rate >= 0.5:
         return "mixed"
     return "bad"
 

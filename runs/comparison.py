@@ -2,7 +2,8 @@
 
 A case is matched across runs by its id, or by its name once it has been deleted (its results keep the name). Error
 counts as not passing, like Failed: a model that used to pass and now errors has regressed. A Cancelled result did not
-run, so it neither flips nor counts as new or gone.
+run, so it neither flips nor counts as new or gone. With several trials a case passes on a model only when every trial
+that ran passed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ EARLIER_RUNS_LIMIT = 50
 
 BROKE, FIXED, NEW, GONE = "broke", "fixed", "new", "gone"
 FLIP_LABELS = {BROKE: "pass → fail", FIXED: "fail → pass", NEW: "new", GONE: "gone"}
+
+
+_SHOWS_BEST = {"cancelled": 0, "passed": 1, "failed": 2, "error": 2}
 
 
 class ComparisonError(Exception):
@@ -84,22 +88,31 @@ def baseline_get(*, run: Run, baseline_id: int) -> Run:
     return baseline
 
 
-def _verdict(status: str) -> str | None:
-    if status == CaseResult.Status.PASSED:
-        return "pass"
-    if status in (CaseResult.Status.FAILED, CaseResult.Status.ERROR):
-        return "fail"
-    return None
+def _verdict(statuses: list[str]) -> str | None:
+    """Over a case's trials on one model: "pass" when every trial that ran passed, "fail" when one failed or
+    errored, None when none ran."""
+    ran = [status for status in statuses if status != CaseResult.Status.CANCELLED]
+    if not ran:
+        return None
+    return "pass" if all(status == CaseResult.Status.PASSED for status in ran) else "fail"
 
 
 def _results(run: Run) -> dict[str, dict[Any, dict[str, Any]]]:
+    """Per model, per case: the verdict over its trials and the result that shows it best: the first that did not
+    pass, else the first that passed."""
     by_model: dict[str, dict[Any, dict[str, Any]]] = {}
     rows = CaseResult.objects.filter(run=run).order_by("position", "id").values(
         "id", "case_id", "case_name", "model", "status"
     )
     for row in rows:
         key = row["case_id"] if row["case_id"] is not None else ("name", row["case_name"])
-        by_model.setdefault(row["model"], {})[key] = row
+        entry = by_model.setdefault(row["model"], {}).setdefault(key, {**row, "statuses": []})
+        entry["statuses"].append(row["status"])
+        if _SHOWS_BEST[row["status"]] > _SHOWS_BEST[entry["status"]]:
+            entry.update(id=row["id"], status=row["status"])
+    for cases in by_model.values():
+        for entry in cases.values():
+            entry["verdict"] = _verdict(entry["statuses"])
     return by_model
 
 
@@ -118,8 +131,8 @@ def run_compare(*, run: Run, baseline: Run) -> list[ModelComparison]:
         )
         for key in [*now, *(key for key in before if key not in now)]:
             new_row, old_row = now.get(key), before.get(key)
-            new_verdict = _verdict(new_row["status"]) if new_row else None
-            old_verdict = _verdict(old_row["status"]) if old_row else None
+            new_verdict = new_row["verdict"] if new_row else None
+            old_verdict = old_row["verdict"] if old_row else None
             if (new_row and new_verdict is None) or (old_row and old_verdict is None):
                 comparison.not_compared += 1
                 continue

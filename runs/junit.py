@@ -1,9 +1,9 @@
 """A run as JUnit XML, so a CI server shows each case × model as a test.
 
-One <testsuite> per model, one <testcase> per case on that model. Failed → <failure>, Error → <error>, Cancelled →
-<skipped>. A selected case × model that has no result (the run ended in Error before reaching it, or had not finished)
-is still listed — as <error> carrying the run's reason, or <skipped> when the run was cancelled — because a run that
-stopped early must not read as a short green one.
+One <testsuite> per model, one <testcase> per case on that model (one per trial when cases are repeated).
+Failed → <failure>, Error → <error>, Cancelled → <skipped>. A selected case × model that has no result (the run ended
+in Error before reaching it, or had not finished) is still listed — as <error> carrying the run's reason, or
+<skipped> when the run was cancelled — because a run that stopped early must not read as a short green one.
 """
 
 from __future__ import annotations
@@ -52,27 +52,39 @@ def _assertion_lines(assertions: list[dict[str, Any]], statuses: tuple[str, ...]
     return lines
 
 
+def _name(case_name: str, trial: int, trials: int) -> str:
+    # A repeated case needs one test name per trial: JUnit consumers merge tests that share a name.
+    return f"{case_name} (trial {trial + 1} of {trials})" if trials > 1 else case_name
+
+
 def _entries(run: Run) -> dict[str, list[_Entry]]:
-    """Per model (run order first), the entries in execution order; selected pairs without a result at the end."""
+    """Per model (run order first), the entries in execution order; selected ones without a result at the end."""
     by_model: dict[str, list[_Entry]] = {model: [] for model in run.model_keys}
-    seen: set[tuple[int | None, str]] = set()
+    seen: set[tuple[int | None, str, int]] = set()
     results = CaseResult.objects.filter(run=run).order_by("position", "id").values_list(
-        "case_id", "case_name", "model", "status", "reason", "duration_ms", "assertions"
+        "case_id", "case_name", "model", "trial", "status", "reason", "duration_ms", "assertions"
     )
-    for case_id, case_name, model, status, reason, duration_ms, assertions in results:
-        seen.add((case_id, model))
-        by_model.setdefault(model, []).append(_Entry(case_name, status, reason, duration_ms / 1000, assertions or []))
-    missing = [(case_id, model) for case_id in run.case_ids for model in run.model_keys if (case_id, model) not in seen]
+    for case_id, case_name, model, trial, status, reason, duration_ms, assertions in results:
+        seen.add((case_id, model, trial))
+        entry = _Entry(_name(case_name, trial, run.trials), status, reason, duration_ms / 1000, assertions or [])
+        by_model.setdefault(model, []).append(entry)
+    missing = [
+        (case_id, model, trial)
+        for case_id in run.case_ids
+        for model in run.model_keys
+        for trial in range(run.trials)
+        if (case_id, model, trial) not in seen
+    ]
     # A case deleted since keeps its results (without a case id); one with no result and no row is left out.
-    names = dict(Case.objects.filter(pk__in={case_id for case_id, _ in missing}).values_list("pk", "name"))
+    names = dict(Case.objects.filter(pk__in={case_id for case_id, _, _ in missing}).values_list("pk", "name"))
     if run.status == Run.Status.CANCELLED:
         status, reason = CaseResult.Status.CANCELLED, run.reason or "the run was cancelled before this case ran"
     else:
         why = run.reason or f"the run is {run.get_status_display().lower()}"
         status, reason = CaseResult.Status.ERROR, f"this case did not run: {why}"
-    for case_id, model in missing:
+    for case_id, model, trial in missing:
         if case_id in names:
-            by_model[model].append(_Entry(names[case_id], status, reason, 0.0, []))
+            by_model[model].append(_Entry(_name(names[case_id], trial, run.trials), status, reason, 0.0, []))
     return by_model
 
 

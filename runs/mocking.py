@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.seams import (
     CONTROL_FLOW_FUNCTIONS,
@@ -19,6 +19,9 @@ from agents.seams import (
     LoadedAgent,
     execute_without_providers,
 )
+
+if TYPE_CHECKING:
+    from runs.replay import Tape
 
 CANARY_FUNCTION = "agenttest-canary"
 BLOCKED_PREFIX = "[agenttest] blocked unmocked tool: "
@@ -70,8 +73,11 @@ class CaseSession:
     mocks: list[MockSpec]
     extra_allowed: frozenset[str] = frozenset()
     force_blocked: frozenset[str] = frozenset()
+    # The provider every agent of the conversation runs on: the model under test's, or in record/replay mode the
+    # runtime provider that serves the session's tape. The model name is always the real one.
     provider: str = ""
     model: str = ""
+    tape: Tape | None = None
     canary_token: str = field(default_factory=lambda: secrets.token_hex(8))
     observed: list[ObservedCall] = field(default_factory=list)
     _calls_per_function: dict[str, int] = field(default_factory=dict)
@@ -207,7 +213,8 @@ def _observe(session: CaseSession, name: str, context: FunctionContext, index: i
 
 
 def apply_model_override(loaded: LoadedAgent, conversation: Conversation) -> None:
-    """Agent-load hook: every agent loaded into a conversation under test runs on the model under test."""
+    """Agent-load hook: every agent loaded into a conversation under test runs on the model under test (through
+    the record or replay provider when the run records or replays)."""
     session = registry.get(conversation.pk)
     if session is not None and session.provider:
         loaded.provider, loaded.model = session.provider, session.model

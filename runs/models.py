@@ -119,3 +119,30 @@ class CaseResult(models.Model):
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+class Recording(models.Model):
+    """One case's model traffic on one model, recorded once and replayed after: every model request — normalised,
+    hashed — and what came back, in call order. Entries are documents (see runs/replay.py for their shape)."""
+
+    class Source(models.TextChoices):
+        RUN = "run", "Recorded by a run"
+        IMPORT = "import", "Imported from files"
+
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="recordings")
+    model = models.CharField(max_length=300, help_text="provider:model the answers came from.")
+    entries = models.JSONField(default=list, blank=True)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.RUN)
+    run = models.ForeignKey(
+        Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="recordings",
+        help_text="The run that recorded it, while that run exists.",
+    )
+    recorded_at = models.DateTimeField(help_text="When the answers were recorded (kept through export and import).")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["case_id", "model"]
+        constraints = [models.UniqueConstraint(fields=["case", "model"], name="recording_unique_case_model")]
+
+    def __str__(self) -> str:
+        return f"recording of case {self.case_id} on {self.model}"

@@ -2,6 +2,9 @@
 
 The case runs on its own thread so a per-case timeout can be enforced. Its registry entry is removed by that thread
 when its last call has returned — never by the waiting side on timeout — so a late tool call is still mocked.
+
+In record and replay mode the case gets a tape (runs/replay.py): every model call of the conversation, the judge's
+included, goes through it. On timeout the tape is abandoned, which releases a replayed hang so the thread can end.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from agents.seams import (
 )
 from runs import assertions as checks
 from runs.mocking import CANARY_FUNCTION, CaseSession, MockSpec, registry
+from runs.replay import Replayer, Tape, install_providers
 
 TEST_TAG = "agenttest"
 
@@ -101,17 +105,20 @@ class _Progress:
         self.model_latency_ms += turn.model_latency_ms
 
 
-def execute_case(*, plan: CasePlan, model: ModelConfig, suite: SuitePlan) -> CaseExecution:
+def execute_case(*, plan: CasePlan, model: ModelConfig, suite: SuitePlan, tape: Tape | None = None) -> CaseExecution:
+    """Run the case on the model (through `tape` in record/replay mode) and say what happened; never raises."""
     started = time.perf_counter()
     if not plan.turns:
         return CaseExecution(status=ERROR, reason="the case has no turns, so it would verify nothing")
+    if tape is not None:
+        install_providers()
     progress = _Progress()
     outcome: dict[str, Any] = {}
     done = threading.Event()
 
     def work() -> None:
         try:
-            outcome["value"] = _run(plan, model, suite, progress)
+            outcome["value"] = _run(plan, model, suite, progress, tape)
         except BaseException as exc:  # reported as the case's Error; a crash must not take the run down
             outcome["crash"] = exc
         finally:
@@ -124,10 +131,14 @@ def execute_case(*, plan: CasePlan, model: ModelConfig, suite: SuitePlan) -> Cas
     thread = threading.Thread(target=work, name=f"agenttest-case-{plan.id}-{model.key}", daemon=True)
     thread.start()
     finished = done.wait(suite.timeout_seconds)
+    if not finished and tape is not None:
+        tape.abandon()
     if not finished:
+        hang = tape.hanging_at if isinstance(tape, Replayer) else ""
         execution = CaseExecution(
             status=ERROR,
-            reason=f"the case timed out after {suite.timeout_seconds:g} s",
+            reason=f"the case timed out after {suite.timeout_seconds:g} s"
+            + (f" (replayed the hang recorded for {hang})" if hang else ""),
             conversation_id=progress.conversation_id,
             tool_calls=[c.as_dict() for c in (progress.session.observed_calls() if progress.session else [])],
         )
@@ -140,21 +151,27 @@ def execute_case(*, plan: CasePlan, model: ModelConfig, suite: SuitePlan) -> Cas
         )
     else:
         execution = outcome["value"]
+    if tape is not None and tape.failure:
+        # The replay could not go on (stale, exhausted, unreadable): whatever the loop made of it, that is the news.
+        execution.status, execution.reason = ERROR, tape.failure
     execution.usage = progress.usage
     execution.model_latency_ms = progress.model_latency_ms
-    execution.cost = Decimal(str(round(model.cost(progress.usage), 8)))
+    spent = tape is None or tape.spends
+    execution.cost = Decimal(str(round(model.cost(progress.usage), 8))) if spent else Decimal(0)
     execution.duration_ms = (time.perf_counter() - started) * 1000
     return execution
 
 
-def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progress) -> CaseExecution:
+def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progress, tape: Tape | None) -> CaseExecution:
     session = CaseSession(
         mocks=plan.mocks,
         extra_allowed=suite.extra_allowed,
         force_blocked=suite.force_blocked,
-        provider=model.provider,
+        provider=tape.provider_name if tape is not None else model.provider,
         model=model.model,
+        tape=tape,
     )
+    judge_call = tape.complete if tape is not None else None
     progress.session = session
 
     def register(conversation: Any) -> None:
@@ -216,6 +233,7 @@ def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progre
                 scope=f"turn {index}",
                 judge_model=suite.judge_model,
                 fatal=assertion.fatal,
+                judge_call=judge_call,
             )
             results.append(result)
             fatal_failed = fatal_failed or (assertion.fatal and not result.passed)
@@ -238,6 +256,7 @@ def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progre
                 scope="case",
                 judge_model=suite.judge_model,
                 fatal=assertion.fatal,
+                judge_call=judge_call,
             )
         )
     if any(call["outcome"] == "blocked" for call in all_calls):

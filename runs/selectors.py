@@ -1,9 +1,10 @@
-"""Reads for runs: lists, per-model comparison, the case × model matrix."""
+"""Reads for runs: lists, per-model comparison, the case × model matrix, and trial stability (pass^k)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -34,9 +35,93 @@ def nearest_rank(values: list[float], percentile: float) -> float | None:
     return ordered[rank - 1]
 
 
+STABLE_PASS, STABLE_FAIL, FLAKY = "stable-pass", "stable-fail", "flaky"
+REPLAY_COST_NOTE = "replayed from recordings: no model was called, so it cost nothing"
+
+
+@dataclass
+class TrialSummary:
+    """One case on one model over the run's k trials."""
+
+    case_id: int | None
+    case_name: str
+    model: str
+    trials: int
+    ran: int = 0
+    passed: int = 0
+    failed: int = 0
+    errored: int = 0
+    statuses: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.ran == self.trials
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.ran if self.ran else None
+
+    @property
+    def pass_all(self) -> bool:
+        """pass^k for this case: every one of the k trials ran and passed."""
+        return self.complete and self.passed == self.trials
+
+    @property
+    def label(self) -> str:
+        """stable-pass, stable-fail or flaky; "" until all k trials have run (cancelled ones do not count)."""
+        if not self.complete:
+            return ""
+        if self.passed == self.ran:
+            return STABLE_PASS
+        return STABLE_FAIL if self.passed == 0 else FLAKY
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "pass_rate": self.pass_rate,
+            "pass_all": self.pass_all,
+            "label": self.label,
+        }
+
+
+def run_trials(*, run: Run) -> list[TrialSummary]:
+    """Per case × model (case order of execution, then the run's model order): how its trials went and its label.
+    Statuses are listed in trial order; a cancelled trial is not counted as run. One query."""
+    rows = (
+        CaseResult.objects.filter(run=run)
+        .order_by("position", "id")
+        .values_list("case_id", "case_name", "model", "trial", "status")
+    )
+    return _trial_summaries(run, rows)
+
+
+def _trial_summaries(run: Run, rows: Iterable[tuple[Any, str, str, int, str]]) -> list[TrialSummary]:
+    """From (case_id, case_name, model, trial, status) rows in execution order."""
+    summaries: dict[tuple[Any, str], TrialSummary] = {}
+    by_trial: dict[tuple[Any, str], dict[int, str]] = {}
+    case_order: dict[Any, int] = {}
+    for case_id, case_name, model, trial, status in rows:
+        key = (case_id or case_name, model)
+        case_order.setdefault(key[0], len(case_order))
+        summary = summaries.setdefault(key, TrialSummary(case_id, case_name, model, run.trials))
+        by_trial.setdefault(key, {})[trial] = status
+        if status != CaseResult.Status.CANCELLED:
+            summary.ran += 1
+            setattr(summary, _COUNTERS[status], getattr(summary, _COUNTERS[status]) + 1)
+    for key, summary in summaries.items():
+        summary.statuses = [status for _, status in sorted(by_trial[key].items())]
+    model_order = {model: index for index, model in enumerate(run.model_keys)}
+    return sorted(
+        summaries.values(),
+        key=lambda s: (case_order[s.case_id or s.case_name], model_order.get(s.model, len(model_order))),
+    )
+
+
 @dataclass
 class ModelSummary:
     model: str
+    mode: str = "live"
+    trials: int = 1
     total: int = 0
     passed: int = 0
     failed: int = 0
@@ -48,15 +133,26 @@ class ModelSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     cost: Decimal = Decimal(0)
+    # Over the cases whose k trials all ran: the share that passed every trial (pass^k), and the labels.
+    cases: int = 0
+    pass_k: float | None = None
+    stable_pass: int = 0
+    stable_fail: int = 0
+    flaky: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    @property
+    def cost_note(self) -> str:
+        return REPLAY_COST_NOTE if self.mode == "replay" else ""
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["cost"] = float(self.cost)
         data["total_tokens"] = self.total_tokens
+        data["cost_note"] = self.cost_note
         return data
 
 
@@ -64,15 +160,23 @@ _COUNTERS = {"passed": "passed", "failed": "failed", "error": "errored", "cancel
 
 
 def run_summary(*, run: Run) -> list[ModelSummary]:
-    """Per model, in the run's model order: counts, pass rate over the results that ran (cancelled excluded),
-    p50/p95 model latency by nearest rank, tokens and cost. One query."""
-    summaries = {key: ModelSummary(model=key) for key in run.model_keys}
+    """Per model, in the run's model order: counts, pass rate over the results that ran (cancelled excluded, every
+    trial counted), p50/p95 model latency by nearest rank, tokens and cost; the run's mode and trials, pass^k and
+    how many cases are stable-pass, stable-fail or flaky. One query."""
+    summaries = {key: ModelSummary(model=key, mode=run.mode, trials=run.trials) for key in run.model_keys}
     latencies: dict[str, list[float]] = {key: [] for key in run.model_keys}
-    rows = CaseResult.objects.filter(run=run).values_list(
-        "model", "status", "model_latency_ms", "input_tokens", "output_tokens", "cost"
+    rows = (
+        CaseResult.objects.filter(run=run)
+        .order_by("position", "id")
+        .values_list(
+            "model", "status", "model_latency_ms", "input_tokens", "output_tokens", "cost", "case_id", "case_name",
+            "trial",
+        )
     )
-    for model, status, latency, tokens_in, tokens_out, cost in rows:
-        summary = summaries.setdefault(model, ModelSummary(model=model))
+    trial_rows = []
+    for model, status, latency, tokens_in, tokens_out, cost, case_id, case_name, trial in rows:
+        trial_rows.append((case_id, case_name, model, trial, status))
+        summary = summaries.setdefault(model, ModelSummary(model=model, mode=run.mode, trials=run.trials))
         summary.total += 1
         setattr(summary, _COUNTERS[status], getattr(summary, _COUNTERS[status]) + 1)
         summary.input_tokens += tokens_in
@@ -85,25 +189,51 @@ def run_summary(*, run: Run) -> list[ModelSummary]:
         summary.pass_rate = summary.passed / ran if ran else None
         summary.latency_p50_ms = nearest_rank(latencies.get(key, []), 50)
         summary.latency_p95_ms = nearest_rank(latencies.get(key, []), 95)
+    labels = {STABLE_PASS: "stable_pass", STABLE_FAIL: "stable_fail", FLAKY: "flaky"}
+    for trial in _trial_summaries(run, trial_rows):
+        summary = summaries[trial.model]
+        if not trial.complete:
+            continue
+        summary.cases += 1
+        setattr(summary, labels[trial.label], getattr(summary, labels[trial.label]) + 1)
+    for summary in summaries.values():
+        summary.pass_k = summary.stable_pass / summary.cases if summary.cases else None
     return list(summaries.values())
 
 
 def run_matrix(*, run: Run) -> list[dict[str, Any]]:
-    """Rows of case × model cells in case order; each cell has status, duration and the result id. One query."""
+    """Rows of case × model cells in case order; each cell has status, duration and the result id of its first
+    trial, plus `trials` (every trial's status, in order) and `stability` (stable-pass, stable-fail, flaky, or ""
+    until all trials ran). Models disagree when their stability differs (with one trial: their status). One query."""
     rows: dict[Any, dict[str, Any]] = {}
     results = (
         CaseResult.objects.filter(run=run)
         .order_by("position", "id")
-        .values("id", "case_id", "case_name", "model", "status", "duration_ms", "reason")
+        # The run's trials come with the results (a join), so a caller holding a partly loaded run adds no query.
+        .values("id", "case_id", "case_name", "model", "trial", "status", "duration_ms", "reason", "run__trials")
     )
+    trials = 1
     for result in results:
+        trials = result.pop("run__trials")
         row = rows.setdefault(
             result["case_id"] or result["case_name"],
             {"case_id": result["case_id"], "case_name": result["case_name"], "cells": {}},
         )
-        row["cells"][result["model"]] = result
+        cell = row["cells"].setdefault(result["model"], {**result, "trials": []})
+        cell["trials"].append(result["status"])
     for row in rows.values():
+        for cell in row["cells"].values():
+            summary = TrialSummary(cell["case_id"], cell["case_name"], cell["model"], trials)
+            for status in cell["trials"]:
+                if status != CaseResult.Status.CANCELLED:
+                    summary.ran += 1
+                    summary.passed += status == CaseResult.Status.PASSED
+            cell["stability"] = summary.label
         statuses = {cell["status"] for cell in row["cells"].values()}
-        row["disagree"] = len(statuses) > 1
-        row["any_failure"] = bool(statuses & {"failed", "error"})
+        every_status = {status for cell in row["cells"].values() for status in cell["trials"]}
+        if trials > 1:
+            row["disagree"] = len({cell["stability"] for cell in row["cells"].values()}) > 1
+        else:
+            row["disagree"] = len(statuses) > 1
+        row["any_failure"] = bool(every_status & {"failed", "error"})
     return list(rows.values())

@@ -13,12 +13,24 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents.seams import Conversation, LoadedAgent, UnknownModel, conversation_messages, get_model
+from agents.seams import (
+    Conversation,
+    LoadedAgent,
+    ModelConfig,
+    UnknownModel,
+    conversation_messages,
+    get_model,
+    parse_model_key,
+    redact,
+    redact_text,
+)
 from cases.models import Case, Suite
 from cases.selectors import enabled_cases
 from runs.mocking import MockSpec
-from runs.models import CaseResult, Run
-from runs.runner import AssertionPlan, CaseExecution, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.models import CaseResult, Recording, Run
+from runs.recordings import recording_save
+from runs.replay import Recorder, Replayer, Tape
+from runs.runner import ERROR, AssertionPlan, CaseExecution, CasePlan, SuitePlan, TurnPlan, execute_case
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +51,13 @@ class QueueUnavailable(RunError):
     pass
 
 
-def run_validate(*, suite: Suite, model_keys: list[str], case_filter: str = "") -> list[int]:
-    """Everything that can be known at trigger time is checked here; returns the selected case ids."""
+def run_validate(
+    *, suite: Suite, model_keys: list[str], case_filter: str = "", mode: str = Run.Mode.LIVE
+) -> list[int]:
+    """Everything that can be known at trigger time is checked here; returns the selected case ids.
+
+    A replay calls no model, so it may name a model that is not configured here (CI without its key) as long as
+    the suite has recordings of it."""
     if not suite.enabled:
         raise RunError(f"suite {suite.name!r} is disabled; enable it before running", field="suite")
     if not model_keys:
@@ -53,7 +70,12 @@ def run_validate(*, suite: Suite, model_keys: list[str], case_filter: str = "") 
         try:
             get_model(key)
         except UnknownModel as exc:
-            raise RunError(str(exc), field="models") from None
+            if mode != Run.Mode.REPLAY:
+                raise RunError(str(exc), field="models") from None
+            if not Recording.objects.filter(case__suite=suite, model=key).exists():
+                raise RunError(
+                    f"{exc}; and suite {suite.name!r} has no recording of it to replay", field="models"
+                ) from None
     case_ids = list(enabled_cases(suite=suite, case_filter=case_filter).values_list("id", flat=True))
     if not case_ids:
         what = f"the case filter {case_filter!r}" if case_filter else "the suite"
@@ -71,6 +93,18 @@ def _validate_options(*, mode: str, trials: int, budget_tokens: int | None, budg
         raise RunError(f"mode must be one of {', '.join(Run.Mode.values)}, got {mode!r}", field="mode")
     if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
         raise RunError(f"trials must be a whole number from 1 to {MAX_TRIALS}, got {trials!r}", field="trials")
+    if trials > 1 and mode == Run.Mode.RECORD:
+        raise RunError(
+            "record mode keeps one recording per case and model, so it runs one trial; measure flakiness with "
+            "trials in live mode",
+            field="trials",
+        )
+    if trials > 1 and mode == Run.Mode.REPLAY:
+        raise RunError(
+            "replay serves the same recorded answers every time, so every trial would be identical; measure "
+            "flakiness with trials in live mode",
+            field="trials",
+        )
     if budget_tokens is not None and budget_tokens <= 0:
         raise RunError("budget_tokens must be greater than 0", field="budget_tokens")
     if budget_cost is not None and Decimal(str(budget_cost)) <= 0:
@@ -90,7 +124,7 @@ def run_create(
     budget_cost: Any = None,
 ) -> Run:
     _validate_options(mode=mode, trials=trials, budget_tokens=budget_tokens, budget_cost=budget_cost)
-    case_ids = run_validate(suite=suite, model_keys=model_keys, case_filter=case_filter)
+    case_ids = run_validate(suite=suite, model_keys=model_keys, case_filter=case_filter, mode=mode)
     return Run.objects.create(
         suite=suite,
         model_keys=list(model_keys),
@@ -124,7 +158,7 @@ def run_trigger(
         budget_tokens=options.get("budget_tokens"),
         budget_cost=options.get("budget_cost"),
     )
-    run_validate(suite=suite, model_keys=model_keys, case_filter=case_filter)
+    run_validate(suite=suite, model_keys=model_keys, case_filter=case_filter, mode=options.get("mode", Run.Mode.LIVE))
     _ping_queue()
     run = run_create(suite=suite, model_keys=model_keys, case_filter=case_filter, triggered_by=triggered_by, **options)
     _queue_or_undo(run, dispatch, undo=run.delete)
@@ -296,7 +330,7 @@ def run_execute(*, run_id: int) -> Run | None:
         tags=(f"run:{run.pk}",),
     )
     try:
-        models = [get_model(key) for key in run.model_keys]
+        models = [_model_config(key, run.mode) for key in run.model_keys]
     except UnknownModel as exc:
         return _finish(run, Run.Status.ERROR, f"a model of this run is no longer configured: {exc}")
     plans = _case_plans(run.case_ids, suite.agent)
@@ -307,9 +341,11 @@ def run_execute(*, run_id: int) -> Run | None:
     finished = CaseResult.objects.filter(run=run).values_list(
         "case_id", "model", "trial", "input_tokens", "output_tokens", "cost"
     )
+    replaying = run.mode == Run.Mode.REPLAY
     for case_id, model_key, trial, tokens_in, tokens_out, cost in finished:
         done_keys.add((case_id, model_key, trial))
-        spent.add(tokens_in + tokens_out, cost)
+        if not replaying:
+            spent.add(tokens_in + tokens_out, cost)
     position = len(done_keys)
     pending = [
         (plan, model, trial)
@@ -318,6 +354,7 @@ def run_execute(*, run_id: int) -> Run | None:
         for trial in range(run.trials)
         if (plan.id, model.key, trial) not in done_keys
     ]
+    recordings = _recordings(run) if replaying else {}
     for index, (plan, model, trial) in enumerate(pending):
         if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
             _cancel_remaining(run, pending[index:], position)
@@ -327,14 +364,60 @@ def run_execute(*, run_id: int) -> Run | None:
             return _finish(run, Run.Status.ERROR, f"budget exhausted after {position} of {run.total} results: {over}")
         trial_note = f" (trial {trial + 1} of {run.trials})" if run.trials > 1 else ""
         Run.objects.filter(pk=run.pk).update(current=f"{plan.name} on {model.key}{trial_note}")
-        execution = execute_case(plan=plan, model=model, suite=suite_plan)
+        execution = _execute_pair(run, plan, model, suite_plan, recordings)
         _store_result(run, plan, model.key, trial, position, execution)
-        spent.add(execution.usage.total_tokens, execution.cost)
+        if not replaying:
+            # A replay spends nothing: its recorded tokens count against no budget.
+            spent.add(execution.usage.total_tokens, execution.cost)
         position += 1
     over = spent.exhausted(run)
     if over and position < run.total:
         return _finish(run, Run.Status.ERROR, f"budget exhausted after {position} of {run.total} results: {over}")
     return _finish(run, *_verdict(run))
+
+
+def _model_config(key: str, mode: str) -> ModelConfig:
+    """The configured model; in replay mode an unconfigured one too (nothing calls it, so it has no price)."""
+    try:
+        return get_model(key)
+    except UnknownModel:
+        if mode != Run.Mode.REPLAY:
+            raise
+        provider, model = parse_model_key(key)
+        return ModelConfig(provider=provider, model=model)
+
+
+def _recordings(run: Run) -> dict[tuple[int, str], list[dict[str, Any]]]:
+    rows = Recording.objects.filter(case_id__in=run.case_ids, model__in=run.model_keys).values_list(
+        "case_id", "model", "entries"
+    )
+    return {(case_id, model): entries for case_id, model, entries in rows}
+
+
+def _execute_pair(
+    run: Run,
+    plan: CasePlan,
+    model: ModelConfig,
+    suite_plan: SuitePlan,
+    recordings: dict[tuple[int, str], list[dict[str, Any]]],
+) -> CaseExecution:
+    """One case × model in the run's mode. Record mode keeps what the model said, whatever the outcome: a replay
+    must fail where the recorded run failed."""
+    tape: Tape | None = None
+    if run.mode == Run.Mode.REPLAY:
+        entries = recordings.get((plan.id, model.key))
+        if entries is None:
+            return CaseExecution(
+                status=ERROR,
+                reason=f"no recording of case '{plan.name}' on {model.key}: run it in record mode first",
+            )
+        tape = Replayer(case_name=plan.name, model_key=model.key, entries=entries)
+    elif run.mode == Run.Mode.RECORD:
+        tape = Recorder(case_name=plan.name, model_key=model.key)
+    execution = execute_case(plan=plan, model=model, suite=suite_plan, tape=tape)
+    if isinstance(tape, Recorder):
+        recording_save(case_id=plan.id, model=model.key, entries=tape.entries(), run=run)
+    return execution
 
 
 class Spend:
@@ -387,17 +470,19 @@ def _store_result(
         trial=trial,
         position=position,
         status=execution.status,
-        reason=execution.reason,
+        reason=redact_text(execution.reason),
         conversation_id=execution.conversation_id,
         duration_ms=execution.duration_ms,
         model_latency_ms=execution.model_latency_ms,
         input_tokens=execution.usage.input_tokens,
         output_tokens=execution.usage.output_tokens,
         cost=execution.cost,
+        # Messages were redacted when written; what the harness observed itself (arguments as the model sent
+        # them, assertion evidence) is redacted here, before it is stored.
         transcript=transcript,
-        tool_calls=execution.tool_calls,
-        assertions=execution.assertions,
-        final_state=execution.final_state,
+        tool_calls=redact(execution.tool_calls),
+        assertions=redact(execution.assertions),
+        final_state=redact(execution.final_state),
     )
     counter = _COUNTER[execution.status]
     Run.objects.filter(pk=run.pk).update(**{counter: F(counter) + 1})

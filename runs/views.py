@@ -12,6 +12,7 @@ import csv
 import json
 from collections import defaultdict
 from datetime import datetime, timedelta
+from html import escape as html_escape
 from typing import Any
 
 from django.contrib import messages
@@ -22,7 +23,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.utils.safestring import SafeString, mark_safe
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from cases.models import Suite
 from cases.selectors import enabled_cases, suite_list
@@ -133,13 +135,14 @@ def run_list_page(request: HttpRequest) -> HttpResponse:
 
 
 def case_count_message(*, matching: int, enabled: int, case_filter: str) -> str:
+    plural = "s" if enabled != 1 else ""
     if not enabled:
-        return "This suite has no enabled case: a run would be refused."
+        return "This suite has no enabled case: a run would be refused"
     if not case_filter:
-        return f"All {enabled} enabled case{'s' if enabled != 1 else ''}."
+        return f"All {enabled} enabled case{plural}"
     if not matching:
-        return f"Matches none of the {enabled} enabled cases: a run would be refused."
-    return f"Matches {matching} of {enabled} enabled case{'s' if enabled != 1 else ''}."
+        return f"Matches none of the {enabled} enabled case{plural}: a run would be refused"
+    return f"Matches {matching} of {enabled} enabled case{plural}"
 
 
 def _case_count(suite: Suite, case_filter: str) -> dict[str, Any]:
@@ -184,6 +187,7 @@ def _initial_from_query(request: HttpRequest) -> dict[str, Any]:
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def run_trigger_page(request: HttpRequest) -> HttpResponse:
     if not request.user.is_staff:
         return _forbidden(request, "Only admins can trigger runs: every run spends model token quota.")
@@ -207,17 +211,15 @@ def run_trigger_page(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, f"Run #{run.pk} is queued: {run.total} case × model results to go.")
                 return redirect("runs:detail", run_id=run.pk)
-    elif request.method == "GET":
-        form = RunTriggerForm(initial=_initial_from_query(request), suites=suites)
     else:
-        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+        form = RunTriggerForm(initial=_initial_from_query(request), suites=suites)
     count = None
     chosen = form["suite"].value()
     if chosen and str(chosen).isdigit():
         suite = Suite.objects.filter(pk=int(chosen)).first()
         if suite is not None:
             count = _case_count(suite, str(form["case_filter"].value() or ""))
-    context = {"form": form, "count": count, "has_suites": bool(form.fields["suite"].queryset)}
+    context = {"form": form, "count": count, "has_suites": suites.exists()}
     return render(request, "runs/run_trigger.html", context, status=status)
 
 
@@ -261,35 +263,68 @@ def _progress(run: Run) -> dict[str, Any]:
 
 
 _STATUS_LABELS = dict(CaseResult.Status.choices)
+# With several trials a cell shows how the case held up over all of them; it links to the first trial.
+_STABILITY = {"stable-pass": ("passed", "Stable pass"), "stable-fail": ("failed", "Stable fail"),
+              "flaky": ("flaky", "Flaky"), "": ("cancelled", "Incomplete")}
 
 
-def _matrix(run: Run, models: list[str]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The matrix rows with cells in column order, and how many rows each filter shows."""
-    rows = run_matrix(run=run)
+def _cell(cell: dict[str, Any], trials: int) -> dict[str, Any]:
+    if trials > 1:
+        cell["css"], cell["label"] = _STABILITY.get(cell.get("stability", ""), _STABILITY[""])
+        ran = [status for status in cell["trials"] if status != CaseResult.Status.CANCELLED]
+        cell["detail"] = f"{ran.count(CaseResult.Status.PASSED)}/{len(ran)} passed"
+    else:
+        cell["css"], cell["label"] = cell["status"], _STATUS_LABELS.get(cell["status"], cell["status"])
+        cell["detail"] = format_ms(cell["duration_ms"])
+    return cell
+
+
+def _matrix_rows_html(rows: list[dict[str, Any]], models: list[str], trials: int, results_base: str) -> SafeString:
+    """The matrix body. Built here rather than in the template: at 1,000 cases × 5 models the template engine spends
+    most of the page's time on these cells, plain string building a tenth of it. Every value is escaped (the
+    standard library's escape: Django's lazy-aware wrapper costs more than the escaping itself here)."""
+    missing = '<td class="cell cell-missing" title="no result">—</td>'
+    lines = []
     for row in rows:
-        row["ordered"] = []
+        flags = (("has-failure", row["any_failure"]), ("disagree", row["disagree"]))
+        classes = " ".join(name for name, on in flags if on)
+        cells = []
         for model in models:
             cell = row["cells"].get(model)
-            if cell is not None:
-                cell["label"] = _STATUS_LABELS.get(cell["status"], cell["status"])
-                cell["duration"] = format_ms(cell["duration_ms"])
-            row["ordered"].append(cell)
+            if cell is None:
+                cells.append(missing)
+                continue
+            cell = _cell(cell, trials)
+            title = f' title="{html_escape(cell["reason"])}"' if cell["reason"] else ""
+            cells.append(
+                f'<td class="cell cell-{html_escape(cell["css"])}"><a href="{results_base}{cell["id"]}/"{title}>'
+                f'{html_escape(cell["label"])}<small>{html_escape(cell["detail"])}</small></a></td>'
+            )
+        lines.append(f'<tr class="{classes}"><th scope="row">{html_escape(row["case_name"])}</th>{"".join(cells)}</tr>')
+    return mark_safe("\n".join(lines))
+
+
+def _matrix(run: Run, models: list[str], results_base: str) -> tuple[SafeString, dict[str, int]]:
+    """The matrix body, and how many rows each filter shows."""
+    rows = run_matrix(run=run)
     counts = {
         "all": len(rows),
         "failures": sum(1 for row in rows if row["any_failure"]),
         "disagree": sum(1 for row in rows if row["disagree"]),
     }
-    return rows, counts
+    return _matrix_rows_html(rows, models, run.trials, results_base), counts
 
 
 def _results_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     summaries = run_summary(run=run)
     models = [summary.model for summary in summaries]
-    rows, counts = _matrix(run, models)
+    results_base = reverse("runs:detail", kwargs={"run_id": run.pk}) + "results/"
+    rows, counts = _matrix(run, models, html_escape(results_base))
     for summary in summaries:
         summary.band = pass_rate_band(summary.pass_rate)
         summary.percent = format_percent(summary.pass_rate)
         summary.width = round((summary.pass_rate or 0) * 100)
+        summary.pass_k_percent = format_percent(summary.pass_k)
         summary.p50 = format_ms(summary.latency_p50_ms)
         summary.p95 = format_ms(summary.latency_p95_ms)
     show = request.GET.get("show", "all")
@@ -303,19 +338,18 @@ def _results_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "matrix_filters": [(key, label, counts[key]) for key, label in MATRIX_FILTERS.items()],
         "show": show if show in MATRIX_FILTERS else "all",
         "missing": max(run.total - results, 0),
-        "results_base": reverse("runs:detail", kwargs={"run_id": run.pk}) + "results/",
         "baselines": list(earlier_runs(run=run)),
     }
 
 
 def _run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
+    elapsed = _elapsed(run)
     context: dict[str, Any] = {
         "run": run,
-        "progress": _progress(run),
+        "elapsed": format_duration(elapsed) if elapsed is not None else "not started",
         "can_manage": request.user.is_staff,
     }
-    if run.is_finished:
-        context.update(_results_context(request, run))
+    context.update(_results_context(request, run) if run.is_finished else {"progress": _progress(run)})
     return context
 
 
@@ -441,7 +475,7 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
         "final_state": sorted((key, _pretty(value)) for key, value in (result.final_state or {}).items()),
         "duration": format_ms(result.duration_ms),
         "latency": format_ms(result.model_latency_ms),
-        "other_models": list(same_case.order_by("position").values("id", "model", "status")),
+        "other_models": list(same_case.order_by("position").values("id", "model", "trial", "status")),
     }
     return render(request, "runs/result_detail.html", context)
 
@@ -490,7 +524,7 @@ def _csv_text(value: Any) -> str:
 @require_GET
 def matrix_csv(request: HttpRequest, run_id: int) -> HttpResponse:
     """One row per case; per model its status and duration in ms. An empty pair is a case × model with no result."""
-    run = get_object_or_404(Run.objects.only("id", "model_keys"), pk=run_id)
+    run = get_object_or_404(Run.objects.defer("agent_snapshot", "case_ids"), pk=run_id)
     rows = run_matrix(run=run)
     models = list(dict.fromkeys([*run.model_keys, *(model for row in rows for model in row["cells"])]))
     response = HttpResponse(content_type="text/csv; charset=utf-8")

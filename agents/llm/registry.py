@@ -34,6 +34,9 @@ PROVIDER_KINDS: dict[str, type[ModelProvider]] = {
 }
 
 _instances: dict[str, ModelProvider] = {}
+# Instances a plugin built itself (e.g. the harness's record/replay providers); they are not configured models, so
+# no run can select them, and they survive configuration changes.
+_runtime: dict[str, ModelProvider] = {}
 _lock = threading.Lock()
 
 
@@ -46,12 +49,28 @@ def register_provider_kind(kind: str, cls: type[ModelProvider]) -> None:
         _instances.clear()
 
 
+def register_runtime_provider(name: str, provider: ModelProvider) -> None:
+    """Make get_provider(name) return `provider`. The name must not be a configured provider's: an agent naming a
+    configured provider always gets that one."""
+    if not name or not isinstance(provider, ModelProvider):
+        raise ValueError("register_runtime_provider needs a name and a ModelProvider instance")
+    if name in _providers():
+        raise ValueError(f"provider {name!r} is configured in AGENTTEST_PROVIDERS; choose another runtime name")
+    with _lock:
+        _runtime[name] = provider
+
+
+def unregister_runtime_provider(name: str) -> None:
+    with _lock:
+        _runtime.pop(name, None)
+
+
 def _providers() -> dict[str, dict[str, Any]]:
     return getattr(settings, "AGENTTEST_PROVIDERS", {}) or {}
 
 
 def get_provider(name: str) -> ModelProvider:
-    """The process-wide instance of the configured provider `name`."""
+    """The process-wide instance of the configured provider `name`, else the runtime provider of that name."""
     provider = _instances.get(name)
     if provider is not None:
         return provider
@@ -59,6 +78,8 @@ def get_provider(name: str) -> ModelProvider:
         provider = _instances.get(name)
         if provider is None:
             providers = _providers()
+            if name not in providers and name in _runtime:
+                return _runtime[name]
             if name not in providers:
                 configured = ", ".join(sorted(providers)) or "none"
                 raise UnknownProvider(f"provider {name!r} is not configured; configured: {configured}")

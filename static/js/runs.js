@@ -146,7 +146,7 @@
       if (last.matching && chosen) {
         var results = last.matching * chosen;
         text += " × " + chosen + " model" + (chosen === 1 ? "" : "s") + " = " + results + " result" +
-          (results === 1 ? "" : "s") + ".";
+          (results === 1 ? "" : "s");
       }
       output.textContent = text;
       output.classList.toggle("none", !last.matching);

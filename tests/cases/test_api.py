@@ -227,3 +227,12 @@ def test_it_creates_a_suite_and_names_the_fields_it_refuses(admin_client_api, ag
     assert (created.json()["agent"], created.json()["case_count"]) == ("support", 0)
     assert refused.status_code == 400
     assert {error["field"] for error in refused.json()["errors"]} == {"name", "agent", "case_timeout_seconds"}
+
+
+def test_it_answers_a_body_that_is_not_json_in_the_same_error_shape(admin_client_api):
+    response = admin_client_api.generic("POST", "/api/cases/", "{not json", content_type="application/json")
+
+    assert response.status_code == 400
+    [error] = response.json()["errors"]
+    assert error["field"] == "document"
+    assert "JSON parse error" in error["message"]

@@ -353,3 +353,11 @@ def test_it_refuses_to_drop_the_judge_model_while_enabled_cases_use_it(judged_su
     assert "Polite" in problems["judge_model"]
     Case.objects.filter(suite=judged_suite).update(enabled=False)
     assert validate_suite(data, instance=judged_suite) == []
+
+
+def test_it_refuses_an_assertion_type_that_is_not_text(suite, case_document):
+    document = with_turn_assertion(case_document, {"type": ["outputContains"], "params": {}})
+
+    problems = problems_by_field(validate_case_document(document, suite=suite))
+
+    assert "must be one of outputContains" in problems["turns[0].assertions[0].type"]

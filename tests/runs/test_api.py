@@ -216,6 +216,21 @@ def test_it_triggers_a_run_that_the_queue_executes(admin_client_api, order_suite
     assert (failed.case_name, failed.model) == ("looks the order up first", HASTY)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_it_triggers_repeated_trials_within_a_budget(admin_client_api, order_suite, run_queue):
+    response = admin_client_api.post(
+        reverse("runs-api:runs"),
+        {"suite": order_suite.pk, "models": [HASTY], "case_filter": "up first", "trials": 3, "budget_cost": "5.00"},
+        format="json",
+    )
+
+    assert response.status_code == 201, response.content
+    assert (response.data["trials"], response.data["total"], response.data["budget_cost"]) == (3, 3, 5.0)
+    detail = admin_client_api.get(reverse("runs-api:run", args=[response.data["id"]])).data
+    assert [(r["trial"], r["status"]) for r in detail["results"]] == [(0, FAILED), (1, FAILED), (2, FAILED)]
+    assert detail["pass_rates"] == [{"model": HASTY, "pass_rate": 0.0, "passed": 0, "ran": 3}]
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("body", "field", "message"),
@@ -226,6 +241,9 @@ def test_it_triggers_a_run_that_the_queue_executes(admin_client_api, order_suite
         ({"suite": "SUITE", "models": []}, "models", "choose at least one model"),
         ({"suite": "SUITE"}, "models", "required"),
         ({"suite": "SUITE", "models": [CAREFUL], "case_filter": "refund"}, "case_filter", "selects no enabled case"),
+        ({"suite": "SUITE", "models": [CAREFUL], "trials": 0}, "trials", "trials must be a whole number from 1"),
+        ({"suite": "SUITE", "models": [CAREFUL], "budget_tokens": 0}, "budget_tokens", "must be greater than 0"),
+        ({"suite": "SUITE", "models": [CAREFUL], "budget_cost": "x"}, "budget_cost", "valid number"),
         ({"suite": 999_999, "models": [CAREFUL]}, "suite", "no suite with id 999999"),
         ({"models": [CAREFUL]}, "suite", "required"),
     ],

@@ -147,3 +147,22 @@ def test_it_stays_valid_xml_when_reasons_carry_markup_and_control_characters(mak
     assert testcase.get("classname") == f"<orders> & \"co\" on {CAREFUL}"
     assert testcase.find("failure").get("message") == "the reply </failure> was \ufffd odd"
     assert 'actual:   "<b>\\u0007</b>"' in testcase.find("failure").text
+
+
+def test_it_names_each_trial_and_lists_trials_that_never_ran(make_suite, make_case):
+    suite = make_suite()
+    case = make_case(suite, "cancels the order")
+    run = Run.objects.create(
+        suite=suite, model_keys=[CAREFUL], status=Run.Status.ERROR, case_ids=[case.pk], total=2, trials=2,
+        reason="budget exhausted after 1 of 2 results: 900 tokens used of a budget of 500",
+    )
+    CaseResult.objects.create(run=run, case=case, case_name=case.name, model=CAREFUL, trial=0, status="passed")
+
+    root = parse(run)
+
+    assert counts(root) == ("2", "0", "1", "0")
+    cases = root.findall("testsuite/testcase")
+    assert [case.get("name") for case in cases] == [
+        "cancels the order (trial 1 of 2)", "cancels the order (trial 2 of 2)"
+    ]
+    assert cases[1].find("error").get("message") == f"this case did not run: {run.reason}"

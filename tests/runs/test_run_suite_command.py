@@ -118,6 +118,7 @@ def test_it_runs_only_the_cases_the_filter_selects(order_suite):
         (["orders", "--cases", "refund", "--inline"], "error: case_filter: the case filter 'refund' selects no"),
         (["orders", "--junit", "out.xml"], "--junit and --timeout need --wait or --inline"),
         (["orders", "--inline", "--timeout", "0"], "--timeout must be a positive number of seconds"),
+        (["orders", "--inline", "--trials", "0"], "error: trials: trials must be a whole number from 1 to"),
     ],
 )
 def test_it_exits_2_with_a_message_on_bad_arguments_and_starts_nothing(order_suite, arguments, message):
@@ -184,3 +185,24 @@ def test_it_cancels_the_run_when_the_timeout_passes(make_suite, make_case, setti
     assert "CANCELLED  cancels the order 2" in out
     root = ET.parse(junit).getroot()
     assert (root.get("tests"), root.get("skipped")) == ("3", str(run.cancelled))
+
+
+def test_it_repeats_cases_for_each_trial(order_suite, tmp_path):
+    junit = tmp_path / "report.xml"
+
+    code, out, _ = run_suite("orders", "--cases", "up first", "--trials", "2", "--inline", "--junit", str(junit))
+
+    assert code == 0
+    assert "1 case(s) × 1 model(s) × 2 trials = 2 result(s)" in out
+    assert "[2/2] PASSED  looks the order up first (trial 2 of 2)  on simulated:sim-careful" in out
+    names = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
+    assert names == ["looks the order up first (trial 1 of 2)", "looks the order up first (trial 2 of 2)"]
+
+
+def test_it_stops_a_run_that_exhausts_its_token_budget(order_suite):
+    code, out, _ = run_suite("orders", "--budget-tokens", "1", "--inline")
+
+    assert code == 2
+    run = Run.objects.get()
+    assert (run.status, run.done, run.total) == (Run.Status.ERROR, 1, 2)
+    assert "budget exhausted after 1 of 2 results" in out

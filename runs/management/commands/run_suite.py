@@ -8,9 +8,10 @@ cancelled or unfinished run, bad arguments, an unavailable run queue — so CI c
 
 from __future__ import annotations
 
+import argparse
 import threading
 import time
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,16 @@ def _millis(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
+def _amount(text: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        value = Decimal("NaN")
+    if not value.is_finite():
+        raise argparse.ArgumentTypeError(f"{text!r} is not an amount of money, e.g. 0.50")
+    return value
+
+
 def _cost(value: Decimal) -> str:
     return f"${float(value):.4f}"
 
@@ -65,6 +76,9 @@ class Command(BaseCommand):
             "--models", default="", help="Comma-separated provider:model keys; default: the suite agent's own model."
         )
         parser.add_argument("--cases", default="", help="Case filter: a name substring, or tag:<tag>.")
+        parser.add_argument("--trials", type=int, default=1, help="Run each case this many times on each model.")
+        parser.add_argument("--budget-tokens", type=int, help="Stop the run once its results used this many tokens.")
+        parser.add_argument("--budget-cost", type=_amount, help="Stop the run once its results cost this much.")
         parser.add_argument("--wait", action="store_true", help="Queue the run, then follow it until it finishes.")
         parser.add_argument(
             "--inline", action="store_true",
@@ -94,7 +108,10 @@ class Command(BaseCommand):
             raise _Abort("--timeout must be a positive number of seconds")
         suite = self._suite(options["suite"])
         model_keys = [key.strip() for key in options["models"].split(",") if key.strip()] or [suite.agent.model_key]
-        arguments = {"suite": suite, "model_keys": model_keys, "case_filter": options["cases"]}
+        arguments = {
+            "suite": suite, "model_keys": model_keys, "case_filter": options["cases"], "trials": options["trials"],
+            "budget_tokens": options["budget_tokens"], "budget_cost": options["budget_cost"],
+        }
         if options["inline"]:
             run = run_create(**arguments)
             worker = _InlineRun(run.pk)
@@ -102,8 +119,10 @@ class Command(BaseCommand):
         else:
             run = run_trigger(**arguments)
             worker = None
-        cases = len(run.case_ids)
-        shape = f"{cases} case(s) × {len(model_keys)} model(s) = {run.total} result(s)"
+        shape = f"{len(run.case_ids)} case(s) × {len(model_keys)} model(s)"
+        if run.trials > 1:
+            shape += f" × {run.trials} trials"
+        shape += f" = {run.total} result(s)"
         if not follow:
             self.stdout.write(f"Queued run #{run.pk} of suite {suite.name!r}: {shape}.")
             return EXIT_PASSED
@@ -134,11 +153,11 @@ class Command(BaseCommand):
             # Status before results: once a finished status is read, every result is already written.
             run.refresh_from_db()
             for result in CaseResult.objects.filter(run_id=run.pk, pk__gt=last_id).order_by("pk").only(
-                "case_name", "model", "status", "reason", "duration_ms"
+                "case_name", "model", "trial", "status", "reason", "duration_ms"
             ):
                 shown += 1
                 last_id = result.pk
-                self._progress(result, shown, run.total)
+                self._progress(result, shown, run)
             running = worker.is_alive() if worker else not run.is_finished
             if not running or (gave_up and worker is None):
                 break
@@ -159,12 +178,15 @@ class Command(BaseCommand):
 
     def _give_up(self, run: Run, why: str) -> None:
         try:
-            run_cancel(run=run)
+            run = run_cancel(run=run)
         except RunConflict:
             return  # it finished in the meantime; nothing to cancel
-        self.stderr.write(f"Run #{run.pk} {why}: cancellation requested (it stops after the case in progress).")
+        if run.is_finished:
+            self.stderr.write(f"Run #{run.pk} {why}: cancelled.")
+        else:
+            self.stderr.write(f"Run #{run.pk} {why}: cancellation requested (it stops after the case in progress).")
 
-    def _progress(self, result: CaseResult, number: int, total: int) -> None:
+    def _progress(self, result: CaseResult, number: int, run: Run) -> None:
         styles = {
             CaseResult.Status.PASSED: self.style.SUCCESS,
             CaseResult.Status.FAILED: self.style.ERROR,
@@ -173,7 +195,10 @@ class Command(BaseCommand):
         }
         label = styles.get(result.status, str)(result.status.upper())
         seconds = result.duration_ms / 1000
-        self.stdout.write(f"[{number}/{total}] {label}  {result.case_name}  on {result.model}  ({seconds:.1f} s)")
+        trial = f" (trial {result.trial + 1} of {run.trials})" if run.trials > 1 else ""
+        self.stdout.write(
+            f"[{number}/{run.total}] {label}  {result.case_name}{trial}  on {result.model}  ({seconds:.1f} s)"
+        )
         if result.status in (CaseResult.Status.FAILED, CaseResult.Status.ERROR) and result.reason:
             self.stdout.write(f"        {result.reason}")
 

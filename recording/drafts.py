@@ -1,0 +1,222 @@
+"""A conversation, or a slice of its turns, as a draft case document. Pure: it reads a Transcript and writes nothing;
+recording/services.py stores the document through `cases.services.case_create`, so a draft meets the rules every case
+meets.
+
+The mapping — a draft must replay its own source conversation green:
+
+- each user message opens a turn; pre-written history stays history;
+- each real tool result becomes a mock: function name, the arguments of the call it answered, its call index for that
+  function, the result verbatim, and whether it ended the turn. A function the draft mocks more than once matches by
+  call order, not arguments (its mocks keep no arguments). Calls that a replay never sends to an executor get no mock:
+  the five control-flow functions (they run for real under test), calls skipped after a stop, calls invoked directly
+  rather than by the agent, and calls whose arguments were not a JSON object (the host answers those itself).
+  Start-up rule calls are mocked too, because a replay starts the conversation and fires them again;
+- state with no causing message is initial state. Each turn's state changes (last value per key) become the state
+  writes of that turn's last mock; a turn with changes but no mock drops them, with a warning. Start-up changes ride
+  on the last start-up mock, or are initial state when there is none. A slice that starts after turn 0 starts from
+  the state as it stood then: the seeded state plus every earlier change;
+- assertions: `toolCalled` with the recorded arguments for each mock, in its turn (start-up mocks at case level), and
+  `stateEquals` at case level for each key the draft's own mocks write, with its last value. Never output-text
+  assertions or a judge: a model's exact wording is not a stable baseline;
+- the draft is disabled: a person reviews and enables it before it joins a run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from agents.seams import CONTROL_FLOW_FUNCTIONS
+from recording.transcripts import START, Block, RecordedCall, Transcript
+
+NAME_MAX_LENGTH = 200
+_CONTROL_FLOW = frozenset(CONTROL_FLOW_FUNCTIONS)
+
+
+class NothingToRecord(ValueError):
+    """The conversation (or the requested slice) has no turn to make a case of."""
+
+
+def draft_document(
+    transcript: Transcript,
+    *,
+    name: str,
+    source: str,
+    suite_agent: str,
+    first_turn: int = 0,
+    last_turn: int | None = None,
+) -> dict[str, Any]:
+    """The case document for turns `first_turn`..`last_turn` (default: all) of the transcript.
+
+    `suite_agent` is the agent of the suite the draft goes to: a draft whose first turn began with another agent
+    names that agent as its entry agent."""
+    if not transcript.turns:
+        raise NothingToRecord("the conversation has no turns: there is no user message to replay")
+    last_turn = len(transcript.turns) - 1 if last_turn is None else last_turn
+    if not 0 <= first_turn <= last_turn < len(transcript.turns):
+        raise NothingToRecord(
+            f"turns {first_turn}–{last_turn} are not in the conversation (it has turns 0–{len(transcript.turns) - 1})"
+        )
+    turns = transcript.turns[first_turn : last_turn + 1]
+    opening = first_turn == 0
+    warnings: list[str] = []
+
+    mocks, recorded_arguments, mock_blocks = _mocks([transcript.start, *turns], warnings)
+    initial_state = dict(transcript.initial_state) if opening else transcript.state_before(first_turn)
+    own_writes: dict[str, Any] = {}
+    for block in ([transcript.start] if opening else []) + turns:
+        writes = block.last_writes()
+        if not writes:
+            continue
+        carriers = [index for index, mock_block in enumerate(mock_blocks) if mock_block == block.index]
+        if carriers:
+            mocks[carriers[-1]]["state_writes"] = writes
+            for key, value in writes.items():
+                own_writes.pop(key, None)
+                own_writes[key] = value
+        elif block.index == START:
+            # Nothing in a replay would write them, and they stood before the first user message.
+            initial_state.update(writes)
+        else:
+            sources = sorted({write.function for write in block.writes if write.function})
+            warnings.append(
+                f"turn {block.index}: its state changes ({', '.join(writes)}) were dropped, because the turn has no "
+                f"mocked tool call to carry them"
+                + (f" (they came from {', '.join(sources)})" if sources else "")
+                + "; no stateEquals assertion was generated for them"
+            )
+
+    def tool_called(block_index: int) -> list[dict[str, Any]]:
+        return _unique(
+            [
+                _tool_called(mocks[index]["function_name"], recorded_arguments[index])
+                for index, mock_block in enumerate(mock_blocks)
+                if mock_block == block_index
+            ]
+        )
+
+    turn_documents = [{"user_message": block.user_message, "assertions": tool_called(block.index)} for block in turns]
+    case_assertions = tool_called(START) if opening else []
+    case_assertions.extend(
+        {"type": "stateEquals", "params": {"key": key, "value": value}, "fatal": False}
+        for key, value in own_writes.items()
+    )
+    if not case_assertions and not any(turn["assertions"] for turn in turn_documents):
+        warnings.append(
+            "no assertions were generated (no turn called a mocked tool or changed the state): as it stands the "
+            "case only checks that the conversation completes; add an assertion"
+        )
+
+    first = turns[0]
+    if first.agent != transcript.entry_agent:
+        warnings.append(
+            f"turn {first.index} began with agent {first.agent} (an earlier turn had routed the conversation there), "
+            f"so the case starts with {first.agent} instead of {transcript.entry_agent}"
+        )
+    span = f"turn {first_turn}" if first_turn == last_turn else f"turns {first_turn}–{last_turn}"
+    return {
+        "name": name[:NAME_MAX_LENGTH],
+        "description": f"Recorded from conversation #{transcript.conversation_id} ({transcript.label}), {span}.",
+        "enabled": False,
+        "source": source,
+        "source_conversation": transcript.conversation_id,
+        "type": "agent",
+        "entry_agent": None if first.agent == suite_agent else first.agent,
+        "initial_state": initial_state,
+        "priority": 0,
+        "tags": [],
+        "unmocked_policy": "block",
+        "warnings": warnings,
+        "history": [dict(message) for message in transcript.history],
+        "turns": turn_documents,
+        "assertions": case_assertions,
+        "mocks": mocks,
+    }
+
+
+def _mocks(
+    blocks: list[Block], warnings: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[int]]:
+    """The mocks of the calls a replay will send to an executor, in call order; with each one's recorded arguments
+    and the block it belongs to."""
+    mocks: list[dict[str, Any]] = []
+    recorded_arguments: list[dict[str, Any]] = []
+    mock_blocks: list[int] = []
+    calls_per_function: Counter[str] = Counter()
+    for block in blocks:
+        for call in block.calls:
+            if not _replayed(call, block, warnings):
+                continue
+            mocks.append(
+                {
+                    "function_name": call.name,
+                    "arguments": call.arguments,
+                    "call_index": calls_per_function[call.name],
+                    "result": call.result,
+                    "stop": call.stop,
+                    "state_writes": {},
+                }
+            )
+            recorded_arguments.append(call.arguments or {})
+            mock_blocks.append(block.index)
+            calls_per_function[call.name] += 1
+            if call.outcome == "missing":
+                warnings.append(
+                    f"{_where(block)}: {call.name} had no implementation when the conversation ran; its mock replays "
+                    f"that answer ({call.result!r})"
+                )
+            elif call.outcome == "blocked":
+                warnings.append(
+                    f"{_where(block)}: {call.name} was blocked by a test run when the conversation ran; its mock "
+                    "replays the block message, which no real run of the tool would answer"
+                )
+    for mock in mocks:
+        if calls_per_function[mock["function_name"]] > 1:
+            # Matched by call order: a repeated call's arguments often differ in ways that do not matter.
+            mock["arguments"] = None
+    return mocks, recorded_arguments, mock_blocks
+
+
+def _replayed(call: RecordedCall, block: Block, warnings: list[str]) -> bool:
+    """Whether a replay sends this call to an executor, so that it needs a mock."""
+    if not call.name.strip() or call.name in _CONTROL_FLOW:
+        return False
+    if call.result is None or call.outcome == "skipped":
+        return False
+    if call.trigger == "direct":
+        warnings.append(
+            f"{_where(block)}: {call.name} was invoked directly, not by the agent, so a replay will not call it and "
+            "it got no mock"
+        )
+        return False
+    if call.arguments is None:
+        warnings.append(
+            f"{_where(block)}: the model's arguments for {call.name} were not a JSON object, so the host answered "
+            "without running it; it got no mock"
+        )
+        return False
+    return True
+
+
+def _tool_called(function: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    params: dict[str, Any] = {"function": function}
+    if arguments:
+        params["arguments"] = arguments
+    return {"type": "toolCalled", "params": params, "fatal": False}
+
+
+def _unique(assertions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two calls with the same arguments in one turn would give the same assertion twice; it is listed once."""
+    seen: set[str] = set()
+    result = []
+    for assertion in assertions:
+        key = json.dumps(assertion, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            result.append(assertion)
+    return result
+
+
+def _where(block: Block) -> str:
+    return "at start-up" if block.index == START else f"turn {block.index}"

@@ -1,0 +1,193 @@
+"""The conversation pages: a filterable list, and one conversation's transcript with its tool calls and state timeline.
+Staff also get "Record as draft" and "Extract cases", which lead to the drafts they create in the admin."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from rest_framework.throttling import ScopedRateThrottle
+
+from agents.seams import Conversation, configured_models, conversation_state
+from cases.models import Suite
+from recording.api import THROTTLE_SCOPE
+from recording.selectors import (
+    conversation_agents,
+    conversation_drafts,
+    conversation_for_user,
+    conversation_list,
+    suites_for_drafts,
+)
+from recording.services import (
+    Drafts,
+    ExtractionModelUnavailable,
+    RecordingError,
+    draft_suite_choice,
+    extraction_create,
+    extraction_model_default,
+    recording_create,
+    suite_find,
+)
+from recording.transcripts import START, transcript_load
+
+CONVERSATIONS_PER_PAGE = 25
+
+
+def _date(value: str) -> datetime.date | None:
+    try:
+        return datetime.date.fromisoformat(value.strip()) if value.strip() else None
+    except ValueError:
+        return None
+
+
+@require_GET
+@login_required
+def conversation_list_page(request: HttpRequest) -> HttpResponse:
+    params = request.GET
+    agent = params.get("agent", "")
+    filters = {
+        "agent": agent,
+        "tag": params.get("tag", "").strip(),
+        "search": params.get("search", "").strip(),
+        "from": params.get("from", "").strip(),
+        "to": params.get("to", "").strip(),
+    }
+    queryset = conversation_list(
+        user=request.user,
+        agent_id=int(agent) if agent.isdigit() else None,
+        tag=filters["tag"],
+        search=filters["search"],
+        started_from=_date(filters["from"]),
+        started_to=_date(filters["to"]),
+    )
+    page = Paginator(queryset, CONVERSATIONS_PER_PAGE).get_page(params.get("page"))
+    query = params.copy()
+    query.pop("page", None)
+    context = {
+        "page": page,
+        "agents": conversation_agents(),
+        "filters": filters,
+        "bad_dates": [name for name in ("from", "to") if filters[name] and _date(filters[name]) is None],
+        "query": query.urlencode(),
+    }
+    return render(request, "recording/conversation_list.html", context)
+
+
+def _visible(request: HttpRequest, conversation_id: int) -> Conversation:
+    conversation = conversation_for_user(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404(f"Conversation {conversation_id} does not exist or is not yours to see.")
+    return conversation
+
+
+def _page(request: HttpRequest, conversation: Conversation, *, error: str = "", status: int = 200) -> HttpResponse:
+    transcript = transcript_load(conversation=conversation)
+    labels = {None: "initial", START: "start-up"}
+    context: dict[str, Any] = {
+        "conversation": conversation,
+        "transcript": transcript,
+        "timeline": [
+            {"row": row, "where": labels.get(row.block, f"turn {row.block}"), "turn": row.block}
+            for row in transcript.timeline
+        ],
+        "state": conversation_state(conversation=conversation),
+        "error": error,
+    }
+    if request.user.is_staff:
+        try:
+            automatic = draft_suite_choice(conversation=conversation).label
+        except RecordingError:
+            automatic = ""
+        context.update(
+            drafts=conversation_drafts(conversation=conversation),
+            suites=suites_for_drafts(),
+            automatic_suite=automatic,
+            chosen_suite=request.POST.get("suite", ""),
+            models=configured_models(),
+            chosen_model=request.POST.get("extraction_model", extraction_model_default()),
+        )
+    return render(request, "recording/conversation_detail.html", context, status=status)
+
+
+@require_GET
+@login_required
+def conversation_page(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    return _page(request, _visible(request, conversation_id))
+
+
+def _staff_conversation(request: HttpRequest, conversation_id: int) -> Conversation:
+    if not request.user.is_staff:
+        raise PermissionDenied("Only staff users may record conversations or extract cases.")
+    return _visible(request, conversation_id)
+
+
+class _Throttled:
+    throttle_scope = THROTTLE_SCOPE
+
+
+def _throttled(request: HttpRequest, conversation: Conversation) -> HttpResponse | None:
+    """The buttons share the API's "recording" budget, per user: the page is no way around it."""
+    throttle = ScopedRateThrottle()
+    if throttle.allow_request(request, _Throttled):
+        return None
+    wait = throttle.wait()
+    retry = f" Try again in {int(wait) + 1} seconds." if wait else ""
+    return _page(request, conversation, error=f"Too many recordings and extractions for now.{retry}", status=429)
+
+
+def _chosen_suite(request: HttpRequest) -> Suite | None:
+    ref = request.POST.get("suite", "").strip()
+    return suite_find(ref=ref) if ref else None
+
+
+def _to_drafts(request: HttpRequest, drafts: Drafts, verb: str) -> HttpResponse:
+    count = len(drafts.cases)
+    created = " (a new suite)" if drafts.suite_created else ""
+    messages.success(
+        request,
+        f"{verb} {count} disabled draft{'s' if count != 1 else ''} in suite {drafts.suite.name!r}{created}. "
+        "Review each one, then enable it to make it part of runs.",
+    )
+    if count == 1:
+        return redirect(reverse("admin:cases_case_change", args=[drafts.cases[0].pk]))
+    ids = ",".join(str(case.pk) for case in drafts.cases)
+    return redirect(f"{reverse('admin:cases_case_changelist')}?id__in={ids}")
+
+
+@require_POST
+@login_required
+def conversation_record(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = _staff_conversation(request, conversation_id)
+    if (refused := _throttled(request, conversation)) is not None:
+        return refused
+    try:
+        drafts = recording_create(conversation=conversation, suite=_chosen_suite(request))
+    except RecordingError as exc:
+        return _page(request, conversation, error=str(exc), status=400)
+    return _to_drafts(request, drafts, "Recorded")
+
+
+@require_POST
+@login_required
+def conversation_extract(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = _staff_conversation(request, conversation_id)
+    if (refused := _throttled(request, conversation)) is not None:
+        return refused
+    try:
+        drafts = extraction_create(
+            conversation=conversation,
+            suite=_chosen_suite(request),
+            model_key=request.POST.get("extraction_model", ""),
+        )
+    except RecordingError as exc:
+        status = 502 if isinstance(exc, ExtractionModelUnavailable) else 400
+        return _page(request, conversation, error=str(exc), status=status)
+    return _to_drafts(request, drafts, "Extracted")

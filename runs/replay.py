@@ -1,0 +1,396 @@
+"""Record once, replay deterministically: the tapes a case's model traffic goes through in record and replay mode.
+
+A tape belongs to one case × model conversation. In record mode the agent-load hook points every agent of the
+conversation at the runtime provider `agenttest-record`, which calls the real model and keeps each exchange; in
+replay mode at `agenttest-replay`, which serves the kept exchanges by position and never builds a network client
+or reads a key. Both find the tape through the conversation id in the request's metadata (the process-wide session
+registry), and the judge of llmJudge assertions is handed the same tape, so its exchanges are kept and served too.
+
+An entry (one model call), as stored and as written to the JSONL files:
+
+    {"purpose": "agent" | "judge", "turn": 0, "step": 1, "agent": "order-router", "scope": "",
+     "model": "openai:gpt-4o-mini", "request_hash": "<sha256>", "request": {<normalised request>},
+     "kind": "answer", "response": {"text": "", "tool_calls": [{"id", "name", "arguments"}],
+                                    "finish_reason": "tool_calls", "usage": {"input_tokens", "output_tokens"},
+                                    "model": "gpt-4o-mini"},
+     "latency_ms": 812.5}
+
+`kind` "error" carries {"error": {"code", "message", "partial_text"?}} instead of a response, and "hang" carries
+neither: it blocks until the runner abandons the case at its timeout. Every request is compared with its entry by the
+hash of its normalised form (volatile values replaced, secrets redacted); a difference stops the replay as stale.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import hashlib
+import json
+import re
+import threading
+from typing import Any
+
+from agents.seams import (
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ToolCall,
+    Usage,
+    get_model,
+    get_provider,
+    redact,
+    register_runtime_provider,
+)
+from runs.mocking import registry
+
+RECORD_PROVIDER = "agenttest-record"
+REPLAY_PROVIDER = "agenttest-replay"
+
+ANSWER, ERROR, HANG = "answer", "error", "hang"
+KINDS = (ANSWER, ERROR, HANG)
+AGENT, JUDGE = "agent", "judge"
+
+# A hang is released when the runner abandons the case; this only bounds a tape nobody abandons.
+MAX_HANG_SECONDS = 3600.0
+
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
+_TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?(?!\d)")
+
+
+# --- Normalising and comparing requests ------------------------------------------------------------------------
+
+
+def normalise_request(request: ModelRequest, model_key: str) -> dict[str, Any]:
+    """The parts of a request that decide the answer, with values that differ on every run made stable: the ids
+    the host generates from the conversation id (`rule_<conversation>_<seq>`), UUIDs and timestamps. Secrets are
+    redacted, so the stored form never holds one."""
+    conversation_id = request.metadata.get("conversation_id")
+    generated_id = re.compile(rf"\b(rule|direct)_{int(conversation_id)}_(\d+)\b") if conversation_id else None
+
+    def stable(value: Any) -> Any:
+        if isinstance(value, str):
+            if generated_id is not None:
+                value = generated_id.sub(r"\1_<conversation>_\2", value)
+            return _TIMESTAMP.sub("<timestamp>", _UUID.sub("<uuid>", value))
+        if isinstance(value, dict):
+            return {key: stable(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [stable(item) for item in value]
+        return value
+
+    return redact(
+        {
+            "model": model_key,
+            "temperature": request.temperature,
+            "messages": stable(request.messages),
+            "tools": stable(request.tools),
+        }
+    )
+
+
+def request_hash(normalised: dict[str, Any]) -> str:
+    canonical = json.dumps(normalised, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+_MISSING = object()
+_CONTEXT = 30
+_SHOWN = 60
+
+
+def first_difference(recorded: Any, now: Any, path: str = "") -> str:
+    """Where two normalised requests first differ, e.g. `messages[0].content: recorded '…help…' now '…assist…'`;
+    "" when they are equal."""
+    where = path or "the request"
+    if recorded is _MISSING or now is _MISSING:
+        return f"{where}: recorded {_shown(recorded)} now {_shown(now)}"
+    if isinstance(recorded, dict) and isinstance(now, dict):
+        for key in [*recorded, *(key for key in now if key not in recorded)]:
+            found = first_difference(recorded.get(key, _MISSING), now.get(key, _MISSING), f"{path}.{key}" if path
+                                     else str(key))
+            if found:
+                return found
+        return ""
+    if isinstance(recorded, list) and isinstance(now, list):
+        for index in range(max(len(recorded), len(now))):
+            found = first_difference(
+                recorded[index] if index < len(recorded) else _MISSING,
+                now[index] if index < len(now) else _MISSING,
+                f"{path}[{index}]",
+            )
+            if found:
+                return found
+        return ""
+    if isinstance(recorded, str) and isinstance(now, str):
+        if recorded == now:
+            return ""
+        at = next((i for i, (a, b) in enumerate(zip(recorded, now, strict=False)) if a != b), min(len(recorded),
+                                                                                                    len(now)))
+        return f"{where}: recorded {_around(recorded, at)!r} now {_around(now, at)!r}"
+    if type(recorded) is type(now) and recorded == now:
+        return ""
+    return f"{where}: recorded {_shown(recorded)} now {_shown(now)}"
+
+
+def _around(text: str, at: int) -> str:
+    start = max(0, at - _CONTEXT)
+    end = at + _SHOWN - _CONTEXT
+    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
+def _shown(value: Any) -> str:
+    if value is _MISSING:
+        return "(nothing)"
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "…"
+
+
+# --- Tapes -------------------------------------------------------------------------------------------------------
+
+
+def _labels(request: ModelRequest) -> dict[str, Any]:
+    metadata = request.metadata
+    if metadata.get("purpose") == JUDGE:
+        return {"purpose": JUDGE, "turn": None, "step": None, "agent": "", "scope": str(metadata.get("scope", ""))}
+    return {
+        "purpose": AGENT,
+        "turn": metadata.get("turn"),
+        "step": metadata.get("step"),
+        "agent": str(metadata.get("agent", "")),
+        "scope": "",
+    }
+
+
+def describe(entry: dict[str, Any]) -> str:
+    """Where an entry sits, as the messages say it: "the request at turn 0 step 1", "the judge request for turn 0"."""
+    if entry.get("purpose") == JUDGE:
+        scope = entry.get("scope") or "case"
+        return f"the judge request for {'the case' if scope == 'case' else scope}"
+    return f"the request at turn {entry.get('turn')} step {entry.get('step')}"
+
+
+class Tape(abc.ABC):
+    """The model traffic of one case × model conversation. `complete` answers a request (for `model_key`, default
+    the model under test); `abandon` is called by the runner when the case times out."""
+
+    provider_name = ""
+    spends = True
+
+    def __init__(self, *, case_name: str, model_key: str) -> None:
+        self.case_name = case_name
+        self.model_key = model_key
+        self.failure = ""
+        self._abandoned = threading.Event()
+        self._lock = threading.Lock()
+
+    @abc.abstractmethod
+    def complete(self, request: ModelRequest, model_key: str | None = None) -> ModelResponse:
+        """Answer the request as the tape's mode does (keeping or serving the exchange)."""
+
+    def abandon(self) -> None:
+        self._abandoned.set()
+
+    @property
+    def abandoned(self) -> bool:
+        return self._abandoned.is_set()
+
+
+class Recorder(Tape):
+    """Calls the real model and keeps every exchange — answers and provider errors alike, so a replay fails where
+    the recorded run failed. A call still in flight when the case is abandoned is kept as a hang."""
+
+    provider_name = RECORD_PROVIDER
+
+    def __init__(self, *, case_name: str, model_key: str) -> None:
+        super().__init__(case_name=case_name, model_key=model_key)
+        self._entries: list[dict[str, Any]] = []
+        self._in_flight: dict[str, Any] | None = None
+
+    def complete(self, request: ModelRequest, model_key: str | None = None) -> ModelResponse:
+        key = model_key or self.model_key
+        normalised = normalise_request(request, key)
+        entry = {**_labels(request), "model": key, "request_hash": request_hash(normalised), "request": normalised}
+        config = get_model(key)
+        with self._lock:
+            if self.abandoned:
+                # The runner gave up on this case: nothing it does any more may cost a model call.
+                raise ProviderError(
+                    "the case was abandoned (timed out); no further model call is made",
+                    code="abandoned",
+                    provider=self.provider_name,
+                    model=request.model,
+                )
+            self._in_flight = entry
+        try:
+            response = get_provider(config.provider).complete(request)
+        except ProviderError as exc:
+            self._keep({**entry, "kind": ERROR, "error": redact({"code": exc.code, "message": str(exc)})})
+            raise
+        self._keep(
+            {
+                **entry,
+                "kind": ANSWER,
+                "response": redact(
+                    {
+                        "text": response.text,
+                        "tool_calls": [
+                            {"id": call.id, "name": call.name, "arguments": call.arguments}
+                            for call in response.tool_calls
+                        ],
+                        "finish_reason": response.finish_reason,
+                        "usage": {
+                            "input_tokens": response.usage.input_tokens,
+                            "output_tokens": response.usage.output_tokens,
+                        },
+                        "model": response.model,
+                    }
+                ),
+                "latency_ms": round(response.latency_ms, 3),
+            }
+        )
+        return response
+
+    def _keep(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self._in_flight = None
+            if not self.abandoned:
+                self._entries.append(entry)
+
+    def abandon(self) -> None:
+        with self._lock:
+            if not self.abandoned and self._in_flight is not None:
+                self._entries.append({**self._in_flight, "kind": HANG})
+                self._in_flight = None
+            self._abandoned.set()
+
+    def entries(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._entries)
+
+
+class Replayer(Tape):
+    """Serves a recording by position. Anything it cannot serve faithfully — an exhausted recording, a request that
+    differs from the recorded one, an entry it does not understand — stops the replay with `failure` set, which the
+    runner makes the case's Error reason. It holds no client and reads no key."""
+
+    provider_name = REPLAY_PROVIDER
+    spends = False
+
+    def __init__(self, *, case_name: str, model_key: str, entries: list[dict[str, Any]]) -> None:
+        super().__init__(case_name=case_name, model_key=model_key)
+        self._entries = list(entries)
+        self._position = 0
+        self.hanging_at = ""
+
+    def complete(self, request: ModelRequest, model_key: str | None = None) -> ModelResponse:
+        key = model_key or self.model_key
+        labels = _labels(request)
+        with self._lock:
+            if self.failure:
+                # Nothing more is served after a failure: an answer now would belong to another request.
+                raise ProviderError(
+                    self.failure, code="replay_stopped", provider=self.provider_name, model=request.model
+                )
+            if self._position >= len(self._entries):
+                raise self._fail(
+                    f"the recording of case '{self.case_name}' on {self.model_key} is exhausted: it has "
+                    f"{len(self._entries)} entries and none for {describe(labels)} — re-record",
+                    "recording_exhausted",
+                    request,
+                )
+            entry = self._entries[self._position]
+            self._position += 1
+        normalised = normalise_request(request, key)
+        if request_hash(normalised) != entry.get("request_hash"):
+            difference = first_difference(entry.get("request", {}), normalised) or "the request hash differs"
+            raise self._fail(
+                f"stale recording: {describe(labels)} differs from the recording — re-record. "
+                f"First difference: {difference}",
+                "stale_recording",
+                request,
+            )
+        kind = entry.get("kind")
+        if kind == ANSWER:
+            return _response(entry, request)
+        if kind == ERROR:
+            error = entry["error"]
+            partial = error.get("partial_text") or ""
+            message = error["message"] + (f" (after partial output {partial!r})" if partial else "")
+            raise ProviderError(message, code=error["code"], provider=self.provider_name, model=request.model)
+        if kind == HANG:
+            self.hanging_at = describe(labels)
+            self._abandoned.wait(MAX_HANG_SECONDS)
+            raise ProviderError(
+                f"the recorded request hung ({self.hanging_at}) and was abandoned",
+                code="timeout",
+                provider=self.provider_name,
+                model=request.model,
+            )
+        raise self._fail(
+            f"the recording of case '{self.case_name}' on {self.model_key} has an entry of unknown kind {kind!r} "
+            f"for {describe(labels)}; kinds are {', '.join(KINDS)}",
+            "bad_recording",
+            request,
+        )
+
+    def _fail(self, reason: str, code: str, request: ModelRequest) -> ProviderError:
+        """Remember the first reason the replay could not go on; the error to raise."""
+        self.failure = self.failure or reason
+        return ProviderError(reason, code=code, provider=self.provider_name, model=request.model)
+
+
+def _response(entry: dict[str, Any], request: ModelRequest) -> ModelResponse:
+    response = entry["response"]
+    usage = response.get("usage") or {}
+    return ModelResponse(
+        text=response.get("text") or "",
+        tool_calls=[
+            ToolCall(id=call["id"], name=call["name"], arguments=call["arguments"])
+            for call in response.get("tool_calls") or []
+        ],
+        finish_reason=response.get("finish_reason") or "stop",
+        usage=Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))),
+        # As recorded: a replayed comparison shows what the model took, not how fast a lookup is.
+        latency_ms=float(entry.get("latency_ms", 0.0)),
+        model=response.get("model") or request.model,
+    )
+
+
+# --- The runtime providers -----------------------------------------------------------------------------------------
+
+
+class _TapeProvider(ModelProvider):
+    tape_class: type[Tape]
+    mode = ""
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        session = registry.get(request.metadata.get("conversation_id"))
+        tape = session.tape if session is not None else None
+        if not isinstance(tape, self.tape_class):
+            raise ProviderError(
+                f"provider {self.name!r} only answers conversations of a run in {self.mode} mode",
+                code="not_under_test",
+                provider=self.name,
+                model=request.model,
+            )
+        return tape.complete(request)
+
+
+class RecordProvider(_TapeProvider):
+    kind = "agenttest-record"
+    tape_class = Recorder
+    mode = "record"
+
+
+class ReplayProvider(_TapeProvider):
+    kind = "agenttest-replay"
+    tape_class = Replayer
+    mode = "replay"
+
+
+@functools.cache
+def install_providers() -> None:
+    """Register the record and replay runtime providers, once per process."""
+    register_runtime_provider(RECORD_PROVIDER, RecordProvider(RECORD_PROVIDER, {}))
+    register_runtime_provider(REPLAY_PROVIDER, ReplayProvider(REPLAY_PROVIDER, {}))

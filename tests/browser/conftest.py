@@ -1,0 +1,66 @@
+"""Browser tests: Playwright's sync API driving Debian's Chromium against pytest-django's live server.
+
+A missing Chromium fails these tests — it is never a reason to skip them. Playwright is never asked to download a
+browser (`playwright install` is not used); the one it drives is Debian's, at AGENTTEST_CHROMIUM or /usr/bin/chromium.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+# Playwright's sync API runs an event loop in the test's thread, and the test still reads the database from it.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+CHROMIUM = os.environ.get("AGENTTEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]
+TIMEOUT_MS = 20_000
+SCREENSHOTS = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"
+
+
+@pytest.fixture
+def chromium() -> Iterator[Browser]:
+    assert os.path.exists(CHROMIUM), (
+        f"Chromium is missing at {CHROMIUM}: install Debian's (apt-get install -y chromium) or set AGENTTEST_CHROMIUM"
+    )
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def sign_in(chromium: Browser, live_server) -> Callable[[str, str], tuple[BrowserContext, Page]]:
+    """Log in through the login form; returns the browser context (its cookies are the session) and its page."""
+
+    def sign_in_as(username: str, password: str) -> tuple[BrowserContext, Page]:
+        context = chromium.new_context(base_url=live_server.url, viewport={"width": 1360, "height": 900})
+        context.set_default_timeout(TIMEOUT_MS)
+        page = context.new_page()
+        page.goto("/accounts/login/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Log in").click()
+        expect(page.get_by_role("button", name="Log out")).to_be_visible()
+        return context, page
+
+    return sign_in_as
+
+
+@pytest.fixture
+def save_screenshot() -> Callable[[Page, str], None]:
+    """Writes docs/screenshots/<name> only when AGENTTEST_SCREENSHOTS=1, so an ordinary test run changes no file."""
+
+    def save(page: Page, name: str) -> None:
+        if os.environ.get("AGENTTEST_SCREENSHOTS") == "1":
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+
+    return save

@@ -1,0 +1,126 @@
+"""In a real browser (Playwright driving Debian's Chromium): an admin records a demo conversation, reviews the draft in
+the admin, edits an assertion, enables it and sees it count in the suite; a member gets no record button and a 403
+from the API. A missing Chromium fails these tests: it is never a reason to skip them."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+from agents.demo import demo_conversations_create
+from agents.models import Conversation
+from agents.services import conversation_start
+from cases.models import Case
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = os.environ.get("AGENTTEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]
+ADMIN = ("root", "root-password-123")
+MEMBER = ("mia", "mia-password-123")
+TIMEOUT_MS = 20_000
+
+
+@pytest.fixture
+def chromium(monkeypatch) -> Iterator[Browser]:
+    # Playwright's sync API runs an event loop in this thread; the test still reads the database from it.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    assert os.path.exists(CHROMIUM), (
+        f"Chromium is missing at {CHROMIUM}: install Debian's (apt-get install -y chromium) or set AGENTTEST_CHROMIUM"
+    )
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def signed_in(browser: Browser, base_url: str, credentials: tuple[str, str]) -> tuple[BrowserContext, Page]:
+    context = browser.new_context(base_url=base_url)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.goto("/accounts/login/")
+    page.get_by_label("Username").fill(credentials[0])
+    page.get_by_label("Password").fill(credentials[1])
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("button", name="Log out")).to_be_visible()
+    return context, page
+
+
+@pytest.fixture
+def demo(demo_agents, admin_user, member) -> dict[str, Any]:
+    """The demo's conversations, played by the admin on the simulated model, and one conversation of the member's."""
+    played = demo_conversations_create(owner=admin_user)
+    members_own = conversation_start(agent=demo_agents["order-router"], owner=member, title="Mia's question")
+    return {"conversations": {result.conversation.title: result.conversation for result in played},
+            "members_own": members_own}
+
+
+def test_it_records_reviews_and_enables_a_draft(chromium, live_server, demo):
+    conversation: Conversation = demo["conversations"]["Cancel order 1043"]
+    context, page = signed_in(chromium, live_server.url, ADMIN)
+
+    page.goto("/conversations/")
+    page.get_by_role("link", name="Cancel order 1043").click()
+    expect(page.get_by_role("heading", name="Cancel order 1043")).to_be_visible()
+    expect(page.locator(".msg-user")).to_have_text(["User Please cancel order 1043, my email is ana@example.com"])
+    expect(page.locator(".tool-name", has_text="cancel_order").first).to_be_visible()
+
+    page.get_by_role("button", name="Record as draft").click()
+
+    page.wait_for_url("**/admin/cases/case/*/change/")
+    case = Case.objects.get(source_conversation=conversation)
+    notice = "Recorded 1 disabled draft in suite 'Recorded: order-router' (a new suite)"
+    expect(page.locator(".messagelist")).to_contain_text(notice)
+    expect(page.locator("input[name=name]")).to_have_value(f"Recorded from {conversation}")
+    expect(page.locator("input[name=enabled]")).not_to_be_checked()
+    expect(page.get_by_role("link", name=f"Conversation #{conversation.pk}")).to_be_visible()
+
+    # The reviewer loosens the generated cancel_order assertion: the reason the model wrote is not what matters.
+    cancel_assertion = case.assertions.get(type="toolCalled", params__function="cancel_order")
+    index = list(case.assertions.order_by("position", "id").values_list("id", flat=True)).index(cancel_assertion.pk)
+    params = page.locator(f"textarea[name=assertions-{index}-params]")
+    assert json.loads(params.input_value())["arguments"]["reason"]
+    params.fill(json.dumps({"function": "cancel_order", "arguments": {"order_id": "1043"}}))
+    page.get_by_role("button", name="Save and continue editing").click()
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    cancel_assertion.refresh_from_db()
+    assert cancel_assertion.params == {"function": "cancel_order", "arguments": {"order_id": "1043"}}
+
+    page.goto(f"/admin/cases/case/?suite__id__exact={case.suite_id}")
+    page.locator(f"input[name=_selected_action][value='{case.pk}']").check()
+    page.locator("select[name=action]").select_option("enable_selected")
+    page.get_by_role("button", name="Go").click()
+    expect(page.locator(".messagelist")).to_contain_text("Enabled 1 case(s).")
+
+    suite = page.request.get(f"/api/suites/{case.suite_id}/").json()
+    assert (suite["case_count"], suite["enabled_case_count"]) == (1, 1)
+    page.goto(f"/admin/cases/case/?suite__id__exact={case.suite_id}&enabled__exact=1")
+    expect(page.get_by_role("link", name=f"Recorded from {conversation}")).to_be_visible()
+    context.close()
+
+
+def test_it_gives_a_member_no_record_button_and_a_403(chromium, live_server, demo):
+    context, page = signed_in(chromium, live_server.url, MEMBER)
+
+    page.goto(f"/conversations/{demo['members_own'].pk}/")
+    expect(page.get_by_role("heading", name="Mia's question")).to_be_visible()
+    expect(page.get_by_role("button", name="Record as draft")).to_have_count(0)
+    expect(page.get_by_role("button", name="Extract cases")).to_have_count(0)
+
+    csrf = next(cookie["value"] for cookie in context.cookies() if cookie["name"] == "csrftoken")
+    for url in ("/api/recordings/", "/api/extractions/"):
+        response = page.request.post(
+            url, data={"conversation": demo["members_own"].pk}, headers={"X-CSRFToken": csrf}
+        )
+        assert response.status == 403
+        assert response.json() == {"detail": "Only staff users may record conversations or extract cases."}
+    assert not Case.objects.exists()
+    context.close()

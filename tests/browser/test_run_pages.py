@@ -1,0 +1,203 @@
+"""In a real browser (Playwright driving Debian's Chromium): an admin triggers a two-model run of the demo suite,
+watches its progress reach the end without the page reloading, reads the summary and the matrix, and opens a failed
+cell down to the failing assertion; a member can look but finds no trigger or cancel, and gets 403 when posting."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from agenttest.celery import app
+from cases.demo import demo_suite_ensure
+from cases.models import Suite
+from runs.models import CaseResult, Run
+from runs.selectors import run_summary
+from tests.workers import runs_worker
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ADMIN = ("root", "root-password-123")
+MEMBER = ("mia", "mia-password-123")
+CAREFUL, HASTY = "simulated:sim-careful", "simulated:sim-hasty"
+RUN_TIMEOUT_MS = 120_000
+
+
+@pytest.fixture
+def demo_suite(demo_agents) -> Suite:
+    suite, _ = demo_suite_ensure()
+    return suite
+
+
+def _drop_publisher_connections() -> None:
+    # The Celery app builds its connection and producer pools from broker_url on first use and keeps them; dropping
+    # them makes the next publish connect to the broker configured now (what Celery itself does after a fork).
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+@pytest.fixture
+def run_queue(settings, tmp_path) -> Iterator[Callable[[], AbstractContextManager]]:
+    """The embedded broker in a temporary file: the trigger's ping checks it and the page's trigger publishes to it.
+    Yields a function that starts a real runs worker on it (and on the test database)."""
+    url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
+    settings.CELERY_BROKER_URL = url
+    previous = app.conf.broker_url
+    app.conf.broker_url = url
+    _drop_publisher_connections()
+    log = tmp_path / "worker.log"
+    yield lambda: runs_worker(url, log)
+    app.conf.broker_url = previous
+    _drop_publisher_connections()
+
+
+def queued_runs(broker: Path) -> list[int]:
+    """The run ids of the execute_run messages waiting in an embedded (SQLite) broker."""
+    with sqlite3.connect(broker) as db:
+        payloads = [json.loads(row[0]) for row in db.execute("SELECT payload FROM kombu_message WHERE visible")]
+    return [
+        json.loads(base64.b64decode(payload["body"]))[0][0]
+        for payload in payloads
+        if payload["headers"]["task"] == "runs.tasks.execute_run"
+    ]
+
+
+def worker_log(tmp_path: Path) -> str:
+    path = tmp_path / "worker.log"
+    return path.read_text(errors="replace")[-4000:] if path.exists() else "(no worker log)"
+
+
+def test_it_triggers_a_two_model_run_and_follows_it_to_the_failing_assertion(
+    sign_in, run_queue, demo_suite, admin_user, save_screenshot, tmp_path
+):
+    context, page = sign_in(*ADMIN)
+    page.goto("/runs/")
+    page.get_by_role("link", name="New run").click()
+    expect(page.get_by_role("heading", name="New run")).to_be_visible()
+
+    page.get_by_label("Suite").select_option(str(demo_suite.pk))
+    page.get_by_label(CAREFUL).check()
+    page.get_by_label(HASTY).check()
+    count = page.locator("#case-count")
+    enabled = demo_suite.cases.filter(enabled=True).count()
+    expect(count).to_have_text(f"All {enabled} enabled cases × 2 models = {2 * enabled} results")
+    page.get_by_label("Case filter").fill("cancel")
+    expect(count).to_have_text(re.compile(rf"^Matches [1-9]\d* of {enabled} enabled cases × 2 models = \d+ results$"))
+    page.get_by_label("Case filter").fill("no case is called this")
+    expect(count).to_have_text(f"Matches none of the {enabled} enabled cases: a run would be refused")
+    page.get_by_label("Case filter").fill("")
+    expect(count).to_have_text(f"All {enabled} enabled cases × 2 models = {2 * enabled} results")
+    page.set_viewport_size({"width": 1360, "height": 620})
+    save_screenshot(page, "trigger-page.png")
+    page.set_viewport_size({"width": 1360, "height": 900})
+
+    page.get_by_role("button", name="Start run").click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    run = Run.objects.get()
+    assert run.model_keys == [CAREFUL, HASTY] and run.triggered_by == admin_user and run.total == 2 * enabled
+    expect(page.locator(".flash")).to_contain_text(f"Run #{run.pk} is queued")
+    expect(page.get_by_role("heading", name="Progress")).to_be_visible()
+    expect(page.locator('[data-field="current"]')).to_have_text("waiting for the worker to pick the run up…")
+    # A full reload would lose this flag and the recorded counts.
+    page.evaluate("""() => {
+        window.__sameDocument = true;
+        window.__seen = [];
+        new MutationObserver(() => {
+            const done = document.querySelector('[data-field="done"]');
+            const status = document.querySelector('[data-field="status"]');
+            if (done) window.__seen.push(status.textContent + " " + done.textContent);
+        }).observe(document.body, {subtree: true, childList: true, characterData: true});
+    }""")
+
+    assert queued_runs(tmp_path / "broker.sqlite3") == [run.pk], "the page's trigger publishes to the test broker"
+    with run_queue():  # the worker starts only now, so the page has to follow the run from Pending to the end
+        finished = page.locator('#run-body[data-live="0"]')
+        try:
+            expect(finished).to_be_attached(timeout=RUN_TIMEOUT_MS)
+        except AssertionError as exc:
+            raise AssertionError(f"the run page did not reach the end\n{worker_log(tmp_path)}") from exc
+    assert page.evaluate("window.__sameDocument") is True, "the page reloaded"
+    seen = page.evaluate("window.__seen")
+    assert seen and seen[-1] == f"Failed {run.total}", f"the poller's last update shows the end: {seen}"
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED, run.reason
+    expect(page.locator('[data-field="status"]')).to_have_text("Failed")
+    expect(page.locator(".run-reason")).to_have_text(run.reason)
+
+    # The summary: one row per model, with the pass rates the database holds.
+    summaries = {summary.model: summary for summary in run_summary(run=run)}
+    assert summaries[HASTY].pass_rate < summaries[CAREFUL].pass_rate, "the demo shows the hasty model doing worse"
+    rows = page.locator(".summary-table tbody tr")
+    expect(rows).to_have_count(2)
+    for row, model in zip(rows.all(), (CAREFUL, HASTY), strict=True):
+        summary = summaries[model]
+        expect(row.locator("th")).to_have_text(model)
+        expect(row.locator(".rate-text")).to_have_text(f"{summary.pass_rate * 100:.0f}%")
+        expect(row.locator("td.count-failed")).to_have_text(str(summary.failed))
+    expect(page.locator("svg.chart")).to_be_visible()
+
+    # The matrix: a row per case, a coloured cell per model; "failures only" hides the rest without a reload.
+    matrix_rows = page.locator("#matrix-table tbody tr")
+    expect(matrix_rows).to_have_count(enabled)
+    passed = summaries[CAREFUL].passed + summaries[HASTY].passed
+    expect(page.locator("#matrix-table td.cell-passed")).to_have_count(passed)
+    failing_cases = CaseResult.objects.filter(run=run, status__in=["failed", "error"]).values("case_id").distinct()
+    page.get_by_role("link", name=re.compile("^Failures only")).click()
+    expect(page.locator("#matrix-table tbody tr:visible")).to_have_count(failing_cases.count())
+    assert page.url.endswith("?show=failures#matrix") and page.evaluate("window.__sameDocument") is True
+    page.get_by_role("link", name=re.compile("^All cases")).click()
+    expect(page.locator("#matrix-table tbody tr:visible")).to_have_count(enabled)
+
+    # A failed cell, down to the assertion that failed: its expected and actual values as stored.
+    page.locator("#matrix-table td.cell-failed a").first.click()
+    page.wait_for_url(re.compile(r"/runs/\d+/results/\d+/$"))
+    result = CaseResult.objects.get(pk=int(page.url.rstrip("/").rsplit("/", 1)[1]))
+    assert result.status == "failed"
+    expect(page.get_by_role("heading", level=1)).to_contain_text(result.case_name)
+    failed = [item for item in result.assertions if item["status"] == "failed"]
+    assert failed, result.assertions
+    first = page.locator("tr.assertion-failed").first
+    expect(first).to_contain_text(failed[0]["message"])
+    shown = {label: first.locator(f'pre[data-label="{label}"]').inner_text() for label in ("expected", "actual")}
+    for label, text in shown.items():
+        value = failed[0][label]
+        assert (json.loads(text) if not isinstance(value, str) else text) == value, (label, text, value)
+    expect(page.locator(".tool-call .tool-head .badge").first).to_have_text(re.compile("^(Mocked|Blocked|Allowed)$"))
+
+    page.goto(f"/runs/{run.pk}/")
+    save_screenshot(page, "run-page.png")
+    context.close()
+
+
+def test_it_lets_a_member_look_but_not_trigger_or_cancel(sign_in, demo_suite, member, live_server):
+    pending = Run.objects.create(suite=demo_suite, model_keys=[CAREFUL], total=8)
+    context, page = sign_in(*MEMBER)
+
+    page.goto("/runs/")
+    expect(page.get_by_role("link", name=f"#{pending.pk}")).to_be_visible()
+    expect(page.get_by_role("link", name="New run")).to_have_count(0)
+    page.get_by_role("link", name=f"#{pending.pk}").click()
+    expect(page.get_by_role("heading", name="Progress")).to_be_visible()
+    expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)
+
+    assert page.goto("/runs/new/").status == 403
+    expect(page.get_by_role("alert")).to_have_text("Only admins can trigger runs: every run spends model token quota.")
+
+    csrf = next(cookie["value"] for cookie in context.cookies() if cookie["name"] == "csrftoken")
+    trigger = page.request.post("/runs/new/", form={
+        "csrfmiddlewaretoken": csrf, "suite": str(demo_suite.pk), "models": CAREFUL,
+    })
+    assert trigger.status == 403 and "Only admins can trigger runs" in trigger.text()
+    cancel = page.request.post(f"/runs/{pending.pk}/cancel/", form={"csrfmiddlewaretoken": csrf})
+    assert cancel.status == 403 and "Only admins can cancel runs" in cancel.text()
+    pending.refresh_from_db()
+    assert Run.objects.count() == 1 and pending.status == Run.Status.PENDING and not pending.cancel_requested
+    context.close()

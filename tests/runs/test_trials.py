@@ -1,0 +1,89 @@
+"""Repeated trials: each case runs k times per model, and the comparison says how flaky each case is (pass rate over
+trials, pass^k — all k passed — and stable-pass / stable-fail / flaky)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from agents.llm.scripted import Answer
+from agents.models import Agent
+from cases.models import Suite
+from runs.models import CaseResult, Run
+from runs.selectors import FLAKY, STABLE_FAIL, STABLE_PASS, run_matrix, run_summary, run_trials
+from runs.services import run_create, run_execute
+from tests.runs.conftest import CAREFUL
+
+SCRIPTED = "scripted:scripted"
+
+
+class EveryThirdCallFails:
+    """A scripted model that answers "ok", except every third call, when it answers "nope"."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, request) -> Answer:
+        with self._lock:
+            self.calls += 1
+            number = self.calls
+        return Answer("nope" if number % 3 == 0 else "ok")
+
+
+@pytest.fixture
+def flaky_suite(scripted_model, make_case) -> Suite:
+    scripted_model.respond_with(EveryThirdCallFails())
+    agent = Agent.objects.create(name="plain", instruction="Answer.", provider="scripted", model="scripted")
+    suite = Suite.objects.create(name="flaky", agent=agent, case_timeout_seconds=20)
+    make_case(suite, "a: flaky", turns=("hi",), mocks=(),
+              assertions=({"type": "outputContains", "params": {"text": "ok"}},))
+    make_case(suite, "b: always passes", turns=("hi",), mocks=(),
+              assertions=({"type": "outputNotContains", "params": {"text": "zzz"}},))
+    make_case(suite, "c: always fails", turns=("hi",), mocks=(),
+              assertions=({"type": "outputContains", "params": {"text": "never"}},))
+    return suite
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_labels_each_case_over_its_trials_and_computes_pass_k(flaky_suite, scripted_model):
+    run = run_execute(run_id=run_create(suite=flaky_suite, model_keys=[SCRIPTED], trials=3).pk)
+
+    assert run.total == 9 and run.done == 9
+    # Case-major, trials innermost: each case gets calls 3n+1..3n+3, so its third trial is the failing call.
+    trials = {t.case_name: t for t in run_trials(run=run)}
+    assert [(t.statuses, t.pass_rate, t.pass_all, t.label) for t in trials.values()] == [
+        (["passed", "passed", "failed"], pytest.approx(2 / 3), False, FLAKY),
+        (["passed", "passed", "passed"], 1.0, True, STABLE_PASS),
+        (["failed", "failed", "failed"], 0.0, False, STABLE_FAIL),
+    ]
+    summary = run_summary(run=run)[0]
+    assert (summary.mode, summary.trials, summary.cases) == ("live", 3, 3)
+    assert summary.pass_rate == pytest.approx(5 / 9)
+    assert summary.pass_k == pytest.approx(1 / 3)
+    assert (summary.stable_pass, summary.stable_fail, summary.flaky) == (1, 1, 1)
+    assert summary.as_dict()["pass_k"] == pytest.approx(1 / 3)
+    cells = {row["case_name"]: row["cells"][SCRIPTED] for row in run_matrix(run=run)}
+    assert cells["a: flaky"]["stability"] == FLAKY and cells["a: flaky"]["trials"] == ["passed", "passed", "failed"]
+    assert cells["c: always fails"]["stability"] == STABLE_FAIL
+
+
+@pytest.mark.django_db
+def test_it_labels_only_cases_whose_trials_all_ran(order_suite):
+    first, second = order_suite.cases.order_by("name")
+    run = Run.objects.create(suite=order_suite, model_keys=[CAREFUL], trials=2, total=4)
+    rows = [(first, 0, "passed"), (first, 1, "cancelled"), (second, 0, "error"), (second, 1, "passed")]
+    for position, (case, trial, status) in enumerate(rows):
+        CaseResult.objects.create(run=run, case=case, case_name=case.name, model=CAREFUL, trial=trial,
+                                  position=position, status=status)
+
+    unfinished, flaky = run_trials(run=run)
+
+    assert (unfinished.ran, unfinished.label, unfinished.pass_all) == (1, "", False)
+    assert (flaky.ran, flaky.errored, flaky.label) == (2, 1, FLAKY)
+    summary = run_summary(run=run)[0]
+    assert (summary.cases, summary.flaky, summary.pass_k) == (1, 1, 0.0)
+    rows = run_matrix(run=run)
+    assert (rows[0]["cells"][CAREFUL]["stability"], rows[1]["cells"][CAREFUL]["stability"]) == ("", FLAKY)
+    assert rows[1]["any_failure"] is True
