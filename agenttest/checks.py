@@ -50,6 +50,14 @@ def check_agenttest_settings(app_configs: Any = None, **kwargs: Any) -> list:
     if any(twilio.values()) and not all(twilio.values()):
         missing = ", ".join(name for name, value in twilio.items() if not value)
         problems.append(Error(f"Twilio is partly configured; missing {missing}.", id="agenttest.E003"))
+    extraction = settings.AGENTTEST_EXTRACTION_MODEL
+    if extraction:
+        from agents.llm.registry import UnknownModel, get_model
+
+        try:
+            get_model(extraction)
+        except UnknownModel as exc:
+            problems.append(Error(f"AGENTTEST_EXTRACTION_MODEL: {exc}", id="agenttest.E006"))
     if settings.AGENTTEST_HTTP_TIMEOUT <= 0:
         problems.append(Error("AGENTTEST_HTTP_TIMEOUT must be greater than 0.", id="agenttest.E004"))
     for host in settings.AGENTTEST_HTTP_ALLOWED_HOSTS:

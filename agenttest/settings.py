@@ -198,6 +198,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # Model providers: a TOML file, or the offline simulated models (plus OpenAI when its key is set).
 AGENTTEST_PROVIDERS_FILE = env_str("AGENTTEST_PROVIDERS_FILE")
+# The provider:model that splits a conversation into cases when none is chosen ("" = always ask).
+AGENTTEST_EXTRACTION_MODEL = env_str("AGENTTEST_EXTRACTION_MODEL")
 AGENTTEST_MAX_STEPS = env_int("AGENTTEST_MAX_STEPS", 10, minimum=1)
 AGENTTEST_HTTP_ALLOWED_HOSTS = env_list("AGENTTEST_HTTP_ALLOWED_HOSTS")
 AGENTTEST_HTTP_TIMEOUT = env_float("AGENTTEST_HTTP_TIMEOUT", 10.0)

@@ -306,6 +306,10 @@ class RunTriggerApi(RunsApiView):
             max_length=200, required=False, allow_blank=True, default="",
             help_text="A name substring, or tag:<tag>; empty: every enabled case.",
         )
+        mode = serializers.CharField(
+            required=False, default=Run.Mode.LIVE,
+            help_text="live: call the models; record: call them and keep every answer; replay: serve kept answers.",
+        )
         trials = serializers.IntegerField(
             required=False, default=1, help_text="How many times each case runs on each model."
         )
@@ -341,7 +345,8 @@ class RunTriggerApi(RunsApiView):
             raise RunError(f"no suite with id {data['suite']}", field="suite") from None
         run = run_trigger(
             suite=suite, model_keys=data["models"], case_filter=data["case_filter"], triggered_by=request.user,
-            trials=data["trials"], budget_tokens=data["budget_tokens"], budget_cost=data["budget_cost"],
+            mode=data["mode"], trials=data["trials"], budget_tokens=data["budget_tokens"],
+            budget_cost=data["budget_cost"],
         )
         return Response(_run_detail(run.pk), status=status.HTTP_201_CREATED)
 

@@ -73,6 +73,7 @@ def _ids(settings_overrides, settings) -> set[str]:
     ({"AGENTTEST_HTTP_TIMEOUT": 0}, "agenttest.E004"),
     ({"AGENTTEST_HTTP_ALLOWED_HOSTS": ["https://api.example.com/"]}, "agenttest.E005"),
     ({"AGENTTEST_PROVIDERS": {"x": {"kind": "nope", "models": []}}}, "agenttest.E001"),
+    ({"AGENTTEST_EXTRACTION_MODEL": "nowhere:model"}, "agenttest.E006"),
 ])
 def test_it_flags_settings_that_do_not_fit_together(settings, overrides, expected):
     assert expected in _ids(overrides, settings)

@@ -98,6 +98,8 @@ class SimulatedProvider(ModelProvider):
         view = _read(request)
         if not view.tools and _asks_for_a_score(view.system_text):
             text, calls = _grade(view.user_text, careful=request.model == CAREFUL), []
+        elif not view.tools and '"segments"' in view.system_text:
+            text, calls = _segment(view.user_text), []
         else:
             text, calls = _Rules(view, careful=request.model == CAREFUL).decide()
         tool_calls = [
@@ -147,6 +149,26 @@ def _grade(prompt: str, *, careful: bool) -> str:
     score = max(1, min(5, score))
     reason = "specific and complete" if score >= 4 else "too terse to be helpful"
     return json.dumps({"score": score, "reason": f"simulated grade: {reason}"})
+
+
+def _segment(prompt: str) -> str:
+    """Cut points for case extraction: a turn that names a different order number than the running segment starts
+    a new one; a turn that names none ("cancel it") continues it. Names come from the segment's first message."""
+    try:
+        turns = json.loads(prompt)["turns"]
+    except (ValueError, KeyError, TypeError):
+        return "I could not read the conversation."
+    segments: list[dict[str, Any]] = []
+    current_key: str | None = None
+    for turn in turns:
+        numbers = re.findall(r"\d{3,}", str(turn.get("user", "")))
+        key = numbers[0] if numbers else current_key
+        if not segments or key != current_key:
+            name = str(turn.get("user", "")).strip().rstrip("?.!")[:60]
+            segments.append({"name": name, "firstTurn": turn["turn"], "lastTurn": turn["turn"]})
+        segments[-1]["lastTurn"] = turn["turn"]
+        current_key = key
+    return json.dumps({"segments": segments})
 
 
 # Reading the request

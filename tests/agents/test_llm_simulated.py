@@ -217,3 +217,27 @@ def test_the_demo_agents_behave_differently_in_a_real_conversation(model, expect
     assert result.agent_chain == ["support", "orders"]
     assert "1043" in result.output and "cancelled" in result.output
     assert [message.to for message in mail.outbox] == [["ann@example.com"]] * emails
+
+
+def test_it_cuts_a_conversation_into_one_segment_per_order_for_case_extraction():
+    from agents.llm.base import ModelRequest
+    from agents.llm.simulated import SimulatedProvider
+
+    turns = [
+        {"turn": 0, "user": "Where is order 1041?", "tools": ["lookup_order"]},
+        {"turn": 1, "user": "Please cancel it", "tools": ["cancel_order"]},
+        {"turn": 2, "user": "And where is order 1042?", "tools": ["lookup_order"]},
+        {"turn": 3, "user": "thanks", "tools": []},
+    ]
+    request = ModelRequest(
+        model="sim-careful",
+        messages=[
+            {"role": "system", "content": 'Split into cases. Answer JSON: {"segments": [...]}'},
+            {"role": "user", "content": json.dumps({"turns": turns})},
+        ],
+    )
+    answer = json.loads(SimulatedProvider("simulated", {}).complete(request).text)
+    assert answer == {"segments": [
+        {"name": "Where is order 1041", "firstTurn": 0, "lastTurn": 1},
+        {"name": "And where is order 1042", "firstTurn": 2, "lastTurn": 3},
+    ]}

@@ -13,9 +13,6 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
-# Playwright's sync API runs an event loop in the test's thread, and the test still reads the database from it.
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
 CHROMIUM = os.environ.get("AGENTTEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -23,6 +20,13 @@ CHROMIUM_ARGS = [
 ]
 TIMEOUT_MS = 20_000
 SCREENSHOTS = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"
+
+
+@pytest.fixture(autouse=True)
+def _database_from_playwright_thread(monkeypatch) -> None:
+    # Playwright's sync API runs an event loop in the test's thread, and the test still reads the database from it.
+    # Set per test, never at import: a leftover variable fails `check --deploy` in other tests' subprocesses.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 @pytest.fixture

@@ -1,16 +1,14 @@
-"""In a real browser (Playwright driving Debian's Chromium): an admin records a demo conversation, reviews the draft in
-the admin, edits an assertion, enables it and sees it count in the suite; a member gets no record button and a 403
-from the API. A missing Chromium fails these tests: it is never a reason to skip them."""
+"""In a real browser (Playwright driving Debian's Chromium, see conftest.py): an admin records a demo conversation,
+reviews the draft in the admin, edits an assertion, enables it and sees it count in the suite; a member gets no record
+button and a 403 from the API."""
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import expect
 
 from agents.demo import demo_conversations_create
 from agents.models import Conversation
@@ -19,39 +17,8 @@ from cases.models import Case
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = os.environ.get("AGENTTEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
-]
 ADMIN = ("root", "root-password-123")
 MEMBER = ("mia", "mia-password-123")
-TIMEOUT_MS = 20_000
-
-
-@pytest.fixture
-def chromium(monkeypatch) -> Iterator[Browser]:
-    # Playwright's sync API runs an event loop in this thread; the test still reads the database from it.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    assert os.path.exists(CHROMIUM), (
-        f"Chromium is missing at {CHROMIUM}: install Debian's (apt-get install -y chromium) or set AGENTTEST_CHROMIUM"
-    )
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-def signed_in(browser: Browser, base_url: str, credentials: tuple[str, str]) -> tuple[BrowserContext, Page]:
-    context = browser.new_context(base_url=base_url)
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    page.goto("/accounts/login/")
-    page.get_by_label("Username").fill(credentials[0])
-    page.get_by_label("Password").fill(credentials[1])
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("button", name="Log out")).to_be_visible()
-    return context, page
 
 
 @pytest.fixture
@@ -63,15 +30,16 @@ def demo(demo_agents, admin_user, member) -> dict[str, Any]:
             "members_own": members_own}
 
 
-def test_it_records_reviews_and_enables_a_draft(chromium, live_server, demo):
+def test_it_records_reviews_and_enables_a_draft(sign_in, save_screenshot, demo):
     conversation: Conversation = demo["conversations"]["Cancel order 1043"]
-    context, page = signed_in(chromium, live_server.url, ADMIN)
+    context, page = sign_in(*ADMIN)
 
     page.goto("/conversations/")
     page.get_by_role("link", name="Cancel order 1043").click()
     expect(page.get_by_role("heading", name="Cancel order 1043")).to_be_visible()
     expect(page.locator(".msg-user")).to_have_text(["User Please cancel order 1043, my email is ana@example.com"])
     expect(page.locator(".tool-name", has_text="cancel_order").first).to_be_visible()
+    save_screenshot(page, "recording-conversation.png")
 
     page.get_by_role("button", name="Record as draft").click()
 
@@ -82,6 +50,7 @@ def test_it_records_reviews_and_enables_a_draft(chromium, live_server, demo):
     expect(page.locator("input[name=name]")).to_have_value(f"Recorded from {conversation}")
     expect(page.locator("input[name=enabled]")).not_to_be_checked()
     expect(page.get_by_role("link", name=f"Conversation #{conversation.pk}")).to_be_visible()
+    save_screenshot(page, "recording-draft-in-admin.png")
 
     # The reviewer loosens the generated cancel_order assertion: the reason the model wrote is not what matters.
     cancel_assertion = case.assertions.get(type="toolCalled", params__function="cancel_order")
@@ -107,8 +76,8 @@ def test_it_records_reviews_and_enables_a_draft(chromium, live_server, demo):
     context.close()
 
 
-def test_it_gives_a_member_no_record_button_and_a_403(chromium, live_server, demo):
-    context, page = signed_in(chromium, live_server.url, MEMBER)
+def test_it_gives_a_member_no_record_button_and_a_403(sign_in, demo):
+    context, page = sign_in(*MEMBER)
 
     page.goto(f"/conversations/{demo['members_own'].pk}/")
     expect(page.get_by_role("heading", name="Mia's question")).to_be_visible()

@@ -242,6 +242,8 @@ def test_it_triggers_repeated_trials_within_a_budget(admin_client_api, order_sui
         ({"suite": "SUITE"}, "models", "required"),
         ({"suite": "SUITE", "models": [CAREFUL], "case_filter": "refund"}, "case_filter", "selects no enabled case"),
         ({"suite": "SUITE", "models": [CAREFUL], "trials": 0}, "trials", "trials must be a whole number from 1"),
+        ({"suite": "SUITE", "models": [CAREFUL], "mode": "rehearse"}, "mode", "mode must be one of live, record"),
+        ({"suite": "SUITE", "models": ["openai:gpt-x"], "mode": "replay"}, "models", "has no recording of it"),
         ({"suite": "SUITE", "models": [CAREFUL], "budget_tokens": 0}, "budget_tokens", "must be greater than 0"),
         ({"suite": "SUITE", "models": [CAREFUL], "budget_cost": "x"}, "budget_cost", "valid number"),
         ({"suite": 999_999, "models": [CAREFUL]}, "suite", "no suite with id 999999"),

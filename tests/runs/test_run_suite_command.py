@@ -206,3 +206,19 @@ def test_it_stops_a_run_that_exhausts_its_token_budget(order_suite):
     run = Run.objects.get()
     assert (run.status, run.done, run.total) == (Run.Status.ERROR, 1, 2)
     assert "budget exhausted after 1 of 2 results" in out
+
+
+def test_it_records_a_run_and_replays_it_with_the_same_verdicts(order_suite, settings):
+    recorded, out, _ = run_suite("orders", "--models", f"{CAREFUL},{HASTY}", "--mode", "record", "--inline")
+    assert recorded == 1 and "record mode" in out
+    # The replay machine has no simulated provider at all: every answer comes from the recordings.
+    settings.AGENTTEST_PROVIDERS = {}
+
+    replayed, out, err = run_suite("orders", "--models", f"{CAREFUL},{HASTY}", "--mode", "replay", "--inline")
+
+    assert (replayed, err) == (1, "")
+    assert "[4/4] FAILED  looks the order up first  on simulated:sim-hasty" in out
+    first, second = Run.objects.order_by("pk")
+    assert [(r.case_name, r.model, r.status) for r in first.results.order_by("position")] == [
+        (r.case_name, r.model, r.status) for r in second.results.order_by("position")
+    ]

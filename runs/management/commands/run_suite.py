@@ -76,6 +76,11 @@ class Command(BaseCommand):
             "--models", default="", help="Comma-separated provider:model keys; default: the suite agent's own model."
         )
         parser.add_argument("--cases", default="", help="Case filter: a name substring, or tag:<tag>.")
+        parser.add_argument(
+            "--mode", choices=Run.Mode.values, default=Run.Mode.LIVE,
+            help="live: call the models; record: call them and keep every answer; replay: serve recorded answers "
+            "(no key, no network).",
+        )
         parser.add_argument("--trials", type=int, default=1, help="Run each case this many times on each model.")
         parser.add_argument("--budget-tokens", type=int, help="Stop the run once its results used this many tokens.")
         parser.add_argument("--budget-cost", type=_amount, help="Stop the run once its results cost this much.")
@@ -109,8 +114,9 @@ class Command(BaseCommand):
         suite = self._suite(options["suite"])
         model_keys = [key.strip() for key in options["models"].split(",") if key.strip()] or [suite.agent.model_key]
         arguments = {
-            "suite": suite, "model_keys": model_keys, "case_filter": options["cases"], "trials": options["trials"],
-            "budget_tokens": options["budget_tokens"], "budget_cost": options["budget_cost"],
+            "suite": suite, "model_keys": model_keys, "case_filter": options["cases"], "mode": options["mode"],
+            "trials": options["trials"], "budget_tokens": options["budget_tokens"],
+            "budget_cost": options["budget_cost"],
         }
         if options["inline"]:
             run = run_create(**arguments)
@@ -127,6 +133,8 @@ class Command(BaseCommand):
             self.stdout.write(f"Queued run #{run.pk} of suite {suite.name!r}: {shape}.")
             return EXIT_PASSED
         how = "executing in this process" if worker else "queued; waiting for the runs worker"
+        if run.mode != Run.Mode.LIVE:
+            how = f"{run.get_mode_display().lower()} mode, {how}"
         self.stdout.write(f"Run #{run.pk} of suite {suite.name!r}: {shape} ({how}).")
         run = self._follow(run, worker, options["timeout"])
         self._report(run)
