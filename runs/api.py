@@ -186,6 +186,14 @@ class ModelSummarySerializer(serializers.Serializer):
     output_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
     cost = serializers.FloatField()
+    cost_note = serializers.CharField(help_text="Why the cost reads as it does (a replay costs nothing); or empty.")
+    mode = serializers.CharField()
+    trials = serializers.IntegerField()
+    cases = serializers.IntegerField(help_text="Cases whose every trial ran.")
+    pass_k = serializers.FloatField(allow_null=True, help_text="Share of those cases that passed every trial.")
+    stable_pass = serializers.IntegerField()
+    stable_fail = serializers.IntegerField()
+    flaky = serializers.IntegerField()
 
 
 class ResultOutputSerializer(serializers.Serializer):

@@ -404,16 +404,17 @@ def _pretty(value: Any) -> str:
 
 def _transcript(result: CaseResult) -> list[dict[str, Any]]:
     """The transcript grouped by turn; each tool call joined with its result and marked Mocked / Blocked / Allowed."""
-    messages_ = result.transcript or []
-    results_by_call = {m.get("tool_call_id"): m for m in messages_ if m.get("role") == "tool_result" and m.get(
-        "tool_call_id")}
+    rows = result.transcript or []
+    results_by_call = {
+        row["tool_call_id"]: row for row in rows if row.get("role") == "tool_result" and row.get("tool_call_id")
+    }
     # Observed calls carry the harness' verdict; used when the transcript's result row has none.
     observed: dict[tuple[Any, str], list[dict[str, Any]]] = defaultdict(list)
     for call in result.tool_calls or []:
         observed[(call.get("turn"), call.get("name", ""))].append(call)
     turns: list[dict[str, Any]] = []
     joined: set[str] = set()
-    for message in messages_:
+    for message in rows:
         role = message.get("role", "")
         if not turns or turns[-1]["turn"] != message.get("turn"):
             turns.append({"turn": message.get("turn"), "entries": []})

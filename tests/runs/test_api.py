@@ -229,6 +229,8 @@ def test_it_triggers_repeated_trials_within_a_budget(admin_client_api, order_sui
     detail = admin_client_api.get(reverse("runs-api:run", args=[response.data["id"]])).data
     assert [(r["trial"], r["status"]) for r in detail["results"]] == [(0, FAILED), (1, FAILED), (2, FAILED)]
     assert detail["pass_rates"] == [{"model": HASTY, "pass_rate": 0.0, "passed": 0, "ran": 3}]
+    summary = detail["summary"][0]
+    assert (summary["trials"], summary["cases"], summary["pass_k"], summary["stable_fail"]) == (3, 1, 0.0, 1)
 
 
 @pytest.mark.django_db

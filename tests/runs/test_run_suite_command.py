@@ -195,6 +195,8 @@ def test_it_repeats_cases_for_each_trial(order_suite, tmp_path):
     assert code == 0
     assert "1 case(s) × 1 model(s) × 2 trials = 2 result(s)" in out
     assert "[2/2] PASSED  looks the order up first (trial 2 of 2)  on simulated:sim-careful" in out
+    assert next(line for line in out.splitlines() if line.startswith("model")).split()[-2:] == ["pass^k", "flaky"]
+    assert table_row(out, CAREFUL)[-2:] == ["100.0%", "0"]
     names = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
     assert names == ["looks the order up first (trial 1 of 2)", "looks the order up first (trial 2 of 2)"]
 
@@ -218,6 +220,7 @@ def test_it_records_a_run_and_replays_it_with_the_same_verdicts(order_suite, set
 
     assert (replayed, err) == (1, "")
     assert "[4/4] FAILED  looks the order up first  on simulated:sim-hasty" in out
+    assert "cost: replayed from recordings" in out
     first, second = Run.objects.order_by("pk")
     assert [(r.case_name, r.model, r.status) for r in first.results.order_by("position")] == [
         (r.case_name, r.model, r.status) for r in second.results.order_by("position")

@@ -158,7 +158,8 @@ class Command(BaseCommand):
         deadline = time.monotonic() + timeout if timeout is not None else None
         last_id, shown, gave_up = 0, 0, False
         while True:
-            # Status before results: once a finished status is read, every result is already written.
+            # State before results: once the thread is seen ended or the status finished, every result is written.
+            alive = worker.is_alive() if worker else False
             run.refresh_from_db()
             for result in CaseResult.objects.filter(run_id=run.pk, pk__gt=last_id).order_by("pk").only(
                 "case_name", "model", "trial", "status", "reason", "duration_ms"
@@ -166,7 +167,7 @@ class Command(BaseCommand):
                 shown += 1
                 last_id = result.pk
                 self._progress(result, shown, run)
-            running = worker.is_alive() if worker else not run.is_finished
+            running = alive if worker else not run.is_finished
             if not running or (gave_up and worker is None):
                 break
             try:
@@ -212,13 +213,21 @@ class Command(BaseCommand):
 
     def _report(self, run: Run) -> None:
         header = ("model", "pass rate", "passed", "failed", "error", "cancelled", "p50 ms", "p95 ms", "tokens", "cost")
-        rows = [header, *(self._row(summary) for summary in run_summary(run=run))]
+        summaries = run_summary(run=run)
+        rows = [self._row(summary) for summary in summaries]
+        if run.trials > 1:
+            # Over repeated trials the pass rate hides flakiness: pass^k counts cases that passed every trial.
+            header += ("pass^k", "flaky")
+            rows = [(*row, _percent(item.pass_k), str(item.flaky)) for row, item in zip(rows, summaries, strict=True)]
+        rows.insert(0, header)
         widths = [max(len(row[index]) for row in rows) for index in range(len(header))]
         self.stdout.write("")
         for row in rows:
             cells = [cell.rjust(width) for cell, width in zip(row, widths, strict=True)]
             cells[0] = row[0].ljust(widths[0])
             self.stdout.write("  ".join(cells).rstrip())
+        if summaries and summaries[0].cost_note:
+            self.stdout.write(f"cost: {summaries[0].cost_note}")
         self.stdout.write("")
         status = run.get_status_display()
         if run.status == Run.Status.PASSED:
