@@ -61,6 +61,9 @@ class Conversation(models.Model):
     tags = models.JSONField(default=list, blank=True)
     title = models.CharField(max_length=200, blank=True)
     turn_count = models.PositiveIntegerField(default=0)
+    message_count = models.PositiveIntegerField(
+        default=0, help_text="Messages written so far; the next message's seq. Claimed per turn, optimistically."
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 

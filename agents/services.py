@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
 from django.template import Context, Engine, TemplateSyntaxError
+from django.utils import timezone
 
 from agents import executor
 from agents.functions import FunctionContext, FunctionResult, canonical_function_name
@@ -82,6 +82,8 @@ class TurnResult:
     model_latency_ms: float = 0.0
     steps: int = 0
     models: list[str] = field(default_factory=list)
+    # The conversation state when the turn ended.
+    state: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -89,35 +91,65 @@ class TurnResult:
         return data
 
 
+class ConcurrentTurn(ConversationError):
+    code = "concurrent_turn"
+
+
 class _Session:
-    """The in-memory side of one conversation while the service works on it: next seq, state, model messages."""
+    """One conversation while the service works on it: next seq, state, and the rows it will write.
+
+    Messages and state changes are kept in memory and written together by `flush`, in one transaction, so a turn
+    costs a few statements however many tool calls it makes."""
 
     def __init__(self, conversation: Conversation) -> None:
         self.conversation = conversation
         self.entry_agent: Agent = conversation.agent
-        last = conversation.messages.aggregate(last=Max("seq"))["last"]
-        self.next_seq = 0 if last is None else last + 1
-        self.state: dict[str, Any] = {}
-        for key, value in StateChange.objects.filter(conversation=conversation).values_list("key", "value"):
-            self.state[key] = value
+        self.first_seq = conversation.message_count
+        self.next_seq = self.first_seq
+        self.state: dict[str, Any] = dict(
+            StateChange.objects.filter(conversation=conversation).order_by("id").values_list("key", "value")
+        )
         self._agents: dict[str, Agent] = {}
+        self._messages: list[Message] = []
+        self._changes: list[StateChange] = []
 
     def add_message(self, **fields: Any) -> Message:
-        message = Message.objects.create(conversation=self.conversation, seq=self.next_seq, **fields)
+        message = Message(conversation=self.conversation, seq=self.next_seq, **fields)
+        self._messages.append(message)
         self.next_seq += 1
         return message
 
     def write_state(self, writes: dict[str, Any], message: Message | None) -> list[str]:
         changed = []
-        rows = []
         for key, value in writes.items():
             value = redact(value)
-            rows.append(StateChange(conversation=self.conversation, key=key, value=value, message=message))
+            self._changes.append(StateChange(conversation=self.conversation, key=key, value=value, message=message))
             if self.state.get(key, _MISSING) != value:
                 changed.append(key)
             self.state[key] = value
-        StateChange.objects.bulk_create(rows)
         return changed
+
+    def flush(self, **conversation_fields: Any) -> None:
+        """Write what this session produced. The message count is claimed with a conditional update, so two turns
+        written to one conversation at the same time cannot interleave their messages."""
+        conversation = self.conversation
+        with transaction.atomic():
+            claimed = Conversation.objects.filter(pk=conversation.pk, message_count=self.first_seq).update(
+                message_count=self.next_seq, updated_at=timezone.now(), **conversation_fields
+            )
+            if claimed != 1:
+                raise ConcurrentTurn(
+                    "another turn was written to this conversation at the same time; reload it and send again"
+                )
+            Message.objects.bulk_create(self._messages)
+            StateChange.objects.bulk_create(self._changes)
+        conversation.message_count = self.first_seq = self.next_seq
+        for field_name, value in conversation_fields.items():
+            setattr(conversation, field_name, value)
+        self._messages, self._changes = [], []
+
+    def pending_messages(self) -> list[Message]:
+        return list(self._messages)
 
     def agent_named(self, name: str) -> Agent | None:
         if name not in self._agents:
@@ -214,11 +246,9 @@ def conversation_start(
         if item["role"] == "user":
             turn += 1
         session.add_message(turn=max(turn, 0), role=item["role"], content=redact_text(item["content"]), agent=agent)
-    if history:
-        conversation.turn_count = turn + 1
-        conversation.save(update_fields=["turn_count"])
     loaded = load_agent(agent, conversation)
     _fire_rules(session, loaded, trigger="conversation_started", turn=PRE_TURN)
+    session.flush(turn_count=turn + 1 if history else 0)
     return conversation
 
 
@@ -228,16 +258,26 @@ def conversation_send(*, conversation: Conversation, text: str) -> TurnResult:
         raise InvalidInput("the message text must not be empty")
     session = _Session(conversation)
     turn = conversation.turn_count
-    conversation.turn_count = turn + 1
-    conversation.save(update_fields=["turn_count", "updated_at"])
     result = TurnResult(conversation_id=conversation.pk, turn=turn)
-
-    entry_name = session.entry_agent.name
     current = conversation.current_agent or session.entry_agent
     loaded = load_agent(current, conversation)
     result.agent_chain.append(loaded.name)
-    session.add_message(turn=turn, role=Message.Role.USER, content=redact_text(text), agent=current)
-    model_messages = history_as_model_messages(list(conversation.messages.all()))
+    try:
+        loaded = _turn(session, loaded, turn, text, result)
+    finally:
+        # What happened is written even when the turn failed: the transcript must show how far it got.
+        current_agent_id = None if loaded.id == session.entry_agent.pk else loaded.id
+        session.flush(turn_count=turn + 1, current_agent_id=current_agent_id)
+        result.state = dict(session.state)
+    return result
+
+
+def _turn(session: _Session, loaded: LoadedAgent, turn: int, text: str, result: TurnResult) -> LoadedAgent:
+    """The agent loop for one turn; returns the agent that ended it."""
+    conversation = session.conversation
+    entry_name = session.entry_agent.name
+    session.add_message(turn=turn, role=Message.Role.USER, content=redact_text(text), agent_id=loaded.id)
+    model_messages = history_as_model_messages([*conversation.messages.all(), *session.pending_messages()])
 
     for step in range(loaded.max_steps):
         request = ModelRequest(
@@ -297,10 +337,7 @@ def conversation_send(*, conversation: Conversation, text: str) -> TurnResult:
             f"(raise the agent's max_steps or AGENTTEST_MAX_STEPS if it needs more)",
             partial=result,
         )
-    if (conversation.current_agent_id or session.entry_agent.pk) != loaded.id:
-        conversation.current_agent_id = None if loaded.id == session.entry_agent.pk else loaded.id
-        conversation.save(update_fields=["current_agent"])
-    return result
+    return loaded
 
 
 def _run_tool_calls(
@@ -437,7 +474,7 @@ def conversation_invoke_function(
     """Call a function without the model, through the same factory (the harness canary uses this)."""
     session = _Session(conversation)
     loaded = load_agent(conversation.current_agent or session.entry_agent, conversation)
-    return _invoke(
+    outcome = _invoke(
         session,
         loaded,
         name,
@@ -446,6 +483,9 @@ def conversation_invoke_function(
         trigger="direct",
         record=record,
     )
+    if record:
+        session.flush()
+    return outcome
 
 
 def _invoke(

@@ -9,13 +9,15 @@ included, goes through it. On timeout the tape is abandoned, which releases a re
 
 from __future__ import annotations
 
-import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db import close_old_connections, connection
+from django.db import connection
 
 from agents.seams import (
     Agent,
@@ -28,7 +30,6 @@ from agents.seams import (
     conversation_invoke_function,
     conversation_send,
     conversation_start,
-    conversation_state,
 )
 from runs import assertions as checks
 from runs.mocking import CANARY_FUNCTION, CaseSession, MockSpec, registry
@@ -105,8 +106,43 @@ class _Progress:
         self.model_latency_ms += turn.model_latency_ms
 
 
-def execute_case(*, plan: CasePlan, model: ModelConfig, suite: SuitePlan, tape: Tape | None = None) -> CaseExecution:
-    """Run the case on the model (through `tape` in record/replay mode) and say what happened; never raises."""
+def _close_this_threads_connection() -> None:
+    # `connection` resolves to the calling thread's connection only when called, not when the method is looked up.
+    connection.close()
+
+
+class CaseWorker:
+    """The thread cases run on, one after another, keeping its database connection between cases. A case that times
+    out keeps its thread until its in-flight call returns; the next case gets a fresh one."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+
+    def submit(self, work: Callable[[], None]) -> Future:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenttest-case")
+        return self._executor.submit(work)
+
+    def abandon(self) -> None:
+        if self._executor is not None:
+            # Queued behind the stuck case: its thread closes its own connection once the case lets go.
+            self._executor.submit(_close_this_threads_connection)
+            self._executor.shutdown(wait=False)
+            self._executor = None
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.submit(_close_this_threads_connection).result()
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+
+def execute_case(
+    *, plan: CasePlan, model: ModelConfig, suite: SuitePlan, tape: Tape | None = None, worker: CaseWorker | None = None
+) -> CaseExecution:
+    """Run the case on the model (through `tape` in record/replay mode) and say what happened; never raises.
+
+    `worker` is the run's case thread; without one the case gets a thread of its own."""
     started = time.perf_counter()
     if not plan.turns:
         return CaseExecution(status=ERROR, reason="the case has no turns, so it would verify nothing")
@@ -114,7 +150,6 @@ def execute_case(*, plan: CasePlan, model: ModelConfig, suite: SuitePlan, tape: 
         install_providers()
     progress = _Progress()
     outcome: dict[str, Any] = {}
-    done = threading.Event()
 
     def work() -> None:
         try:
@@ -124,13 +159,17 @@ def execute_case(*, plan: CasePlan, model: ModelConfig, suite: SuitePlan, tape: 
         finally:
             if progress.conversation_id is not None:
                 registry.remove(progress.conversation_id)
-            connection.close()
-            done.set()
 
-    close_old_connections()
-    thread = threading.Thread(target=work, name=f"agenttest-case-{plan.id}-{model.key}", daemon=True)
-    thread.start()
-    finished = done.wait(suite.timeout_seconds)
+    own_worker = worker is None
+    worker = worker or CaseWorker()
+    try:
+        worker.submit(work).result(timeout=suite.timeout_seconds)
+        finished = True
+    except FutureTimeout:
+        finished = False
+        worker.abandon()
+    if own_worker and finished:
+        worker.close()
     if not finished and tape is not None:
         tape.abandon()
     if not finished:
@@ -215,7 +254,7 @@ def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progre
         progress.add_turn(turn)
         outputs.append(turn.output)
         _extend_chain(chain, turn.agent_chain)
-        state = conversation_state(conversation=conversation)
+        state = turn.state
         turn_calls = [c.as_dict() for c in session.observed_calls() if c.turn == turn.turn]
         evidence = checks.Evidence(
             output=turn.output,

@@ -30,7 +30,16 @@ from runs.mocking import MockSpec
 from runs.models import CaseResult, Recording, Run
 from runs.recordings import recording_save
 from runs.replay import Recorder, Replayer, Tape
-from runs.runner import ERROR, AssertionPlan, CaseExecution, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.runner import (
+    ERROR,
+    AssertionPlan,
+    CaseExecution,
+    CasePlan,
+    CaseWorker,
+    SuitePlan,
+    TurnPlan,
+    execute_case,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +60,7 @@ class QueueUnavailable(RunError):
     pass
 
 
-def run_validate(
-    *, suite: Suite, model_keys: list[str], case_filter: str = "", mode: str = Run.Mode.LIVE
-) -> list[int]:
+def run_validate(*, suite: Suite, model_keys: list[str], case_filter: str = "", mode: str = Run.Mode.LIVE) -> list[int]:
     """Everything that can be known at trigger time is checked here; returns the selected case ids.
 
     A replay calls no model, so it may name a model that is not configured here (CI without its key) as long as
@@ -264,7 +271,7 @@ def _case_plans(case_ids: list[int], default_agent: Any) -> list[CasePlan]:
     cases = (
         Case.objects.filter(pk__in=case_ids)
         .select_related("entry_agent")
-        .prefetch_related("history", "turns__assertions", "assertions", "mocks")
+        .prefetch_related("history", "turns__assertions", "assertions", "mocks", "entry_agent__sub_agents")
     )
     by_id = {case.pk: case for case in cases}
     plans = []
@@ -320,7 +327,7 @@ def run_execute(*, run_id: int) -> Run | None:
     if claimed != 1:
         logger.info("run %s was not pending (duplicate delivery, cancelled or deleted); nothing to do", run_id)
         return None
-    run = Run.objects.select_related("suite__agent").get(pk=run_id)
+    run = Run.objects.select_related("suite__agent").prefetch_related("suite__agent__sub_agents").get(pk=run_id)
     suite = run.suite
     suite_plan = SuitePlan(
         extra_allowed=frozenset(suite.extra_allowed_functions or []),
@@ -355,21 +362,29 @@ def run_execute(*, run_id: int) -> Run | None:
         if (plan.id, model.key, trial) not in done_keys
     ]
     recordings = _recordings(run) if replaying else {}
-    for index, (plan, model, trial) in enumerate(pending):
-        if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
-            _cancel_remaining(run, pending[index:], position)
-            return _finish(run, Run.Status.CANCELLED, f"cancelled after {position} of {run.total} results")
-        over = spent.exhausted(run)
-        if over:
-            return _finish(run, Run.Status.ERROR, f"budget exhausted after {position} of {run.total} results: {over}")
-        trial_note = f" (trial {trial + 1} of {run.trials})" if run.trials > 1 else ""
-        Run.objects.filter(pk=run.pk).update(current=f"{plan.name} on {model.key}{trial_note}")
-        execution = _execute_pair(run, plan, model, suite_plan, recordings)
-        _store_result(run, plan, model.key, trial, position, execution)
-        if not replaying:
-            # A replay spends nothing: its recorded tokens count against no budget.
-            spent.add(execution.usage.total_tokens, execution.cost)
-        position += 1
+    worker = CaseWorker()
+    try:
+        for index, (plan, model, trial) in enumerate(pending):
+            over = spent.exhausted(run)
+            if over:
+                return _finish(
+                    run, Run.Status.ERROR, f"budget exhausted after {position} of {run.total} results: {over}"
+                )
+            trial_note = f" (trial {trial + 1} of {run.trials})" if run.trials > 1 else ""
+            # One statement both announces the next case and checks for a cancel: nothing starts after one.
+            if not Run.objects.filter(pk=run.pk, cancel_requested=False).update(
+                current=f"{plan.name} on {model.key}{trial_note}"
+            ):
+                _cancel_remaining(run, pending[index:], position)
+                return _finish(run, Run.Status.CANCELLED, f"cancelled after {position} of {run.total} results")
+            execution = _execute_pair(run, plan, model, suite_plan, recordings, worker)
+            _store_result(run, plan, model.key, trial, position, execution)
+            if not replaying:
+                # A replay spends nothing: its recorded tokens count against no budget.
+                spent.add(execution.usage.total_tokens, execution.cost)
+            position += 1
+    finally:
+        worker.close()
     over = spent.exhausted(run)
     if over and position < run.total:
         return _finish(run, Run.Status.ERROR, f"budget exhausted after {position} of {run.total} results: {over}")
@@ -400,6 +415,7 @@ def _execute_pair(
     model: ModelConfig,
     suite_plan: SuitePlan,
     recordings: dict[tuple[int, str], list[dict[str, Any]]],
+    worker: CaseWorker,
 ) -> CaseExecution:
     """One case × model in the run's mode. Record mode keeps what the model said, whatever the outcome: a replay
     must fail where the recorded run failed."""
@@ -414,7 +430,7 @@ def _execute_pair(
         tape = Replayer(case_name=plan.name, model_key=model.key, entries=entries)
     elif run.mode == Run.Mode.RECORD:
         tape = Recorder(case_name=plan.name, model_key=model.key)
-    execution = execute_case(plan=plan, model=model, suite=suite_plan, tape=tape)
+    execution = execute_case(plan=plan, model=model, suite=suite_plan, tape=tape, worker=worker)
     if isinstance(tape, Recorder):
         recording_save(case_id=plan.id, model=model.key, entries=tape.entries(), run=run)
     return execution
