@@ -29,7 +29,15 @@ from cases.models import Suite
 from cases.selectors import suite_detail
 from runs.models import CaseResult, Run
 from runs.selectors import run_list, run_results, run_summary
-from runs.services import QueueUnavailable, RunConflict, RunError, run_cancel, run_delete, run_trigger
+from runs.services import (
+    QueueUnavailable,
+    RunConflict,
+    RunError,
+    run_cancel,
+    run_delete,
+    run_resume,
+    run_trigger,
+)
 
 TRIGGER_THROTTLE_SCOPE = "run_trigger"
 
@@ -394,6 +402,25 @@ class RunCancelApi(RunsApiView):
     def post(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(Run.objects.all(), pk=run_id)
         run_cancel(run=run)
+        return Response(_run_detail(run.pk))
+
+
+class RunResumeApi(RunsApiView):
+    throttle_scope = "run_trigger"
+
+    @extend_schema(
+        tags=["runs"], operation_id="runs_resume", request=None,
+        description="Queue an interrupted run (Error or Cancelled) again: only the case × model pairs without a "
+        "result run, into the same run.",
+        responses={
+            200: RunDetailOutputSerializer,
+            409: OpenApiResponse(DetailSerializer, description="Not resumable."),
+            503: OpenApiResponse(DetailSerializer, description="The run queue is unavailable."),
+        },
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        run = get_object_or_404(Run.objects.all(), pk=run_id)
+        run_resume(run=run)
         return Response(_run_detail(run.pk))
 
 

@@ -10,10 +10,14 @@ from django import forms
 
 from agents.seams import configured_models
 from cases.models import Suite
-from runs.services import RunError
+from runs.models import Run
+from runs.services import MAX_TRIALS, RunError
 
 # RunError.field → the form field it belongs on.
-_FIELDS = {"suite": "suite", "models": "models", "case_filter": "case_filter"}
+_FIELDS = {
+    "suite": "suite", "models": "models", "case_filter": "case_filter", "mode": "mode", "trials": "trials",
+    "budget_tokens": "budget_tokens", "budget_cost": "budget_cost",
+}
 
 
 class ModelsField(forms.MultipleChoiceField):
@@ -40,6 +44,21 @@ class RunTriggerForm(forms.Form):
         widget=forms.TextInput(attrs={"placeholder": "e.g. cancel  or  tag:smoke", "autocomplete": "off"}),
     )
 
+    mode = forms.ChoiceField(
+        choices=Run.Mode.choices,
+        initial=Run.Mode.LIVE,
+        required=False,
+        help_text="Live calls the models; record also keeps every answer; replay serves kept answers (no key, no cost).",
+    )
+    trials = forms.IntegerField(
+        min_value=1, max_value=MAX_TRIALS, initial=1, required=False,
+        help_text="Run each case this many times per model to see how flaky it is (pass^k).",
+    )
+    budget_tokens = forms.IntegerField(min_value=1, required=False, help_text="Optional: stop after this many tokens.")
+    budget_cost = forms.DecimalField(
+        min_value=0, max_digits=12, decimal_places=4, required=False, help_text="Optional: stop after this cost (USD)."
+    )
+
     def __init__(self, *args: Any, suites: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["suite"].queryset = suites
@@ -47,6 +66,12 @@ class RunTriggerForm(forms.Form):
         self.fields["models"].choices = [
             (model.key, f"{model.key} — {model.label}" if model.label else model.key) for model in configured_models()
         ]
+
+    def clean_mode(self) -> str:
+        return self.cleaned_data.get("mode") or Run.Mode.LIVE
+
+    def clean_trials(self) -> int:
+        return self.cleaned_data.get("trials") or 1
 
     def add_run_error(self, error: RunError) -> None:
         self.add_error(_FIELDS.get(error.field), str(error))

@@ -17,6 +17,7 @@ from typing import Any
 
 from cases.models import Case
 from runs.models import CaseResult, Run
+from runs.selectors import run_trials
 
 # XML 1.0 cannot carry most control characters at all, escaped or not; model output can contain them.
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -38,6 +39,8 @@ class _Entry:
     reason: str
     seconds: float
     assertions: list[dict[str, Any]]
+    # "passed X of k trials" when the case × model is flaky: it passed some trials and not others.
+    flaky: str = ""
 
 
 def _assertion_lines(assertions: list[dict[str, Any]], statuses: tuple[str, ...]) -> list[str]:
@@ -61,12 +64,28 @@ def _entries(run: Run) -> dict[str, list[_Entry]]:
     """Per model (run order first), the entries in execution order; selected ones without a result at the end."""
     by_model: dict[str, list[_Entry]] = {model: [] for model in run.model_keys}
     seen: set[tuple[int | None, str, int]] = set()
-    results = CaseResult.objects.filter(run=run).order_by("position", "id").values_list(
-        "case_id", "case_name", "model", "trial", "status", "reason", "duration_ms", "assertions"
+    results = (
+        CaseResult.objects.filter(run=run)
+        .order_by("position", "id")
+        .values_list("case_id", "case_name", "model", "trial", "status", "reason", "duration_ms", "assertions")
     )
+    flaky = {}
+    if run.trials > 1:
+        flaky = {
+            (trials.case_id, trials.model): f"passed {trials.passed} of {trials.trials} trials"
+            for trials in run_trials(run=run)
+            if trials.label == "flaky"
+        }
     for case_id, case_name, model, trial, status, reason, duration_ms, assertions in results:
         seen.add((case_id, model, trial))
-        entry = _Entry(_name(case_name, trial, run.trials), status, reason, duration_ms / 1000, assertions or [])
+        entry = _Entry(
+            _name(case_name, trial, run.trials),
+            status,
+            reason,
+            duration_ms / 1000,
+            assertions or [],
+            flaky.get((case_id, model), ""),
+        )
         by_model.setdefault(model, []).append(entry)
     missing = [
         (case_id, model, trial)
@@ -92,12 +111,18 @@ def _testcase(parent: ET.Element, entry: _Entry, classname: str) -> None:
     element = ET.SubElement(
         parent, "testcase", name=_text(entry.case_name), classname=_text(classname), time=f"{entry.seconds:.3f}"
     )
-    message = _text(entry.reason[:_MESSAGE_LIMIT])
+    if entry.flaky:
+        # Consumers that know flakiness read the property; the others still see "flaky" in the message.
+        properties = ET.SubElement(element, "properties")
+        ET.SubElement(properties, "property", name="flaky", value="true")
+        ET.SubElement(properties, "property", name="trials", value=entry.flaky)
+    prefix = f"flaky: {entry.flaky} — " if entry.flaky else ""
+    message = _text((prefix + entry.reason)[:_MESSAGE_LIMIT])
     if entry.status == CaseResult.Status.FAILED:
-        failure = ET.SubElement(element, "failure", message=message, type="AssertionFailed")
+        failure = ET.SubElement(element, "failure", message=message, type="Flaky" if entry.flaky else "AssertionFailed")
         failure.text = _text("\n".join(_assertion_lines(entry.assertions, ("failed",))) or entry.reason)
     elif entry.status == CaseResult.Status.ERROR:
-        error = ET.SubElement(element, "error", message=message, type="HarnessError")
+        error = ET.SubElement(element, "error", message=message, type="Flaky" if entry.flaky else "HarnessError")
         error.text = _text("\n".join([entry.reason, *_assertion_lines(entry.assertions, ("error", "failed"))]))
     elif entry.status == CaseResult.Status.CANCELLED:
         ET.SubElement(element, "skipped", message=message)
@@ -129,6 +154,9 @@ def run_to_junit(run: Run) -> str:
         properties = ET.SubElement(testsuite, "properties")
         for key, value in (("run", run.pk), ("model", model), ("run_status", run.status), ("run_reason", run.reason)):
             ET.SubElement(properties, "property", name=key, value=_text(value))
+        if run.trials > 1:
+            ET.SubElement(properties, "property", name="trials", value=str(run.trials))
+            ET.SubElement(properties, "property", name="flaky", value=str(sum(1 for e in entries if e.flaky)))
         for entry in entries:
             _testcase(testsuite, entry, name)
     ET.indent(root)

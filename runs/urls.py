@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/<int:run_id>/", views.run_page, name="detail"),
     path("runs/<int:run_id>/progress.json", views.run_progress, name="progress"),
     path("runs/<int:run_id>/cancel/", views.run_cancel_page, name="cancel"),
+    path("runs/<int:run_id>/resume/", views.run_resume_page, name="resume"),
     path("runs/<int:run_id>/results/<int:result_id>/", views.result_page, name="result"),
     path("runs/<int:run_id>/compare/", views.run_compare_page, name="compare"),
     path("runs/<int:run_id>/matrix.csv", views.matrix_csv, name="matrix-csv"),

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.api import ModelListApi, ResultDetailApi, RunApi, RunBulkDeleteApi, RunCancelApi, RunsApi
+from runs.api import ModelListApi, ResultDetailApi, RunApi, RunBulkDeleteApi, RunCancelApi, RunResumeApi, RunsApi
 
 app_name = "runs-api"
 
@@ -10,5 +10,6 @@ urlpatterns = [
     path("runs/delete/", RunBulkDeleteApi.as_view(), name="runs-delete"),
     path("runs/<int:run_id>/", RunApi.as_view(), name="run"),
     path("runs/<int:run_id>/cancel/", RunCancelApi.as_view(), name="run-cancel"),
+    path("runs/<int:run_id>/resume/", RunResumeApi.as_view(), name="run-resume"),
     path("runs/<int:run_id>/results/<int:result_id>/", ResultDetailApi.as_view(), name="result"),
 ]

@@ -40,7 +40,7 @@ from runs.forms import RunTriggerForm
 from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
 from runs.selectors import run_list, run_matrix, run_summary
-from runs.services import QueueUnavailable, RunConflict, RunError, run_cancel, run_trigger
+from runs.services import QueueUnavailable, RunConflict, RunError, run_cancel, run_resume, run_trigger
 
 RUNS_PER_PAGE = 25
 MATRIX_FILTERS = {"all": "All cases", "failures": "Failures only", "disagree": "Where models disagree"}
@@ -201,7 +201,8 @@ def run_trigger_page(request: HttpRequest) -> HttpResponse:
             try:
                 run = run_trigger(
                     suite=data["suite"], model_keys=data["models"], case_filter=data["case_filter"],
-                    triggered_by=request.user,
+                    triggered_by=request.user, mode=data["mode"], trials=data["trials"],
+                    budget_tokens=data["budget_tokens"], budget_cost=data["budget_cost"],
                 )
             except QueueUnavailable as exc:
                 form.add_error(None, f"{exc}. Nothing was queued; start the message broker and try again.")
@@ -384,6 +385,21 @@ def run_cancel_page(request: HttpRequest, run_id: int) -> HttpResponse:
             messages.success(request, f"Run #{run.pk} is cancelled; it had not started.")
         else:
             messages.success(request, f"Run #{run.pk} stops after the case in progress; the rest is marked cancelled.")
+    return redirect("runs:detail", run_id=run.pk)
+
+
+@login_required
+@require_POST
+def run_resume_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    if not request.user.is_staff:
+        return _forbidden(request, "Only admins can resume runs.")
+    run = get_object_or_404(Run.objects.defer("agent_snapshot"), pk=run_id)
+    try:
+        run = run_resume(run=run)
+    except RunError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Run #{run.pk} is queued again; only the cases without a result will run.")
     return redirect("runs:detail", run_id=run.pk)
 
 

@@ -95,3 +95,58 @@ def test_it_cancels_a_pending_run_at_once_and_refuses_a_finished_one(suite):
     assert run_execute(run_id=run.pk) is None
     with pytest.raises(RunConflict, match="already finished"):
         run_cancel(run=run)
+
+
+def _interrupted(suite):
+    run = run_create(suite=suite, model_keys=[CAREFUL])
+    first_case = suite.cases.order_by("name").first()
+    CaseResult.objects.create(run=run, case=first_case, case_name=first_case.name, model=CAREFUL, status="passed")
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.ERROR, passed=1, reason="the worker restarted")
+    return Run.objects.get(pk=run.pk)
+
+
+def test_it_resumes_from_the_cli_inline(suite, capsys):
+    from django.core.management import call_command
+
+    run = _interrupted(suite)
+    call_command("run_suite", "--resume", str(run.pk), "--inline")  # exit code 0: no SystemExit
+    output = capsys.readouterr().out
+    assert f"Resuming run #{run.pk} of suite 'orders': 1 of 3 results kept." in output
+    run.refresh_from_db()
+    assert run.status == Run.Status.PASSED and CaseResult.objects.filter(run=run).count() == 3
+
+
+def test_it_resumes_through_the_api_for_admins_only(suite, admin_client_api, member_client, run_queue):
+    run = _interrupted(suite)
+    assert member_client.post(f"/api/runs/{run.pk}/resume/").status_code == 403
+    response = admin_client_api.post(f"/api/runs/{run.pk}/resume/")
+    assert response.status_code == 200, response.content
+    run.refresh_from_db()
+    assert run.status == Run.Status.PASSED and CaseResult.objects.filter(run=run).count() == 3
+    again = admin_client_api.post(f"/api/runs/{run.pk}/resume/")
+    assert again.status_code == 409 and "only a run that ended in Error or Cancelled" in again.json()["detail"]
+
+
+def test_it_offers_resume_on_the_run_page_to_admins(suite, client, admin_user, member, run_queue):
+    run = _interrupted(suite)
+    client.force_login(member)
+    assert b"data-resume-form" not in client.get(f"/runs/{run.pk}/").content
+    assert client.post(f"/runs/{run.pk}/resume/").status_code == 403
+    client.force_login(admin_user)
+    assert b"data-resume-form" in client.get(f"/runs/{run.pk}/").content
+    response = client.post(f"/runs/{run.pk}/resume/")
+    assert response.status_code == 302
+    run.refresh_from_db()
+    assert run.status == Run.Status.PASSED
+
+
+def test_it_takes_mode_trials_and_budget_on_the_trigger_page(suite, client, admin_user, run_queue):
+    client.force_login(admin_user)
+    response = client.post("/runs/new/", {"suite": suite.pk, "models": [CAREFUL], "trials": 2,
+                                          "budget_tokens": 100000})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = Run.objects.get()
+    assert (run.trials, run.total, run.budget_tokens, run.mode) == (2, 6, 100000, "live")
+    refused = client.post("/runs/new/", {"suite": suite.pk, "models": [CAREFUL], "mode": "replay", "trials": 3})
+    assert refused.status_code == 400 and b"trials" in refused.content
+    assert Run.objects.count() == 1

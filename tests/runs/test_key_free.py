@@ -8,6 +8,7 @@ files, replay, no key, no network.
 from __future__ import annotations
 
 import socket
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -146,13 +147,19 @@ def test_it_replays_and_plays_scripts_with_a_poisoned_key_and_no_network(
     assert POISON not in database_dump()
 
 
-def test_it_replays_the_committed_demo_recordings_with_no_key_and_no_network(demo_agents, monkeypatch):
+def test_it_replays_the_committed_demo_recordings_with_no_key_and_no_network(demo_agents, monkeypatch, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", POISON)
     guard = OutboundGuard(monkeypatch)
     suite, _ = demo_suite_ensure()
     call_command("recordings", "import", str(DEMO_RECORDINGS))
 
-    replayed = execute(suite, DEMO_MODELS, Run.Mode.REPLAY)
+    # Exactly what CI runs: the command, in replay mode, in this process (exit 1: the demo has failing cases).
+    with pytest.raises(SystemExit) as exited:
+        call_command("run_suite", suite.name, "--models", ",".join(DEMO_MODELS), "--mode", "replay", "--inline",
+                     "--junit", str(tmp_path / "replay.xml"))
+    assert exited.value.code == 1
+    replayed = Run.objects.get(mode=Run.Mode.REPLAY)
+    assert ET.parse(tmp_path / "replay.xml").getroot().get("errors") == "0"
 
     errors = list(CaseResult.objects.filter(run=replayed, status="error").values_list("case_name", "model", "reason"))
     assert errors == [], (

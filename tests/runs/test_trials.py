@@ -4,12 +4,14 @@ trials, pass^k — all k passed — and stable-pass / stable-fail / flaky)."""
 from __future__ import annotations
 
 import threading
+import xml.etree.ElementTree as ET
 
 import pytest
 
 from agents.llm.scripted import Answer
 from agents.models import Agent
 from cases.models import Suite
+from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
 from runs.selectors import FLAKY, STABLE_FAIL, STABLE_PASS, run_matrix, run_summary, run_trials
 from runs.services import run_create, run_execute
@@ -67,6 +69,16 @@ def test_it_labels_each_case_over_its_trials_and_computes_pass_k(flaky_suite, sc
     cells = {row["case_name"]: row["cells"][SCRIPTED] for row in run_matrix(run=run)}
     assert cells["a: flaky"]["stability"] == FLAKY and cells["a: flaky"]["trials"] == ["passed", "passed", "failed"]
     assert cells["c: always fails"]["stability"] == STABLE_FAIL
+
+    junit = ET.fromstring(run_to_junit(run))
+    flaky_cases = [case for case in junit.iter("testcase")
+                   if case.find("properties/property[@name='flaky']") is not None]
+    assert {case.get("name") for case in flaky_cases} == {f"a: flaky (trial {n} of 3)" for n in (1, 2, 3)}
+    failing = [case.find("failure") for case in flaky_cases if case.find("failure") is not None]
+    assert [(f.get("type"), f.get("message")[:32]) for f in failing] == [("Flaky", "flaky: passed 2 of 3 trials — ou")]
+    stable_fail = [case.find("failure") for case in junit.iter("testcase") if case.get("name").startswith("c:")]
+    assert {f.get("type") for f in stable_fail} == {"AssertionFailed"}
+    assert junit.find("testsuite/properties/property[@name='flaky']").get("value") == "3"
 
 
 @pytest.mark.django_db

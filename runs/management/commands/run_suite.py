@@ -1,5 +1,6 @@
 """Run a suite from the command line or CI: `run_suite SUITE [--models provider:model,...] [--cases FILTER]
-[--wait] [--inline] [--junit FILE] [--timeout SECONDS]`.
+[--wait] [--inline] [--junit FILE] [--timeout SECONDS]`,
+or `run_suite --resume RUN [--inline|--wait]`.
 
 Exit codes: 0 the run passed; 1 a case failed (and none errored); 2 anything else — a run or case Error, a
 cancelled or unfinished run, bad arguments, an unavailable run queue — so CI can tell "the agent regressed" (1) from
@@ -23,7 +24,16 @@ from cases.selectors import suite_list
 from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
 from runs.selectors import ModelSummary, run_summary
-from runs.services import RunConflict, RunError, run_cancel, run_create, run_execute, run_trigger
+from runs.services import (
+    RunConflict,
+    RunError,
+    run_cancel,
+    run_create,
+    run_execute,
+    run_prepare_resume,
+    run_resume,
+    run_trigger,
+)
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 POLL_SECONDS = 0.3
@@ -71,7 +81,11 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("suite", help="The suite's name or id.")
+        parser.add_argument("suite", nargs="?", default="", help="The suite's name or id (not with --resume).")
+        parser.add_argument(
+            "--resume", type=int, metavar="RUN",
+            help="Resume run RUN (ended in Error or Cancelled): only the case × model pairs without a result run.",
+        )
         parser.add_argument(
             "--models", default="", help="Comma-separated provider:model keys; default: the suite agent's own model."
         )
@@ -111,6 +125,10 @@ class Command(BaseCommand):
             raise _Abort("--junit and --timeout need --wait or --inline")
         if options["timeout"] is not None and options["timeout"] <= 0:
             raise _Abort("--timeout must be a positive number of seconds")
+        if options["resume"] is not None:
+            return self._resume(options, follow)
+        if not options["suite"]:
+            raise _Abort("name the suite to run (or --resume RUN)")
         suite = self._suite(options["suite"])
         model_keys = [key.strip() for key in options["models"].split(",") if key.strip()] or [suite.agent.model_key]
         arguments = {
@@ -136,12 +154,33 @@ class Command(BaseCommand):
         if run.mode != Run.Mode.LIVE:
             how = f"{run.get_mode_display().lower()} mode, {how}"
         self.stdout.write(f"Run #{run.pk} of suite {suite.name!r}: {shape} ({how}).")
+        return self._finish(run, worker, options)
+
+    def _finish(self, run: Run, worker: _InlineRun | None, options: dict[str, Any]) -> int:
         run = self._follow(run, worker, options["timeout"])
         self._report(run)
         if options["junit"]:
             Path(options["junit"]).write_text(run_to_junit(run), encoding="utf-8")
             self.stdout.write(f"JUnit XML written to {options['junit']}.")
         return _exit_code(run)
+
+    def _resume(self, options: dict[str, Any], follow: bool) -> int:
+        run = Run.objects.select_related("suite").filter(pk=options["resume"]).first()
+        if run is None:
+            raise _Abort(f"there is no run #{options['resume']}")
+        if options["inline"]:
+            run = run_prepare_resume(run=run)
+            worker: _InlineRun | None = _InlineRun(run.pk)
+            worker.start()
+        else:
+            run = run_resume(run=run)
+            worker = None
+        kept = run.done
+        if not follow:
+            self.stdout.write(f"Queued run #{run.pk} again: {run.total - kept} of {run.total} result(s) to go.")
+            return EXIT_PASSED
+        self.stdout.write(f"Resuming run #{run.pk} of suite {run.suite.name!r}: {kept} of {run.total} results kept.")
+        return self._finish(run, worker, options)
 
     def _suite(self, reference: str) -> Suite:
         suites = suite_list()
