@@ -15,8 +15,13 @@ from runs.services import MAX_TRIALS, RunError
 
 # RunError.field → the form field it belongs on.
 _FIELDS = {
-    "suite": "suite", "models": "models", "case_filter": "case_filter", "mode": "mode", "trials": "trials",
-    "budget_tokens": "budget_tokens", "budget_cost": "budget_cost",
+    "suite": "suite",
+    "models": "models",
+    "case_filter": "case_filter",
+    "mode": "mode",
+    "trials": "trials",
+    "budget_tokens": "budget_tokens",
+    "budget_cost": "budget_cost",
 }
 
 
@@ -48,10 +53,13 @@ class RunTriggerForm(forms.Form):
         choices=Run.Mode.choices,
         initial=Run.Mode.LIVE,
         required=False,
-        help_text="Live calls the models; record also keeps every answer; replay serves kept answers (no key, no cost).",
+        help_text="Live calls the models; record also keeps every answer; replay serves kept answers (no key, free).",
     )
     trials = forms.IntegerField(
-        min_value=1, max_value=MAX_TRIALS, initial=1, required=False,
+        min_value=1,
+        max_value=MAX_TRIALS,
+        initial=1,
+        required=False,
         help_text="Run each case this many times per model to see how flaky it is (pass^k).",
     )
     budget_tokens = forms.IntegerField(min_value=1, required=False, help_text="Optional: stop after this many tokens.")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from agents.seams import (
     Agent,
@@ -156,6 +156,9 @@ def execute_case(
             outcome["value"] = _run(plan, model, suite, progress, tape)
         except BaseException as exc:  # reported as the case's Error; a crash must not take the run down
             outcome["crash"] = exc
+            if isinstance(exc, DatabaseError):
+                # A lost connection stays broken in this thread; the next case must start on a fresh one.
+                connection.close()
         finally:
             if progress.conversation_id is not None:
                 registry.remove(progress.conversation_id)
@@ -183,9 +186,10 @@ def execute_case(
         )
     elif "crash" in outcome:
         exc = outcome["crash"]
+        what = "lost its database connection" if isinstance(exc, DatabaseError) else "crashed"
         execution = CaseExecution(
             status=ERROR,
-            reason=f"the case crashed: {type(exc).__name__}: {exc}",
+            reason=f"the case {what}: {type(exc).__name__}: {str(exc).strip()}",
             conversation_id=progress.conversation_id,
         )
     else:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -378,7 +378,7 @@ def run_execute(*, run_id: int) -> Run | None:
                 _cancel_remaining(run, pending[index:], position)
                 return _finish(run, Run.Status.CANCELLED, f"cancelled after {position} of {run.total} results")
             execution = _execute_pair(run, plan, model, suite_plan, recordings, worker)
-            _store_result(run, plan, model.key, trial, position, execution)
+            _reconnecting(_store_result, run, plan, model.key, trial, position, execution)
             if not replaying:
                 # A replay spends nothing: its recorded tokens count against no budget.
                 spent.add(execution.usage.total_tokens, execution.cost)
@@ -434,6 +434,16 @@ def _execute_pair(
     if isinstance(tape, Recorder):
         recording_save(case_id=plan.id, model=model.key, entries=tape.entries(), run=run)
     return execution
+
+
+def _reconnecting(write: Callable[..., Any], *args: Any) -> Any:
+    """Run a write; if the connection was lost under it (a database restart, a killed backend), reconnect once and
+    write again, so a finished result is not lost to a connection that died while the case ran."""
+    try:
+        return write(*args)
+    except (OperationalError, InterfaceError):
+        connection.close()
+        return write(*args)
 
 
 class Spend:

@@ -119,3 +119,42 @@ def test_it_answers_503_and_leaves_nothing_when_redis_is_down_while_pages_keep_w
     client.force_login(admin_user)
     for page in ["/chat/", "/runs/", "/api/runs/", f"/api/suites/{suite.pk}/", "/admin/"]:
         assert client.get(page).status_code == 200, page
+
+
+def _drop_this_threads_connection() -> None:
+    """What a database restart does to a connection: gone under the code using it."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        import psycopg
+
+        pid = connection.connection.info.backend_pid
+        params = connection.get_connection_params()
+        with psycopg.connect(**params, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+    else:
+        connection.connection.close()
+
+
+def test_it_turns_a_connection_lost_mid_case_into_that_cases_error_and_finishes_the_run(scripted_model):
+    from agents.llm.scripted import Answer
+    from runs.services import run_create, run_execute
+
+    agent = Agent.objects.create(name="plain", instruction="Answer.", provider="scripted", model="scripted")
+    suite = Suite.objects.create(name="plain", agent=agent, case_timeout_seconds=30)
+    for name in ["a", "b", "c"]:
+        case = Case.objects.create(suite=suite, name=name)
+        turn = Turn.objects.create(case=case, user_message=f"case {name}")
+        Assertion.objects.create(case=case, turn=turn, type="outputContains", params={"text": "fine"})
+
+    def answer(request):
+        if "case b" in request.messages[-1]["content"]:
+            _drop_this_threads_connection()
+        return Answer("all fine")
+
+    scripted_model.respond_with(answer)
+    run = run_execute(run_id=run_create(suite=suite, model_keys=[scripted_model.key]).pk)
+    results = {r.case_name: r for r in CaseResult.objects.filter(run=run)}
+    assert [results[name].status for name in "abc"] == ["passed", "error", "passed"]
+    assert results["b"].reason.startswith("the case lost its database connection: ")
+    assert run.status == Run.Status.ERROR and run.reason == "1 of 3 results are Error (the harness could not judge them)"

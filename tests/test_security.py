@@ -18,11 +18,26 @@ pytestmark = pytest.mark.django_db
 PUBLIC = {"accounts/login/", "accounts/logout/"}
 # Routes whose writes (POST/PUT/PATCH/DELETE) only staff may make; reading them is open to any signed-in user.
 ADMIN_WRITES = {
-    "api/agents/", "api/agents/<int:agent_id>/", "api/suites/", "api/suites/<int:suite_id>/", "api/cases/",
-    "api/cases/<int:case_id>/", "api/cases/<int:case_id>/copy/", "api/cases/<int:case_id>/enable/",
-    "api/cases/<int:case_id>/disable/", "api/runs/", "api/runs/delete/", "api/runs/<int:run_id>/",
-    "api/runs/<int:run_id>/cancel/", "api/runs/<int:run_id>/resume/", "api/recordings/", "api/extractions/",
-    "runs/new/", "runs/<int:run_id>/cancel/", "runs/<int:run_id>/resume/", "conversations/<int:conversation_id>/record/",
+    "api/agents/",
+    "api/agents/<int:agent_id>/",
+    "api/suites/",
+    "api/suites/<int:suite_id>/",
+    "api/cases/",
+    "api/cases/<int:case_id>/",
+    "api/cases/<int:case_id>/copy/",
+    "api/cases/<int:case_id>/enable/",
+    "api/cases/<int:case_id>/disable/",
+    "api/runs/",
+    "api/runs/delete/",
+    "api/runs/<int:run_id>/",
+    "api/runs/<int:run_id>/cancel/",
+    "api/runs/<int:run_id>/resume/",
+    "api/recordings/",
+    "api/extractions/",
+    "runs/new/",
+    "runs/<int:run_id>/cancel/",
+    "runs/<int:run_id>/resume/",
+    "conversations/<int:conversation_id>/record/",
     "conversations/<int:conversation_id>/extract/",
 }
 # Pages only staff may even open.
@@ -49,12 +64,20 @@ def world(admin_user, member):
     suite = Suite.objects.create(name="s", agent=agent)
     case = Case.objects.create(suite=suite, name="c")
     Turn.objects.create(case=case, user_message="hi")
-    run = Run.objects.create(suite=suite, model_keys=["simulated:sim-careful"], case_ids=[case.pk], total=1,
-                             status=Run.Status.FAILED)
-    result = CaseResult.objects.create(run=run, case=case, case_name="c", model="simulated:sim-careful",
-                                       status="failed")
-    return {"agent_id": agent.pk, "conversation_id": conversation.pk, "suite_id": suite.pk, "case_id": case.pk,
-            "run_id": run.pk, "result_id": result.pk}
+    run = Run.objects.create(
+        suite=suite, model_keys=["simulated:sim-careful"], case_ids=[case.pk], total=1, status=Run.Status.FAILED
+    )
+    result = CaseResult.objects.create(
+        run=run, case=case, case_name="c", model="simulated:sim-careful", status="failed"
+    )
+    return {
+        "agent_id": agent.pk,
+        "conversation_id": conversation.pk,
+        "suite_id": suite.pk,
+        "case_id": case.pk,
+        "run_id": run.pk,
+        "result_id": result.pk,
+    }
 
 
 # Query strings some routes need to answer at all.
@@ -72,7 +95,13 @@ def test_it_knows_every_route():
     routes = app_routes()
     assert len(routes) > 30
     unknown_kwargs = {name for route in routes for name in re.findall(r"<(?:\w+:)?(\w+)>", route)} - {
-        "agent_id", "conversation_id", "suite_id", "case_id", "run_id", "result_id"}
+        "agent_id",
+        "conversation_id",
+        "suite_id",
+        "case_id",
+        "run_id",
+        "result_id",
+    }
     assert unknown_kwargs == set(), "teach this test how to build these URLs"
 
 
