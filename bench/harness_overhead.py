@@ -313,7 +313,7 @@ def run_harness(suite: Any, cases: int) -> HarnessPass:
 
 
 class QueryCounter:
-    """Counts every SQL statement on every thread: the runner gives each case a thread with its own connection, so
+    """Counts every SQL statement on every thread: cases run on a thread of the runner's with its own connection, so
     the wrapper is installed on each connection as it is opened (and on the calling thread's current one)."""
 
     def __init__(self) -> None:
@@ -411,8 +411,8 @@ def measure(suite: Any, base_url: str, cases: int, turns: int, repeat: int) -> F
 
 
 def profile_harness(suite: Any, cases: int, top: int = 25) -> str:
-    """One more harness pass under cProfile. Each case runs on a thread of its own, which a profiler enabled on this
-    thread never sees, so every thread started during the pass gets its own profiler and the stats are merged."""
+    """One more harness pass under cProfile. Cases run on the runner's worker thread(s), which a profiler enabled on
+    this thread never sees, so every thread started during the pass gets its own profiler and the stats are merged."""
     profilers: list[cProfile.Profile] = []
     original_run = threading.Thread.run
 
@@ -437,8 +437,8 @@ def profile_harness(suite: Any, cases: int, top: int = 25) -> str:
     stats = pstats.Stats(main, stream=out)
     for profiler in profilers:
         stats.add(profiler)
-    out.write(f"cProfile of one harness pass ({cases} cases, {len(profilers)} case threads merged), wall-clock;\n")
-    out.write("the main thread's execute_case includes waiting for the case thread.\n")
+    out.write(f"cProfile of one harness pass ({cases} cases; the main thread and {len(profilers)} thread(s) it "
+              "started, merged), wall-clock:\nthe main thread's execute_case includes waiting for the case thread.\n")
     stats.sort_stats("cumulative").print_stats(top)
     out.write(f"Top {top} cumulative in agenttest's own code:\n")
     stats.print_stats(re.escape(str(ROOT)) + r"/(agents|cases|runs|recording)/", top)
@@ -486,10 +486,10 @@ def format_report(figures: Figures, *, database: str, stub: str, rss_mb: float) 
         lines += [
             "where a harness case's time goes (the median timed pass, mean per case):",
             _row("  model calls (SDK+HTTP+stub)", f"{middle.model_ms:.2f} ms"),
-            _row("  rest of execute_case", f"{middle.case_ms - middle.model_ms:.2f} ms   (thread, conversation, DB, "
+            _row("  rest of execute_case", f"{middle.case_ms - middle.model_ms:.2f} ms   (conversation, DB, mocks, "
                                            "assertions)"),
-            _row("  run loop outside cases", f"{per_case - middle.case_ms:.2f} ms   (result row, counters, cancel "
-                                             "check)"),
+            _row("  run loop outside cases", f"{per_case - middle.case_ms:.2f} ms   (plans, result rows, counters, "
+                                             "cancel check)"),
         ]
     lines.append("SQL statements per case, by kind:")
     lines += [f"  {count / cases:7.2f}  {kind}" for kind, count in figures.statements]

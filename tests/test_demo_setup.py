@@ -60,7 +60,9 @@ def test_it_builds_the_order_support_agents():
     assert sorted(router.sub_agents.values_list("name", flat=True)) == ["order-cancellation", "order-lookup"]
     cancellation = Agent.objects.get(name="order-cancellation")
     assert [f["name"] for f in cancellation.functions] == [
-        "lookup_order", "cancel_order", "util-email-handle_email_sender"
+        "lookup_order",
+        "cancel_order",
+        "util-email-handle_email_sender",
     ]
     assert [f["name"] for f in Agent.objects.get(name="order-lookup").functions] == ["lookup_order"]
     assert "{{ customer_email|default:'unknown' }}" in cancellation.instruction
@@ -138,8 +140,9 @@ def test_it_queues_the_first_run_of_the_demo_suite_once(tmp_path):
     env.update(AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_ADMIN_PASSWORD="demo-password-1")
 
     def manage(*args):
-        result = subprocess.run([sys.executable, "manage.py", *args], cwd=base, env=env, capture_output=True,
-                                text=True, timeout=180)
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=base, env=env, capture_output=True, text=True, timeout=180
+        )
         assert result.returncode == 0, result.stderr
         return result.stdout
 
@@ -154,3 +157,34 @@ def test_it_queues_the_first_run_of_the_demo_suite_once(tmp_path):
         ]
     with sqlite3.connect(tmp_path / "broker.sqlite3") as broker:
         assert broker.execute("select count(*) from kombu_message").fetchone() == (1,)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_runs_the_demo_suite_from_the_cli_with_the_right_exit_code_and_junit(tmp_path, capsys):
+    import xml.etree.ElementTree as ET
+
+    _run()
+    junit = tmp_path / "demo.xml"
+    with pytest.raises(SystemExit) as exited:
+        call_command(
+            "run_suite",
+            "Order support demo",
+            "--models",
+            "simulated:sim-careful,simulated:sim-hasty",
+            "--inline",
+            "--junit",
+            str(junit),
+        )
+    assert exited.value.code == 1, "some demo cases fail (sim-hasty skips steps; one email is blocked), none error"
+    output = capsys.readouterr().out
+    assert "simulated:sim-careful" in output and "simulated:sim-hasty" in output and "pass rate" in output
+    root = ET.parse(junit).getroot()
+    suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
+    careful = suites["Order support demo on simulated:sim-careful"]
+    hasty = suites["Order support demo on simulated:sim-hasty"]
+    assert (careful.get("tests"), careful.get("failures"), careful.get("errors")) == ("8", "1", "0")
+    assert (hasty.get("tests"), hasty.get("failures"), hasty.get("errors")) == ("8", "3", "0")
+    blocked = [
+        case for case in careful.iter("testcase") if case.get("name") == "An unmocked email is blocked, never sent"
+    ]
+    assert "util-email-handle_email_sender" in blocked[0].find("failure").get("message")

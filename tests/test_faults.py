@@ -32,8 +32,13 @@ def slow_providers(tmp_path) -> str:
 
 
 def order_suite(cases: int) -> Suite:
-    agent = Agent.objects.create(name="orders", instruction="Help.", provider="simulated", model="sim-careful",
-                                 functions=[{"name": "lookup_order"}])
+    agent = Agent.objects.create(
+        name="orders",
+        instruction="Help.",
+        provider="simulated",
+        model="sim-careful",
+        functions=[{"name": "lookup_order"}],
+    )
     suite = Suite.objects.create(name="orders", agent=agent)
     for index in range(cases):
         case = Case.objects.create(suite=suite, name=f"case {index:02d}")
@@ -59,15 +64,18 @@ def test_it_keeps_finished_results_and_says_why_when_the_worker_is_killed_mid_ru
     log = tmp_path / "worker.log"
     with runs_worker(REDIS_URL, log, **extra) as worker:
         run = run_trigger(suite=suite, model_keys=["simulated:sim-careful"], dispatch=dispatch_to(REDIS_URL))
-        wait_for(lambda: CaseResult.objects.filter(run=run).count() >= 2, timeout=60, what="two results",
-                 log_path=log)
+        wait_for(lambda: CaseResult.objects.filter(run=run).count() >= 2, timeout=60, what="two results", log_path=log)
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(10)
     kept = CaseResult.objects.filter(run=run).count()
     assert Run.objects.get(pk=run.pk).status == Run.Status.RUNNING, "the killed worker could not finish it"
     with runs_worker(REDIS_URL, tmp_path / "worker2.log", **extra):
-        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=60, what="the sweep",
-                 log_path=tmp_path / "worker2.log")
+        wait_for(
+            lambda: Run.objects.get(pk=run.pk).is_finished,
+            timeout=60,
+            what="the sweep",
+            log_path=tmp_path / "worker2.log",
+        )
     run.refresh_from_db()
     assert run.status == Run.Status.ERROR
     assert run.reason == f"the worker restarted while this run was in progress; {kept} of 6 results were kept"
@@ -85,8 +93,22 @@ def _free_port() -> int:
 def own_redis(tmp_path):
     """A Redis server of this test's own, so stopping it disturbs nothing else."""
     port = _free_port()
-    process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
@@ -109,8 +131,9 @@ def test_it_answers_503_and_leaves_nothing_when_redis_is_down_while_pages_keep_w
     process.kill()
     process.wait(10)
     started = time.monotonic()
-    response = admin_client_api.post("/api/runs/", {"suite": suite.pk, "models": ["simulated:sim-careful"]},
-                                     format="json")
+    response = admin_client_api.post(
+        "/api/runs/", {"suite": suite.pk, "models": ["simulated:sim-careful"]}, format="json"
+    )
     assert response.status_code == 503
     assert response.json()["detail"].startswith("the run queue is unavailable: ")
     assert "127.0.0.1" in response.json()["detail"]
@@ -157,4 +180,6 @@ def test_it_turns_a_connection_lost_mid_case_into_that_cases_error_and_finishes_
     results = {r.case_name: r for r in CaseResult.objects.filter(run=run)}
     assert [results[name].status for name in "abc"] == ["passed", "error", "passed"]
     assert results["b"].reason.startswith("the case lost its database connection: ")
-    assert run.status == Run.Status.ERROR and run.reason == "1 of 3 results are Error (the harness could not judge them)"
+    assert (
+        run.status == Run.Status.ERROR and run.reason == "1 of 3 results are Error (the harness could not judge them)"
+    )

@@ -1,0 +1,527 @@
+"""API fuzz: every operation of the OpenAPI schema (/api/schema/), driven by schemathesis as a staff superuser.
+
+    python bench/api_fuzz.py [--examples 20] [--seconds 150] [--database-url postgres://…] [--seed N]
+
+Each operation gets `--examples` positive cases (valid per the schema) and as many negative ones (invalid on
+purpose), sent in-process through Django's test client with a DRF token. Half the time a path id, and in positive
+cases an id or model named in the body, is replaced by one of a real object, so requests reach past the 404s:
+the demo agents and conversations, the demo suite and a finished run of it. Operations that delete come last.
+
+A response fails when it is a 5xx, or when a 400 does not name its field (`{"errors": [{"field", "message"}]}`
+with a field of the request, DRF's `{"<field>": [...]}`, or a `detail` for an error that concerns no field).
+Runs are queued on an embedded broker in a temporary file that nothing consumes; models are the offline simulated
+ones; any connection beyond the loopback address is refused and reported. tests/test_api_fuzz.py runs the same fuzz.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    # Run as a script, Python puts bench/ first on the path; the project packages live one level up.
+    sys.path.insert(0, str(ROOT))
+
+SCHEMA_PATH = "/api/schema/?format=json"
+FUZZ_USERNAME = "fuzz-admin"
+SIMULATED_MODEL = "simulated:sim-careful"
+LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+# A 400 may name the whole body rather than one field: the cases API calls it "document".
+WHOLE_BODY_FIELDS = frozenset({"document"})
+_FIELD_ROOT = re.compile(r"[.\[]")
+
+
+class FuzzError(Exception):
+    """The fuzz could not run (no schema, a database it cannot create)."""
+
+
+@dataclass
+class Failure:
+    kind: str
+    operation: str
+    request: str
+    status: int
+    response: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.operation} -> {self.status}\n  request: {self.request}\n  response: {self.response}"
+
+
+@dataclass
+class FuzzReport:
+    operations: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+    timed_out: bool = False
+    statuses: Counter[int] = field(default_factory=Counter)
+    per_operation: Counter[str] = field(default_factory=Counter)
+    failures: list[Failure] = field(default_factory=list)
+    refused_connections: list[str] = field(default_factory=list)
+    unsatisfiable: list[str] = field(default_factory=list)
+
+    @property
+    def server_errors(self) -> int:
+        return sum(count for code, count in self.statuses.items() if code >= 500)
+
+
+# --- Hermetic surroundings ----------------------------------------------------------------------------------------
+
+
+def hermetic_settings(broker_dir: Path) -> dict[str, Any]:
+    """Setting overrides that keep the fuzz off the network and off the real run queue."""
+    from django.conf import settings
+
+    return {
+        # Runs are created Pending and queued in this file; nothing consumes them.
+        "CELERY_BROKER_URL": f"sqla+sqlite:///{broker_dir / 'fuzz-broker.sqlite3'}",
+        # Only the offline models, whatever OPENAI_API_KEY or a providers file says.
+        "AGENTTEST_PROVIDERS": {"simulated": settings.AGENTTEST_PROVIDERS["simulated"]},
+        "AGENTTEST_HTTP_ALLOWED_HOSTS": [],
+        "AGENTTEST_TWILIO_ACCOUNT_SID": "",
+        "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
+    }
+
+
+@contextlib.contextmanager
+def celery_broker(url: str) -> Iterator[None]:
+    """Publish to `url` for the duration. The Celery app reads its broker once and keeps its connection pools;
+    dropping them makes the next publish connect to the broker set now (what Celery itself does after a fork)."""
+    from agenttest.celery import app
+
+    previous = app.conf.broker_url
+    app.conf.broker_url = url
+    app._pool = None
+    app.amqp._producer_pool = None
+    try:
+        yield
+    finally:
+        app.conf.broker_url = previous
+        app._pool = None
+        app.amqp._producer_pool = None
+
+
+@contextlib.contextmanager
+def loopback_only(refused: list[str]) -> Iterator[None]:
+    """Refuse (and note in `refused`) every IP connection this process opens to anything but the loopback address."""
+    original_connect, original_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def check(sock: socket.socket, address: Any) -> None:
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in LOOPBACK:
+            refused.append(f"{address[0]}:{address[1]}")
+            raise ConnectionRefusedError(f"the API fuzz allows no network beyond 127.0.0.1 (tried {address[0]})")
+
+    def connect(sock: socket.socket, address: Any) -> None:
+        check(sock, address)
+        return original_connect(sock, address)
+
+    def connect_ex(sock: socket.socket, address: Any) -> int:
+        check(sock, address)
+        return original_connect_ex(sock, address)
+
+    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
+    try:
+        yield
+    finally:
+        socket.socket.connect, socket.socket.connect_ex = original_connect, original_connect_ex
+
+
+# --- Data ---------------------------------------------------------------------------------------------------------
+
+
+def fuzz_data_ensure() -> Any:
+    """The staff superuser the fuzz acts as, the demo agents, conversations and suite, and one finished run of the
+    suite with its results. Runs the suite for real (simulated model, in-process), so the database must let the run's
+    case thread see this thread's writes: committed, not inside a test transaction."""
+    from django.contrib.auth import get_user_model
+
+    from agents.demo import demo_agents_ensure, demo_conversations_create
+    from cases.demo import demo_suite_ensure
+    from runs.models import Run
+    from runs.services import run_create, run_execute
+
+    user_model = get_user_model()
+    user = user_model.objects.filter(username=FUZZ_USERNAME).first() or user_model.objects.create_superuser(
+        FUZZ_USERNAME, f"{FUZZ_USERNAME}@example.com", "fuzz-password-123"
+    )
+    demo_agents_ensure()
+    demo_conversations_create(owner=user)
+    suite, _ = demo_suite_ensure()
+    if not Run.objects.filter(suite=suite, status__in=[Run.Status.PASSED, Run.Status.FAILED]).exists():
+        run = run_create(suite=suite, model_keys=[SIMULATED_MODEL], triggered_by=user)
+        run_execute(run_id=run.pk)
+    return user
+
+
+def _real_path_parameters(names: set[str], draw: Callable[[Any], Any]) -> dict[str, int]:
+    """Ids of objects that exist now (the fuzz creates and deletes them as it goes) for the path's parameters."""
+    from hypothesis import strategies as st
+
+    from agents.models import Agent, Conversation
+    from cases.models import Case, Suite
+    from runs.models import CaseResult, Run
+
+    if "result_id" in names:
+        pairs = list(CaseResult.objects.order_by("-pk").values_list("run_id", "pk")[:50])
+        return dict(zip(("run_id", "result_id"), draw(st.sampled_from(pairs)), strict=True)) if pairs else {}
+    models = {"agent_id": Agent, "case_id": Case, "conversation_id": Conversation, "run_id": Run, "suite_id": Suite}
+    chosen = {}
+    for name in names & models.keys():
+        ids = list(models[name].objects.order_by("-pk").values_list("pk", flat=True)[:50])
+        if ids:
+            chosen[name] = draw(st.sampled_from(ids))
+    return chosen
+
+
+def _real_body_values(draw: Callable[[Any], Any]) -> dict[str, Callable[[Any], Any]]:
+    """Body keys whose generated value almost never names a real object or model, with a realistic replacement
+    (of the generated value's type where the API accepts either an id or a name)."""
+    from hypothesis import strategies as st
+
+    from agents.models import Agent, Conversation
+    from cases.models import Suite
+
+    def pick(queryset: Any) -> Any:
+        values = list(queryset[:50])
+        return draw(st.sampled_from(values)) if values else None
+
+    def suite(generated: Any) -> Any:
+        row = pick(Suite.objects.order_by("-pk").values_list("pk", "name"))
+        if row is None:
+            return generated
+        return row[1] if isinstance(generated, str) and draw(st.booleans()) else (
+            str(row[0]) if isinstance(generated, str) else row[0]
+        )
+
+    return {
+        "suite": suite,
+        "conversation": lambda generated: pick(Conversation.objects.order_by("-pk").values_list("pk", flat=True)),
+        "agent": lambda generated: pick(Agent.objects.order_by("pk").values_list("name", flat=True)),
+        "sub_agents": lambda generated: [pick(Agent.objects.order_by("pk").values_list("name", flat=True))],
+        "provider": lambda generated: "simulated",
+        "model": lambda generated: draw(st.sampled_from(["sim-careful", "sim-hasty"])),
+        "models": lambda generated: [draw(st.sampled_from([SIMULATED_MODEL, "simulated:sim-hasty"]))],
+        "extraction_model": lambda generated: SIMULATED_MODEL,
+        "mode": lambda generated: draw(st.sampled_from(["live", "record", "replay"])),
+        "trials": lambda generated: draw(st.integers(1, 3)),
+    }
+
+
+# --- Requests -----------------------------------------------------------------------------------------------------
+
+
+class TestClientApp:
+    """A WSGI application that serves each request through Django's test client: the fuzz's thread, connection and
+    transaction, and a view's exception comes back as a 500 whose body is the traceback."""
+
+    def __init__(self) -> None:
+        from django.test import Client
+
+        self.client = Client()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        try:
+            response = self.client.request(**environ)
+        except Exception:
+            start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
+            return [traceback.format_exc().encode()]
+        headers = [(name, value) for name, value in response.items()]
+        start_response(f"{response.status_code} {response.reason_phrase}", headers)
+        return [response.content]
+
+
+def _request_text(case: Any) -> str:
+    from schemathesis.core import NotSet
+
+    parts = [f"{case.method} {case.formatted_path}"]
+    if case.query:
+        parts.append(f"query={json.dumps(case.query, default=str)}")
+    if not isinstance(case.body, NotSet):
+        parts.append(f"{case.media_type} body={json.dumps(case.body, default=repr)[:2000]}")
+    return " ".join(parts)
+
+
+def _fields(schema: dict[str, Any], path: str, method: str) -> frozenset[str]:
+    """The names a validation error of this operation may give: its parameters and its body's properties."""
+    spec = schema["paths"][path][method.lower()]
+    names = {parameter["name"] for parameter in spec.get("parameters", [])}
+    for content in spec.get("requestBody", {}).get("content", {}).values():
+        body = content.get("schema", {})
+        if "$ref" in body:
+            body = schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[-1]]
+        names.update(body.get("properties", {}))
+    return frozenset(names | WHOLE_BODY_FIELDS)
+
+
+def unnamed_validation_problems(body: Any, fields: frozenset[str]) -> list[str]:
+    """What in a 400 body does not name a field of the request; empty when every error does."""
+    if not isinstance(body, dict) or not body:
+        return [f"not a JSON object naming fields: {body!r}"]
+    if "errors" in body:
+        problems = []
+        for error in body["errors"] if isinstance(body["errors"], list) else [body["errors"]]:
+            name = error.get("field") if isinstance(error, dict) else None
+            if not isinstance(name, str) or _FIELD_ROOT.split(name, 1)[0] not in fields:
+                problems.append(f"error {error!r} does not name a field of the request")
+        return problems
+    if "detail" in body:
+        return []
+    return [f"key {key!r} is not a field of the request" for key in body if key not in fields]
+
+
+# --- The fuzz -----------------------------------------------------------------------------------------------------
+
+
+def load_schema(token: str) -> tuple[Any, dict[str, Any]]:
+    """The schemathesis schema and the raw OpenAPI document, as /api/schema/ serves them to a signed-in user."""
+    import schemathesis
+    from django.test import Client
+
+    response = Client().get(SCHEMA_PATH, headers={"Authorization": f"Token {token}"})
+    if response.status_code != 200:
+        raise FuzzError(f"GET {SCHEMA_PATH} answered {response.status_code}: {response.content[:500]!r}")
+    raw = json.loads(response.content)
+    return schemathesis.openapi.from_dict(json.loads(response.content), config=schemathesis.Config()), raw
+
+
+def _operations(schema: Any) -> list[Any]:
+    operations = [result.ok() for result in schema.get_all_operations()]
+    # What deletes goes last, so every other operation still finds the demo objects.
+    return sorted(operations, key=lambda op: op.method.upper() == "DELETE" or op.path.endswith("/delete/"))
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+class _Fuzzer:
+    def __init__(self, *, token: str, raw_schema: dict[str, Any], examples: int, deadline: float,
+                 seed: int | None) -> None:
+        self.headers = {"Authorization": f"Token {token}"}
+        self.raw_schema = raw_schema
+        self.examples = examples
+        self.deadline = deadline
+        self.seed = seed
+        self.app = TestClientApp()
+        self.report = FuzzReport()
+
+    def operation(self, operation: Any, mode: Any) -> None:
+        """Up to `examples` cases of `operation` in generation `mode`; raises _OutOfTime past the deadline."""
+        from hypothesis import HealthCheck, Phase, given
+        from hypothesis import seed as hypothesis_seed
+        from hypothesis import settings as hypothesis_settings
+        from hypothesis import strategies as st
+        from hypothesis.errors import Unsatisfiable
+
+        @hypothesis_settings(
+            max_examples=self.examples, deadline=None, database=None, phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck), print_blob=False,
+        )
+        @given(case=operation.as_strategy(generation_mode=mode), data=st.data())
+        def exercise(case: Any, data: Any) -> None:
+            if time.monotonic() > self.deadline:
+                raise _OutOfTime
+            self.send(self.realistic(case, data, positive=mode.name == "POSITIVE"), operation)
+
+        if self.seed is not None:
+            exercise = hypothesis_seed(self.seed)(exercise)
+        try:
+            exercise()
+        except Unsatisfiable:
+            # Nothing about the operation can be invalid (e.g. a GET without parameters has no negative cases).
+            self.report.unsatisfiable.append(f"{operation.method.upper()} {operation.path} ({mode.value})")
+
+    def realistic(self, case: Any, data: Any, *, positive: bool) -> Any:
+        from hypothesis import strategies as st
+
+        path_names = set(case.path_parameters or {})
+        if path_names and data.draw(st.booleans(), label="real path ids"):
+            case.path_parameters.update(_real_path_parameters(path_names, data.draw))
+        if positive and isinstance(case.body, dict):
+            for key, replace in _real_body_values(data.draw).items():
+                if key in case.body and data.draw(st.booleans(), label=f"real {key}"):
+                    case.body[key] = replace(case.body[key])
+        return case
+
+    def send(self, case: Any, operation: Any) -> None:
+        from django.core.cache import cache
+
+        label = f"{operation.method.upper()} {operation.path}"
+        # Throttle history lives in the cache: a fuzz triggers runs far faster than a person would.
+        cache.clear()
+        response = case.call(app=self.app, headers=self.headers)
+        report = self.report
+        report.requests += 1
+        report.statuses[response.status_code] += 1
+        report.per_operation[label] += 1
+        text = response.content.decode(errors="replace")
+        if response.status_code >= 500:
+            report.failures.append(
+                Failure("server error", label, _request_text(case), response.status_code, text[:4000])
+            )
+        elif response.status_code == 400:
+            try:
+                body = json.loads(text)
+            except ValueError:
+                body = text
+            # An unknown key the client sent is named as the field at fault; that names a field too.
+            sent = set(case.query or {}) | (set(case.body) if isinstance(case.body, dict) else set())
+            fields = _fields(self.raw_schema, operation.path, operation.method) | sent
+            if problems := unnamed_validation_problems(body, fields):
+                report.failures.append(Failure(
+                    "unnamed validation error", label, _request_text(case), 400,
+                    f"{text[:2000]} ({'; '.join(problems)})",
+                ))
+
+
+def fuzz_api(*, user: Any, examples: int, seconds: float, seed: int | None = None) -> FuzzReport:
+    """Send up to `examples` positive and `examples` negative cases to every operation, as `user`, for at most
+    `seconds`: a case generated past the deadline is not sent, and the report says the fuzz timed out."""
+    from rest_framework.authtoken.models import Token
+    from schemathesis import GenerationMode
+
+    token, _ = Token.objects.get_or_create(user=user)
+    schema, raw = load_schema(token.key)
+    started = time.monotonic()
+    fuzzer = _Fuzzer(token=token.key, raw_schema=raw, examples=examples, deadline=started + seconds, seed=seed)
+    operations = _operations(schema)
+    fuzzer.report.operations = len(operations)
+    try:
+        for operation in operations:
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+                fuzzer.operation(operation, mode)
+    except _OutOfTime:
+        fuzzer.report.timed_out = True
+    fuzzer.report.seconds = time.monotonic() - started
+    return fuzzer.report
+
+
+def format_report(report: FuzzReport, *, database: str = "") -> str:
+    lines = []
+    if database:
+        lines.append(f"{'database':<28}{database}")
+    lines += [
+        f"{'operations':<28}{report.operations}",
+        f"{'requests':<28}{report.requests}",
+        f"{'5xx':<28}{report.server_errors}",
+        f"{'unnamed validation errors':<28}{sum(f.kind == 'unnamed validation error' for f in report.failures)}",
+        f"{'seconds':<28}{report.seconds:.1f}",
+        f"{'timed out':<28}{'yes' if report.timed_out else 'no'}",
+        f"{'refused connections':<28}{len(report.refused_connections)}",
+        f"{'without cases':<28}{', '.join(report.unsatisfiable) or '-'}",
+        "statuses",
+        *(f"  {code:<26}{count}" for code, count in sorted(report.statuses.items())),
+        "requests per operation",
+        *(f"  {label:<54}{count}" for label, count in sorted(report.per_operation.items())),
+    ]
+    for failure in report.failures:
+        lines.append(str(failure))
+    return "\n".join(lines)
+
+
+# --- Command ------------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def scratch_database(url: str) -> Iterator[tuple[str, str, str]]:
+    """(DATABASE_URL, var dir, description) of a database created for the fuzz and removed after it."""
+    directory = tempfile.mkdtemp(prefix="agenttest-fuzz-")
+    try:
+        if not url:
+            yield f"sqlite:///{directory}/fuzz.sqlite3", directory, "SQLite (temporary file)"
+            return
+        parts = urlsplit(url)
+        if parts.scheme not in ("postgres", "postgresql"):
+            raise FuzzError(f"--database-url must be a postgres:// URL (SQLite is the default), got {parts.scheme}://")
+        import psycopg
+
+        name = f"agenttest_fuzz_{os.getpid()}"
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield urlunsplit(parts._replace(path=f"/{name}")), directory, f"PostgreSQL (scratch database {name})"
+        finally:
+            from django.db import connections
+
+            connections.close_all()
+            with psycopg.connect(url, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def setup_django(database_url: str, var_dir: str) -> None:
+    os.environ["DJANGO_SETTINGS_MODULE"] = "agenttest.settings"
+    os.environ["AGENTTEST_DEBUG"] = "1"
+    os.environ["DATABASE_URL"] = database_url
+    os.environ["AGENTTEST_VAR_DIR"] = var_dir
+    for name in ("AGENTTEST_PROVIDERS_FILE", "AGENTTEST_HARNESS_APPS", "AGENTTEST_BROKER_URL"):
+        os.environ.pop(name, None)
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.test.utils import setup_test_environment
+
+    # The test environment: locmem email, and "testserver" among the allowed hosts.
+    setup_test_environment()
+    for name, value in hermetic_settings(Path(var_dir)).items():
+        setattr(settings, name, value)
+    from agents.llm.registry import clear_cache
+
+    clear_cache()
+    # A 4xx is logged as a warning per request; the report counts them instead.
+    logging.getLogger("django.request").setLevel(logging.CRITICAL)
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Fuzz the REST API from its OpenAPI schema with schemathesis.")
+    parser.add_argument("--examples", type=int, default=20,
+                        help="positive and as many negative cases per operation (default 20)")
+    parser.add_argument("--seconds", type=float, default=150.0, help="stop sending after this long (default 150)")
+    parser.add_argument("--database-url", default="", help="a PostgreSQL URL; a scratch database is created on it "
+                                                           "and dropped (default: a temporary SQLite file)")
+    parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed, to repeat a fuzz exactly")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    try:
+        with scratch_database(options.database_url) as (database_url, var_dir, database):
+            setup_django(database_url, var_dir)
+            from django.conf import settings
+
+            report = FuzzReport()
+            with loopback_only(report.refused_connections), celery_broker(settings.CELERY_BROKER_URL):
+                user = fuzz_data_ensure()
+                fuzzed = fuzz_api(user=user, examples=options.examples, seconds=options.seconds, seed=options.seed)
+            fuzzed.refused_connections = report.refused_connections
+            print(format_report(fuzzed, database=database), flush=True)
+    except FuzzError as exc:
+        print(f"fuzz failed: {exc}", file=sys.stderr)
+        return 1
+    return 1 if fuzzed.failures or fuzzed.refused_connections else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
