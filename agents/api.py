@@ -42,6 +42,11 @@ from agents.services import (
 )
 
 RULE_TRIGGERS = ("conversation_started", "state_changed")
+# Ids are BigAutoField; a larger number in a filter would reach the database (SQLite raises OverflowError on it).
+MAX_ID = 2**63 - 1
+# What a PositiveIntegerField holds on every database Django supports.
+MAX_POSITIVE_INT = 2**31 - 1
+NUL_MESSAGE = "must not contain the NUL character (\\u0000)"
 _instruction_engine = Engine(autoescape=False)
 
 
@@ -100,6 +105,21 @@ def _schema_problems(schema: Any) -> list[str]:
     return []
 
 
+def _nul_paths(value: Any, where: str) -> list[str]:
+    """Where a JSON value holds the NUL character: PostgreSQL stores it neither in text nor in JSON."""
+    if isinstance(value, str):
+        return [where] if "\x00" in value else []
+    if isinstance(value, dict):
+        return [
+            path
+            for key, item in value.items()
+            for path in ([f"{where} (a key)"] if "\x00" in str(key) else _nul_paths(item, f"{where}.{key}"))
+        ]
+    if isinstance(value, list):
+        return [path for index, item in enumerate(value) for path in _nul_paths(item, f"{where}[{index}]")]
+    return []
+
+
 def _rule_problems(rules: Any) -> list[str]:
     if not isinstance(rules, list):
         return ["must be a list of rule objects"]
@@ -144,6 +164,9 @@ def agent_problems(
         problems["functions"] = function_problems
     if rule_problems := _rule_problems(rules):
         problems["rules"] = rule_problems
+    for field, value in (("functions", functions), ("rules", rules)):
+        if nul_paths := _nul_paths(value, field):
+            problems.setdefault(field, []).extend(f"{path}: {NUL_MESSAGE}" for path in nul_paths)
     if name in sub_agents:
         problems["sub_agents"] = [f"{name!r} cannot be its own sub-agent"]
     else:
@@ -223,7 +246,7 @@ class AgentCreateApi(APIView):
         functions = serializers.JSONField(default=list)
         rules = serializers.JSONField(default=list)
         sub_agents = serializers.ListField(child=serializers.CharField(), default=list)
-        max_steps = serializers.IntegerField(min_value=1, allow_null=True, default=None)
+        max_steps = serializers.IntegerField(min_value=1, max_value=MAX_POSITIVE_INT, allow_null=True, default=None)
 
         def validate_name(self, value: str) -> str:
             others = Agent.objects.filter(name=value)
@@ -350,7 +373,7 @@ class ConversationListApi(APIView):
     pagination_class = ApiPagination
 
     class FilterSerializer(serializers.Serializer):
-        agent = serializers.IntegerField(required=False, min_value=1)
+        agent = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
         tag = serializers.CharField(required=False, default="")
         search = serializers.CharField(required=False, default="")
 
@@ -393,11 +416,17 @@ class ConversationStartApi(APIView):
         )
 
         def validate_agent(self, value: str) -> Agent:
-            agent = Agent.objects.filter(pk=int(value)).first() if value.isdigit() else None
+            # isdigit() alone admits digits int() cannot read, such as "³".
+            agent = Agent.objects.filter(pk=int(value)).first() if value.isascii() and value.isdigit() else None
             agent = agent or Agent.objects.filter(name=value).first()
             if agent is None:
                 raise serializers.ValidationError(f"no agent with id or name {value!r}")
             return agent
+
+        def validate_initial_state(self, value: dict[str, Any]) -> dict[str, Any]:
+            if nul_paths := _nul_paths(value, "initial_state"):
+                raise serializers.ValidationError([f"{path}: {NUL_MESSAGE}" for path in nul_paths])
+            return value
 
     @extend_schema(
         tags=["conversations"], operation_id="conversations_create", request=InputSerializer,

@@ -40,6 +40,8 @@ def _patterns() -> list[re.Pattern[str]]:
 def redact_text(text: str) -> str:
     if not text:
         return text
+    # Not a secret, but unstorable: PostgreSQL text and jsonb refuse NUL, and a model or tool can produce one.
+    text = text.replace("\x00", "\ufffd")
     for value in _secret_values():
         text = text.replace(value, MARKER)
     for pattern in _patterns():

@@ -43,8 +43,9 @@ SCHEMA_PATH = "/api/schema/?format=json"
 FUZZ_USERNAME = "fuzz-admin"
 SIMULATED_MODEL = "simulated:sim-careful"
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
-# A 400 may name the whole body rather than one field: the cases API calls it "document".
-WHOLE_BODY_FIELDS = frozenset({"document"})
+# An error about the body as a whole (not a JSON object) names no field, and says so: "document" in the harness APIs'
+# `errors`, DRF's "non_field_errors" in the host's.
+WHOLE_BODY = frozenset({"document", "non_field_errors"})
 _FIELD_ROOT = re.compile(r"[.\[]")
 
 
@@ -266,23 +267,34 @@ def _fields(schema: dict[str, Any], path: str, method: str) -> frozenset[str]:
         if "$ref" in body:
             body = schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[-1]]
         names.update(body.get("properties", {}))
-    return frozenset(names | WHOLE_BODY_FIELDS)
+    return frozenset(names)
 
 
-def unnamed_validation_problems(body: Any, fields: frozenset[str]) -> list[str]:
-    """What in a 400 body does not name a field of the request; empty when every error does."""
+def names_a_field(name: Any, *, fields: frozenset[str], sent: frozenset[str]) -> bool:
+    """Whether an error's field is a parameter or body property of the operation (or a path into one), a key the
+    request sent (an unknown key is named as the field at fault), or the body as a whole."""
+    if not isinstance(name, str):
+        return False
+    if name in sent or name in WHOLE_BODY or _FIELD_ROOT.split(name, 1)[0] in fields:
+        return True
+    return any(name.startswith((f"{key}.", f"{key}[")) for key in sent if key)
+
+
+def unnamed_validation_problems(body: Any, *, fields: frozenset[str], sent: frozenset[str]) -> list[str]:
+    """What in a 400 body names no field; empty when every error names one, or is a `detail` about no field."""
     if not isinstance(body, dict) or not body:
-        return [f"not a JSON object naming fields: {body!r}"]
+        return [f"not a JSON object naming fields: {str(body)[:200]!r}"]
     if "errors" in body:
-        problems = []
-        for error in body["errors"] if isinstance(body["errors"], list) else [body["errors"]]:
-            name = error.get("field") if isinstance(error, dict) else None
-            if not isinstance(name, str) or _FIELD_ROOT.split(name, 1)[0] not in fields:
-                problems.append(f"error {error!r} does not name a field of the request")
-        return problems
+        errors = body["errors"] if isinstance(body["errors"], list) else [body["errors"]]
+        return [
+            f"error {error!r} names no field of the request"
+            for error in errors
+            if not (isinstance(error, dict) and names_a_field(error.get("field"), fields=fields, sent=sent))
+        ]
     if "detail" in body:
         return []
-    return [f"key {key!r} is not a field of the request" for key in body if key not in fields]
+    return [f"key {key!r} is no field of the request" for key in body if not names_a_field(key, fields=fields,
+                                                                                            sent=sent)]
 
 
 # --- The fuzz -----------------------------------------------------------------------------------------------------
@@ -380,10 +392,9 @@ class _Fuzzer:
                 body = json.loads(text)
             except ValueError:
                 body = text
-            # An unknown key the client sent is named as the field at fault; that names a field too.
-            sent = set(case.query or {}) | (set(case.body) if isinstance(case.body, dict) else set())
-            fields = _fields(self.raw_schema, operation.path, operation.method) | sent
-            if problems := unnamed_validation_problems(body, fields):
+            sent = frozenset(case.query or {}) | frozenset(case.body if isinstance(case.body, dict) else ())
+            fields = _fields(self.raw_schema, operation.path, operation.method)
+            if problems := unnamed_validation_problems(body, fields=fields, sent=sent):
                 report.failures.append(Failure(
                     "unnamed validation error", label, _request_text(case), 400,
                     f"{text[:2000]} ({'; '.join(problems)})",

@@ -55,6 +55,7 @@ TOOL_DECLARATION = {
 TARGET_OVERHEAD_MS = 20.0
 RESULT_PREFIX = "RESULT "
 _ORDER_ID = re.compile(r"\d+")
+_WRITES = frozenset({"INSERT", "UPDATE", "DELETE"})
 _STATEMENT = re.compile(r'^\s*(?:(UPDATE)|(\w+)\b.*?\b(?:FROM|INTO))\s+"?(\w+)"?', re.IGNORECASE | re.DOTALL)
 
 
@@ -313,38 +314,62 @@ def run_harness(suite: Any, cases: int) -> HarnessPass:
 
 
 class QueryCounter:
-    """Counts every SQL statement on every thread: cases run on a thread of the runner's with its own connection, so
-    the wrapper is installed on each connection as it is opened (and on the calling thread's current one)."""
+    """Counts every SQL statement and every commit on every thread: cases run on a thread of the runner's with its own
+    connection, so each connection is instrumented as it is opened (and the calling thread's current one at once).
+
+    A commit is an explicit one (the end of an outermost `transaction.atomic`) or a write run outside any atomic
+    block, which the database commits by itself. Each is a durable flush (fsync) on PostgreSQL and on SQLite."""
 
     def __init__(self) -> None:
         self.statements: Counter[str] = Counter()
         self.connections = 0
+        self.commits = 0
+        self._instrumented: list[Any] = []
         self._lock = threading.Lock()
 
     def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
+        autocommitted = sql.lstrip()[:6].upper() in _WRITES and not context["connection"].in_atomic_block
         with self._lock:
             self.statements[sql] += 1
+            self.commits += autocommitted
         return execute(sql, params, many, context)
 
-    def _install(self, sender: Any, connection: Any, **kwargs: Any) -> None:
+    def _on_connection_created(self, sender: Any, connection: Any, **kwargs: Any) -> None:
         with self._lock:
             self.connections += 1
-        if self not in connection.execute_wrappers:
-            connection.execute_wrappers.append(self)
+        self._instrument(connection)
+
+    def _instrument(self, connection: Any) -> None:
+        if self in connection.execute_wrappers:
+            return
+        connection.execute_wrappers.append(self)
+        commit = connection.commit
+
+        def counted_commit() -> None:
+            with self._lock:
+                self.commits += 1
+            commit()
+
+        connection.commit = counted_commit
+        with self._lock:
+            self._instrumented.append(connection)
 
     @contextlib.contextmanager
     def capture(self) -> Iterator[QueryCounter]:
-        from django.db import connection
+        from django.db import DEFAULT_DB_ALIAS, connections
         from django.db.backends.signals import connection_created
 
-        connection_created.connect(self._install, weak=False, dispatch_uid="bench-query-counter")
-        connection.execute_wrappers.append(self)
+        connection_created.connect(self._on_connection_created, weak=False, dispatch_uid="bench-query-counter")
+        self._instrument(connections[DEFAULT_DB_ALIAS])
         try:
             yield self
         finally:
             connection_created.disconnect(dispatch_uid="bench-query-counter")
-            if self in connection.execute_wrappers:
-                connection.execute_wrappers.remove(self)
+            # The timed passes run uninstrumented.
+            for instrumented in self._instrumented:
+                instrumented.execute_wrappers.remove(self)
+                del instrumented.commit
+            self._instrumented.clear()
 
     @property
     def total(self) -> int:
@@ -376,6 +401,7 @@ class Figures:
     baseline_s: list[float] = field(default_factory=list)
     passes: list[HarnessPass] = field(default_factory=list)
     queries: int = 0
+    commits: int = 0
     connections: int = 0
     statements: list[tuple[str, int]] = field(default_factory=list)
 
@@ -399,7 +425,8 @@ def measure(suite: Any, base_url: str, cases: int, turns: int, repeat: int) -> F
     counter = QueryCounter()
     with counter.capture():
         run_harness(suite, cases)
-    figures.queries, figures.connections, figures.statements = counter.total, counter.connections, counter.by_kind()
+    figures.queries, figures.commits, figures.connections = counter.total, counter.commits, counter.connections
+    figures.statements = counter.by_kind()
     if figures.queries == 0:
         raise BenchError("the SQL counter saw no statement: it is not wired to the runner's connections")
     for _ in range(repeat):
@@ -476,8 +503,9 @@ def format_report(figures: Figures, *, database: str, stub: str, rss_mb: float) 
         _row("overhead ms per case", f"{overhead:.2f}   (target <= {TARGET_OVERHEAD_MS:g}: {verdict})"),
         _row("overhead ms per case, best passes", f"{best:.2f}   (fastest harness pass - fastest baseline pass)"),
         _row("SQL queries per case", f"{figures.queries / cases:.1f}   ({figures.queries} in the counted pass)"),
-        _row("  of which writes", f"{writes / cases:.1f}   (INSERT/UPDATE/DELETE; outside a transaction each is a "
-                                  "commit)"),
+        _row("  of which writes", f"{writes / cases:.1f}   (INSERT/UPDATE/DELETE)"),
+        _row("commits per case", f"{figures.commits / cases:.1f}   (each a durable flush: fsync on PostgreSQL and "
+                                 "SQLite)"),
         _row("DB connections opened per case", f"{figures.connections / cases:.2f}"),
         _row("peak RSS", f"{rss_mb:.1f} MB"),
     ]

@@ -41,6 +41,8 @@ from cases.validation import CaseValidationError, Problem, validate_case_documen
 # Read-only keys of a case as the API returns it; a client may send a fetched case back with them unchanged.
 CASE_OUTPUT_ONLY_KEYS = ("id", "suite", "suite_name", "created_at", "updated_at")
 SUITE_OUTPUT_ONLY_KEYS = ("id", "case_count", "enabled_case_count", "created_at", "updated_at")
+# Ids are BigAutoField; a larger number in a filter would reach the database (SQLite raises OverflowError on it).
+MAX_ID = 2**63 - 1
 
 
 class IsStaffOrReadOnly(BasePermission):
@@ -138,7 +140,7 @@ def _suite_or_404(suite_id: int) -> Suite:
 
 class SuiteListApi(CasesApiView):
     class FilterSerializer(serializers.Serializer):
-        agent = serializers.IntegerField(required=False, min_value=1, help_text="Agent id.")
+        agent = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="Agent id.")
         enabled = serializers.BooleanField(required=False, allow_null=True, default=None)
         search = serializers.CharField(required=False, default="")
 
@@ -249,9 +251,10 @@ def _same_suite(data: dict[str, Any], case: Case) -> dict[str, Any]:
 
 class CaseListApi(CasesApiView):
     class FilterSerializer(serializers.Serializer):
-        suite = serializers.IntegerField(required=False, min_value=1, help_text="Suite id.")
+        suite = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="Suite id.")
         agent = serializers.IntegerField(
-            required=False, min_value=1, help_text="Agent id: the suite's agent or the case's entry agent."
+            required=False, min_value=1, max_value=MAX_ID,
+            help_text="Agent id: the suite's agent or the case's entry agent.",
         )
         enabled = serializers.BooleanField(required=False, allow_null=True, default=None)
         source = serializers.ChoiceField(choices=Case.Source.choices, required=False)

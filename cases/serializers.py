@@ -7,6 +7,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from cases.models import Assertion, Case, HistoryMessage
+from cases.validation import INT_RANGE
 
 
 class AssertionDocumentSerializer(serializers.Serializer):
@@ -40,7 +41,8 @@ class MockDocumentSerializer(serializers.Serializer):
         help_text="Answer only calls whose arguments contain these; null: any arguments.",
     )
     call_index = serializers.IntegerField(
-        min_value=0, allow_null=True, default=None, help_text="Answer only the N-th call (0-based); null: any."
+        min_value=0, max_value=INT_RANGE[1], allow_null=True, default=None,
+        help_text="Answer only the N-th call (0-based); null: any.",
     )
     result = serializers.CharField(allow_blank=True, default="", help_text="The tool result the agent receives.")
     stop = serializers.BooleanField(default=False, help_text="The turn ends with this result.")
@@ -58,7 +60,9 @@ class CaseDocumentSerializer(serializers.Serializer):
         allow_null=True, default=None, help_text="Agent name the conversation starts with; null: the suite's agent."
     )
     initial_state = serializers.DictField(child=serializers.JSONField(), default=dict)
-    priority = serializers.IntegerField(default=0, help_text="Higher runs first.")
+    priority = serializers.IntegerField(
+        min_value=INT_RANGE[0], max_value=INT_RANGE[1], default=0, help_text="Higher runs first."
+    )
     tags = serializers.ListField(child=serializers.CharField(), default=list)
     unmocked_policy = serializers.ChoiceField(
         choices=Case.UnmockedPolicy.choices, default=Case.UnmockedPolicy.BLOCK,

@@ -23,6 +23,9 @@ from cases.models import Assertion, Case, Suite
 NAME_MAX_LENGTH = 200
 FUNCTION_NAME_MAX_LENGTH = 200
 TIMEOUT_RANGE = (1, 3600)
+# What an IntegerField holds on every database Django supports; a larger number would fail at the database.
+INT_RANGE = (-(2**31), 2**31 - 1)
+NUL_MESSAGE = "must not contain the NUL character (\\u0000)"
 JUDGE_SCORE_RANGE = (1, 5)
 CHAIN_MODES = ("contains", "ordered", "exact")
 ROUTING_ASSERTIONS = (Assertion.Type.ROUTED_TO_AGENT, Assertion.Type.AGENT_CHAIN)
@@ -213,14 +216,36 @@ def _list_of_strings(value: Any, *, field: str, problems: _Problems, non_empty_i
     return value
 
 
-def _int_or_problem(value: Any, *, field: str, problems: _Problems, minimum: int | None = None) -> int | None:
+def _int_or_problem(
+    value: Any, *, field: str, problems: _Problems, minimum: int | None = None, maximum: int | None = None
+) -> int | None:
     if not isinstance(value, int) or isinstance(value, bool):
         problems.add(field, f"must be a whole number, not {_json_type(value)}")
         return None
     if minimum is not None and value < minimum:
         problems.add(field, f"must be {minimum} or more")
         return None
+    if maximum is not None and value > maximum:
+        problems.add(field, f"must be {maximum} or less")
+        return None
     return value
+
+
+def _nul_problems(value: Any, *, field: str, problems: _Problems) -> None:
+    """Every string (or object key) holding the NUL character: PostgreSQL stores it neither in text nor in JSON, and
+    refuses it even in a lookup."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            problems.add(field or "document", NUL_MESSAGE)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in str(key):
+                problems.add(field or "document", f"has a key that {NUL_MESSAGE}")
+            else:
+                _nul_problems(item, field=_at(field, str(key)), problems=problems)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _nul_problems(item, field=_at(field, index), problems=problems)
 
 
 def _choice(value: Any, choices: list[str], *, field: str, problems: _Problems) -> None:
@@ -279,7 +304,9 @@ def _clean_mock(raw: Any, *, prefix: str, problems: _Problems) -> dict[str, Any]
     )
     call_index = data.get("call_index")
     if call_index is not None:
-        call_index = _int_or_problem(call_index, field=_at(prefix, "call_index"), problems=problems, minimum=0)
+        call_index = _int_or_problem(
+            call_index, field=_at(prefix, "call_index"), problems=problems, minimum=0, maximum=INT_RANGE[1]
+        )
     result = data.get("result", "")
     if not isinstance(result, str):
         problems.add(_at(prefix, "result"), "must be a string: the tool result text the agent receives")
@@ -357,7 +384,7 @@ def _clean_case_fields(data: dict[str, Any], *, problems: _Problems) -> dict[str
     if policy != Case.UnmockedPolicy.BLOCK:
         problems.add("unmocked_policy", BLOCK_ONLY_MESSAGE)
     priority = data.get("priority", 0)
-    _int_or_problem(priority, field="priority", problems=problems)
+    _int_or_problem(priority, field="priority", problems=problems, minimum=INT_RANGE[0], maximum=INT_RANGE[1])
 
     conversation_id = data.get("source_conversation")
     if conversation_id is not None:
@@ -420,6 +447,10 @@ def _clean_document(
     problems = _Problems()
     data = _object_or_problem(document, field="", what="a case document", problems=problems)
     if data is None:
+        return {}, problems.items
+    _nul_problems(data, field="", problems=problems)
+    if problems.items:
+        # The checks below look names up in the database, which such text would break.
         return {}, problems.items
     _unknown_keys(data, CASE_DOCUMENT_FIELDS, prefix="", problems=problems)
     cleaned = _clean_case_fields(data, problems=problems)
@@ -515,6 +546,10 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
     problems = _Problems()
     data = _object_or_problem(data, field="", what="a suite", problems=problems)
     if data is None:
+        return {}, problems.items
+    _nul_problems(data, field="", problems=problems)
+    if problems.items:
+        # The checks below look names up in the database, which such text would break.
         return {}, problems.items
     _unknown_keys(data, SUITE_DOCUMENT_FIELDS, prefix="", problems=problems)
     name = data.get("name")

@@ -112,6 +112,8 @@ class ExtractionOutputSerializer(DraftsOutputSerializer):
 
 
 def _problems(detail: Any, field: str = "") -> Iterator[dict[str, str]]:
+    """DRF's error detail as (field, message) pairs; an error about the body as a whole (not a JSON object) names
+    "document", as in the cases API."""
     if isinstance(detail, dict):
         for key, value in detail.items():
             yield from _problems(value, field if key == "non_field_errors" else key)
@@ -119,7 +121,7 @@ def _problems(detail: Any, field: str = "") -> Iterator[dict[str, str]]:
         for message in detail:
             yield from _problems(message, field)
     else:
-        yield {"field": field, "message": str(detail)}
+        yield {"field": field or "document", "message": str(detail)}
 
 
 class RecordingApiView(APIView):

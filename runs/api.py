@@ -40,6 +40,8 @@ from runs.services import (
 )
 
 TRIGGER_THROTTLE_SCOPE = "run_trigger"
+# Ids are BigAutoField; a larger number in a filter would reach the database (SQLite raises OverflowError on it).
+MAX_ID = 2**63 - 1
 
 
 class IsStaffOrReadOnly(BasePermission):
@@ -81,7 +83,8 @@ class DetailSerializer(serializers.Serializer):
 
 
 def _problems(detail: Any, field: str = "") -> Iterator[dict[str, str]]:
-    """DRF's error detail as flat (field, message) pairs, the shape RunError answers in."""
+    """DRF's error detail as flat (field, message) pairs, the shape RunError answers in. An error about the body as a
+    whole (not a JSON object) names "document", as in the cases API."""
     if isinstance(detail, dict):
         for key, value in detail.items():
             yield from _problems(value, field if key == "non_field_errors" else (f"{field}.{key}" if field else key))
@@ -90,9 +93,9 @@ def _problems(detail: Any, field: str = "") -> Iterator[dict[str, str]]:
             yield from _problems(item, f"{field}[{index}]")
     elif isinstance(detail, list):
         for message in detail:
-            yield {"field": field, "message": str(message)}
+            yield {"field": field or "document", "message": str(message)}
     else:
-        yield {"field": field, "message": str(detail)}
+        yield {"field": field or "document", "message": str(detail)}
 
 
 class RunsApiView(APIView):
@@ -283,9 +286,11 @@ class RunListApi(RunsApiView):
     pagination_class = ApiPagination
 
     class FilterSerializer(serializers.Serializer):
-        suite = serializers.IntegerField(required=False, min_value=1)
+        suite = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
         status = serializers.ChoiceField(choices=Run.Status.choices, required=False)
-        agent = serializers.IntegerField(required=False, min_value=1, help_text="The suite's agent (id).")
+        agent = serializers.IntegerField(
+            required=False, min_value=1, max_value=MAX_ID, help_text="The suite's agent (id)."
+        )
 
     @extend_schema(
         tags=["runs"], operation_id="runs_list", parameters=[FilterSerializer],
@@ -429,7 +434,9 @@ class RunBulkDeleteApi(RunsApiView):
         class Meta:
             ref_name = "RunBulkDelete"
 
-        ids = serializers.ListField(child=serializers.IntegerField(min_value=1), allow_empty=False, max_length=1000)
+        ids = serializers.ListField(
+            child=serializers.IntegerField(min_value=1, max_value=MAX_ID), allow_empty=False, max_length=1000
+        )
 
     class OutputSerializer(serializers.Serializer):
         class Meta:
@@ -464,7 +471,9 @@ class RunBulkDeleteApi(RunsApiView):
 class ResultDetailApi(RunsApiView):
     @extend_schema(tags=["runs"], operation_id="runs_results_retrieve", responses=ResultDetailOutputSerializer)
     def get(self, request: Request, run_id: int, result_id: int) -> Response:
-        result = CaseResult.objects.filter(run_id=run_id, pk=result_id).first()
+        # run__pk, not run_id: Django keeps an id beyond the column's range out of a pk lookup, not out of a foreign
+        # key's (SQLite raises OverflowError on it).
+        result = CaseResult.objects.filter(run__pk=run_id, pk=result_id).first()
         if result is None:
             raise NotFound(f"run #{run_id} has no result {result_id}")
         return Response(ResultDetailOutputSerializer(result).data)

@@ -91,6 +91,8 @@ def run_validate(*, suite: Suite, model_keys: list[str], case_filter: str = "", 
 
 
 MAX_TRIALS = 20
+# What Run.budget_tokens (a PositiveBigIntegerField) holds; a larger number would fail at the database.
+MAX_BUDGET_TOKENS = 2**63 - 1
 RESUMABLE = ("error", "cancelled")
 _COUNTER = {"passed": "passed", "failed": "failed", "error": "errored", "cancelled": "cancelled"}
 
@@ -114,6 +116,8 @@ def _validate_options(*, mode: str, trials: int, budget_tokens: int | None, budg
         )
     if budget_tokens is not None and budget_tokens <= 0:
         raise RunError("budget_tokens must be greater than 0", field="budget_tokens")
+    if budget_tokens is not None and budget_tokens > MAX_BUDGET_TOKENS:
+        raise RunError(f"budget_tokens must be at most {MAX_BUDGET_TOKENS}", field="budget_tokens")
     if budget_cost is not None and Decimal(str(budget_cost)) <= 0:
         raise RunError("budget_cost must be greater than 0", field="budget_cost")
 

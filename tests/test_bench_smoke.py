@@ -37,6 +37,7 @@ def test_it_prints_overhead_queries_memory_profile_and_rss_series_for_a_small_su
     assert _figure(output, "ms per case (baseline)") > 0
     _figure(output, "overhead ms per case")
     assert _figure(output, "SQL queries per case") > 0
+    assert _figure(output, "commits per case") > 0
     assert _figure(output, "DB connections opened per case") > 0
     assert _figure(output, "peak RSS") > 0
     assert re.search(r"^stub\s+subprocess pid \d+", output, re.MULTILINE)

@@ -287,3 +287,10 @@ def test_it_fires_a_state_changed_rule_with_the_canonical_name(scripted_model):
     rule_calls = Message.objects.filter(conversation=conversation, role="tool_call", trigger="rule")
     assert list(rule_calls.values_list("function_name", flat=True)) == ["cancel_order"]
     assert conversation_state(conversation=conversation)["order_status"] == "cancelled"
+
+
+def test_it_stores_a_reply_and_tool_result_carrying_nul_bytes(agent, scripted_model):
+    scripted_model.play(Answer(tool_calls=[Call("greeting", {"x": "a\x00b"})]), Answer("odd \x00 reply"))
+    result = conversation_send(conversation=conversation_start(agent=agent), text="hi \x00 there")
+    assert result.output == "odd \ufffd reply"
+    assert Message.objects.filter(content="hi \ufffd there").exists()

@@ -138,7 +138,7 @@ def test_it_stays_valid_xml_when_reasons_carry_markup_and_control_characters(mak
     )
     CaseResult.objects.create(
         run=run, case=case, case_name=case.name, model=CAREFUL, status="failed",
-        reason="the reply </failure> was \x00 odd", assertions=[{**FAILED_ASSERTION, "actual": "<b>\x07</b>"}],
+        reason="the reply </failure> was \x01 odd", assertions=[{**FAILED_ASSERTION, "actual": "<b>\x07</b>"}],
     )
 
     root = parse(run)

@@ -1,0 +1,35 @@
+"""What every REST endpoint shares beyond DRF's defaults; settings.REST_FRAMEWORK names these."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from rest_framework import parsers
+from rest_framework.exceptions import ParseError
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+# Limits Django enforces while DRF reads a body. They are the client's doing, so they get the API's JSON 400 rather
+# than Django's HTML error page.
+_BODY_LIMITS = (RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, _BODY_LIMITS):
+        exc = ParseError(str(exc))
+    return drf_exception_handler(exc, context)
+
+
+class JSONParser(parsers.JSONParser):
+    """DRF's, refusing text that is not Unicode: JSON may escape a lone surrogate ("\\ud800"), which Python parses but
+    no database stores, so it would fail at the first query instead of as a bad request."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
+        data = super().parse(stream, media_type, parser_context)
+        try:
+            json.dumps(data, ensure_ascii=False).encode()
+        except UnicodeEncodeError as exc:
+            raise ParseError(f"JSON parse error - a string is not valid Unicode: {exc.reason}") from None
+        return data
