@@ -228,7 +228,8 @@ LOGGING = {
     "filters": {"redact": {"()": "agents.redaction.RedactingLogFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env_str("AGENTTEST_LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "openai": {"level": "WARNING"}},
+    # The openai SDK sends through httpx2; one INFO line per model request is noise.
+    "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}, "openai": {"level": "WARNING"}},
 }
 
 from agents.llm.config import load_providers  # noqa: E402  (a pure module: no models, safe at settings time)

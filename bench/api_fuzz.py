@@ -2,13 +2,15 @@
 
     python bench/api_fuzz.py [--examples 20] [--seconds 150] [--database-url postgres://…] [--seed N]
 
-Each operation gets `--examples` positive cases (valid per the schema) and as many negative ones (invalid on
-purpose), sent in-process through Django's test client with a DRF token. Half the time a path id, and in positive
-cases an id or model named in the body, is replaced by one of a real object, so requests reach past the 404s:
-the demo agents and conversations, the demo suite and a finished run of it. Operations that delete come last.
+Each operation gets up to `--examples` positive cases (valid per the schema) and as many negative ones (invalid on
+purpose), sent in-process through Django's test client with a DRF token. In half the cases the path ids, and in half
+the positive ones the ids, names and models in the body, are swapped for real ones, so requests reach past the 404s
+and the "no such model" errors: the demo agents and conversations, the demo suite and a finished run of it.
+Operations that delete come last.
 
-A response fails when it is a 5xx, or when a 400 does not name its field (`{"errors": [{"field", "message"}]}`
-with a field of the request, DRF's `{"<field>": [...]}`, or a `detail` for an error that concerns no field).
+A response fails when it is a 5xx, or a 400 that does not name its field: `{"errors": [{"field", "message"}]}` or
+DRF's `{"<field>": [...]}` must name a parameter or body field of the request, a key it sent, or the body as a whole
+("document", "non_field_errors"); a `{"detail": ...}` concerns no field.
 Runs are queued on an embedded broker in a temporary file that nothing consumes; models are the offline simulated
 ones; any connection beyond the loopback address is refused and reported. tests/test_api_fuzz.py runs the same fuzz.
 """
@@ -55,7 +57,7 @@ class FuzzError(Exception):
 
 @dataclass
 class Failure:
-    kind: str
+    kind: str  # "server error" or "unnamed validation error"
     operation: str
     request: str
     status: int
@@ -67,12 +69,17 @@ class Failure:
 
 @dataclass
 class FuzzReport:
+    """Counts per status and per operation ("POST /api/runs/"); `reached` counts answers other than 404, i.e.
+    requests that found the object their path names."""
+
     operations: int = 0
     requests: int = 0
     seconds: float = 0.0
     timed_out: bool = False
     statuses: Counter[int] = field(default_factory=Counter)
     per_operation: Counter[str] = field(default_factory=Counter)
+    successes: Counter[str] = field(default_factory=Counter)
+    reached: Counter[str] = field(default_factory=Counter)
     failures: list[Failure] = field(default_factory=list)
     refused_connections: list[str] = field(default_factory=list)
     unsatisfiable: list[str] = field(default_factory=list)
@@ -191,8 +198,8 @@ def _real_path_parameters(names: set[str], draw: Callable[[Any], Any]) -> dict[s
 
 
 def _real_body_values(draw: Callable[[Any], Any]) -> dict[str, Callable[[Any], Any]]:
-    """Body keys whose generated value almost never names a real object or model, with a realistic replacement
-    (of the generated value's type where the API accepts either an id or a name)."""
+    """Body keys whose generated value almost never names a real object or model or passes a rule that needs one,
+    with a realistic replacement (of the generated value's type where the API accepts either an id or a name)."""
     from hypothesis import strategies as st
 
     from agents.models import Agent, Conversation
@@ -219,7 +226,8 @@ def _real_body_values(draw: Callable[[Any], Any]) -> dict[str, Callable[[Any], A
         "model": lambda generated: draw(st.sampled_from(["sim-careful", "sim-hasty"])),
         "models": lambda generated: [draw(st.sampled_from([SIMULATED_MODEL, "simulated:sim-hasty"]))],
         "extraction_model": lambda generated: SIMULATED_MODEL,
-        "mode": lambda generated: draw(st.sampled_from(["live", "record", "replay"])),
+        "case_filter": lambda generated: "",
+        "mode": lambda generated: "live",
         "trials": lambda generated: draw(st.integers(1, 3)),
     }
 
@@ -235,16 +243,31 @@ class TestClientApp:
         from django.test import Client
 
         self.client = Client()
+        self.last_request: Any = None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        self.last_request = None
         try:
             response = self.client.request(**environ)
         except Exception:
             start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
             return [traceback.format_exc().encode()]
+        self.last_request = response.wsgi_request
         headers = [(name, value) for name, value in response.items()]
         start_response(f"{response.status_code} {response.reason_phrase}", headers)
         return [response.content]
+
+    def received_keys(self) -> frozenset[str]:
+        """The query and form keys of the last request as the server parsed them: a form encodes a nested value
+        under keys such as `turns[0][user_message]`, and an error names the key it received."""
+        request = self.last_request
+        if request is None:
+            return frozenset()
+        try:
+            return frozenset(request.GET) | frozenset(request.POST)
+        except Exception:
+            # A body the server never read may be one it cannot parse (too many fields); it named none of it.
+            return frozenset(request.GET)
 
 
 def _request_text(case: Any) -> str:
@@ -277,7 +300,7 @@ def names_a_field(name: Any, *, fields: frozenset[str], sent: frozenset[str]) ->
         return False
     if name in sent or name in WHOLE_BODY or _FIELD_ROOT.split(name, 1)[0] in fields:
         return True
-    return any(name.startswith((f"{key}.", f"{key}[")) for key in sent if key)
+    return any(name.startswith((f"{key}.", f"{key}[")) for key in sent)
 
 
 def unnamed_validation_problems(body: Any, *, fields: frozenset[str], sent: frozenset[str]) -> list[str]:
@@ -308,6 +331,7 @@ def load_schema(token: str) -> tuple[Any, dict[str, Any]]:
     response = Client().get(SCHEMA_PATH, headers={"Authorization": f"Token {token}"})
     if response.status_code != 200:
         raise FuzzError(f"GET {SCHEMA_PATH} answered {response.status_code}: {response.content[:500]!r}")
+    # Two copies: schemathesis may rewrite the document it loads, and the raw one is read for field names.
     raw = json.loads(response.content)
     return schemathesis.openapi.from_dict(json.loads(response.content), config=schemathesis.Config()), raw
 
@@ -356,7 +380,7 @@ class _Fuzzer:
         try:
             exercise()
         except Unsatisfiable:
-            # Nothing about the operation can be invalid (e.g. a GET without parameters has no negative cases).
+            # Schemathesis found no case of this kind it could generate; the report lists the operation.
             self.report.unsatisfiable.append(f"{operation.method.upper()} {operation.path} ({mode.value})")
 
     def realistic(self, case: Any, data: Any, *, positive: bool) -> Any:
@@ -365,9 +389,9 @@ class _Fuzzer:
         path_names = set(case.path_parameters or {})
         if path_names and data.draw(st.booleans(), label="real path ids"):
             case.path_parameters.update(_real_path_parameters(path_names, data.draw))
-        if positive and isinstance(case.body, dict):
+        if positive and isinstance(case.body, dict) and data.draw(st.booleans(), label="real body values"):
             for key, replace in _real_body_values(data.draw).items():
-                if key in case.body and data.draw(st.booleans(), label=f"real {key}"):
+                if key in case.body:
                     case.body[key] = replace(case.body[key])
         return case
 
@@ -382,6 +406,10 @@ class _Fuzzer:
         report.requests += 1
         report.statuses[response.status_code] += 1
         report.per_operation[label] += 1
+        if response.status_code < 300:
+            report.successes[label] += 1
+        if response.status_code != 404:
+            report.reached[label] += 1
         text = response.content.decode(errors="replace")
         if response.status_code >= 500:
             report.failures.append(
@@ -393,12 +421,19 @@ class _Fuzzer:
             except ValueError:
                 body = text
             sent = frozenset(case.query or {}) | frozenset(case.body if isinstance(case.body, dict) else ())
+            sent |= self.app.received_keys()
             fields = _fields(self.raw_schema, operation.path, operation.method)
             if problems := unnamed_validation_problems(body, fields=fields, sent=sent):
                 report.failures.append(Failure(
                     "unnamed validation error", label, _request_text(case), 400,
                     f"{text[:2000]} ({'; '.join(problems)})",
                 ))
+
+
+def _has_inputs(operation: Any) -> bool:
+    """Whether anything about a request to `operation` can be invalid (a GET without parameters has nothing). Headers
+    and cookies are only the security schemes', and the fuzz always sends its token."""
+    return any(part.items for part in (operation.path_parameters, operation.query, operation.body))
 
 
 def fuzz_api(*, user: Any, examples: int, seconds: float, seed: int | None = None) -> FuzzReport:
@@ -415,8 +450,9 @@ def fuzz_api(*, user: Any, examples: int, seconds: float, seed: int | None = Non
     fuzzer.report.operations = len(operations)
     try:
         for operation in operations:
-            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-                fuzzer.operation(operation, mode)
+            fuzzer.operation(operation, GenerationMode.POSITIVE)
+            if _has_inputs(operation):
+                fuzzer.operation(operation, GenerationMode.NEGATIVE)
     except _OutOfTime:
         fuzzer.report.timed_out = True
     fuzzer.report.seconds = time.monotonic() - started
@@ -438,8 +474,11 @@ def format_report(report: FuzzReport, *, database: str = "") -> str:
         f"{'without cases':<28}{', '.join(report.unsatisfiable) or '-'}",
         "statuses",
         *(f"  {code:<26}{count}" for code, count in sorted(report.statuses.items())),
-        "requests per operation",
-        *(f"  {label:<54}{count}" for label, count in sorted(report.per_operation.items())),
+        "requests per operation (of which 2xx)",
+        *(
+            f"  {label:<54}{count:>5} ({report.successes[label]})"
+            for label, count in sorted(report.per_operation.items())
+        ),
     ]
     for failure in report.failures:
         lines.append(str(failure))
@@ -504,9 +543,16 @@ def setup_django(database_url: str, var_dir: str) -> None:
     call_command("migrate", verbosity=0, interactive=False)
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Fuzz the REST API from its OpenAPI schema with schemathesis.")
-    parser.add_argument("--examples", type=int, default=20,
+    parser.add_argument("--examples", type=_positive, default=20,
                         help="positive and as many negative cases per operation (default 20)")
     parser.add_argument("--seconds", type=float, default=150.0, help="stop sending after this long (default 150)")
     parser.add_argument("--database-url", default="", help="a PostgreSQL URL; a scratch database is created on it "
@@ -522,16 +568,16 @@ def main(argv: list[str] | None = None) -> int:
             setup_django(database_url, var_dir)
             from django.conf import settings
 
-            report = FuzzReport()
-            with loopback_only(report.refused_connections), celery_broker(settings.CELERY_BROKER_URL):
+            refused: list[str] = []
+            with loopback_only(refused), celery_broker(settings.CELERY_BROKER_URL):
                 user = fuzz_data_ensure()
-                fuzzed = fuzz_api(user=user, examples=options.examples, seconds=options.seconds, seed=options.seed)
-            fuzzed.refused_connections = report.refused_connections
-            print(format_report(fuzzed, database=database), flush=True)
+                report = fuzz_api(user=user, examples=options.examples, seconds=options.seconds, seed=options.seed)
+            report.refused_connections = refused
+            print(format_report(report, database=database), flush=True)
     except FuzzError as exc:
         print(f"fuzz failed: {exc}", file=sys.stderr)
         return 1
-    return 1 if fuzzed.failures or fuzzed.refused_connections else 0
+    return 1 if report.failures or report.refused_connections else 0
 
 
 if __name__ == "__main__":

@@ -286,7 +286,6 @@ def run_baseline(base_url: str, cases: int, turns: int) -> float:
 @dataclass
 class HarnessPass:
     seconds: float
-    run_id: int
     case_ms: float  # mean time inside execute_case (its thread, the canary, turns, assertions)
     model_ms: float  # mean provider-measured time of the model calls (SDK + HTTP + stub)
 
@@ -307,7 +306,7 @@ def run_harness(suite: Any, cases: int) -> HarnessPass:
         status = finished.status if finished else "not executed"
         raise BenchError(f"the harness run did not pass ({status}: {finished.reason if finished else ''}){detail}")
     means = CaseResult.objects.filter(run=run).aggregate(case=Avg("duration_ms"), model=Avg("model_latency_ms"))
-    return HarnessPass(seconds=seconds, run_id=run.pk, case_ms=means["case"] or 0.0, model_ms=means["model"] or 0.0)
+    return HarnessPass(seconds=seconds, case_ms=means["case"] or 0.0, model_ms=means["model"] or 0.0)
 
 
 # --- Measuring ----------------------------------------------------------------------------------------------------
@@ -397,13 +396,16 @@ def peak_rss_mb() -> float:
 class Figures:
     cases: int
     turns: int
-    harness_s: list[float] = field(default_factory=list)
     baseline_s: list[float] = field(default_factory=list)
     passes: list[HarnessPass] = field(default_factory=list)
     queries: int = 0
     commits: int = 0
     connections: int = 0
     statements: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def harness_s(self) -> list[float]:
+        return [harness.seconds for harness in self.passes]
 
     def per_case_ms(self, seconds: list[float]) -> list[float]:
         return [s * 1000 / self.cases for s in seconds]
@@ -431,9 +433,7 @@ def measure(suite: Any, base_url: str, cases: int, turns: int, repeat: int) -> F
         raise BenchError("the SQL counter saw no statement: it is not wired to the runner's connections")
     for _ in range(repeat):
         figures.baseline_s.append(run_baseline(base_url, cases, turns))
-        harness = run_harness(suite, cases)
-        figures.harness_s.append(harness.seconds)
-        figures.passes.append(harness)
+        figures.passes.append(run_harness(suite, cases))
     return figures
 
 

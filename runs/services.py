@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -344,8 +344,7 @@ def run_execute(*, run_id: int) -> Run | None:
         models = [_model_config(key, run.mode) for key in run.model_keys]
     except UnknownModel as exc:
         return _finish(run, Run.Status.ERROR, f"a model of this run is no longer configured: {exc}")
-    plans = _case_plans(run.case_ids, suite.agent)
-    if not plans:
+    if not Case.objects.filter(pk__in=run.case_ids).exists():
         return _finish(run, Run.Status.ERROR, "none of the selected cases exists any more; nothing was run")
     done_keys: set[tuple[int | None, str, int]] = set()
     spent = Spend()
@@ -358,17 +357,11 @@ def run_execute(*, run_id: int) -> Run | None:
         if not replaying:
             spent.add(tokens_in + tokens_out, cost)
     position = len(done_keys)
-    pending = [
-        (plan, model, trial)
-        for plan in plans
-        for model in models
-        for trial in range(run.trials)
-        if (plan.id, model.key, trial) not in done_keys
-    ]
+    pending = _pending(run, models, done_keys)
     recordings = _recordings(run) if replaying else {}
     worker = CaseWorker()
     try:
-        for index, (plan, model, trial) in enumerate(pending):
+        for plan, model, trial in pending:
             over = spent.exhausted(run)
             if over:
                 return _finish(
@@ -379,7 +372,7 @@ def run_execute(*, run_id: int) -> Run | None:
             if not Run.objects.filter(pk=run.pk, cancel_requested=False).update(
                 current=f"{plan.name} on {model.key}{trial_note}"
             ):
-                _cancel_remaining(run, pending[index:], position)
+                _cancel_remaining(run, [(plan, model, trial), *pending], position)
                 return _finish(run, Run.Status.CANCELLED, f"cancelled after {position} of {run.total} results")
             execution = _execute_pair(run, plan, model, suite_plan, recordings, worker)
             _reconnecting(_store_result, run, plan, model.key, trial, position, execution)
@@ -393,6 +386,23 @@ def run_execute(*, run_id: int) -> Run | None:
     if over and position < run.total:
         return _finish(run, Run.Status.ERROR, f"budget exhausted after {position} of {run.total} results: {over}")
     return _finish(run, *_verdict(run))
+
+
+PLAN_CHUNK = 100
+
+
+def _pending(
+    run: Run, models: list[ModelConfig], done: set[tuple[int | None, str, int]]
+) -> Iterator[tuple[CasePlan, ModelConfig, int]]:
+    """The case × model × trial triples still to run, case-major. Cases are read a chunk at a time so memory stays
+    flat however large the suite."""
+    agent = run.suite.agent
+    for start in range(0, len(run.case_ids), PLAN_CHUNK):
+        for plan in _case_plans(run.case_ids[start : start + PLAN_CHUNK], agent):
+            for model in models:
+                for trial in range(run.trials):
+                    if (plan.id, model.key, trial) not in done:
+                        yield plan, model, trial
 
 
 def _model_config(key: str, mode: str) -> ModelConfig:
@@ -469,6 +479,7 @@ class Spend:
         return ""
 
 
+@transaction.atomic
 def _store_result(
     run: Run, plan: CasePlan, model_key: str, trial: int, position: int, execution: CaseExecution
 ) -> CaseResult:

@@ -135,6 +135,14 @@ def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client,
         ({"rules": [{"trigger": "sometimes", "function": "lookup_order"}]}, "rules", "rules[0].trigger"),
         ({"temperature": 7}, "temperature", ""),
         ({"name": ""}, "name", ""),
+        # Each of these was a 500: beyond what the database column holds, or text PostgreSQL cannot store.
+        ({"max_steps": 2**31}, "max_steps", "2147483647"),
+        ({"functions": [{"name": "x", "description": "a\x00b"}]}, "functions", "functions[0].description: must not"),
+        (
+            {"rules": [{"trigger": "conversation_started", "function": "lookup_order", "arguments": {"q": "\x00"}}]},
+            "rules",
+            "rules[0].arguments.q: must not contain the NUL",
+        ),
     ],
 )
 def test_it_names_the_field_of_each_agent_validation_error(admin_client_api, demo_agents, overrides, field, fragment):
@@ -193,6 +201,9 @@ def test_it_starts_a_conversation_owned_by_the_caller(member_client, member, dem
         ({"agent": "order-router", "history": [{"role": "system", "content": "x"}]}, "history"),
         ({"agent": "order-router", "history": [{"role": "user", "content": ""}]}, "history"),
         ({"agent": "order-router", "tags": "demo"}, "tags"),
+        # Each of these was a 500: a digit int() cannot read, and text PostgreSQL cannot store.
+        ({"agent": "³"}, "agent"),
+        ({"agent": "order-router", "initial_state": {"note": "a\x00b"}}, "initial_state"),
     ],
 )
 def test_it_names_the_field_of_a_bad_conversation_start(member_client, demo_agents, payload, field):
@@ -200,6 +211,14 @@ def test_it_names_the_field_of_a_bad_conversation_start(member_client, demo_agen
     assert response.status_code == 400
     assert field in response.data, response.data
     assert not Conversation.objects.exists()
+
+
+def test_it_names_an_agent_filter_beyond_any_id_instead_of_failing(member_client, demo_agents):
+    # SQLite cannot bind an integer past 64 bits: this was a 500.
+    response = member_client.get("/api/conversations/", {"agent": 2**63})
+
+    assert response.status_code == 400
+    assert "agent" in response.data
 
 
 def test_it_hides_a_conversation_from_everyone_but_its_owner_and_staff(

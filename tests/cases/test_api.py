@@ -114,6 +114,31 @@ def test_it_names_the_field_of_a_bad_list_filter(member_client):
     assert [error["field"] for error in response.json()["errors"]] == ["suite"]
 
 
+@pytest.mark.parametrize(
+    ("url", "field"), [("/api/cases/", "suite"), ("/api/cases/", "agent"), ("/api/suites/", "agent")]
+)
+def test_it_names_an_id_filter_beyond_any_id_instead_of_failing(member_client, url, field):
+    # SQLite cannot bind an integer past 64 bits: these were 500s.
+    response = member_client.get(url, {field: 2**63})
+
+    assert response.status_code == 400
+    assert [error["field"] for error in response.json()["errors"]] == [field]
+
+
+def test_it_refuses_text_postgresql_cannot_store_naming_the_field(admin_client_api, agent, suite, case_document):
+    # A NUL character failed at the database on PostgreSQL: 500s before.
+    suite_response = admin_client_api.post("/api/suites/", {"name": "a\x00b", "agent": "support"}, format="json")
+    case_response = admin_client_api.post(
+        "/api/cases/", {"suite": suite.pk, **case_document(name="a\x00b")}, format="json"
+    )
+
+    assert suite_response.status_code == case_response.status_code == 400
+    assert [error["field"] for error in suite_response.json()["errors"]] == ["name"]
+    assert [error["field"] for error in case_response.json()["errors"]] == ["name"]
+    assert list(Suite.objects.values_list("name", flat=True)) == ["Support"]
+    assert not Case.objects.exists()
+
+
 def test_it_replaces_a_case_with_put_sent_back_as_fetched(admin_client_api, case):
     fetched = admin_client_api.get(f"/api/cases/{case.pk}/").json()
     fetched["turns"] = fetched["turns"][:1]

@@ -121,6 +121,14 @@ def test_it_names_the_input_at_fault(admin_client_api, three_topics, settings, b
     assert error["field"] == field and error["message"].startswith(message)
 
 
+def test_it_names_the_body_when_it_is_not_an_object(admin_client_api):
+    response = admin_client_api.post(RECORDINGS, [1], format="json")
+
+    assert response.status_code == 400
+    (error,) = response.data["errors"]
+    assert error["field"] == "document" and "Expected a dictionary" in error["message"]
+
+
 def test_it_asks_to_choose_a_suite_when_several_test_the_agent(admin_client_api, three_topics):
     Suite.objects.create(name="A", agent=three_topics.agent)
     Suite.objects.create(name="B", agent=three_topics.agent)

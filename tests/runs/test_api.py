@@ -135,6 +135,32 @@ def test_it_filters_runs_by_suite_status_and_agent(member_client, order_suite, m
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("method", "url", "body", "field"),
+    [
+        ("get", "/api/runs/", {"suite": 2**63}, "suite"),
+        ("get", "/api/runs/", {"agent": 2**63}, "agent"),
+        ("post", "/api/runs/delete/", {"ids": [1, 2**63]}, "ids.1"),
+    ],
+)
+def test_it_names_an_id_beyond_any_id_instead_of_failing(admin_client_api, method, url, body, field):
+    # SQLite cannot bind an integer past 64 bits: these were 500s.
+    response = getattr(admin_client_api, method)(url, body, **({"format": "json"} if method == "post" else {}))
+
+    assert response.status_code == 400
+    assert [error["field"] for error in response.data["errors"]] == [field]
+
+
+@pytest.mark.django_db
+def test_it_answers_404_for_a_result_of_a_run_id_beyond_any_id(member_client, finished_run):
+    result = finished_run.results.first()
+
+    response = member_client.get(reverse("runs-api:result", args=[2**63, result.pk]))
+
+    assert response.status_code == 404
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("runs", [1, 6])
 def test_it_lists_runs_in_constant_queries(member_client, order_suite, make_run, django_assert_num_queries, runs):
     for _ in range(runs):
@@ -247,15 +273,19 @@ def test_it_triggers_repeated_trials_within_a_budget(admin_client_api, order_sui
         ({"suite": "SUITE", "models": [CAREFUL], "mode": "rehearse"}, "mode", "mode must be one of live, record"),
         ({"suite": "SUITE", "models": ["openai:gpt-x"], "mode": "replay"}, "models", "has no recording of it"),
         ({"suite": "SUITE", "models": [CAREFUL], "budget_tokens": 0}, "budget_tokens", "must be greater than 0"),
+        # Beyond what the column holds: a 500 before.
+        ({"suite": "SUITE", "models": [CAREFUL], "budget_tokens": 2**63}, "budget_tokens", "must be at most"),
         ({"suite": "SUITE", "models": [CAREFUL], "budget_cost": "x"}, "budget_cost", "valid number"),
         ({"suite": 999_999, "models": [CAREFUL]}, "suite", "no suite with id 999999"),
         ({"models": [CAREFUL]}, "suite", "required"),
+        ([CAREFUL], "document", "Expected a dictionary"),
     ],
 )
 def test_it_names_the_field_of_a_bad_trigger_and_creates_nothing(
     admin_client_api, order_suite, dead_run_queue, body, field, message
 ):
-    body = {key: order_suite.pk if value == "SUITE" else value for key, value in body.items()}
+    if isinstance(body, dict):
+        body = {key: order_suite.pk if value == "SUITE" else value for key, value in body.items()}
 
     response = admin_client_api.post(reverse("runs-api:runs"), body, format="json")
 

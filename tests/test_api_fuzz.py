@@ -1,0 +1,86 @@
+"""The REST API fuzzed from its OpenAPI schema (issue 7): schemathesis sends positive and negative requests to every
+operation as a staff superuser, on the demo agents, conversations, suite and a finished run. No answer may be a 5xx,
+and every 400 names the field at fault. The fuzz is bench/api_fuzz.py's (also a command); here it runs on the test
+database, with runs queued on a broker file nothing consumes and no network beyond 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.api_fuzz import (
+    celery_broker,
+    format_report,
+    fuzz_api,
+    fuzz_data_ensure,
+    hermetic_settings,
+    load_schema,
+    loopback_only,
+)
+
+pytestmark = pytest.mark.slow
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+EXAMPLES = 20  # positive cases per operation, and as many negative ones
+SECONDS = 150.0  # sending stops here; under a minute is usual on two cores
+MIN_REQUESTS = 1000
+
+
+@pytest.fixture
+def refused_connections(settings, tmp_path) -> Iterator[list[str]]:
+    for name, value in hermetic_settings(tmp_path).items():
+        setattr(settings, name, value)
+    refused: list[str] = []
+    with loopback_only(refused), celery_broker(settings.CELERY_BROKER_URL):
+        yield refused
+
+
+# The fuzz runs the demo suite for real, whose case thread must see the data this test writes: committed.
+@pytest.mark.django_db(transaction=True)
+def test_it_answers_no_5xx_and_names_the_field_of_every_validation_error(refused_connections):
+    user = fuzz_data_ensure()
+
+    report = fuzz_api(user=user, examples=EXAMPLES, seconds=SECONDS)
+
+    summary = format_report(report)
+    print(summary)  # the figures, for `pytest -rP` or a CI log
+    assert report.requests >= MIN_REQUESTS, summary
+    assert report.server_errors == 0, summary
+    assert report.failures == [], summary
+    assert refused_connections == [], summary
+    # Every operation was fuzzed, and got past the 404s to real objects at least once.
+    schema, _ = load_schema(user.auth_token.key)
+    operations = {f"{op.ok().method.upper()} {op.ok().path}" for op in schema.get_all_operations()}
+    assert set(report.per_operation) == operations, summary
+    assert {label for label in operations if not report.reached[label]} == set(), summary
+    assert report.statuses[200] and report.statuses[201] and report.statuses[204], summary
+
+
+def _figure(output: str, label: str) -> int:
+    match = re.search(rf"^{re.escape(label)}\s+(\d+)", output, re.MULTILINE)
+    assert match, f"{label!r} is missing from the report:\n{output}"
+    return int(match.group(1))
+
+
+def test_it_runs_as_a_command_on_a_scratch_database_and_prints_its_figures():
+    command = [sys.executable, "bench/api_fuzz.py", "--examples", "2", "--seconds", "120"]
+    database_url = os.environ.get("DATABASE_URL", "")
+    if database_url.startswith(("postgres://", "postgresql://")):
+        command += ["--database-url", database_url]
+    env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+
+    done = subprocess.run(command, cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=240, check=False)
+
+    output = done.stdout
+    assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{output}\nstderr:\n{done.stderr}"
+    assert _figure(output, "operations") >= 30
+    assert _figure(output, "requests") >= _figure(output, "operations")
+    assert _figure(output, "5xx") == 0
+    assert re.search(r"^  POST /api/runs/\s+\d+ \(\d+\)$", output, re.MULTILINE), output
