@@ -1,0 +1,35 @@
+"""The chat page in a real browser: talk to the demo router on a simulated model and see tool calls, the agent chain
+and the state as they happen."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
+
+from agents.demo import demo_agents_ensure
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+
+
+def test_it_chats_with_the_demo_router_showing_tool_calls_and_state(sign_in, save_screenshot):
+    demo_agents_ensure()
+    get_user_model().objects.create_user(username="ana", password="a-long-password-1")
+    _, page = sign_in("ana", "a-long-password-1")
+    page.goto("/chat/")
+    page.select_option("#agent-select", label="order-router — simulated:sim-careful")
+    page.get_by_role("button", name="Start new conversation").click()
+    message = page.locator("#message-input")
+    expect(message).to_be_enabled()
+    message.fill("Please cancel order 1043, my email is ana@example.com")
+    page.get_by_role("button", name="Send").click()
+    transcript = page.locator("#transcript")
+    expect(transcript).to_contain_text("Order 1043 is now cancelled")
+    for tool in ["route_to_agent", "lookup_order", "cancel_order", "util-email-handle_email_sender"]:
+        expect(transcript).to_contain_text(tool)
+    expect(transcript).to_contain_text("order-cancellation")
+    state = page.locator("#state-table")
+    expect(state).to_be_visible()
+    expect(state).to_contain_text("order_status")
+    expect(state).to_contain_text("cancelled")
+    save_screenshot(page, "chat.png")
