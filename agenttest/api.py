@@ -1,4 +1,5 @@
-"""What every REST endpoint shares beyond DRF's defaults; settings.REST_FRAMEWORK names these."""
+"""What every REST endpoint shares beyond DRF's defaults: the parser and exception handler settings.REST_FRAMEWORK
+names, who may write, how lists page, how large an id can be."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -33,3 +37,28 @@ class JSONParser(parsers.JSONParser):
         except UnicodeEncodeError as exc:
             raise ParseError(f"JSON parse error - a string is not valid Unicode: {exc.reason}") from None
         return data
+
+
+# Ids are BigAutoField; a larger number in a filter would reach the database (SQLite raises OverflowError on it).
+MAX_ID = 2**63 - 1
+
+
+class IsStaffOrReadOnly(BasePermission):
+    """Any signed-in user may read; only staff may write. One URL serves both, so the check is per method.
+    A view says what is refused in `staff_only_message`."""
+
+    message = "Only staff users may make this change."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        user = request.user
+        if not (user and user.is_authenticated):
+            return False
+        if request.method in SAFE_METHODS or user.is_staff:
+            return True
+        self.message = getattr(view, "staff_only_message", self.message)
+        return False
+
+
+class ApiPagination(PageNumberPagination):
+    page_size_query_param = "page_size"
+    max_page_size = 500

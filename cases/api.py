@@ -15,12 +15,11 @@ from typing import Any
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
-from rest_framework.pagination import PageNumberPagination
-from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agenttest.api import MAX_ID, ApiPagination, IsStaffOrReadOnly
 from cases.models import Case, Suite
 from cases.selectors import case_detail, case_list, suite_detail, suite_list
 from cases.serializers import CaseDocumentSerializer, SuiteDocumentSerializer
@@ -41,25 +40,6 @@ from cases.validation import CaseValidationError, Problem, validate_case_documen
 # Read-only keys of a case as the API returns it; a client may send a fetched case back with them unchanged.
 CASE_OUTPUT_ONLY_KEYS = ("id", "suite", "suite_name", "created_at", "updated_at")
 SUITE_OUTPUT_ONLY_KEYS = ("id", "case_count", "enabled_case_count", "created_at", "updated_at")
-# Ids are BigAutoField; a larger number in a filter would reach the database (SQLite raises OverflowError on it).
-MAX_ID = 2**63 - 1
-
-
-class IsStaffOrReadOnly(BasePermission):
-    """Any signed-in user may read; only staff may write. One URL serves both, so the check is per method."""
-
-    message = "Only staff users may change suites and cases."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        user = request.user
-        if not (user and user.is_authenticated):
-            return False
-        return request.method in SAFE_METHODS or bool(user.is_staff)
-
-
-class ApiPagination(PageNumberPagination):
-    page_size_query_param = "page_size"
-    max_page_size = 500
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -94,6 +74,7 @@ def _drf_problems(detail: Any, prefix: str = "") -> Iterator[dict[str, str]]:
 
 class CasesApiView(APIView):
     permission_classes = [IsStaffOrReadOnly]
+    staff_only_message = "Only staff users may change suites and cases."
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, CaseValidationError):

@@ -17,14 +17,13 @@ from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.pagination import PageNumberPagination
-from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
 from rest_framework.views import APIView
 
 from agents.seams import configured_models
+from agenttest.api import MAX_ID, ApiPagination, IsStaffOrReadOnly
 from cases.models import Suite
 from cases.selectors import suite_detail
 from runs.models import CaseResult, Run
@@ -40,25 +39,6 @@ from runs.services import (
 )
 
 TRIGGER_THROTTLE_SCOPE = "run_trigger"
-# Ids are BigAutoField; a larger number in a filter would reach the database (SQLite raises OverflowError on it).
-MAX_ID = 2**63 - 1
-
-
-class IsStaffOrReadOnly(BasePermission):
-    """Any signed-in user may read; only staff may write. One URL serves both, so the check is per method."""
-
-    message = "Only staff users may trigger, cancel or delete runs."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        user = request.user
-        if not (user and user.is_authenticated):
-            return False
-        return request.method in SAFE_METHODS or bool(user.is_staff)
-
-
-class ApiPagination(PageNumberPagination):
-    page_size_query_param = "page_size"
-    max_page_size = 500
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -100,6 +80,7 @@ def _problems(detail: Any, field: str = "") -> Iterator[dict[str, str]]:
 
 class RunsApiView(APIView):
     permission_classes = [IsStaffOrReadOnly]
+    staff_only_message = "Only staff users may trigger, cancel, resume or delete runs."
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, QueueUnavailable):
