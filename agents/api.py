@@ -6,6 +6,7 @@ its own serializers, referenced by the action's class name so the combination ca
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonschema
@@ -46,7 +47,10 @@ RULE_TRIGGERS = ("conversation_started", "state_changed")
 MAX_ID = 2**63 - 1
 # What a PositiveIntegerField holds on every database Django supports.
 MAX_POSITIVE_INT = 2**31 - 1
-NUL_MESSAGE = "must not contain the NUL character (\\u0000)"
+# Text no database stores: PostgreSQL refuses NUL in text and JSON, and a lone surrogate (which JSON text may escape,
+# e.g. in a form field parsed as JSON) is not Unicode at all.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
 _instruction_engine = Engine(autoescape=False)
 
 
@@ -105,18 +109,20 @@ def _schema_problems(schema: Any) -> list[str]:
     return []
 
 
-def _nul_paths(value: Any, where: str) -> list[str]:
-    """Where a JSON value holds the NUL character: PostgreSQL stores it neither in text nor in JSON."""
+def _unstorable_paths(value: Any, where: str) -> list[str]:
+    """Where a JSON value holds text no database stores (see _UNSTORABLE)."""
     if isinstance(value, str):
-        return [where] if "\x00" in value else []
+        return [where] if _UNSTORABLE.search(value) else []
     if isinstance(value, dict):
         return [
             path
             for key, item in value.items()
-            for path in ([f"{where} (a key)"] if "\x00" in str(key) else _nul_paths(item, f"{where}.{key}"))
+            for path in (
+                [f"{where} (a key)"] if _UNSTORABLE.search(str(key)) else _unstorable_paths(item, f"{where}.{key}")
+            )
         ]
     if isinstance(value, list):
-        return [path for index, item in enumerate(value) for path in _nul_paths(item, f"{where}[{index}]")]
+        return [path for index, item in enumerate(value) for path in _unstorable_paths(item, f"{where}[{index}]")]
     return []
 
 
@@ -165,8 +171,8 @@ def agent_problems(
     if rule_problems := _rule_problems(rules):
         problems["rules"] = rule_problems
     for field, value in (("functions", functions), ("rules", rules)):
-        if nul_paths := _nul_paths(value, field):
-            problems.setdefault(field, []).extend(f"{path}: {NUL_MESSAGE}" for path in nul_paths)
+        if paths := _unstorable_paths(value, field):
+            problems.setdefault(field, []).extend(f"{path}: {UNSTORABLE_MESSAGE}" for path in paths)
     if name in sub_agents:
         problems["sub_agents"] = [f"{name!r} cannot be its own sub-agent"]
     else:
@@ -424,8 +430,8 @@ class ConversationStartApi(APIView):
             return agent
 
         def validate_initial_state(self, value: dict[str, Any]) -> dict[str, Any]:
-            if nul_paths := _nul_paths(value, "initial_state"):
-                raise serializers.ValidationError([f"{path}: {NUL_MESSAGE}" for path in nul_paths])
+            if paths := _unstorable_paths(value, "initial_state"):
+                raise serializers.ValidationError([f"{path}: {UNSTORABLE_MESSAGE}" for path in paths])
             return value
 
     @extend_schema(

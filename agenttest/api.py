@@ -13,7 +13,6 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
 
 # Limits Django enforces while DRF reads a body. They are the client's doing, so they get the API's JSON 400 rather
 # than Django's HTML error page.
@@ -21,6 +20,9 @@ _BODY_LIMITS = (RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    # Imported here, not above: DRF's views module loads this one (DEFAULT_PARSER_CLASSES) while it is being loaded.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     if isinstance(exc, _BODY_LIMITS):
         exc = ParseError(str(exc))
     return drf_exception_handler(exc, context)

@@ -177,23 +177,33 @@ def fuzz_data_ensure() -> Any:
     return user
 
 
-def _real_path_parameters(names: set[str], draw: Callable[[Any], Any]) -> dict[str, int]:
-    """Ids of objects that exist now (the fuzz creates and deletes them as it goes) for the path's parameters."""
+POOL = 50  # the most recent objects of a kind that real ids are picked from
+
+
+def _pick(values: list[Any], draw: Callable[[Any], Any]) -> Any:
+    """One of `values`, or None when there are none. Always one draw, however many there are: the database changes
+    as the fuzz goes, and Hypothesis requires the same draws to lead to the same number of draws."""
     from hypothesis import strategies as st
 
+    index = draw(st.integers(0, POOL - 1))
+    return values[index % len(values)] if values else None
+
+
+def _real_path_parameters(names: set[str], draw: Callable[[Any], Any]) -> dict[str, int]:
+    """Ids of objects that exist now (the fuzz creates and deletes them as it goes) for the path's parameters."""
     from agents.models import Agent, Conversation
     from cases.models import Case, Suite
     from runs.models import CaseResult, Run
 
     if "result_id" in names:
-        pairs = list(CaseResult.objects.order_by("-pk").values_list("run_id", "pk")[:50])
-        return dict(zip(("run_id", "result_id"), draw(st.sampled_from(pairs)), strict=True)) if pairs else {}
+        pair = _pick(list(CaseResult.objects.order_by("-pk").values_list("run_id", "pk")[:POOL]), draw)
+        return dict(zip(("run_id", "result_id"), pair, strict=True)) if pair else {}
     models = {"agent_id": Agent, "case_id": Case, "conversation_id": Conversation, "run_id": Run, "suite_id": Suite}
     chosen = {}
-    for name in names & models.keys():
-        ids = list(models[name].objects.order_by("-pk").values_list("pk", flat=True)[:50])
-        if ids:
-            chosen[name] = draw(st.sampled_from(ids))
+    for name in sorted(names & models.keys()):
+        object_id = _pick(list(models[name].objects.order_by("-pk").values_list("pk", flat=True)[:POOL]), draw)
+        if object_id is not None:
+            chosen[name] = object_id
     return chosen
 
 
@@ -205,23 +215,25 @@ def _real_body_values(draw: Callable[[Any], Any]) -> dict[str, Callable[[Any], A
     from agents.models import Agent, Conversation
     from cases.models import Suite
 
-    def pick(queryset: Any) -> Any:
-        values = list(queryset[:50])
-        return draw(st.sampled_from(values)) if values else None
+    def agent_name() -> str | None:
+        return _pick(list(Agent.objects.order_by("pk").values_list("name", flat=True)[:POOL]), draw)
 
     def suite(generated: Any) -> Any:
-        row = pick(Suite.objects.order_by("-pk").values_list("pk", "name"))
+        row = _pick(list(Suite.objects.order_by("-pk").values_list("pk", "name")[:POOL]), draw)
+        by_name = draw(st.booleans())
         if row is None:
             return generated
-        return row[1] if isinstance(generated, str) and draw(st.booleans()) else (
-            str(row[0]) if isinstance(generated, str) else row[0]
-        )
+        if isinstance(generated, str):
+            return row[1] if by_name else str(row[0])
+        return row[0]
 
     return {
         "suite": suite,
-        "conversation": lambda generated: pick(Conversation.objects.order_by("-pk").values_list("pk", flat=True)),
-        "agent": lambda generated: pick(Agent.objects.order_by("pk").values_list("name", flat=True)),
-        "sub_agents": lambda generated: [pick(Agent.objects.order_by("pk").values_list("name", flat=True))],
+        "conversation": lambda generated: _pick(
+            list(Conversation.objects.order_by("-pk").values_list("pk", flat=True)[:POOL]), draw
+        ),
+        "agent": lambda generated: agent_name(),
+        "sub_agents": lambda generated: [agent_name()],
         "provider": lambda generated: "simulated",
         "model": lambda generated: draw(st.sampled_from(["sim-careful", "sim-hasty"])),
         "models": lambda generated: [draw(st.sampled_from([SIMULATED_MODEL, "simulated:sim-hasty"]))],
@@ -281,6 +293,15 @@ def _request_text(case: Any) -> str:
     return " ".join(parts)
 
 
+def _keys(value: Any) -> frozenset[str]:
+    """Every object key in a JSON value, at any depth: an error may name a nested key the request sent."""
+    if isinstance(value, dict):
+        return frozenset(str(key) for key in value).union(*(_keys(item) for item in value.values()))
+    if isinstance(value, list):
+        return frozenset().union(*(_keys(item) for item in value))
+    return frozenset()
+
+
 def _fields(schema: dict[str, Any], path: str, method: str) -> frozenset[str]:
     """The names a validation error of this operation may give: its parameters and its body's properties."""
     spec = schema["paths"][path][method.lower()]
@@ -295,7 +316,7 @@ def _fields(schema: dict[str, Any], path: str, method: str) -> frozenset[str]:
 
 def names_a_field(name: Any, *, fields: frozenset[str], sent: frozenset[str]) -> bool:
     """Whether an error's field is a parameter or body property of the operation (or a path into one), a key the
-    request sent (an unknown key is named as the field at fault), or the body as a whole."""
+    request sent at any depth (an unknown key is named as the field at fault), or the body as a whole."""
     if not isinstance(name, str):
         return False
     if name in sent or name in WHOLE_BODY or _FIELD_ROOT.split(name, 1)[0] in fields:
@@ -420,8 +441,7 @@ class _Fuzzer:
                 body = json.loads(text)
             except ValueError:
                 body = text
-            sent = frozenset(case.query or {}) | frozenset(case.body if isinstance(case.body, dict) else ())
-            sent |= self.app.received_keys()
+            sent = frozenset(case.query or {}) | _keys(case.body) | self.app.received_keys()
             fields = _fields(self.raw_schema, operation.path, operation.method)
             if problems := unnamed_validation_problems(body, fields=fields, sent=sent):
                 report.failures.append(Failure(

@@ -25,7 +25,10 @@ FUNCTION_NAME_MAX_LENGTH = 200
 TIMEOUT_RANGE = (1, 3600)
 # What an IntegerField holds on every database Django supports; a larger number would fail at the database.
 INT_RANGE = (-(2**31), 2**31 - 1)
-NUL_MESSAGE = "must not contain the NUL character (\\u0000)"
+# Text no database stores: PostgreSQL refuses NUL in text and JSON, even in a lookup, and a lone surrogate (which JSON
+# text may escape) is not Unicode at all.
+_UNSTORABLE = regex.compile("[\x00\ud800-\udfff]")
+UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
 JUDGE_SCORE_RANGE = (1, 5)
 CHAIN_MODES = ("contains", "ordered", "exact")
 ROUTING_ASSERTIONS = (Assertion.Type.ROUTED_TO_AGENT, Assertion.Type.AGENT_CHAIN)
@@ -184,6 +187,11 @@ def _json_field(value: Any, *, field: str, expected: type, nullable: bool, probl
                 f"must be {wanted}; as text it is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
             )
             return _INVALID
+        # The document was checked for unstorable text before; what the text escaped was not.
+        found = len(problems.items)
+        _unstorable_problems(value, field=field, problems=problems)
+        if len(problems.items) > found:
+            return _INVALID
     if value is None and nullable:
         return None
     if not isinstance(value, expected):
@@ -231,21 +239,20 @@ def _int_or_problem(
     return value
 
 
-def _nul_problems(value: Any, *, field: str, problems: _Problems) -> None:
-    """Every string (or object key) holding the NUL character: PostgreSQL stores it neither in text nor in JSON, and
-    refuses it even in a lookup."""
+def _unstorable_problems(value: Any, *, field: str, problems: _Problems) -> None:
+    """Every string (or object key) holding text no database stores (see _UNSTORABLE)."""
     if isinstance(value, str):
-        if "\x00" in value:
-            problems.add(field or "document", NUL_MESSAGE)
+        if _UNSTORABLE.search(value):
+            problems.add(field or "document", UNSTORABLE_MESSAGE)
     elif isinstance(value, dict):
         for key, item in value.items():
-            if "\x00" in str(key):
-                problems.add(field or "document", f"has a key that {NUL_MESSAGE}")
+            if _UNSTORABLE.search(str(key)):
+                problems.add(field or "document", f"has a key that {UNSTORABLE_MESSAGE}")
             else:
-                _nul_problems(item, field=_at(field, str(key)), problems=problems)
+                _unstorable_problems(item, field=_at(field, str(key)), problems=problems)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _nul_problems(item, field=_at(field, index), problems=problems)
+            _unstorable_problems(item, field=_at(field, index), problems=problems)
 
 
 def _choice(value: Any, choices: list[str], *, field: str, problems: _Problems) -> None:
@@ -448,7 +455,7 @@ def _clean_document(
     data = _object_or_problem(document, field="", what="a case document", problems=problems)
     if data is None:
         return {}, problems.items
-    _nul_problems(data, field="", problems=problems)
+    _unstorable_problems(data, field="", problems=problems)
     if problems.items:
         # The checks below look names up in the database, which such text would break.
         return {}, problems.items
@@ -547,7 +554,7 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
     data = _object_or_problem(data, field="", what="a suite", problems=problems)
     if data is None:
         return {}, problems.items
-    _nul_problems(data, field="", problems=problems)
+    _unstorable_problems(data, field="", problems=problems)
     if problems.items:
         # The checks below look names up in the database, which such text would break.
         return {}, problems.items

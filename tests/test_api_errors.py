@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 pytestmark = pytest.mark.django_db
 
-LONE_SURROGATE = '{"name": "x\\ud800", "agent": "order-router"}'
+BASE_DIR = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("url", ["/api/agents/", "/api/suites/", "/api/runs/"])
-def test_it_answers_400_to_json_text_that_is_not_unicode(admin_client_api, url):
+@pytest.mark.parametrize(
+    ("url", "body"),
+    [
+        ("/api/agents/", '{"name": "x\\ud800", "instruction": "x", "provider": "simulated", "model": "sim-careful"}'),
+        ("/api/conversations/", '{"agent": "x\\ud800"}'),
+        ("/api/suites/", '{"name": "x\\ud800", "agent": "support"}'),
+    ],
+)
+def test_it_answers_400_to_json_text_that_is_not_unicode(admin_client_api, url, body):
     # Python parses an escaped lone surrogate; the database cannot encode it: a 500 at the first query before.
-    response = admin_client_api.generic("POST", url, LONE_SURROGATE, content_type="application/json")
+    response = admin_client_api.generic("POST", url, body, content_type="application/json")
 
     assert response.status_code == 400
-    assert "not valid Unicode" in str(response.json())
+    assert "JSON parse error - a string is not valid Unicode" in str(response.json())
 
 
 def test_it_answers_a_form_with_too_many_fields_in_json(admin_client_api, settings):
@@ -26,3 +38,22 @@ def test_it_answers_a_form_with_too_many_fields_in_json(admin_client_api, settin
     assert response.status_code == 400
     assert response["Content-Type"] == "application/json"
     assert "DATA_UPLOAD_MAX_NUMBER_FIELDS" in response.json()["detail"]
+
+
+def test_it_loads_the_shared_api_module_before_drf_views(tmp_path):
+    # DRF's views module reads DEFAULT_PARSER_CLASSES as it loads; a worker that imported agenttest.api first could not
+    # start when that module imported DRF's views at the top.
+    script = (
+        "from django.conf import settings\n"
+        "settings.INSTALLED_APPS\n"
+        "import agenttest.api\n"
+        "from rest_framework.views import APIView\n"
+        "print(APIView.parser_classes[0].__module__)\n"
+    )
+    env = {**os.environ, "AGENTTEST_DEBUG": "1", "AGENTTEST_VAR_DIR": str(tmp_path)}
+
+    done = subprocess.run([sys.executable, "-c", script], cwd=BASE_DIR, env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "agenttest.api"

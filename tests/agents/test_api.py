@@ -137,11 +137,15 @@ def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client,
         ({"name": ""}, "name", ""),
         # Each of these was a 500: beyond what the database column holds, or text PostgreSQL cannot store.
         ({"max_steps": 2**31}, "max_steps", "2147483647"),
-        ({"functions": [{"name": "x", "description": "a\x00b"}]}, "functions", "functions[0].description: must not"),
+        (
+            {"functions": [{"name": "x", "description": "a\x00b"}]},
+            "functions",
+            "functions[0].description: must not contain NUL",
+        ),
         (
             {"rules": [{"trigger": "conversation_started", "function": "lookup_order", "arguments": {"q": "\x00"}}]},
             "rules",
-            "rules[0].arguments.q: must not contain the NUL",
+            "rules[0].arguments.q: must not contain NUL",
         ),
     ],
 )
@@ -150,6 +154,18 @@ def test_it_names_the_field_of_each_agent_validation_error(admin_client_api, dem
     assert response.status_code == 400
     assert field in response.data, response.data
     assert fragment in " ".join(str(message) for message in response.data[field])
+    assert not Agent.objects.filter(name="billing").exists()
+
+
+def test_it_refuses_a_lone_surrogate_in_functions_sent_as_json_text_in_a_form(admin_client_api):
+    # A form field parsed as JSON may escape a lone surrogate, which no database can encode: a 500 before.
+    payload = _agent_payload(functions='[{"name": "x", "description": "\\ud800"}]')
+
+    response = admin_client_api.post("/api/agents/", payload)
+
+    assert response.status_code == 400
+    [problem] = response.data["functions"]
+    assert problem.startswith("functions[0].description: must not contain NUL (\\u0000) or a lone surrogate")
     assert not Agent.objects.filter(name="billing").exists()
 
 
