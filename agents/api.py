@@ -17,7 +17,6 @@ from django.template import Engine, TemplateSyntaxError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -25,7 +24,6 @@ from rest_framework.views import APIView
 
 from agents.llm.registry import UnknownModel, get_model
 from agents.models import Agent, Conversation
-from agents.permissions import IsStaffOrReadOnly
 from agents.selectors import (
     agent_list,
     conversation_list,
@@ -41,10 +39,9 @@ from agents.services import (
     conversation_send,
     conversation_start,
 )
+from agenttest.api import MAX_ID, ApiPagination, IsStaffOrReadOnly
 
 RULE_TRIGGERS = ("conversation_started", "state_changed")
-# Ids are BigAutoField; a larger number in a filter would reach the database (SQLite raises OverflowError on it).
-MAX_ID = 2**63 - 1
 # What a PositiveIntegerField holds on every database Django supports.
 MAX_POSITIVE_INT = 2**31 - 1
 # Text no database stores: PostgreSQL refuses NUL in text and JSON, and a lone surrogate (which JSON text may escape,
@@ -52,11 +49,6 @@ MAX_POSITIVE_INT = 2**31 - 1
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
 _instruction_engine = Engine(autoescape=False)
-
-
-class ApiPagination(PageNumberPagination):
-    page_size_query_param = "page_size"
-    max_page_size = 500
 
 
 def _paginated_response(
@@ -238,6 +230,7 @@ class AgentListApi(APIView):
 
 class AgentCreateApi(APIView):
     permission_classes = [IsAuthenticated, IsStaffOrReadOnly]
+    staff_only_message = "Only staff users may change agents."
 
     class InputSerializer(serializers.Serializer):
         class Meta:
@@ -295,6 +288,7 @@ class AgentsApi(AgentListApi, AgentCreateApi):
     """GET lists agents (any signed-in user); POST creates one (staff)."""
 
     permission_classes = [IsAuthenticated, IsStaffOrReadOnly]
+    staff_only_message = "Only staff users may change agents."
 
 
 def _agent_or_404(agent_id: int) -> Agent:
@@ -309,6 +303,7 @@ class AgentDetailApi(APIView):
 
 class AgentUpdateApi(APIView):
     permission_classes = [IsAuthenticated, IsStaffOrReadOnly]
+    staff_only_message = "Only staff users may change agents."
 
     class InputSerializer(AgentCreateApi.InputSerializer):
         """The create fields, all optional: a PATCH changes only what it sends."""
@@ -335,6 +330,7 @@ class AgentApi(AgentDetailApi, AgentUpdateApi):
     """GET reads one agent (any signed-in user); PATCH changes it (staff)."""
 
     permission_classes = [IsAuthenticated, IsStaffOrReadOnly]
+    staff_only_message = "Only staff users may change agents."
 
 
 # --- Conversations ----------------------------------------------------------------------------------------------

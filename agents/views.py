@@ -27,7 +27,12 @@ def chat(request: HttpRequest) -> HttpResponse:
             conversation = conversation_list(user=request.user).filter(pk=int(wanted)).first()
         if conversation is None:
             error = f"Conversation {wanted} does not exist or is not yours to see. Start a new one below."
-    context = {"agents": agent_list(), "conversation": conversation, "error": error}
+    agents = list(agent_list())
+    # Preselect the conversation's agent, else an entry agent that routes (it is where users start), else the first.
+    selected = conversation.agent_id if conversation else next(
+        (agent.pk for agent in agents if agent.sub_agents.all()), agents[0].pk if agents else None
+    )
+    context = {"agents": agents, "conversation": conversation, "error": error, "selected_agent_id": selected}
     return render(request, "agents/chat.html", context, status=404 if error else 200)
 
 
