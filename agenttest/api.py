@@ -4,6 +4,7 @@ names, who may write, how lists page, how large an id can be."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
@@ -64,3 +65,20 @@ class IsStaffOrReadOnly(BasePermission):
 class ApiPagination(PageNumberPagination):
     page_size_query_param = "page_size"
     max_page_size = 500
+
+
+def validation_problems(detail: Any, field: str = "") -> Iterator[dict[str, str]]:
+    """DRF's nested error detail as flat (field, message) pairs with paths like `turns[1].user_message`, the shape
+    every API answers 400s in. An error about the body as a whole (not a JSON object) names "document"."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            path = field if key == "non_field_errors" else (f"{field}.{key}" if field else str(key))
+            yield from validation_problems(value, path)
+    elif isinstance(detail, list) and any(isinstance(item, dict | list) for item in detail):
+        for index, item in enumerate(detail):
+            yield from validation_problems(item, f"{field}[{index}]")
+    elif isinstance(detail, list):
+        for message in detail:
+            yield {"field": field or "document", "message": str(message)}
+    else:
+        yield {"field": field or "document", "message": str(detail)}

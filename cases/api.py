@@ -9,7 +9,6 @@ serializers here describe the bodies for the schema.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -19,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agenttest.api import MAX_ID, ApiPagination, IsStaffOrReadOnly
+from agenttest.api import MAX_ID, ApiPagination, IsStaffOrReadOnly, validation_problems
 from cases.models import Case, Suite
 from cases.selectors import case_detail, case_list, suite_detail, suite_list
 from cases.serializers import CaseDocumentSerializer, SuiteDocumentSerializer
@@ -56,22 +55,6 @@ class ErrorSerializer(serializers.Serializer):
     errors = ProblemSerializer(many=True)
 
 
-def _drf_problems(detail: Any, prefix: str = "") -> Iterator[dict[str, str]]:
-    """DRF's nested error detail as flat field paths, the same shape as validation problems."""
-    if isinstance(detail, dict):
-        for key, value in detail.items():
-            path = prefix if key == "non_field_errors" else (f"{prefix}.{key}" if prefix else str(key))
-            yield from _drf_problems(value, path)
-    elif isinstance(detail, list) and any(isinstance(item, dict | list) for item in detail):
-        for index, item in enumerate(detail):
-            yield from _drf_problems(item, f"{prefix}[{index}]")
-    elif isinstance(detail, list):
-        for message in detail:
-            yield {"field": prefix or "document", "message": str(message)}
-    else:
-        yield {"field": prefix or "document", "message": str(detail)}
-
-
 class CasesApiView(APIView):
     permission_classes = [IsStaffOrReadOnly]
     staff_only_message = "Only staff users may change suites and cases."
@@ -82,7 +65,7 @@ class CasesApiView(APIView):
                 {"errors": [problem.as_dict() for problem in exc.problems]}, status=status.HTTP_400_BAD_REQUEST
             )
         if isinstance(exc, ValidationError | ParseError):
-            return Response({"errors": list(_drf_problems(exc.detail))}, status=status.HTTP_400_BAD_REQUEST)
+            return Response({"errors": list(validation_problems(exc.detail))}, status=status.HTTP_400_BAD_REQUEST)
         return super().handle_exception(exc)
 
 

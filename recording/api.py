@@ -8,7 +8,6 @@ does not answer is 502.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from django.urls import reverse
@@ -21,6 +20,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from agenttest.api import validation_problems
 from cases.models import Case
 from recording.services import (
     Drafts,
@@ -111,19 +111,6 @@ class ExtractionOutputSerializer(DraftsOutputSerializer):
     segments = SegmentSerializer(many=True, help_text="The verified cut points, one per draft, in order.")
 
 
-def _problems(detail: Any, field: str = "") -> Iterator[dict[str, str]]:
-    """DRF's error detail as (field, message) pairs; an error about the body as a whole (not a JSON object) names
-    "document", as in the cases API."""
-    if isinstance(detail, dict):
-        for key, value in detail.items():
-            yield from _problems(value, field if key == "non_field_errors" else key)
-    elif isinstance(detail, list):
-        for message in detail:
-            yield from _problems(message, field)
-    else:
-        yield {"field": field or "document", "message": str(detail)}
-
-
 class RecordingApiView(APIView):
     permission_classes = [IsStaff]
     throttle_classes = [ScopedRateThrottle]
@@ -138,7 +125,7 @@ class RecordingApiView(APIView):
             )
             return Response({"errors": [{"field": exc.field, "message": str(exc)}]}, status=code)
         if isinstance(exc, ValidationError):
-            return Response({"errors": list(_problems(exc.detail))}, status=status.HTTP_400_BAD_REQUEST)
+            return Response({"errors": list(validation_problems(exc.detail))}, status=status.HTTP_400_BAD_REQUEST)
         return super().handle_exception(exc)
 
     def _inputs(self, serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:

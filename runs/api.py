@@ -8,7 +8,6 @@ does not answer is 503 and leaves no run behind; an action that the run's state 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
@@ -23,7 +22,7 @@ from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
 from rest_framework.views import APIView
 
 from agents.seams import configured_models
-from agenttest.api import MAX_ID, ApiPagination, IsStaffOrReadOnly
+from agenttest.api import MAX_ID, ApiPagination, IsStaffOrReadOnly, validation_problems
 from cases.models import Suite
 from cases.selectors import suite_detail
 from runs.models import CaseResult, Run
@@ -62,22 +61,6 @@ class DetailSerializer(serializers.Serializer):
     detail = serializers.CharField()
 
 
-def _problems(detail: Any, field: str = "") -> Iterator[dict[str, str]]:
-    """DRF's error detail as flat (field, message) pairs, the shape RunError answers in. An error about the body as a
-    whole (not a JSON object) names "document", as in the cases API."""
-    if isinstance(detail, dict):
-        for key, value in detail.items():
-            yield from _problems(value, field if key == "non_field_errors" else (f"{field}.{key}" if field else key))
-    elif isinstance(detail, list) and any(isinstance(item, dict | list) for item in detail):
-        for index, item in enumerate(detail):
-            yield from _problems(item, f"{field}[{index}]")
-    elif isinstance(detail, list):
-        for message in detail:
-            yield {"field": field or "document", "message": str(message)}
-    else:
-        yield {"field": field or "document", "message": str(detail)}
-
-
 class RunsApiView(APIView):
     permission_classes = [IsStaffOrReadOnly]
     staff_only_message = "Only staff users may trigger, cancel, resume or delete runs."
@@ -92,7 +75,7 @@ class RunsApiView(APIView):
                 {"errors": [{"field": exc.field, "message": str(exc)}]}, status=status.HTTP_400_BAD_REQUEST
             )
         if isinstance(exc, ValidationError):
-            return Response({"errors": list(_problems(exc.detail))}, status=status.HTTP_400_BAD_REQUEST)
+            return Response({"errors": list(validation_problems(exc.detail))}, status=status.HTTP_400_BAD_REQUEST)
         return super().handle_exception(exc)
 
 

@@ -1,7 +1,7 @@
 """Browser tests: Playwright's sync API driving Debian's Chromium against pytest-django's live server.
 
 A missing Chromium fails these tests — it is never a reason to skip them. Playwright is never asked to download a
-browser (`playwright install` is not used); the one it drives is Debian's, at AGENTTEST_CHROMIUM or /usr/bin/chromium.
+browser of its own (that download fails here); it drives Debian's, at AGENTTEST_CHROMIUM or /usr/bin/chromium.
 """
 
 from __future__ import annotations
