@@ -23,10 +23,8 @@ import json
 import logging
 import os
 import re
-import shutil
 import socket
 import sys
-import tempfile
 import time
 import traceback
 from collections import Counter
@@ -34,12 +32,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     # Run as a script, Python puts bench/ first on the path; the project packages live one level up.
     sys.path.insert(0, str(ROOT))
+
+from bench.harness_overhead import BenchError, scratch_database  # noqa: E402
 
 SCHEMA_PATH = "/api/schema/?format=json"
 FUZZ_USERNAME = "fuzz-admin"
@@ -508,35 +507,6 @@ def format_report(report: FuzzReport, *, database: str = "") -> str:
 # --- Command ------------------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def scratch_database(url: str) -> Iterator[tuple[str, str, str]]:
-    """(DATABASE_URL, var dir, description) of a database created for the fuzz and removed after it."""
-    directory = tempfile.mkdtemp(prefix="agenttest-fuzz-")
-    try:
-        if not url:
-            yield f"sqlite:///{directory}/fuzz.sqlite3", directory, "SQLite (temporary file)"
-            return
-        parts = urlsplit(url)
-        if parts.scheme not in ("postgres", "postgresql"):
-            raise FuzzError(f"--database-url must be a postgres:// URL (SQLite is the default), got {parts.scheme}://")
-        import psycopg
-
-        name = f"agenttest_fuzz_{os.getpid()}"
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-            admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield urlunsplit(parts._replace(path=f"/{name}")), directory, f"PostgreSQL (scratch database {name})"
-        finally:
-            from django.db import connections
-
-            connections.close_all()
-            with psycopg.connect(url, autocommit=True) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
 def setup_django(database_url: str, var_dir: str) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "agenttest.settings"
     os.environ["AGENTTEST_DEBUG"] = "1"
@@ -584,7 +554,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     try:
-        with scratch_database(options.database_url) as (database_url, var_dir, database):
+        with scratch_database(options.database_url, purpose="fuzz") as (database_url, var_dir, database):
             setup_django(database_url, var_dir)
             from django.conf import settings
 
@@ -594,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
                 report = fuzz_api(user=user, examples=options.examples, seconds=options.seconds, seed=options.seed)
             report.refused_connections = refused
             print(format_report(report, database=database), flush=True)
-    except FuzzError as exc:
+    except (FuzzError, BenchError) as exc:
         print(f"fuzz failed: {exc}", file=sys.stderr)
         return 1
     return 1 if report.failures or report.refused_connections else 0

@@ -135,19 +135,20 @@ def stub_server(mode: str, url: str) -> Iterator[tuple[str, str]]:
 
 
 @contextlib.contextmanager
-def scratch_database(url: str) -> Iterator[tuple[str, str, str]]:
-    """(DATABASE_URL, var dir, description) of a database created for this benchmark and removed after it."""
-    directory = tempfile.mkdtemp(prefix="agenttest-bench-")
+def scratch_database(url: str, *, purpose: str = "bench") -> Iterator[tuple[str, str, str]]:
+    """(DATABASE_URL, var dir, description) of a database created for one command and removed after it; shared by
+    the commands in bench/, whose `purpose` names the temporary directory and database."""
+    directory = tempfile.mkdtemp(prefix=f"agenttest-{purpose}-")
     try:
         if not url:
-            yield f"sqlite:///{directory}/bench.sqlite3", directory, "SQLite (temporary file)"
+            yield f"sqlite:///{directory}/{purpose}.sqlite3", directory, "SQLite (temporary file)"
             return
         parts = urlsplit(url)
         if parts.scheme not in ("postgres", "postgresql"):
             raise BenchError(f"--database-url must be a postgres:// URL (SQLite is the default), got {parts.scheme}://")
         import psycopg
 
-        name = f"agenttest_bench_{os.getpid()}"
+        name = f"agenttest_{purpose}_{os.getpid()}"
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
             admin.execute(f'CREATE DATABASE "{name}"')
