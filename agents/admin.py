@@ -13,22 +13,14 @@ from django.utils.safestring import SafeString
 
 from agents.api import agent_problems
 from agents.models import Agent, Conversation, Message, StateChange
+from agenttest import admin_fields
 
 
-class PrettyJSONWidget(forms.Textarea):
-    """Shows JSON indented and sized to its content; text that is not valid JSON is shown as typed so it can be
-    fixed (the form field rejects it on save)."""
+class PrettyJSONWidget(admin_fields.PrettyJSONWidget):
+    """Sized to its content."""
 
     def __init__(self, attrs: dict[str, Any] | None = None) -> None:
         super().__init__(attrs={"class": "vLargeTextField", "spellcheck": "false", **(attrs or {})})
-
-    def format_value(self, value: Any) -> str | None:
-        if isinstance(value, str) and value:
-            try:
-                value = json.dumps(json.loads(value), indent=2, ensure_ascii=False)
-            except json.JSONDecodeError:
-                return value
-        return super().format_value(value)
 
     def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
         context = super().get_context(name, value, attrs)
@@ -37,6 +29,12 @@ class PrettyJSONWidget(forms.Textarea):
         context["widget"]["attrs"]["rows"] = min(max(lines + 1, 4), 40)
         context["widget"]["attrs"]["style"] = "font-family: monospace; width: 100%;"
         return context
+
+
+# Every JSON column is edited as text through the shared safe field (depth and NaN/Infinity refused on the field).
+JSON_FIELD_OVERRIDES: dict[type[models.Field], dict[str, Any]] = {
+    models.JSONField: {"form_class": admin_fields.SafeJSONField, "widget": PrettyJSONWidget}
+}
 
 
 class AgentAdminForm(forms.ModelForm):
@@ -66,7 +64,7 @@ class AgentAdmin(admin.ModelAdmin):
     list_filter = ("provider",)
     search_fields = ("name", "description", "instruction")
     filter_horizontal = ("sub_agents",)
-    formfield_overrides = {models.JSONField: {"widget": PrettyJSONWidget}}
+    formfield_overrides = JSON_FIELD_OVERRIDES
     readonly_fields = ("created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("name", "description", "instruction")}),
@@ -132,7 +130,7 @@ class ConversationAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     fields = ("title", "tags", "agent", "current_agent", "owner", "turn_count", "created_at", "updated_at")
     readonly_fields = ("agent", "current_agent", "owner", "turn_count", "created_at", "updated_at")
-    formfield_overrides = {models.JSONField: {"widget": PrettyJSONWidget}}
+    formfield_overrides = JSON_FIELD_OVERRIDES
     inlines = (MessageInline, StateChangeInline)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -22,9 +22,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.llm.registry import UnknownModel, get_model
+from agents.llm.registry import UnknownModel, configured_models, get_model
 from agents.models import Agent, Conversation
 from agents.selectors import (
+    SEALED_FILTER_CHOICES,
     agent_list,
     conversation_list,
     conversation_messages,
@@ -32,14 +33,17 @@ from agents.selectors import (
     conversation_state_timeline,
 )
 from agents.services import (
+    ConcurrentTurn,
     ConversationError,
+    ConversationSealed,
     InvalidInput,
     ModelCallFailed,
     StepLimitExceeded,
     conversation_send,
     conversation_start,
 )
-from agenttest.api import MAX_ID, ApiPagination, IsStaffOrReadOnly
+from agenttest.api import ApiPagination, IdField, IsStaffOrReadOnly, JSONInputField, StrictInputSerializer
+from agenttest.inputs import parse_id
 
 RULE_TRIGGERS = ("conversation_started", "state_changed")
 # What a PositiveIntegerField holds on every database Django supports.
@@ -154,10 +158,15 @@ def agent_problems(
         _instruction_engine.from_string(instruction)
     except TemplateSyntaxError as exc:
         problems["instruction"] = [f"does not compile as a Django template: {exc}"]
-    try:
-        get_model(f"{provider}:{model}")
-    except UnknownModel as exc:
-        problems["model"] = [str(exc)]
+    providers = list(dict.fromkeys(config.provider for config in configured_models()))
+    if provider not in providers:
+        configured = ", ".join(providers) or "none"
+        problems["provider"] = [f"provider {provider!r} is not configured; configured: {configured}"]
+    else:
+        try:
+            get_model(f"{provider}:{model}")
+        except UnknownModel as exc:
+            problems["model"] = [str(exc)]
     if function_problems := _function_problems(functions):
         problems["functions"] = function_problems
     if rule_problems := _rule_problems(rules):
@@ -232,7 +241,7 @@ class AgentCreateApi(APIView):
     permission_classes = [IsAuthenticated, IsStaffOrReadOnly]
     staff_only_message = "Only staff users may change agents."
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         class Meta:
             ref_name = "AgentCreate"
 
@@ -242,8 +251,8 @@ class AgentCreateApi(APIView):
         provider = serializers.CharField(max_length=100)
         model = serializers.CharField(max_length=200)
         temperature = serializers.FloatField(min_value=0.0, max_value=2.0, default=0.0)
-        functions = serializers.JSONField(default=list)
-        rules = serializers.JSONField(default=list)
+        functions = JSONInputField(default=list)
+        rules = JSONInputField(default=list)
         sub_agents = serializers.ListField(child=serializers.CharField(), default=list)
         max_steps = serializers.IntegerField(min_value=1, max_value=MAX_POSITIVE_INT, allow_null=True, default=None)
 
@@ -279,8 +288,9 @@ class AgentCreateApi(APIView):
         try:
             agent = agent_create(**serializer.validated_data)
         except IntegrityError:
-            # Another request took the name between validation and insert.
-            return Response({"name": ["an agent with this name already exists"]}, status=status.HTTP_400_BAD_REQUEST)
+            if not _name_taken(serializer.validated_data["name"], exclude=None):
+                raise
+            return _name_taken_response(serializer.validated_data["name"])
         return Response(AgentDetailOutputSerializer(agent).data, status=status.HTTP_201_CREATED)
 
 
@@ -289,6 +299,16 @@ class AgentsApi(AgentListApi, AgentCreateApi):
 
     permission_classes = [IsAuthenticated, IsStaffOrReadOnly]
     staff_only_message = "Only staff users may change agents."
+
+
+def _name_taken(name: str, *, exclude: int | None) -> bool:
+    """After an IntegrityError: whether another request took the name between validation and the write. Any other
+    integrity failure is the server's, and never reported as a name clash."""
+    return Agent.objects.filter(name=name).exclude(pk=exclude).exists()
+
+
+def _name_taken_response(name: str) -> Response:
+    return Response({"name": [f"an agent named {name!r} already exists"]}, status=status.HTTP_400_BAD_REQUEST)
 
 
 def _agent_or_404(agent_id: int) -> Agent:
@@ -322,7 +342,10 @@ class AgentUpdateApi(APIView):
         try:
             agent = agent_update(agent=agent, **serializer.validated_data)
         except IntegrityError:
-            return Response({"name": ["an agent with this name already exists"]}, status=status.HTTP_400_BAD_REQUEST)
+            name = serializer.validated_data.get("name")
+            if name is None or not _name_taken(name, exclude=agent.pk):
+                raise
+            return _name_taken_response(name)
         return Response(AgentDetailOutputSerializer(_agent_or_404(agent.pk)).data)
 
 
@@ -358,6 +381,8 @@ class ConversationOutputSerializer(serializers.Serializer):
     owner = serializers.CharField(source="owner.username", allow_null=True, default=None)
     tags = serializers.ListField(child=serializers.CharField())
     turn_count = serializers.IntegerField()
+    sealed = serializers.BooleanField(help_text="Nothing can be sent to a sealed conversation; sealed_reason says why.")
+    sealed_reason = serializers.CharField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -375,9 +400,15 @@ class ConversationListApi(APIView):
     pagination_class = ApiPagination
 
     class FilterSerializer(serializers.Serializer):
-        agent = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+        agent = IdField(thing="agent", required=False)
         tag = serializers.CharField(required=False, default="")
         search = serializers.CharField(required=False, default="")
+        sealed = serializers.ChoiceField(
+            choices=list(SEALED_FILTER_CHOICES),
+            required=False,
+            default="0",
+            help_text="0 (default): hide sealed conversations (e.g. a test run's); 1: only them; all: both.",
+        )
 
     @extend_schema(
         tags=["conversations"], operation_id="conversations_list", parameters=[FilterSerializer],
@@ -391,6 +422,7 @@ class ConversationListApi(APIView):
             agent_id=filters.validated_data.get("agent"),
             tag=filters.validated_data["tag"],
             search=filters.validated_data["search"],
+            sealed=SEALED_FILTER_CHOICES[filters.validated_data["sealed"]],
         ).select_related("current_agent")
         return _paginated_response(
             serializer_class=ConversationOutputSerializer, queryset=queryset, request=request, view=self
@@ -398,11 +430,11 @@ class ConversationListApi(APIView):
 
 
 class ConversationStartApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         class Meta:
             ref_name = "ConversationStart"
 
-        class HistoryItemSerializer(serializers.Serializer):
+        class HistoryItemSerializer(StrictInputSerializer):
             role = serializers.ChoiceField(choices=["user", "assistant"])
             content = serializers.CharField()
 
@@ -418,8 +450,8 @@ class ConversationStartApi(APIView):
         )
 
         def validate_agent(self, value: str) -> Agent:
-            # isdigit() alone admits digits int() cannot read, such as "³".
-            agent = Agent.objects.filter(pk=int(value)).first() if value.isascii() and value.isdigit() else None
+            agent_id = parse_id(value)
+            agent = Agent.objects.filter(pk=agent_id).first() if agent_id is not None else None
             agent = agent or Agent.objects.filter(name=value).first()
             if agent is None:
                 raise serializers.ValidationError(f"no agent with id or name {value!r}")
@@ -466,7 +498,9 @@ class ToolCallSerializer(serializers.Serializer):
     name = serializers.CharField()
     arguments = serializers.JSONField(help_text="Parsed arguments, or the raw text when they were not valid JSON.")
     result = serializers.CharField()
-    outcome = serializers.CharField(help_text="executed, static, missing, invalid, mocked, blocked, …")
+    outcome = serializers.CharField(
+        help_text="executed, static, missing, invalid, unavailable (not declared by the agent), mocked, blocked, …"
+    )
     agent = serializers.CharField()
     tool_call_id = serializers.CharField()
     error = serializers.BooleanField()
@@ -495,7 +529,7 @@ class TurnFailureSerializer(serializers.Serializer):
 
 
 class MessageSendApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         class Meta:
             ref_name = "MessageSend"
 
@@ -512,6 +546,9 @@ class MessageSendApi(APIView):
         (ModelCallFailed, status.HTTP_502_BAD_GATEWAY),
         (StepLimitExceeded, status.HTTP_422_UNPROCESSABLE_ENTITY),
         (InvalidInput, status.HTTP_400_BAD_REQUEST),
+        # Refused before anything ran: a sealed conversation, or another turn in progress in it.
+        (ConversationSealed, status.HTTP_409_CONFLICT),
+        (ConcurrentTurn, status.HTTP_409_CONFLICT),
     )
 
     @extend_schema(
@@ -519,6 +556,7 @@ class MessageSendApi(APIView):
         responses={
             200: OutputSerializer,
             400: TurnFailureSerializer,
+            409: TurnFailureSerializer,
             422: TurnFailureSerializer,
             502: TurnFailureSerializer,
         },
@@ -589,7 +627,8 @@ class MessagesApi(MessageListApi, MessageSendApi):
 class ConversationStateApi(APIView):
     class FilterSerializer(serializers.Serializer):
         at = serializers.IntegerField(
-            required=False, min_value=0, help_text="A message seq: the state right after that message."
+            required=False, min_value=0, max_value=MAX_POSITIVE_INT,
+            help_text="A message seq: the state right after that message.",
         )
 
     class OutputSerializer(serializers.Serializer):

@@ -19,6 +19,7 @@ def _normalise(order_id: str) -> str:
 
 @register_function(
     name="lookup_order",
+    outside_effects=False,
     description="Look up an order by its number: status, items and the customer's email.",
     parameters={
         "type": "object",
@@ -40,6 +41,7 @@ def lookup_order(context: FunctionContext, order_id: str) -> FunctionResult:
 
 @register_function(
     name="cancel_order",
+    outside_effects=True,
     description="Cancel an order that has not been delivered yet.",
     parameters={
         "type": "object",

@@ -1,7 +1,11 @@
 """Python-registered functions and the types every executor speaks.
 
-A function is registered with `@register_function(name=..., description=..., parameters=<JSON Schema>)` and is
-called with a FunctionContext; it returns a FunctionResult (or a str, taken as its content).
+A function is registered with `@register_function(name=..., description=..., parameters=<JSON Schema>,
+outside_effects=True|False)` and is called with a FunctionContext; it returns a FunctionResult (or a str, taken as
+its content).
+
+`outside_effects` says whether calling the function can change anything outside agenttest (send, write, call, pay).
+A function that does not say counts as having them: a test may let through only functions declared free of them.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ class FunctionResult:
     # Control flow: hand the rest of the turn to this agent.
     route_to: str | None = None
     error: bool = False
-    # Who answered, for transcripts and observers: executed, static, missing, invalid, mocked, blocked, allowed.
+    # Who answered, for transcripts and observers: executed, static, missing, invalid, unavailable, mocked, blocked,
+    # allowed.
     outcome: str = "executed"
 
 
@@ -65,6 +70,12 @@ class RegisteredFunction:
     description: str
     parameters: dict[str, Any]
     func: Callable[..., FunctionResult | str]
+    # None: the function did not say, which counts as side-effecting (fail closed).
+    outside_effects: bool | None = None
+
+    @property
+    def effect_free(self) -> bool:
+        return self.outside_effects is False
 
     def tool_schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -75,7 +86,7 @@ _lock = threading.Lock()
 
 
 def register_function(
-    *, name: str, description: str, parameters: dict[str, Any] | None = None
+    *, name: str, description: str, parameters: dict[str, Any] | None = None, outside_effects: bool | None = None
 ) -> Callable[[Callable[..., FunctionResult | str]], Callable[..., FunctionResult | str]]:
     if not name or not name.strip():
         raise ValueError("a function needs a name")
@@ -87,7 +98,7 @@ def register_function(
             existing = _functions.get(name)
             if existing is not None and existing.func.__qualname__ != func.__qualname__:
                 raise ValueError(f"function {name!r} is already registered by {existing.func.__module__}")
-            _functions[name] = RegisteredFunction(name, description, schema, func)
+            _functions[name] = RegisteredFunction(name, description, schema, func, outside_effects)
         return func
 
     return decorate
@@ -101,13 +112,13 @@ def registered_functions() -> dict[str, RegisteredFunction]:
     return dict(_functions)
 
 
-def canonical_function_name(name: str, extra_names: list[str] | tuple[str, ...] = ()) -> str | None:
-    """The registered (or agent-declared) name equal to `name` ignoring case, as rule triggers resolve names."""
-    wanted = name.strip().casefold()
-    for candidate in [*_functions, *extra_names]:
-        if candidate.casefold() == wanted:
-            return candidate
-    return None
+def function_is_effect_free(name: str, declaration: dict[str, Any] | None = None) -> bool:
+    """True only for a function declared free of outside effects: a registered one that says so, or an agent
+    declaration answered by its static `output` with no registered implementation behind it."""
+    registered = _functions.get(name)
+    if registered is not None:
+        return registered.effect_free
+    return declaration is not None and declaration.get("name") == name and "output" in declaration
 
 
 def validate_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:

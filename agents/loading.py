@@ -9,8 +9,20 @@ from typing import Any
 
 from django.conf import settings
 
+from agents.builtins.control import CONTROL_FLOW_FUNCTIONS
 from agents.functions import get_function
 from agents.models import Agent, Conversation
+
+
+def callable_function_names(functions: list[dict[str, Any]] | None) -> frozenset[str]:
+    """The names an agent with these declarations may call: what it declares, exactly as written, plus the five
+    control-flow functions. Any other name the model produces is refused without running anything."""
+    declared = {item.get("name") for item in functions or [] if isinstance(item, dict)}
+    return frozenset(name for name in declared if isinstance(name, str) and name) | frozenset(CONTROL_FLOW_FUNCTIONS)
+
+
+def agent_callable_functions(agent: Agent) -> frozenset[str]:
+    return callable_function_names(agent.functions)
 
 
 @dataclass
@@ -30,6 +42,9 @@ class LoadedAgent:
     @property
     def model_key(self) -> str:
         return f"{self.provider}:{self.model}"
+
+    def callable_names(self) -> frozenset[str]:
+        return callable_function_names(self.functions)
 
     def declaration(self, name: str) -> dict[str, Any] | None:
         return next((item for item in self.functions if item.get("name") == name), None)

@@ -64,6 +64,17 @@ class Conversation(models.Model):
     message_count = models.PositiveIntegerField(
         default=0, help_text="Messages written so far; the next message's seq. Claimed per turn, optimistically."
     )
+    sealed_reason = models.CharField(
+        max_length=200, blank=True, help_text="Why nothing can be sent to this conversation without its seal key."
+    )
+    seal_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="SHA-256 (hex) of the seal key its creator holds; empty means anyone allowed to see it may send.",
+    )
+    turn_claimed_until = models.DateTimeField(
+        null=True, blank=True, help_text="A turn is running until then (or until it ends); no other turn may start."
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -72,6 +83,10 @@ class Conversation(models.Model):
 
     def __str__(self) -> str:
         return self.title or f"Conversation #{self.pk} with {self.agent_id and self.agent.name}"
+
+    @property
+    def sealed(self) -> bool:
+        return bool(self.seal_hash)
 
 
 class Message(models.Model):

@@ -2,7 +2,8 @@
 
 - executor providers: asked first by the function-executor factory (ascending `order`, ties by name);
 - agent-load hooks: run each time an agent is loaded into a conversation, may rewrite its LLM config for it only;
-- the conversation service: start, send, invoke_function;
+- the conversation service: start, send, invoke_function (a conversation started with `seal=` refuses every send
+  or invoke that does not present its `seal_key`);
 - the model layer: configured models and providers, and runtime providers a plugin registers by name.
 """
 
@@ -22,6 +23,7 @@ from agents.functions import (
     ExecutorProvider,
     FunctionContext,
     FunctionResult,
+    function_is_effect_free,
     get_function,
     register_function,
     registered_functions,
@@ -37,12 +39,25 @@ from agents.llm.registry import (
     register_runtime_provider,
     unregister_runtime_provider,
 )
-from agents.loading import LoadedAgent, register_agent_load_hook, unregister_agent_load_hook
+from agents.loading import (
+    LoadedAgent,
+    agent_callable_functions,
+    callable_function_names,
+    register_agent_load_hook,
+    unregister_agent_load_hook,
+)
 from agents.models import Agent, Conversation, Message, StateChange
 from agents.redaction import redact, redact_text
-from agents.selectors import conversation_messages, conversation_state, conversation_state_timeline
+from agents.selectors import (
+    conversation_messages,
+    conversation_state,
+    conversation_state_timeline,
+    sealed_filter,
+)
 from agents.services import (
+    ConcurrentTurn,
     ConversationError,
+    ConversationSealed,
     InvalidInput,
     ModelCallFailed,
     StepLimitExceeded,
@@ -60,8 +75,10 @@ invoke_function = conversation_invoke_function
 __all__ = [
     "CONTROL_FLOW_FUNCTIONS",
     "Agent",
+    "ConcurrentTurn",
     "Conversation",
     "ConversationError",
+    "ConversationSealed",
     "Executor",
     "ExecutorProvider",
     "FunctionContext",
@@ -83,6 +100,8 @@ __all__ = [
     "TurnResult",
     "UnknownModel",
     "Usage",
+    "agent_callable_functions",
+    "callable_function_names",
     "configured_models",
     "conversation_messages",
     "conversation_state",
@@ -93,6 +112,7 @@ __all__ = [
     "create_executor",
     "execute",
     "execute_without_providers",
+    "function_is_effect_free",
     "executor_providers",
     "get_function",
     "get_model",
@@ -108,6 +128,7 @@ __all__ = [
     "register_runtime_provider",
     "registered_functions",
     "run_registered_function",
+    "sealed_filter",
     "send",
     "start",
     "unregister_agent_load_hook",

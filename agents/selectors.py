@@ -11,11 +11,16 @@ def agent_list() -> QuerySet[Agent]:
     return Agent.objects.prefetch_related("sub_agents")
 
 
-def conversation_list(*, user: Any, agent_id: int | None = None, tag: str = "", search: str = "") -> QuerySet:
-    """Conversations a user may see: staff see all, others their own."""
+def conversation_list(
+    *, user: Any, agent_id: int | None = None, tag: str = "", search: str = "", sealed: bool | None = None
+) -> QuerySet:
+    """Conversations a user may see: staff see all, others their own. `sealed` True/False keeps only sealed or only
+    unsealed ones; None keeps both."""
     qs = Conversation.objects.select_related("agent", "owner")
     if not user.is_staff:
         qs = qs.filter(owner=user)
+    if sealed is not None:
+        qs = qs.exclude(seal_hash="") if sealed else qs.filter(seal_hash="")
     if agent_id:
         qs = qs.filter(agent_id=agent_id)
     if tag:
@@ -48,3 +53,16 @@ def conversation_state_timeline(*, conversation: Conversation) -> list[dict[str,
         .order_by("id")
         .values_list("key", "value", "message__seq", "message__turn")
     ]
+
+
+SEALED_FILTER_CHOICES = {"0": False, "1": True, "all": None}
+
+
+def sealed_filter(raw: str | None) -> bool | None:
+    """The `sealed` list filter: absent or "0" hides sealed conversations, "1" shows only them, "all" both.
+    Raises ValueError for anything else, so the caller can name the parameter."""
+    if raw is None or raw == "":
+        return False
+    if raw not in SEALED_FILTER_CHOICES:
+        raise ValueError(f"must be one of {', '.join(SEALED_FILTER_CHOICES)}")
+    return SEALED_FILTER_CHOICES[raw]

@@ -2,22 +2,33 @@
 
 Loop per turn: load agent (hooks run) → model with tools → each tool call through the function-executor factory →
 results back → until a final answer, a stop-completion or the step limit.
+
+An agent calls only what it declares plus the control-flow functions: any other name the model (or a rule) names is
+answered "not available" without asking the factory. A conversation may be sealed by whoever started it: then only
+the holder of its seal key can send to it. One turn at a time: a send claims the conversation before it starts.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
-from collections.abc import Callable
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.template import Context, Engine, TemplateSyntaxError
 from django.utils import timezone
 
 from agents import executor
-from agents.functions import FunctionContext, FunctionResult, canonical_function_name
+from agents.functions import FunctionContext, FunctionResult
 from agents.llm.base import ModelRequest, ModelResponse, ProviderError, Usage
 from agents.llm.registry import UnknownModel, get_provider
 from agents.loading import LoadedAgent, load_agent
@@ -95,14 +106,79 @@ class ConcurrentTurn(ConversationError):
     code = "concurrent_turn"
 
 
+class ConversationSealed(ConversationError):
+    """The conversation was sealed by whoever started it, and the caller does not hold its key."""
+
+    code = "sealed"
+
+
+def _seal_digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _check_seal(conversation: Conversation, seal_key: str) -> None:
+    """Raise ConversationSealed unless the conversation is unsealed or `seal_key` is its key. The seal is read from
+    the database: a caller's instance could be stale or built by hand."""
+    row = Conversation.objects.filter(pk=conversation.pk).values_list("seal_hash", "sealed_reason").first()
+    if row is None:
+        raise ConversationError(f"conversation {conversation.pk} no longer exists")
+    seal_hash, reason = row
+    if not seal_hash:
+        return
+    offered = seal_key if isinstance(seal_key, str) else ""
+    if not hmac.compare_digest(_seal_digest(offered), seal_hash):
+        raise ConversationSealed(f"{reason or 'this conversation is sealed'}; it cannot be continued")
+
+
+def _claim_expiry() -> datetime:
+    # A turn runs inside one request at most; past that its claim is stale (the process died) and may be taken over.
+    return timezone.now() + timedelta(seconds=settings.AGENTTEST_REQUEST_TIMEOUT)
+
+
+def _claim_turn(conversation: Conversation) -> datetime:
+    """Claim the conversation for one turn before anything runs, so a second send cannot run tools alongside it."""
+    now = timezone.now()
+    claim = _claim_expiry()
+    claimed = (
+        Conversation.objects.filter(pk=conversation.pk)
+        .filter(Q(turn_claimed_until__isnull=True) | Q(turn_claimed_until__lt=now))
+        .update(turn_claimed_until=claim)
+    )
+    if claimed != 1:
+        raise ConcurrentTurn("another turn is in progress in this conversation; wait for it to end and send again")
+    return claim
+
+
+def _release_claim(conversation_id: int, claim: datetime) -> None:
+    # Only our own claim: after it expired another turn may have taken the conversation over.
+    Conversation.objects.filter(pk=conversation_id, turn_claimed_until=claim).update(turn_claimed_until=None)
+
+
+@contextmanager
+def _claimed_session(conversation: Conversation) -> Iterator[_Session]:
+    """A session holding the conversation's turn claim; the claim is given back however the block ends."""
+    claim = _claim_turn(conversation)
+    session: _Session | None = None
+    try:
+        # What an earlier turn wrote after the caller read the conversation counts: the next seq, turn and agent.
+        conversation.refresh_from_db(fields=["message_count", "turn_count", "current_agent"])
+        session = _Session(conversation, claim=claim)
+        yield session
+    finally:
+        if session is None or session.claim is not None:
+            _release_claim(conversation.pk, claim)
+
+
 class _Session:
     """One conversation while the service works on it: next seq, state, and the rows it will write.
 
     Messages and state changes are kept in memory and written together by `flush`, in one transaction, so a turn
-    costs a few statements however many tool calls it makes."""
+    costs a few statements however many tool calls it makes. A session holding a turn claim writes only while it
+    still holds it, and gives it back with its last flush (`release=True`)."""
 
-    def __init__(self, conversation: Conversation) -> None:
+    def __init__(self, conversation: Conversation, *, claim: datetime | None = None) -> None:
         self.conversation = conversation
+        self.claim = claim
         self.entry_agent: Agent = conversation.agent
         self.first_seq = conversation.message_count
         self.next_seq = self.first_seq
@@ -129,12 +205,15 @@ class _Session:
             self.state[key] = value
         return changed
 
-    def flush(self, **conversation_fields: Any) -> None:
-        """Write what this session produced. The message count is claimed with a conditional update, so two turns
-        written to one conversation at the same time cannot interleave their messages."""
+    def flush(self, *, release: bool = False, **conversation_fields: Any) -> None:
+        """Write what this session produced. The message count (and the turn claim, if held) is checked with a
+        conditional update, so two turns written to one conversation at the same time cannot interleave."""
         conversation = self.conversation
+        held = {} if self.claim is None else {"turn_claimed_until": self.claim}
+        if release:
+            conversation_fields["turn_claimed_until"] = None
         with transaction.atomic():
-            claimed = Conversation.objects.filter(pk=conversation.pk, message_count=self.first_seq).update(
+            claimed = Conversation.objects.filter(pk=conversation.pk, message_count=self.first_seq, **held).update(
                 message_count=self.next_seq, updated_at=timezone.now(), **conversation_fields
             )
             if claimed != 1:
@@ -143,6 +222,8 @@ class _Session:
                 )
             Message.objects.bulk_create(self._messages)
             StateChange.objects.bulk_create(self._changes)
+        if release:
+            self.claim = None
         conversation.message_count = self.first_seq = self.next_seq
         for field_name, value in conversation_fields.items():
             setattr(conversation, field_name, value)
@@ -211,7 +292,6 @@ def history_as_model_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return result
 
 
-@transaction.atomic
 def conversation_start(
     *,
     agent: Agent,
@@ -221,12 +301,16 @@ def conversation_start(
     owner: Any = None,
     title: str = "",
     on_created: Callable[[Conversation], None] | None = None,
+    seal: str = "",
 ) -> Conversation:
-    """Create a conversation with its initial state (no causing message) and pre-written history, then fire the
-    agent's "conversation_started" rules through the factory.
+    """Create a conversation with its initial state (no causing message) and pre-written history, commit it, then
+    fire the agent's "conversation_started" rules through the factory (so their tools see a committed conversation).
 
     `on_created` runs right after the row exists and before anything else happens in the conversation — the place
-    for a caller to prepare (the harness registers its mocks there, before a start-up rule could call a tool)."""
+    for a caller to prepare (the harness registers its mocks there, before a start-up rule could call a tool).
+
+    `seal` (a reason, e.g. "this conversation belongs to test run 12") seals the conversation: the returned instance
+    carries `seal_key`, which only its hash is stored of, and every later send or invoke must present it."""
     history = history or []
     for index, item in enumerate(history):
         if not isinstance(item, dict) or item.get("role") not in ("user", "assistant"):
@@ -235,40 +319,68 @@ def conversation_start(
             raise InvalidInput(f"history[{index}]: content must be non-empty text")
     if initial_state is not None and not isinstance(initial_state, dict):
         raise InvalidInput("initial_state must be an object of key → value")
-    conversation = Conversation.objects.create(agent=agent, owner=owner, tags=list(tags), title=title[:200])
-    if on_created is not None:
-        on_created(conversation)
-    session = _Session(conversation)
-    if initial_state:
-        session.write_state(initial_state, None)
-    turn = PRE_TURN
-    for item in history:
-        if item["role"] == "user":
-            turn += 1
-        session.add_message(turn=max(turn, 0), role=item["role"], content=redact_text(item["content"]), agent=agent)
-    loaded = load_agent(agent, conversation)
-    _fire_rules(session, loaded, trigger="conversation_started", turn=PRE_TURN)
-    session.flush(turn_count=turn + 1 if history else 0)
+    if not isinstance(seal, str):
+        raise InvalidInput("seal must be a text saying why the conversation is sealed")
+    seal_key = secrets.token_urlsafe(32) if seal else ""
+    # Claimed from birth until the start-up rules are done, so nothing can be sent in between.
+    claim = _claim_expiry()
+    with transaction.atomic():
+        conversation = Conversation.objects.create(
+            agent=agent,
+            owner=owner,
+            tags=list(tags),
+            title=title[:200],
+            sealed_reason=seal[:200],
+            seal_hash=_seal_digest(seal_key) if seal else "",
+            turn_claimed_until=claim,
+        )
+        if on_created is not None:
+            on_created(conversation)
+        session = _Session(conversation, claim=claim)
+        if initial_state:
+            session.write_state(initial_state, None)
+        turn = PRE_TURN
+        for item in history:
+            if item["role"] == "user":
+                turn += 1
+            session.add_message(
+                turn=max(turn, 0), role=item["role"], content=redact_text(item["content"]), agent=agent
+            )
+        loaded = load_agent(agent, conversation)
+        starts_rules = any(rule.get("trigger") == "conversation_started" for rule in loaded.rules)
+        session.flush(release=not starts_rules, turn_count=turn + 1 if history else 0)
+    if starts_rules:
+        try:
+            _fire_rules(session, loaded, trigger="conversation_started", turn=PRE_TURN)
+            session.flush(release=True)
+        finally:
+            if session.claim is not None:
+                _release_claim(conversation.pk, claim)
+    if seal:
+        conversation.seal_key = seal_key
     return conversation
 
 
-def conversation_send(*, conversation: Conversation, text: str) -> TurnResult:
-    """Run one user turn to its end and return what happened. Raises ConversationError (with `.partial`)."""
+def conversation_send(*, conversation: Conversation, text: str, seal_key: str = "") -> TurnResult:
+    """Run one user turn to its end and return what happened. Raises ConversationError (with `.partial`):
+    ConversationSealed without the conversation's seal key and ConcurrentTurn while another turn runs, both before
+    anything is written or run."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("the message text must not be empty")
-    session = _Session(conversation)
-    turn = conversation.turn_count
-    result = TurnResult(conversation_id=conversation.pk, turn=turn)
-    current = conversation.current_agent or session.entry_agent
-    loaded = load_agent(current, conversation)
-    result.agent_chain.append(loaded.name)
-    try:
-        loaded = _turn(session, loaded, turn, text, result)
-    finally:
-        # What happened is written even when the turn failed: the transcript must show how far it got.
-        current_agent_id = None if loaded.id == session.entry_agent.pk else loaded.id
-        session.flush(turn_count=turn + 1, current_agent_id=current_agent_id)
-        result.state = dict(session.state)
+    _check_seal(conversation, seal_key)
+    with _claimed_session(conversation) as session:
+        turn = conversation.turn_count
+        result = TurnResult(conversation_id=conversation.pk, turn=turn)
+        current = conversation.current_agent or session.entry_agent
+        loaded = load_agent(current, conversation)
+        result.agent_chain.append(loaded.name)
+        try:
+            loaded = _turn(session, loaded, turn, text, result)
+        finally:
+            # What happened is written even when the turn failed: the transcript must show how far it got.
+            current_agent_id = None if loaded.id == session.entry_agent.pk else loaded.id
+            session.flush(release=True, turn_count=turn + 1, current_agent_id=current_agent_id)
+            result.state = dict(session.state)
     return result
 
 
@@ -367,7 +479,11 @@ def _run_tool_calls(
             continue
         arguments, problem = _parse_arguments(call.arguments)
         _record_call(session, loaded, turn, call.id, call.name, arguments, call.arguments, "model")
-        if problem:
+        refusal = _refusal(call.name, loaded)
+        if refusal is not None:
+            # The model may correct itself, so the turn goes on; the step limit bounds a model that keeps trying.
+            outcome = refusal
+        elif problem:
             outcome = FunctionResult(
                 content=f"Invalid arguments for {call.name}: {problem}. Send the arguments as a JSON object.",
                 error=True,
@@ -469,22 +585,29 @@ def _record_call(
 
 
 def conversation_invoke_function(
-    *, conversation: Conversation, name: str, arguments: dict[str, Any] | None = None, record: bool = True
+    *,
+    conversation: Conversation,
+    name: str,
+    arguments: dict[str, Any] | None = None,
+    record: bool = True,
+    seal_key: str = "",
 ) -> FunctionResult:
-    """Call a function without the model, through the same factory (the harness canary uses this)."""
-    session = _Session(conversation)
-    loaded = load_agent(conversation.current_agent or session.entry_agent, conversation)
-    outcome = _invoke(
-        session,
-        loaded,
-        name,
-        arguments or {},
-        turn=max(conversation.turn_count - 1, PRE_TURN),
-        trigger="direct",
-        record=record,
-    )
-    if record:
-        session.flush()
+    """Call a function without the model, through the same factory (the harness canary uses this). The caller
+    chose the name, so it need not be one the agent declares. Sealed and claimed like a send."""
+    _check_seal(conversation, seal_key)
+    with _claimed_session(conversation) as session:
+        loaded = load_agent(conversation.current_agent or session.entry_agent, conversation)
+        outcome = _invoke(
+            session,
+            loaded,
+            name,
+            arguments or {},
+            turn=max(conversation.turn_count - 1, PRE_TURN),
+            trigger="direct",
+            record=record,
+        )
+        if record:
+            session.flush(release=True)
     return outcome
 
 
@@ -512,7 +635,8 @@ def _invoke(
         trigger=trigger,
         declaration=loaded.declaration(name),
     )
-    outcome = executor.execute(name, context)
+    refusal = None if trigger == "direct" else _refusal(name, loaded)
+    outcome = refusal or executor.execute(name, context)
     if not record:
         return outcome
     _record_call(session, loaded, turn, call_id, name, arguments, json.dumps(arguments), trigger)
@@ -542,16 +666,16 @@ def _fire_rules(
 ) -> None:
     if depth >= _MAX_RULE_DEPTH or not loaded.rules:
         return
-    declared = [item.get("name", "") for item in loaded.functions]
+    callable_names = loaded.callable_names()
     for rule in loaded.rules:
         if rule.get("trigger") != trigger:
             continue
         if trigger == "state_changed" and rule.get("key") not in (changed or []):
             continue
         wanted = str(rule.get("function") or "")
-        name = canonical_function_name(wanted, declared) if wanted.strip() else None
+        name = _rule_function_name(wanted, callable_names)
         if name is None:
-            logger.warning("rule on agent %s names an unknown function %r", loaded.name, wanted)
+            logger.warning("rule on agent %s names a function it cannot call: %r", loaded.name, wanted)
             name = wanted
         _invoke(
             session,
@@ -563,3 +687,26 @@ def _fire_rules(
             record=True,
             depth=depth,
         )
+
+
+def _rule_function_name(wanted: str, callable_names: frozenset[str]) -> str | None:
+    """A rule's function resolved ignoring case and surrounding space, among the names the agent can call only:
+    a rule is written by hand, the model's calls are not resolved at all."""
+    if wanted in callable_names:
+        return wanted
+    folded = wanted.strip().casefold()
+    if not folded:
+        return None
+    return next((name for name in sorted(callable_names) if name.casefold() == folded), None)
+
+
+def _refusal(name: str | None, loaded: LoadedAgent) -> FunctionResult | None:
+    """The answer to a call of a function the agent does not declare (nothing runs), or None when it may call it.
+    A blank name is the factory's to reject."""
+    if not name or not str(name).strip() or name in loaded.callable_names():
+        return None
+    declared = [item["name"] for item in loaded.functions if isinstance(item.get("name"), str) and item["name"]]
+    listed = f"it declares: {', '.join(declared)}" if declared else "it declares no functions"
+    return FunctionResult(
+        content=f"{name} is not available to this agent ({listed})", error=True, outcome="unavailable"
+    )

@@ -7,7 +7,8 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from agents.selectors import agent_list, conversation_list
+from agents.selectors import agent_list, conversation_list, sealed_filter
+from agenttest.inputs import parse_id, text_is_storable
 
 CONVERSATIONS_PER_PAGE = 25
 
@@ -23,8 +24,9 @@ def chat(request: HttpRequest) -> HttpResponse:
     error = ""
     wanted = request.GET.get("conversation", "").strip()
     if wanted:
-        if wanted.isdigit():
-            conversation = conversation_list(user=request.user).filter(pk=int(wanted)).first()
+        conversation_id = parse_id(wanted)
+        if conversation_id is not None:
+            conversation = conversation_list(user=request.user).filter(pk=conversation_id).first()
         if conversation is None:
             error = f"Conversation {wanted} does not exist or is not yours to see. Start a new one below."
     agents = list(agent_list())
@@ -41,16 +43,26 @@ def conversations(request: HttpRequest) -> HttpResponse:
     agent_id = request.GET.get("agent", "")
     tag = request.GET.get("tag", "").strip()
     search = request.GET.get("search", "").strip()
+    sealed_raw = request.GET.get("sealed", "").strip()
+    try:
+        sealed = sealed_filter(sealed_raw)
+        error = ""
+    except ValueError as exc:
+        sealed, error = False, f"The sealed filter {exc}."
     queryset = conversation_list(
-        user=request.user, agent_id=int(agent_id) if agent_id.isdigit() else None, tag=tag, search=search
+        user=request.user, agent_id=parse_id(agent_id), tag=tag, search=search, sealed=sealed
     ).select_related("current_agent")
+    if not (text_is_storable(tag) and text_is_storable(search)):
+        # No stored text holds NUL, and PostgreSQL refuses a query that does.
+        queryset = queryset.none()
     page = Paginator(queryset, CONVERSATIONS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     context = {
         "page": page,
         "agents": agent_list(),
-        "filters": {"agent": agent_id, "tag": tag, "search": search},
+        "filters": {"agent": agent_id, "tag": tag, "search": search, "sealed": sealed_raw},
         "query": query.urlencode(),
+        "error": error,
     }
-    return render(request, "agents/conversations.html", context)
+    return render(request, "agents/conversations.html", context, status=400 if error else 200)

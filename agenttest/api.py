@@ -1,19 +1,27 @@
 """What every REST endpoint shares beyond DRF's defaults: the parser and exception handler settings.REST_FRAMEWORK
-names, who may write, how lists page, how large an id can be."""
+names, who may write, how lists page, and the input fields and serializer base every write endpoint uses (strict
+about unknown fields, ids parsed one way, JSON checked before it is decoded or stored)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
-from rest_framework import parsers
-from rest_framework.exceptions import ParseError
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import parsers, serializers
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.utils import html
+
+from agenttest.inputs import MAX_ID, MAX_JSON_DEPTH, json_text_too_deep, json_value_problem, nonfinite_path, parse_id
 
 # Limits Django enforces while DRF reads a body. They are the client's doing, so they get the API's JSON 400 rather
 # than Django's HTML error page.
@@ -30,20 +38,33 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 class JSONParser(parsers.JSONParser):
-    """DRF's, refusing text that is not Unicode: JSON may escape a lone surrogate ("\\ud800"), which Python parses but
-    no database stores, so it would fail at the first query instead of as a bad request."""
+    """DRF's, refusing with a 400 what would otherwise fail later as a 500: nesting beyond MAX_JSON_DEPTH (found in
+    the text, before the recursive decoder can hit Python's recursion limit), NaN and infinite numbers (`1e999`
+    decodes to infinity; named by their path, e.g. `mocks[0].state_writes.total`), and strings that are not Unicode
+    (JSON may escape a lone surrogate, "\\ud800", which Python parses but no database stores)."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
-        data = super().parse(stream, media_type, parser_context)
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        try:
+            text = stream.read().decode(encoding)
+        except ValueError as exc:
+            raise ParseError(f"JSON parse error - the body is not {encoding} text: {exc}") from None
+        if json_text_too_deep(text):
+            raise ParseError(f"JSON parse error - nested more than {MAX_JSON_DEPTH} levels deep")
+        try:
+            # NaN and Infinity decode like 1e999 does, so that all three are refused below, naming where they are.
+            data = json.loads(text, parse_constant=float)
+        except ValueError as exc:
+            raise ParseError(f"JSON parse error - {exc}") from None
+        path = nonfinite_path(data)
+        if path is not None:
+            key = api_settings.NON_FIELD_ERRORS_KEY if path == "(top level)" else path
+            raise ValidationError({key: [json_value_problem(data)]})
         try:
             json.dumps(data, ensure_ascii=False).encode()
         except UnicodeEncodeError as exc:
             raise ParseError(f"JSON parse error - a string is not valid Unicode: {exc.reason}") from None
         return data
-
-
-# Ids are BigAutoField; a larger number in a filter would reach the database (SQLite raises OverflowError on it).
-MAX_ID = 2**63 - 1
 
 
 class IsStaffOrReadOnly(BasePermission):
@@ -72,7 +93,13 @@ def validation_problems(detail: Any, field: str = "") -> Iterator[dict[str, str]
     every API answers 400s in. An error about the body as a whole (not a JSON object) names "document"."""
     if isinstance(detail, dict):
         for key, value in detail.items():
-            path = field if key == "non_field_errors" else (f"{field}.{key}" if field else str(key))
+            if key == api_settings.NON_FIELD_ERRORS_KEY:
+                path = field
+            elif isinstance(key, int):
+                # A list field's errors are keyed by item index.
+                path = f"{field}[{key}]"
+            else:
+                path = f"{field}.{key}" if field else str(key)
             yield from validation_problems(value, path)
     elif isinstance(detail, list) and any(isinstance(item, dict | list) for item in detail):
         for index, item in enumerate(detail):
@@ -82,3 +109,71 @@ def validation_problems(detail: Any, field: str = "") -> Iterator[dict[str, str]
             yield {"field": field or "document", "message": str(message)}
     else:
         yield {"field": field or "document", "message": str(detail)}
+
+
+# --- Input fields and serializers ---------------------------------------------------------------------------------
+
+
+def unknown_field_message(key: str, known: list[str]) -> str:
+    """The words every API (and cases/validation.py) uses for a field it does not know."""
+    if not known:
+        return f"unknown field {key!r}; this request takes no fields"
+    return f"unknown field {key!r}; known fields: {', '.join(known)}"
+
+
+class StrictInputSerializer(serializers.Serializer):
+    """The base of every request-body serializer: a field it does not know is refused with a 400 naming it, rather
+    than dropped — a misspelt `budget_token` would otherwise create a run without the budget its sender asked for."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            known = [name for name, field in self.fields.items() if not field.read_only]
+            # A form spells a list or object field's items as `name[0]` or `name.key` (DRF's HTML input parsing).
+            prefixes = tuple(f"{name}{mark}" for name in known for mark in "[.") if html.is_html_input(data) else ()
+            unknown = [key for key in data if key not in known and not str(key).startswith(prefixes)]
+            if unknown:
+                raise ValidationError({str(key): [unknown_field_message(str(key), known)] for key in unknown})
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class IdField(serializers.Field):
+    """A database id in a body or query string, read by agenttest.inputs.parse_id: a JSON integer or ASCII digits.
+    An id beyond any the database can hold names no `thing` rather than overflowing the query."""
+
+    default_error_messages = {
+        "invalid": "must be a {thing} id (a whole number from 1)",
+        "does_not_exist": "no {thing} with id {value}",
+    }
+
+    def __init__(self, *, thing: str, **kwargs: Any) -> None:
+        self.thing = thing
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> int:
+        value = parse_id(data)
+        if value is None:
+            digits = str(data).strip() if isinstance(data, int | str) and not isinstance(data, bool) else ""
+            significant = digits.lstrip("0")
+            # Compared by length first: int() refuses a text of more than 4,300 digits.
+            if digits.isascii() and digits.isdigit() and (len(significant) > 19 or int(significant or 0) > MAX_ID):
+                self.fail("does_not_exist", thing=self.thing, value=digits if len(digits) <= 40 else f"{digits[:40]}…")
+            self.fail("invalid", thing=self.thing)
+        return value
+
+    def to_representation(self, value: Any) -> int:
+        return int(value)
+
+
+class JSONInputField(serializers.JSONField):
+    """DRF's, for a value a form sends as JSON text: checked for depth before it is decoded and for NaN/Infinity
+    after, as the JSON parser checks a JSON body (a form would otherwise be the way around it)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str | bytes) and (self.binary or getattr(data, "is_json_string", False)):
+            if json_text_too_deep(data):
+                raise ValidationError(f"nested more than {MAX_JSON_DEPTH} levels deep")
+        value = super().to_internal_value(data)
+        if (problem := json_value_problem(value)) is not None:
+            raise ValidationError(problem)
+        return value

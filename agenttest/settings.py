@@ -8,7 +8,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from agenttest.env import env_bool, env_float, env_int, env_list, env_str
+from agenttest.env import env_bool, env_cache, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AGENTTEST_VAR_DIR", str(BASE_DIR / "var")))
@@ -94,6 +94,10 @@ if env_str("AGENTTEST_SQL_DATABASE_URL"):
     DATABASES["agent_sql"] = dj_database_url.parse(env_str("AGENTTEST_SQL_DATABASE_URL"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Throttle counts live here, so every web process must see the same cache: N processes with their own memory would
+# allow N times the rate. The default is a table in the database (created by `migrate`); Redis in production.
+CACHES = {"default": env_cache("AGENTTEST_CACHE_URL", "db://")}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -136,11 +140,14 @@ EMAIL_BACKEND = env_str(
     "AGENTTEST_EMAIL_BACKEND",
     "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend",
 )
-EMAIL_HOST = env_str("AGENTTEST_EMAIL_HOST", "localhost")
+# With DEBUG off the SMTP server must be named rather than guessed; checks.py refuses SMTP without one.
+EMAIL_HOST = env_str("AGENTTEST_EMAIL_HOST", "localhost" if DEBUG else "")
 EMAIL_PORT = env_int("AGENTTEST_EMAIL_PORT", 25, minimum=1)
 EMAIL_HOST_USER = env_str("AGENTTEST_EMAIL_USER")
 EMAIL_HOST_PASSWORD = env_str("AGENTTEST_EMAIL_PASSWORD")
 EMAIL_USE_TLS = env_bool("AGENTTEST_EMAIL_USE_TLS", False)
+# The directory the file-based backend writes each message to (checks.py refuses the backend without one).
+EMAIL_FILE_PATH = env_str("AGENTTEST_EMAIL_FILE_PATH") or None
 DEFAULT_FROM_EMAIL = env_str("AGENTTEST_DEFAULT_FROM_EMAIL", "agenttest@localhost")
 
 REST_FRAMEWORK = {
@@ -221,6 +228,12 @@ AGENTTEST_TWILIO_AUTH_TOKEN = env_str("AGENTTEST_TWILIO_AUTH_TOKEN")
 AGENTTEST_TWILIO_FROM = env_str("AGENTTEST_TWILIO_FROM")
 AGENTTEST_TWILIO_API_BASE = env_str("AGENTTEST_TWILIO_API_BASE", "https://api.twilio.com")
 AGENTTEST_REDACT_PATTERNS = env_list("AGENTTEST_REDACT_PATTERNS")
+# The longest a web request (a chat turn, an extraction) may take: the web server's worker timeout, and how long a
+# turn holds its conversation before another send may take it over.
+AGENTTEST_REQUEST_TIMEOUT = env_int("AGENTTEST_REQUEST_TIMEOUT", 300, minimum=5)
+# A run belongs to the executor holding its lease; the lease is renewed every third of this. Only a run whose lease
+# expired (its executor died) is swept.
+AGENTTEST_RUN_LEASE_SECONDS = env_int("AGENTTEST_RUN_LEASE_SECONDS", 60, minimum=3)
 
 LOGGING = {
     "version": 1,

@@ -24,38 +24,36 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from agents.seams import configured_models
+from agenttest.admin_fields import PrettyJSONWidget, SafeJSONField
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.selectors import CASE_PARTS
 from cases.services import case_disable, case_enable, case_to_document
 from cases.validation import (
+    EXTRA_ALLOWED_HELP,
+    FORCE_BLOCKED_HELP,
     SUITE_DOCUMENT_FIELDS,
+    CallableFunctions,
     CaseValidationError,
     Problem,
+    case_callable_functions,
+    case_warnings,
+    suite_check,
     validate_assertion,
     validate_case_document,
     validate_case_fields,
     validate_history_message,
     validate_mock,
-    validate_suite,
     validate_turn,
 )
 
 # --- JSON as readable text ----------------------------------------------------------------------------------------
 
 
-class PrettyJSONWidget(forms.Textarea):
-    """JSON indented and sized to its content; text that is not valid JSON is shown as typed, to be fixed."""
+class SizedJSONWidget(PrettyJSONWidget):
+    """The shared JSON widget (indented; invalid or too deep text shown as typed), sized to its content."""
 
     def __init__(self, attrs: dict[str, Any] | None = None) -> None:
         super().__init__(attrs={"spellcheck": "false", **(attrs or {})})
-
-    def format_value(self, value: Any) -> str | None:
-        if isinstance(value, str) and value:
-            try:
-                value = json.dumps(json.loads(value), indent=2, ensure_ascii=False)
-            except json.JSONDecodeError:
-                return value
-        return super().format_value(value)
 
     def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
         context = super().get_context(name, value, attrs)
@@ -65,8 +63,9 @@ class PrettyJSONWidget(forms.Textarea):
         return context
 
 
-class JSONTextField(forms.JSONField):
-    """A JSON field whose empty text means the model's default ({} or [] or null) and whose parse error says where."""
+class JSONTextField(SafeJSONField):
+    """The shared safe JSON field (depth and non-finite numbers refused), whose empty text means the model's default
+    ({} or [] or null) and whose parse error says where."""
 
     def __init__(self, *, empty: Callable[[], Any] | None = None, **kwargs: Any) -> None:
         self.empty = empty
@@ -77,7 +76,9 @@ class JSONTextField(forms.JSONField):
             return self.empty() if self.empty else None
         try:
             return super().to_python(value)
-        except ValidationError:
+        except ValidationError as error:
+            if error.code != "invalid" or not isinstance(value, str):
+                raise
             try:
                 json.loads(value)
             except json.JSONDecodeError as exc:
@@ -91,7 +92,7 @@ class JSONTextMixin:
     def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> forms.Field | None:
         if isinstance(db_field, models.JSONField):
             empty = None if db_field.null else db_field.default
-            kwargs.setdefault("widget", PrettyJSONWidget)
+            kwargs.setdefault("widget", SizedJSONWidget)
             return db_field.formfield(form_class=JSONTextField, empty=empty, **kwargs)
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
@@ -126,10 +127,17 @@ class SuiteAdminForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         configured = ", ".join(config.key for config in configured_models()) or "none"
         self.fields["judge_model"].help_text = f"{self.fields['judge_model'].help_text} Configured: {configured}."
+        self.fields["extra_allowed_functions"].help_text = EXTRA_ALLOWED_HELP
+        self.fields["force_blocked_functions"].help_text = FORCE_BLOCKED_HELP
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        _add_problems(self, validate_suite(_present(self, SUITE_DOCUMENT_FIELDS), instance=self.instance))
+        checked, problems = suite_check(_present(self, SUITE_DOCUMENT_FIELDS), instance=self.instance)
+        _add_problems(self, problems)
+        if not problems:
+            # Stored as the API stores them: function names stripped.
+            for field in ("extra_allowed_functions", "force_blocked_functions"):
+                cleaned[field] = checked[field]
         return cleaned
 
     def validate_unique(self) -> None:
@@ -157,15 +165,26 @@ class SuiteAdmin(JSONTextMixin, admin.ModelAdmin):
 
 
 class CasePartFormSet(BaseInlineFormSet):
-    """Gives each form the case being edited, so a part can be checked against its suite."""
+    """Gives each form the case being edited, so a part can be checked against its suite and its agents."""
 
     def get_form_kwargs(self, index: int | None) -> dict[str, Any]:
-        return {**super().get_form_kwargs(index), "case": self.instance}
+        return {**super().get_form_kwargs(index), "case": self.instance, "functions": self._functions()}
+
+    def _functions(self) -> CallableFunctions | None:
+        # The case as the main form left it: an entry agent changed in the same save counts.
+        if not hasattr(self, "_callable"):
+            case = self.instance
+            suite = case.suite if case.suite_id else None
+            self._callable = case_callable_functions(suite=suite, entry_agent=case.entry_agent)
+        return self._callable
 
 
 class CasePartForm(forms.ModelForm):
-    def __init__(self, *args: Any, case: Case | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, case: Case | None = None, functions: CallableFunctions | None = None, **kwargs: Any
+    ) -> None:
         self.case = case
+        self.functions = functions
         super().__init__(*args, **kwargs)
 
 
@@ -188,7 +207,7 @@ class MockForm(CasePartForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        _add_problems(self, validate_mock(_present(self, self.FIELDS)))
+        _add_problems(self, validate_mock(_present(self, self.FIELDS), functions=self.functions))
         return cleaned
 
 
@@ -196,7 +215,8 @@ class AssertionForm(CasePartForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         suite = self.case.suite if self.case is not None and self.case.suite_id else None
-        _add_problems(self, validate_assertion(_present(self, ("type", "params", "fatal")), suite=suite))
+        fields = _present(self, ("type", "params", "fatal"))
+        _add_problems(self, validate_assertion(fields, suite=suite, functions=self.functions))
         return cleaned
 
 
@@ -309,7 +329,8 @@ class CaseAdmin(JSONTextMixin, admin.ModelAdmin):
         case = form.instance
         if not case.enabled:
             return
-        problems = validate_case_document(case_to_document(case=case), suite=case.suite, instance=case)
+        document = case_to_document(case=case)
+        problems = validate_case_document(document, suite=case.suite, instance=case)
         if problems:
             # Enabled cases join runs, so only a case that passes stays enabled; the edits themselves are kept.
             case_disable(case=case)
@@ -318,10 +339,12 @@ class CaseAdmin(JSONTextMixin, admin.ModelAdmin):
                 f"{case.name!r} was saved disabled, because: {_first_problems(problems)}. Fix it, then enable it.",
                 messages.WARNING,
             )
+        elif warnings := case_warnings(document):
+            self.message_user(request, f"{case.name!r} is enabled, but {'; '.join(warnings)}.", messages.WARNING)
 
     @admin.action(description="Enable selected cases")
     def enable_selected(self, request: HttpRequest, queryset: QuerySet[Case]) -> None:
-        enabled, refused = 0, []
+        enabled, refused, unchecked = 0, [], []
         for case in queryset.select_related("suite", "entry_agent").prefetch_related(*CASE_PARTS):
             try:
                 case_enable(case=case)
@@ -329,8 +352,17 @@ class CaseAdmin(JSONTextMixin, admin.ModelAdmin):
                 refused.append(f"{case.name!r} ({exc.problems[0]})")
             else:
                 enabled += 1
+                if case_warnings(case_to_document(case=case)):
+                    unchecked.append(repr(case.name))
         if enabled:
             self.message_user(request, f"Enabled {enabled} case(s).", messages.SUCCESS)
+        if unchecked:
+            self.message_user(
+                request,
+                f"These have no assertions, so they verify nothing and a run ends them Error: {', '.join(unchecked)}. "
+                "Add an assertion to each.",
+                messages.WARNING,
+            )
         if refused:
             self.message_user(request, f"Not enabled, fix these first: {'; '.join(refused)}.", messages.ERROR)
 

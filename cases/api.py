@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agenttest.api import MAX_ID, ApiPagination, IsStaffOrReadOnly, validation_problems
+from agenttest.inputs import parse_id
 from cases.models import Case, Suite
 from cases.selectors import case_detail, case_list, suite_detail, suite_list
 from cases.serializers import CaseDocumentSerializer, SuiteDocumentSerializer
@@ -34,7 +35,7 @@ from cases.services import (
     suite_delete,
     suite_update,
 )
-from cases.validation import CaseValidationError, Problem, validate_case_document
+from cases.validation import CaseValidationError, Problem, case_warnings, validate_case_document
 
 # Read-only keys of a case as the API returns it; a client may send a fetched case back with them unchanged.
 CASE_OUTPUT_ONLY_KEYS = ("id", "suite", "suite_name", "created_at", "updated_at")
@@ -186,11 +187,15 @@ class CaseOutputSerializer(CaseDocumentSerializer):
 
 
 def _case_output(case: Case) -> dict[str, Any]:
+    document = case_to_document(case=case)
     data = {
         "id": case.pk,
         "suite": case.suite_id,
         "suite_name": case.suite.name,
-        **case_to_document(case=case),
+        **document,
+        # The stored notes, then what is wrong with the case as it stands (e.g. enabled with nothing to check); the
+        # latter is never stored, so sending the case back does not turn it into a note.
+        "warnings": [*document["warnings"], *case_warnings(document)],
         "created_at": case.created_at,
         "updated_at": case.updated_at,
     }
@@ -251,7 +256,8 @@ class CaseCreateApi(CasesApiView):
     def post(self, request: Request) -> Response:
         document = _body(request, output_only=CASE_OUTPUT_ONLY_KEYS)
         suite_id = request.data.get("suite")
-        is_id = isinstance(suite_id, int) and not isinstance(suite_id, bool)
+        # A JSON number only ("5" is not an id here), and one a database can hold.
+        is_id = isinstance(suite_id, int) and parse_id(suite_id) is not None
         suite = Suite.objects.filter(pk=suite_id).first() if is_id else None
         if suite is None:
             # Checked without a suite as well, so the client sees every problem at once.

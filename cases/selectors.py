@@ -9,6 +9,7 @@ from django.db import connection
 from django.db.models import Count, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
+from agenttest.inputs import parse_id, text_is_storable
 from cases.models import Case, Suite
 
 CASE_PARTS = ("history", "turns", "mocks", "assertions")
@@ -28,6 +29,22 @@ def suite_list(*, filters: dict[str, Any] | None = None) -> QuerySet[Suite]:
     if search := filters.get("search"):
         queryset = queryset.filter(Q(name__icontains=search) | Q(description__icontains=search))
     return queryset.order_by("name", "id")
+
+
+def suite_by_reference(reference: Any, *, queryset: QuerySet[Suite] | None = None) -> Suite | None:
+    """The suite a person names by name, or else by id; None when there is none. A name wins over an id ("2024" may
+    be a suite's name), and text that can be no name or id (NUL, which PostgreSQL refuses) finds nothing."""
+    if isinstance(reference, bool) or not isinstance(reference, int | str):
+        return None
+    text = str(reference).strip()
+    if not text or not text_is_storable(text):
+        return None
+    suites = Suite.objects.all() if queryset is None else queryset
+    suite = suites.filter(name=text).first()
+    suite_id = parse_id(text)
+    if suite is None and suite_id is not None:
+        suite = suites.filter(pk=suite_id).first()
+    return suite
 
 
 def suite_detail(*, suite_id: int) -> Suite:

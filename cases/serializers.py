@@ -7,7 +7,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from cases.models import Assertion, Case, HistoryMessage
-from cases.validation import INT_RANGE
+from cases.validation import EXTRA_ALLOWED_HELP, FORCE_BLOCKED_HELP, INT_RANGE
 
 
 class AssertionDocumentSerializer(serializers.Serializer):
@@ -68,7 +68,11 @@ class CaseDocumentSerializer(serializers.Serializer):
         choices=Case.UnmockedPolicy.choices, default=Case.UnmockedPolicy.BLOCK,
         help_text="Only 'block': a tool call no mock answers is blocked, never really executed.",
     )
-    warnings = serializers.ListField(child=serializers.CharField(), default=list, help_text="Notes for a reviewer.")
+    warnings = serializers.ListField(
+        child=serializers.CharField(), default=list,
+        help_text="Notes for a reviewer. Responses add what is wrong with the case as it stands, e.g. enabled with no "
+        "assertions (a run ends it Error); that one is never stored.",
+    )
     history = HistoryMessageDocumentSerializer(many=True, default=list, help_text="Pre-written messages.")
     turns = TurnDocumentSerializer(many=True, help_text="At least one.")
     assertions = AssertionDocumentSerializer(many=True, default=list, help_text="Case-level: checked at the end.")
@@ -84,10 +88,10 @@ class SuiteDocumentSerializer(serializers.Serializer):
     )
     extra_allowed_functions = serializers.ListField(
         child=serializers.CharField(), default=list,
-        help_text="Functions allowed to really execute, on top of the five control-flow ones.",
+        help_text=EXTRA_ALLOWED_HELP,
     )
     force_blocked_functions = serializers.ListField(
-        child=serializers.CharField(), default=list, help_text="Functions always blocked, even when mocked."
+        child=serializers.CharField(), default=list, help_text=FORCE_BLOCKED_HELP
     )
     case_timeout_seconds = serializers.IntegerField(min_value=1, max_value=3600, default=120)
     enabled = serializers.BooleanField(default=True)

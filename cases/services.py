@@ -9,6 +9,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agents.seams import Agent, Conversation
+from agenttest.inputs import parse_id
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.selectors import case_list
 from cases.validation import (
@@ -44,9 +45,17 @@ def _save_suite(suite: Suite, cleaned: dict[str, Any]) -> Suite:
         with transaction.atomic():
             suite.save()
     except IntegrityError as exc:
-        # Another request took the name between validation and the insert.
-        raise SuiteValidationError([Problem("name", f"a suite named {suite.name!r} already exists")]) from exc
+        if Suite.objects.filter(name=suite.name).exclude(pk=suite.pk).exists():
+            # Another request took the name between validation and the insert.
+            raise SuiteValidationError([Problem("name", f"a suite named {suite.name!r} already exists")]) from exc
+        raise SuiteValidationError([_refused(exc)]) from exc
     return suite
+
+
+def _refused(exc: IntegrityError) -> Problem:
+    # Validation should have caught it; saying what the database refused beats blaming the name.
+    detail = str(exc).strip().splitlines()
+    return Problem("document", f"the database refused it: {detail[0] if detail else type(exc).__name__}")
 
 
 @transaction.atomic
@@ -130,9 +139,12 @@ def _store(case: Case, document: dict[str, Any]) -> Case:
         with transaction.atomic():
             case.save()
     except IntegrityError as exc:
-        raise CaseValidationError(
-            [Problem("name", f"suite {case.suite.name!r} already has a case named {case.name!r}")]
-        ) from exc
+        if Case.objects.filter(suite_id=case.suite_id, name=case.name).exclude(pk=case.pk).exists():
+            # Another request took the name between validation and the insert.
+            raise CaseValidationError(
+                [Problem("name", f"suite {case.suite.name!r} already has a case named {case.name!r}")]
+            ) from exc
+        raise CaseValidationError([_refused(exc)]) from exc
     for part in (case.history, case.turns, case.mocks, case.assertions):
         part.all().delete()
     HistoryMessage.objects.bulk_create(
@@ -258,7 +270,9 @@ def _without_missing_conversation(document: Any) -> Any:
     if not isinstance(document, dict):
         return document
     conversation_id = document.get("source_conversation")
-    if not isinstance(conversation_id, int) or Conversation.objects.filter(pk=conversation_id).exists():
+    is_id = isinstance(conversation_id, int) and parse_id(conversation_id) is not None
+    if not is_id or Conversation.objects.filter(pk=conversation_id).exists():
+        # Not an id at all is for validation to report, naming the field.
         return document
     warnings = document.get("warnings") if isinstance(document.get("warnings"), list) else []
     note = f"source conversation #{conversation_id} did not exist where this case was imported; the link was dropped"

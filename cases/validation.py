@@ -6,10 +6,18 @@ person fixing a recorded draft or an import file wants the whole list at once.
 
 JSON-valued fields (objects and lists such as `initial_state` or assertion `params`) may also arrive as JSON text —
 from a text box or a hand-edited file — and are parsed here, so the same rules apply however the value was written.
+They may nest at most MAX_JSON_DEPTH deep and hold only finite numbers (no NaN, Infinity or 1e999).
+
+Every function name must be one the agents under test can call (see CallableFunctions): a mock or a toolCalled /
+toolNotCalled assertion, against the case's entry agent and the sub-agents it can route to; a suite's extra-allowed
+and force-blocked names (stripped, as mock names are), against every agent a case of the suite can reach. A name
+that matches nothing would silently mock, allow or block nothing. Extra-allowed functions must also be declared free
+of effects outside agenttest: the others are to be mocked.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +25,15 @@ from typing import Any
 
 import regex
 
-from agents.seams import Agent, Conversation, configured_models
+from agents.seams import (
+    Agent,
+    Conversation,
+    agent_callable_functions,
+    configured_models,
+    function_is_effect_free,
+    get_function,
+)
+from agenttest.inputs import MAX_ID, MAX_JSON_DEPTH, json_text_too_deep, nonfinite_path, too_deep_path
 from cases.models import Assertion, Case, Suite
 
 NAME_MAX_LENGTH = 200
@@ -32,6 +48,7 @@ UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud80
 JUDGE_SCORE_RANGE = (1, 5)
 CHAIN_MODES = ("contains", "ordered", "exact")
 ROUTING_ASSERTIONS = (Assertion.Type.ROUTED_TO_AGENT, Assertion.Type.AGENT_CHAIN)
+TOOL_ASSERTIONS = (Assertion.Type.TOOL_CALLED, Assertion.Type.TOOL_NOT_CALLED)
 
 CASE_DOCUMENT_FIELDS = (
     "name", "description", "enabled", "source", "source_conversation", "type", "entry_agent", "initial_state",
@@ -45,6 +62,22 @@ HISTORY_FIELDS = ("role", "content")
 TURN_FIELDS = ("user_message", "assertions")
 MOCK_FIELDS = ("function_name", "arguments", "call_index", "result", "stop", "state_writes")
 ASSERTION_FIELDS = ("type", "params", "fatal")
+
+DEPTH_MESSAGE = f"nests more than {MAX_JSON_DEPTH} levels deep (the most a JSON value may)"
+NONFINITE_MESSAGE = "must hold only finite numbers: NaN and Infinity (or 1e999) are not JSON"
+NO_ASSERTIONS_WARNING = (
+    "the case has no assertions, so it verifies nothing: a run ends it Error; add at least one assertion"
+)
+
+EXTRA_ALLOWED_HELP = (
+    "Functions allowed to really execute during a test, on top of the five control-flow ones: only functions "
+    "declared free of effects outside agenttest (or answered by a static output) that the suite's agents can call; "
+    "mock the rest."
+)
+FORCE_BLOCKED_HELP = (
+    "Functions always blocked, even when allowed or mocked; each must be a function the suite's agents can call "
+    "(surrounding space is dropped)."
+)
 
 BLOCK_ONLY_MESSAGE = (
     "must be 'block': it is the only policy, because a test must never run a real tool — a tool call that no mock "
@@ -80,6 +113,87 @@ class CaseValidationError(Exception):
 
 class SuiteValidationError(CaseValidationError):
     """A suite that breaks the rules."""
+
+
+# --- What the agents under test can call --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallableFunctions:
+    """The functions a conversation can call: what every agent it can reach from its entry agent (sub-agents, their
+    sub-agents, …) declares, and the five control-flow functions. Rules, too, call only these (the host resolves a
+    rule's function among them).
+
+    `declarations` holds, per name, each reaching agent's own declaration of it (None for a control-flow function
+    the agent does not declare)."""
+
+    agents: tuple[str, ...]
+    declarations: dict[str, tuple[dict[str, Any] | None, ...]]
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self.declarations)
+
+    def effect_free(self, name: str) -> bool:
+        """Free of outside effects however it is reached: a static output in one agent does not make another agent's
+        real implementation safe."""
+        return all(function_is_effect_free(name, declaration) for declaration in self.declarations.get(name, (None,)))
+
+    def not_callable(self, name: str) -> str:
+        """Why `name` is refused, with a near match and the whole list, so the fix is obvious."""
+        agents = ", ".join(self.agents)
+        near = _near_match(name, self.names)
+        hint = f"did you mean {near!r}? " if near is not None else ""
+        return (
+            f"{name!r} is not a function the agent under test can call (agents: {agents}); {hint}"
+            f"callable functions: {', '.join(sorted(self.names))}"
+        )
+
+
+def _near_match(name: str, names: frozenset[str]) -> str | None:
+    folded = {candidate.casefold(): candidate for candidate in names}
+    wanted = name.strip().casefold()
+    if wanted in folded:
+        return folded[wanted]
+    close = difflib.get_close_matches(wanted, list(folded), n=1, cutoff=0.8)
+    return folded[close[0]] if close else None
+
+
+def callable_functions(entry_agents: list[Agent]) -> CallableFunctions:
+    """What conversations starting with any of `entry_agents` can call (see CallableFunctions)."""
+    reached: dict[int, Agent] = {}
+    waiting = list(entry_agents)
+    while waiting:
+        agent = waiting.pop(0)
+        if agent.pk in reached:
+            continue
+        reached[agent.pk] = agent
+        waiting.extend(agent.sub_agents.all())
+    declarations: dict[str, list[dict[str, Any] | None]] = {}
+    for agent in reached.values():
+        declared = [item for item in agent.functions or [] if isinstance(item, dict)]
+        for name in agent_callable_functions(agent):
+            own = [item for item in declared if item.get("name") == name]
+            declarations.setdefault(name, []).extend(own or [None])
+    return CallableFunctions(
+        agents=tuple(agent.name for agent in reached.values()),
+        declarations={name: tuple(found) for name, found in declarations.items()},
+    )
+
+
+def case_callable_functions(*, suite: Suite | None, entry_agent: Agent | None = None) -> CallableFunctions | None:
+    """What a case of `suite` entering through `entry_agent` (None: the suite's agent) can call; None when there is
+    no agent to ask yet (an unsaved or agent-less suite), and the checks that need it are skipped."""
+    agent = entry_agent or (suite.agent if suite is not None and suite.agent_id else None)
+    return callable_functions([agent]) if agent is not None else None
+
+
+def suite_callable_functions(*, agent: Agent, suite: Suite | None = None) -> CallableFunctions:
+    """What any case of the suite can call: through the suite's agent, or the entry agent a case names."""
+    entry_agents = [agent]
+    if suite is not None and suite.pk is not None:
+        entry_agents += list(Agent.objects.filter(pk__in=Case.objects.filter(suite=suite).values("entry_agent")))
+    return callable_functions(entry_agents)
 
 
 # --- Parameters per assertion type --------------------------------------------------------------------------------
@@ -164,6 +278,15 @@ def _at(prefix: str, key: str | int) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
+def _under(field: str, path: str) -> str:
+    """`field` joined with a path from agenttest.inputs ("a.b[0]", "[2].c" or "(top level)")."""
+    if path == "(top level)":
+        return field or "document"
+    if not field or path.startswith("["):
+        return f"{field}{path}" or "document"
+    return f"{field}.{path}"
+
+
 def _json_type(value: Any) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}
     return names.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
@@ -178,6 +301,10 @@ def _json_field(value: Any, *, field: str, expected: type, nullable: bool, probl
         text = value.strip()
         if not text:
             return None if nullable else expected()
+        if json_text_too_deep(text):
+            # Decoding it would exhaust Python's recursion limit before it could be refused.
+            problems.add(field, DEPTH_MESSAGE)
+            return _INVALID
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -192,6 +319,13 @@ def _json_field(value: Any, *, field: str, expected: type, nullable: bool, probl
         _unstorable_problems(value, field=field, problems=problems)
         if len(problems.items) > found:
             return _INVALID
+    if (deep := too_deep_path(value)) is not None:
+        problems.add(_under(field, deep), DEPTH_MESSAGE)
+        return _INVALID
+    if (bad := nonfinite_path(value)) is not None:
+        # Python reads 1e999, Infinity and NaN, but no JSON column stores them.
+        problems.add(_under(field, bad), NONFINITE_MESSAGE)
+        return _INVALID
     if value is None and nullable:
         return None
     if not isinstance(value, expected):
@@ -239,6 +373,14 @@ def _int_or_problem(
     return value
 
 
+def _too_deep(data: dict[str, Any], *, problems: _Problems) -> bool:
+    """Refuses a document nested deeper than any case needs, before the recursive checks below walk it."""
+    deep = too_deep_path(data)
+    if deep is not None:
+        problems.add(_under("", deep), DEPTH_MESSAGE)
+    return deep is not None
+
+
 def _unstorable_problems(value: Any, *, field: str, problems: _Problems) -> None:
     """Every string (or object key) holding text no database stores (see _UNSTORABLE)."""
     if isinstance(value, str):
@@ -263,7 +405,9 @@ def _choice(value: Any, choices: list[str], *, field: str, problems: _Problems) 
 # --- Parts of a case ----------------------------------------------------------------------------------------------
 
 
-def _clean_assertion(raw: Any, *, prefix: str, suite: Suite | None, problems: _Problems) -> dict[str, Any]:
+def _clean_assertion(
+    raw: Any, *, prefix: str, suite: Suite | None, functions: CallableFunctions | None, problems: _Problems
+) -> dict[str, Any]:
     data = _object_or_problem(raw, field=prefix, what="an assertion", problems=problems)
     if data is None:
         return {}
@@ -288,6 +432,11 @@ def _clean_assertion(raw: Any, *, prefix: str, suite: Suite | None, problems: _P
                     problems.add(_at(params_field, key), f"is required for {kind}")
             elif message := check(params[key]):
                 problems.add(_at(params_field, key), message)
+        function = params.get("function")
+        if kind in TOOL_ASSERTIONS and functions is not None and isinstance(function, str) and function.strip():
+            if function not in functions.names:
+                # It could never be called, so toolCalled could never pass and toolNotCalled would prove nothing.
+                problems.add(_at(params_field, "function"), functions.not_callable(function))
     if kind == Assertion.Type.LLM_JUDGE and suite is not None and not suite.judge_model:
         problems.add(
             _at(prefix, "type"),
@@ -296,7 +445,7 @@ def _clean_assertion(raw: Any, *, prefix: str, suite: Suite | None, problems: _P
     return {"type": kind, "params": params if isinstance(params, dict) else {}, "fatal": fatal}
 
 
-def _clean_mock(raw: Any, *, prefix: str, problems: _Problems) -> dict[str, Any]:
+def _clean_mock(raw: Any, *, prefix: str, functions: CallableFunctions | None, problems: _Problems) -> dict[str, Any]:
     data = _object_or_problem(raw, field=prefix, what="a mock", problems=problems)
     if data is None:
         return {}
@@ -306,6 +455,8 @@ def _clean_mock(raw: Any, *, prefix: str, problems: _Problems) -> dict[str, Any]
         problems.add(_at(prefix, "function_name"), "must be a non-empty function name")
     elif len(name) > FUNCTION_NAME_MAX_LENGTH:
         problems.add(_at(prefix, "function_name"), f"must be at most {FUNCTION_NAME_MAX_LENGTH} characters")
+    elif functions is not None and name.strip() not in functions.names:
+        problems.add(_at(prefix, "function_name"), functions.not_callable(name.strip()))
     arguments = _json_field(
         data.get("arguments"), field=_at(prefix, "arguments"), expected=dict, nullable=True, problems=problems
     )
@@ -346,7 +497,9 @@ def _clean_history_message(raw: Any, *, prefix: str, problems: _Problems) -> dic
     return {"role": data.get("role"), "content": content}
 
 
-def _clean_turn(raw: Any, *, prefix: str, suite: Suite | None, problems: _Problems) -> dict[str, Any]:
+def _clean_turn(
+    raw: Any, *, prefix: str, suite: Suite | None, functions: CallableFunctions | None, problems: _Problems
+) -> dict[str, Any]:
     data = _object_or_problem(raw, field=prefix, what="a turn", problems=problems)
     if data is None:
         return {"assertions": []}
@@ -356,7 +509,9 @@ def _clean_turn(raw: Any, *, prefix: str, suite: Suite | None, problems: _Proble
         problems.add(_at(prefix, "user_message"), "must be non-empty text: what the user says in this turn")
     assertions = _clean_list(
         data.get("assertions", []), field=_at(prefix, "assertions"), problems=problems,
-        clean=lambda item, where: _clean_assertion(item, prefix=where, suite=suite, problems=problems),
+        clean=lambda item, where: _clean_assertion(
+            item, prefix=where, suite=suite, functions=functions, problems=problems
+        ),
     )
     return {"user_message": message, "assertions": assertions}
 
@@ -395,7 +550,9 @@ def _clean_case_fields(data: dict[str, Any], *, problems: _Problems) -> dict[str
 
     conversation_id = data.get("source_conversation")
     if conversation_id is not None:
-        valid_id = _int_or_problem(conversation_id, field="source_conversation", problems=problems, minimum=1)
+        valid_id = _int_or_problem(
+            conversation_id, field="source_conversation", problems=problems, minimum=1, maximum=MAX_ID
+        )
         if valid_id is not None and not Conversation.objects.filter(pk=valid_id).exists():
             problems.add("source_conversation", f"no conversation with id {valid_id}")
 
@@ -413,6 +570,8 @@ def _clean_case_fields(data: dict[str, Any], *, problems: _Problems) -> dict[str
     )
     tags = _list_of_strings(data.get("tags", []), field="tags", problems=problems)
     warnings = _list_of_strings(data.get("warnings", []), field="warnings", problems=problems, non_empty_items=False)
+    # That warning is worked out from the case each time it is shown (see case_warnings), never a stored note.
+    warnings = [note for note in warnings if note != NO_ASSERTIONS_WARNING]
     return {
         "name": name.strip() if isinstance(name, str) else name,
         "description": description,
@@ -455,6 +614,8 @@ def _clean_document(
     data = _object_or_problem(document, field="", what="a case document", problems=problems)
     if data is None:
         return {}, problems.items
+    if _too_deep(data, problems=problems):
+        return {}, problems.items
     _unstorable_problems(data, field="", problems=problems)
     if problems.items:
         # The checks below look names up in the database, which such text would break.
@@ -467,6 +628,12 @@ def _clean_document(
             taken = taken.exclude(pk=instance.pk)
         if taken.exists():
             problems.add("name", f"suite {suite.name!r} already has a case named {cleaned['name']!r}")
+    entry = cleaned["entry_agent"]
+    entry_agent = Agent.objects.filter(name=entry).first() if isinstance(entry, str) else None
+    functions = case_callable_functions(suite=suite, entry_agent=entry_agent)
+    if entry is not None and entry_agent is None:
+        # Whose functions to check names against is unknown until the entry agent exists: that problem comes first.
+        functions = None
 
     cleaned["history"] = _clean_list(
         data.get("history", []), field="history", problems=problems,
@@ -474,18 +641,20 @@ def _clean_document(
     )
     cleaned["turns"] = _clean_list(
         data.get("turns", []), field="turns", problems=problems,
-        clean=lambda item, where: _clean_turn(item, prefix=where, suite=suite, problems=problems),
+        clean=lambda item, where: _clean_turn(item, prefix=where, suite=suite, functions=functions, problems=problems),
     )
     if not cleaned["turns"] and not any(problem.field == "turns" for problem in problems.items):
         # The runner refuses a case with no turns too; catching it here keeps it from ever being saved.
         problems.add("turns", "at least one turn with a user message is required")
     cleaned["assertions"] = _clean_list(
         data.get("assertions", []), field="assertions", problems=problems,
-        clean=lambda item, where: _clean_assertion(item, prefix=where, suite=suite, problems=problems),
+        clean=lambda item, where: _clean_assertion(
+            item, prefix=where, suite=suite, functions=functions, problems=problems
+        ),
     )
     cleaned["mocks"] = _clean_list(
         data.get("mocks", []), field="mocks", problems=problems,
-        clean=lambda item, where: _clean_mock(item, prefix=where, problems=problems),
+        clean=lambda item, where: _clean_mock(item, prefix=where, functions=functions, problems=problems),
     )
     if cleaned["type"] == Case.Type.ROUTING:
         _check_routing(cleaned, problems=problems)
@@ -520,16 +689,20 @@ def validate_case_fields(fields: dict[str, Any]) -> list[Problem]:
     return problems.items
 
 
-def validate_assertion(assertion: dict[str, Any], *, suite: Suite | None) -> list[Problem]:
-    """Problems with one assertion: its type, its params for that type, and a judge model for llmJudge."""
+def validate_assertion(
+    assertion: dict[str, Any], *, suite: Suite | None, functions: CallableFunctions | None = None
+) -> list[Problem]:
+    """Problems with one assertion: its type, its params for that type, a judge model for llmJudge, and for
+    toolCalled/toolNotCalled a function in `functions` (see case_callable_functions; None skips that check)."""
     problems = _Problems()
-    _clean_assertion(assertion, prefix="", suite=suite, problems=problems)
+    _clean_assertion(assertion, prefix="", suite=suite, functions=functions, problems=problems)
     return problems.items
 
 
-def validate_mock(mock: dict[str, Any]) -> list[Problem]:
+def validate_mock(mock: dict[str, Any], *, functions: CallableFunctions | None = None) -> list[Problem]:
+    """Problems with one mock; its function must be in `functions` (None skips that check)."""
     problems = _Problems()
-    _clean_mock(mock, prefix="", problems=problems)
+    _clean_mock(mock, prefix="", functions=functions, problems=problems)
     return problems.items
 
 
@@ -542,7 +715,7 @@ def validate_history_message(message: dict[str, Any]) -> list[Problem]:
 def validate_turn(turn: dict[str, Any]) -> list[Problem]:
     """Problems with a turn's user message (its assertions are checked one by one with `validate_assertion`)."""
     problems = _Problems()
-    _clean_turn({**turn, "assertions": []}, prefix="", suite=None, problems=problems)
+    _clean_turn({**turn, "assertions": []}, prefix="", suite=None, functions=None, problems=problems)
     return problems.items
 
 
@@ -553,6 +726,8 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
     problems = _Problems()
     data = _object_or_problem(data, field="", what="a suite", problems=problems)
     if data is None:
+        return {}, problems.items
+    if _too_deep(data, problems=problems):
         return {}, problems.items
     _unstorable_problems(data, field="", problems=problems)
     if problems.items:
@@ -605,11 +780,17 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
                 f"enabled cases use llmJudge assertions ({', '.join(judged)}); they need a judge model",
             )
 
-    extra_allowed = _list_of_strings(
-        data.get("extra_allowed_functions", []), field="extra_allowed_functions", problems=problems
+    functions = suite_callable_functions(agent=agent, suite=instance) if isinstance(agent, Agent) else None
+    extra_allowed = _function_names(
+        data.get("extra_allowed_functions", []), field="extra_allowed_functions", functions=functions,
+        problems=problems,
     )
-    force_blocked = _list_of_strings(
-        data.get("force_blocked_functions", []), field="force_blocked_functions", problems=problems
+    for index, function in enumerate(extra_allowed):
+        if functions is not None and function in functions.names and not functions.effect_free(function):
+            problems.add(_at("extra_allowed_functions", index), _effects_message(function))
+    force_blocked = _function_names(
+        data.get("force_blocked_functions", []), field="force_blocked_functions", functions=functions,
+        problems=problems,
     )
     timeout = _int_or_problem(data.get("case_timeout_seconds", 120), field="case_timeout_seconds", problems=problems)
     low, high = TIMEOUT_RANGE
@@ -631,6 +812,30 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
     return cleaned, problems.items
 
 
+def _function_names(
+    value: Any, *, field: str, functions: CallableFunctions | None, problems: _Problems
+) -> list[str]:
+    """A list of function names, stripped as mock names are, each one a function the suite's agents can call: a name
+    that matches nothing would silently allow or block nothing."""
+    names = [name.strip() if isinstance(name, str) else name for name in
+             _list_of_strings(value, field=field, problems=problems)]
+    for index, name in enumerate(names):
+        if functions is not None and isinstance(name, str) and name and name not in functions.names:
+            problems.add(_at(field, index), functions.not_callable(name))
+    return names
+
+
+def _effects_message(name: str) -> str:
+    registered = get_function(name)
+    if registered is not None and registered.outside_effects is None:
+        why = "does not declare whether it has effects outside agenttest, so it counts as having them"
+    elif registered is not None:
+        why = "has effects outside agenttest"
+    else:
+        why = "has no implementation declared free of effects outside agenttest"
+    return f"{name} {why}; mock it in the cases instead of allowing it"
+
+
 def validate_suite(data: Any, *, instance: Suite | None = None) -> list[Problem]:
     """Every problem with a suite's fields; `agent` may be an Agent or its name."""
     return _clean_suite(data, instance=instance)[1]
@@ -642,3 +847,20 @@ def clean_suite_data(data: Any, *, instance: Suite | None = None) -> dict[str, A
     if problems:
         raise SuiteValidationError(problems)
     return cleaned
+
+
+def suite_check(data: Any, *, instance: Suite | None = None) -> tuple[dict[str, Any], list[Problem]]:
+    """The cleaned suite fields (names stripped, `agent` resolved) and every problem: for forms that store what
+    they were given only when there is no problem."""
+    return _clean_suite(data, instance=instance)
+
+
+# --- Warnings -----------------------------------------------------------------------------------------------------
+
+
+def case_warnings(document: dict[str, Any]) -> list[str]:
+    """What is worth telling whoever enables a case that may be stored but cannot tell anything: an enabled case with
+    turns and no assertion passes or fails on nothing, so the runner ends it Error."""
+    turns = document.get("turns") or []
+    checks = [*(document.get("assertions") or []), *(item for turn in turns for item in turn.get("assertions") or [])]
+    return [NO_ASSERTIONS_WARNING] if document.get("enabled") and turns and not checks else []

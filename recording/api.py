@@ -20,8 +20,8 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from agenttest.api import validation_problems
-from cases.models import Case
+from agenttest.api import IdField, StrictInputSerializer, validation_problems
+from cases.models import Case, Suite
 from recording.services import (
     Drafts,
     ExtractionModelUnavailable,
@@ -133,9 +133,16 @@ class RecordingApiView(APIView):
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         data["conversation"] = conversation_find(conversation_id=data["conversation"])
-        suite = data.get("suite")
-        data["suite"] = suite_find(ref=suite) if suite not in (None, "") else None
+        data["suite"] = suite_from_ref(data.get("suite"))
         return data
+
+
+def suite_from_ref(ref: str | None) -> Suite | None:
+    """The suite a request names by id or name; None when it names none (the drafts' suite is then chosen)."""
+    text = (ref or "").strip()
+    if not text:
+        return None
+    return suite_find(ref=text)
 
 
 def _drafts_data(drafts: Drafts) -> dict[str, Any]:
@@ -144,11 +151,11 @@ def _drafts_data(drafts: Drafts) -> dict[str, Any]:
 
 
 class RecordingCreateApi(RecordingApiView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         class Meta:
             ref_name = "RecordingInput"
 
-        conversation = serializers.IntegerField(help_text="The id of the conversation to record.")
+        conversation = IdField(thing="conversation", help_text="The id of the conversation to record.")
         suite = serializers.CharField(required=False, allow_null=True, allow_blank=True, help_text=SUITE_HELP)
 
     @extend_schema(

@@ -190,6 +190,12 @@ def _replayed(call: RecordedCall, block: Block, warnings: list[str]) -> bool:
             "it got no mock"
         )
         return False
+    if call.outcome == "unavailable":
+        warnings.append(
+            f"{_where(block)}: the model called {call.name}, which the agent does not declare; the host refused it "
+            "without running anything, so a replay will refuse it too and it got no mock"
+        )
+        return False
     if call.arguments is None:
         warnings.append(
             f"{_where(block)}: the model's arguments for {call.name} were not a JSON object, so the host answered "

@@ -19,12 +19,16 @@ def conversation_list(
     search: str = "",
     started_from: datetime.date | None = None,
     started_to: datetime.date | None = None,
+    sealed: bool | None = False,
 ) -> QuerySet[Conversation]:
     """Conversations `user` may see — staff all, others their own — newest first. `started_to` is inclusive;
-    `search` matches the title or any message's text."""
+    `search` matches the title or any message's text. Sealed (test) conversations are left out unless `sealed` is
+    True (only them) or None (both)."""
     queryset = Conversation.objects.select_related("agent", "current_agent", "owner")
     if not user.is_staff:
         queryset = queryset.filter(owner=user)
+    if sealed is not None:
+        queryset = queryset.exclude(seal_hash="") if sealed else queryset.filter(seal_hash="")
     if agent_id:
         queryset = queryset.filter(agent_id=agent_id)
     if tag:
@@ -44,7 +48,7 @@ def conversation_list(
 
 def conversation_for_user(*, user: Any, conversation_id: int) -> Conversation | None:
     """The conversation, if `user` may see it."""
-    return conversation_list(user=user).filter(pk=conversation_id).first()
+    return conversation_list(user=user, sealed=None).filter(pk=conversation_id).first()
 
 
 def conversation_agents() -> QuerySet[Agent]:

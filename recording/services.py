@@ -16,7 +16,9 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.seams import Agent, Conversation, UnknownModel, configured_models, get_model
+from agenttest.inputs import parse_id
 from cases.models import Case, Suite
+from cases.selectors import suite_by_reference
 from cases.services import case_create, suite_create
 from cases.validation import NAME_MAX_LENGTH, CaseValidationError, SuiteValidationError
 from recording.drafts import NothingToRecord, draft_document
@@ -67,9 +69,10 @@ class Drafts:
 
 def conversation_find(*, conversation_id: Any) -> Conversation:
     text = str(conversation_id).strip() if isinstance(conversation_id, int | str) else ""
-    if isinstance(conversation_id, bool) or not text.isdigit():
+    if isinstance(conversation_id, bool) or not text.isascii() or not text.isdigit():
         raise RecordingError("must be a conversation id (a whole number)", field="conversation")
-    conversation = Conversation.objects.select_related("agent").filter(pk=int(text)).first()
+    pk = parse_id(text)
+    conversation = None if pk is None else Conversation.objects.select_related("agent").filter(pk=pk).first()
     if conversation is None:
         raise RecordingError(f"no conversation with id {conversation_id}", field="conversation")
     return conversation
@@ -80,9 +83,7 @@ def suite_find(*, ref: Any) -> Suite:
     if isinstance(ref, bool) or not isinstance(ref, int | str) or not str(ref).strip():
         raise RecordingError("must be a suite id or name", field="suite")
     text = str(ref).strip()
-    suite = Suite.objects.select_related("agent").filter(name=text).first()
-    if suite is None and text.isdigit():
-        suite = Suite.objects.select_related("agent").filter(pk=int(text)).first()
+    suite = suite_by_reference(text, queryset=Suite.objects.select_related("agent"))
     if suite is None:
         raise RecordingError(f"no suite {text!r} (give a suite id or name)", field="suite")
     return suite

@@ -16,9 +16,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from rest_framework.throttling import ScopedRateThrottle
 
-from agents.seams import Conversation, configured_models, conversation_state
+from agents.seams import Conversation, configured_models, conversation_state, sealed_filter
+from agenttest.inputs import parse_id, text_is_storable
 from cases.models import Suite
-from recording.api import THROTTLE_SCOPE
+from recording.api import THROTTLE_SCOPE, suite_from_ref
 from recording.selectors import (
     conversation_agents,
     conversation_drafts,
@@ -34,7 +35,6 @@ from recording.services import (
     extraction_create,
     extraction_model_default,
     recording_create,
-    suite_find,
 )
 from recording.transcripts import START, transcript_load
 
@@ -59,15 +59,23 @@ def conversation_list_page(request: HttpRequest) -> HttpResponse:
         "search": params.get("search", "").strip(),
         "from": params.get("from", "").strip(),
         "to": params.get("to", "").strip(),
+        "sealed": params.get("sealed", "").strip(),
     }
+    try:
+        sealed = sealed_filter(filters["sealed"])
+    except ValueError:
+        sealed, filters["sealed"] = False, ""
     queryset = conversation_list(
         user=request.user,
-        agent_id=int(agent) if agent.isdigit() else None,
+        agent_id=parse_id(agent),
         tag=filters["tag"],
         search=filters["search"],
         started_from=_date(filters["from"]),
         started_to=_date(filters["to"]),
+        sealed=sealed,
     )
+    if not all(text_is_storable(filters[name]) for name in ("tag", "search")):
+        queryset = queryset.none()
     page = Paginator(queryset, CONVERSATIONS_PER_PAGE).get_page(params.get("page"))
     query = params.copy()
     query.pop("page", None)
@@ -144,8 +152,7 @@ def _throttled(request: HttpRequest, conversation: Conversation) -> HttpResponse
 
 
 def _chosen_suite(request: HttpRequest) -> Suite | None:
-    ref = request.POST.get("suite", "").strip()
-    return suite_find(ref=ref) if ref else None
+    return suite_from_ref(request.POST.get("suite", ""))
 
 
 def _to_drafts(request: HttpRequest, drafts: Drafts, verb: str) -> HttpResponse:

@@ -22,7 +22,7 @@ from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
 from rest_framework.views import APIView
 
 from agents.seams import configured_models
-from agenttest.api import MAX_ID, ApiPagination, IsStaffOrReadOnly, validation_problems
+from agenttest.api import ApiPagination, IdField, IsStaffOrReadOnly, StrictInputSerializer, validation_problems
 from cases.models import Suite
 from cases.selectors import suite_detail
 from runs.models import CaseResult, Run
@@ -159,8 +159,11 @@ class ModelSummarySerializer(serializers.Serializer):
     latency_p95_ms = serializers.FloatField(allow_null=True)
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
-    total_tokens = serializers.IntegerField()
-    cost = serializers.FloatField()
+    total_tokens = serializers.IntegerField(help_text="The model's tokens plus the judge's.")
+    cost = serializers.FloatField(help_text="The model's cost; the judge's is judge_cost.")
+    judge_tokens = serializers.IntegerField(help_text="Tokens the llmJudge used on these results.")
+    judge_cost = serializers.FloatField(help_text="The llmJudge's cost, at the judge model's price.")
+    total_cost = serializers.FloatField(help_text="cost + judge_cost: what the budget counts.")
     cost_note = serializers.CharField(help_text="Why the cost reads as it does (a replay costs nothing); or empty.")
     mode = serializers.CharField()
     trials = serializers.IntegerField()
@@ -184,8 +187,10 @@ class ResultOutputSerializer(serializers.Serializer):
     model_latency_ms = serializers.FloatField()
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
-    total_tokens = serializers.IntegerField()
-    cost = serializers.FloatField()
+    total_tokens = serializers.IntegerField(help_text="The model's tokens plus the judge's.")
+    cost = serializers.FloatField(help_text="The model's cost; the judge's is judge_cost.")
+    judge_tokens = serializers.IntegerField(help_text="Tokens the llmJudge used on this result.")
+    judge_cost = serializers.FloatField(help_text="The llmJudge's cost, at the judge model's price.")
     tool_calls = serializers.JSONField()
     assertions = serializers.JSONField()
     conversation_id = serializers.IntegerField(allow_null=True)
@@ -250,11 +255,9 @@ class RunListApi(RunsApiView):
     pagination_class = ApiPagination
 
     class FilterSerializer(serializers.Serializer):
-        suite = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+        suite = IdField(thing="suite", required=False)
         status = serializers.ChoiceField(choices=Run.Status.choices, required=False)
-        agent = serializers.IntegerField(
-            required=False, min_value=1, max_value=MAX_ID, help_text="The suite's agent (id)."
-        )
+        agent = IdField(thing="agent", required=False, help_text="The suite's agent (id).")
 
     @extend_schema(
         tags=["runs"], operation_id="runs_list", parameters=[FilterSerializer],
@@ -279,11 +282,11 @@ class RunTriggerApi(RunsApiView):
 
     throttle_scope = TRIGGER_THROTTLE_SCOPE
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         class Meta:
             ref_name = "RunTrigger"
 
-        suite = serializers.IntegerField(min_value=1, help_text="The suite's id.")
+        suite = IdField(thing="suite", help_text="The suite's id.")
         models = serializers.ListField(
             child=serializers.CharField(), help_text='provider:model keys, e.g. ["simulated:sim-careful"].'
         )
@@ -369,6 +372,7 @@ class RunCancelApi(RunsApiView):
         responses={200: RunDetailOutputSerializer, 409: OpenApiResponse(DetailSerializer, description="Finished.")},
     )
     def post(self, request: Request, run_id: int) -> Response:
+        StrictInputSerializer(data=request.data).is_valid(raise_exception=True)
         run = get_object_or_404(Run.objects.all(), pk=run_id)
         run_cancel(run=run)
         return Response(_run_detail(run.pk))
@@ -388,19 +392,18 @@ class RunResumeApi(RunsApiView):
         },
     )
     def post(self, request: Request, run_id: int) -> Response:
+        StrictInputSerializer(data=request.data).is_valid(raise_exception=True)
         run = get_object_or_404(Run.objects.all(), pk=run_id)
         run_resume(run=run)
         return Response(_run_detail(run.pk))
 
 
 class RunBulkDeleteApi(RunsApiView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         class Meta:
             ref_name = "RunBulkDelete"
 
-        ids = serializers.ListField(
-            child=serializers.IntegerField(min_value=1, max_value=MAX_ID), allow_empty=False, max_length=1000
-        )
+        ids = serializers.ListField(child=IdField(thing="run"), allow_empty=False, max_length=1000)
 
     class OutputSerializer(serializers.Serializer):
         class Meta:

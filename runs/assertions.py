@@ -236,14 +236,19 @@ def _chain(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
 
 def _no_blocked(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     blocked = [call["name"] for call in evidence.tool_calls if call["outcome"] == "blocked"]
+    # Refused by the host before the seam: the agent does not declare the function, so nothing ran.
+    unavailable = [call["name"] for call in evidence.tool_calls if call["outcome"] == "unavailable"]
+    if not blocked and not unavailable:
+        return PASSED, "no blocked tool calls", [], "no tool call was blocked"
+    problems = []
     if blocked:
-        return (
-            FAILED,
-            "no blocked tool calls",
-            blocked,
-            (f"blocked unmocked tool call(s): {', '.join(blocked)} — add a mock for each, or allow it on the suite"),
+        problems.append(
+            f"blocked unmocked tool call(s): {', '.join(blocked)} — add a mock for each (only a function free of "
+            "outside effects may be allowed on the suite instead)"
         )
-    return PASSED, "no blocked tool calls", [], "no tool call was blocked"
+    for name in dict.fromkeys(unavailable):
+        problems.append(f"{name} was called, but the agent does not declare it, so it did not run")
+    return FAILED, "no blocked tool calls", blocked + unavailable, "; ".join(problems)
 
 
 JUDGE_INSTRUCTION = (

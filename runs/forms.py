@@ -9,6 +9,7 @@ from typing import Any
 from django import forms
 
 from agents.seams import configured_models
+from agenttest.inputs import parse_id
 from cases.models import Suite
 from runs.models import Run
 from runs.services import MAX_TRIALS, RunError
@@ -34,8 +35,17 @@ class ModelsField(forms.MultipleChoiceField):
             raise forms.ValidationError("Choose at least one model.", code="required")
 
 
+class SuiteChoiceField(forms.ModelChoiceField):
+    """A suite by id, read as every id is (agenttest.inputs.parse_id): int() would take "٣" for 3."""
+
+    def to_python(self, value: Any) -> Suite | None:
+        if value not in self.empty_values and parse_id(value) is None:
+            raise forms.ValidationError(self.error_messages["invalid_choice"], code="invalid_choice")
+        return super().to_python(value)
+
+
 class RunTriggerForm(forms.Form):
-    suite = forms.ModelChoiceField(
+    suite = SuiteChoiceField(
         queryset=Suite.objects.none(),
         empty_label="Choose a suite…",
         error_messages={"invalid_choice": "That suite does not exist (any more); choose another."},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import models
 
@@ -64,6 +66,13 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    lease_owner = models.CharField(
+        max_length=200, blank=True, help_text="The executor holding the run (host:pid:uuid) while it is Running."
+    )
+    lease_expires_at = models.DateTimeField(
+        null=True, blank=True, db_index=True,
+        help_text="Renewed by the executor's heartbeat; once past, the run may be swept as interrupted.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -101,6 +110,11 @@ class CaseResult(models.Model):
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
+    judge_input_tokens = models.PositiveIntegerField(default=0, help_text="Tokens the llmJudge used on this result.")
+    judge_output_tokens = models.PositiveIntegerField(default=0)
+    judge_cost = models.DecimalField(
+        max_digits=14, decimal_places=8, default=0, help_text="The llmJudge's cost, at the judge model's price."
+    )
     transcript = models.JSONField(default=list, blank=True)
     tool_calls = models.JSONField(default=list, blank=True)
     assertions = models.JSONField(default=list, blank=True)
@@ -117,8 +131,31 @@ class CaseResult(models.Model):
         return f"{self.case_name} on {self.model}: {self.status}"
 
     @property
+    def judge_tokens(self) -> int:
+        return self.judge_input_tokens + self.judge_output_tokens
+
+    @property
     def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+        """Everything this result spent, the judge's tokens included: what the budget counts."""
+        return self.input_tokens + self.output_tokens + self.judge_tokens
+
+    @property
+    def total_cost(self) -> Decimal:
+        return Decimal(self.cost or 0) + Decimal(self.judge_cost or 0)
+
+
+class RunLock(models.Model):
+    """One run at a time per isolation group, enforced in the database (the broker may deliver to many workers).
+    Held by the run that claimed it until it finishes; a holder whose lease expired may be taken over."""
+
+    DEFAULT_GROUP = "default"
+
+    group = models.CharField(max_length=100, primary_key=True, default=DEFAULT_GROUP)
+    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"run lock {self.group!r} held by run {self.run_id}" if self.run_id else f"run lock {self.group!r}"
 
 
 class Recording(models.Model):

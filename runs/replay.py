@@ -1,4 +1,9 @@
-"""Record once, replay deterministically: the tapes a case's model traffic goes through in record and replay mode.
+"""Record once, replay deterministically: the tapes a case's model traffic goes through in record and replay mode,
+and the harness's runtime providers that every model call of a conversation under test goes through, in all modes.
+
+In live mode the agent-load hook points every agent of the conversation at `agenttest-live`, which calls the model
+under test. In every mode the runtime provider makes the call through the case's session, which refuses to start one
+after the case timed out and counts what each finished call used.
 
 A tape belongs to one case × model conversation. In record mode the agent-load hook points every agent of the
 conversation at the runtime provider `agenttest-record`, which calls the real model and keeps each exchange; in
@@ -36,14 +41,16 @@ from agents.seams import (
     ModelResponse,
     ProviderError,
     ToolCall,
+    UnknownModel,
     Usage,
     get_model,
     get_provider,
     redact,
     register_runtime_provider,
 )
-from runs.mocking import registry
+from runs.mocking import CaseSession, registry
 
+LIVE_PROVIDER = "agenttest-live"
 RECORD_PROVIDER = "agenttest-record"
 REPLAY_PROVIDER = "agenttest-replay"
 
@@ -360,21 +367,53 @@ def _response(entry: dict[str, Any], request: ModelRequest) -> ModelResponse:
 # --- The runtime providers -----------------------------------------------------------------------------------------
 
 
-class _TapeProvider(ModelProvider):
-    tape_class: type[Tape]
+class _CaseProvider(ModelProvider):
+    """Answers the model calls of conversations under test, and no other, through the case's session: so no call
+    starts once the case timed out and every finished one counts towards its usage."""
+
     mode = ""
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         session = registry.get(request.metadata.get("conversation_id"))
-        tape = session.tape if session is not None else None
-        if not isinstance(tape, self.tape_class):
+        if session is None or session.provider != self.name or not self.serves(session):
             raise ProviderError(
                 f"provider {self.name!r} only answers conversations of a run in {self.mode} mode",
                 code="not_under_test",
                 provider=self.name,
                 model=request.model,
             )
-        return tape.complete(request)
+        return session.spend(request, lambda: self.answer(session, request))
+
+    def serves(self, session: CaseSession) -> bool:
+        return True
+
+    @abc.abstractmethod
+    def answer(self, session: CaseSession, request: ModelRequest) -> ModelResponse:
+        """The model's answer, as this mode gets it."""
+
+
+class LiveProvider(_CaseProvider):
+    kind = "agenttest-live"
+    mode = "live"
+
+    def answer(self, session: CaseSession, request: ModelRequest) -> ModelResponse:
+        try:
+            provider = get_provider(session.model_provider)
+        except UnknownModel as exc:
+            # Said as the model's failure: the host would report it as this runtime provider being unconfigured.
+            raise ProviderError(str(exc), code="not_configured", provider=self.name, model=request.model) from None
+        return provider.complete(request)
+
+
+class _TapeProvider(_CaseProvider):
+    tape_class: type[Tape]
+
+    def serves(self, session: CaseSession) -> bool:
+        return isinstance(session.tape, self.tape_class)
+
+    def answer(self, session: CaseSession, request: ModelRequest) -> ModelResponse:
+        # serves() made sure the session has this mode's tape.
+        return session.tape.complete(request)
 
 
 class RecordProvider(_TapeProvider):
@@ -391,6 +430,7 @@ class ReplayProvider(_TapeProvider):
 
 @functools.cache
 def install_providers() -> None:
-    """Register the record and replay runtime providers, once per process."""
+    """Register the live, record and replay runtime providers, once per process."""
+    register_runtime_provider(LIVE_PROVIDER, LiveProvider(LIVE_PROVIDER, {}))
     register_runtime_provider(RECORD_PROVIDER, RecordProvider(RECORD_PROVIDER, {}))
     register_runtime_provider(REPLAY_PROVIDER, ReplayProvider(REPLAY_PROVIDER, {}))

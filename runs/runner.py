@@ -1,10 +1,19 @@
-"""Executes one case on one model: a fresh conversation under the mock seam, the canary, the turns, the assertions.
+"""Executes one case on one model: a fresh sealed conversation under the mock seam, the canary, the turns, the
+assertions.
 
 The case runs on its own thread so a per-case timeout can be enforced. Its registry entry is removed by that thread
 when its last call has returned — never by the waiting side on timeout — so a late tool call is still mocked.
 
+Every model call of the conversation goes through one of the harness's runtime providers (runs/replay.py), and the
+judge's through the case session too, so on timeout the session is expired and nothing of the case starts any more:
+no model call, no tool call, no turn. The waiting side then gives the call in flight a bounded grace to return, so
+what it used is in the result (and the run's budget) before the result is stored.
+
 In record and replay mode the case gets a tape (runs/replay.py): every model call of the conversation, the judge's
 included, goes through it. On timeout the tape is abandoned, which releases a replayed hang so the thread can end.
+
+The conversation is sealed: its key lives only here, while the case runs, so nothing can be sent to it afterwards
+(and a continued test conversation could run real tools).
 """
 
 from __future__ import annotations
@@ -17,25 +26,38 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import DatabaseError, connection
+from django.db.models import Q
 
 from agents.seams import (
     Agent,
     ConversationError,
+    Message,
     ModelCallFailed,
     ModelConfig,
+    ModelRequest,
+    ModelResponse,
     StepLimitExceeded,
     TurnResult,
     Usage,
     conversation_invoke_function,
+    conversation_messages,
     conversation_send,
     conversation_start,
+    get_model,
 )
 from runs import assertions as checks
-from runs.mocking import CANARY_FUNCTION, CaseSession, MockSpec, registry
-from runs.replay import Replayer, Tape, install_providers
+from runs.mocking import CANARY_FUNCTION, CaseSession, MockSpec, ObservedCall, Outcome, registry
+from runs.replay import LIVE_PROVIDER, Replayer, Tape, install_providers
 
 TEST_TAG = "agenttest"
+NO_ASSERTIONS = "the case has no assertions, so it verifies nothing"
+# What a provider's configuration leaves unsaid (agents/llm/config.py's defaults).
+DEFAULT_PROVIDER_TIMEOUT = 60.0
+DEFAULT_PROVIDER_RETRIES = 2
+# Between two attempts the SDK backs off (or honours Retry-After); a few seconds each is its usual ceiling.
+RETRY_BACKOFF_SECONDS = 8.0
 
 
 @dataclass
@@ -73,6 +95,8 @@ class SuitePlan:
     judge_model: str
     timeout_seconds: float
     tags: tuple[str, ...] = ()
+    # The run the cases belong to: named by the seal of each test conversation.
+    run_id: int | None = None
 
 
 @dataclass
@@ -82,8 +106,11 @@ class CaseExecution:
     conversation_id: int | None = None
     duration_ms: float = 0.0
     model_latency_ms: float = 0.0
+    # The model under test's own usage and cost; the llmJudge's are apart, at the judge model's price.
     usage: Usage = field(default_factory=Usage)
     cost: Decimal = Decimal(0)
+    judge_usage: Usage = field(default_factory=Usage)
+    judge_cost: Decimal = Decimal(0)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     assertions: list[dict[str, Any]] = field(default_factory=list)
     final_state: dict[str, Any] = field(default_factory=dict)
@@ -97,13 +124,6 @@ class _Progress:
 
     def __init__(self) -> None:
         self.conversation_id: int | None = None
-        self.session: CaseSession | None = None
-        self.usage = Usage()
-        self.model_latency_ms = 0.0
-
-    def add_turn(self, turn: TurnResult) -> None:
-        self.usage = self.usage + turn.usage
-        self.model_latency_ms += turn.model_latency_ms
 
 
 def _close_this_threads_connection() -> None:
@@ -112,8 +132,8 @@ def _close_this_threads_connection() -> None:
 
 
 class CaseWorker:
-    """The thread cases run on, one after another, keeping its database connection between cases. A case that times
-    out keeps its thread until its in-flight call returns; the next case gets a fresh one."""
+    """The thread cases run on, one after another, keeping its database connection between cases. A timed-out case
+    whose thread is still stuck after its grace keeps that thread until it lets go; the next case gets a fresh one."""
 
     def __init__(self) -> None:
         self._executor: ThreadPoolExecutor | None = None
@@ -146,14 +166,24 @@ def execute_case(
     started = time.perf_counter()
     if not plan.turns:
         return CaseExecution(status=ERROR, reason="the case has no turns, so it would verify nothing")
-    if tape is not None:
-        install_providers()
+    if not plan.assertions and not any(turn.assertions for turn in plan.turns):
+        return CaseExecution(status=ERROR, reason=NO_ASSERTIONS)
+    install_providers()
+    session = CaseSession(
+        mocks=plan.mocks,
+        extra_allowed=suite.extra_allowed,
+        force_blocked=suite.force_blocked,
+        provider=tape.provider_name if tape is not None else LIVE_PROVIDER,
+        model=model.model,
+        model_provider=model.provider,
+        tape=tape,
+    )
     progress = _Progress()
     outcome: dict[str, Any] = {}
 
     def work() -> None:
         try:
-            outcome["value"] = _run(plan, model, suite, progress, tape)
+            outcome["value"] = _run(plan, suite, session, progress)
         except BaseException as exc:  # reported as the case's Error; a crash must not take the run down
             outcome["crash"] = exc
             if isinstance(exc, DatabaseError):
@@ -165,24 +195,25 @@ def execute_case(
 
     own_worker = worker is None
     worker = worker or CaseWorker()
-    try:
-        worker.submit(work).result(timeout=suite.timeout_seconds)
-        finished = True
-    except FutureTimeout:
-        finished = False
-        worker.abandon()
-    if own_worker and finished:
+    future = worker.submit(work)
+    timed_out = not _wait(future, suite.timeout_seconds)
+    if timed_out:
+        session.expire()
+        if tape is not None:
+            tape.abandon()
+        if not _wait(future, _grace_seconds(model, suite, tape)):
+            # Still stuck past any call's own limit: leave the thread behind, the next case gets a fresh one.
+            worker.abandon()
+    if own_worker and future.done():
         worker.close()
-    if not finished and tape is not None:
-        tape.abandon()
-    if not finished:
+    if timed_out:
         hang = tape.hanging_at if isinstance(tape, Replayer) else ""
         execution = CaseExecution(
             status=ERROR,
             reason=f"the case timed out after {suite.timeout_seconds:g} s"
             + (f" (replayed the hang recorded for {hang})" if hang else ""),
             conversation_id=progress.conversation_id,
-            tool_calls=[c.as_dict() for c in (progress.session.observed_calls() if progress.session else [])],
+            tool_calls=[call.as_dict() for call in session.observed_calls()],
         )
     elif "crash" in outcome:
         exc = outcome["crash"]
@@ -197,25 +228,60 @@ def execute_case(
     if tape is not None and tape.failure:
         # The replay could not go on (stale, exhausted, unreadable): whatever the loop made of it, that is the news.
         execution.status, execution.reason = ERROR, tape.failure
-    execution.usage = progress.usage
-    execution.model_latency_ms = progress.model_latency_ms
+    usage, latency_ms, judge_usage = session.totals()
     spent = tape is None or tape.spends
-    execution.cost = Decimal(str(round(model.cost(progress.usage), 8))) if spent else Decimal(0)
+    execution.usage, execution.model_latency_ms, execution.judge_usage = usage, latency_ms, judge_usage
+    execution.cost = _cost(model, usage) if spent else Decimal(0)
+    if spent and judge_usage.total_tokens:
+        # A judge that answered is a configured model: its call went through get_model.
+        execution.judge_cost = _cost(get_model(suite.judge_model), judge_usage)
     execution.duration_ms = (time.perf_counter() - started) * 1000
     return execution
 
 
-def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progress, tape: Tape | None) -> CaseExecution:
-    session = CaseSession(
-        mocks=plan.mocks,
-        extra_allowed=suite.extra_allowed,
-        force_blocked=suite.force_blocked,
-        provider=tape.provider_name if tape is not None else model.provider,
-        model=model.model,
-        tape=tape,
-    )
-    judge_call = tape.complete if tape is not None else None
-    progress.session = session
+def _wait(future: Future, seconds: float) -> bool:
+    try:
+        future.result(timeout=seconds)
+    except FutureTimeout:
+        return False
+    return True
+
+
+def _cost(model: ModelConfig, usage: Usage) -> Decimal:
+    return Decimal(str(round(model.cost(usage), 8)))
+
+
+def _grace_seconds(model: ModelConfig, suite: SuitePlan, tape: Tape | None) -> float:
+    """How long a timed-out case's call in flight may still take: as long as its provider lets one call take, all
+    attempts included, since after that the provider itself gives up. Waiting this long means what the call used
+    is counted before the result is stored; a call the provider would not end is a stuck thread, not spend."""
+    if tape is not None and not tape.spends:
+        # A replay calls nothing; abandoning the tape released its only wait (a recorded hang).
+        return DEFAULT_PROVIDER_TIMEOUT
+    # The judge's provider as written: a malformed key is the judge's error to report, not this wait's.
+    providers = [model.provider, suite.judge_model.partition(":")[0]]
+    configured = getattr(settings, "AGENTTEST_PROVIDERS", {}) or {}
+    longest = 0.0
+    for name in providers:
+        options = configured.get(name) or {}
+        timeout = float(options.get("timeout", DEFAULT_PROVIDER_TIMEOUT))
+        retries = int(options.get("max_retries", DEFAULT_PROVIDER_RETRIES))
+        longest = max(longest, timeout * (retries + 1) + RETRY_BACKOFF_SECONDS * retries)
+    return longest
+
+
+def _seal_reason(suite: SuitePlan) -> str:
+    if suite.run_id is not None:
+        return f"this conversation belongs to test run {suite.run_id}"
+    return "this conversation belongs to an agenttest case"
+
+
+def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Progress) -> CaseExecution:
+    tape = session.tape
+    live_judge = tape.complete if tape is not None else checks.call_model_live
+
+    def judge_call(request: ModelRequest, model_key: str) -> ModelResponse:
+        return session.spend(request, lambda: live_judge(request, model_key), judge=True)
 
     def register(conversation: Any) -> None:
         progress.conversation_id = conversation.pk
@@ -226,12 +292,16 @@ def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progre
         tags=[TEST_TAG, *suite.tags],
         initial_state=plan.initial_state,
         history=plan.history,
-        title=f"[test] {plan.name} on {model.key}"[:200],
+        title=f"[test] {plan.name} on {session.model_provider}:{session.model}"[:200],
         on_created=register,
+        seal=_seal_reason(suite),
     )
+    seal_key = conversation.seal_key
     execution = CaseExecution(status=PASSED, conversation_id=conversation.pk)
 
-    canary = conversation_invoke_function(conversation=conversation, name=CANARY_FUNCTION, record=False)
+    canary = conversation_invoke_function(
+        conversation=conversation, name=CANARY_FUNCTION, record=False, seal_key=seal_key
+    )
     if canary.content != session.canary_token:
         execution.status = ERROR
         execution.reason = (
@@ -245,17 +315,31 @@ def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progre
     results: list[checks.AssertionOutcome] = []
     entry_name = plan.entry_agent.name
     state: dict[str, Any] = dict(plan.initial_state)
+    under_test = f"{session.provider}:{session.model}"
     for index, turn_plan in enumerate(plan.turns):
+        if session.expired:
+            # The waiting side reports the timeout; no turn of a timed-out case may start.
+            return execution
         try:
-            turn = conversation_send(conversation=conversation, text=turn_plan.user_message)
+            turn = conversation_send(conversation=conversation, text=turn_plan.user_message, seal_key=seal_key)
         except ConversationError as exc:
-            if exc.partial is not None:
-                progress.add_turn(exc.partial)
+            _observe_refused(session, conversation, exc.partial)
             execution.status = ERROR
             execution.reason = _conversation_error_reason(exc, index)
             _finish(execution, session, results, state)
             return execution
-        progress.add_turn(turn)
+        _observe_refused(session, conversation, turn)
+        elsewhere = [key for key in turn.models if key != under_test]
+        if elsewhere:
+            # Its calls bypassed the harness's provider: neither counted nor stopped at a timeout, and not the model
+            # under test — whatever the turn did proves nothing about it.
+            execution.status = ERROR
+            execution.reason = (
+                f"the model override is not live: turn {index} ran on {', '.join(elsewhere)} instead of the model "
+                "under test"
+            )
+            _finish(execution, session, results, turn.state)
+            return execution
         outputs.append(turn.output)
         _extend_chain(chain, turn.agent_chain)
         state = turn.state
@@ -302,12 +386,41 @@ def _run(plan: CasePlan, model: ModelConfig, suite: SuitePlan, progress: _Progre
                 judge_call=judge_call,
             )
         )
-    if any(call["outcome"] == "blocked" for call in all_calls):
+    if any(call["outcome"] in (Outcome.BLOCKED, Outcome.UNAVAILABLE) for call in all_calls):
         synthetic = checks.evaluate(type="noBlockedTools", params={}, evidence=evidence, scope="case")
         synthetic.synthetic = True
         results.append(synthetic)
     _finish(execution, session, results, state)
     return execution
+
+
+def _observe_refused(session: CaseSession, conversation: Any, turn: TurnResult | None) -> None:
+    """Make the calls the host refused because the agent does not declare the function part of the case's calls;
+    they never reached the seam. A turn's record holds the model's; a rule's are read from the transcript."""
+    if turn is not None:
+        session.observe_unavailable(turn.turn, turn.tool_calls)
+    calls: dict[str, Message] = {}
+    messages = conversation_messages(conversation=conversation).filter(
+        Q(role=Message.Role.TOOL_CALL, trigger="rule") | Q(role=Message.Role.TOOL_RESULT, outcome=Outcome.UNAVAILABLE)
+    )
+    for message in messages:
+        if message.role == Message.Role.TOOL_CALL:
+            calls[message.tool_call_id] = message
+        elif message.tool_call_id in calls:
+            call = calls[message.tool_call_id]
+            session.observe_at_turn_end(
+                ObservedCall(
+                    name=call.function_name,
+                    arguments=call.arguments,
+                    outcome=Outcome.UNAVAILABLE,
+                    result=message.content,
+                    turn=call.turn,
+                    call_index=None,
+                    agent=call.agent.name if call.agent else "",
+                    trigger=call.trigger,
+                    tool_call_id=call.tool_call_id,
+                )
+            )
 
 
 def _finish(
@@ -329,8 +442,6 @@ def _finish(
         summary = f"{first.type} ({first.scope}): {first.message}"
         more = f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""
         execution.reason = f"{summary}{more}" + (f"; {execution.reason}" if execution.reason else "")
-    elif not results:
-        execution.reason = "no assertions: the case only checks that the conversation completes"
 
 
 def _conversation_error_reason(exc: ConversationError, turn_index: int) -> str:

@@ -9,8 +9,11 @@ from decimal import Decimal
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
-from runs.models import CaseResult, Run
+from agents.seams import Conversation
+from runs.models import CaseResult, Run, RunLock
+from runs.runner import TEST_TAG
 
 
 def run_list(*, suite_id: int | None = None, status: str = "") -> QuerySet[Run]:
@@ -24,6 +27,51 @@ def run_list(*, suite_id: int | None = None, status: str = "") -> QuerySet[Run]:
 
 def run_results(*, run: Run) -> QuerySet[CaseResult]:
     return CaseResult.objects.filter(run=run).order_by("position", "id")
+
+
+def run_lock_holder(*, group: str = RunLock.DEFAULT_GROUP) -> Run | None:
+    """The run holding the run lock of `group`, while its hold has not expired."""
+    lock = RunLock.objects.filter(group=group, run__isnull=False, expires_at__gt=timezone.now()).first()
+    return Run.objects.filter(pk=lock.run_id).first() if lock is not None else None
+
+
+def run_tag(run_id: int) -> str:
+    """The tag a run's test conversations carry besides TEST_TAG (runs/services.py passes it to the runner)."""
+    return f"run:{run_id}"
+
+
+def _tagged(tags: Any, tag: str) -> bool:
+    return isinstance(tags, list) and tag in tags
+
+
+def run_conversation_ids(*, run_ids: list[int]) -> set[int]:
+    """The test conversations of these runs: those their results point at, and those tagged with the run (a case
+    that never got to store its result)."""
+    if not run_ids:
+        return set()
+    ids = set(
+        CaseResult.objects.filter(run_id__in=run_ids, conversation_id__isnull=False).values_list(
+            "conversation_id", flat=True
+        )
+    )
+    for run_id in run_ids:
+        tag = run_tag(run_id)
+        # icontains narrows the scan on every database; the exact tag is checked here (run:1 is not run:10).
+        candidates = Conversation.objects.filter(tags__icontains=f'"{tag}"').values_list("pk", "tags")
+        ids.update(pk for pk, tags in candidates if _tagged(tags, tag))
+    # Only test conversations: a result never points at anything else, but deleting one by mistake loses data.
+    rows = Conversation.objects.filter(pk__in=ids).values_list("pk", "tags")
+    return {pk for pk, tags in rows if _tagged(tags, TEST_TAG)}
+
+
+def prunable_test_conversation_ids(*, cutoff: Any) -> list[int]:
+    """Test conversations created before `cutoff`, except those of a run that is Pending or Running."""
+    active = list(Run.objects.filter(status__in=[Run.Status.PENDING, Run.Status.RUNNING]).values_list("pk", flat=True))
+    in_use = run_conversation_ids(run_ids=active)
+    rows = Conversation.objects.filter(created_at__lt=cutoff, tags__icontains=f'"{TEST_TAG}"').values_list(
+        "pk", "tags"
+    )
+    return sorted(pk for pk, tags in rows.iterator() if _tagged(tags, TEST_TAG) and pk not in in_use)
 
 
 def nearest_rank(values: list[float], percentile: float) -> float | None:
@@ -133,6 +181,9 @@ class ModelSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     cost: Decimal = Decimal(0)
+    # What the llmJudge spent judging this model's results, at the judge model's price; the budget counts it.
+    judge_tokens: int = 0
+    judge_cost: Decimal = Decimal(0)
     # Over the cases whose k trials all ran: the share that passed every trial (pass^k), and the labels.
     cases: int = 0
     pass_k: float | None = None
@@ -142,7 +193,12 @@ class ModelSummary:
 
     @property
     def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+        """The model's tokens and the judge's: everything these results spent."""
+        return self.input_tokens + self.output_tokens + self.judge_tokens
+
+    @property
+    def total_cost(self) -> Decimal:
+        return self.cost + self.judge_cost
 
     @property
     def cost_note(self) -> str:
@@ -151,6 +207,8 @@ class ModelSummary:
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["cost"] = float(self.cost)
+        data["judge_cost"] = float(self.judge_cost)
+        data["total_cost"] = float(self.total_cost)
         data["total_tokens"] = self.total_tokens
         data["cost_note"] = self.cost_note
         return data
@@ -161,8 +219,8 @@ _COUNTERS = {"passed": "passed", "failed": "failed", "error": "errored", "cancel
 
 def run_summary(*, run: Run) -> list[ModelSummary]:
     """Per model, in the run's model order: counts, pass rate over the results that ran (cancelled excluded, every
-    trial counted), p50/p95 model latency by nearest rank, tokens and cost; the run's mode and trials, pass^k and
-    how many cases are stable-pass, stable-fail or flaky. One query."""
+    trial counted), p50/p95 model latency by nearest rank, tokens and cost (the model's, and the judge's apart); the
+    run's mode and trials, pass^k and how many cases are stable-pass, stable-fail or flaky. One query."""
     summaries = {key: ModelSummary(model=key, mode=run.mode, trials=run.trials) for key in run.model_keys}
     latencies: dict[str, list[float]] = {key: [] for key in run.model_keys}
     rows = (
@@ -170,11 +228,14 @@ def run_summary(*, run: Run) -> list[ModelSummary]:
         .order_by("position", "id")
         .values_list(
             "model", "status", "model_latency_ms", "input_tokens", "output_tokens", "cost", "case_id", "case_name",
-            "trial",
+            "trial", "judge_input_tokens", "judge_output_tokens", "judge_cost",
         )
     )
     trial_rows = []
-    for model, status, latency, tokens_in, tokens_out, cost, case_id, case_name, trial in rows:
+    for (
+        model, status, latency, tokens_in, tokens_out, cost, case_id, case_name, trial, judge_in, judge_out,
+        judge_cost,
+    ) in rows:
         trial_rows.append((case_id, case_name, model, trial, status))
         summary = summaries.setdefault(model, ModelSummary(model=model, mode=run.mode, trials=run.trials))
         summary.total += 1
@@ -182,6 +243,8 @@ def run_summary(*, run: Run) -> list[ModelSummary]:
         summary.input_tokens += tokens_in
         summary.output_tokens += tokens_out
         summary.cost += cost or Decimal(0)
+        summary.judge_tokens += judge_in + judge_out
+        summary.judge_cost += judge_cost or Decimal(0)
         if status != CaseResult.Status.CANCELLED:
             latencies.setdefault(model, []).append(latency)
     for key, summary in summaries.items():

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import socket
+import threading
+import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import F
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from agents.seams import (
@@ -27,7 +33,7 @@ from agents.seams import (
 from cases.models import Case, Suite
 from cases.selectors import enabled_cases
 from runs.mocking import MockSpec
-from runs.models import CaseResult, Recording, Run
+from runs.models import CaseResult, Recording, Run, RunLock
 from runs.recordings import recording_save
 from runs.replay import Recorder, Replayer, Tape
 from runs.runner import (
@@ -40,6 +46,7 @@ from runs.runner import (
     TurnPlan,
     execute_case,
 )
+from runs.selectors import prunable_test_conversation_ids, run_conversation_ids, run_tag
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +204,14 @@ def _queue_or_undo(run: Run, dispatch: Callable[[int], None] | None, *, undo: Ca
 def run_prepare_resume(*, run: Run) -> Run:
     """Put an interrupted run back to Pending. Finished results stay; cancelled ones are dropped so those pairs run
     again. Only pairs without a result are executed."""
+    # A run whose executor died is resumable at once, without waiting for a worker's sweep.
+    run_sweep_expired()
     run = Run.objects.select_for_update().get(pk=run.pk)
+    if run.lease_expires_at is not None and run.lease_expires_at > timezone.now():
+        raise RunConflict(
+            f"run #{run.pk} is still held by its executor (lease until "
+            f"{run.lease_expires_at.isoformat(timespec='seconds')}); wait for it to stop, or cancel it"
+        )
     if run.status not in RESUMABLE:
         raise RunConflict(
             f"run #{run.pk} is {run.get_status_display()}; only a run that ended in Error or Cancelled can be resumed"
@@ -323,69 +337,229 @@ def _case_plans(case_ids: list[int], default_agent: Any) -> list[CasePlan]:
     return plans
 
 
-def run_execute(*, run_id: int) -> Run | None:
-    """Execute a queued run. Claimed with a conditional update: a duplicate delivery finds nothing to claim."""
-    claimed = Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
-        status=Run.Status.RUNNING, started_at=timezone.now()
+class RunLocked(RunConflict):
+    """Another run holds the run lock; `retry_after` is how long a queued run waits before it asks again."""
+
+    def __init__(self, *, holder_id: int | None, started_at: Any) -> None:
+        started = started_at.isoformat(timespec="seconds") if started_at else "not started yet"
+        super().__init__(f"run #{holder_id} holds the run lock (started {started}); wait for it or cancel it")
+        self.holder_id = holder_id
+        self.retry_after = max(1.0, min(5.0, _lease_seconds() / 3))
+
+
+class LeaseLost(Exception):
+    """This executor no longer holds its run (its lease expired and the run was swept or taken over): it must stop
+    and write nothing more — no result, no verdict."""
+
+
+def _lease_seconds() -> float:
+    return float(settings.AGENTTEST_RUN_LEASE_SECONDS)
+
+
+def _expired(now: Any) -> Q:
+    # A Running row without a lease predates leases (or its executor never got to renew): nobody holds it.
+    return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
+
+
+class Lease:
+    """An executor's hold on the run it claimed and on the run lock. A heartbeat thread, on its own connection,
+    renews both every third of AGENTTEST_RUN_LEASE_SECONDS; a renewal that finds the run no longer held sets `lost`."""
+
+    def __init__(self, *, run_id: int, owner: str, group: str) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.group = group
+        self.lost = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def held(self) -> QuerySet[Run]:
+        """The run, only while this executor holds it: a write through this is conditional on the lease."""
+        return Run.objects.filter(pk=self.run_id, lease_owner=self.owner)
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise LeaseLost(f"run #{self.run_id} is no longer held by this executor")
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._beat, name=f"agenttest-lease-{self.run_id}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def renew(self) -> bool:
+        expires = timezone.now() + timedelta(seconds=_lease_seconds())
+        with transaction.atomic():
+            held = self.held().filter(status=Run.Status.RUNNING).update(lease_expires_at=expires)
+            if held:
+                RunLock.objects.filter(group=self.group, run_id=self.run_id).update(expires_at=expires)
+        return bool(held)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stopping.wait(_lease_seconds() / 3):
+                try:
+                    if not self.renew():
+                        self.lost.set()
+                        return
+                except DatabaseError:
+                    # Not lost yet: the lease runs out only if the database stays away longer than it lasts.
+                    logger.warning("could not renew the lease of run %s; retrying", self.run_id, exc_info=True)
+                    connection.close()
+        finally:
+            connection.close()
+
+
+def _executor_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"[:200]
+
+
+def _lock_holder_error(group: str) -> RunLocked:
+    lock = RunLock.objects.filter(group=group).select_related("run").first()
+    holder = lock.run if lock is not None else None
+    return RunLocked(holder_id=holder.pk if holder else None, started_at=holder.started_at if holder else None)
+
+
+def run_claim(*, run_id: int, group: str = RunLock.DEFAULT_GROUP) -> Lease | None:
+    """Claim a Pending run for this executor: take the run lock (free, or held by an expired lease) and the run in
+    one transaction, each with a conditional update. None when the run is not Pending (a duplicate delivery, a
+    cancel, a delete); RunLocked when another run holds the lock — then nothing changed."""
+    run_sweep_expired()
+    RunLock.objects.get_or_create(group=group)
+    owner = _executor_id()
+    now = timezone.now()
+    expires = now + timedelta(seconds=_lease_seconds())
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run_id, status=Run.Status.PENDING).exists():
+            return None
+        free = Q(run__isnull=True) | Q(expires_at__isnull=True) | Q(expires_at__lte=now)
+        if not RunLock.objects.filter(free, group=group).update(run_id=run_id, expires_at=expires):
+            raise _lock_holder_error(group)
+        claimed = Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
+            status=Run.Status.RUNNING, started_at=now, current="", lease_owner=owner, lease_expires_at=expires
+        )
+        if claimed != 1:
+            transaction.set_rollback(True)
+            return None
+    return Lease(run_id=run_id, owner=owner, group=group)
+
+
+def run_wait_for_lock(*, run_id: int, holder_id: int | None) -> None:
+    """Say on a Pending run why it has not started."""
+    Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
+        current=f"waiting for run #{holder_id} to finish (it holds the run lock)"
     )
-    if claimed != 1:
+
+
+def run_execute(*, run_id: int, lease: Lease | None = None) -> Run | None:
+    """Execute a queued run under its lease (claimed here unless the caller claimed it). Returns None when there was
+    nothing to claim; raises RunLocked when another run holds the run lock. Any failure of the loop ends the run
+    Error with a reason naming it; an executor that lost its lease stops without writing anything more."""
+    lease = lease or run_claim(run_id=run_id)
+    if lease is None:
         logger.info("run %s was not pending (duplicate delivery, cancelled or deleted); nothing to do", run_id)
         return None
-    run = Run.objects.select_related("suite__agent").prefetch_related("suite__agent__sub_agents").get(pk=run_id)
+    lease.start()
+    try:
+        return _execute_held(lease)
+    except LeaseLost:
+        logger.warning("run %s: this executor lost its lease; it stopped without writing a verdict", run_id)
+        return Run.objects.filter(pk=run_id).first()
+    except Exception as exc:
+        logger.exception("run %s failed", run_id)
+        return _reconnecting(_fail, lease, exc)
+    finally:
+        lease.stop()
+
+
+def _fail(lease: Lease, exc: Exception) -> Run | None:
+    if not connection.in_atomic_block:
+        # Whatever failed may have left the connection broken or mid-transaction: the verdict goes on a fresh one.
+        connection.close()
+    run = Run.objects.get(pk=lease.run_id)
+    kept = CaseResult.objects.filter(run_id=lease.run_id).count()
+    detail = redact_text(f"{type(exc).__name__}: {str(exc).strip()}")[:1000]
+    reason = (
+        f"the run stopped on a failure: {detail}; {kept} of {run.total} results were kept (resume it once the cause "
+        "is fixed)"
+    )
+    try:
+        return _finish(run, lease, Run.Status.ERROR, reason)
+    except LeaseLost:
+        return Run.objects.filter(pk=lease.run_id).first()
+
+
+def _execute_held(lease: Lease) -> Run:
+    run = Run.objects.select_related("suite__agent").prefetch_related("suite__agent__sub_agents").get(pk=lease.run_id)
     suite = run.suite
     suite_plan = SuitePlan(
         extra_allowed=frozenset(suite.extra_allowed_functions or []),
         force_blocked=frozenset(suite.force_blocked_functions or []),
         judge_model=suite.judge_model,
         timeout_seconds=float(suite.case_timeout_seconds),
-        tags=(f"run:{run.pk}",),
+        tags=(run_tag(run.pk),),
+        run_id=run.pk,
     )
     try:
         models = [_model_config(key, run.mode) for key in run.model_keys]
     except UnknownModel as exc:
-        return _finish(run, Run.Status.ERROR, f"a model of this run is no longer configured: {exc}")
+        return _finish(run, lease, Run.Status.ERROR, f"a model of this run is no longer configured: {exc}")
     if not Case.objects.filter(pk__in=run.case_ids).exists():
-        return _finish(run, Run.Status.ERROR, "none of the selected cases exists any more; nothing was run")
+        return _finish(run, lease, Run.Status.ERROR, "none of the selected cases exists any more; nothing was run")
+    # Read under the lease: no other executor can add a result from here on, so no pair runs twice.
     done_keys: set[tuple[int | None, str, int]] = set()
     spent = Spend()
     finished = CaseResult.objects.filter(run=run).values_list(
-        "case_id", "model", "trial", "input_tokens", "output_tokens", "cost"
+        "case_id", "model", "trial", "input_tokens", "output_tokens", "cost", "judge_input_tokens",
+        "judge_output_tokens", "judge_cost",
     )
     replaying = run.mode == Run.Mode.REPLAY
-    for case_id, model_key, trial, tokens_in, tokens_out, cost in finished:
+    for case_id, model_key, trial, tokens_in, tokens_out, cost, judge_in, judge_out, judge_cost in finished:
         done_keys.add((case_id, model_key, trial))
         if not replaying:
-            spent.add(tokens_in + tokens_out, cost)
+            spent.add(tokens_in + tokens_out + judge_in + judge_out, Decimal(cost or 0) + Decimal(judge_cost or 0))
     position = len(done_keys)
     pending = _pending(run, models, done_keys)
     recordings = _recordings(run) if replaying else {}
     worker = CaseWorker()
     try:
         for plan, model, trial in pending:
+            lease.check()
             over = spent.exhausted(run)
             if over:
                 return _finish(
-                    run, Run.Status.ERROR, f"budget exhausted after {position} of {run.total} results: {over}"
+                    run, lease, Run.Status.ERROR, f"budget exhausted after {position} of {run.total} results: {over}"
                 )
             trial_note = f" (trial {trial + 1} of {run.trials})" if run.trials > 1 else ""
             # One statement both announces the next case and checks for a cancel: nothing starts after one.
-            if not Run.objects.filter(pk=run.pk, cancel_requested=False).update(
+            if not lease.held().filter(cancel_requested=False).update(
                 current=f"{plan.name} on {model.key}{trial_note}"
             ):
-                _cancel_remaining(run, [(plan, model, trial), *pending], position)
-                return _finish(run, Run.Status.CANCELLED, f"cancelled after {position} of {run.total} results")
+                if not lease.held().exists():
+                    raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
+                _cancel_remaining(run, lease, [(plan, model, trial), *pending], position)
+                return _finish(run, lease, Run.Status.CANCELLED, f"cancelled after {position} of {run.total} results")
             execution = _execute_pair(run, plan, model, suite_plan, recordings, worker)
-            _reconnecting(_store_result, run, plan, model.key, trial, position, execution)
+            _reconnecting(_store_result, run, lease, plan, model.key, trial, position, execution)
             if not replaying:
                 # A replay spends nothing: its recorded tokens count against no budget.
-                spent.add(execution.usage.total_tokens, execution.cost)
+                spent.add(
+                    execution.usage.total_tokens + execution.judge_usage.total_tokens,
+                    Decimal(execution.cost or 0) + Decimal(execution.judge_cost or 0),
+                )
             position += 1
     finally:
         worker.close()
     over = spent.exhausted(run)
     if over and position < run.total:
-        return _finish(run, Run.Status.ERROR, f"budget exhausted after {position} of {run.total} results: {over}")
-    return _finish(run, *_verdict(run))
+        return _finish(
+            run, lease, Run.Status.ERROR, f"budget exhausted after {position} of {run.total} results: {over}"
+        )
+    return _finish(run, lease, *_verdict(run))
 
 
 PLAN_CHUNK = 100
@@ -461,7 +635,7 @@ def _reconnecting(write: Callable[..., Any], *args: Any) -> Any:
 
 
 class Spend:
-    """Tokens and cost the run's results used so far, held against its budget."""
+    """Tokens and cost the run's results used so far, the llmJudge's included, held against its budget."""
 
     def __init__(self) -> None:
         self.tokens = 0
@@ -481,8 +655,13 @@ class Spend:
 
 @transaction.atomic
 def _store_result(
-    run: Run, plan: CasePlan, model_key: str, trial: int, position: int, execution: CaseExecution
+    run: Run, lease: Lease, plan: CasePlan, model_key: str, trial: int, position: int, execution: CaseExecution
 ) -> CaseResult:
+    counter = _COUNTER[execution.status]
+    # First, and conditional on the lease: on PostgreSQL this locks the run row, so a result is only ever written
+    # by the executor holding the run.
+    if not lease.held().update(**{counter: F(counter) + 1}):
+        raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
     transcript = []
     if execution.conversation_id is not None:
         conversation = Conversation(pk=execution.conversation_id)
@@ -518,6 +697,9 @@ def _store_result(
         input_tokens=execution.usage.input_tokens,
         output_tokens=execution.usage.output_tokens,
         cost=execution.cost,
+        judge_input_tokens=execution.judge_usage.input_tokens,
+        judge_output_tokens=execution.judge_usage.output_tokens,
+        judge_cost=execution.judge_cost,
         # Messages were redacted when written; what the harness observed itself (arguments as the model sent
         # them, assertion evidence) is redacted here, before it is stored.
         transcript=transcript,
@@ -525,12 +707,13 @@ def _store_result(
         assertions=redact(execution.assertions),
         final_state=redact(execution.final_state),
     )
-    counter = _COUNTER[execution.status]
-    Run.objects.filter(pk=run.pk).update(**{counter: F(counter) + 1})
     return result
 
 
-def _cancel_remaining(run: Run, pending: list[tuple[CasePlan, Any, int]], position: int) -> None:
+@transaction.atomic
+def _cancel_remaining(run: Run, lease: Lease, pending: list[tuple[CasePlan, Any, int]], position: int) -> None:
+    if not lease.held().update(cancelled=F("cancelled") + len(pending)):
+        raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
     CaseResult.objects.bulk_create(
         [
             CaseResult(
@@ -546,7 +729,6 @@ def _cancel_remaining(run: Run, pending: list[tuple[CasePlan, Any, int]], positi
             for offset, (plan, model, trial) in enumerate(pending)
         ]
     )
-    Run.objects.filter(pk=run.pk).update(cancelled=F("cancelled") + len(pending))
 
 
 def _verdict(run: Run) -> tuple[str, str]:
@@ -558,8 +740,14 @@ def _verdict(run: Run) -> tuple[str, str]:
     return Run.Status.PASSED, f"all {run.passed} results passed"
 
 
-def _finish(run: Run, status: str, reason: str) -> Run:
-    Run.objects.filter(pk=run.pk).update(status=status, reason=reason, finished_at=timezone.now(), current="")
+@transaction.atomic
+def _finish(run: Run, lease: Lease, status: str, reason: str) -> Run:
+    """The verdict, written only while this executor still holds the run; releases the lease and the run lock."""
+    if not lease.held().update(
+        status=status, reason=reason, finished_at=timezone.now(), current="", lease_owner="", lease_expires_at=None
+    ):
+        raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
+    RunLock.objects.filter(group=lease.group, run_id=run.pk).update(run=None, expires_at=None)
     run.refresh_from_db()
     return run
 
@@ -570,6 +758,7 @@ def run_cancel(*, run: Run) -> Run:
         raise RunConflict(f"run #{run.pk} has already finished ({run.get_status_display()}); nothing to cancel")
     if Run.objects.filter(pk=run.pk, status=Run.Status.PENDING).update(
         status=Run.Status.CANCELLED,
+        current="",
         cancel_requested=True,
         reason="cancelled before it started",
         finished_at=timezone.now(),
@@ -583,28 +772,67 @@ def run_cancel(*, run: Run) -> Run:
 
 @transaction.atomic
 def run_delete(*, runs: list[Run]) -> tuple[list[int], list[int]]:
-    """Delete runs that are not in progress; returns (deleted ids, skipped running ids)."""
+    """Delete runs that are not in progress, and the test conversations they made; returns (deleted ids, skipped
+    running ids)."""
     skipped = [run.pk for run in runs if run.status == Run.Status.RUNNING]
     deleted = [run.pk for run in runs if run.status != Run.Status.RUNNING]
-    Run.objects.filter(pk__in=deleted).exclude(status=Run.Status.RUNNING).delete()
+    deletable = Run.objects.filter(pk__in=deleted).exclude(status=Run.Status.RUNNING)
+    conversation_ids = run_conversation_ids(run_ids=list(deletable.values_list("pk", flat=True)))
+    deletable.delete()
+    Conversation.objects.filter(pk__in=conversation_ids).delete()
     return deleted, skipped
 
 
-def run_sweep_interrupted(*, dispatch: Callable[[int], None] | None = None) -> tuple[list[int], list[int]]:
-    """At worker start: a Running run was interrupted by a restart — it becomes Error keeping its results; a
-    Pending run may have lost its message — it is dispatched again (a duplicate is harmless: the claim is
-    conditional)."""
-    swept = []
-    for run in Run.objects.filter(status=Run.Status.RUNNING):
-        kept = CaseResult.objects.filter(run=run).count()
-        updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
-            status=Run.Status.ERROR,
-            finished_at=timezone.now(),
-            current="",
-            reason=(f"the worker restarted while this run was in progress; {kept} of {run.total} results were kept"),
+MAX_PRUNE_DAYS = 36500
+
+
+@transaction.atomic
+def run_conversations_prune(*, older_than_days: int, dry_run: bool = False) -> int:
+    """Delete the test conversations created more than `older_than_days` days ago, except those of a run still in
+    progress; returns how many were (with `dry_run`: would be) deleted."""
+    if isinstance(older_than_days, bool) or not isinstance(older_than_days, int) or not (
+        1 <= older_than_days <= MAX_PRUNE_DAYS
+    ):
+        raise RunError(
+            f"the age must be a whole number of days from 1 to {MAX_PRUNE_DAYS}, got {older_than_days!r}",
+            field="older_than",
         )
-        if updated:
-            swept.append(run.pk)
+    ids = prunable_test_conversation_ids(cutoff=timezone.now() - timedelta(days=older_than_days))
+    if not dry_run:
+        for start in range(0, len(ids), PLAN_CHUNK):
+            Conversation.objects.filter(pk__in=ids[start : start + PLAN_CHUNK]).delete()
+    return len(ids)
+
+
+def run_sweep_expired() -> list[int]:
+    """Every Running run whose lease expired (its executor was killed or hung) becomes Error, keeping every finished
+    result, and lets go of the run lock. A run whose executor still renews its lease is never touched."""
+    now = timezone.now()
+    swept = []
+    for run_id in Run.objects.filter(_expired(now), status=Run.Status.RUNNING).values_list("pk", flat=True):
+        with transaction.atomic():
+            # Clearing the owner first makes every later write of a stalled executor fail its lease check.
+            if not Run.objects.filter(_expired(now), pk=run_id, status=Run.Status.RUNNING).update(
+                status=Run.Status.ERROR, finished_at=now, current="", lease_owner="", lease_expires_at=None
+            ):
+                continue
+            run = Run.objects.get(pk=run_id)
+            kept = CaseResult.objects.filter(run_id=run_id).count()
+            Run.objects.filter(pk=run_id).update(
+                reason=(
+                    "the executor of this run stopped (its worker was killed, restarted or hung, so its lease "
+                    f"expired); {kept} of {run.total} results were kept"
+                )
+            )
+            RunLock.objects.filter(run_id=run_id).update(run=None, expires_at=None)
+        swept.append(run_id)
+    return swept
+
+
+def run_sweep_interrupted(*, dispatch: Callable[[int], None] | None = None) -> tuple[list[int], list[int]]:
+    """At worker start: sweep the Running runs whose lease expired (run_sweep_expired); a Pending run may have lost
+    its message — it is dispatched again (a duplicate is harmless: the claim is conditional)."""
+    swept = run_sweep_expired()
     pending = list(Run.objects.filter(status=Run.Status.PENDING).values_list("pk", flat=True))
     redispatched = []
     for run_id in pending:

@@ -1,13 +1,23 @@
-"""Worker start-up: warn when the runs worker could run cases concurrently, and sweep interrupted runs."""
+"""Worker start-up: warn when the runs worker could run cases concurrently, sweep interrupted runs, and keep
+sweeping while the worker lives.
+
+Why a timer in every worker and not Celery beat: a SIGKILLed worker renews nothing, so its run must be taken by
+someone else within about one lease period — with or without a restart, and without an extra beat process that a
+deployment may forget. Each worker's main process re-checks every third of AGENTTEST_RUN_LEASE_SECONDS; the sweep is
+one conditional update per expired run, so several workers sweeping at once are harmless."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
-from celery.signals import celeryd_after_setup, worker_ready
+from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
+from django.conf import settings
+from django.db import DatabaseError, connection
 
 logger = logging.getLogger("runs.worker")
+_stop_sweeping = threading.Event()
 
 
 @celeryd_after_setup.connect
@@ -25,6 +35,32 @@ def warn_about_concurrency(sender: Any, instance: Any, **kwargs: Any) -> None:
 def sweep_interrupted_runs(sender: Any = None, **kwargs: Any) -> None:
     from runs.services import run_sweep_interrupted
 
-    swept, redispatched = run_sweep_interrupted()
+    try:
+        swept, redispatched = run_sweep_interrupted()
+    finally:
+        # The pool may fork again later; a child must not inherit this thread's connection.
+        connection.close()
     if swept or redispatched:
-        logger.warning("after restart: runs %s set to Error, pending runs %s dispatched again", swept, redispatched)
+        logger.warning("at worker start: runs %s set to Error, pending runs %s dispatched again", swept, redispatched)
+    _stop_sweeping.clear()
+    threading.Thread(target=_keep_sweeping, name="agenttest-lease-sweeper", daemon=True).start()
+
+
+@worker_shutdown.connect
+def stop_sweeping(sender: Any = None, **kwargs: Any) -> None:
+    _stop_sweeping.set()
+
+
+def _keep_sweeping() -> None:
+    from runs.services import run_sweep_expired
+
+    while not _stop_sweeping.wait(settings.AGENTTEST_RUN_LEASE_SECONDS / 3):
+        try:
+            swept = run_sweep_expired()
+        except DatabaseError:
+            logger.warning("the lease sweep could not reach the database; trying again", exc_info=True)
+            swept = []
+        finally:
+            connection.close()
+        if swept:
+            logger.warning("runs %s set to Error: their executor stopped renewing its lease", swept)

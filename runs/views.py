@@ -26,6 +26,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from agenttest.inputs import parse_id, text_is_storable
 from cases.models import Suite
 from cases.selectors import enabled_cases, suite_list
 from runs.charts import format_ms, format_percent, model_chart, pass_rate_band
@@ -107,7 +108,7 @@ def run_list_page(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status", "")
     if status not in Run.Status.values:
         status = ""
-    queryset = run_list(suite_id=int(suite_id) if suite_id.isdigit() else None, status=status).defer(
+    queryset = run_list(suite_id=parse_id(suite_id), status=status).defer(
         "case_ids", "agent_snapshot", "suite__agent__instruction", "suite__agent__functions", "suite__agent__rules"
     )
     page = Paginator(queryset, RUNS_PER_PAGE).get_page(request.GET.get("page"))
@@ -148,7 +149,10 @@ def case_count_message(*, matching: int, enabled: int, case_filter: str) -> str:
 def _case_count(suite: Suite, case_filter: str) -> dict[str, Any]:
     case_filter = case_filter.strip()
     enabled = enabled_cases(suite=suite).count()
-    matching = enabled_cases(suite=suite, case_filter=case_filter).count() if case_filter else enabled
+    if not case_filter:
+        matching = enabled
+    else:
+        matching = enabled_cases(suite=suite, case_filter=case_filter).count() if text_is_storable(case_filter) else 0
     return {
         "suite": suite.pk,
         "case_filter": case_filter,
@@ -162,10 +166,10 @@ def _case_count(suite: Suite, case_filter: str) -> dict[str, Any]:
 @require_GET
 def cases_count(request: HttpRequest) -> JsonResponse:
     """How many enabled cases of a suite a case filter selects, for the trigger form to show before submitting."""
-    suite_id = request.GET.get("suite", "")
-    if not suite_id.isdigit():
-        return JsonResponse({"error": "suite must be a suite id"}, status=400)
-    suite = Suite.objects.filter(pk=int(suite_id)).first()
+    suite_id = parse_id(request.GET.get("suite", ""))
+    if suite_id is None:
+        return JsonResponse({"error": "suite must be a suite id (a whole number from 1)"}, status=400)
+    suite = Suite.objects.filter(pk=suite_id).first()
     if suite is None:
         return JsonResponse({"error": f"there is no suite {suite_id}"}, status=404)
     case_filter = request.GET.get("case_filter", "")
@@ -177,12 +181,13 @@ def cases_count(request: HttpRequest) -> JsonResponse:
 def _initial_from_query(request: HttpRequest) -> dict[str, Any]:
     """"Run again" links prefill the form: ?suite=<id>&models=<key>&models=<key>&case_filter=<text>."""
     initial: dict[str, Any] = {}
-    if request.GET.get("suite", "").isdigit():
-        initial["suite"] = int(request.GET["suite"])
+    if (suite_id := parse_id(request.GET.get("suite", ""))) is not None:
+        initial["suite"] = suite_id
     if request.GET.getlist("models"):
         initial["models"] = request.GET.getlist("models")
-    if request.GET.get("case_filter"):
-        initial["case_filter"] = request.GET["case_filter"][:200]
+    case_filter = request.GET.get("case_filter", "")
+    if case_filter and text_is_storable(case_filter):
+        initial["case_filter"] = case_filter[:200]
     return initial
 
 
@@ -215,9 +220,9 @@ def run_trigger_page(request: HttpRequest) -> HttpResponse:
     else:
         form = RunTriggerForm(initial=_initial_from_query(request), suites=suites)
     count = None
-    chosen = form["suite"].value()
-    if chosen and str(chosen).isdigit():
-        suite = Suite.objects.filter(pk=int(chosen)).first()
+    chosen = parse_id(form["suite"].value())
+    if chosen is not None:
+        suite = Suite.objects.filter(pk=chosen).first()
         if suite is not None:
             count = _case_count(suite, str(form["case_filter"].value() or ""))
     context = {"form": form, "count": count, "has_suites": suites.exists()}
@@ -475,7 +480,8 @@ def _transcript(result: CaseResult) -> list[dict[str, Any]]:
 @login_required
 @require_GET
 def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpResponse:
-    result = get_object_or_404(CaseResult.objects.select_related("run__suite"), run_id=run_id, pk=result_id)
+    # run__pk, not run_id: Django keeps an id beyond the column's range out of a pk lookup, not out of a foreign key's.
+    result = get_object_or_404(CaseResult.objects.select_related("run__suite"), run__pk=run_id, pk=result_id)
     same_case = CaseResult.objects.filter(run_id=run_id)
     same_case = (
         same_case.filter(case_id=result.case_id) if result.case_id else same_case.filter(case_name=result.case_name)
@@ -508,11 +514,11 @@ def run_compare_page(request: HttpRequest, run_id: int) -> HttpResponse:
     error, baseline, status = "", None, 200
     if not wanted:
         baseline = default_baseline(run=run)
-    elif not wanted.isdigit():
+    elif (baseline_id := parse_id(wanted)) is None:
         error, status = f"{wanted!r} is not a run number; pick a run from the list.", 400
     else:
         try:
-            baseline = baseline_get(run=run, baseline_id=int(wanted))
+            baseline = baseline_get(run=run, baseline_id=baseline_id)
         except ComparisonError as exc:
             error, status = f"Can't compare with that run: {exc}.", 400
     context = {

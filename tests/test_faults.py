@@ -60,7 +60,8 @@ def test_it_keeps_finished_results_and_says_why_when_the_worker_is_killed_mid_ru
     flush_redis_queue(REDIS_URL)
     settings.CELERY_BROKER_URL = REDIS_URL
     suite = order_suite(cases=6)
-    extra = {"AGENTTEST_PROVIDERS_FILE": slow_providers(tmp_path)}
+    # A short lease: the second worker may take the run over only once the killed worker's lease has expired.
+    extra = {"AGENTTEST_PROVIDERS_FILE": slow_providers(tmp_path), "AGENTTEST_RUN_LEASE_SECONDS": "3"}
     log = tmp_path / "worker.log"
     with runs_worker(REDIS_URL, log, **extra) as worker:
         run = run_trigger(suite=suite, model_keys=["simulated:sim-careful"], dispatch=dispatch_to(REDIS_URL))
@@ -78,7 +79,10 @@ def test_it_keeps_finished_results_and_says_why_when_the_worker_is_killed_mid_ru
         )
     run.refresh_from_db()
     assert run.status == Run.Status.ERROR
-    assert run.reason == f"the worker restarted while this run was in progress; {kept} of 6 results were kept"
+    assert run.reason == (
+        "the executor of this run stopped (its worker was killed, restarted or hung, so its lease expired); "
+        f"{kept} of 6 results were kept"
+    )
     assert CaseResult.objects.filter(run=run).count() == kept >= 2
     assert set(CaseResult.objects.filter(run=run).values_list("status", flat=True)) == {"passed"}
 

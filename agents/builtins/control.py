@@ -20,6 +20,7 @@ _template_engine = Engine(autoescape=False)
 
 @register_function(
     name="route_to_agent",
+    outside_effects=False,
     description="Hand this conversation turn to the sub-agent best suited to the user's request.",
     parameters={
         "type": "object",
@@ -37,6 +38,7 @@ def route_to_agent(context: FunctionContext, agent_name: str, reason: str = "") 
 
 @register_function(
     name="util-routing-fallback_to_router",
+    outside_effects=False,
     description="Give the conversation back to the entry (router) agent when the request is outside your scope.",
     parameters={"type": "object", "properties": {"reason": {"type": "string"}}},
 )
@@ -46,6 +48,7 @@ def fallback_to_router(context: FunctionContext, reason: str = "") -> FunctionRe
 
 @register_function(
     name="response_to_user",
+    outside_effects=False,
     description="Send this exact reply to the user and end the turn.",
     parameters={"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]},
 )
@@ -55,6 +58,7 @@ def response_to_user(context: FunctionContext, content: str) -> FunctionResult:
 
 @register_function(
     name="human_intervention_needed",
+    outside_effects=False,
     description="Ask a human operator to take over this conversation; ends the turn.",
     parameters={"type": "object", "properties": {"reason": {"type": "string"}}, "required": ["reason"]},
 )
@@ -68,6 +72,7 @@ def human_intervention_needed(context: FunctionContext, reason: str) -> Function
 
 @register_function(
     name="util-instruct-execute_template",
+    outside_effects=False,
     description="Render a Django template with the conversation state and return the text.",
     parameters={
         "type": "object",

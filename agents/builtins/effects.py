@@ -55,6 +55,7 @@ def _addresses(value: str | list[str], field: str) -> list[str]:
 
 @register_function(
     name="util-email-handle_email_sender",
+    outside_effects=True,
     description="Send an email (plain text) to one or more recipients.",
     parameters={
         "type": "object",
@@ -116,6 +117,7 @@ def _check_destination(url: httpx.URL, allowed_hosts: list[str]) -> None:
 
 @register_function(
     name="util-http-handle_http_request",
+    outside_effects=True,
     description="Make an HTTP request to an allowed host and return the status, main headers and body.",
     parameters={
         "type": "object",
@@ -224,6 +226,7 @@ def _single_select(sql: str) -> str:
 
 @register_function(
     name="util-db-sql_select",
+    outside_effects=True,
     description="Run one read-only SQL SELECT query on the configured database and return columns and rows.",
     parameters={
         "type": "object",
@@ -334,6 +337,7 @@ def _without_secret(text: str, secret: str) -> str:
 
 @register_function(
     name="util-twilio-text_message",
+    outside_effects=True,
     description="Send an SMS text message through Twilio.",
     parameters={
         "type": "object",
@@ -351,6 +355,7 @@ def text_message(context: FunctionContext, to: str, body: str) -> str:
 
 @register_function(
     name="util-twilio-outbound_phone_call",
+    outside_effects=True,
     description="Place an outbound phone call through Twilio; give exactly one of `twiml` or `url` for what it says.",
     parameters={
         "type": "object",

@@ -27,6 +27,8 @@
   };
 
   let conversationId = root.dataset.conversation ? Number(root.dataset.conversation) : null;
+  // A sealed conversation is shown, never continued: the server refuses every send to it without its seal key.
+  let sealed = root.dataset.sealed === "1";
   let shownState = {};
   let busy = false;
 
@@ -327,8 +329,8 @@
 
   function setBusy(value) {
     busy = value;
-    messageInput.disabled = value || conversationId === null;
-    sendButton.disabled = value || conversationId === null;
+    messageInput.disabled = value || conversationId === null || sealed;
+    sendButton.disabled = value || conversationId === null || sealed;
     sendButton.textContent = value ? "Waiting…" : "Send";
     if (startForm) {
       startForm.querySelector("button[type=submit]").disabled = value;
@@ -339,6 +341,7 @@
     const conversation = await api("GET", "conversations/" + id + "/");
     const messages = await fetchAllPages("conversations/" + id + "/messages/?page_size=500");
     conversationId = conversation.id;
+    sealed = Boolean(conversation.sealed);
     describeConversation(conversation);
     if (agentSelect) {
       agentSelect.value = String(conversation.agent.id);

@@ -107,6 +107,8 @@ def test_it_ends_the_turn_on_a_stop_completion_and_answers_every_pending_call(ag
 
 
 def test_it_stops_the_turn_when_no_implementation_exists(agent, scripted_model):
+    agent.functions = [*agent.functions, {"name": "send_fax", "description": "Declared, implemented nowhere."}]
+    agent.save()
     scripted_model.play(Answer(tool_calls=[Call("send_fax", {})]))
     conversation = conversation_start(agent=agent)
     result = conversation_send(conversation=conversation, text="fax it")
@@ -239,6 +241,7 @@ def test_it_executes_a_rule_triggered_call_with_differently_cased_name_through_t
         instruction="x",
         provider="scripted",
         model="scripted",
+        functions=[{"name": "lookup_order"}, {"name": "cancel_order"}],
         rules=[
             {"trigger": "conversation_started", "function": "LOOKUP_ORDER", "arguments": {"order_id": "5"}},
             {
@@ -271,7 +274,7 @@ def test_it_fires_a_state_changed_rule_with_the_canonical_name(scripted_model):
         instruction="x",
         provider="scripted",
         model="scripted",
-        functions=[{"name": "lookup_order"}],
+        functions=[{"name": "lookup_order"}, {"name": "cancel_order"}],
         rules=[
             {
                 "trigger": "state_changed",

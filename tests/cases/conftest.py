@@ -48,16 +48,24 @@ def make_document(**overrides: Any) -> dict[str, Any]:
     return {**copy.deepcopy(VALID_DOCUMENT), **overrides}
 
 
+# What the "support" agent declares: the demo's effect-free look-up, then functions with real outside effects.
+SUPPORT_FUNCTIONS = ("lookup_order", "cancel_order", "util-email-handle_email_sender", "util-http-handle_http_request")
+
+
 @pytest.fixture
 def agent(db) -> Agent:
     return Agent.objects.create(
-        name="support", instruction="Help with orders.", provider="simulated", model="sim-careful"
+        name="support", instruction="Help with orders.", provider="simulated", model="sim-careful",
+        functions=[{"name": name} for name in SUPPORT_FUNCTIONS],
     )
 
 
 @pytest.fixture
 def billing_agent(db) -> Agent:
-    return Agent.objects.create(name="billing", instruction="Billing.", provider="simulated", model="sim-careful")
+    return Agent.objects.create(
+        name="billing", instruction="Billing.", provider="simulated", model="sim-careful",
+        functions=[{"name": "lookup_order"}],
+    )
 
 
 @pytest.fixture

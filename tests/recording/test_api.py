@@ -99,7 +99,7 @@ def test_it_answers_502_when_the_extraction_model_fails(admin_client_api, three_
     ("body", "field", "message"),
     [
         ({}, "conversation", "This field is required."),
-        ({"conversation": "abc"}, "conversation", "A valid integer is required."),
+        ({"conversation": "abc"}, "conversation", "must be a conversation id (a whole number from 1)"),
         ({"conversation": 999999}, "conversation", "no conversation with id 999999"),
         ({"conversation": ID, "suite": "Nowhere"}, "suite", "no suite 'Nowhere' (give a suite id or name)"),
         ({"conversation": ID}, "extraction_model", "choose an extraction model (provider:model); configured: "),

@@ -333,3 +333,26 @@ def test_it_warns_about_a_call_that_a_test_run_blocked(scripted_model, scripted_
         "turn 0: cancel_order was blocked by a test run when the conversation ran; its mock replays the block "
         "message, which no real run of the tool would answer"
     ]
+
+
+def test_it_gives_no_mock_to_a_call_the_host_refused_as_undeclared(scripted_model, scripted_desk, talk):
+    # The model named a real side-effecting function the desk never declared: the host refused it without running
+    # it, so a replay refuses it too — a mock for it would be refused at save (the agent cannot call it).
+    scripted_model.play(
+        Answer(
+            tool_calls=[
+                Call("util-email-handle_email_sender", {"to": "a@example.com", "subject": "s", "body": "b"}),
+                Call("lookup_order", {"order_id": "1042"}),
+            ]
+        ),
+        "Order 1042 has shipped.",
+    )
+    conversation = talk(scripted_desk, "Where is order 1042?")
+    assert Message.objects.get(
+        conversation=conversation, role="tool_result", function_name="util-email-handle_email_sender"
+    ).outcome == "unavailable"
+
+    document = draft(conversation)
+
+    assert [mock["function_name"] for mock in document["mocks"]] == ["lookup_order"]
+    assert any("does not declare" in warning for warning in document["warnings"])

@@ -172,3 +172,24 @@ def test_it_shares_the_apis_throttle_budget(staff_page, three_topics):
     assert response.status_code == 429
     assert "Too many recordings and extractions for now. Try again in" in response.content.decode()
     assert not Case.objects.exists()
+
+
+def test_it_hides_sealed_test_conversations_unless_asked(staff_page, demo_agents, talk):
+    from agents.services import conversation_start
+
+    chat = talk(demo_agents["order-router"], WHERE_IS_1042, title="a customer chat")
+    sealed = conversation_start(
+        agent=demo_agents["order-router"], title="[test] a case", seal="this conversation belongs to test run 7"
+    )
+
+    def titles(query: str = "") -> set[str]:
+        page = staff_page.get(f"/conversations/{query}")
+        assert page.status_code == 200
+        return {title for title in (chat.title, sealed.title) if title in page.content.decode()}
+
+    assert titles() == {"a customer chat"}
+    assert titles("?sealed=1") == {"[test] a case"}
+    assert titles("?sealed=all") == {"a customer chat", "[test] a case"}
+    assert titles("?sealed=bogus") == {"a customer chat"}
+    # Opened by its id, a sealed conversation still shows: it is hidden from lists, not from its reviewers.
+    assert staff_page.get(f"/conversations/{sealed.pk}/").status_code == 200

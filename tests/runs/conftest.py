@@ -29,7 +29,7 @@ ORDER_MOCKS = (
 
 
 @pytest.fixture(autouse=True)
-def _fresh_throttle_history() -> Iterator[None]:
+def _fresh_throttle_history(db) -> Iterator[None]:
     # Throttle counts live in the cache, keyed by user id, and ids repeat across tests.
     cache.clear()
     yield

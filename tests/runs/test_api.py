@@ -140,7 +140,7 @@ def test_it_filters_runs_by_suite_status_and_agent(member_client, order_suite, m
     [
         ("get", "/api/runs/", {"suite": 2**63}, "suite"),
         ("get", "/api/runs/", {"agent": 2**63}, "agent"),
-        ("post", "/api/runs/delete/", {"ids": [1, 2**63]}, "ids.1"),
+        ("post", "/api/runs/delete/", {"ids": [1, 2**63]}, "ids[1]"),
     ],
 )
 def test_it_names_an_id_beyond_any_id_instead_of_failing(admin_client_api, method, url, body, field):

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
+from agents.llm.scripted import Answer
+from agents.models import Agent
+from agents.seams import Usage
+from cases.models import Assertion, Case, Suite, Turn
 from runs.models import CaseResult, Run
+from runs.selectors import run_summary
 from runs.services import RunConflict, RunError, run_cancel, run_create, run_execute, run_prepare_resume
 from tests.runs.conftest import CAREFUL, HASTY
 
@@ -150,3 +157,76 @@ def test_it_takes_mode_trials_and_budget_on_the_trigger_page(suite, client, admi
     refused = client.post("/runs/new/", {"suite": suite.pk, "models": [CAREFUL], "mode": "replay", "trials": 3})
     assert refused.status_code == 400 and b"trials" in refused.content
     assert Run.objects.count() == 1
+
+
+def _judged_suite(scripted_model, cases: int = 2):
+    agent = Agent.objects.create(name="plain", instruction="Answer.", provider="scripted", model="scripted")
+    suite = Suite.objects.create(name="judged", agent=agent, judge_model=scripted_model.key, case_timeout_seconds=30)
+    for index in range(cases):
+        case = Case.objects.create(suite=suite, name=f"case {index}")
+        turn = Turn.objects.create(case=case, user_message=f"question {index}")
+        Assertion.objects.create(case=case, turn=turn, type="llmJudge", params={"criterion": "it is polite"})
+    return suite
+
+
+def _judge_spends(scripted_model, *, judge_tokens: int) -> None:
+    def answer(request):
+        if (request.metadata or {}).get("purpose") == "judge":
+            return Answer('{"score": 5, "reason": "polite"}', usage=Usage(judge_tokens // 2, judge_tokens // 2))
+        return Answer("Certainly, happy to help.", usage=Usage(5, 5))
+
+    scripted_model.respond_with(answer)
+
+
+def test_it_counts_the_judges_tokens_and_cost_in_the_result_the_summary_and_the_budget(scripted_model):
+    suite = _judged_suite(scripted_model, cases=3)
+    _judge_spends(scripted_model, judge_tokens=2000)
+    run = run_execute(run_id=run_create(suite=suite, model_keys=[scripted_model.key], budget_tokens=500).pk)
+    assert run.status == Run.Status.ERROR
+    assert run.reason == "budget exhausted after 1 of 3 results: 2010 tokens used of a budget of 500"
+    result = CaseResult.objects.get(run=run)
+    assert (result.status, result.input_tokens + result.output_tokens, result.judge_tokens) == ("passed", 10, 2000)
+    # The scripted model's prices are $1 / $2 per million input / output tokens.
+    assert result.judge_cost == Decimal("0.003") and result.total_tokens == 2010
+    [summary] = run_summary(run=run)
+    assert (summary.judge_tokens, summary.total_tokens) == (2000, 2010)
+    assert summary.total_cost == summary.cost + Decimal("0.003")
+
+
+def test_it_keeps_counting_the_judges_spend_of_kept_results_when_a_run_resumes(scripted_model):
+    suite = _judged_suite(scripted_model, cases=3)
+    _judge_spends(scripted_model, judge_tokens=2000)
+    run = run_execute(run_id=run_create(suite=suite, model_keys=[scripted_model.key], budget_tokens=3000).pk)
+    assert run.reason.startswith("budget exhausted after 2 of 3 results: 4020 tokens used")
+    run = run_execute(run_id=run_prepare_resume(run=run).pk)
+    assert run.status == Run.Status.ERROR and run.reason.startswith("budget exhausted after 2 of 3 results: ")
+    assert CaseResult.objects.filter(run=run).count() == 2
+
+
+def test_it_stops_without_a_verdict_when_another_executor_took_the_run_over(scripted_model):
+    suite = _judged_suite(scripted_model, cases=3)
+    run = run_create(suite=suite, model_keys=[scripted_model.key])
+    swept = "swept while its executor hung"
+
+    def answer(request):
+        if (request.metadata or {}).get("purpose") == "judge":
+            return Answer('{"score": 5, "reason": "polite"}')
+        if request.messages[-1]["content"] == "question 1":
+            # What the sweep does to a run whose executor stopped renewing its lease.
+            Run.objects.filter(pk=run.pk).update(status=Run.Status.ERROR, reason=swept, lease_owner="")
+        return Answer("Certainly.")
+
+    scripted_model.respond_with(answer)
+    run = run_execute(run_id=run.pk)
+    assert (run.status, run.reason) == (Run.Status.ERROR, swept)
+    assert list(CaseResult.objects.filter(run=run).values_list("case_name", flat=True)) == ["case 0"]
+    assert run.passed == 1 and run.done == 1
+
+
+def test_it_refuses_to_resume_a_run_whose_executor_still_holds_its_lease(suite, admin_client_api, run_queue):
+    run = _interrupted(suite)
+    Run.objects.filter(pk=run.pk).update(lease_owner="elsewhere:1:x", lease_expires_at=timezone.now() + timedelta(60))
+    response = admin_client_api.post(f"/api/runs/{run.pk}/resume/")
+    assert response.status_code == 409
+    assert f"run #{run.pk} is still held by its executor (lease until " in response.json()["detail"]
+    assert Run.objects.get(pk=run.pk).status == Run.Status.ERROR

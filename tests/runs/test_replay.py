@@ -274,10 +274,15 @@ def test_it_refuses_trials_in_record_and_replay_mode(suite, mode):
     assert not Run.objects.exists()
 
 
-def test_it_records_a_call_still_hanging_at_the_timeout_as_a_hang_and_replays_it(scripted_model, make_case):
+def test_it_records_a_call_still_hanging_at_the_timeout_as_a_hang_and_replays_it(scripted_model, make_case, settings):
+    # A provider that gives a call 2 s: the runner waits no longer than that for the hanging call to return.
+    scripted = {**settings.AGENTTEST_PROVIDERS["scripted"], "timeout": 2.0, "max_retries": 0}
+    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "scripted": scripted}
     agent = Agent.objects.create(name="slow", instruction="Answer.", provider="scripted", model="scripted")
     suite = Suite.objects.create(name="slow", agent=agent, case_timeout_seconds=1)
-    make_case(suite, "waits", turns=("hi",), mocks=())
+    make_case(
+        suite, "waits", turns=("hi",), mocks=(), assertions=({"type": "outputContains", "params": {"text": "hi"}},)
+    )
     scripted_model.play(Hang(seconds=30))
 
     recorded = results(execute(suite, Run.Mode.RECORD, models=(scripted_model.key,)))[0]

@@ -56,6 +56,14 @@ def plan(agent, *turns, mocks=(), assertions=(), history=(), initial_state=None)
     )
 
 
+def replies(text):
+    return AssertionPlan("outputContains", {"text": text})
+
+
+def called(function):
+    return AssertionPlan("toolCalled", {"function": function})
+
+
 def suite_plan(**overrides):
     values = {"extra_allowed": frozenset(), "force_blocked": frozenset(), "judge_model": "", "timeout_seconds": 20.0}
     values.update(overrides)
@@ -96,7 +104,9 @@ def test_it_blocks_unmocked_side_effects_under_test_while_the_same_agent_sends_o
     http = Answer(tool_calls=[Call("util-http-handle_http_request", {"method": "GET", "url": f"{http_server}/hook"})])
     scripted_model.play(email, http)
     execution = execute_case(
-        plan=plan(agent, "cancel and tell me", "ping the hook"), model=get_model(scripted_model.key), suite=suite_plan()
+        plan=plan(agent, "cancel and tell me", "ping the hook", assertions=[called("util-email-handle_email_sender")]),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
     )
     assert mail.outbox == [] and Recorder.seen == []
     assert execution.status == "failed"
@@ -120,7 +130,11 @@ def test_it_blocks_unmocked_side_effects_under_test_while_the_same_agent_sends_o
 
 def test_it_stops_the_turn_at_a_blocked_call_with_the_blocked_marker(agent, scripted_model):
     scripted_model.play(Answer(tool_calls=[Call("util-email-handle_email_sender", EMAIL)]), Answer("never asked"))
-    execution = execute_case(plan=plan(agent, "mail me"), model=get_model(scripted_model.key), suite=suite_plan())
+    execution = execute_case(
+        plan=plan(agent, "mail me", assertions=[called("util-email-handle_email_sender")]),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
+    )
     assert len(scripted_model.requests) == 1
     assert execution.tool_calls[0]["result"] == f"{BLOCKED_PREFIX}util-email-handle_email_sender"
 
@@ -155,7 +169,7 @@ def test_it_lets_the_suite_allow_more_and_force_block_wins(agent, scripted_model
     assert not session.is_allowed("lookup_order") and not session.is_allowed("response_to_user")
     scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1"})]))
     execution = execute_case(
-        plan=plan(agent, "x"),
+        plan=plan(agent, "x", assertions=[called("lookup_order")]),
         model=get_model(scripted_model.key),
         suite=suite_plan(force_blocked=frozenset({"lookup_order"})),
     )
@@ -189,7 +203,9 @@ def test_it_chooses_mocks_by_arguments_then_call_index_then_unconditional(agent,
     ]
     scripted_model.play(Answer(tool_calls=calls), Answer("done"))
     execution = execute_case(
-        plan=plan(agent, "x", mocks=mocks), model=get_model(scripted_model.key), suite=suite_plan()
+        plan=plan(agent, "x", mocks=mocks, assertions=[replies("done")]),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
     )
     assert [c["result"] for c in execution.tool_calls] == ["fallback", "second call", "order 7", "fallback"]
     assert [c["call_index"] for c in execution.tool_calls] == [0, 1, 2, 3]
@@ -246,7 +262,9 @@ def test_it_holds_interception_when_the_conversation_runs_on_another_thread(agen
 def test_it_errors_when_the_canary_is_dead(agent, scripted_model):
     unregister_executor_provider(mock_provider)
     try:
-        execution = execute_case(plan=plan(agent, "x"), model=get_model(scripted_model.key), suite=suite_plan())
+        execution = execute_case(
+            plan=plan(agent, "x", assertions=[replies("x")]), model=get_model(scripted_model.key), suite=suite_plan()
+        )
     finally:
         register_executor_provider(mock_provider)
     assert mock_provider in executor_providers()
@@ -261,7 +279,18 @@ def test_it_errors_on_a_case_with_no_turns(agent, scripted_model):
     assert (execution.status, execution.reason) == ("error", "the case has no turns, so it would verify nothing")
 
 
-def test_it_errors_when_the_case_times_out_and_keeps_late_calls_mocked(agent, scripted_model):
+def test_it_errors_on_a_case_with_turns_but_no_assertions_without_asking_the_model(agent, scripted_model):
+    scripted_model.play(Answer(tool_calls=[Call("util-email-handle_email_sender", EMAIL)]), Answer("sent"))
+    execution = execute_case(
+        plan=plan(agent, "mail me", "and again", mocks=[MockSpec("util-email-handle_email_sender", "ok")]),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
+    )
+    assert (execution.status, execution.reason) == ("error", "the case has no assertions, so it verifies nothing")
+    assert scripted_model.requests == [] and execution.conversation_id is None
+
+
+def test_it_errors_when_the_case_times_out_and_refuses_the_late_call_without_running_it(agent, scripted_model):
     def slow_model(request):
         if len(request.messages) == 2:
             time.sleep(1.5)
@@ -270,18 +299,18 @@ def test_it_errors_when_the_case_times_out_and_keeps_late_calls_mocked(agent, sc
 
     scripted_model.respond_with(slow_model)
     execution = execute_case(
-        plan=plan(agent, "x", "y"), model=get_model(scripted_model.key), suite=suite_plan(timeout_seconds=0.5)
+        plan=plan(agent, "x", "y", assertions=[replies("late")]),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(timeout_seconds=0.5),
     )
     assert (execution.status, execution.reason) == ("error", "the case timed out after 0.5 s")
-    # The timed-out case is still in flight: its session stays registered until its last call returns.
-    assert execution.conversation_id in _registered_ids()
-    deadline = time.monotonic() + 10
-    while execution.conversation_id in _registered_ids() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # The call in flight was waited for (it is paid for), and the case thread has ended with it.
     assert execution.conversation_id not in _registered_ids()
-    assert execution.tool_calls == [], "nothing had been called when the timeout struck"
+    assert len(scripted_model.requests) == 1, "no model call started after the timeout"
     late = Message.objects.get(conversation_id=execution.conversation_id, role="tool_result")
     assert (late.function_name, late.outcome) == ("util-email-handle_email_sender", "blocked")
+    assert "the case timed out" in late.content
+    assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [("util-email-handle_email_sender", "blocked")]
     assert mail.outbox == [], "the late email call stayed blocked"
 
 
@@ -291,7 +320,9 @@ def _registered_ids():
 
 def test_it_errors_when_the_model_fails(agent, scripted_model):
     scripted_model.play(Fail(code="rate_limited", message="too many requests"))
-    execution = execute_case(plan=plan(agent, "x"), model=get_model(scripted_model.key), suite=suite_plan())
+    execution = execute_case(
+        plan=plan(agent, "x", assertions=[replies("x")]), model=get_model(scripted_model.key), suite=suite_plan()
+    )
     assert execution.status == "error"
     assert execution.reason.startswith("the model call failed at turn 0:") and "too many requests" in execution.reason
 
@@ -300,7 +331,7 @@ def test_it_errors_when_a_turn_hits_the_step_limit(agent, scripted_model, settin
     settings.AGENTTEST_MAX_STEPS = 2
     scripted_model.play(*[Answer(tool_calls=[Call("lookup_order", {"order_id": "1"})]) for _ in range(3)])
     execution = execute_case(
-        plan=plan(agent, "x", mocks=[MockSpec("lookup_order", "{}")]),
+        plan=plan(agent, "x", mocks=[MockSpec("lookup_order", "{}")], assertions=[called("lookup_order")]),
         model=get_model(scripted_model.key),
         suite=suite_plan(),
     )
@@ -395,7 +426,10 @@ def test_it_evaluates_case_level_assertions_over_the_whole_conversation(agent, s
 
 def test_it_runs_on_the_model_under_test_through_the_agent_load_hook(agent, scripted_model):
     scripted_model.play(Answer("hi"))
-    execute_case(plan=plan(agent, "x"), model=get_model(scripted_model.key), suite=suite_plan())
+    execution = execute_case(
+        plan=plan(agent, "x", assertions=[replies("hi")]), model=get_model(scripted_model.key), suite=suite_plan()
+    )
+    assert execution.status == "passed", execution.reason
     assert [r.model for r in scripted_model.requests] == ["scripted"]
     agent.refresh_from_db()
     assert agent.model_key == "simulated:sim-careful"

@@ -91,7 +91,10 @@ def test_it_sweeps_interrupted_runs_and_redispatches_lost_pending_ones_at_worker
         wait_for(lambda: Run.objects.get(pk=lost.pk).is_finished, timeout=90, what="the lost run", log_path=log)
     interrupted.refresh_from_db()
     assert interrupted.status == "error"
-    assert interrupted.reason == ("the worker restarted while this run was in progress; 1 of 2 results were kept")
+    assert interrupted.reason == (
+        "the executor of this run stopped (its worker was killed, restarted or hung, so its lease expired); "
+        "1 of 2 results were kept"
+    )
     assert CaseResult.objects.filter(run=interrupted).count() == 1
     assert CaseResult.objects.filter(run=lost).count() == 2
 

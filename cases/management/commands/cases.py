@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agenttest.inputs import MAX_JSON_DEPTH, json_text_too_deep
 from cases.models import Suite
 from cases.services import suite_export, suite_import
 from cases.validation import CaseValidationError
@@ -58,9 +59,16 @@ class Command(BaseCommand):
 
     def _import(self, path: str, suite_name: str, replace: bool) -> None:
         try:
-            document = json.loads(Path(path).read_text(encoding="utf-8"))
+            text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"cannot read {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise CommandError(f"{path} is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
+        if json_text_too_deep(text):
+            # Decoding it would exhaust Python's recursion limit before it could be refused.
+            raise CommandError(f"{path} nests JSON more than {MAX_JSON_DEPTH} levels deep; nothing was imported.")
+        try:
+            document = json.loads(text)
         except json.JSONDecodeError as exc:
             raise CommandError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
         try:

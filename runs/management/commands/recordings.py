@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from cases.models import Suite
+from cases.selectors import suite_by_reference
 from runs.recordings import RecordingFilesRejected, default_directory, recordings_export, recordings_import
 
 
@@ -35,9 +35,7 @@ class Command(BaseCommand):
 
     def _export(self, options: dict[str, Any]) -> None:
         reference = options["suite"]
-        suite = Suite.objects.filter(name=reference).first()
-        if suite is None and reference.isdigit():
-            suite = Suite.objects.filter(pk=int(reference)).first()
+        suite = suite_by_reference(reference)
         if suite is None:
             raise CommandError(f"no suite with the name or id {reference!r}", returncode=2)
         models = [key.strip() for key in options["models"].split(",") if key.strip()]

@@ -20,15 +20,19 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
 from cases.models import Suite
-from cases.selectors import suite_list
+from cases.selectors import suite_by_reference, suite_list
 from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
-from runs.selectors import ModelSummary, run_summary
+from runs.selectors import ModelSummary, run_lock_holder, run_summary
 from runs.services import (
+    Lease,
     RunConflict,
     RunError,
+    RunLocked,
     run_cancel,
+    run_claim,
     run_create,
+    run_delete,
     run_execute,
     run_prepare_resume,
     run_resume,
@@ -137,8 +141,15 @@ class Command(BaseCommand):
             "budget_cost": options["budget_cost"],
         }
         if options["inline"]:
+            self._refuse_while_locked()
             run = run_create(**arguments)
-            worker = _InlineRun(run.pk)
+            try:
+                lease = run_claim(run_id=run.pk)
+            except RunLocked:
+                # Another executor took the lock since the check: this run never started, so it leaves nothing.
+                run_delete(runs=[run])
+                raise
+            worker = _InlineRun(run.pk, lease)
             worker.start()
         else:
             run = run_trigger(**arguments)
@@ -169,8 +180,13 @@ class Command(BaseCommand):
         if run is None:
             raise _Abort(f"there is no run #{options['resume']}")
         if options["inline"]:
+            self._refuse_while_locked()
             run = run_prepare_resume(run=run)
-            worker: _InlineRun | None = _InlineRun(run.pk)
+            try:
+                lease = run_claim(run_id=run.pk)
+            except RunLocked as exc:
+                raise _Abort(f"{exc}; run #{run.pk} stays Pending for the runs worker") from None
+            worker: _InlineRun | None = _InlineRun(run.pk, lease)
             worker.start()
         else:
             run = run_resume(run=run)
@@ -182,11 +198,15 @@ class Command(BaseCommand):
         self.stdout.write(f"Resuming run #{run.pk} of suite {run.suite.name!r}: {kept} of {run.total} results kept.")
         return self._finish(run, worker, options)
 
+    @staticmethod
+    def _refuse_while_locked() -> None:
+        holder = run_lock_holder()
+        if holder is not None:
+            raise RunLocked(holder_id=holder.pk, started_at=holder.started_at)
+
     def _suite(self, reference: str) -> Suite:
         suites = suite_list()
-        suite = suites.filter(name=reference).first()
-        if suite is None and reference.isdigit():
-            suite = suites.filter(pk=int(reference)).first()
+        suite = suite_by_reference(reference, queryset=suites)
         if suite is None:
             known = ", ".join(suites.values_list("name", flat=True)) or "none"
             raise _Abort(f"no suite with the name or id {reference!r}; suites: {known}")
@@ -251,7 +271,10 @@ class Command(BaseCommand):
             self.stdout.write(f"        {result.reason}")
 
     def _report(self, run: Run) -> None:
-        header = ("model", "pass rate", "passed", "failed", "error", "cancelled", "p50 ms", "p95 ms", "tokens", "cost")
+        header = (
+            "model", "pass rate", "passed", "failed", "error", "cancelled", "p50 ms", "p95 ms",
+            "tokens (incl. judge)", "cost (incl. judge)",
+        )
         summaries = run_summary(run=run)
         rows = [self._row(summary) for summary in summaries]
         if run.trials > 1:
@@ -280,21 +303,22 @@ class Command(BaseCommand):
         return (
             summary.model, _percent(summary.pass_rate), str(summary.passed), str(summary.failed),
             str(summary.errored), str(summary.cancelled), _millis(summary.latency_p50_ms),
-            _millis(summary.latency_p95_ms), str(summary.total_tokens), _cost(summary.cost),
+            _millis(summary.latency_p95_ms), str(summary.total_tokens), _cost(summary.total_cost),
         )
 
 
 class _InlineRun(threading.Thread):
     """Executes a run through run_execute on its own thread, so the command can print progress meanwhile."""
 
-    def __init__(self, run_id: int) -> None:
+    def __init__(self, run_id: int, lease: Lease | None) -> None:
         super().__init__(name=f"agenttest-run-{run_id}", daemon=True)
         self.run_id = run_id
+        self.lease = lease
         self.failure: BaseException | None = None
 
     def run(self) -> None:
         try:
-            run_execute(run_id=self.run_id)
+            run_execute(run_id=self.run_id, lease=self.lease)
         except BaseException as exc:  # reported by the command; the thread must not die silently
             self.failure = exc
         finally:

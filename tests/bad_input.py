@@ -1,0 +1,87 @@
+"""What the bad-input tests share: the objects every write endpoint can name, a fingerprint of the whole database to
+prove a refused request stored nothing, and HTTP clients for the live server (token for the API, session + CSRF for
+pages and the admin)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from django.apps import apps
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+SIMULATED = "simulated:sim-careful"
+HUGE_ID = 10**25
+# Digits to str.isdigit() (and, for "٣", to int()) that are no id.
+NON_ASCII_DIGITS = ("³", "٣", "１")
+# More digits than int() reads from text (4,300).
+LONG_DIGITS = "1" * 5000
+
+
+@dataclass(frozen=True)
+class World:
+    """Real objects of every kind a write endpoint's path or body names."""
+
+    agent_id: int
+    agent_name: str
+    conversation_id: int
+    suite_id: int
+    case_id: int
+    run_id: int
+
+
+def world_create(*, owner: Any) -> World:
+    from agents.demo import demo_agents_ensure
+    from agents.services import conversation_start
+    from cases.demo import demo_suite_ensure
+    from runs.services import run_create
+
+    agents = {agent.name: agent for agent, _ in demo_agents_ensure()}
+    suite, _ = demo_suite_ensure()
+    agent = suite.agent if suite.agent.name in agents else next(iter(agents.values()))
+    conversation = conversation_start(agent=agent, owner=owner, title="bad input")
+    run = run_create(suite=suite, model_keys=[SIMULATED], triggered_by=owner)
+    return World(
+        agent_id=agent.pk, agent_name=agent.name, conversation_id=conversation.pk, suite_id=suite.pk,
+        case_id=suite.cases.order_by("pk").first().pk, run_id=run.pk,
+    )
+
+
+def database_fingerprint() -> dict[str, tuple[int, str]]:
+    """Per table: its row count and a digest of every row, in primary-key order."""
+    fingerprint = {}
+    for model in apps.get_models(include_auto_created=True):
+        rows = list(model._default_manager.order_by("pk").values_list())
+        fingerprint[model._meta.db_table] = (len(rows), hashlib.sha256(repr(rows).encode()).hexdigest())
+    return fingerprint
+
+
+def fingerprint_changes(before: dict[str, tuple[int, str]], after: dict[str, tuple[int, str]]) -> list[str]:
+    return sorted(table for table in before.keys() | after.keys() if before.get(table) != after.get(table))
+
+
+@contextmanager
+def token_client(base_url: str, user: Any) -> Iterator[httpx.Client]:
+    token, _ = Token.objects.get_or_create(user=user)
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Token {token.key}"}, timeout=30) as client:
+        yield client
+
+
+@contextmanager
+def session_client(base_url: str, user: Any) -> Iterator[httpx.Client]:
+    """Signed in with a session cookie, sending the CSRF token a form would."""
+    django_client = Client()
+    django_client.force_login(user)
+    cookies = {"sessionid": django_client.cookies["sessionid"].value, "csrftoken": "t" * 32}
+    headers = {"X-CSRFToken": "t" * 32, "Referer": base_url + "/"}
+    with httpx.Client(base_url=base_url, cookies=cookies, headers=headers, timeout=30) as client:
+        yield client
+
+
+def deep_json(depth: int) -> str:
+    return "[" * depth + "]" * depth
