@@ -17,7 +17,7 @@ LOCAL_MEMORY_CACHE = "django.core.cache.backends.locmem.LocMemCache"
 
 @register(Tags.compatibility)
 def check_agenttest_settings(app_configs: Any = None, **kwargs: Any) -> list:
-    from agents.llm.config import validate_providers
+    from agenthost.llm.config import validate_providers
 
     problems: list = []
     provider_problems = validate_providers(settings.AGENTTEST_PROVIDERS)
@@ -60,7 +60,7 @@ def check_agenttest_settings(app_configs: Any = None, **kwargs: Any) -> list:
         problems.append(Error(f"Twilio is partly configured; missing {missing}.", id="agenttest.E003"))
     extraction = settings.AGENTTEST_EXTRACTION_MODEL
     if extraction:
-        from agents.llm.registry import UnknownModel, get_model
+        from agenthost.llm.registry import UnknownModel, get_model
 
         try:
             get_model(extraction)
@@ -160,7 +160,7 @@ def _directory_problem(path: str) -> str:
 
 def _request_time_problems() -> list:
     """An openai provider whose one call may outlast the web request that waits for it (a chat turn, an extraction)."""
-    from agents.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
+    from agenthost.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 
     limit = settings.AGENTTEST_REQUEST_TIMEOUT
     problems: list = []

@@ -39,7 +39,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "agenttest",
-    "agents",
+    "agenthost",
     *env_list("AGENTTEST_HARNESS_APPS", ["cases", "runs", "recording"]),
 ]
 
@@ -185,7 +185,7 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "runs.models.Run.Status",
         "RunModeEnum": "runs.models.Run.Mode",
         "ResultStatusEnum": "runs.models.CaseResult.Status",
-        "MessageRoleEnum": "agents.models.Message.Role",
+        "MessageRoleEnum": "agenthost.models.Message.Role",
     },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -238,13 +238,13 @@ AGENTTEST_RUN_LEASE_SECONDS = env_int("AGENTTEST_RUN_LEASE_SECONDS", 60, minimum
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "agents.redaction.RedactingLogFilter"}},
+    "filters": {"redact": {"()": "agenthost.redaction.RedactingLogFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env_str("AGENTTEST_LOG_LEVEL", "INFO")},
     # The openai SDK sends through httpx2; one INFO line per model request is noise.
     "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}, "openai": {"level": "WARNING"}},
 }
 
-from agents.llm.config import load_providers  # noqa: E402  (a pure module: no models, safe at settings time)
+from agenthost.llm.config import load_providers  # noqa: E402  (a pure module: no models, safe at settings time)
 
 AGENTTEST_PROVIDERS = load_providers(AGENTTEST_PROVIDERS_FILE)

@@ -10,8 +10,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("api/", include("agents.urls_api")),
-    path("", include("agents.urls")),
+    path("api/", include("agenthost.urls_api")),
+    path("", include("agenthost.urls")),
 ]
 
 # The harness mounts itself only when installed: the host works the same without it.

@@ -158,7 +158,7 @@ def fuzz_data_ensure() -> Any:
     case thread see this thread's writes: committed, not inside a test transaction."""
     from django.contrib.auth import get_user_model
 
-    from agents.demo import demo_agents_ensure, demo_conversations_create
+    from agenthost.demo import demo_agents_ensure, demo_conversations_create
     from cases.demo import demo_suite_ensure
     from runs.models import Run
     from runs.services import run_create, run_execute
@@ -190,7 +190,7 @@ def _pick(values: list[Any], draw: Callable[[Any], Any]) -> Any:
 
 def _real_path_parameters(names: set[str], draw: Callable[[Any], Any]) -> dict[str, int]:
     """Ids of objects that exist now (the fuzz creates and deletes them as it goes) for the path's parameters."""
-    from agents.models import Agent, Conversation
+    from agenthost.models import Agent, Conversation
     from cases.models import Case, Suite
     from runs.models import CaseResult, Run
 
@@ -211,7 +211,7 @@ def _real_body_values(draw: Callable[[Any], Any]) -> dict[str, Callable[[Any], A
     with a realistic replacement (of the generated value's type where the API accepts either an id or a name)."""
     from hypothesis import strategies as st
 
-    from agents.models import Agent, Conversation
+    from agenthost.models import Agent, Conversation
     from cases.models import Suite
 
     def agent_name() -> str | None:
@@ -525,7 +525,7 @@ def setup_django(database_url: str, var_dir: str) -> None:
     setup_test_environment()
     for name, value in hermetic_settings(Path(var_dir)).items():
         setattr(settings, name, value)
-    from agents.llm.registry import clear_cache
+    from agenthost.llm.registry import clear_cache
 
     clear_cache()
     # A 4xx is logged as a warning per request; the report counts them instead.

@@ -72,7 +72,7 @@ def user_message(case_index: int, turn: int) -> str:
 
 def stub_reply(body: dict[str, Any]) -> Any:
     """Per user turn: first a lookup_order call for the order the user names, then, after its result, a short text."""
-    from agents.llm.scripted import Answer, Call
+    from agenthost.llm.scripted import Answer, Call
 
     messages = body.get("messages") or []
     user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
@@ -86,7 +86,7 @@ def stub_reply(body: dict[str, Any]) -> Any:
 def serve_stub() -> int:
     """The stub in a process of its own (so its CPU does not share the GIL with the measured loop). It prints its
     base URL, then serves until its stdin closes — which also happens when the benchmark dies."""
-    from agents.testing.openai_stub import OpenAIStub
+    from agenthost.testing.openai_stub import OpenAIStub
 
     stub = OpenAIStub(models=(MODEL,), record=False)
     stub.respond_with(stub_reply)
@@ -104,7 +104,7 @@ def stub_server(mode: str, url: str) -> Iterator[tuple[str, str]]:
         yield url, "external (given with --stub-url)"
         return
     if mode == "in-process":
-        from agents.testing.openai_stub import OpenAIStub
+        from agenthost.testing.openai_stub import OpenAIStub
 
         stub = OpenAIStub(models=(MODEL,), record=False)
         stub.respond_with(stub_reply)
@@ -194,8 +194,8 @@ def setup_django(database_url: str, var_dir: str) -> None:
 def configure_provider(base_url: str) -> None:
     from django.conf import settings
 
-    from agents.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, validate_providers
-    from agents.llm.registry import clear_cache
+    from agenthost.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, validate_providers
+    from agenthost.llm.registry import clear_cache
 
     providers = {
         PROVIDER: {
@@ -234,7 +234,7 @@ def case_document(index: int, turns: int) -> dict[str, Any]:
 
 
 def create_suite(cases: int, turns: int) -> Any:
-    from agents.models import Agent
+    from agenthost.models import Agent
     from cases.models import Suite
     from cases.services import case_create
 
@@ -254,7 +254,7 @@ def run_baseline(base_url: str, cases: int, turns: int) -> float:
     """Seconds for the same requests with the bare SDK: per turn, request → tool call → tool result → request → text."""
     import openai
 
-    from agents.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
+    from agenthost.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 
     client = openai.OpenAI(
         base_url=base_url, api_key="not-needed", timeout=DEFAULT_TIMEOUT, max_retries=DEFAULT_MAX_RETRIES
@@ -469,7 +469,7 @@ def profile_harness(suite: Any, cases: int, top: int = 25) -> str:
               "started, merged), wall-clock:\nthe main thread's execute_case includes waiting for the case thread.\n")
     stats.sort_stats("cumulative").print_stats(top)
     out.write(f"Top {top} cumulative in agenttest's own code:\n")
-    stats.print_stats(re.escape(str(ROOT)) + r"/(agents|cases|runs|recording)/", top)
+    stats.print_stats(re.escape(str(ROOT)) + r"/(agenthost|cases|runs|recording)/", top)
     out.write("Top 15 by own time (tottime):\n")
     stats.sort_stats("tottime").print_stats(15)
     return out.getvalue()

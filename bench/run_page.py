@@ -44,7 +44,7 @@ def build_run(cases: int, models: int) -> int:
     """A finished run of `cases` × `models` results; every seventh case fails on the last model. Returns its id."""
     from django.contrib.auth import get_user_model
 
-    from agents.models import Agent
+    from agenthost.models import Agent
     from cases.models import Case, Suite
     from runs.models import CaseResult, Run
 

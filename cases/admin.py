@@ -23,7 +23,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from agents.seams import configured_models
+from agenthost.seams import configured_models
 from agenttest.admin_fields import PrettyJSONWidget, SafeJSONField
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.selectors import CASE_PARTS
@@ -315,7 +315,7 @@ class CaseAdmin(JSONTextMixin, admin.ModelAdmin):
     def source_conversation_link(self, case: Case) -> SafeString | str:
         if not case.source_conversation_id:
             return "—"
-        url = reverse("admin:agents_conversation_change", args=[case.source_conversation_id])
+        url = reverse("admin:agenthost_conversation_change", args=[case.source_conversation_id])
         return format_html('<a href="{}">Conversation #{}</a>', url, case.source_conversation_id)
 
     @admin.display(description="Warnings for the reviewer")

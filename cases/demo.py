@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agents.seams import Agent
+from agenthost.seams import Agent
 from cases.models import Suite
 from cases.services import case_create, suite_create
 

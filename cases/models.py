@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from agents.seams import Agent, Conversation
+from agenthost.seams import Agent, Conversation
 
 
 class Suite(models.Model):

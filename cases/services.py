@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from agents.seams import Agent, Conversation
+from agenthost.seams import Agent, Conversation
 from agenttest.inputs import parse_id
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.selectors import case_list

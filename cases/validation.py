@@ -25,7 +25,7 @@ from typing import Any
 
 import regex
 
-from agents.seams import (
+from agenthost.seams import (
     Agent,
     Conversation,
     agent_callable_functions,

@@ -27,7 +27,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from agents.seams import CONTROL_FLOW_FUNCTIONS
+from agenthost.seams import CONTROL_FLOW_FUNCTIONS
 from recording.transcripts import START, Block, RecordedCall, Transcript
 
 NAME_MAX_LENGTH = 200

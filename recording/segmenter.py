@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agents.seams import ModelRequest, ProviderError, get_model, get_provider
+from agenthost.seams import ModelRequest, ProviderError, get_model, get_provider
 from recording.transcripts import Transcript
 
 SEGMENT_NAME_MAX_LENGTH = 60

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from agents.seams import Agent, Conversation
+from agenthost.seams import Agent, Conversation
 from cases.models import Case, Suite
 
 

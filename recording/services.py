@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from agents.seams import Agent, Conversation, UnknownModel, configured_models, get_model
+from agenthost.seams import Agent, Conversation, UnknownModel, configured_models, get_model
 from agenttest.inputs import parse_id
 from cases.models import Case, Suite
 from cases.selectors import suite_by_reference

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.seams import Conversation, Message, conversation_messages, conversation_state_timeline
+from agenthost.seams import Conversation, Message, conversation_messages, conversation_state_timeline
 
 START = -1
 """The block index of what ran before the first user message: the agent's start-up rules."""

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from rest_framework.throttling import ScopedRateThrottle
 
-from agents.seams import Conversation, configured_models, conversation_state, sealed_filter
+from agenthost.seams import Conversation, configured_models, conversation_state, sealed_filter
 from agenttest.inputs import parse_id, text_is_storable
 from cases.models import Suite
 from recording.api import THROTTLE_SCOPE, suite_from_ref

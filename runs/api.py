@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
 from rest_framework.views import APIView
 
-from agents.seams import configured_models
+from agenthost.seams import configured_models
 from agenttest.api import ApiPagination, IdField, IsStaffOrReadOnly, StrictInputSerializer, validation_problems
 from cases.models import Suite
 from cases.selectors import suite_detail

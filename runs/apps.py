@@ -6,7 +6,7 @@ class RunsConfig(AppConfig):
     verbose_name = "Test runs"
 
     def ready(self) -> None:
-        from agents.seams import executor_providers, register_agent_load_hook, register_executor_provider
+        from agenthost.seams import executor_providers, register_agent_load_hook, register_executor_provider
         from runs import signals  # noqa: F401  (worker start: sweep and concurrency warning)
         from runs.mocking import apply_model_override, mock_provider
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import regex
 
-from agents.seams import (
+from agenthost.seams import (
     ModelRequest,
     ModelResponse,
     ProviderError,

@@ -8,7 +8,7 @@ from typing import Any
 
 from django import forms
 
-from agents.seams import configured_models
+from agenthost.seams import configured_models
 from agenttest.inputs import parse_id
 from cases.models import Suite
 from runs.models import Run

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agents.seams import (
+from agenthost.seams import (
     CONTROL_FLOW_FUNCTIONS,
     Conversation,
     FunctionContext,

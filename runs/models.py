@@ -7,7 +7,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import models
 
-from agents.seams import Conversation
+from agenthost.seams import Conversation
 from cases.models import Case, Suite
 
 

@@ -35,7 +35,7 @@ import re
 import threading
 from typing import Any
 
-from agents.seams import (
+from agenthost.seams import (
     ModelProvider,
     ModelRequest,
     ModelResponse,

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.db.models import Q
 
-from agents.seams import (
+from agenthost.seams import (
     Agent,
     ConversationError,
     Message,
@@ -53,7 +53,7 @@ from runs.replay import LIVE_PROVIDER, Replayer, Tape, install_providers
 
 TEST_TAG = "agenttest"
 NO_ASSERTIONS = "the case has no assertions, so it verifies nothing"
-# What a provider's configuration leaves unsaid (agents/llm/config.py's defaults).
+# What a provider's configuration leaves unsaid (agenthost/llm/config.py's defaults).
 DEFAULT_PROVIDER_TIMEOUT = 60.0
 DEFAULT_PROVIDER_RETRIES = 2
 # Between two attempts the SDK backs off (or honours Retry-After); a few seconds each is its usual ceiling.

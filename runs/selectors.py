@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from agents.seams import Conversation
+from agenthost.seams import Conversation
 from runs.models import CaseResult, Run, RunLock
 from runs.runner import TEST_TAG
 

@@ -19,7 +19,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from agents.seams import (
+from agenthost.seams import (
     Conversation,
     LoadedAgent,
     ModelConfig,

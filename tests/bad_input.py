@@ -36,8 +36,8 @@ class World:
 
 
 def world_create(*, owner: Any) -> World:
-    from agents.demo import demo_agents_ensure
-    from agents.services import conversation_start
+    from agenthost.demo import demo_agents_ensure
+    from agenthost.services import conversation_start
     from cases.demo import demo_suite_ensure
     from runs.services import run_create
 

@@ -1,5 +1,5 @@
 """Fixtures shared by every test: users with their API clients, the demo agents, and the model fixtures
-(`scripted_model`, `openai_stub`) from agents.testing.fixtures."""
+(`scripted_model`, `openai_stub`) from agenthost.testing.fixtures."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from agents.demo import demo_agents_ensure
-from agents.models import Agent
+from agenthost.demo import demo_agents_ensure
+from agenthost.models import Agent
 
-pytest_plugins = ["agents.testing.fixtures"]
+pytest_plugins = ["agenthost.testing.fixtures"]
 
 
 @pytest.fixture(autouse=True)

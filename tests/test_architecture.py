@@ -1,4 +1,4 @@
-"""The seam contract: the harness reaches the host only through agents/seams.py, and the host never imports the
+"""The seam contract: the harness reaches the host only through agenthost/seams.py, and the host never imports the
 harness — deleting the harness apps leaves a host whose behaviour is identical."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 HARNESS = ("cases", "runs", "recording")
-HOST_PUBLIC = {"agents.seams"}
+HOST_PUBLIC = {"agenthost.seams"}
 
 
 def _imports(package: str) -> list[tuple[str, str]]:
@@ -29,7 +29,7 @@ def _imports(package: str) -> list[tuple[str, str]]:
 
 
 def test_it_keeps_the_host_free_of_harness_imports():
-    offending = [(f, m) for f, m in _imports("agents") if m.split(".")[0] in HARNESS]
+    offending = [(f, m) for f, m in _imports("agenthost") if m.split(".")[0] in HARNESS]
     assert offending == []
 
 
@@ -38,7 +38,7 @@ def test_it_lets_the_harness_reach_the_host_only_through_the_seams_module():
         (f, m)
         for package in HARNESS
         for f, m in _imports(package)
-        if m.split(".")[0] == "agents" and m not in HOST_PUBLIC
+        if m.split(".")[0] == "agenthost" and m not in HOST_PUBLIC
     ]
     assert offending == []
 
@@ -52,12 +52,12 @@ def test_it_runs_the_host_alone_when_the_harness_apps_are_removed(tmp_path):
         "call_command('migrate', verbosity=0)\n"
         "from django.apps import apps\n"
         "assert not any(apps.is_installed(a) for a in ('cases', 'runs', 'recording'))\n"
-        "from agents.seams import executor_providers\n"
+        "from agenthost.seams import executor_providers\n"
         "assert executor_providers() == [], executor_providers()\n"
-        "from agents.demo import demo_agents_ensure\n"
+        "from agenthost.demo import demo_agents_ensure\n"
         "demo_agents_ensure()\n"
-        "from agents.models import Agent\n"
-        "from agents.services import conversation_start, conversation_send\n"
+        "from agenthost.models import Agent\n"
+        "from agenthost.services import conversation_start, conversation_send\n"
         "turn = conversation_send(conversation=conversation_start(agent=Agent.objects.get(name='order-router')),\n"
         "                         text='Please cancel order 1043, my email is ana@example.com')\n"
         "print([(c.name, c.outcome) for c in turn.tool_calls])\n"

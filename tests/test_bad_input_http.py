@@ -156,7 +156,7 @@ def test_it_shows_a_form_error_for_deep_or_non_finite_json_in_the_admin(staff_pa
     before = database_fingerprint()
 
     response = staff_pages.post(
-        "/admin/agents/agent/add/",
+        "/admin/agenthost/agent/add/",
         data={**_agent_body(), "temperature": "0", "functions": functions, "rules": "[]", "description": ""},
     )
 
@@ -170,7 +170,7 @@ def test_it_shows_a_form_error_for_deep_json_in_the_conversation_admin(staff_pag
     before = database_fingerprint()
 
     response = staff_pages.post(
-        f"/admin/agents/conversation/{world.conversation_id}/change/",
+        f"/admin/agenthost/conversation/{world.conversation_id}/change/",
         data={"title": "renamed", "tags": deep_json(DEEP)},
     )
 
@@ -442,7 +442,7 @@ def test_it_refuses_a_recording_page_post_whose_suite_holds_a_nul(staff_pages, w
     assert fingerprint_changes(before, database_fingerprint()) == []
 
 
-@pytest.mark.parametrize("path", ["/admin/agents/agent/", "/admin/agents/conversation/", "/admin/runs/run/",
+@pytest.mark.parametrize("path", ["/admin/agenthost/agent/", "/admin/agenthost/conversation/", "/admin/runs/run/",
                                   "/admin/runs/caseresult/"])
 def test_it_answers_an_admin_search_holding_a_nul(staff_pages, world, path):
     response = staff_pages.get(path, params={"q": "a\x00b"})
@@ -456,8 +456,8 @@ def test_it_answers_an_admin_search_holding_a_nul(staff_pages, world, path):
     [
         "/runs/{huge}/", "/runs/{huge}/progress.json", "/runs/{huge}/results/{huge}/", "/runs/{run_id}/results/{huge}/",
         "/runs/{huge}/results/1/", "/runs/{huge}/compare/", "/runs/{huge}/matrix.csv", "/runs/{huge}/junit.xml",
-        "/conversations/{huge}/", "/admin/agents/agent/{huge}/change/", "/admin/runs/run/{huge}/change/",
-        "/admin/runs/caseresult/{huge}/change/", "/admin/agents/conversation/{huge}/change/",
+        "/conversations/{huge}/", "/admin/agenthost/agent/{huge}/change/", "/admin/runs/run/{huge}/change/",
+        "/admin/runs/caseresult/{huge}/change/", "/admin/agenthost/conversation/{huge}/change/",
     ],
 )
 def test_it_answers_404_to_a_page_whose_path_id_is_beyond_any_id(staff_pages, world, path):

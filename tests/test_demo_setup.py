@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core import mail
 from django.core.management import call_command
 
-from agents.models import Agent, Conversation, Message, StateChange
+from agenthost.models import Agent, Conversation, Message, StateChange
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ import time
 import pytest
 from kombu import Connection
 
-from agents.models import Agent
+from agenthost.models import Agent
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_trigger
@@ -164,7 +164,7 @@ def _drop_this_threads_connection() -> None:
 
 
 def test_it_turns_a_connection_lost_mid_case_into_that_cases_error_and_finishes_the_run(scripted_model):
-    from agents.llm.scripted import Answer
+    from agenthost.llm.scripted import Answer
     from runs.services import run_create, run_execute
 
     agent = Agent.objects.create(name="plain", instruction="Answer.", provider="scripted", model="scripted")

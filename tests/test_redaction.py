@@ -8,9 +8,9 @@ import json
 import pytest
 from django.core.management import call_command
 
-from agents.llm.scripted import Answer, Call
-from agents.models import Agent, Message, StateChange
-from agents.redaction import RedactingLogFilter
+from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent, Message, StateChange
+from agenthost.redaction import RedactingLogFilter
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
@@ -49,7 +49,7 @@ def everything_stored() -> str:
 
     dump = []
     for model in apps.get_models():
-        if model._meta.app_label in {"agents", "runs", "recording"}:
+        if model._meta.app_label in {"agenthost", "runs", "recording"}:
             dump.extend(json.dumps(row, default=str) for row in model.objects.values())
     return "\n".join(dump)
 
@@ -99,7 +99,7 @@ def test_it_redacts_log_lines(caplog, monkeypatch, settings):
 def test_it_keeps_ordinary_text_intact(scripted_model):
     agent = Agent.objects.create(name="plain", instruction="x", provider="scripted", model="scripted")
     scripted_model.play(Answer("Your order 1043 ships on Monday; the API key field is empty."))
-    from agents.services import conversation_send, conversation_start
+    from agenthost.services import conversation_send, conversation_start
 
     turn = conversation_send(conversation=conversation_start(agent=agent), text="when?")
     assert turn.output == "Your order 1043 ships on Monday; the API key field is empty."

@@ -20,11 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.builtins.control import CONTROL_FLOW_FUNCTIONS
-from agents.functions import registered_functions
-from agents.llm.base import ModelRequest
-from agents.llm.scripted import Answer, Call
-from agents.models import Agent, Message
+from agenthost.builtins.control import CONTROL_FLOW_FUNCTIONS
+from agenthost.functions import registered_functions
+from agenthost.llm.base import ModelRequest
+from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent, Message
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.mocking import CANARY_FUNCTION
 from runs.models import CaseResult
@@ -212,7 +212,7 @@ def test_it_never_executes_a_side_effecting_function_in_a_run(
 def test_it_counts_effects_at_the_listeners_outside_a_test(transactional_db, scripted_model, outside_world):
     """The counting above can see an effect: outside a test the same calls really reach the listener and the mail
     directory (so a zero in the property test is not a blind spot)."""
-    from agents.services import conversation_send, conversation_start
+    from agenthost.services import conversation_send, conversation_start
 
     listener, mail_dir = outside_world
     agent = Agent.objects.create(

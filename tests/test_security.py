@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from agents.models import Agent, Conversation
+from agenthost.models import Agent, Conversation
 from cases.models import Case, Suite, Turn
 from runs.models import CaseResult, Run
 

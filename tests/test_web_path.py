@@ -26,7 +26,7 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
-from agents.testing.openai_stub import OpenAIStub
+from agenthost.testing.openai_stub import OpenAIStub
 from recording.segmenter import SYSTEM_PROMPT
 from tests import workers
 

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('agents', '0001_initial'),
+        ('agenthost', '0001_initial'),
     ]
 
     operations = [
@@ -29,8 +29,8 @@ class Migration(migrations.Migration):
                 ('warnings', models.JSONField(blank=True, default=list, help_text='Notes left by recording for the reviewer.')),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
-                ('entry_agent', models.ForeignKey(blank=True, help_text="The agent the conversation starts with; empty: the suite's agent.", null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='agents.agent')),
-                ('source_conversation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='agents.conversation')),
+                ('entry_agent', models.ForeignKey(blank=True, help_text="The agent the conversation starts with; empty: the suite's agent.", null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='agenthost.agent')),
+                ('source_conversation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='agenthost.conversation')),
             ],
             options={
                 'ordering': ['suite_id', '-priority', 'name', 'id'],
@@ -79,7 +79,7 @@ class Migration(migrations.Migration):
                 ('enabled', models.BooleanField(default=True)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='suites', to='agents.agent')),
+                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='suites', to='agenthost.agent')),
             ],
             options={
                 'ordering': ['name'],

@@ -7,8 +7,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from agents.demo import demo_agents_ensure
-from agents.models import Agent
+from agenthost.demo import demo_agents_ensure
+from agenthost.models import Agent
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from agents.demo import demo_conversations_create
-from agents.models import Conversation
-from agents.services import conversation_start
+from agenthost.demo import demo_conversations_create
+from agenthost.models import Conversation
+from agenthost.services import conversation_start
 from cases.models import Case
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

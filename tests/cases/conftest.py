@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agents.models import Agent
+from agenthost.models import Agent
 from cases.models import Case, Suite
 from cases.services import case_create
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.contrib.messages import get_messages
 
-from agents.models import Conversation
+from agenthost.models import Conversation
 from cases.models import Case, Suite, Turn
 
 pytestmark = pytest.mark.django_db
@@ -91,7 +91,7 @@ def test_it_renders_a_case_with_its_parts_readably(admin_client, suite, make_cas
 
     assert response.status_code == 200
     page = response.content.decode()
-    assert f'href="/admin/agents/conversation/{conversation.pk}/change/"' in page
+    assert f'href="/admin/agenthost/conversation/{conversation.pk}/change/"' in page
     assert "Check the refund amount." in page
     assert "{\n  &quot;order_id&quot;: &quot;1042&quot;\n}" in page
 

@@ -19,8 +19,8 @@ from django.core.management import CommandError, call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.models import Agent
-from agents.seams import CONTROL_FLOW_FUNCTIONS, FunctionContext, register_function
+from agenthost.models import Agent
+from agenthost.seams import CONTROL_FLOW_FUNCTIONS, FunctionContext, register_function
 from agenttest.inputs import MAX_JSON_DEPTH
 from cases.models import Case, Mock, Suite
 from cases.services import case_create, suite_create, suite_update

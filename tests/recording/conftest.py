@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 
-from agents.models import Agent, Conversation
-from agents.services import conversation_send, conversation_start
+from agenthost.models import Agent, Conversation
+from agenthost.services import conversation_send, conversation_start
 from cases.models import Suite
 
 CAREFUL = "simulated:sim-careful"

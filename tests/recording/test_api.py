@@ -6,7 +6,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.urls import reverse
 
-from agents.llm.scripted import Fail
+from agenthost.llm.scripted import Fail
 from cases.models import Case, Suite
 from tests.recording.conftest import segments_answer
 

@@ -7,7 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from agents.llm.scripted import Answer, Call
+from agenthost.llm.scripted import Answer, Call
 from cases.models import Case, Suite
 from tests.recording.conftest import segments_answer
 

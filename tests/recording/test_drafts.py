@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.functions import FunctionResult, register_function
-from agents.llm.scripted import Answer, Call
-from agents.models import Agent, Message
-from agents.services import conversation_send, conversation_start
+from agenthost.functions import FunctionResult, register_function
+from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent, Message
+from agenthost.services import conversation_send, conversation_start
 from recording.drafts import NothingToRecord, draft_document
 from recording.transcripts import transcript_load
 from runs.mocking import CaseSession, registry

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agents.llm.scripted import Fail
+from agenthost.llm.scripted import Fail
 from cases.models import Case, Suite
 from recording.services import (
     ExtractionModelUnavailable,

@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from agents.models import Conversation
+from agenthost.models import Conversation
 from cases.models import Case, Suite
 from tests.recording.conftest import CANCEL_1043, THREE_TOPICS, WHERE_IS_1042, segments_answer
 
@@ -175,7 +175,7 @@ def test_it_shares_the_apis_throttle_budget(staff_page, three_topics):
 
 
 def test_it_hides_sealed_test_conversations_unless_asked(staff_page, demo_agents, talk):
-    from agents.services import conversation_start
+    from agenthost.services import conversation_start
 
     chat = talk(demo_agents["order-router"], WHERE_IS_1042, title="a customer chat")
     sealed = conversation_start(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 
-from agents.models import Agent
+from agenthost.models import Agent
 from agenttest.celery import app
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run

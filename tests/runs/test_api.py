@@ -112,7 +112,7 @@ def test_it_lists_runs_with_counts_and_per_model_pass_rates(member_client, finis
 
 @pytest.mark.django_db
 def test_it_filters_runs_by_suite_status_and_agent(member_client, order_suite, make_suite, make_run):
-    from agents.models import Agent
+    from agenthost.models import Agent
 
     other_agent = Agent.objects.create(name="other", instruction="x", provider="simulated", model="sim-hasty")
     other_suite = make_suite("other", agent=other_agent)

@@ -8,9 +8,9 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from agents.llm.scripted import Answer
-from agents.models import Agent
-from agents.seams import Usage
+from agenthost.llm.scripted import Answer
+from agenthost.models import Agent
+from agenthost.seams import Usage
 from cases.models import Assertion, Case, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.selectors import run_summary

@@ -17,9 +17,9 @@ from django.conf import settings as django_settings
 from django.core import serializers
 from django.core.management import call_command
 
-from agents.llm.scripted import Answer
-from agents.models import Agent
-from agents.testing.openai_stub import echo_reply
+from agenthost.llm.scripted import Answer
+from agenthost.models import Agent
+from agenthost.testing.openai_stub import echo_reply
 from cases.demo import demo_suite_ensure
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run

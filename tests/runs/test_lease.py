@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.db import connection
 from kombu import Connection
 
-from agents.models import Agent
+from agenthost.models import Agent
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run, RunLock
 from runs.services import run_trigger

@@ -12,7 +12,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.models import Conversation
+from agenthost.models import Conversation
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
 from tests.runs.conftest import CAREFUL

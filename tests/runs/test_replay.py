@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from agents.llm.scripted import Answer, Hang
-from agents.models import Agent
-from agents.testing.openai_stub import HttpError, echo_reply
+from agenthost.llm.scripted import Answer, Hang
+from agenthost.models import Agent
+from agenthost.testing.openai_stub import HttpError, echo_reply
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.mocking import registry
 from runs.models import CaseResult, Recording, Run

@@ -10,9 +10,9 @@ import time
 import pytest
 from django.core import mail
 
-from agents.llm.scripted import Answer, Call, Fail
-from agents.models import Agent, Message
-from agents.seams import (
+from agenthost.llm.scripted import Answer, Call, Fail
+from agenthost.models import Agent, Message
+from agenthost.seams import (
     conversation_send,
     conversation_start,
     executor_providers,

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from agents.llm.scripted import Answer, Call
-from agents.models import Agent, Conversation, Message
-from agents.seams import (
+from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent, Conversation, Message
+from agenthost.seams import (
     CONTROL_FLOW_FUNCTIONS,
     ConversationSealed,
     FunctionContext,

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from agents.llm.scripted import Answer
-from agents.models import Agent
+from agenthost.llm.scripted import Answer
+from agenthost.models import Agent
 from cases.models import Suite
 from runs.junit import run_to_junit
 from runs.models import CaseResult, Run

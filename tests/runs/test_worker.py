@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from kombu import Connection
 
-from agents.models import Agent
+from agenthost.models import Agent
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_trigger

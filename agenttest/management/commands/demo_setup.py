@@ -14,7 +14,7 @@ from typing import Any
 from django.apps import apps
 from django.core.management.base import BaseCommand, CommandParser
 
-from agents.demo import (
+from agenthost.demo import (
     DEMO_TAG,
     demo_agents_ensure,
     demo_conversations_create,

@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db import models
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from agenthost.api import agent_problems
+from agenthost.models import Agent, Conversation, Message, StateChange
+from agenttest import admin_fields
+
+
+class PrettyJSONWidget(admin_fields.PrettyJSONWidget):
+    """Sized to its content."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs={"class": "vLargeTextField", "spellcheck": "false", **(attrs or {})})
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        text = context["widget"]["value"] or ""
+        lines = text.count("\n") + 1
+        context["widget"]["attrs"]["rows"] = min(max(lines + 1, 4), 40)
+        context["widget"]["attrs"]["style"] = "font-family: monospace; width: 100%;"
+        return context
+
+
+# Every JSON column is edited as text through the shared safe field (depth and NaN/Infinity refused on the field).
+JSON_FIELD_OVERRIDES: dict[type[models.Field], dict[str, Any]] = {
+    models.JSONField: {"form_class": admin_fields.SafeJSONField, "widget": PrettyJSONWidget}
+}
+
+
+class AgentAdminForm(forms.ModelForm):
+    class Meta:
+        model = Agent
+        fields = (
+            "name", "description", "instruction", "provider", "model", "temperature", "max_steps", "functions",
+            "rules", "sub_agents",
+        )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        # Fields that already failed their own validation are missing here; check only when all are present.
+        needed = ("name", "instruction", "provider", "model", "functions", "rules")
+        if all(field in cleaned for field in needed):
+            sub_agents = [agent.name for agent in cleaned.get("sub_agents") or []]
+            problems = agent_problems(**{field: cleaned[field] for field in needed}, sub_agents=sub_agents)
+            for field, messages in problems.items():
+                self.add_error(field, messages)
+        return cleaned
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    form = AgentAdminForm
+    list_display = ("name", "provider", "model", "temperature", "updated_at")
+    list_filter = ("provider",)
+    search_fields = ("name", "description", "instruction")
+    filter_horizontal = ("sub_agents",)
+    formfield_overrides = JSON_FIELD_OVERRIDES
+    readonly_fields = ("created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("name", "description", "instruction")}),
+        ("Model", {"fields": ("provider", "model", "temperature", "max_steps")}),
+        ("Tools and routing", {"fields": ("functions", "rules", "sub_agents")}),
+        ("History", {"fields": ("created_at", "updated_at")}),
+    )
+
+
+def _pretty_json(value: Any) -> SafeString | str:
+    if value is None:
+        return "—"
+    return format_html("<pre style=\"margin: 0; white-space: pre-wrap;\">{}</pre>", json.dumps(value, indent=2))
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class MessageInline(ReadOnlyInline):
+    model = Message
+    fields = (
+        "seq", "turn", "role", "agent", "content", "function_name", "pretty_arguments", "outcome", "trigger", "model",
+        "input_tokens", "output_tokens", "latency_ms",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="arguments")
+    def pretty_arguments(self, message: Message) -> SafeString | str:
+        return _pretty_json(message.arguments)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        return super().get_queryset(request).select_related("agent")
+
+
+class StateChangeInline(ReadOnlyInline):
+    model = StateChange
+    fields = ("key", "pretty_value", "message", "created_at")
+    readonly_fields = fields
+
+    @admin.display(description="value")
+    def pretty_value(self, change: StateChange) -> SafeString | str:
+        return _pretty_json(change.value)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[StateChange]:
+        return super().get_queryset(request).select_related("message")
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ("id", "title", "agent", "owner", "turn_count", "created_at")
+    list_filter = ("agent",)
+    list_select_related = ("agent", "owner")
+    search_fields = ("title", "tags")
+    date_hierarchy = "created_at"
+    fields = ("title", "tags", "agent", "current_agent", "owner", "turn_count", "created_at", "updated_at")
+    readonly_fields = ("agent", "current_agent", "owner", "turn_count", "created_at", "updated_at")
+    formfield_overrides = JSON_FIELD_OVERRIDES
+    inlines = (MessageInline, StateChangeInline)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # A conversation begins through the conversation service (initial state, start-up rules), not a bare row.
+        return False

@@ -1,0 +1,665 @@
+"""The host's REST API: one view class per action, reads through selectors, writes through services.
+
+Two actions that share a URL (list + create, detail + update) are combined into one mounted view; each action keeps
+its own serializers, referenced by the action's class name so the combination cannot mix them up.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jsonschema
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from django.template import Engine, TemplateSyntaxError
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agenthost.llm.registry import UnknownModel, configured_models, get_model
+from agenthost.models import Agent, Conversation
+from agenthost.selectors import (
+    SEALED_FILTER_CHOICES,
+    agent_list,
+    conversation_list,
+    conversation_messages,
+    conversation_state,
+    conversation_state_timeline,
+)
+from agenthost.services import (
+    ConcurrentTurn,
+    ConversationError,
+    ConversationSealed,
+    InvalidInput,
+    ModelCallFailed,
+    StepLimitExceeded,
+    conversation_send,
+    conversation_start,
+)
+from agenttest.api import ApiPagination, IdField, IsStaffOrReadOnly, JSONInputField, StrictInputSerializer
+from agenttest.inputs import parse_id
+
+RULE_TRIGGERS = ("conversation_started", "state_changed")
+# What a PositiveIntegerField holds on every database Django supports.
+MAX_POSITIVE_INT = 2**31 - 1
+# Text no database stores: PostgreSQL refuses NUL in text and JSON, and a lone surrogate (which JSON text may escape,
+# e.g. in a form field parsed as JSON) is not Unicode at all.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
+_instruction_engine = Engine(autoescape=False)
+
+
+def _paginated_response(
+    *, serializer_class: type[serializers.Serializer], queryset: QuerySet, request: Request, view: APIView
+) -> Response:
+    paginator = ApiPagination()
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(serializer_class(page, many=True).data)
+
+
+# --- Agent validation and writes --------------------------------------------------------------------------------
+# The admin form runs the same checks (agenthost/admin.py), so an agent saved either way is one the loop can run.
+
+
+def _function_problems(functions: Any) -> list[str]:
+    if not isinstance(functions, list):
+        return ["must be a list of function objects"]
+    problems = []
+    seen: set[str] = set()
+    for index, item in enumerate(functions):
+        where = f"functions[{index}]"
+        if not isinstance(item, dict):
+            problems.append(f"{where}: must be an object with a 'name'")
+            continue
+        name = item.get("name")
+        if not isinstance(name, str) or not name.strip():
+            problems.append(f"{where}.name: must be a non-empty string")
+        elif name in seen:
+            problems.append(f"{where}.name: {name!r} is declared twice")
+        else:
+            seen.add(name)
+        if "description" in item and not isinstance(item["description"], str):
+            problems.append(f"{where}.description: must be a string")
+        if "parameters" in item:
+            problems.extend(f"{where}.parameters: {problem}" for problem in _schema_problems(item["parameters"]))
+    return problems
+
+
+def _schema_problems(schema: Any) -> list[str]:
+    if not isinstance(schema, dict):
+        return ["must be a JSON Schema object"]
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(part) for part in exc.path)
+        return [f"not a valid JSON Schema{f' at {where}' if where else ''}: {exc.message}"]
+    if schema.get("type") != "object":
+        # Models send tool arguments as one JSON object, so anything else could never be satisfied.
+        return ["must describe an object (\"type\": \"object\")"]
+    return []
+
+
+def _unstorable_paths(value: Any, where: str) -> list[str]:
+    """Where a JSON value holds text no database stores (see _UNSTORABLE)."""
+    if isinstance(value, str):
+        return [where] if _UNSTORABLE.search(value) else []
+    if isinstance(value, dict):
+        return [
+            path
+            for key, item in value.items()
+            for path in (
+                [f"{where} (a key)"] if _UNSTORABLE.search(str(key)) else _unstorable_paths(item, f"{where}.{key}")
+            )
+        ]
+    if isinstance(value, list):
+        return [path for index, item in enumerate(value) for path in _unstorable_paths(item, f"{where}[{index}]")]
+    return []
+
+
+def _rule_problems(rules: Any) -> list[str]:
+    if not isinstance(rules, list):
+        return ["must be a list of rule objects"]
+    problems = []
+    for index, rule in enumerate(rules):
+        where = f"rules[{index}]"
+        if not isinstance(rule, dict):
+            problems.append(f"{where}: must be an object with 'trigger' and 'function'")
+            continue
+        if rule.get("trigger") not in RULE_TRIGGERS:
+            problems.append(f"{where}.trigger: must be one of {', '.join(RULE_TRIGGERS)}")
+        if rule.get("trigger") == "state_changed" and not str(rule.get("key") or "").strip():
+            problems.append(f"{where}.key: a state_changed rule needs the state key it watches")
+        if not isinstance(rule.get("function"), str) or not rule["function"].strip():
+            problems.append(f"{where}.function: must be a non-empty function name")
+        if "arguments" in rule and not isinstance(rule["arguments"], dict):
+            problems.append(f"{where}.arguments: must be an object")
+    return problems
+
+
+def agent_problems(
+    *,
+    name: str,
+    instruction: str,
+    provider: str,
+    model: str,
+    functions: Any,
+    rules: Any,
+    sub_agents: list[str],
+) -> dict[str, list[str]]:
+    """What is wrong with an agent's configuration, keyed by field name; empty when the agent can run."""
+    problems: dict[str, list[str]] = {}
+    try:
+        _instruction_engine.from_string(instruction)
+    except TemplateSyntaxError as exc:
+        problems["instruction"] = [f"does not compile as a Django template: {exc}"]
+    providers = list(dict.fromkeys(config.provider for config in configured_models()))
+    if provider not in providers:
+        configured = ", ".join(providers) or "none"
+        problems["provider"] = [f"provider {provider!r} is not configured; configured: {configured}"]
+    else:
+        try:
+            get_model(f"{provider}:{model}")
+        except UnknownModel as exc:
+            problems["model"] = [str(exc)]
+    if function_problems := _function_problems(functions):
+        problems["functions"] = function_problems
+    if rule_problems := _rule_problems(rules):
+        problems["rules"] = rule_problems
+    for field, value in (("functions", functions), ("rules", rules)):
+        if paths := _unstorable_paths(value, field):
+            problems.setdefault(field, []).extend(f"{path}: {UNSTORABLE_MESSAGE}" for path in paths)
+    if name in sub_agents:
+        problems["sub_agents"] = [f"{name!r} cannot be its own sub-agent"]
+    else:
+        known = set(Agent.objects.filter(name__in=sub_agents).values_list("name", flat=True))
+        if missing := [sub for sub in sub_agents if sub not in known]:
+            problems["sub_agents"] = [f"no agent named {', '.join(repr(sub) for sub in missing)}"]
+    return problems
+
+
+@transaction.atomic
+def agent_create(*, sub_agents: list[str], **fields: Any) -> Agent:
+    agent = Agent.objects.create(**fields)
+    agent.sub_agents.set(Agent.objects.filter(name__in=sub_agents))
+    return agent
+
+
+@transaction.atomic
+def agent_update(*, agent: Agent, sub_agents: list[str] | None = None, **fields: Any) -> Agent:
+    for field, value in fields.items():
+        setattr(agent, field, value)
+    agent.save()
+    if sub_agents is not None:
+        agent.sub_agents.set(Agent.objects.filter(name__in=sub_agents))
+    return agent
+
+
+# --- Agents -----------------------------------------------------------------------------------------------------
+
+
+class AgentOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    model_key = serializers.CharField()
+    temperature = serializers.FloatField()
+    functions = serializers.JSONField()
+    sub_agents = serializers.SerializerMethodField(help_text="Names of the agents this one may route to.")
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_sub_agents(self, agent: Agent) -> list[str]:
+        return [sub.name for sub in agent.sub_agents.all()]
+
+
+class AgentDetailOutputSerializer(AgentOutputSerializer):
+    instruction = serializers.CharField()
+    rules = serializers.JSONField()
+    max_steps = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class AgentListApi(APIView):
+    pagination_class = ApiPagination
+
+    @extend_schema(tags=["agents"], operation_id="agents_list", responses=AgentOutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return _paginated_response(
+            serializer_class=AgentOutputSerializer, queryset=agent_list(), request=request, view=self
+        )
+
+
+class AgentCreateApi(APIView):
+    permission_classes = [IsAuthenticated, IsStaffOrReadOnly]
+    staff_only_message = "Only staff users may change agents."
+
+    class InputSerializer(StrictInputSerializer):
+        class Meta:
+            ref_name = "AgentCreate"
+
+        name = serializers.CharField(max_length=100)
+        description = serializers.CharField(allow_blank=True, default="")
+        instruction = serializers.CharField(trim_whitespace=False)
+        provider = serializers.CharField(max_length=100)
+        model = serializers.CharField(max_length=200)
+        temperature = serializers.FloatField(min_value=0.0, max_value=2.0, default=0.0)
+        functions = JSONInputField(default=list)
+        rules = JSONInputField(default=list)
+        sub_agents = serializers.ListField(child=serializers.CharField(), default=list)
+        max_steps = serializers.IntegerField(min_value=1, max_value=MAX_POSITIVE_INT, allow_null=True, default=None)
+
+        def validate_name(self, value: str) -> str:
+            others = Agent.objects.filter(name=value)
+            if self.instance is not None:
+                others = others.exclude(pk=self.instance.pk)
+            if others.exists():
+                raise serializers.ValidationError(f"an agent named {value!r} already exists")
+            return value
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            current = self.instance
+            merged = {
+                field: attrs[field] if field in attrs else getattr(current, field, "")
+                for field in ("name", "instruction", "provider", "model", "functions", "rules")
+            }
+            if "sub_agents" in attrs:
+                merged["sub_agents"] = attrs["sub_agents"]
+            else:
+                merged["sub_agents"] = [sub.name for sub in current.sub_agents.all()] if current else []
+            if problems := agent_problems(**merged):
+                raise serializers.ValidationError(problems)
+            return attrs
+
+    @extend_schema(
+        tags=["agents"], operation_id="agents_create", request=InputSerializer,
+        responses={201: AgentDetailOutputSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = AgentCreateApi.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            agent = agent_create(**serializer.validated_data)
+        except IntegrityError:
+            if not _name_taken(serializer.validated_data["name"], exclude=None):
+                raise
+            return _name_taken_response(serializer.validated_data["name"])
+        return Response(AgentDetailOutputSerializer(agent).data, status=status.HTTP_201_CREATED)
+
+
+class AgentsApi(AgentListApi, AgentCreateApi):
+    """GET lists agents (any signed-in user); POST creates one (staff)."""
+
+    permission_classes = [IsAuthenticated, IsStaffOrReadOnly]
+    staff_only_message = "Only staff users may change agents."
+
+
+def _name_taken(name: str, *, exclude: int | None) -> bool:
+    """After an IntegrityError: whether another request took the name between validation and the write. Any other
+    integrity failure is the server's, and never reported as a name clash."""
+    return Agent.objects.filter(name=name).exclude(pk=exclude).exists()
+
+
+def _name_taken_response(name: str) -> Response:
+    return Response({"name": [f"an agent named {name!r} already exists"]}, status=status.HTTP_400_BAD_REQUEST)
+
+
+def _agent_or_404(agent_id: int) -> Agent:
+    return get_object_or_404(agent_list(), pk=agent_id)
+
+
+class AgentDetailApi(APIView):
+    @extend_schema(tags=["agents"], operation_id="agents_retrieve", responses=AgentDetailOutputSerializer)
+    def get(self, request: Request, agent_id: int) -> Response:
+        return Response(AgentDetailOutputSerializer(_agent_or_404(agent_id)).data)
+
+
+class AgentUpdateApi(APIView):
+    permission_classes = [IsAuthenticated, IsStaffOrReadOnly]
+    staff_only_message = "Only staff users may change agents."
+
+    class InputSerializer(AgentCreateApi.InputSerializer):
+        """The create fields, all optional: a PATCH changes only what it sends."""
+
+        class Meta:
+            ref_name = "AgentUpdate"
+
+    @extend_schema(
+        tags=["agents"], operation_id="agents_partial_update", request=InputSerializer,
+        responses=AgentDetailOutputSerializer,
+    )
+    def patch(self, request: Request, agent_id: int) -> Response:
+        agent = _agent_or_404(agent_id)
+        serializer = AgentUpdateApi.InputSerializer(agent, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        try:
+            agent = agent_update(agent=agent, **serializer.validated_data)
+        except IntegrityError:
+            name = serializer.validated_data.get("name")
+            if name is None or not _name_taken(name, exclude=agent.pk):
+                raise
+            return _name_taken_response(name)
+        return Response(AgentDetailOutputSerializer(_agent_or_404(agent.pk)).data)
+
+
+class AgentApi(AgentDetailApi, AgentUpdateApi):
+    """GET reads one agent (any signed-in user); PATCH changes it (staff)."""
+
+    permission_classes = [IsAuthenticated, IsStaffOrReadOnly]
+    staff_only_message = "Only staff users may change agents."
+
+
+# --- Conversations ----------------------------------------------------------------------------------------------
+
+
+def _visible_conversations(request: Request) -> QuerySet[Conversation]:
+    return conversation_list(user=request.user).select_related("current_agent")
+
+
+def _conversation_or_404(request: Request, conversation_id: int) -> Conversation:
+    # Someone else's conversation is indistinguishable from a missing one: its existence is not disclosed.
+    return get_object_or_404(_visible_conversations(request), pk=conversation_id)
+
+
+class AgentRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+
+
+class ConversationOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    agent = AgentRefSerializer()
+    current_agent = AgentRefSerializer(allow_null=True, help_text="The agent the next turn starts with.")
+    owner = serializers.CharField(source="owner.username", allow_null=True, default=None)
+    tags = serializers.ListField(child=serializers.CharField())
+    turn_count = serializers.IntegerField()
+    sealed = serializers.BooleanField(help_text="Nothing can be sent to a sealed conversation; sealed_reason says why.")
+    sealed_reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class ConversationDetailOutputSerializer(ConversationOutputSerializer):
+    state = serializers.DictField(child=serializers.JSONField(), help_text="The current state, key → value.")
+
+
+def _conversation_detail(conversation: Conversation) -> dict[str, Any]:
+    conversation.state = conversation_state(conversation=conversation)
+    return ConversationDetailOutputSerializer(conversation).data
+
+
+class ConversationListApi(APIView):
+    pagination_class = ApiPagination
+
+    class FilterSerializer(serializers.Serializer):
+        agent = IdField(thing="agent", required=False)
+        tag = serializers.CharField(required=False, default="")
+        search = serializers.CharField(required=False, default="")
+        sealed = serializers.ChoiceField(
+            choices=list(SEALED_FILTER_CHOICES),
+            required=False,
+            default="0",
+            help_text="0 (default): hide sealed conversations (e.g. a test run's); 1: only them; all: both.",
+        )
+
+    @extend_schema(
+        tags=["conversations"], operation_id="conversations_list", parameters=[FilterSerializer],
+        responses=ConversationOutputSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        filters = ConversationListApi.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        queryset = conversation_list(
+            user=request.user,
+            agent_id=filters.validated_data.get("agent"),
+            tag=filters.validated_data["tag"],
+            search=filters.validated_data["search"],
+            sealed=SEALED_FILTER_CHOICES[filters.validated_data["sealed"]],
+        ).select_related("current_agent")
+        return _paginated_response(
+            serializer_class=ConversationOutputSerializer, queryset=queryset, request=request, view=self
+        )
+
+
+class ConversationStartApi(APIView):
+    class InputSerializer(StrictInputSerializer):
+        class Meta:
+            ref_name = "ConversationStart"
+
+        class HistoryItemSerializer(StrictInputSerializer):
+            role = serializers.ChoiceField(choices=["user", "assistant"])
+            content = serializers.CharField()
+
+        agent = serializers.CharField(help_text="The entry agent's id or name.")
+        title = serializers.CharField(max_length=200, required=False, default="")
+        tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, default=list)
+        initial_state = serializers.DictField(
+            child=serializers.JSONField(), required=False, default=dict, help_text="State before the first turn."
+        )
+        history = serializers.ListField(
+            child=HistoryItemSerializer(), required=False, default=list,
+            help_text="Pre-written messages the conversation starts with.",
+        )
+
+        def validate_agent(self, value: str) -> Agent:
+            agent_id = parse_id(value)
+            agent = Agent.objects.filter(pk=agent_id).first() if agent_id is not None else None
+            agent = agent or Agent.objects.filter(name=value).first()
+            if agent is None:
+                raise serializers.ValidationError(f"no agent with id or name {value!r}")
+            return agent
+
+        def validate_initial_state(self, value: dict[str, Any]) -> dict[str, Any]:
+            if paths := _unstorable_paths(value, "initial_state"):
+                raise serializers.ValidationError([f"{path}: {UNSTORABLE_MESSAGE}" for path in paths])
+            return value
+
+    @extend_schema(
+        tags=["conversations"], operation_id="conversations_create", request=InputSerializer,
+        responses={201: ConversationDetailOutputSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = ConversationStartApi.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            conversation = conversation_start(owner=request.user, **serializer.validated_data)
+        except InvalidInput as exc:
+            return Response({"detail": str(exc), "code": exc.code}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(
+            _conversation_detail(_conversation_or_404(request, conversation.pk)), status=status.HTTP_201_CREATED
+        )
+
+
+class ConversationsApi(ConversationListApi, ConversationStartApi):
+    """GET lists the conversations you may see (staff: all); POST starts one owned by you."""
+
+
+class ConversationDetailApi(APIView):
+    @extend_schema(tags=["conversations"], responses=ConversationDetailOutputSerializer)
+    def get(self, request: Request, conversation_id: int) -> Response:
+        return Response(_conversation_detail(_conversation_or_404(request, conversation_id)))
+
+
+class UsageSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+
+
+class ToolCallSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    arguments = serializers.JSONField(help_text="Parsed arguments, or the raw text when they were not valid JSON.")
+    result = serializers.CharField()
+    outcome = serializers.CharField(
+        help_text="executed, static, missing, invalid, unavailable (not declared by the agent), mocked, blocked, …"
+    )
+    agent = serializers.CharField()
+    tool_call_id = serializers.CharField()
+    error = serializers.BooleanField()
+    trigger = serializers.CharField()
+    stop = serializers.BooleanField()
+
+
+class TurnSerializer(serializers.Serializer):
+    conversation_id = serializers.IntegerField()
+    turn = serializers.IntegerField()
+    output = serializers.CharField()
+    finish = serializers.CharField(help_text="answer, stop_completion or missing_function; empty if it did not end.")
+    tool_calls = ToolCallSerializer(many=True)
+    agent_chain = serializers.ListField(child=serializers.CharField())
+    usage = UsageSerializer()
+    model_latency_ms = serializers.FloatField()
+    steps = serializers.IntegerField()
+    models = serializers.ListField(child=serializers.CharField())
+
+
+class TurnFailureSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    code = serializers.CharField()
+    partial = TurnSerializer(allow_null=True, help_text="What happened in the turn before it stopped.")
+    state = serializers.DictField(child=serializers.JSONField())
+
+
+class MessageSendApi(APIView):
+    class InputSerializer(StrictInputSerializer):
+        class Meta:
+            ref_name = "MessageSend"
+
+        text = serializers.CharField(max_length=20_000)
+
+    class OutputSerializer(TurnSerializer):
+        class Meta:
+            ref_name = "TurnWithState"
+
+        state = serializers.DictField(child=serializers.JSONField(), help_text="The state after the turn.")
+
+    # Each failure keeps what the turn did before it stopped, so a caller can show it.
+    _failure_status = (
+        (ModelCallFailed, status.HTTP_502_BAD_GATEWAY),
+        (StepLimitExceeded, status.HTTP_422_UNPROCESSABLE_ENTITY),
+        (InvalidInput, status.HTTP_400_BAD_REQUEST),
+        # Refused before anything ran: a sealed conversation, or another turn in progress in it.
+        (ConversationSealed, status.HTTP_409_CONFLICT),
+        (ConcurrentTurn, status.HTTP_409_CONFLICT),
+    )
+
+    @extend_schema(
+        tags=["conversations"], operation_id="conversations_messages_create", request=InputSerializer,
+        responses={
+            200: OutputSerializer,
+            400: TurnFailureSerializer,
+            409: TurnFailureSerializer,
+            422: TurnFailureSerializer,
+            502: TurnFailureSerializer,
+        },
+    )
+    def post(self, request: Request, conversation_id: int) -> Response:
+        conversation = _conversation_or_404(request, conversation_id)
+        serializer = MessageSendApi.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            result = conversation_send(conversation=conversation, text=serializer.validated_data["text"])
+        except ConversationError as exc:
+            code = next(
+                (code for kind, code in self._failure_status if isinstance(exc, kind)),
+                status.HTTP_422_UNPROCESSABLE_ENTITY,
+            )
+            body = {
+                "detail": str(exc),
+                "code": exc.code,
+                "partial": exc.partial.as_dict() if exc.partial else None,
+                "state": conversation_state(conversation=conversation),
+            }
+            return Response(TurnFailureSerializer(body).data, status=code)
+        data = {**result.as_dict(), "state": conversation_state(conversation=conversation)}
+        return Response(MessageSendApi.OutputSerializer(data).data)
+
+
+class MessageOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    seq = serializers.IntegerField()
+    turn = serializers.IntegerField(help_text="-1 for pre-written history and start-up rules.")
+    role = serializers.CharField()
+    content = serializers.CharField()
+    function_name = serializers.CharField()
+    arguments = serializers.JSONField(allow_null=True)
+    raw_arguments = serializers.CharField()
+    tool_call_id = serializers.CharField()
+    agent = serializers.CharField(source="agent.name", allow_null=True, default=None)
+    trigger = serializers.CharField()
+    outcome = serializers.CharField()
+    model = serializers.CharField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    latency_ms = serializers.FloatField()
+    created_at = serializers.DateTimeField()
+
+
+class MessageListApi(APIView):
+    pagination_class = ApiPagination
+
+    @extend_schema(
+        tags=["conversations"], operation_id="conversations_messages_list",
+        responses=MessageOutputSerializer(many=True),
+    )
+    def get(self, request: Request, conversation_id: int) -> Response:
+        conversation = _conversation_or_404(request, conversation_id)
+        return _paginated_response(
+            serializer_class=MessageOutputSerializer,
+            queryset=conversation_messages(conversation=conversation),
+            request=request,
+            view=self,
+        )
+
+
+class MessagesApi(MessageListApi, MessageSendApi):
+    """GET lists a conversation's messages in order; POST sends a user message and runs the turn."""
+
+
+class ConversationStateApi(APIView):
+    class FilterSerializer(serializers.Serializer):
+        at = serializers.IntegerField(
+            required=False, min_value=0, max_value=MAX_POSITIVE_INT,
+            help_text="A message seq: the state right after that message.",
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ConversationState"
+
+        class TimelineEntrySerializer(serializers.Serializer):
+            key = serializers.CharField()
+            value = serializers.JSONField()
+            message_seq = serializers.IntegerField(allow_null=True, help_text="Empty for the initial state.")
+            turn = serializers.IntegerField(allow_null=True)
+
+        conversation_id = serializers.IntegerField()
+        at = serializers.IntegerField(allow_null=True)
+        state = serializers.DictField(child=serializers.JSONField())
+        timeline = TimelineEntrySerializer(many=True)
+
+    @extend_schema(
+        tags=["conversations"], operation_id="conversations_state_retrieve",
+        parameters=[OpenApiParameter("at", OpenApiTypes.INT, description="A message seq (≥ 0).")],
+        responses=OutputSerializer,
+    )
+    def get(self, request: Request, conversation_id: int) -> Response:
+        conversation = _conversation_or_404(request, conversation_id)
+        filters = ConversationStateApi.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        at = filters.validated_data.get("at")
+        data = {
+            "conversation_id": conversation.pk,
+            "at": at,
+            "state": conversation_state(conversation=conversation, at_seq=at),
+            "timeline": conversation_state_timeline(conversation=conversation),
+        }
+        return Response(ConversationStateApi.OutputSerializer(data).data)

@@ -1,0 +1,91 @@
+"""The five control-flow functions. They steer the conversation and touch nothing outside it, which is why they are
+the only functions a test run lets through to their real implementation."""
+
+from __future__ import annotations
+
+from django.template import Context, Engine, TemplateSyntaxError
+
+from agenthost.functions import FunctionContext, FunctionError, FunctionResult, register_function
+
+CONTROL_FLOW_FUNCTIONS = (
+    "route_to_agent",
+    "response_to_user",
+    "human_intervention_needed",
+    "util-routing-fallback_to_router",
+    "util-instruct-execute_template",
+)
+
+_template_engine = Engine(autoescape=False)
+
+
+@register_function(
+    name="route_to_agent",
+    outside_effects=False,
+    description="Hand this conversation turn to the sub-agent best suited to the user's request.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "agent_name": {"type": "string", "description": "Name of the sub-agent to hand over to."},
+            "reason": {"type": "string", "description": "Why this agent fits."},
+        },
+        "required": ["agent_name"],
+    },
+)
+def route_to_agent(context: FunctionContext, agent_name: str, reason: str = "") -> FunctionResult:
+    # The conversation loop checks the target is a sub-agent of the entry agent before switching.
+    return FunctionResult(content=f"Routed to {agent_name}.", route_to=agent_name, outcome="executed")
+
+
+@register_function(
+    name="util-routing-fallback_to_router",
+    outside_effects=False,
+    description="Give the conversation back to the entry (router) agent when the request is outside your scope.",
+    parameters={"type": "object", "properties": {"reason": {"type": "string"}}},
+)
+def fallback_to_router(context: FunctionContext, reason: str = "") -> FunctionResult:
+    return FunctionResult(content="Returned to the router.", route_to=context.entry_agent_name)
+
+
+@register_function(
+    name="response_to_user",
+    outside_effects=False,
+    description="Send this exact reply to the user and end the turn.",
+    parameters={"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]},
+)
+def response_to_user(context: FunctionContext, content: str) -> FunctionResult:
+    return FunctionResult(content=content, stop=True)
+
+
+@register_function(
+    name="human_intervention_needed",
+    outside_effects=False,
+    description="Ask a human operator to take over this conversation; ends the turn.",
+    parameters={"type": "object", "properties": {"reason": {"type": "string"}}, "required": ["reason"]},
+)
+def human_intervention_needed(context: FunctionContext, reason: str) -> FunctionResult:
+    return FunctionResult(
+        content="A person from our team will take over this conversation shortly.",
+        stop=True,
+        state_writes={"human_intervention_needed": reason},
+    )
+
+
+@register_function(
+    name="util-instruct-execute_template",
+    outside_effects=False,
+    description="Render a Django template with the conversation state and return the text.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "template": {"type": "string", "description": "Django template text, e.g. 'Hello {{ name }}'."},
+            "variables": {"type": "object", "description": "Extra variables on top of the conversation state."},
+        },
+        "required": ["template"],
+    },
+)
+def execute_template(context: FunctionContext, template: str, variables: dict | None = None) -> str:
+    try:
+        compiled = _template_engine.from_string(template)
+    except TemplateSyntaxError as exc:
+        raise FunctionError(f"the template does not compile: {exc}") from None
+    return compiled.render(Context({**context.state, **(variables or {})}))

@@ -1,0 +1,122 @@
+"""The function-executor factory: the one place that decides who executes a function name.
+
+Resolution order (ARCHITECTURE.md, a contract):
+  1. a blank or missing name is rejected before anything else sees it;
+  2. registered executor providers, ascending `order`, ties broken by provider name; first non-None wins;
+  3. a registered Python function with exactly that name;
+  4. a function the agent declares with a static output;
+  5. nothing: "Can't find function implementation of {name}", and the turn stops.
+With no provider registered, steps 3–5 are exactly the pre-seam behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+from agenthost.functions import (
+    Executor,
+    ExecutorProvider,
+    FunctionContext,
+    FunctionError,
+    FunctionResult,
+    get_function,
+    validate_arguments,
+)
+
+logger = logging.getLogger(__name__)
+
+_providers: list[ExecutorProvider] = []
+_providers_lock = threading.Lock()
+
+
+class InvalidFunctionName(ValueError):
+    pass
+
+
+def register_executor_provider(provider: ExecutorProvider) -> None:
+    if not getattr(provider, "name", ""):
+        raise ValueError("an executor provider needs a unique, non-empty name (it breaks ties between equal orders)")
+    with _providers_lock:
+        if any(existing.name == provider.name for existing in _providers):
+            raise ValueError(f"an executor provider named {provider.name!r} is already registered")
+        _providers.append(provider)
+
+
+def unregister_executor_provider(provider: ExecutorProvider) -> None:
+    with _providers_lock:
+        _providers[:] = [existing for existing in _providers if existing.name != provider.name]
+
+
+def executor_providers() -> list[ExecutorProvider]:
+    """Providers in the order they are asked: ascending order, then name, never registration order."""
+    with _providers_lock:
+        return sorted(_providers, key=lambda provider: (provider.order, provider.name))
+
+
+def missing_function_result(name: str) -> FunctionResult:
+    return FunctionResult(content=f"Can't find function implementation of {name}", stop=True, outcome="missing")
+
+
+def create_executor(name: str | None, context: FunctionContext) -> Executor:
+    if name is None or not str(name).strip():
+        raise InvalidFunctionName("a function call needs a function name; got a blank or missing name")
+    for provider in executor_providers():
+        executor = provider.resolve(name, context)
+        if executor is not None:
+            return executor
+    return _pre_seam_executor(name, context)
+
+
+def _pre_seam_executor(name: str, context: FunctionContext) -> Executor:
+    """Steps 3–5: exactly what resolution was before providers existed."""
+    registered = get_function(name)
+    if registered is not None:
+        return _registered_executor(name)
+    declaration = context.declaration
+    if declaration is not None and declaration.get("name") == name and "output" in declaration:
+        return _static_executor(declaration["output"])
+    return lambda _context: missing_function_result(name)
+
+
+def execute_without_providers(name: str, context: FunctionContext) -> FunctionResult:
+    """For a provider that decided to let a call through to its real implementation."""
+    return _pre_seam_executor(name, context)(context)
+
+
+def execute(name: str | None, context: FunctionContext) -> FunctionResult:
+    try:
+        executor = create_executor(name, context)
+    except InvalidFunctionName as exc:
+        return FunctionResult(content=str(exc), error=True, outcome="invalid")
+    return executor(context)
+
+
+def run_registered_function(name: str, context: FunctionContext) -> FunctionResult:
+    """Run the Python function registered under `name`: validated arguments in, errors out as tool results."""
+    registered = get_function(name)
+    if registered is None:
+        return missing_function_result(name)
+    problem = validate_arguments(registered.parameters, context.arguments)
+    if problem:
+        return FunctionResult(content=f"Invalid arguments for {name}: {problem}", error=True, outcome="invalid")
+    try:
+        result = registered.func(context, **context.arguments)
+    except FunctionError as exc:
+        return FunctionResult(content=f"{name} failed: {exc}", error=True)
+    except Exception as exc:  # a broken tool must not crash the conversation loop
+        logger.exception("function %s raised", name)
+        return FunctionResult(content=f"{name} failed: {type(exc).__name__}: {exc}", error=True)
+    if isinstance(result, str):
+        return FunctionResult(content=result)
+    return result
+
+
+def _registered_executor(name: str) -> Executor:
+    return lambda context: run_registered_function(name, context)
+
+
+def _static_executor(output: object) -> Executor:
+    content = output if isinstance(output, str) else json.dumps(output)
+    return lambda _context: FunctionResult(content=content, outcome="static")

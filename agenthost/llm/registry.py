@@ -1,0 +1,144 @@
+"""Configured providers and models, from settings.AGENTTEST_PROVIDERS.
+
+One provider instance per configured name serves the whole process (providers are thread-safe and hold connection
+pools); the cache is dropped whenever AGENTTEST_PROVIDERS changes, e.g. under pytest-django's `settings` fixture.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+
+from agenthost.llm.base import ModelConfig, ModelProvider
+from agenthost.llm.openai_provider import OpenAIProvider
+from agenthost.llm.scripted import ScriptedProvider
+from agenthost.llm.simulated import SimulatedProvider
+
+
+class UnknownModel(ValueError):
+    """A `provider:model` key that is malformed or not configured."""
+
+
+class UnknownProvider(UnknownModel):
+    """A provider name that is not configured (a model key naming it is unknown too)."""
+
+
+PROVIDER_KINDS: dict[str, type[ModelProvider]] = {
+    OpenAIProvider.kind: OpenAIProvider,
+    ScriptedProvider.kind: ScriptedProvider,
+    SimulatedProvider.kind: SimulatedProvider,
+}
+
+_instances: dict[str, ModelProvider] = {}
+# Instances a plugin built itself (e.g. the harness's record/replay providers); they are not configured models, so
+# no run can select them, and they survive configuration changes.
+_runtime: dict[str, ModelProvider] = {}
+_lock = threading.Lock()
+
+
+def register_provider_kind(kind: str, cls: type[ModelProvider]) -> None:
+    """Make `kind = "<kind>"` in the provider configuration build instances of `cls`."""
+    if not kind or not isinstance(cls, type) or not issubclass(cls, ModelProvider):
+        raise ValueError("register_provider_kind needs a kind name and a ModelProvider subclass")
+    with _lock:
+        PROVIDER_KINDS[kind] = cls
+        _instances.clear()
+
+
+def register_runtime_provider(name: str, provider: ModelProvider) -> None:
+    """Make get_provider(name) return `provider`. The name must not be a configured provider's: an agent naming a
+    configured provider always gets that one."""
+    if not name or not isinstance(provider, ModelProvider):
+        raise ValueError("register_runtime_provider needs a name and a ModelProvider instance")
+    if name in _providers():
+        raise ValueError(f"provider {name!r} is configured in AGENTTEST_PROVIDERS; choose another runtime name")
+    with _lock:
+        _runtime[name] = provider
+
+
+def unregister_runtime_provider(name: str) -> None:
+    with _lock:
+        _runtime.pop(name, None)
+
+
+def _providers() -> dict[str, dict[str, Any]]:
+    return getattr(settings, "AGENTTEST_PROVIDERS", {}) or {}
+
+
+def get_provider(name: str) -> ModelProvider:
+    """The process-wide instance of the configured provider `name`, else the runtime provider of that name."""
+    provider = _instances.get(name)
+    if provider is not None:
+        return provider
+    with _lock:
+        provider = _instances.get(name)
+        if provider is None:
+            providers = _providers()
+            if name not in providers and name in _runtime:
+                return _runtime[name]
+            if name not in providers:
+                configured = ", ".join(sorted(providers)) or "none"
+                raise UnknownProvider(f"provider {name!r} is not configured; configured: {configured}")
+            options = providers[name]
+            kind = options.get("kind", "")
+            cls = PROVIDER_KINDS.get(kind)
+            if cls is None:
+                known = ", ".join(sorted(PROVIDER_KINDS))
+                raise ImproperlyConfigured(
+                    f"provider {name!r} has kind {kind!r}, which is not registered (known: {known})"
+                )
+            provider = cls(name, options)
+            _instances[name] = provider
+        return provider
+
+
+def configured_models() -> list[ModelConfig]:
+    """Every configured model, in configuration order."""
+    return [
+        ModelConfig(
+            provider=provider_name,
+            model=model["name"],
+            input_price=float(model.get("input_price", 0.0)),
+            output_price=float(model.get("output_price", 0.0)),
+            label=model.get("label", ""),
+        )
+        for provider_name, spec in _providers().items()
+        for model in spec.get("models", [])
+    ]
+
+
+def parse_model_key(key: str) -> tuple[str, str]:
+    """'provider:model' → (provider, model). Model names may contain ':' (e.g. Ollama's 'llama3:8b')."""
+    provider, sep, model = (key or "").partition(":")
+    if not sep or not provider.strip() or not model.strip():
+        raise UnknownModel(f"model key {key!r} must look like 'provider:model', e.g. 'simulated:sim-careful'")
+    return provider, model
+
+
+def get_model(key: str) -> ModelConfig:
+    """The configured model for 'provider:model'; UnknownModel names the configured ones otherwise."""
+    provider, model = parse_model_key(key)
+    models = configured_models()
+    for config in models:
+        if config.provider == provider and config.model == model:
+            return config
+    configured = ", ".join(config.key for config in models) or "none"
+    raise UnknownModel(f"model {key!r} is not configured; configured: {configured}")
+
+
+def clear_cache() -> None:
+    with _lock:
+        _instances.clear()
+
+
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "AGENTTEST_PROVIDERS":
+        clear_cache()
+
+
+def connect_signals() -> None:
+    setting_changed.connect(_on_setting_changed, dispatch_uid="agenthost.llm.registry.providers_changed")

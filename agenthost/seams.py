@@ -1,0 +1,137 @@
+"""The host's public surface for the harness (and any other plugin). The harness apps import the host only here.
+
+- executor providers: asked first by the function-executor factory (ascending `order`, ties by name);
+- agent-load hooks: run each time an agent is loaded into a conversation, may rewrite its LLM config for it only;
+- the conversation service: start, send, invoke_function (a conversation started with `seal=` refuses every send
+  or invoke that does not present its `seal_key`);
+- the model layer: configured models and providers, and runtime providers a plugin registers by name.
+"""
+
+from agenthost.builtins.control import CONTROL_FLOW_FUNCTIONS
+from agenthost.executor import (
+    InvalidFunctionName,
+    create_executor,
+    execute,
+    execute_without_providers,
+    executor_providers,
+    register_executor_provider,
+    run_registered_function,
+    unregister_executor_provider,
+)
+from agenthost.functions import (
+    Executor,
+    ExecutorProvider,
+    FunctionContext,
+    FunctionResult,
+    function_is_effect_free,
+    get_function,
+    register_function,
+    registered_functions,
+)
+from agenthost.llm.base import ModelConfig, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
+from agenthost.llm.registry import (
+    UnknownModel,
+    configured_models,
+    get_model,
+    get_provider,
+    parse_model_key,
+    register_provider_kind,
+    register_runtime_provider,
+    unregister_runtime_provider,
+)
+from agenthost.loading import (
+    LoadedAgent,
+    agent_callable_functions,
+    callable_function_names,
+    register_agent_load_hook,
+    unregister_agent_load_hook,
+)
+from agenthost.models import Agent, Conversation, Message, StateChange
+from agenthost.redaction import redact, redact_text
+from agenthost.selectors import (
+    conversation_messages,
+    conversation_state,
+    conversation_state_timeline,
+    sealed_filter,
+)
+from agenthost.services import (
+    ConcurrentTurn,
+    ConversationError,
+    ConversationSealed,
+    InvalidInput,
+    ModelCallFailed,
+    StepLimitExceeded,
+    ToolCallRecord,
+    TurnResult,
+    conversation_invoke_function,
+    conversation_send,
+    conversation_start,
+)
+
+start = conversation_start
+send = conversation_send
+invoke_function = conversation_invoke_function
+
+__all__ = [
+    "CONTROL_FLOW_FUNCTIONS",
+    "Agent",
+    "ConcurrentTurn",
+    "Conversation",
+    "ConversationError",
+    "ConversationSealed",
+    "Executor",
+    "ExecutorProvider",
+    "FunctionContext",
+    "FunctionResult",
+    "InvalidFunctionName",
+    "InvalidInput",
+    "LoadedAgent",
+    "Message",
+    "ModelCallFailed",
+    "ModelConfig",
+    "ModelProvider",
+    "ModelRequest",
+    "ModelResponse",
+    "ProviderError",
+    "StateChange",
+    "StepLimitExceeded",
+    "ToolCall",
+    "ToolCallRecord",
+    "TurnResult",
+    "UnknownModel",
+    "Usage",
+    "agent_callable_functions",
+    "callable_function_names",
+    "configured_models",
+    "conversation_messages",
+    "conversation_state",
+    "conversation_state_timeline",
+    "conversation_invoke_function",
+    "conversation_send",
+    "conversation_start",
+    "create_executor",
+    "execute",
+    "execute_without_providers",
+    "function_is_effect_free",
+    "executor_providers",
+    "get_function",
+    "get_model",
+    "get_provider",
+    "invoke_function",
+    "parse_model_key",
+    "redact",
+    "redact_text",
+    "register_agent_load_hook",
+    "register_executor_provider",
+    "register_function",
+    "register_provider_kind",
+    "register_runtime_provider",
+    "registered_functions",
+    "run_registered_function",
+    "sealed_filter",
+    "send",
+    "start",
+    "unregister_agent_load_hook",
+    "unregister_executor_provider",
+    "unregister_runtime_provider",
+]

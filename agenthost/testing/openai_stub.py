@@ -1,0 +1,295 @@
+"""A local OpenAI-compatible server for tests and benchmarks: real HTTP on 127.0.0.1, canned or rule-based answers.
+
+    with OpenAIStub() as stub:
+        stub.queue(429, Answer(tool_calls=[Call("lookup_order", {"order_id": "1042"})]), "It has shipped.")
+        ...  # point an `openai` provider at stub.base_url
+        assert stub.requests[1]["messages"][-1]["role"] == "tool"
+
+A reply is a string (text), an `Answer` (text and/or tool calls, as in the scripted provider), an int HTTP status or
+an `HttpError`. Command line (serves the echo rules until stopped):
+
+    python -m agenthost.testing.openai_stub --port 8001 --echo
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from agenthost.llm.base import ModelRequest, ToolCall
+from agenthost.llm.scripted import Answer, Call, estimate_usage
+
+
+@dataclass(frozen=True)
+class HttpError:
+    status: int
+    message: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Reply = str | Answer | int | HttpError
+Responder = Callable[[dict[str, Any]], Reply]
+
+# Retryable statuses tell the client to retry almost at once, so SDK retries don't slow tests and benchmarks down.
+_RETRY_NOW = {"Retry-After": "0", "retry-after-ms": "1"}
+_RETRYABLE = {408, 409, 429}
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found", 429: "rate_limit_exceeded"}
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (its timeout) closed the connection: not the stub's error, and not worth a traceback.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+def echo_reply(body: dict[str, Any]) -> Reply:
+    """The deterministic rules of `--echo`: call a tool the user names, answer after a tool result, else echo."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        return Answer(text=f"Done: {last.get('content') or ''}"[:500])
+    text = last.get("content") if isinstance(last.get("content"), str) else ""
+    for tool in body.get("tools") or []:
+        name = (tool.get("function") or {}).get("name", "")
+        if name and name in text:
+            return Answer(tool_calls=[Call(name, {})])
+    return Answer(text=f"echo: {text}")
+
+
+class OpenAIStub:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, *, models: tuple[str, ...] = ("gpt-4o-mini",), record: bool = True
+    ) -> None:
+        self.models = models
+        # A long benchmark run would otherwise keep every request body in memory.
+        self.record = record
+        self._count = 0
+        self._replies: collections.deque[Reply] = collections.deque()
+        self._responder: Responder | None = None
+        self._requests: list[dict[str, Any]] = []
+        self._headers: list[dict[str, str]] = []
+        self._connections: set[socket.socket] = set()
+        self._call_count = 0
+        self._lock = threading.Lock()
+        self._server = _Server((host, port), _handler_for(self))
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> OpenAIStub:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="openai-stub", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        with self._lock:
+            connections, self._connections = self._connections, set()
+        # Keep-alive connections would otherwise keep their handler threads waiting for the next request.
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._server.server_close()
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until interrupted (the command line)."""
+        try:
+            self._server.serve_forever()
+        finally:
+            self._server.server_close()
+
+    def __enter__(self) -> OpenAIStub:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def queue(self, *replies: Reply) -> None:
+        """Answer the next requests with these replies, in order, before any responder."""
+        with self._lock:
+            self._replies.extend(replies)
+
+    def respond_with(self, responder: Responder | None) -> None:
+        """Answer requests the queue does not cover with responder(request JSON)."""
+        with self._lock:
+            self._responder = responder
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the chat requests received, in order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def headers(self) -> list[dict[str, str]]:
+        """The headers (lower-case names) of the chat requests received, in order."""
+        with self._lock:
+            return list(self._headers)
+
+    def _next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> Reply | None:
+        with self._lock:
+            self._count += 1
+            if self.record:
+                self._requests.append(body)
+                self._headers.append(headers)
+            if self._replies:
+                return self._replies.popleft()
+            responder = self._responder
+        return responder(body) if responder is not None else None
+
+    def _completion(self, body: dict[str, Any], answer: Answer) -> dict[str, Any]:
+        with self._lock:
+            first = self._call_count + 1
+            self._call_count += len(answer.tool_calls)
+        calls = [
+            ToolCall(id=f"call_{first + offset}", name=call.name, arguments=call.raw_arguments())
+            for offset, call in enumerate(answer.tool_calls)
+        ]
+        request = ModelRequest(model=body.get("model", ""), messages=body.get("messages") or [],
+                               tools=body.get("tools") or [])
+        usage = answer.usage or estimate_usage(request, answer.text, calls)
+        message: dict[str, Any] = {"role": "assistant", "content": answer.text or None}
+        if calls:
+            message["tool_calls"] = [call.as_openai() for call in calls]
+        return {
+            "id": f"chatcmpl-stub-{self._count}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", ""),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": answer.finish_reason or ("tool_calls" if calls else "stop"),
+                }
+            ],
+            "usage": {
+                "prompt_tokens": usage.input_tokens,
+                "completion_tokens": usage.output_tokens,
+                "total_tokens": usage.total_tokens,
+            },
+        }
+
+
+def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        # Headers and body go out as two writes; without this, Nagle + delayed ACK add ~40 ms to each response.
+        disable_nagle_algorithm = True
+
+        def setup(self) -> None:
+            super().setup()
+            with stub._lock:
+                stub._connections.add(self.connection)
+
+        def finish(self) -> None:
+            with stub._lock:
+                stub._connections.discard(self.connection)
+            super().finish()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet: benchmarks send thousands of requests."""
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                data = [{"id": name, "object": "model", "created": 0, "owned_by": "stub"} for name in stub.models]
+                self._send(200, {"object": "list", "data": data})
+            else:
+                self._error(HttpError(404, f"no route GET {self.path}"))
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._error(HttpError(404, f"no route POST {self.path}"))
+                return
+            try:
+                body = json.loads(raw or b"{}")
+            except json.JSONDecodeError:
+                self._error(HttpError(400, "the request body is not JSON"))
+                return
+            if not isinstance(body, dict) or body.get("stream"):
+                self._error(HttpError(400, "the stub answers non-streaming chat completions only"))
+                return
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            try:
+                reply = stub._next_reply(body, headers)
+            except Exception as exc:  # a broken responder becomes a 500 the test can see
+                reply = HttpError(500, f"the stub's responder failed: {exc!r}", {"x-should-retry": "false"})
+            if reply is None:
+                reply = HttpError(500, "OpenAIStub: no reply queued and no responder set", {"x-should-retry": "false"})
+            if isinstance(reply, int):
+                reply = HttpError(reply)
+            if isinstance(reply, str):
+                reply = Answer(text=reply)
+            if isinstance(reply, HttpError):
+                self._error(reply)
+            else:
+                self._send(200, stub._completion(body, reply))
+
+        def _error(self, error: HttpError) -> None:
+            headers = dict(_RETRY_NOW) if error.status in _RETRYABLE or error.status >= 500 else {}
+            headers.update(error.headers)
+            payload = {
+                "error": {
+                    "message": error.message or f"stub error {error.status}",
+                    "type": _ERROR_TYPES.get(error.status, "server_error" if error.status >= 500 else "api_error"),
+                    "code": None,
+                }
+            }
+            self._send(error.status, payload, headers)
+
+        def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="A local OpenAI-compatible chat completions server.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--echo", action="store_true", help="answer every request with the deterministic echo rules")
+    parser.add_argument("--model", action="append", dest="models", help="a model name for GET /v1/models")
+    options = parser.parse_args(argv)
+    stub = OpenAIStub(options.host, options.port, models=tuple(options.models or ("gpt-4o-mini",)), record=False)
+    if options.echo:
+        stub.respond_with(echo_reply)
+    print(f"OpenAI stub listening on {stub.base_url}" + (" (echo)" if options.echo else ""), flush=True)
+    try:
+        stub.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""Provider configuration (the TOML file and its defaults) and the registry of configured providers and models."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from agenthost.llm import registry
+from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, Usage
+from agenthost.llm.config import load_providers, validate_providers
+from agenthost.llm.simulated import SimulatedProvider
+
+GOOD_FILE = """
+[providers.local]
+kind = "openai"
+base_url = "http://127.0.0.1:8001/v1"
+api_key_env = "LOCAL_API_KEY"
+timeout = 30
+max_retries = 1
+
+[[providers.local.models]]
+name = "gpt-4o-mini"
+input_price = 0.15
+output_price = 0.60
+label = "Local mini"
+
+[[providers.local.models]]
+name = "llama3:8b"
+
+[providers.offline]
+kind = "simulated"
+delay_ms = 5
+
+[[providers.offline.models]]
+name = "sim-careful"
+"""
+
+
+def write(tmp_path, text):
+    path = tmp_path / "providers.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_it_defaults_to_the_offline_simulated_models(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+    providers = load_providers("")
+
+    assert list(providers) == ["simulated"]
+    assert providers["simulated"]["kind"] == "simulated"
+    assert [(m["name"], m["label"], m["input_price"]) for m in providers["simulated"]["models"]] == [
+        ("sim-careful", "Simulated: careful (offline)", 0.0),
+        ("sim-hasty", "Simulated: hasty (offline)", 0.0),
+    ]
+
+
+def test_it_adds_openai_to_the_defaults_when_its_key_is_set_without_copying_the_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-default-config-secret-value")
+
+    providers = load_providers("")
+
+    openai = providers["openai"]
+    assert openai["base_url"] == "https://api.openai.com/v1"
+    assert openai["api_key_env"] == "OPENAI_API_KEY"
+    assert [(m["name"], m["input_price"], m["output_price"]) for m in openai["models"]] == [
+        ("gpt-4o-mini", 0.15, 0.60),
+        ("gpt-4o", 2.50, 10.00),
+    ]
+    assert "sk-default-config-secret-value" not in repr(providers)
+
+
+def test_it_reads_a_provider_file_into_the_normalised_shape(tmp_path):
+    providers = load_providers(write(tmp_path, GOOD_FILE))
+
+    assert providers["local"] == {
+        "kind": "openai",
+        "base_url": "http://127.0.0.1:8001/v1",
+        "api_key_env": "LOCAL_API_KEY",
+        "timeout": 30.0,
+        "max_retries": 1,
+        "models": [
+            {"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.60, "label": "Local mini"},
+            {"name": "llama3:8b", "input_price": 0.0, "output_price": 0.0, "label": ""},
+        ],
+    }
+    assert providers["offline"]["delay_ms"] == 5
+    assert validate_providers(providers) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[providers.local\nkind = ", "not valid TOML"),
+        ('[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n', "provider 'local': field 'models'"),
+        (
+            '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\nretries = 3\n'
+            '[[providers.local.models]]\nname = "m"\n',
+            "provider 'local': unknown field 'retries'",
+        ),
+        (
+            '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
+            '[[providers.local.models]]\nname = "m"\ninput_price = -1\n',
+            "provider 'local': models[0]: field 'input_price' must be a number ≥ 0",
+        ),
+        (
+            '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
+            '[[providers.local.models]]\nname = "m"\ncontext = 8000\n',
+            "provider 'local': models[0]: unknown field 'context'",
+        ),
+        (
+            '[providers.local]\nkind = "grpc"\n[[providers.local.models]]\nname = "m"\n',
+            "provider 'local': field 'kind' must be one of openai, scripted, simulated",
+        ),
+        (
+            '[providers.local]\nkind = "openai"\nbase_url = "ftp://x"\n[[providers.local.models]]\nname = "m"\n',
+            "provider 'local': field 'base_url'",
+        ),
+        (
+            '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\nmax_retries = -2\n'
+            '[[providers.local.models]]\nname = "m"\n',
+            "provider 'local': field 'max_retries'",
+        ),
+        (
+            '[providers.openai]\nkind = "openai"\n[[providers.openai.models]]\nname = "gpt-4o"\n',
+            "provider 'openai': field 'api_key_env' is required",
+        ),
+        (
+            '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
+            '[[providers.local.models]]\nname = "m"\n[[providers.local.models]]\nname = "m"\n',
+            "provider 'local': models[1]: model 'm' is listed twice",
+        ),
+        ('title = "mine"\n', "unknown top-level key 'title'"),
+    ],
+)
+def test_it_rejects_a_bad_file_naming_the_file_provider_and_field(tmp_path, text, expected):
+    path = write(tmp_path, text)
+
+    with pytest.raises(ImproperlyConfigured) as caught:
+        load_providers(path)
+
+    assert path in str(caught.value)
+    assert expected in str(caught.value)
+
+
+def test_it_rejects_a_missing_file(tmp_path):
+    path = str(tmp_path / "nowhere.toml")
+
+    with pytest.raises(ImproperlyConfigured, match="does not exist") as caught:
+        load_providers(path)
+
+    assert path in str(caught.value)
+
+
+def test_it_refuses_a_key_written_in_the_file_without_repeating_it(tmp_path):
+    path = write(
+        tmp_path,
+        '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\napi_key = "sk-written-in-the-file-123"\n'
+        '[[providers.local.models]]\nname = "m"\n',
+    )
+
+    with pytest.raises(ImproperlyConfigured) as caught:
+        load_providers(path)
+
+    assert "provider 'local': field 'api_key' is not allowed" in str(caught.value)
+    assert "api_key_env" in str(caught.value)
+    assert "sk-written-in-the-file-123" not in str(caught.value)
+
+
+def test_it_rejects_an_api_key_env_that_looks_like_a_key(tmp_path):
+    path = write(
+        tmp_path,
+        '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\napi_key_env = "sk-abc/def+ghi"\n'
+        '[[providers.local.models]]\nname = "m"\n',
+    )
+
+    with pytest.raises(ImproperlyConfigured, match="must be the NAME of an environment variable"):
+        load_providers(path)
+
+
+def test_it_reports_every_problem_of_a_mapping_as_text():
+    problems = validate_providers(
+        {"a:b": {"kind": "simulated", "models": [{"name": "x"}]}, "ok": {"kind": "simulated", "models": []}}
+    )
+
+    assert problems == [
+        "provider 'a:b': the name must be letters, digits, '_', '.' or '-' (no ':' or spaces)",
+        "provider 'ok': field 'models' must list at least one [[providers.ok.models]] entry",
+    ]
+
+
+# The registry
+
+
+def test_it_names_the_configured_models_when_a_model_is_unknown():
+    with pytest.raises(registry.UnknownModel) as caught:
+        registry.get_model("simulated:sim-reckless")
+
+    assert str(caught.value) == (
+        "model 'simulated:sim-reckless' is not configured; configured: simulated:sim-careful, simulated:sim-hasty"
+    )
+
+
+@pytest.mark.parametrize("key", ["sim-careful", ":sim-careful", "simulated:", ""])
+def test_it_rejects_a_malformed_model_key(key):
+    with pytest.raises(registry.UnknownModel, match="must look like 'provider:model'"):
+        registry.get_model(key)
+
+
+def test_it_splits_a_model_key_at_the_first_colon():
+    assert registry.parse_model_key("local:llama3:8b") == ("local", "llama3:8b")
+
+
+def test_it_lists_configured_models_with_their_prices(settings, tmp_path):
+    settings.AGENTTEST_PROVIDERS = load_providers(write(tmp_path, GOOD_FILE))
+
+    models = registry.configured_models()
+
+    assert [model.key for model in models] == ["local:gpt-4o-mini", "local:llama3:8b", "offline:sim-careful"]
+    mini = registry.get_model("local:gpt-4o-mini")
+    assert mini.label == "Local mini"
+    assert mini.cost(Usage(input_tokens=1_000_000, output_tokens=2_000_000)) == pytest.approx(0.15 + 1.20)
+
+
+def test_it_serves_one_provider_instance_per_name():
+    instances = []
+
+    def build():
+        instances.append(registry.get_provider("simulated"))
+
+    threads = [threading.Thread(target=build) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert isinstance(instances[0], SimulatedProvider)
+    assert all(instance is instances[0] for instance in instances)
+
+
+def test_it_rebuilds_providers_when_the_setting_changes(settings):
+    before = registry.get_provider("simulated")
+
+    settings.AGENTTEST_PROVIDERS = {
+        "simulated": {"kind": "simulated", "delay_ms": 1, "models": [{"name": "sim-hasty"}]},
+    }
+    after = registry.get_provider("simulated")
+
+    assert after is not before
+    assert after.options["delay_ms"] == 1
+    assert [model.key for model in registry.configured_models()] == ["simulated:sim-hasty"]
+
+
+def test_it_names_the_configured_providers_when_a_provider_is_unknown():
+    with pytest.raises(registry.UnknownModel, match="provider 'azure' is not configured; configured: simulated"):
+        registry.get_provider("azure")
+
+
+def test_it_builds_a_registered_provider_kind(settings, monkeypatch):
+    class EchoProvider(ModelProvider):
+        kind = "echo"
+
+        def complete(self, request: ModelRequest) -> ModelResponse:
+            return ModelResponse(text=request.messages[-1]["content"], model=request.model)
+
+    monkeypatch.setattr(registry, "PROVIDER_KINDS", dict(registry.PROVIDER_KINDS))
+    settings.AGENTTEST_PROVIDERS = {"echoes": {"kind": "echo", "models": [{"name": "e"}]}}
+
+    with pytest.raises(ImproperlyConfigured, match="kind 'echo', which is not registered"):
+        registry.get_provider("echoes")
+    registry.register_provider_kind("echo", EchoProvider)
+    answer = registry.get_provider("echoes").complete(
+        ModelRequest(model="e", messages=[{"role": "user", "content": "hi"}])
+    )
+
+    assert answer.text == "hi"

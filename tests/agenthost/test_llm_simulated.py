@@ -1,0 +1,243 @@
+"""The simulated offline models: two behaviours on the demo's order-support tools, routing, determinism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core import mail
+
+from agenthost.functions import get_function
+from agenthost.llm import registry
+from agenthost.llm.base import ModelRequest, ProviderError
+from agenthost.models import Agent
+from agenthost.services import conversation_send, conversation_start
+
+SUB_AGENT_TOOLS = ["lookup_order", "cancel_order", "util-email-handle_email_sender", "util-routing-fallback_to_router"]
+LOOKUP_RESULT = {"order_id": "1042", "status": "processing", "items": ["item-42"], "customer_email": "c@example.com"}
+RESULTS = {
+    "lookup_order": json.dumps(LOOKUP_RESULT),
+    "cancel_order": json.dumps({"order_id": "1042", "cancelled": True, "refund": "full"}),
+    "util-email-handle_email_sender": "Email sent to ann@example.com.",
+    "util-routing-fallback_to_router": "Returned to the router.",
+}
+CANCEL = "Please cancel order #1042, I ordered it by mistake. My email is ann@example.com"
+
+
+def tools(*names):
+    # The real demo and built-in tool definitions, as the conversation loop offers them.
+    return [{"type": "function", "function": get_function(name).tool_schema()} for name in names]
+
+
+ROUTER_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "route_to_agent",
+            "description": "Hand this turn to the sub-agent best suited to the user's request. Sub-agents: "
+            "orders: Looks up orders and cancels them; billing: Invoices, payments and refunds",
+            "parameters": {
+                "type": "object",
+                "properties": {"agent_name": {"type": "string", "enum": ["orders", "billing"]}},
+                "required": ["agent_name"],
+            },
+        },
+    }
+]
+
+
+def converse(model, text, offered, results=RESULTS, system="You are the orders agent."):
+    """Play one turn against the model, answering its tool calls from `results`; returns (calls, final answer)."""
+    provider = registry.get_provider("simulated")
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": text}]
+    calls = []
+    for _ in range(10):
+        answer = provider.complete(ModelRequest(model=model, messages=messages, tools=offered))
+        if not answer.tool_calls:
+            return calls, answer
+        requested = [call.as_openai() for call in answer.tool_calls]
+        messages.append({"role": "assistant", "content": None, "tool_calls": requested})
+        for call in answer.tool_calls:
+            calls.append((call.name, json.loads(call.arguments)))
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": results[call.name]})
+    raise AssertionError("the simulated model did not finish within 10 steps")
+
+
+def test_the_careful_model_looks_up_cancels_and_confirms_by_email():
+    calls, answer = converse("sim-careful", CANCEL, tools(*SUB_AGENT_TOOLS))
+
+    assert [name for name, _ in calls] == ["lookup_order", "cancel_order", "util-email-handle_email_sender"]
+    assert calls[0][1] == {"order_id": "1042"}
+    assert calls[1][1]["order_id"] == "1042"
+    email = calls[2][1]
+    assert email["to"] == "ann@example.com"
+    assert "1042" in email["subject"] and "cancelled" in email["body"]
+    assert "1042" in answer.text and "cancelled" in answer.text and "ann@example.com" in answer.text
+
+
+def test_the_hasty_model_only_cancels_and_answers_tersely():
+    calls, answer = converse("sim-hasty", CANCEL, tools(*SUB_AGENT_TOOLS))
+
+    assert [name for name, _ in calls] == ["cancel_order"]
+    assert calls[0][1]["order_id"] == "1042"
+    assert answer.text == "Order 1042 is now cancelled."
+
+
+def test_the_careful_model_emails_the_address_it_looked_up_when_the_user_gave_none():
+    calls, _ = converse("sim-careful", "Cancel order 1042 please", tools(*SUB_AGENT_TOOLS))
+
+    assert calls[-1] == (
+        "util-email-handle_email_sender",
+        {**calls[-1][1], "to": "c@example.com"},
+    )
+
+
+def test_the_careful_model_does_not_cancel_a_delivered_order():
+    delivered = {**RESULTS, "lookup_order": json.dumps({**LOOKUP_RESULT, "status": "delivered"})}
+
+    calls, answer = converse("sim-careful", CANCEL, tools(*SUB_AGENT_TOOLS), results=delivered)
+
+    assert [name for name, _ in calls] == ["lookup_order"]
+    assert "already delivered" in answer.text
+
+
+def test_both_models_answer_a_status_question_after_one_lookup():
+    careful_calls, careful = converse("sim-careful", "Where is my order 1042?", tools(*SUB_AGENT_TOOLS))
+    hasty_calls, hasty = converse("sim-hasty", "Where is my order 1042?", tools(*SUB_AGENT_TOOLS))
+
+    assert careful_calls == hasty_calls == [("lookup_order", {"order_id": "1042"})]
+    assert careful.text == "Order 1042 is processing. Items: item-42."
+    assert hasty.text == "Order 1042 is processing."
+
+
+@pytest.mark.parametrize("model", ["sim-careful", "sim-hasty"])
+def test_both_models_say_they_could_not_complete_a_failed_tool(model):
+    blocked = {**RESULTS, "cancel_order": "Blocked: cancel_order is not allowed in this test run."}
+
+    _, answer = converse(model, CANCEL, tools(*SUB_AGENT_TOOLS), results=blocked)
+
+    assert "could not complete" in answer.text.lower()
+    assert "Blocked: cancel_order is not allowed" in answer.text
+
+
+@pytest.mark.parametrize("model", ["sim-careful", "sim-hasty"])
+def test_both_models_hand_back_what_they_do_not_handle(model):
+    calls, _ = converse(model, "What's the weather in Paris tomorrow?", tools(*SUB_AGENT_TOOLS))
+
+    assert calls[0][0] == "util-routing-fallback_to_router"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("I need to cancel my order 1042", "orders"), ("Why was I charged twice on my last invoice?", "billing")],
+)
+def test_the_router_picks_the_sub_agent_whose_description_matches(text, expected):
+    provider = registry.get_provider("simulated")
+
+    answer = provider.complete(
+        ModelRequest(model="sim-careful", messages=[{"role": "user", "content": text}], tools=ROUTER_TOOLS)
+    )
+
+    assert [(call.name, json.loads(call.arguments)["agent_name"]) for call in answer.tool_calls] == [
+        ("route_to_agent", expected)
+    ]
+
+
+def test_the_careful_model_asks_for_a_missing_order_number_where_the_hasty_one_guesses():
+    careful_calls, careful = converse("sim-careful", "cancel my order please", tools(*SUB_AGENT_TOOLS))
+    hasty_calls, _ = converse("sim-hasty", "cancel my order please", tools(*SUB_AGENT_TOOLS))
+
+    assert careful_calls == []
+    assert careful.text == "Could you tell me the order number?"
+    assert hasty_calls[0] == ("cancel_order", {"order_id": "", "reason": "cancel my order please"})
+
+
+def test_the_same_request_gets_the_same_answer():
+    provider = registry.get_provider("simulated")
+    request = ModelRequest(
+        model="sim-careful", messages=[{"role": "user", "content": CANCEL}], tools=tools(*SUB_AGENT_TOOLS)
+    )
+
+    first, second = provider.complete(request), provider.complete(request)
+
+    assert {**first.as_dict(), "latency_ms": 0} == {**second.as_dict(), "latency_ms": 0}
+    assert first.usage.input_tokens > 0
+
+
+def test_it_rejects_a_model_it_does_not_simulate():
+    with pytest.raises(ProviderError, match="choose sim-careful, sim-hasty") as caught:
+        registry.get_provider("simulated").complete(ModelRequest(model="sim-reckless", messages=[]))
+
+    assert caught.value.code == "unknown_model"
+
+
+def test_a_configured_delay_shows_in_the_latency(settings):
+    settings.AGENTTEST_PROVIDERS = {
+        "simulated": {"kind": "simulated", "models": [{"name": "sim-careful"}, {"name": "sim-hasty", "delay_ms": 20}]}
+    }
+    provider = registry.get_provider("simulated")
+    request = {"messages": [{"role": "user", "content": "hello"}]}
+
+    careful = provider.complete(ModelRequest(model="sim-careful", **request))
+    hasty = provider.complete(ModelRequest(model="sim-hasty", **request))
+
+    assert hasty.latency_ms >= 20 > careful.latency_ms
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("model", "expected_calls", "emails"),
+    [
+        ("sim-careful", ["route_to_agent", "lookup_order", "cancel_order", "util-email-handle_email_sender"], 1),
+        ("sim-hasty", ["route_to_agent", "cancel_order"], 0),
+    ],
+)
+def test_the_demo_agents_behave_differently_in_a_real_conversation(model, expected_calls, emails):
+    orders = Agent.objects.create(
+        name="orders",
+        description="Looks up orders and cancels them.",
+        instruction="You handle orders.",
+        provider="simulated",
+        model=model,
+        functions=[{"name": name} for name in SUB_AGENT_TOOLS[:3]],
+    )
+    billing = Agent.objects.create(
+        name="billing", description="Invoices, payments and refunds.", instruction="Billing.", provider="simulated",
+        model=model,
+    )
+    router = Agent.objects.create(name="support", instruction="Route.", provider="simulated", model=model)
+    router.sub_agents.add(orders, billing)
+
+    # The demo's order 1043 is still processing, so it can be cancelled.
+    text = "Please cancel order 1043, I ordered it by mistake. My email is ann@example.com"
+
+    result = conversation_send(conversation=conversation_start(agent=router), text=text)
+
+    assert [call.name for call in result.tool_calls] == expected_calls
+    assert result.agent_chain == ["support", "orders"]
+    assert "1043" in result.output and "cancelled" in result.output
+    assert [message.to for message in mail.outbox] == [["ann@example.com"]] * emails
+
+
+def test_it_cuts_a_conversation_into_one_segment_per_order_for_case_extraction():
+    from agenthost.llm.base import ModelRequest
+    from agenthost.llm.simulated import SimulatedProvider
+
+    turns = [
+        {"turn": 0, "user": "Where is order 1041?", "tools": ["lookup_order"]},
+        {"turn": 1, "user": "Please cancel it", "tools": ["cancel_order"]},
+        {"turn": 2, "user": "And where is order 1042?", "tools": ["lookup_order"]},
+        {"turn": 3, "user": "thanks", "tools": []},
+    ]
+    request = ModelRequest(
+        model="sim-careful",
+        messages=[
+            {"role": "system", "content": 'Split into cases. Answer JSON: {"segments": [...]}'},
+            {"role": "user", "content": json.dumps({"turns": turns})},
+        ],
+    )
+    answer = json.loads(SimulatedProvider("simulated", {}).complete(request).text)
+    assert answer == {"segments": [
+        {"name": "Where is order 1041", "firstTurn": 0, "lastTurn": 1},
+        {"name": "And where is order 1042", "firstTurn": 2, "lastTurn": 3},
+    ]}

@@ -1,0 +1,163 @@
+"""The server-rendered pages: login, the chat shell, the conversation list."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.staticfiles import finders
+
+from agenthost.models import Agent
+from agenthost.services import conversation_send, conversation_start
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("url", ["/chat/", "/conversations/"])
+def test_it_sends_anonymous_visitors_to_the_login_page(client, url):
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"] == f"/accounts/login/?next={url}"
+
+
+def test_it_opens_the_chat_from_the_root_url(client, member):
+    client.force_login(member)
+    assert client.get("/")["Location"] == "/chat/"
+
+
+def test_it_logs_a_member_in_and_out(client, member):
+    page = client.get("/accounts/login/?next=/chat/")
+    assert page.status_code == 200 and b'name="password"' in page.content
+
+    refused = client.post("/accounts/login/", {"username": "mia", "password": "wrong"})
+    assert b"didn't match" in refused.content
+
+    logged_in = client.post("/accounts/login/", {"username": "mia", "password": "mia-password-123", "next": "/chat/"})
+    assert logged_in["Location"] == "/chat/"
+    assert client.get("/chat/").status_code == 200
+
+    client.post("/accounts/logout/")
+    assert client.get("/chat/").status_code == 302
+
+
+def test_it_renders_the_chat_for_a_member_with_every_agent(client, member, demo_agents):
+    client.force_login(member)
+    response = client.get("/chat/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    for name in demo_agents:
+        assert f"{name} — simulated:sim-careful" in html
+    assert 'data-csrf="' in html and 'data-conversation=""' in html
+    assert 'src="/static/js/chat.js"' in html and 'href="/static/css/app.css"' in html
+    assert 'href="/runs/"' in html and 'href="/api/docs/"' in html
+    assert 'href="/admin/"' not in html, "members get no admin link"
+    assert re.search(r'<form method="post" action="/accounts/logout/"', html)
+    # Everything the page loads comes from the app itself: no CDN.
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+
+
+def test_it_shows_staff_the_admin_link(client, admin_user, demo_agents):
+    client.force_login(admin_user)
+    assert 'href="/admin/"' in client.get("/chat/").content.decode()
+
+
+def test_it_ships_the_chat_assets(client):
+    assert finders.find("js/chat.js") and finders.find("css/app.css")
+
+
+def test_it_explains_an_empty_agent_list(client, member):
+    client.force_login(member)
+    assert b"There are no agents yet" in client.get("/chat/").content
+
+
+def test_it_continues_an_own_conversation_but_not_someone_elses(client, member, outsider, demo_agents):
+    mine = conversation_start(agent=demo_agents["order-lookup"], owner=member)
+    theirs = conversation_start(agent=demo_agents["order-lookup"], owner=outsider)
+    client.force_login(member)
+
+    response = client.get(f"/chat/?conversation={mine.pk}")
+    assert response.status_code == 200
+    assert f'data-conversation="{mine.pk}"' in response.content.decode()
+
+    hidden = client.get(f"/chat/?conversation={theirs.pk}")
+    assert hidden.status_code == 404
+    html = hidden.content.decode()
+    assert f"Conversation {theirs.pk} does not exist or is not yours" in html
+    assert 'data-conversation=""' in html
+    assert client.get("/chat/?conversation=abc").status_code == 404
+
+
+def test_it_lists_only_the_members_own_conversations(client, member, outsider, demo_agents):
+    router = demo_agents["order-router"]
+    conversation_start(agent=router, owner=member, title="Mine about refunds", tags=["demo"])
+    conversation_start(agent=router, owner=member, title="Mine without tag")
+    conversation_start(agent=router, owner=outsider, title="Otto's question")
+    client.force_login(member)
+
+    html = client.get("/conversations/").content.decode()
+    assert "Mine about refunds" in html and "Mine without tag" in html
+    assert "Otto" not in html
+    filtered = client.get("/conversations/?tag=demo").content.decode()
+    assert "Mine about refunds" in filtered and "Mine without tag" not in filtered
+    assert "No conversations match" in client.get("/conversations/?search=nothing-like-this").content.decode()
+
+
+# --- Admin ------------------------------------------------------------------------------------------------------
+
+
+def _admin_agent_form(**overrides):
+    form = {
+        "name": "billing",
+        "description": "",
+        "instruction": "You help {{ customer_email|default:'a customer' }}.",
+        "provider": "simulated",
+        "model": "sim-careful",
+        "temperature": "0",
+        "max_steps": "",
+        "functions": '[{"name": "lookup_order"}]',
+        "rules": "[]",
+    }
+    return {**form, **overrides}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"functions": '[{"name": "lookup_order"'}, "Enter a valid JSON."),
+        ({"functions": '[{"name": ""}]'}, "functions[0].name: must be a non-empty string"),
+        ({"model": "sim-imaginary"}, "simulated:sim-imaginary"),
+        ({"instruction": "{% if %}"}, "does not compile as a Django template"),
+    ],
+)
+def test_it_refuses_an_agent_the_loop_could_not_run_in_the_admin(client, admin_user, overrides, message):
+    client.force_login(admin_user)
+    response = client.post("/admin/agenthost/agent/add/", _admin_agent_form(**overrides))
+    assert response.status_code == 200
+    assert message in response.content.decode().replace("&quot;", '"')
+    assert not Agent.objects.filter(name="billing").exists()
+
+
+def test_it_saves_an_agent_in_the_admin_and_shows_its_json_indented(client, admin_user, demo_agents):
+    client.force_login(admin_user)
+    response = client.post(
+        "/admin/agenthost/agent/add/", _admin_agent_form(sub_agents=[demo_agents["order-lookup"].pk])
+    )
+    assert response.status_code == 302
+    agent = Agent.objects.get(name="billing")
+    assert agent.functions == [{"name": "lookup_order"}]
+    assert list(agent.sub_agents.values_list("name", flat=True)) == ["order-lookup"]
+
+    page = client.get(f"/admin/agenthost/agent/{agent.pk}/change/").content.decode()
+    assert '[\n  {\n    &quot;name&quot;: &quot;lookup_order&quot;\n  }\n]' in page
+
+
+def test_it_shows_a_conversation_read_only_with_messages_and_state_in_the_admin(client, admin_user, demo_agents):
+    conversation = conversation_start(
+        agent=demo_agents["order-lookup"], owner=admin_user, initial_state={"customer_email": "ana@example.com"}
+    )
+    conversation_send(conversation=conversation, text="Where is order 1041?")
+    client.force_login(admin_user)
+    page = client.get(f"/admin/agenthost/conversation/{conversation.pk}/change/").content.decode()
+    assert "Where is order 1041?" in page and "lookup_order" in page and "ana@example.com" in page
+    assert 'name="messages-0-content"' not in page and 'name="state_changes-0-key"' not in page, "read-only"
+    assert client.get("/admin/agenthost/conversation/add/").status_code == 403
