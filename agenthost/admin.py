@@ -11,9 +11,10 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from agenthost.api import agent_problems
 from agenthost.models import Agent, Conversation, Message, StateChange
+from agenthost.validation import agent_problems
 from agenttest import admin_fields
+from agenttest.admin_ids import StrictIdsAdminMixin
 
 
 class PrettyJSONWidget(admin_fields.PrettyJSONWidget):
@@ -58,7 +59,7 @@ class AgentAdminForm(forms.ModelForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(StrictIdsAdminMixin, admin.ModelAdmin):
     form = AgentAdminForm
     list_display = ("name", "provider", "model", "temperature", "updated_at")
     list_filter = ("provider",)
@@ -122,7 +123,7 @@ class StateChangeInline(ReadOnlyInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(StrictIdsAdminMixin, admin.ModelAdmin):
     list_display = ("id", "title", "agent", "owner", "turn_count", "created_at")
     list_filter = ("agent",)
     list_select_related = ("agent", "owner")

@@ -6,14 +6,11 @@ its own serializers, referenced by the action's class name so the combination ca
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-import jsonschema
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
-from django.template import Engine, TemplateSyntaxError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
@@ -22,7 +19,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agenthost.llm.registry import UnknownModel, configured_models, get_model
 from agenthost.models import Agent, Conversation
 from agenthost.selectors import (
     SEALED_FILTER_CHOICES,
@@ -32,27 +28,21 @@ from agenthost.selectors import (
     conversation_state,
     conversation_state_timeline,
 )
-from agenthost.services import (
+from agenthost.services import agent_create, agent_update, conversation_send, conversation_start
+from agenthost.turns import (
     ConcurrentTurn,
     ConversationError,
     ConversationSealed,
     InvalidInput,
     ModelCallFailed,
     StepLimitExceeded,
-    conversation_send,
-    conversation_start,
 )
+from agenthost.validation import UNSTORABLE_MESSAGE, agent_problems, unstorable_paths
 from agenttest.api import ApiPagination, IdField, IsStaffOrReadOnly, JSONInputField, StrictInputSerializer
 from agenttest.inputs import parse_id
 
-RULE_TRIGGERS = ("conversation_started", "state_changed")
 # What a PositiveIntegerField holds on every database Django supports.
 MAX_POSITIVE_INT = 2**31 - 1
-# Text no database stores: PostgreSQL refuses NUL in text and JSON, and a lone surrogate (which JSON text may escape,
-# e.g. in a form field parsed as JSON) is not Unicode at all.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
-_instruction_engine = Engine(autoescape=False)
 
 
 def _paginated_response(
@@ -61,143 +51,6 @@ def _paginated_response(
     paginator = ApiPagination()
     page = paginator.paginate_queryset(queryset, request, view=view)
     return paginator.get_paginated_response(serializer_class(page, many=True).data)
-
-
-# --- Agent validation and writes --------------------------------------------------------------------------------
-# The admin form runs the same checks (agenthost/admin.py), so an agent saved either way is one the loop can run.
-
-
-def _function_problems(functions: Any) -> list[str]:
-    if not isinstance(functions, list):
-        return ["must be a list of function objects"]
-    problems = []
-    seen: set[str] = set()
-    for index, item in enumerate(functions):
-        where = f"functions[{index}]"
-        if not isinstance(item, dict):
-            problems.append(f"{where}: must be an object with a 'name'")
-            continue
-        name = item.get("name")
-        if not isinstance(name, str) or not name.strip():
-            problems.append(f"{where}.name: must be a non-empty string")
-        elif name in seen:
-            problems.append(f"{where}.name: {name!r} is declared twice")
-        else:
-            seen.add(name)
-        if "description" in item and not isinstance(item["description"], str):
-            problems.append(f"{where}.description: must be a string")
-        if "parameters" in item:
-            problems.extend(f"{where}.parameters: {problem}" for problem in _schema_problems(item["parameters"]))
-    return problems
-
-
-def _schema_problems(schema: Any) -> list[str]:
-    if not isinstance(schema, dict):
-        return ["must be a JSON Schema object"]
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        where = "/".join(str(part) for part in exc.path)
-        return [f"not a valid JSON Schema{f' at {where}' if where else ''}: {exc.message}"]
-    if schema.get("type") != "object":
-        # Models send tool arguments as one JSON object, so anything else could never be satisfied.
-        return ["must describe an object (\"type\": \"object\")"]
-    return []
-
-
-def _unstorable_paths(value: Any, where: str) -> list[str]:
-    """Where a JSON value holds text no database stores (see _UNSTORABLE)."""
-    if isinstance(value, str):
-        return [where] if _UNSTORABLE.search(value) else []
-    if isinstance(value, dict):
-        return [
-            path
-            for key, item in value.items()
-            for path in (
-                [f"{where} (a key)"] if _UNSTORABLE.search(str(key)) else _unstorable_paths(item, f"{where}.{key}")
-            )
-        ]
-    if isinstance(value, list):
-        return [path for index, item in enumerate(value) for path in _unstorable_paths(item, f"{where}[{index}]")]
-    return []
-
-
-def _rule_problems(rules: Any) -> list[str]:
-    if not isinstance(rules, list):
-        return ["must be a list of rule objects"]
-    problems = []
-    for index, rule in enumerate(rules):
-        where = f"rules[{index}]"
-        if not isinstance(rule, dict):
-            problems.append(f"{where}: must be an object with 'trigger' and 'function'")
-            continue
-        if rule.get("trigger") not in RULE_TRIGGERS:
-            problems.append(f"{where}.trigger: must be one of {', '.join(RULE_TRIGGERS)}")
-        if rule.get("trigger") == "state_changed" and not str(rule.get("key") or "").strip():
-            problems.append(f"{where}.key: a state_changed rule needs the state key it watches")
-        if not isinstance(rule.get("function"), str) or not rule["function"].strip():
-            problems.append(f"{where}.function: must be a non-empty function name")
-        if "arguments" in rule and not isinstance(rule["arguments"], dict):
-            problems.append(f"{where}.arguments: must be an object")
-    return problems
-
-
-def agent_problems(
-    *,
-    name: str,
-    instruction: str,
-    provider: str,
-    model: str,
-    functions: Any,
-    rules: Any,
-    sub_agents: list[str],
-) -> dict[str, list[str]]:
-    """What is wrong with an agent's configuration, keyed by field name; empty when the agent can run."""
-    problems: dict[str, list[str]] = {}
-    try:
-        _instruction_engine.from_string(instruction)
-    except TemplateSyntaxError as exc:
-        problems["instruction"] = [f"does not compile as a Django template: {exc}"]
-    providers = list(dict.fromkeys(config.provider for config in configured_models()))
-    if provider not in providers:
-        configured = ", ".join(providers) or "none"
-        problems["provider"] = [f"provider {provider!r} is not configured; configured: {configured}"]
-    else:
-        try:
-            get_model(f"{provider}:{model}")
-        except UnknownModel as exc:
-            problems["model"] = [str(exc)]
-    if function_problems := _function_problems(functions):
-        problems["functions"] = function_problems
-    if rule_problems := _rule_problems(rules):
-        problems["rules"] = rule_problems
-    for field, value in (("functions", functions), ("rules", rules)):
-        if paths := _unstorable_paths(value, field):
-            problems.setdefault(field, []).extend(f"{path}: {UNSTORABLE_MESSAGE}" for path in paths)
-    if name in sub_agents:
-        problems["sub_agents"] = [f"{name!r} cannot be its own sub-agent"]
-    else:
-        known = set(Agent.objects.filter(name__in=sub_agents).values_list("name", flat=True))
-        if missing := [sub for sub in sub_agents if sub not in known]:
-            problems["sub_agents"] = [f"no agent named {', '.join(repr(sub) for sub in missing)}"]
-    return problems
-
-
-@transaction.atomic
-def agent_create(*, sub_agents: list[str], **fields: Any) -> Agent:
-    agent = Agent.objects.create(**fields)
-    agent.sub_agents.set(Agent.objects.filter(name__in=sub_agents))
-    return agent
-
-
-@transaction.atomic
-def agent_update(*, agent: Agent, sub_agents: list[str] | None = None, **fields: Any) -> Agent:
-    for field, value in fields.items():
-        setattr(agent, field, value)
-    agent.save()
-    if sub_agents is not None:
-        agent.sub_agents.set(Agent.objects.filter(name__in=sub_agents))
-    return agent
 
 
 # --- Agents -----------------------------------------------------------------------------------------------------
@@ -458,7 +311,7 @@ class ConversationStartApi(APIView):
             return agent
 
         def validate_initial_state(self, value: dict[str, Any]) -> dict[str, Any]:
-            if paths := _unstorable_paths(value, "initial_state"):
+            if paths := unstorable_paths(value, "initial_state"):
                 raise serializers.ValidationError([f"{path}: {UNSTORABLE_MESSAGE}" for path in paths])
             return value
 

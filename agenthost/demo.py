@@ -14,7 +14,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from agenthost.models import Agent, Conversation
-from agenthost.services import ConversationError, TurnResult, conversation_send, conversation_start
+from agenthost.services import conversation_send, conversation_start
+from agenthost.turns import ConversationError, TurnResult
 
 DEMO_TAG = "demo"
 DEMO_PROVIDER = "simulated"

@@ -7,6 +7,10 @@ Resolution order (ARCHITECTURE.md, a contract):
   4. a function the agent declares with a static output;
   5. nothing: "Can't find function implementation of {name}", and the turn stops.
 With no provider registered, steps 3–5 are exactly the pre-seam behaviour.
+
+A provider that takes a call may still let it through to its real implementation (the harness does for control flow
+and extra-allowed effect-free functions): its executor returns `PassThrough`, and the factory runs steps 3–5 for that
+call, under the name being resolved. Nothing else can run a registered function past the providers.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from agenthost.functions import (
     Executor,
@@ -33,6 +39,14 @@ _providers_lock = threading.Lock()
 
 class InvalidFunctionName(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class PassThrough:
+    """What a provider's executor returns to let the call it answers reach its real implementation. `then` receives
+    the real result, and what it returns is the call's result (the harness labels and records it there)."""
+
+    then: Callable[[FunctionResult], FunctionResult]
 
 
 def register_executor_provider(provider: ExecutorProvider) -> None:
@@ -65,8 +79,19 @@ def create_executor(name: str | None, context: FunctionContext) -> Executor:
     for provider in executor_providers():
         executor = provider.resolve(name, context)
         if executor is not None:
-            return executor
+            return _provided(name, executor)
     return _pre_seam_executor(name, context)
+
+
+def _provided(name: str, executor: Executor) -> Executor:
+    def run(context: FunctionContext) -> FunctionResult:
+        result = executor(context)
+        if isinstance(result, PassThrough):
+            # Bound to the name being resolved: a provider can let its own call through, never run another function.
+            return result.then(_pre_seam_executor(name, context)(context))
+        return result
+
+    return run
 
 
 def _pre_seam_executor(name: str, context: FunctionContext) -> Executor:
@@ -80,11 +105,6 @@ def _pre_seam_executor(name: str, context: FunctionContext) -> Executor:
     return lambda _context: missing_function_result(name)
 
 
-def execute_without_providers(name: str, context: FunctionContext) -> FunctionResult:
-    """For a provider that decided to let a call through to its real implementation."""
-    return _pre_seam_executor(name, context)(context)
-
-
 def execute(name: str | None, context: FunctionContext) -> FunctionResult:
     try:
         executor = create_executor(name, context)
@@ -93,7 +113,7 @@ def execute(name: str | None, context: FunctionContext) -> FunctionResult:
     return executor(context)
 
 
-def run_registered_function(name: str, context: FunctionContext) -> FunctionResult:
+def _run_registered_function(name: str, context: FunctionContext) -> FunctionResult:
     """Run the Python function registered under `name`: validated arguments in, errors out as tool results."""
     registered = get_function(name)
     if registered is None:
@@ -114,7 +134,7 @@ def run_registered_function(name: str, context: FunctionContext) -> FunctionResu
 
 
 def _registered_executor(name: str) -> Executor:
-    return lambda context: run_registered_function(name, context)
+    return lambda context: _run_registered_function(name, context)
 
 
 def _static_executor(output: object) -> Executor:

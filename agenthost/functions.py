@@ -1,8 +1,10 @@
 """Python-registered functions and the types every executor speaks.
 
-A function is registered with `@register_function(name=..., description=..., parameters=<JSON Schema>,
-outside_effects=True|False)` and is called with a FunctionContext; it returns a FunctionResult (or a str, taken as
-its content).
+Two ways to register one:
+- `@tool(outside_effects=True|False)` on a plain typed function: name, description and JSON Schema come from the
+  function itself, and pydantic validates the arguments before it is called;
+- `@register_function(name=..., description=..., parameters=<JSON Schema>, outside_effects=True|False)` on a function
+  called as `func(context, **arguments)` that returns a FunctionResult (or a str, taken as its content).
 
 `outside_effects` says whether calling the function can change anything outside agenttest (send, write, call, pay).
 A function that does not say counts as having them: a test may let through only functions declared free of them.
@@ -10,12 +12,19 @@ A function that does not say counts as having them: a test may let through only 
 
 from __future__ import annotations
 
+import functools
+import inspect
+import re
 import threading
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import jsonschema
+import pydantic
+import pydantic_core
+from pydantic.json_schema import GenerateJsonSchema
 
 
 @dataclass
@@ -96,12 +105,18 @@ def register_function(
     def decorate(func: Callable[..., FunctionResult | str]) -> Callable[..., FunctionResult | str]:
         with _lock:
             existing = _functions.get(name)
-            if existing is not None and existing.func.__qualname__ != func.__qualname__:
+            # Module and qualified name, not identity: a module imported again re-registers its own functions, but
+            # a same-named function of another module (a plugin's `lookup_order`) must never replace a built-in.
+            if existing is not None and _origin(existing.func) != _origin(func):
                 raise ValueError(f"function {name!r} is already registered by {existing.func.__module__}")
             _functions[name] = RegisteredFunction(name, description, schema, func, outside_effects)
         return func
 
     return decorate
+
+
+def _origin(func: Callable[..., Any]) -> tuple[str, str]:
+    return func.__module__, func.__qualname__
 
 
 def get_function(name: str) -> RegisteredFunction | None:
@@ -129,3 +144,160 @@ def validate_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str
     first = errors[0]
     where = ".".join(str(part) for part in first.path) or "arguments"
     return f"{where}: {first.message}"
+
+
+_ARGS_HEADING = re.compile(r"^(Args|Arguments|Parameters):\s*$")
+_ARG_LINE = re.compile(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    *,
+    outside_effects: bool | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: dict[str, Any] | None = None,
+) -> Any:
+    """Register a plain typed Python function as a tool, the way pydantic-ai and the OpenAI Agents SDK derive them:
+
+        @tool(outside_effects=False)
+        def lookup_order(order_id: str, include_items: bool = False) -> dict:
+            '''Look an order up by its number.
+
+            Args:
+                order_id: The order number, e.g. 1042.
+            '''
+
+    - name: the function's name unless `name=` says otherwise;
+    - description: the docstring's first paragraph unless `description=`; each parameter's description from
+      `Annotated[str, Field(description=...)]` or else the docstring's Args section;
+    - parameters: the JSON Schema pydantic derives from the type hints (extra arguments refused), unless an explicit
+      `parameters=` schema is given;
+    - the model's arguments are validated by pydantic before the call: a bad one becomes the tool result
+      "Invalid arguments for <name>: <field>: <message>" (outcome "invalid") and the function is not called;
+    - a first parameter annotated `FunctionContext` receives the call's context (conversation, state, turn);
+    - the return value: a str as is, a FunctionResult as is, anything else (dict, list, pydantic model, …) as JSON;
+    - `outside_effects`: True if a call can change anything outside agenttest (send, write, pay, call an API that
+      does). Not saying (None) counts as True — fail closed: only a tool declared `outside_effects=False` may be
+      extra-allowed in a test suite; everything else must be mocked there or it is blocked.
+
+    Returns the function itself, unchanged, so it stays callable as plain Python."""
+    if func is None:
+        return functools.partial(
+            tool, outside_effects=outside_effects, name=name, description=description, parameters=parameters
+        )
+    if inspect.iscoroutinefunction(func):
+        raise TypeError(f"tool {func.__qualname__}: async functions are not supported; write a plain function")
+    tool_name = name or func.__name__
+    summary, argument_docs = _parse_docstring(inspect.getdoc(func) or "")
+    tool_description = description if description is not None else summary
+    if not tool_description:
+        raise ValueError(f"tool {tool_name!r} needs a description: give the function a docstring or pass description=")
+    signature = inspect.signature(func)
+    hints = typing.get_type_hints(func, include_extras=True)
+    params = list(signature.parameters.values())
+    takes_context = bool(params) and hints.get(params[0].name) is FunctionContext
+    if takes_context:
+        params = params[1:]
+    for param in params:
+        if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            raise TypeError(
+                f"tool {tool_name!r}: parameter {param.name!r} must be a named parameter (no *args, **kwargs or "
+                "positional-only parameters): the model passes arguments by name"
+            )
+    if parameters is not None:
+        schema, arguments_model = parameters, None
+    else:
+        arguments_model = _arguments_model(tool_name, params, hints)
+        schema = _schema(arguments_model, argument_docs)
+
+    @functools.wraps(func)
+    def call(context: FunctionContext, /, **arguments: Any) -> FunctionResult:
+        if arguments_model is not None:
+            try:
+                validated = arguments_model.model_validate(arguments)
+            except pydantic.ValidationError as exc:
+                return FunctionResult(
+                    content=f"Invalid arguments for {tool_name}: {_first_error(exc)}", error=True, outcome="invalid"
+                )
+            arguments = {param.name: getattr(validated, f"p{index}") for index, param in enumerate(params)}
+        result = func(context, **arguments) if takes_context else func(**arguments)
+        return _as_result(result)
+
+    register_function(
+        name=tool_name, description=tool_description, parameters=schema, outside_effects=outside_effects
+    )(call)
+    return func
+
+
+def _arguments_model(
+    tool_name: str, params: list[inspect.Parameter], hints: dict[str, Any]
+) -> type[pydantic.BaseModel]:
+    # Fields get neutral names and the parameter's name as alias, so a parameter may be called e.g. `schema` or
+    # `model_id` without clashing with BaseModel's own attributes.
+    fields: dict[str, Any] = {}
+    for index, param in enumerate(params):
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[f"p{index}"] = (annotation, pydantic.Field(default, alias=param.name))
+    return pydantic.create_model(
+        f"{tool_name}_arguments", __config__=pydantic.ConfigDict(extra="forbid", populate_by_name=False), **fields
+    )
+
+
+def _schema(model: type[pydantic.BaseModel], argument_docs: dict[str, str]) -> dict[str, Any]:
+    schema = model.model_json_schema(by_alias=True, schema_generator=_ToolSchema)
+    schema.pop("title", None)
+    for param_name, text in argument_docs.items():
+        prop = schema.get("properties", {}).get(param_name)
+        if prop is not None and "description" not in prop:
+            prop["description"] = text
+    return schema
+
+
+class _ToolSchema(GenerateJsonSchema):
+    # "Order Id" next to "order_id" tells the model nothing and costs tokens on every request.
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The first paragraph, and the Google-style Args section as parameter name → description."""
+    lines = doc.splitlines()
+    first_paragraph = doc.partition("\n\n")[0]
+    summary = "" if lines and _ARGS_HEADING.match(lines[0]) else " ".join(first_paragraph.split())
+    start = next((index + 1 for index, line in enumerate(lines) if _ARGS_HEADING.match(line)), None)
+    arguments: dict[str, str] = {}
+    if start is None:
+        return summary, arguments
+    entry_indent: int | None = None
+    current = ""
+    for line in lines[start:]:
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent == 0:
+            break  # the next section: Returns:, Raises:, …
+        if entry_indent is None:
+            entry_indent = indent
+        match = _ARG_LINE.match(line.strip())
+        if match and indent <= entry_indent:
+            current = match.group(1)
+            arguments[current] = match.group(2).strip()
+        elif current:
+            arguments[current] = f"{arguments[current]} {line.strip()}".strip()
+    return summary, arguments
+
+
+def _first_error(exc: pydantic.ValidationError) -> str:
+    error = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in error["loc"]) or "arguments"
+    return f"{where}: {error['msg']}"
+
+
+def _as_result(value: Any) -> FunctionResult:
+    if isinstance(value, FunctionResult):
+        return value
+    if isinstance(value, str):
+        return FunctionResult(content=value)
+    return FunctionResult(content=pydantic_core.to_json(value).decode())

@@ -14,6 +14,9 @@ from typing import Any
 from django.conf import settings
 
 MARKER = "[redacted]"
+# Characters no database stores and no page can encode: NUL (PostgreSQL refuses it in text and jsonb) and lone
+# surrogates (a JSON string may escape one, "\ud800"; it is not Unicode, so encoding it raises).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _BUILTIN_PATTERNS = [
     r"(?i)(authorization\s*[:=]\s*)(bearer\s+|basic\s+)?[^\s\"',;]+",
     r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{8,}=*",
@@ -40,8 +43,8 @@ def _patterns() -> list[re.Pattern[str]]:
 def redact_text(text: str) -> str:
     if not text:
         return text
-    # Not a secret, but unstorable: PostgreSQL text and jsonb refuse NUL, and a model or tool can produce one.
-    text = text.replace("\x00", "\ufffd")
+    # Not a secret, but unstorable, and a model or tool can produce either: replaced, so a turn's flush cannot fail.
+    text = _UNSTORABLE.sub("\ufffd", text)
     for value in _secret_values():
         text = text.replace(value, MARKER)
     for pattern in _patterns():
@@ -50,11 +53,13 @@ def redact_text(text: str) -> str:
 
 
 def redact(value: Any) -> Any:
-    """Redact every string inside a JSON-like value (dict keys are kept)."""
+    """Redact every string inside a JSON-like value (dict keys are kept, only made storable)."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
-        return {key: redact(item) for key, item in value.items()}
+        return {
+            _UNSTORABLE.sub("\ufffd", key) if isinstance(key, str) else key: redact(item) for key, item in value.items()
+        }
     if isinstance(value, list | tuple):
         return [redact(item) for item in value]
     return value

@@ -1,6 +1,7 @@
 """The host's public surface for the harness (and any other plugin). The harness apps import the host only here.
 
-- executor providers: asked first by the function-executor factory (ascending `order`, ties by name);
+- executor providers: asked first by the function-executor factory (ascending `order`, ties by name); one that
+  takes a call may let that call only through to its real implementation by returning `PassThrough`;
 - agent-load hooks: run each time an agent is loaded into a conversation, may rewrite its LLM config for it only;
 - the conversation service: start, send, invoke_function (a conversation started with `seal=` refuses every send
   or invoke that does not present its `seal_key`);
@@ -10,12 +11,11 @@
 from agenthost.builtins.control import CONTROL_FLOW_FUNCTIONS
 from agenthost.executor import (
     InvalidFunctionName,
+    PassThrough,
     create_executor,
     execute,
-    execute_without_providers,
     executor_providers,
     register_executor_provider,
-    run_registered_function,
     unregister_executor_provider,
 )
 from agenthost.functions import (
@@ -54,7 +54,8 @@ from agenthost.selectors import (
     conversation_state_timeline,
     sealed_filter,
 )
-from agenthost.services import (
+from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
+from agenthost.turns import (
     ConcurrentTurn,
     ConversationError,
     ConversationSealed,
@@ -63,9 +64,6 @@ from agenthost.services import (
     StepLimitExceeded,
     ToolCallRecord,
     TurnResult,
-    conversation_invoke_function,
-    conversation_send,
-    conversation_start,
 )
 
 start = conversation_start
@@ -92,6 +90,7 @@ __all__ = [
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
+    "PassThrough",
     "ProviderError",
     "StateChange",
     "StepLimitExceeded",
@@ -111,7 +110,6 @@ __all__ = [
     "conversation_start",
     "create_executor",
     "execute",
-    "execute_without_providers",
     "function_is_effect_free",
     "executor_providers",
     "get_function",
@@ -127,7 +125,6 @@ __all__ = [
     "register_provider_kind",
     "register_runtime_provider",
     "registered_functions",
-    "run_registered_function",
     "sealed_filter",
     "send",
     "start",

@@ -16,13 +16,18 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
 
-from agenttest.inputs import MAX_JSON_DEPTH, json_text_too_deep, json_value_problem
+from agenttest.inputs import MAX_JSON_DEPTH, SafeJSONDecoder, json_loads, json_text_too_deep, json_value_problem
 
 
 class SafeJSONField(forms.JSONField):
     default_error_messages = {
         "too_deep": f"Nested more than {MAX_JSON_DEPTH} levels deep: agenttest stores no JSON deeper than that.",
     }
+
+    def __init__(self, *, decoder: type[json.JSONDecoder] | None = None, **kwargs: Any) -> None:
+        # A model JSONField passes its own decoder, None by default. Ours never raises ValueError on an integer of
+        # more than 4,300 digits (Django catches only JSONDecodeError: that was a 500); to_python refuses it.
+        super().__init__(decoder=decoder or SafeJSONDecoder, **kwargs)
 
     def to_python(self, value: Any) -> Any:
         if not self.disabled and isinstance(value, str) and json_text_too_deep(value):
@@ -36,7 +41,28 @@ class SafeJSONField(forms.JSONField):
         # Shown again with its error: as typed, without decoding it.
         if not self.disabled and isinstance(data, str) and json_text_too_deep(data):
             return InvalidJSONInput(data)
-        return super().bound_data(data, initial)
+        bound = super().bound_data(data, initial)
+        if not self.disabled and isinstance(data, str) and json_value_problem(bound) is not None:
+            # Refused by to_python (e.g. a lone surrogate, which encoding the page would fail on): shown as typed.
+            return InvalidJSONInput(data)
+        return bound
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, InvalidJSONInput):
+            return value
+        return printable_json(value, cls=self.encoder)
+
+
+def printable_json(value: Any, **kwargs: Any) -> str:
+    """json.dumps for a page: non-ASCII text as is, unless the value holds a lone surrogate (stored before such text
+    was refused), which no page can be encoded with; then all of it escaped, so the page renders and it can be
+    fixed."""
+    text = json.dumps(value, ensure_ascii=False, **kwargs)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, **kwargs)
+    return text
 
 
 class PrettyJSONWidget(forms.Textarea):
@@ -47,7 +73,8 @@ class PrettyJSONWidget(forms.Textarea):
             if json_text_too_deep(value):
                 return value
             try:
-                value = json.dumps(json.loads(value), indent=2, ensure_ascii=False)
-            except json.JSONDecodeError:
+                value = printable_json(json_loads(value), indent=2)
+            except (ValueError, TypeError):
+                # Not JSON, or JSON that cannot be written back (an integer too long to convert): as typed.
                 return value
         return super().format_value(value)

@@ -4,7 +4,6 @@ about unknown fields, ids parsed one way, JSON checked before it is decoded or s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -21,7 +20,17 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.utils import html
 
-from agenttest.inputs import MAX_ID, MAX_JSON_DEPTH, json_text_too_deep, json_value_problem, nonfinite_path, parse_id
+from agenttest.inputs import (
+    MAX_ID,
+    MAX_JSON_DEPTH,
+    UNICODE_PROBLEM,
+    SafeJSONDecoder,
+    json_loads,
+    json_text_too_deep,
+    json_value_issue,
+    json_value_problem,
+    parse_id,
+)
 
 # Limits Django enforces while DRF reads a body. They are the client's doing, so they get the API's JSON 400 rather
 # than Django's HTML error page.
@@ -40,8 +49,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 class JSONParser(parsers.JSONParser):
     """DRF's, refusing with a 400 what would otherwise fail later as a 500: nesting beyond MAX_JSON_DEPTH (found in
     the text, before the recursive decoder can hit Python's recursion limit), NaN and infinite numbers (`1e999`
-    decodes to infinity; named by their path, e.g. `mocks[0].state_writes.total`), and strings that are not Unicode
-    (JSON may escape a lone surrogate, "\\ud800", which Python parses but no database stores)."""
+    decodes to infinity; named by their path, e.g. `mocks[0].state_writes.total`), integers beyond ±2**63-1 (an
+    integer of more than 4,300 digits is never given to int(), which would refuse it with a ValueError), and strings
+    or keys that are not Unicode (JSON may escape a lone surrogate, "\\ud800", which Python parses but no database
+    stores and no response can be encoded with). A NUL is left to the fields, which name it in their own words."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
@@ -53,18 +64,17 @@ class JSONParser(parsers.JSONParser):
             raise ParseError(f"JSON parse error - nested more than {MAX_JSON_DEPTH} levels deep")
         try:
             # NaN and Infinity decode like 1e999 does, so that all three are refused below, naming where they are.
-            data = json.loads(text, parse_constant=float)
+            data = json_loads(text)
         except ValueError as exc:
             raise ParseError(f"JSON parse error - {exc}") from None
-        path = nonfinite_path(data)
-        if path is not None:
-            key = api_settings.NON_FIELD_ERRORS_KEY if path == "(top level)" else path
-            raise ValidationError({key: [json_value_problem(data)]})
-        try:
-            json.dumps(data, ensure_ascii=False).encode()
-        except UnicodeEncodeError as exc:
-            raise ParseError(f"JSON parse error - a string is not valid Unicode: {exc.reason}") from None
-        return data
+        issue = json_value_issue(data, nul=False)
+        if issue is None:
+            return data
+        path, message = issue
+        if message == UNICODE_PROBLEM:
+            raise ParseError(f"JSON parse error - a string is not valid Unicode: a lone surrogate at {path}")
+        key = api_settings.NON_FIELD_ERRORS_KEY if path == "(top level)" else path
+        raise ValidationError({key: [json_value_problem(data, nul=False)]})
 
 
 class IsStaffOrReadOnly(BasePermission):
@@ -169,11 +179,17 @@ class JSONInputField(serializers.JSONField):
     """DRF's, for a value a form sends as JSON text: checked for depth before it is decoded and for NaN/Infinity
     after, as the JSON parser checks a JSON body (a form would otherwise be the way around it)."""
 
+    def __init__(self, **kwargs: Any) -> None:
+        # Decoding never raises ValueError on an integer too long for int(); json_value_problem refuses it.
+        kwargs.setdefault("decoder", SafeJSONDecoder)
+        super().__init__(**kwargs)
+
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, str | bytes) and (self.binary or getattr(data, "is_json_string", False)):
             if json_text_too_deep(data):
                 raise ValidationError(f"nested more than {MAX_JSON_DEPTH} levels deep")
         value = super().to_internal_value(data)
-        if (problem := json_value_problem(value)) is not None:
+        # NUL is left to the field's own validator, which names it in its words (as the JSON parser does).
+        if (problem := json_value_problem(value, nul=False)) is not None:
             raise ValidationError(problem)
         return value

@@ -17,10 +17,11 @@ LOCAL_MEMORY_CACHE = "django.core.cache.backends.locmem.LocMemCache"
 
 @register(Tags.compatibility)
 def check_agenttest_settings(app_configs: Any = None, **kwargs: Any) -> list:
-    from agenthost.llm.config import validate_providers
+    from agenthost.llm.registry import configuration_problems
 
     problems: list = []
-    provider_problems = validate_providers(settings.AGENTTEST_PROVIDERS)
+    # With the registered kinds: plugins are loaded by now, so a kind no plugin registered is reported here.
+    provider_problems = configuration_problems(settings.AGENTTEST_PROVIDERS)
     for problem in provider_problems:
         problems.append(Error(f"model providers: {problem}", id="agenttest.E001"))
     broker = settings.CELERY_BROKER_URL

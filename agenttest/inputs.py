@@ -6,6 +6,7 @@ the field before anything is stored.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -68,17 +69,115 @@ def nonfinite_path(value: Any) -> str | None:
     return None
 
 
-def json_value_problem(value: Any, *, limit: int = MAX_JSON_DEPTH) -> str | None:
-    """One message for a decoded JSON value agenttest cannot store, naming where the problem is; None when fine."""
-    deep = too_deep_path(value, limit=limit)
-    if deep is not None:
-        return f"nested more than {limit} levels deep at {deep}"
-    bad = nonfinite_path(value)
-    if bad is not None:
-        return f"{bad}: numbers must be finite (NaN and Infinity are not JSON)" if bad != "(top level)" else (
-            "numbers must be finite (NaN and Infinity are not JSON)"
-        )
+# The largest integer (in magnitude) agenttest stores in JSON: SQLite's JSON functions read a larger one as a
+# float, JavaScript clients lose its digits, and a database id or a token count never needs more.
+MAX_JSON_INT = 2**63 - 1
+# A JSON integer's text longer than this (digits and sign) is out of range whatever its digits, so it is never given
+# to int(), which refuses text of more than 4,300 digits with a ValueError that callers catching only
+# json.JSONDecodeError turned into a 500.
+_MAX_INT_TEXT = len(str(-MAX_JSON_INT))
+
+
+class TooLongInteger:
+    """Stands, in a value decoded by `json_loads`, for an integer whose text was too long to convert; every check
+    here reports it as out of range. Never stored: json.dumps refuses it."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, text: str) -> None:
+        self.digits = len(text.lstrip("-"))
+
+    def __repr__(self) -> str:
+        return f"<integer of {self.digits} digits>"
+
+
+def _parse_int(text: str) -> int | TooLongInteger:
+    return TooLongInteger(text) if len(text) > _MAX_INT_TEXT else int(text)
+
+
+class SafeJSONDecoder(json.JSONDecoder):
+    """Python's decoder, except that an integer too long for int() decodes to a TooLongInteger rather than raising
+    ValueError: so decoding untrusted text raises only json.JSONDecodeError (once json_text_too_deep has ruled out
+    nesting deep enough for RecursionError). NaN, Infinity and 1e999 still decode to floats, for nonfinite_path."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("parse_int", _parse_int)
+        super().__init__(**kwargs)
+
+
+def json_loads(text: str | bytes) -> Any:
+    """Decodes untrusted JSON text with SafeJSONDecoder; check the result with json_value_problem before using it."""
+    return json.loads(text, cls=SafeJSONDecoder)
+
+
+def int_out_of_range_path(value: Any) -> str | None:
+    """The path of the first integer beyond ±MAX_JSON_INT (or too long to have been converted at all), or None."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, TooLongInteger) or (
+            isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_JSON_INT
+        ):
+            return path or "(top level)"
+        if isinstance(item, dict):
+            stack.extend((child, _join(path, key)) for key, child in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((child, _join(path, index)) for index, child in enumerate(item))
     return None
+
+
+def unstorable_text_path(value: Any, *, nul: bool = True) -> str | None:
+    """The path of the first string or object key holding a lone surrogate (Python decodes "\\ud800", but it is
+    not Unicode: encoding it for the database or a page raises UnicodeEncodeError) or, with `nul`, a NUL (which
+    PostgreSQL refuses in any text or jsonb), or None. A bad key is named by its parent's path."""
+    pattern = _UNSTORABLE_TEXT if nul else _SURROGATE
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if pattern.search(item):
+                return path or "(top level)"
+        elif isinstance(item, dict):
+            for key in item:
+                if isinstance(key, str) and pattern.search(key):
+                    return path or "(top level)"
+            stack.extend((child, _join(path, key)) for key, child in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((child, _join(path, index)) for index, child in enumerate(item))
+    return None
+
+
+NONFINITE_PROBLEM = "numbers must be finite (NaN and Infinity are not JSON)"
+INT_RANGE_PROBLEM = f"integers must be between -{MAX_JSON_INT} and {MAX_JSON_INT}"
+UNICODE_PROBLEM = "text must be valid Unicode: no lone surrogate (\\ud800-\\udfff)"
+NUL_PROBLEM = "text must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
+
+
+def json_value_issue(value: Any, *, limit: int = MAX_JSON_DEPTH, nul: bool = True) -> tuple[str, str] | None:
+    """(path, message) for the first reason a decoded JSON value cannot be stored, or None when fine: nested
+    deeper than `limit`, a non-finite number, an integer beyond ±MAX_JSON_INT, a lone surrogate or (with `nul`) a
+    NUL in a string or key. The path is "(top level)" for the value itself."""
+    if (path := too_deep_path(value, limit=limit)) is not None:
+        return path, f"nested more than {limit} levels deep"
+    if (path := nonfinite_path(value)) is not None:
+        return path, NONFINITE_PROBLEM
+    if (path := int_out_of_range_path(value)) is not None:
+        return path, INT_RANGE_PROBLEM
+    if (path := unstorable_text_path(value, nul=nul)) is not None:
+        return path, NUL_PROBLEM if nul else UNICODE_PROBLEM
+    return None
+
+
+def json_value_problem(value: Any, *, limit: int = MAX_JSON_DEPTH, nul: bool = True) -> str | None:
+    """One message for a decoded JSON value agenttest cannot store, naming where the problem is; None when fine.
+    See json_value_issue for what is refused."""
+    issue = json_value_issue(value, limit=limit, nul=nul)
+    if issue is None:
+        return None
+    path, message = issue
+    if message.startswith("nested"):
+        return f"{message} at {path}"
+    return message if path == "(top level)" else f"{path}: {message}"
 
 
 def parse_id(raw: Any) -> int | None:
@@ -103,11 +202,14 @@ def parse_id(raw: Any) -> int | None:
 def _join(path: str, key: Any) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
-    return f"{path}.{key}" if path else str(key)
+    # A path ends up in an error message, which must itself be storable and printable: bad characters escaped.
+    key = _UNSTORABLE_TEXT.sub(lambda match: f"\\u{ord(match.group()):04x}", str(key))
+    return f"{path}.{key}" if path else key
 
 
 # PostgreSQL refuses NUL in any text it is sent, a filter's included; a lone surrogate is not Unicode at all.
 _UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def text_is_storable(text: str) -> bool:

@@ -11,7 +11,10 @@ from django.core.exceptions import ImproperlyConfigured
 from agenttest.env import env_bool, env_cache, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("AGENTTEST_VAR_DIR", str(BASE_DIR / "var")))
+# Installed as a package, BASE_DIR is site-packages: the database and the broker file must never land there, so
+# outside a checkout they go to ./var in the working directory, as a project's own files would.
+_FROM_CHECKOUT = (BASE_DIR / "manage.py").is_file()
+VAR_DIR = Path(env_str("AGENTTEST_VAR_DIR", str(BASE_DIR / "var" if _FROM_CHECKOUT else Path.cwd() / "var"))).absolute()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("AGENTTEST_DEBUG", False)
@@ -38,8 +41,9 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "agenttest",
+    # agenthost first: agenttest's ready() loads the plugins, which need the host's built-ins registered.
     "agenthost",
+    "agenttest",
     *env_list("AGENTTEST_HARNESS_APPS", ["cases", "runs", "recording"]),
 ]
 
@@ -60,7 +64,8 @@ WSGI_APPLICATION = "agenttest.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # The project's templates and static files live in the agenttest app, so they install with the package.
+        "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -115,7 +120,6 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -214,6 +218,8 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {"runs.tasks.*": {"queue": "runs"}}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
+# Plugins (module paths) to import at start-up, besides the installed `agenttest.plugins` entry points.
+AGENTTEST_PLUGINS = env_list("AGENTTEST_PLUGINS")
 # Model providers: a TOML file, or the offline simulated models (plus OpenAI when its key is set).
 AGENTTEST_PROVIDERS_FILE = env_str("AGENTTEST_PROVIDERS_FILE")
 # The provider:model that splits a conversation into cases when none is chosen ("" = always ask).

@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString
 
 from agenthost.seams import configured_models
 from agenttest.admin_fields import PrettyJSONWidget, SafeJSONField
+from agenttest.admin_ids import StrictIdsAdminMixin
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.selectors import CASE_PARTS
 from cases.services import case_disable, case_enable, case_to_document
@@ -146,7 +147,7 @@ class SuiteAdminForm(forms.ModelForm):
 
 
 @admin.register(Suite)
-class SuiteAdmin(JSONTextMixin, admin.ModelAdmin):
+class SuiteAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     form = SuiteAdminForm
     list_display = ("name", "agent", "judge_model", "enabled", "case_count", "updated_at")
     list_filter = ("enabled", "agent")
@@ -291,7 +292,7 @@ def _first_problems(problems: list[Problem], limit: int = 3) -> str:
 
 
 @admin.register(Case)
-class CaseAdmin(JSONTextMixin, admin.ModelAdmin):
+class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     form = CaseAdminForm
     list_display = ("name", "suite", "enabled", "source", "type", "priority", "updated_at")
     list_filter = ("enabled", "source", "suite", "suite__agent")

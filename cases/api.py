@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agenttest.api import MAX_ID, ApiPagination, IsStaffOrReadOnly, validation_problems
+from agenttest.api import ApiPagination, IdField, IsStaffOrReadOnly, StrictInputSerializer, validation_problems
 from agenttest.inputs import parse_id
 from cases.models import Case, Suite
 from cases.selectors import case_detail, case_list, suite_detail, suite_list
@@ -70,6 +70,13 @@ class CasesApiView(APIView):
         return super().handle_exception(exc)
 
 
+def _no_body(request: Request) -> None:
+    """For an action that takes no fields (copy, enable, disable): nothing, or an empty object. Anything else is
+    refused with a 400 rather than ignored, so a client expecting `{"name": ...}` to rename a copy learns it does
+    not; reading request.data refuses malformed or too deeply nested JSON the same way."""
+    StrictInputSerializer(data=request.data).is_valid(raise_exception=True)
+
+
 def _body(request: Request, *, output_only: tuple[str, ...]) -> dict[str, Any]:
     if not isinstance(request.data, dict):
         raise CaseValidationError([Problem("document", "the body must be a JSON object")])
@@ -105,7 +112,8 @@ def _suite_or_404(suite_id: int) -> Suite:
 
 class SuiteListApi(CasesApiView):
     class FilterSerializer(serializers.Serializer):
-        agent = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="Agent id.")
+        # Ids read as everywhere else (ASCII digits): DRF's IntegerField reads "٣" as 3.
+        agent = IdField(thing="agent", required=False, help_text="Agent id.")
         enabled = serializers.BooleanField(required=False, allow_null=True, default=None)
         search = serializers.CharField(required=False, default="")
 
@@ -220,10 +228,10 @@ def _same_suite(data: dict[str, Any], case: Case) -> dict[str, Any]:
 
 class CaseListApi(CasesApiView):
     class FilterSerializer(serializers.Serializer):
-        suite = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="Suite id.")
-        agent = serializers.IntegerField(
-            required=False, min_value=1, max_value=MAX_ID,
-            help_text="Agent id: the suite's agent or the case's entry agent.",
+        # Ids read as everywhere else (ASCII digits): DRF's IntegerField reads "٣" as 3.
+        suite = IdField(thing="suite", required=False, help_text="Suite id.")
+        agent = IdField(
+            thing="agent", required=False, help_text="Agent id: the suite's agent or the case's entry agent."
         )
         enabled = serializers.BooleanField(required=False, allow_null=True, default=None)
         source = serializers.ChoiceField(choices=Case.Source.choices, required=False)
@@ -330,6 +338,7 @@ class CaseCopyApi(CasesApiView):
         responses={201: OpenApiResponse(CaseOutputSerializer, description="A disabled copy named '<name> (copy)'.")},
     )
     def post(self, request: Request, case_id: int) -> Response:
+        _no_body(request)
         copy = case_copy(case=_case_or_404(case_id))
         return Response(_case_output(_case_or_404(copy.pk)), status=status.HTTP_201_CREATED)
 
@@ -343,6 +352,7 @@ class CaseEnableApi(CasesApiView):
         },
     )
     def post(self, request: Request, case_id: int) -> Response:
+        _no_body(request)
         case = case_enable(case=_case_or_404(case_id))
         return Response(_case_output(_case_or_404(case.pk)))
 
@@ -350,6 +360,7 @@ class CaseEnableApi(CasesApiView):
 class CaseDisableApi(CasesApiView):
     @extend_schema(tags=["cases"], operation_id="cases_disable", request=None, responses=CaseOutputSerializer)
     def post(self, request: Request, case_id: int) -> Response:
+        _no_body(request)
         case = case_disable(case=_case_or_404(case_id))
         return Response(_case_output(_case_or_404(case.pk)))
 

@@ -293,6 +293,10 @@ def cases_import(*, suite: Suite, documents: list[dict[str, Any]], replace: bool
     return [_store(case, cleaned) for case, cleaned in plan]
 
 
+# The keys of an export file (suite_export).
+SUITE_IMPORT_KEYS = ("suite", "cases")
+
+
 @transaction.atomic
 def suite_import(*, document: dict[str, Any], suite_name: str = "", replace: bool = False) -> SuiteImport:
     """Imports an export file's content ({"suite": {...}, "cases": [...]}) into the suite `suite_name` (default: the
@@ -300,16 +304,21 @@ def suite_import(*, document: dict[str, Any], suite_name: str = "", replace: boo
     nothing: raises CaseValidationError with every problem of the suite and of every case."""
     if not isinstance(document, dict):
         raise CaseValidationError([Problem("document", 'must be an object with "suite" and "cases"')])
+    # Every key is read or refused, as in each case: a misspelt "case" would otherwise import no cases, silently.
+    problems: list[Problem] = [
+        Problem(str(key), f"unknown field {str(key)!r}; known fields: {', '.join(SUITE_IMPORT_KEYS)}")
+        for key in document
+        if key not in SUITE_IMPORT_KEYS
+    ]
     suite_data = document.get("suite") if isinstance(document.get("suite"), dict) else {}
     name = suite_name or suite_data.get("name") or ""
     suite = Suite.objects.filter(name=name).first() if isinstance(name, str) and name else None
     created = suite is None
-    problems: list[Problem] = []
     if suite is None:
         try:
             suite = suite_create(data={**suite_data, "name": name})
         except SuiteValidationError as exc:
-            problems = [Problem(f"suite.{problem.field}", problem.message) for problem in exc.problems]
+            problems += [Problem(f"suite.{problem.field}", problem.message) for problem in exc.problems]
             # An unsaved stand-in, so the cases are still checked and every problem comes back in one go.
             judge_model = suite_data.get("judge_model")
             suite = Suite(name=str(name), judge_model=judge_model if isinstance(judge_model, str) else "")

@@ -33,7 +33,16 @@ from agenthost.seams import (
     function_is_effect_free,
     get_function,
 )
-from agenttest.inputs import MAX_ID, MAX_JSON_DEPTH, json_text_too_deep, nonfinite_path, too_deep_path
+from agenttest.inputs import (
+    INT_RANGE_PROBLEM,
+    MAX_ID,
+    MAX_JSON_DEPTH,
+    int_out_of_range_path,
+    json_loads,
+    json_text_too_deep,
+    nonfinite_path,
+    too_deep_path,
+)
 from cases.models import Assertion, Case, Suite
 
 NAME_MAX_LENGTH = 200
@@ -306,7 +315,8 @@ def _json_field(value: Any, *, field: str, expected: type, nullable: bool, probl
             problems.add(field, DEPTH_MESSAGE)
             return _INVALID
         try:
-            value = json.loads(text)
+            # Not json.loads: an integer of more than 4,300 digits made int() raise ValueError, not this.
+            value = json_loads(text)
         except json.JSONDecodeError as exc:
             wanted = "a JSON object" if expected is dict else "a JSON list"
             problems.add(
@@ -325,6 +335,9 @@ def _json_field(value: Any, *, field: str, expected: type, nullable: bool, probl
     if (bad := nonfinite_path(value)) is not None:
         # Python reads 1e999, Infinity and NaN, but no JSON column stores them.
         problems.add(_under(field, bad), NONFINITE_MESSAGE)
+        return _INVALID
+    if (bad := int_out_of_range_path(value)) is not None:
+        problems.add(_under(field, bad), f"must hold only {INT_RANGE_PROBLEM}")
         return _INVALID
     if value is None and nullable:
         return None

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from rest_framework.throttling import ScopedRateThrottle
 
 from agenthost.seams import Conversation, configured_models, conversation_state, sealed_filter
+from agenttest.forms import unknown_fields_message, unknown_form_fields
 from agenttest.inputs import parse_id, text_is_storable
 from cases.models import Suite
 from recording.api import THROTTLE_SCOPE, suite_from_ref
@@ -151,6 +152,20 @@ def _throttled(request: HttpRequest, conversation: Conversation) -> HttpResponse
     return _page(request, conversation, error=f"Too many recordings and extractions for now.{retry}", status=429)
 
 
+# What the page's one form sends to both buttons: Record as draft ignores the extraction model.
+_MAKE_CASES_FIELDS = ("suite", "extraction_model")
+
+
+def _unknown_fields(request: HttpRequest, conversation: Conversation) -> HttpResponse | None:
+    """A 400 naming any other field, before anything is created (or counted against the throttle): a client that
+    sends one expects it to mean something, and the API refuses it too."""
+    unknown = unknown_form_fields(request.POST, _MAKE_CASES_FIELDS)
+    if not unknown:
+        return None
+    error = f"{unknown_fields_message(unknown, _MAKE_CASES_FIELDS)} Nothing was created."
+    return _page(request, conversation, error=error, status=400)
+
+
 def _chosen_suite(request: HttpRequest) -> Suite | None:
     return suite_from_ref(request.POST.get("suite", ""))
 
@@ -173,6 +188,8 @@ def _to_drafts(request: HttpRequest, drafts: Drafts, verb: str) -> HttpResponse:
 @login_required
 def conversation_record(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conversation = _staff_conversation(request, conversation_id)
+    if (refused := _unknown_fields(request, conversation)) is not None:
+        return refused
     if (refused := _throttled(request, conversation)) is not None:
         return refused
     try:
@@ -186,6 +203,8 @@ def conversation_record(request: HttpRequest, conversation_id: int) -> HttpRespo
 @login_required
 def conversation_extract(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conversation = _staff_conversation(request, conversation_id)
+    if (refused := _unknown_fields(request, conversation)) is not None:
+        return refused
     if (refused := _throttled(request, conversation)) is not None:
         return refused
     try:

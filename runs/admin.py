@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from agenttest.admin_ids import StrictIdsAdminMixin
 from runs.models import CaseResult, Run
 
 
@@ -47,7 +48,7 @@ class CaseResultInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class RunAdmin(StrictIdsAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("id", "suite", "status", "models", "counts", "triggered_by", "created_at")
     list_filter = ("status", "suite")
     list_select_related = ("suite", "triggered_by")
@@ -73,7 +74,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(CaseResult)
-class CaseResultAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class CaseResultAdmin(StrictIdsAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("id", "run", "case_name", "model", "status", "duration_ms", "created_at")
     list_filter = ("status", "model")
     list_select_related = ("run", "run__suite")

@@ -7,7 +7,10 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         from agenthost.seams import executor_providers, register_agent_load_hook, register_executor_provider
-        from runs import signals  # noqa: F401  (worker start: sweep and concurrency warning)
+        from runs import (
+            signals,  # noqa: F401  (worker start: sweep and concurrency warning)
+            tasks,  # noqa: F401  (registers the run task, which the services dispatch by name)
+        )
         from runs.mocking import apply_model_override, mock_provider
 
         if mock_provider not in executor_providers():

@@ -7,6 +7,7 @@ expected, actual and a message a person can act on.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,8 @@ from agenthost.seams import (
     get_provider,
     parse_model_key,
 )
+from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep
+from runs.sessions import is_subset
 
 REGEX_TIMEOUT_SECONDS = 1.0
 DEFAULT_JUDGE_MIN_SCORE = 4
@@ -155,9 +158,7 @@ def _tool_called(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> t
             + (f"; calls made: {', '.join(c['name'] for c in called)}" if called else "; no tool was called"),
         )
     if expected_args:
-        from runs.mocking import _is_subset
-
-        if not any(_is_subset(expected_args, call["arguments"]) for call in calls):
+        if not any(is_subset(expected_args, call["arguments"]) for call in calls):
             return (
                 FAILED,
                 expected,
@@ -298,19 +299,30 @@ def _judge(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple:
 
 
 def _parse_verdict(text: str) -> tuple[int, str] | str:
-    match = re.search(r"\{.*\}", text or "", re.DOTALL)
+    """(score, reason) from the judge's answer, or why it is unusable. The answer is model output: anything the
+    decoder accepts may come back (NaN, 1e999, a 5,000-digit integer, deep nesting), and none of it may crash the
+    case — each is a reason instead."""
+    match = re.search(r"\{.*\}", text if isinstance(text, str) else "", re.DOTALL)
     if not match:
         return "no JSON object in it"
+    # Checked in the text: decoding deeper nesting could hit Python's recursion limit.
+    if json_text_too_deep(match.group(0)):
+        return f"malformed JSON (nested more than {MAX_JSON_DEPTH} levels deep)"
     try:
-        data = json.loads(match.group(0))
+        # An integer too long for int() decodes to a TooLongInteger, refused below as not a whole number.
+        data = json_loads(match.group(0))
     except json.JSONDecodeError as exc:
         return f"malformed JSON ({exc.msg})"
     score = data.get("score") if isinstance(data, dict) else None
-    if isinstance(score, bool) or not isinstance(score, int | float) or int(score) != score:
-        return f"'score' must be a whole number, got {score!r}"
+    shown = _excerpt(repr(score), 80)
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        return f"'score' must be a whole number, got {shown}"
+    # int() of NaN or infinity raises; both are floats the decoder produces from NaN, Infinity and 1e999.
+    if isinstance(score, float) and not (math.isfinite(score) and score.is_integer()):
+        return f"'score' must be a finite whole number, got {shown}"
     if not 1 <= score <= 5:
-        return f"score {score} is outside 1–5"
-    return int(score), str(data.get("reason", ""))
+        return f"score {shown} is outside 1–5"
+    return int(score), _storable(str(data.get("reason", "")))
 
 
 def _call_summary(call: dict[str, Any]) -> dict[str, Any]:
@@ -318,7 +330,16 @@ def _call_summary(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def _excerpt(text: str, limit: int = 500) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
+    return _storable(text if len(text) <= limit else text[:limit] + "…")
+
+
+# A lone surrogate (JSON may escape one, "\\ud800") cannot be encoded for any database; the judge's words are kept
+# with U+FFFD in its place, as NUL is (agenthost/redaction.py).
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _storable(text: str) -> str:
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 _HANDLERS = {

@@ -9,10 +9,12 @@ from typing import Any
 from django import forms
 
 from agenthost.seams import configured_models
+from agenttest.forms import StrictForm
 from agenttest.inputs import parse_id
 from cases.models import Suite
 from runs.models import Run
-from runs.services import MAX_TRIALS, RunError
+from runs.services import RunError
+from runs.validation import MAX_TRIALS
 
 # RunError.field → the form field it belongs on.
 _FIELDS = {
@@ -44,7 +46,10 @@ class SuiteChoiceField(forms.ModelChoiceField):
         return super().to_python(value)
 
 
-class RunTriggerForm(forms.Form):
+class RunTriggerForm(StrictForm):
+    """A field it does not declare is refused by name (StrictForm): `budget_token=5` must not start a run with no
+    budget."""
+
     suite = SuiteChoiceField(
         queryset=Suite.objects.none(),
         empty_label="Choose a suite…",

@@ -1,37 +1,16 @@
 """The mock seam: a very-low-order executor provider that owns every function of a conversation under test.
 
-Sessions live in a process-wide registry keyed by conversation id. Not a context variable or thread-local: those
-are silently lost across a thread or queue boundary, and losing one would let a tool execute for real.
-
-A session also meters the case's model calls (replay.py's runtime providers and the runner's judge go through
-`CaseSession.spend`), so that once the case timed out nothing of it starts any more — no tool call, no model call —
-while a call already in flight is still counted when it returns.
+It finds the conversation's case session in the process-wide registry (sessions.py) and answers each call with a
+mock, a refusal (blocked), or — for control flow and an extra-allowed effect-free function — by letting that call
+through to its real implementation (`PassThrough`). Conversations not under test it passes (None).
 """
 
 from __future__ import annotations
 
-import secrets
-import threading
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
-from agenthost.seams import (
-    CONTROL_FLOW_FUNCTIONS,
-    Conversation,
-    FunctionContext,
-    FunctionResult,
-    LoadedAgent,
-    ModelRequest,
-    ModelResponse,
-    ProviderError,
-    Usage,
-    execute_without_providers,
-    function_is_effect_free,
-)
-
-if TYPE_CHECKING:
-    from runs.replay import Tape
+from agenthost.seams import Conversation, FunctionContext, FunctionResult, LoadedAgent, PassThrough
+from runs.sessions import CaseSession, ObservedCall, Outcome, registry
 
 CANARY_FUNCTION = "agenttest-canary"
 BLOCKED_PREFIX = "[agenttest] blocked unmocked tool: "
@@ -39,243 +18,6 @@ HAS_OUTSIDE_EFFECTS = (
     " — it has effects outside agenttest, so a test must mock it; allowing it on the suite does not let it run"
 )
 TIMED_OUT = " — the case timed out, so nothing more of it runs"
-ALLOWED_FUNCTIONS = frozenset(CONTROL_FLOW_FUNCTIONS)
-
-
-class Outcome:
-    MOCKED = "mocked"
-    BLOCKED = "blocked"
-    ALLOWED = "allowed"
-    # Set by the host, not here: the agent does not declare the function, so the call never reached the seam.
-    UNAVAILABLE = "unavailable"
-
-
-@dataclass(frozen=True)
-class MockSpec:
-    function_name: str
-    result: str
-    arguments: dict[str, Any] | None = None
-    call_index: int | None = None
-    stop: bool = False
-    state_writes: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class ObservedCall:
-    name: str
-    arguments: Any
-    outcome: str
-    result: str
-    turn: int
-    # None for a call that never reached the seam (the host refused it), so no mock could be chosen by its index.
-    call_index: int | None
-    agent: str
-    trigger: str
-    # Only to place calls the host refused among the others of their turn; not part of the stored result.
-    tool_call_id: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "arguments": self.arguments,
-            "outcome": self.outcome,
-            "result": self.result,
-            "turn": self.turn,
-            "call_index": self.call_index,
-            "agent": self.agent,
-            "trigger": self.trigger,
-        }
-
-
-@dataclass
-class CaseSession:
-    mocks: list[MockSpec]
-    extra_allowed: frozenset[str] = frozenset()
-    force_blocked: frozenset[str] = frozenset()
-    # The provider every agent of the conversation runs on: one of the harness's runtime providers (replay.py),
-    # which answers through `model_provider` (live), or through the session's tape (record, replay). The model name
-    # is always the real one.
-    provider: str = ""
-    model: str = ""
-    model_provider: str = ""
-    tape: Tape | None = None
-    canary_token: str = field(default_factory=lambda: secrets.token_hex(8))
-    observed: list[ObservedCall] = field(default_factory=list)
-    # What the case's model calls used, judge apart; read by the runner once the case thread has ended.
-    usage: Usage = field(default_factory=Usage)
-    model_latency_ms: float = 0.0
-    judge_usage: Usage = field(default_factory=Usage)
-    _calls_per_function: dict[str, int] = field(default_factory=dict)
-    _canary_open: bool = True
-    _expired: threading.Event = field(default_factory=threading.Event)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __post_init__(self) -> None:
-        self.extra_allowed = frozenset(name.strip() for name in self.extra_allowed)
-        # Legacy rows were stored as typed. Matching them loosely can only block more, which never lets a tool run.
-        self._force_blocked = frozenset(name.strip().casefold() for name in self.force_blocked)
-
-    def is_force_blocked(self, name: str) -> bool:
-        return name.strip().casefold() in self._force_blocked
-
-    def is_allowed(self, name: str, declaration: dict[str, Any] | None = None) -> bool:
-        """May this call reach its real implementation? Control flow may; an extra-allowed function only if it is
-        declared free of outside effects — the suite's list alone never lets an email or a payment through."""
-        if self.is_force_blocked(name):
-            return False
-        if name in ALLOWED_FUNCTIONS:
-            return True
-        return name in self.extra_allowed and function_is_effect_free(name, declaration)
-
-    def take_canary(self, trigger: str) -> bool:
-        """True once: for the harness's own direct invocation of the canary before the first turn. A model or a rule
-        naming the canary must never learn the token."""
-        with self._lock:
-            if trigger != "direct" or not self._canary_open:
-                return False
-            self._canary_open = False
-            return True
-
-    def expire(self) -> None:
-        self._expired.set()
-
-    @property
-    def expired(self) -> bool:
-        return self._expired.is_set()
-
-    def spend(self, request: ModelRequest, call: Callable[[], ModelResponse], *, judge: bool = False) -> ModelResponse:
-        """Make one model call of the case. None starts once the case timed out; a call that finishes is counted
-        even when it returns after the timeout, because it was paid for."""
-        if self.expired:
-            raise ProviderError(
-                "the case timed out; no further model call of it is made",
-                code="case_timed_out",
-                provider=self.provider,
-                model=request.model,
-            )
-        response = call()
-        with self._lock:
-            if judge:
-                self.judge_usage = self.judge_usage + response.usage
-            else:
-                self.usage = self.usage + response.usage
-                self.model_latency_ms += response.latency_ms
-        return response
-
-    def next_call_index(self, name: str) -> int:
-        with self._lock:
-            index = self._calls_per_function.get(name, 0)
-            self._calls_per_function[name] = index + 1
-            return index
-
-    def choose_mock(self, name: str, arguments: dict[str, Any], call_index: int) -> MockSpec | None:
-        """Argument-subset match first, then the call index, then an unconditional mock."""
-        candidates = [mock for mock in self.mocks if mock.function_name == name]
-        for mock in candidates:
-            if (
-                mock.arguments is not None
-                and _is_subset(mock.arguments, arguments)
-                and (mock.call_index is None or mock.call_index == call_index)
-            ):
-                return mock
-        for mock in candidates:
-            if mock.arguments is None and mock.call_index == call_index:
-                return mock
-        for mock in candidates:
-            if mock.arguments is None and mock.call_index is None:
-                return mock
-        return None
-
-    def observe(self, call: ObservedCall) -> None:
-        with self._lock:
-            self.observed.append(call)
-
-    def observe_unavailable(self, turn: int, records: Iterable[Any]) -> None:
-        """Add the calls of a turn that the host refused because the agent does not declare the function. They never
-        reached the seam, so only the turn's own record (host ToolCallRecords) knows them; each is placed before
-        the next call of its turn that did reach the seam."""
-        records = list(records)
-        with self._lock:
-            for position, record in enumerate(records):
-                if record.outcome != Outcome.UNAVAILABLE:
-                    continue
-                later = {other.tool_call_id for other in records[position + 1 :] if other.tool_call_id}
-                at = next(
-                    (i for i, seen in enumerate(self.observed) if seen.turn == turn and seen.tool_call_id in later),
-                    len(self.observed),
-                )
-                self.observed.insert(
-                    at,
-                    ObservedCall(
-                        name=record.name,
-                        arguments=record.arguments,
-                        outcome=Outcome.UNAVAILABLE,
-                        result=record.result,
-                        turn=turn,
-                        call_index=None,
-                        agent=record.agent,
-                        trigger=record.trigger,
-                        tool_call_id=record.tool_call_id,
-                    ),
-                )
-
-    def observe_at_turn_end(self, call: ObservedCall) -> None:
-        """Add a call learnt of afterwards (from the transcript) at the end of its turn, unless already known."""
-        with self._lock:
-            if any(seen.tool_call_id == call.tool_call_id for seen in self.observed):
-                return
-            at = next((i for i, seen in enumerate(self.observed) if seen.turn > call.turn), len(self.observed))
-            self.observed.insert(at, call)
-
-    def observed_calls(self) -> list[ObservedCall]:
-        with self._lock:
-            return list(self.observed)
-
-    def totals(self) -> tuple[Usage, float, Usage]:
-        """Usage and model latency of the model under test, and the judge's usage."""
-        with self._lock:
-            return self.usage, self.model_latency_ms, self.judge_usage
-
-
-def _is_subset(expected: Any, actual: Any) -> bool:
-    if isinstance(expected, dict):
-        return isinstance(actual, dict) and all(
-            key in actual and _is_subset(value, actual[key]) for key, value in expected.items()
-        )
-    if isinstance(expected, list):
-        return (
-            isinstance(actual, list)
-            and len(expected) == len(actual)
-            and all(_is_subset(e, a) for e, a in zip(expected, actual, strict=True))
-        )
-    return expected == actual
-
-
-class SessionRegistry:
-    def __init__(self) -> None:
-        self._sessions: dict[int, CaseSession] = {}
-        self._lock = threading.Lock()
-
-    def add(self, conversation_id: int, session: CaseSession) -> None:
-        with self._lock:
-            self._sessions[conversation_id] = session
-
-    def get(self, conversation_id: int | None) -> CaseSession | None:
-        if conversation_id is None:
-            return None
-        with self._lock:
-            return self._sessions.get(conversation_id)
-
-    def remove(self, conversation_id: int) -> None:
-        with self._lock:
-            self._sessions.pop(conversation_id, None)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._sessions)
-
-
-registry = SessionRegistry()
 
 
 class MockExecutorProvider:
@@ -284,14 +26,16 @@ class MockExecutorProvider:
     name = "agenttest-mocks"
     order = -1_000_000
 
-    def resolve(self, name: str, context: FunctionContext) -> Any:
+    def resolve(
+        self, name: str, context: FunctionContext
+    ) -> Callable[[FunctionContext], FunctionResult | PassThrough] | None:
         session = registry.get(context.conversation_id)
         if session is None:
             return None
         return lambda ctx: _answer(session, name, ctx)
 
 
-def _answer(session: CaseSession, name: str, context: FunctionContext) -> FunctionResult:
+def _answer(session: CaseSession, name: str, context: FunctionContext) -> FunctionResult | PassThrough:
     if session.expired:
         return _blocked(session, name, context, TIMED_OUT)
     if name == CANARY_FUNCTION:
@@ -310,10 +54,13 @@ def _answer(session: CaseSession, name: str, context: FunctionContext) -> Functi
         _observe(session, name, context, index, result)
         return result
     if session.is_allowed(name, context.declaration):
-        result = execute_without_providers(name, context)
-        result.outcome = Outcome.ALLOWED
-        _observe(session, name, context, index, result)
-        return result
+
+        def allowed(result: FunctionResult) -> FunctionResult:
+            result.outcome = Outcome.ALLOWED
+            _observe(session, name, context, index, result)
+            return result
+
+        return PassThrough(then=allowed)
     why = HAS_OUTSIDE_EFFECTS if name in session.extra_allowed else ""
     return _blocked(session, name, context, why, index)
 

@@ -21,13 +21,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from agenttest.api import unknown_field_message
+from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep, json_value_problem
 from cases.models import Case, Suite
 from runs.models import Recording, Run
-from runs.replay import ANSWER, ERROR, KINDS, request_hash
+from runs.replay import AGENT, ANSWER, ERROR, HANG, JUDGE, KINDS, MAX_TOKENS, request_hash
 
 FORMAT = 1
 MANIFEST = "recordings.json"
@@ -158,20 +160,25 @@ def recordings_import(*, directory: Path) -> tuple[Suite, list[Recording]]:
     )
     if problems:
         raise RecordingFilesRejected(problems)
-    with transaction.atomic():
-        saved = [
-            Recording.objects.update_or_create(
-                case=item.case,
-                model=item.model,
-                defaults={
-                    "entries": item.entries,
-                    "run": None,
-                    "source": Recording.Source.IMPORT,
-                    "recorded_at": item.recorded_at,
-                },
-            )[0]
-            for item in parsed
-        ]
+    try:
+        with transaction.atomic():
+            saved = [
+                Recording.objects.update_or_create(
+                    case=item.case,
+                    model=item.model,
+                    defaults={
+                        "entries": item.entries,
+                        "run": None,
+                        "source": Recording.Source.IMPORT,
+                        "recorded_at": item.recorded_at,
+                    },
+                )[0]
+                for item in parsed
+            ]
+    except (DatabaseError, ValueError) as exc:
+        # The checks above should leave the database nothing to refuse; if it still does, the transaction has
+        # rolled back every file, and that is said as a rejection rather than a traceback.
+        raise RecordingFilesRejected([f"the database refused the recordings ({type(exc).__name__}: {exc})"]) from None
     return suite, saved
 
 
@@ -180,11 +187,14 @@ def _read_manifest(directory: Path) -> tuple[dict[str, Any] | None, list[str]]:
     if not directory.is_dir():
         return None, [f"{directory}: not a directory"]
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None, [f"{MANIFEST}: missing — the directory has no manifest; export the recordings to create one"]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         return None, [f"{MANIFEST}: unreadable ({exc})"]
+    manifest = _decoded(text)
+    if isinstance(manifest, _Undecodable):
+        return None, [f"{MANIFEST}: unreadable ({manifest.problem})"]
     if (
         not isinstance(manifest, dict)
         or manifest.get("format") != FORMAT
@@ -192,6 +202,15 @@ def _read_manifest(directory: Path) -> tuple[dict[str, Any] | None, list[str]]:
         or not isinstance(manifest.get("recordings"), list)
     ):
         return None, [f"{MANIFEST}: must be an object with format {FORMAT}, the suite's name and a recordings list"]
+    if problem := _unknown(manifest, _MANIFEST_KEYS):
+        return None, [f"{MANIFEST}: {problem}"]
+    problems = [
+        f"{MANIFEST}: recordings[{index}]: {problem}"
+        for index, item in enumerate(manifest["recordings"])
+        if isinstance(item, dict) and (problem := _unknown(item, _MANIFEST_ITEM_KEYS))
+    ]
+    if problems:
+        return None, problems
     return manifest, []
 
 
@@ -207,13 +226,15 @@ def _read_recording(path: Path, item: dict[str, Any], suite: Suite, cases: dict[
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            values.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            return f"line {number} is not JSON ({exc.msg})"
+        value = _decoded(line)
+        if isinstance(value, _Undecodable):
+            return f"line {number} {value.problem}"
+        values.append(value)
     if not values or not isinstance(values[0], dict) or values[0].get("format") != FORMAT:
         return f"mismatched — line 1 must be the header of a format {FORMAT} recording"
     header, entries = values[0], values[1:]
+    if problem := _unknown(header, _HEADER_KEYS):
+        return f"line 1 (the header): {problem}"
     said = (header.get("suite"), header.get("case"), header.get("model"))
     if said != (suite.name, item["case"], item["model"]):
         return (
@@ -229,6 +250,10 @@ def _read_recording(path: Path, item: dict[str, Any], suite: Suite, cases: dict[
         problem = _entry_problem(entry)
         if problem:
             return f"entry {number}: {problem}"
+    # The runner sums a case's tokens into columns that hold less than 2**31; so must the whole tape.
+    tokens = sum(_entry_tokens(entry) for entry in entries)
+    if tokens > MAX_TOKENS:
+        return f"its entries use {tokens} tokens in all; a recording of one case holds at most {MAX_TOKENS}"
     try:
         recorded_at = datetime.fromisoformat(str(header.get("recorded_at")))
     except ValueError:
@@ -240,31 +265,198 @@ def _read_recording(path: Path, item: dict[str, Any], suite: Suite, cases: dict[
 
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 
+# What a recording may hold, as recordings_export writes it (runs/replay.py describes an entry). Anything else is
+# refused by name: the file is hand-editable, and an unknown key is a misspelling or a format this version does not
+# read, never something to drop silently.
+_MANIFEST_KEYS = ("format", "suite", "recordings")
+_MANIFEST_ITEM_KEYS = ("case", "model", "file")
+_HEADER_KEYS = ("format", "suite", "case", "model", "entries", "recorded_at")
+_ENTRY_KEYS = ("purpose", "turn", "step", "agent", "scope", "model", "request_hash", "request", "kind")
+_KIND_KEYS = {ANSWER: ("response", "latency_ms"), ERROR: ("error",), HANG: ()}
+_REQUEST_KEYS = ("model", "temperature", "messages", "tools")
+_RESPONSE_KEYS = ("text", "tool_calls", "finish_reason", "usage", "model")
+_CALL_KEYS = ("id", "name", "arguments")
+_USAGE_KEYS = ("input_tokens", "output_tokens")
+_ERROR_KEYS = ("code", "message", "partial_text")
+
+# Bounds far beyond any real recording and within what replaying it stores: a model's text and a tool call's
+# arguments, a label (agent, scope, model, id, name, code), a turn or step number, one call's latency (a day; a hang
+# is recorded as such long before).
+MAX_TEXT_CHARS = 1_000_000
+MAX_LABEL_CHARS = 1_000
+MAX_POSITION = 2**31 - 1
+MAX_LATENCY_MS = 86_400_000
+# One JSONL line: a request carries the conversation so far, which stays far below this.
+MAX_LINE_CHARS = 20_000_000
+# An entry wraps an agent's tool schemas (each up to MAX_JSON_DEPTH deep, agent validation) in a few levels of its
+# own; twice that is still far from Python's recursion limit.
+TAPE_JSON_DEPTH = 2 * MAX_JSON_DEPTH
+
+
+class _Undecodable:
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+
+def _decoded(text: str) -> Any:
+    """One JSON document of the directory, or _Undecodable saying why not — never an exception: nesting that would
+    exhaust the recursion limit is found in the text, an integer too long for int() decodes to a value
+    json_value_problem refuses, and so do NaN, infinities and lone surrogates."""
+    if len(text) > MAX_LINE_CHARS:
+        return _Undecodable(f"is longer than {MAX_LINE_CHARS} characters")
+    if json_text_too_deep(text, limit=TAPE_JSON_DEPTH):
+        return _Undecodable(f"is nested more than {TAPE_JSON_DEPTH} levels deep")
+    try:
+        value = json_loads(text)
+    except json.JSONDecodeError as exc:
+        return _Undecodable(f"is not JSON ({exc.msg})")
+    if (problem := json_value_problem(value, limit=TAPE_JSON_DEPTH)) is not None:
+        return _Undecodable(f"cannot be stored: {problem}")
+    return value
+
+
+def _unknown(value: dict[str, Any], known: tuple[str, ...], where: str = "") -> str:
+    extra = [key for key in value if key not in known]
+    return f"{where}{unknown_field_message(extra[0], sorted(known))}" if extra else ""
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:60]}…"
+
+
+def _text(value: dict[str, Any], key: str, where: str, *, limit: int, required: bool = False,
+          nullable: bool = False) -> str:
+    if key not in value:
+        return f"{where}{key} is missing" if required else ""
+    item = value[key]
+    if item is None and nullable:
+        return ""
+    if not isinstance(item, str):
+        return f"{where}{key} must be a string, got {_shown(item)}"
+    if len(item) > limit:
+        return f"{where}{key} is longer than {limit} characters"
+    return ""
+
+
+def _whole(value: dict[str, Any], key: str, where: str, *, maximum: int, required: bool = False,
+           nullable: bool = False) -> str:
+    if key not in value:
+        return f"{where}{key} is missing" if required else ""
+    item = value[key]
+    if item is None and nullable:
+        return ""
+    if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= maximum:
+        return f"{where}{key} must be a whole number from 0 to {maximum}, got {_shown(item)}"
+    return ""
+
 
 def _entry_problem(entry: Any) -> str:
+    """What is wrong with one tape entry, or "". Every field is typed and bounded and an unknown one is refused: a
+    replay serves the entry as the model's answer and stores its text and sums its numbers into the case's result,
+    so whatever the runner or the database cannot take has to stop here — not crash a replay run later."""
     if not isinstance(entry, dict):
         return "must be a JSON object"
     kind = entry.get("kind")
     if kind not in KINDS:
-        return f"kind must be one of {', '.join(KINDS)}, got {kind!r}"
-    if not isinstance(entry.get("request"), dict) or not _HASH.match(str(entry.get("request_hash", ""))):
+        return f"kind must be one of {', '.join(KINDS)}, got {_shown(kind)}"
+    if problem := _unknown(entry, (*_ENTRY_KEYS, *_KIND_KEYS[kind])):
+        return problem
+    if entry.get("purpose", AGENT) not in (AGENT, JUDGE):
+        return f"purpose must be {AGENT} or {JUDGE}, got {_shown(entry['purpose'])}"
+    problem = (
+        _whole(entry, "turn", "", maximum=MAX_POSITION, nullable=True)
+        or _whole(entry, "step", "", maximum=MAX_POSITION, nullable=True)
+        or _text(entry, "agent", "", limit=MAX_LABEL_CHARS)
+        or _text(entry, "scope", "", limit=MAX_LABEL_CHARS)
+        or _text(entry, "model", "", limit=MAX_LABEL_CHARS)
+    )
+    if problem:
+        return problem
+    request = entry.get("request")
+    if not isinstance(request, dict) or not _HASH.match(str(entry.get("request_hash", ""))):
         return "needs the normalised request and its request_hash"
-    if request_hash(entry["request"]) != entry["request_hash"]:
+    if problem := _request_problem(request):
+        return problem
+    if request_hash(request) != entry["request_hash"]:
         return "mismatched — its request_hash is not the hash of its request (was the request edited?)"
     if kind == ANSWER:
-        response = entry.get("response")
-        calls = response.get("tool_calls") if isinstance(response, dict) else None
-        if not isinstance(response, dict) or not isinstance(response.get("text", ""), str) or not isinstance(
-            calls or [], list
-        ):
-            return "an answer needs a response with text and a tool_calls list"
-        for call in calls or []:
-            if not isinstance(call, dict) or not all(isinstance(call.get(k), str) for k in ("id", "name", "arguments")):
-                return "each tool call needs the strings id, name and arguments"
+        return _answer_problem(entry)
     if kind == ERROR:
-        error = entry.get("error")
-        if not isinstance(error, dict) or not isinstance(error.get("code"), str) or not isinstance(
-            error.get("message"), str
-        ):
-            return "an error needs an error with the strings code and message"
+        return _error_problem(entry.get("error"))
     return ""
+
+
+def _request_problem(request: dict[str, Any]) -> str:
+    temperature = request.get("temperature")
+    if problem := _unknown(request, _REQUEST_KEYS, "request: "):
+        return problem
+    if problem := _text(request, "model", "request.", limit=MAX_LABEL_CHARS):
+        return problem
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, int | float)):
+        return f"request.temperature must be a number, got {_shown(temperature)}"
+    for key in ("messages", "tools"):
+        if not isinstance(request.get(key, []), list):
+            return f"request.{key} must be a list"
+    return ""
+
+
+def _answer_problem(entry: dict[str, Any]) -> str:
+    response = entry.get("response")
+    if not isinstance(response, dict):
+        return "an answer needs a response with text and a tool_calls list"
+    latency = entry.get("latency_ms", 0)
+    if isinstance(latency, bool) or not isinstance(latency, int | float) or not 0 <= latency <= MAX_LATENCY_MS:
+        return f"latency_ms must be a number of milliseconds from 0 to {MAX_LATENCY_MS}, got {_shown(latency)}"
+    problem = (
+        _unknown(response, _RESPONSE_KEYS, "response: ")
+        or _text(response, "text", "response.", limit=MAX_TEXT_CHARS, nullable=True)
+        or _text(response, "finish_reason", "response.", limit=MAX_LABEL_CHARS, nullable=True)
+        or _text(response, "model", "response.", limit=MAX_LABEL_CHARS, nullable=True)
+    )
+    if problem:
+        return problem
+    calls = response.get("tool_calls")
+    if not isinstance(calls if calls is not None else [], list):
+        return "an answer needs a response with text and a tool_calls list"
+    for index, call in enumerate(calls or []):
+        where = f"response.tool_calls[{index}]"
+        if not isinstance(call, dict) or not all(isinstance(call.get(k), str) for k in _CALL_KEYS):
+            return "each tool call needs the strings id, name and arguments"
+        problem = (
+            _unknown(call, _CALL_KEYS, f"{where}: ")
+            or _text(call, "id", f"{where}.", limit=MAX_LABEL_CHARS)
+            or _text(call, "name", f"{where}.", limit=MAX_LABEL_CHARS)
+            or _text(call, "arguments", f"{where}.", limit=MAX_TEXT_CHARS)
+        )
+        if problem:
+            return problem
+    usage = response.get("usage")
+    if usage is None:
+        return ""
+    if not isinstance(usage, dict):
+        return f"response.usage must be an object with {' and '.join(_USAGE_KEYS)}"
+    return (
+        _unknown(usage, _USAGE_KEYS, "response.usage: ")
+        or _whole(usage, "input_tokens", "response.usage.", maximum=MAX_TOKENS)
+        or _whole(usage, "output_tokens", "response.usage.", maximum=MAX_TOKENS)
+    )
+
+
+def _error_problem(error: Any) -> str:
+    if not isinstance(error, dict) or not isinstance(error.get("code"), str) or not isinstance(
+        error.get("message"), str
+    ):
+        return "an error needs an error with the strings code and message"
+    return (
+        _unknown(error, _ERROR_KEYS, "error: ")
+        or _text(error, "code", "error.", limit=MAX_LABEL_CHARS)
+        or _text(error, "message", "error.", limit=MAX_TEXT_CHARS)
+        or _text(error, "partial_text", "error.", limit=MAX_TEXT_CHARS, nullable=True)
+    )
+
+
+def _entry_tokens(entry: dict[str, Any]) -> int:
+    """An entry's tokens, once _entry_problem has passed it."""
+    usage = (entry.get("response") or {}).get("usage") or {}
+    return sum(usage.get(key, 0) for key in _USAGE_KEYS)

@@ -1,15 +1,10 @@
-"""Record once, replay deterministically: the tapes a case's model traffic goes through in record and replay mode,
-and the harness's runtime providers that every model call of a conversation under test goes through, in all modes.
+"""Record once, replay deterministically: the tapes a case's model traffic goes through in record and replay mode.
 
-In live mode the agent-load hook points every agent of the conversation at `agenttest-live`, which calls the model
-under test. In every mode the runtime provider makes the call through the case's session, which refuses to start one
-after the case timed out and counts what each finished call used.
-
-A tape belongs to one case × model conversation. In record mode the agent-load hook points every agent of the
-conversation at the runtime provider `agenttest-record`, which calls the real model and keeps each exchange; in
-replay mode at `agenttest-replay`, which serves the kept exchanges by position and never builds a network client
-or reads a key. Both find the tape through the conversation id in the request's metadata (the process-wide session
-registry), and the judge of llmJudge assertions is handed the same tape, so its exchanges are kept and served too.
+A tape belongs to one case × model conversation. In record mode the runtime provider `agenttest-record`
+(providers.py) answers every model call of the conversation through a Recorder, which calls the real model and keeps
+each exchange; in replay mode `agenttest-replay` answers through a Replayer, which serves the kept exchanges by
+position and never builds a network client or reads a key. The judge of llmJudge assertions is handed the same tape,
+so its exchanges are kept and served too.
 
 An entry (one model call), as stored and as written to the JSONL files:
 
@@ -28,7 +23,6 @@ hash of its normalised form (volatile values replaced, secrets redacted); a diff
 from __future__ import annotations
 
 import abc
-import functools
 import hashlib
 import json
 import re
@@ -36,21 +30,16 @@ import threading
 from typing import Any
 
 from agenthost.seams import (
-    ModelProvider,
     ModelRequest,
     ModelResponse,
     ProviderError,
     ToolCall,
-    UnknownModel,
     Usage,
     get_model,
     get_provider,
     redact,
-    register_runtime_provider,
 )
-from runs.mocking import CaseSession, registry
 
-LIVE_PROVIDER = "agenttest-live"
 RECORD_PROVIDER = "agenttest-record"
 REPLAY_PROVIDER = "agenttest-replay"
 
@@ -60,6 +49,9 @@ AGENT, JUDGE = "agent", "judge"
 
 # A hang is released when the runner abandons the case; this only bounds a tape nobody abandons.
 MAX_HANG_SECONDS = 3600.0
+# The most tokens one entry (and one case's tape, recordings.py) may say it used: results store token counts in
+# columns that hold less than 2**31.
+MAX_TOKENS = 2**31 - 1
 
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
 _TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?(?!\d)")
@@ -319,7 +311,12 @@ class Replayer(Tape):
             )
         kind = entry.get("kind")
         if kind == ANSWER:
-            return _response(entry, request)
+            try:
+                return _response(entry, request)
+            except UnreadableEntry as exc:
+                raise self._fail(
+                    f"the recording is unreadable: {exc} in {describe(labels)} — re-record it", "bad_recording", request
+                ) from None
         if kind == ERROR:
             error = entry["error"]
             partial = error.get("partial_text") or ""
@@ -347,9 +344,29 @@ class Replayer(Tape):
         return ProviderError(reason, code=code, provider=self.provider_name, model=request.model)
 
 
+class UnreadableEntry(ValueError):
+    """A stored entry holds what no recording does (checked where it is read, for tapes stored before import checked
+    them, recordings.py)."""
+
+
+def _stored_tokens(usage: dict[str, Any], key: str) -> int:
+    # int() of "³", 1e999 or 10**25 either raises deep in the runner or overflows the result's column when stored.
+    value = usage.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+        try:
+            shown = repr(value)
+        except ValueError:  # an integer of more than 4,300 digits has no repr
+            shown = "an integer too long to show"
+        shown = shown if len(shown) <= 40 else f"{shown[:40]}…"
+        raise UnreadableEntry(f"usage.{key} must be a whole number from 0 to {MAX_TOKENS}, got {shown}")
+    return value
+
+
 def _response(entry: dict[str, Any], request: ModelRequest) -> ModelResponse:
     response = entry["response"]
     usage = response.get("usage") or {}
+    if not isinstance(usage, dict):
+        raise UnreadableEntry("usage must be an object")
     return ModelResponse(
         text=response.get("text") or "",
         tool_calls=[
@@ -357,80 +374,8 @@ def _response(entry: dict[str, Any], request: ModelRequest) -> ModelResponse:
             for call in response.get("tool_calls") or []
         ],
         finish_reason=response.get("finish_reason") or "stop",
-        usage=Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))),
+        usage=Usage(_stored_tokens(usage, "input_tokens"), _stored_tokens(usage, "output_tokens")),
         # As recorded: a replayed comparison shows what the model took, not how fast a lookup is.
         latency_ms=float(entry.get("latency_ms", 0.0)),
         model=response.get("model") or request.model,
     )
-
-
-# --- The runtime providers -----------------------------------------------------------------------------------------
-
-
-class _CaseProvider(ModelProvider):
-    """Answers the model calls of conversations under test, and no other, through the case's session: so no call
-    starts once the case timed out and every finished one counts towards its usage."""
-
-    mode = ""
-
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        session = registry.get(request.metadata.get("conversation_id"))
-        if session is None or session.provider != self.name or not self.serves(session):
-            raise ProviderError(
-                f"provider {self.name!r} only answers conversations of a run in {self.mode} mode",
-                code="not_under_test",
-                provider=self.name,
-                model=request.model,
-            )
-        return session.spend(request, lambda: self.answer(session, request))
-
-    def serves(self, session: CaseSession) -> bool:
-        return True
-
-    @abc.abstractmethod
-    def answer(self, session: CaseSession, request: ModelRequest) -> ModelResponse:
-        """The model's answer, as this mode gets it."""
-
-
-class LiveProvider(_CaseProvider):
-    kind = "agenttest-live"
-    mode = "live"
-
-    def answer(self, session: CaseSession, request: ModelRequest) -> ModelResponse:
-        try:
-            provider = get_provider(session.model_provider)
-        except UnknownModel as exc:
-            # Said as the model's failure: the host would report it as this runtime provider being unconfigured.
-            raise ProviderError(str(exc), code="not_configured", provider=self.name, model=request.model) from None
-        return provider.complete(request)
-
-
-class _TapeProvider(_CaseProvider):
-    tape_class: type[Tape]
-
-    def serves(self, session: CaseSession) -> bool:
-        return isinstance(session.tape, self.tape_class)
-
-    def answer(self, session: CaseSession, request: ModelRequest) -> ModelResponse:
-        # serves() made sure the session has this mode's tape.
-        return session.tape.complete(request)
-
-
-class RecordProvider(_TapeProvider):
-    kind = "agenttest-record"
-    tape_class = Recorder
-    mode = "record"
-
-
-class ReplayProvider(_TapeProvider):
-    kind = "agenttest-replay"
-    tape_class = Replayer
-    mode = "replay"
-
-
-@functools.cache
-def install_providers() -> None:
-    """Register the live, record and replay runtime providers, once per process."""
-    register_runtime_provider(LIVE_PROVIDER, LiveProvider(LIVE_PROVIDER, {}))
-    register_runtime_provider(RECORD_PROVIDER, RecordProvider(RECORD_PROVIDER, {}))
-    register_runtime_provider(REPLAY_PROVIDER, ReplayProvider(REPLAY_PROVIDER, {}))

@@ -4,10 +4,10 @@ assertions.
 The case runs on its own thread so a per-case timeout can be enforced. Its registry entry is removed by that thread
 when its last call has returned — never by the waiting side on timeout — so a late tool call is still mocked.
 
-Every model call of the conversation goes through one of the harness's runtime providers (runs/replay.py), and the
-judge's through the case session too, so on timeout the session is expired and nothing of the case starts any more:
-no model call, no tool call, no turn. The waiting side then gives the call in flight a bounded grace to return, so
-what it used is in the result (and the run's budget) before the result is stored.
+Every model call of the conversation goes through one of the harness's runtime providers (runs/providers.py), and
+the judge's through the case session too, so on timeout the session is expired and nothing of the case starts any
+more: no model call, no tool call, no turn. The waiting side then gives the call in flight a bounded grace to
+return, so what it used is in the result (and the run's budget) before the result is stored.
 
 In record and replay mode the case gets a tape (runs/replay.py): every model call of the conversation, the judge's
 included, goes through it. On timeout the tape is abandoned, which releases a replayed hang so the thread can end.
@@ -48,8 +48,10 @@ from agenthost.seams import (
     get_model,
 )
 from runs import assertions as checks
-from runs.mocking import CANARY_FUNCTION, CaseSession, MockSpec, ObservedCall, Outcome, registry
-from runs.replay import LIVE_PROVIDER, Replayer, Tape, install_providers
+from runs.mocking import CANARY_FUNCTION
+from runs.providers import LIVE_PROVIDER, install_providers
+from runs.replay import Replayer, Tape
+from runs.sessions import CaseSession, MockSpec, ObservedCall, Outcome, registry
 
 TEST_TAG = "agenttest"
 NO_ASSERTIONS = "the case has no assertions, so it verifies nothing"

@@ -36,7 +36,7 @@ def run_lock_holder(*, group: str = RunLock.DEFAULT_GROUP) -> Run | None:
 
 
 def run_tag(run_id: int) -> str:
-    """The tag a run's test conversations carry besides TEST_TAG (runs/services.py passes it to the runner)."""
+    """The tag a run's test conversations carry besides TEST_TAG (runs/planning.py passes it to the runner)."""
     return f"run:{run_id}"
 
 
@@ -44,9 +44,15 @@ def _tagged(tags: Any, tag: str) -> bool:
     return isinstance(tags, list) and tag in tags
 
 
+def _test_conversations() -> QuerySet[Conversation]:
+    """The conversations the harness made: sealed ones (only the runner seals, and only it holds the key), tagged
+    TEST_TAG. Tags alone prove nothing — anyone starting a conversation may tag it "agenttest" and "run:1"."""
+    return Conversation.objects.exclude(seal_hash="").filter(tags__icontains=f'"{TEST_TAG}"')
+
+
 def run_conversation_ids(*, run_ids: list[int]) -> set[int]:
-    """The test conversations of these runs: those their results point at, and those tagged with the run (a case
-    that never got to store its result)."""
+    """The test conversations of these runs: those their results point at, and the sealed ones tagged with the run
+    (a case that never got to store its result). An unsealed conversation is never one, whatever its tags."""
     if not run_ids:
         return set()
     ids = set(
@@ -57,20 +63,19 @@ def run_conversation_ids(*, run_ids: list[int]) -> set[int]:
     for run_id in run_ids:
         tag = run_tag(run_id)
         # icontains narrows the scan on every database; the exact tag is checked here (run:1 is not run:10).
-        candidates = Conversation.objects.filter(tags__icontains=f'"{tag}"').values_list("pk", "tags")
+        candidates = _test_conversations().filter(tags__icontains=f'"{tag}"').values_list("pk", "tags")
         ids.update(pk for pk, tags in candidates if _tagged(tags, tag))
     # Only test conversations: a result never points at anything else, but deleting one by mistake loses data.
-    rows = Conversation.objects.filter(pk__in=ids).values_list("pk", "tags")
+    rows = _test_conversations().filter(pk__in=ids).values_list("pk", "tags")
     return {pk for pk, tags in rows if _tagged(tags, TEST_TAG)}
 
 
 def prunable_test_conversation_ids(*, cutoff: Any) -> list[int]:
-    """Test conversations created before `cutoff`, except those of a run that is Pending or Running."""
+    """Test conversations (sealed, tagged TEST_TAG) created before `cutoff`, except those of a run that is Pending
+    or Running."""
     active = list(Run.objects.filter(status__in=[Run.Status.PENDING, Run.Status.RUNNING]).values_list("pk", flat=True))
     in_use = run_conversation_ids(run_ids=active)
-    rows = Conversation.objects.filter(created_at__lt=cutoff, tags__icontains=f'"{TEST_TAG}"').values_list(
-        "pk", "tags"
-    )
+    rows = _test_conversations().filter(created_at__lt=cutoff).values_list("pk", "tags")
     return sorted(pk for pk, tags in rows.iterator() if _tagged(tags, TEST_TAG) and pk not in in_use)
 
 

@@ -2,12 +2,13 @@ import logging
 
 from celery import Task, shared_task
 
+from runs.dispatch import EXECUTE_RUN
 from runs.services import RunLocked, run_execute, run_wait_for_lock
 
 logger = logging.getLogger(__name__)
 
 
-@shared_task(bind=True, name="runs.tasks.execute_run", acks_late=True, ignore_result=True)
+@shared_task(bind=True, name=EXECUTE_RUN, acks_late=True, ignore_result=True)
 def execute_run(self: Task, run_id: int) -> None:
     try:
         run_execute(run_id=run_id)

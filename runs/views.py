@@ -26,6 +26,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from agenttest.forms import unknown_fields_message, unknown_form_fields
 from agenttest.inputs import parse_id, text_is_storable
 from cases.models import Suite
 from cases.selectors import enabled_cases, suite_list
@@ -49,8 +50,17 @@ MATRIX_FILTERS = {"all": "All cases", "failures": "Failures only", "disagree": "
 _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
-    return render(request, "runs/forbidden.html", {"message": message}, status=403)
+def _forbidden(request: HttpRequest, message: str, *, status: int = 403) -> HttpResponse:
+    return render(request, "runs/forbidden.html", {"message": message}, status=status)
+
+
+def _unknown_fields(request: HttpRequest, nothing_done: str) -> HttpResponse | None:
+    """A 400 for a POST to a button (which sends only the CSRF token) that carries any other field: a client sending
+    one expects it to mean something, and it would be silently ignored (as the API refuses it too)."""
+    unknown = unknown_form_fields(request.POST, ())
+    if not unknown:
+        return None
+    return _forbidden(request, f"{unknown_fields_message(unknown, ())} {nothing_done}", status=400)
 
 
 def format_duration(seconds: float | None) -> str:
@@ -381,6 +391,8 @@ def run_cancel_page(request: HttpRequest, run_id: int) -> HttpResponse:
     if not request.user.is_staff:
         return _forbidden(request, "Only admins can cancel runs.")
     run = get_object_or_404(Run.objects.defer("agent_snapshot"), pk=run_id)
+    if (refused := _unknown_fields(request, "Nothing was cancelled.")) is not None:
+        return refused
     try:
         run = run_cancel(run=run)
     except RunConflict as exc:
@@ -399,6 +411,8 @@ def run_resume_page(request: HttpRequest, run_id: int) -> HttpResponse:
     if not request.user.is_staff:
         return _forbidden(request, "Only admins can resume runs.")
     run = get_object_or_404(Run.objects.defer("agent_snapshot"), pk=run_id)
+    if (refused := _unknown_fields(request, "Nothing was resumed.")) is not None:
+        return refused
     try:
         run = run_resume(run=run)
     except RunError as exc:

@@ -25,7 +25,8 @@ setup_python() {
   python_ready || apt_install python3 python3-venv python3-pip
   if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q --disable-pip-version-check -c requirements/constraints.txt -r "$1"
+  # The project itself too, editable: the `agenttest` command in .venv/bin, running this checkout's code.
+  .venv/bin/python -m pip install -q --disable-pip-version-check -c requirements/constraints.txt -r "$1" -e .
 }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

@@ -28,6 +28,111 @@ def _imports(package: str) -> list[tuple[str, str]]:
     return found
 
 
+PROJECT = ("agenttest", "agenthost", *HARNESS)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(BASE_DIR).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Project module → the project modules it imports, wherever in the module the import statement stands: an
+    import moved into a function still runs, so a cycle it closes is hidden, not broken."""
+    paths = {
+        _module_name(path): path
+        for package in PROJECT
+        for path in (BASE_DIR / package).rglob("*.py")
+        if "migrations" not in path.parts
+    }
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                # `from runs import tasks` imports the module runs.tasks; `from runs.tasks import x` imports runs.tasks.
+                imported.add(base)
+                imported.update(f"{base}.{alias.name}" for alias in node.names)
+        graph[module] = {name for name in imported if name in paths and name != module}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in sorted(graph[module]):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_it_finds_no_import_cycle_among_project_modules():
+    assert _cycles(_import_graph()) == []
+
+
+def test_it_finds_an_import_cycle_when_two_modules_import_each_other():
+    # The finder itself, on the shapes the project once had: a pair, and a longer loop beside a clean chain.
+    assert _cycles({"runs.mocking": {"runs.replay"}, "runs.replay": {"runs.mocking"}}) == [
+        ["runs.mocking", "runs.replay"]
+    ]
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_it_keeps_agent_validation_out_of_the_api_module():
+    """The admin and the API check an agent the same way, from a module of its own: only the URL conf mounts the API."""
+    importers = sorted(
+        module for module, imported in _import_graph().items() if "agenthost.api" in imported
+    )
+    assert importers == ["agenthost.urls_api"]
+
+
+def test_it_keeps_the_services_modules_to_services():
+    """runs/services.py and agenthost/services.py hold the public services; the machinery behind them (leases, the
+    loop, planning, results, sessions, rules, routing, history) lives in modules of its own."""
+    for path, entities in (
+        (BASE_DIR / "runs" / "services.py", ("run_",)),
+        (BASE_DIR / "agenthost" / "services.py", ("conversation_", "agent_")),
+    ):
+        tree = ast.parse(path.read_text())
+        classes = [node.name for node in tree.body if isinstance(node, ast.ClassDef)]
+        functions = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+        public = [name for name in functions if not name.startswith("_")]
+        assert classes == [], path
+        assert [name for name in public if not name.startswith(entities)] == [], path
+        assert len(functions) - len(public) <= 2, (path, functions)
+
+
 def test_it_keeps_the_host_free_of_harness_imports():
     offending = [(f, m) for f, m in _imports("agenthost") if m.split(".")[0] in HARNESS]
     assert offending == []

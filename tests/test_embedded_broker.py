@@ -235,12 +235,20 @@ def test_it_shows_the_filesystem_transport_losing_a_half_written_message_and_its
     # The settings give this transport no folders, so it uses data_in/, data_out/ and control/ in the working dir.
     for folder in ("data_in", "data_out", "control"):
         (tmp_path / folder).mkdir()
-    folders = {"data_folder_in": str(tmp_path / "data_in"), "data_folder_out": str(tmp_path / "data_in")}
+    # The publisher here names every folder, control/ too: left out, it would write into this process's working
+    # directory, the repository.
+    folders = {
+        "data_folder_in": str(tmp_path / "data_in"),
+        "data_folder_out": str(tmp_path / "data_in"),
+        "control_folder": str(tmp_path / "control"),
+    }
     with Connection("filesystem://", transport_options=folders) as connection:
         record.apply_async((str(broker.log), "half-written"), queue=QUEUE, connection=connection)
         # File names start with the publish time in milliseconds; the consumer takes them in name order.
         time.sleep(0.01)
         record.apply_async((str(broker.log), "intact"), queue=QUEUE, connection=connection)
+    assert (tmp_path / "control" / f"{QUEUE}.exchange").is_file()
+    assert not (Path.cwd() / "control").exists()
     half_written, intact = sorted((tmp_path / "data_in").iterdir())
     assert [token_of(half_written.read_text()), token_of(intact.read_text())] == ["half-written", "intact"]
     half_written.write_bytes(half_written.read_bytes()[: half_written.stat().st_size // 2])

@@ -31,7 +31,6 @@ from recording.segmenter import SYSTEM_PROMPT
 from tests import workers
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
 MODEL_DELAY_SECONDS = 45
 STAFF_PASSWORD = "staff-password-123"
 
@@ -40,8 +39,9 @@ def procfile_web_command(port: int) -> list[str]:
     """The Procfile's web command, bound to 127.0.0.1:<port> instead of its production address."""
     line = next(line for line in (BASE_DIR / "Procfile").read_text().splitlines() if line.startswith("web:"))
     command = shlex.split(line.removeprefix("web:"))
-    assert command[0] == "gunicorn", line
-    command[0] = GUNICORN
+    assert command[:2] == ["agenttest", "serve"], line
+    # `python -m agenttest` is the `agenttest` command, and needs no install of the package in the virtualenv.
+    command[:1] = [sys.executable, "-m", "agenttest"]
     binds = [index for index, word in enumerate(command) if word in ("--bind", "-b")]
     assert len(binds) == 1, line
     command[binds[0] + 1] = f"127.0.0.1:{port}"

@@ -3,9 +3,8 @@ the only functions a test run lets through to their real implementation."""
 
 from __future__ import annotations
 
-from django.template import Context, Engine, TemplateSyntaxError
-
 from agenthost.functions import FunctionContext, FunctionError, FunctionResult, register_function
+from agenthost.templating import TemplateRefused, render_template
 
 CONTROL_FLOW_FUNCTIONS = (
     "route_to_agent",
@@ -14,9 +13,6 @@ CONTROL_FLOW_FUNCTIONS = (
     "util-routing-fallback_to_router",
     "util-instruct-execute_template",
 )
-
-_template_engine = Engine(autoescape=False)
-
 
 @register_function(
     name="route_to_agent",
@@ -84,8 +80,8 @@ def human_intervention_needed(context: FunctionContext, reason: str) -> Function
     },
 )
 def execute_template(context: FunctionContext, template: str, variables: dict | None = None) -> str:
+    # The instructions' engine: the state and the variables only, nothing loaded or shown of the process.
     try:
-        compiled = _template_engine.from_string(template)
-    except TemplateSyntaxError as exc:
-        raise FunctionError(f"the template does not compile: {exc}") from None
-    return compiled.render(Context({**context.state, **(variables or {})}))
+        return render_template(template, {**context.state, **(variables or {})})
+    except TemplateRefused as exc:
+        raise FunctionError(f"the template {exc}") from None

@@ -97,9 +97,21 @@ class ModelConfig:
 
 
 class ModelProvider(abc.ABC):
-    """A configured endpoint. Implementations must be thread-safe: one instance serves the whole process."""
+    """A configured endpoint. Implementations must be thread-safe: one instance serves the whole process.
+
+    A kind (`kind = "<name>"` in the providers file) is a subclass: it names the keys only it understands, beyond
+    the common ones (kind, base_url, api_key_env, timeout, max_retries, models; a model's name, prices and label),
+    and checks their values in validate_options. Any other key is refused with the list of allowed ones."""
 
     kind: str = ""
+    option_keys: frozenset[str] = frozenset()
+    model_option_keys: frozenset[str] = frozenset()
+
+    @classmethod
+    def validate_options(cls, spec: dict[str, Any]) -> list[str]:
+        """Problems with this kind's own options in `spec` (the provider's table, common fields already checked),
+        each a sentence naming the field, e.g. "field 'greeting' must be a string". [] when all is well."""
+        return []
 
     def __init__(self, name: str, options: dict[str, Any]) -> None:
         self.name = name

@@ -2,6 +2,11 @@
 
 A pure module (no Django models, no SDK): settings.py imports it to build AGENTTEST_PROVIDERS, and the system check
 re-validates whatever the setting holds. Keys never live in the file, only the name of the env var that holds one.
+
+The file is read at settings time, before any plugin could register its provider kind, so reading it checks only
+what every kind shares (the table's shape, the common fields, the models' names and prices). Whether the kind exists
+and what its own fields mean is checked once the kinds are known — by the system check and when a provider is built —
+by `validate_providers(config, kinds=...)`: each kind's class names its extra keys and validates their values.
 """
 
 from __future__ import annotations
@@ -10,24 +15,21 @@ import math
 import os
 import re
 import tomllib
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from agenthost.llm.base import ModelProvider
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
 
-# Keys every provider may carry, and the extra ones that only mean something to one kind. A new kind (e.g. replay)
-# adds its line here: the file is read at settings time, before any provider class has had a chance to register.
-_COMMON_KEYS = frozenset({"kind", "base_url", "api_key_env", "timeout", "max_retries", "models"})
-KIND_EXTRA_KEYS: dict[str, frozenset[str]] = {
-    "openai": frozenset(),
-    "scripted": frozenset(),
-    "simulated": frozenset({"delay_ms"}),
-}
-_MODEL_KEYS = frozenset({"name", "input_price", "output_price", "label"})
-KIND_EXTRA_MODEL_KEYS: dict[str, frozenset[str]] = {"simulated": frozenset({"delay_ms"})}
+# Keys every provider and every model may carry; a kind adds its own (ModelProvider.option_keys, model_option_keys).
+COMMON_KEYS = frozenset({"kind", "base_url", "api_key_env", "timeout", "max_retries", "models"})
+COMMON_MODEL_KEYS = frozenset({"name", "input_price", "output_price", "label"})
 
 _PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -84,17 +86,22 @@ def load_providers(path: str) -> dict[str, dict[str, Any]]:
     return {name: _normalise(spec) for name, spec in providers.items()}
 
 
-def validate_providers(config: dict[str, Any]) -> list[str]:
-    """Every problem with a providers mapping (raw from the file or normalised), each naming provider and field."""
+def validate_providers(
+    config: dict[str, Any], kinds: Mapping[str, type[ModelProvider]] | None = None
+) -> list[str]:
+    """Every problem with a providers mapping (raw from the file or normalised), each naming provider and field.
+
+    Without `kinds` only what every kind shares is checked; with the registered kinds also that each provider's kind
+    is one of them, its keys are the ones that kind knows, and the kind's own validate_options."""
     if not isinstance(config, dict):
         return [f"the providers must be a mapping of name → provider, got {type(config).__name__}"]
     problems: list[str] = []
     for name, spec in config.items():
-        problems.extend(_provider_problems(name, spec))
+        problems.extend(_provider_problems(name, spec, kinds))
     return problems
 
 
-def _provider_problems(name: Any, spec: Any) -> list[str]:
+def _provider_problems(name: Any, spec: Any, kinds: Mapping[str, type[ModelProvider]] | None) -> list[str]:
     where = f"provider {name!r}"
     if not isinstance(name, str) or not _PROVIDER_NAME.match(name):
         # The name is the part before ':' in a model key, so it may not contain one.
@@ -109,16 +116,24 @@ def _provider_problems(name: Any, spec: Any) -> list[str]:
             "variable and give its name in 'api_key_env'"
         )
     kind = spec.get("kind")
-    if not isinstance(kind, str) or kind not in KIND_EXTRA_KEYS:
-        known = ", ".join(sorted(KIND_EXTRA_KEYS))
-        problems.append(f"{where}: field 'kind' must be one of {known}, got {kind!r}")
+    if kinds is not None and (not isinstance(kind, str) or kind not in kinds):
+        known = ", ".join(sorted(kinds))
+        problems.append(
+            f"{where}: field 'kind' must be one of {known}, got {kind!r} (a plugin's kind is known once the plugin is "
+            "loaded: AGENTTEST_PLUGINS or an installed agenttest.plugins entry point)"
+        )
         return problems
-    allowed = _COMMON_KEYS | KIND_EXTRA_KEYS[kind]
-    problems.extend(
-        f"{where}: unknown field {key!r} (allowed for kind {kind!r}: {', '.join(sorted(allowed))})"
-        for key in spec
-        if key not in allowed and key != "api_key"
-    )
+    if not isinstance(kind, str) or not kind.strip():
+        problems.append(f"{where}: field 'kind' must name a provider kind (e.g. 'openai'), got {kind!r}")
+        return problems
+    cls = kinds[kind] if kinds is not None else None
+    if cls is not None:
+        allowed = COMMON_KEYS | cls.option_keys
+        problems.extend(
+            f"{where}: unknown field {key!r} (allowed for kind {kind!r}: {', '.join(sorted(allowed))})"
+            for key in spec
+            if key not in allowed and key != "api_key"
+        )
 
     base_url = spec.get("base_url", "")
     if not isinstance(base_url, str) or (base_url and not base_url.startswith(("http://", "https://"))):
@@ -129,33 +144,41 @@ def _provider_problems(name: Any, spec: Any) -> list[str]:
             f"{where}: field 'api_key_env' must be the NAME of an environment variable (e.g. OPENAI_API_KEY), "
             "not the key itself"
         )
-    elif kind == "openai" and not api_key_env and str(base_url).rstrip("/") in ("", OPENAI_BASE_URL):
-        problems.append(f"{where}: field 'api_key_env' is required for {OPENAI_BASE_URL} (name the env var)")
     timeout = spec.get("timeout", DEFAULT_TIMEOUT)
-    if not _is_number(timeout) or timeout <= 0:
+    if not is_number(timeout) or timeout <= 0:
         problems.append(f"{where}: field 'timeout' must be a number of seconds greater than 0, got {timeout!r}")
     max_retries = spec.get("max_retries", DEFAULT_MAX_RETRIES)
     if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
         problems.append(f"{where}: field 'max_retries' must be a whole number ≥ 0, got {max_retries!r}")
-    if "delay_ms" in spec and (not _is_number(spec["delay_ms"]) or spec["delay_ms"] < 0):
-        problems.append(f"{where}: field 'delay_ms' must be a number ≥ 0, got {spec['delay_ms']!r}")
 
     models = spec.get("models")
     if not isinstance(models, list) or not models:
         problems.append(f"{where}: field 'models' must list at least one [[providers.{name}.models]] entry")
         return problems
     seen: set[str] = set()
-    model_keys = _MODEL_KEYS | KIND_EXTRA_MODEL_KEYS.get(kind, frozenset())
+    model_keys = (COMMON_MODEL_KEYS | cls.model_option_keys) if cls is not None else None
     for index, model in enumerate(models):
         problems.extend(_model_problems(f"{where}: models[{index}]", model, model_keys, seen))
+    if cls is not None:
+        problems.extend(f"{where}: {problem}" for problem in _kind_problems(cls, spec))
     return problems
 
 
-def _model_problems(where: str, model: Any, allowed: frozenset[str], seen: set[str]) -> list[str]:
+def _kind_problems(cls: type[ModelProvider], spec: dict[str, Any]) -> list[str]:
+    try:
+        return list(cls.validate_options(spec))
+    except Exception as exc:  # a plugin's validator that breaks must not hide the provider's other problems
+        return [f"kind {cls.kind!r} ({cls.__module__}.{cls.__qualname__}) could not check its options: "
+                f"{type(exc).__name__}: {exc}"]
+
+
+def _model_problems(where: str, model: Any, allowed: frozenset[str] | None, seen: set[str]) -> list[str]:
     if not isinstance(model, dict):
         return [f"{where} must be a table with name and prices"]
     problems = [
-        f"{where}: unknown field {key!r} (allowed: {', '.join(sorted(allowed))})" for key in model if key not in allowed
+        f"{where}: unknown field {key!r} (allowed: {', '.join(sorted(allowed))})"
+        for key in model
+        if allowed is not None and key not in allowed
     ]
     name = model.get("name")
     if not isinstance(name, str) or not name.strip():
@@ -166,20 +189,20 @@ def _model_problems(where: str, model: Any, allowed: frozenset[str], seen: set[s
         seen.add(name)
     for field in ("input_price", "output_price"):
         price = model.get(field, 0.0)
-        if not _is_number(price) or price < 0:
+        if not is_number(price) or price < 0:
             problems.append(f"{where}: field {field!r} must be a number ≥ 0 (USD per million tokens), got {price!r}")
     if not isinstance(model.get("label", ""), str):
         problems.append(f"{where}: field 'label' must be a string")
-    if "delay_ms" in model and (not _is_number(model["delay_ms"]) or model["delay_ms"] < 0):
-        problems.append(f"{where}: field 'delay_ms' must be a number ≥ 0, got {model['delay_ms']!r}")
     return problems
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """A finite int or float (not a bool): what a numeric option of any kind must be."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _normalise(spec: dict[str, Any]) -> dict[str, Any]:
+    # A kind's own keys are kept as written: which they are is the kind's to say, once it is registered.
     kind = spec["kind"]
     normalised: dict[str, Any] = {
         "kind": kind,
@@ -188,12 +211,10 @@ def _normalise(spec: dict[str, Any]) -> dict[str, Any]:
         "timeout": float(spec.get("timeout", DEFAULT_TIMEOUT)),
         "max_retries": spec.get("max_retries", DEFAULT_MAX_RETRIES),
     }
-    for key in sorted(KIND_EXTRA_KEYS[kind]):
-        if key in spec:
-            normalised[key] = spec[key]
+    normalised.update({key: spec[key] for key in sorted(spec) if key not in COMMON_KEYS})
     normalised["models"] = [
         {
-            **{key: model[key] for key in sorted(KIND_EXTRA_MODEL_KEYS.get(kind, frozenset())) if key in model},
+            **{key: model[key] for key in sorted(model) if key not in COMMON_MODEL_KEYS},
             "name": model["name"],
             "input_price": float(model.get("input_price", 0.0)),
             "output_price": float(model.get("output_price", 0.0)),

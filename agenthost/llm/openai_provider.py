@@ -24,6 +24,13 @@ _MAX_SERVER_MESSAGE = 300
 class OpenAIProvider(ModelProvider):
     kind = "openai"
 
+    @classmethod
+    def validate_options(cls, spec: dict[str, Any]) -> list[str]:
+        base_url = str(spec.get("base_url") or "").rstrip("/")
+        if not spec.get("api_key_env") and base_url in ("", OPENAI_BASE_URL):
+            return [f"field 'api_key_env' is required for {OPENAI_BASE_URL} (name the env var)"]
+        return []
+
     def __init__(self, name: str, options: dict[str, Any]) -> None:
         super().__init__(name, options)
         self.base_url = options.get("base_url") or OPENAI_BASE_URL

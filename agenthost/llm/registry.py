@@ -13,7 +13,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
-from agenthost.llm.base import ModelConfig, ModelProvider
+from agenthost.llm.base import ModelConfig, ModelProvider, ProviderError
+from agenthost.llm.config import validate_providers
 from agenthost.llm.openai_provider import OpenAIProvider
 from agenthost.llm.scripted import ScriptedProvider
 from agenthost.llm.simulated import SimulatedProvider
@@ -25,6 +26,14 @@ class UnknownModel(ValueError):
 
 class UnknownProvider(UnknownModel):
     """A provider name that is not configured (a model key naming it is unknown too)."""
+
+
+class ProviderMisconfigured(ProviderError, ImproperlyConfigured):
+    """A configured provider that cannot be built: its kind is not registered, or the kind refuses its options.
+    A ProviderError too, so the conversation that needed it ends with this message like any failed model call."""
+
+    def __init__(self, message: str, *, provider: str) -> None:
+        super().__init__(message, code="provider_misconfigured", provider=provider)
 
 
 PROVIDER_KINDS: dict[str, type[ModelProvider]] = {
@@ -41,12 +50,32 @@ _lock = threading.Lock()
 
 
 def register_provider_kind(kind: str, cls: type[ModelProvider]) -> None:
-    """Make `kind = "<kind>"` in the provider configuration build instances of `cls`."""
-    if not kind or not isinstance(cls, type) or not issubclass(cls, ModelProvider):
+    """Make `kind = "<kind>"` in the provider configuration build instances of `cls`. Registering the same class
+    again is harmless; another class under a taken kind is refused, so no plugin silently replaces a kind."""
+    if not isinstance(kind, str) or not kind.strip() or not isinstance(cls, type) or not issubclass(cls, ModelProvider):
         raise ValueError("register_provider_kind needs a kind name and a ModelProvider subclass")
     with _lock:
+        existing = PROVIDER_KINDS.get(kind)
+        if existing is not None and _class_path(existing) != _class_path(cls):
+            raise ValueError(f"provider kind {kind!r} is already registered by {_class_path(existing)}")
         PROVIDER_KINDS[kind] = cls
         _instances.clear()
+
+
+def _class_path(cls: type) -> str:
+    # By name, not identity: a plugin module imported again defines an equal class that is not the same object.
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def provider_kinds() -> dict[str, type[ModelProvider]]:
+    """The registered kinds: the built-in ones and those plugins registered."""
+    with _lock:
+        return dict(PROVIDER_KINDS)
+
+
+def configuration_problems(config: dict[str, Any] | None = None) -> list[str]:
+    """Every problem with the providers configuration (AGENTTEST_PROVIDERS unless given), kinds included."""
+    return validate_providers(_providers() if config is None else config, kinds=provider_kinds())
 
 
 def register_runtime_provider(name: str, provider: ModelProvider) -> None:
@@ -88,9 +117,14 @@ def get_provider(name: str) -> ModelProvider:
             cls = PROVIDER_KINDS.get(kind)
             if cls is None:
                 known = ", ".join(sorted(PROVIDER_KINDS))
-                raise ImproperlyConfigured(
-                    f"provider {name!r} has kind {kind!r}, which is not registered (known: {known})"
+                raise ProviderMisconfigured(
+                    f"provider {name!r} has kind {kind!r}, which is not registered (known: {known}; a plugin's kind "
+                    "is known once the plugin is loaded)",
+                    provider=name,
                 )
+            problems = validate_providers({name: options}, kinds=PROVIDER_KINDS)
+            if problems:
+                raise ProviderMisconfigured(f"provider {name!r} is misconfigured: {'; '.join(problems)}", provider=name)
             provider = cls(name, options)
             _instances[name] = provider
         return provider

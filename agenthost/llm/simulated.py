@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall
+from agenthost.llm.config import is_number
 from agenthost.llm.scripted import estimate_usage
 
 CAREFUL = "sim-careful"
@@ -85,6 +86,21 @@ class _View:
 
 class SimulatedProvider(ModelProvider):
     kind = "simulated"
+    # A pause before each answer, for the provider or one model: lets tests and demos see a run in progress.
+    option_keys = frozenset({"delay_ms"})
+    model_option_keys = frozenset({"delay_ms"})
+
+    @classmethod
+    def validate_options(cls, spec: dict[str, Any]) -> list[str]:
+        problems = []
+        if "delay_ms" in spec and (not is_number(spec["delay_ms"]) or spec["delay_ms"] < 0):
+            problems.append(f"field 'delay_ms' must be a number ≥ 0, got {spec['delay_ms']!r}")
+        for index, model in enumerate(spec.get("models", [])):
+            if isinstance(model, dict) and "delay_ms" in model and (
+                not is_number(model["delay_ms"]) or model["delay_ms"] < 0
+            ):
+                problems.append(f"models[{index}]: field 'delay_ms' must be a number ≥ 0, got {model['delay_ms']!r}")
+        return problems
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         started = time.perf_counter()

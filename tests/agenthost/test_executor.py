@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
-from agenthost import executor
-from agenthost.functions import FunctionContext, FunctionResult, register_function
-from agenthost.seams import register_executor_provider, unregister_executor_provider
+from agenthost import executor, seams
+from agenthost.functions import FunctionContext, FunctionResult, register_function, registered_functions
+from agenthost.seams import PassThrough, register_executor_provider, unregister_executor_provider
 
 
 @register_function(
@@ -137,3 +139,61 @@ def test_it_refuses_two_providers_with_the_same_name(providers):
     providers(RecordingProvider("same", 1))
     with pytest.raises(ValueError, match="already registered"):
         register_executor_provider(RecordingProvider("same", 2))
+
+
+# --- Letting a call through: only the provider answering it, only that call ---------------------------------------
+
+
+@pytest.mark.parametrize("name", ["run_registered_function", "execute_without_providers"])
+def test_it_gives_a_harness_or_plugin_no_way_to_run_a_registered_function_past_the_providers(name):
+    assert not hasattr(seams, name) and name not in seams.__all__
+
+
+class PassingProvider:
+    """Takes every call and lets it through, noting the real result; `steer` rewrites the context first, as a
+    provider trying to run some other function would."""
+
+    name, order = "passes-through", 0
+
+    def __init__(self, steer: dict | None = None) -> None:
+        self.steer, self.seen = steer, []
+
+    def resolve(self, name, context):
+        def run(ctx):
+            if self.steer:
+                ctx.name, ctx.arguments = self.steer["name"], self.steer["arguments"]
+            return PassThrough(then=self.relabel)
+
+        return run
+
+    def relabel(self, result):
+        self.seen.append(result.content)
+        result.outcome = "allowed"
+        return result
+
+
+def test_it_runs_the_real_implementation_when_a_provider_lets_its_call_through(providers):
+    provider = providers(PassingProvider())
+    result = executor.execute("test-echo", FunctionContext(name="test-echo", arguments={"text": "hi"}))
+    assert (result.content, result.outcome) == ("echo:hi", "allowed")
+    assert provider.seen == ["echo:hi"]
+
+
+def test_it_lets_a_static_declaration_answer_a_call_let_through(providers):
+    providers(PassingProvider())
+    context = FunctionContext(name="static-fn", arguments={}, declaration=STATIC)
+    assert executor.execute("static-fn", context).content == '{"ok": true}'
+
+
+@given(resolved=st.text(min_size=1, max_size=30))
+def test_it_lets_a_call_through_only_under_the_name_being_resolved(resolved):
+    """A provider that edits the context cannot make the pass-through run a different registered function."""
+    assume(resolved.strip() and resolved not in registered_functions())
+    provider = PassingProvider(steer={"name": "test-echo", "arguments": {"text": "stolen"}})
+    register_executor_provider(provider)
+    try:
+        result = executor.execute(resolved, FunctionContext(name=resolved, arguments={}))
+    finally:
+        unregister_executor_provider(provider)
+    assert result.content == f"Can't find function implementation of {resolved}"
+    assert provider.seen == [result.content]

@@ -8,9 +8,10 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from agenthost.llm import registry
-from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, Usage
+from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage
 from agenthost.llm.config import load_providers, validate_providers
 from agenthost.llm.simulated import SimulatedProvider
+from agenttest.checks import check_agenttest_settings
 
 GOOD_FILE = """
 [providers.local]
@@ -96,23 +97,13 @@ def test_it_reads_a_provider_file_into_the_normalised_shape(tmp_path):
         ("[providers.local\nkind = ", "not valid TOML"),
         ('[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n', "provider 'local': field 'models'"),
         (
-            '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\nretries = 3\n'
-            '[[providers.local.models]]\nname = "m"\n',
-            "provider 'local': unknown field 'retries'",
-        ),
-        (
             '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
             '[[providers.local.models]]\nname = "m"\ninput_price = -1\n',
             "provider 'local': models[0]: field 'input_price' must be a number ≥ 0",
         ),
         (
-            '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
-            '[[providers.local.models]]\nname = "m"\ncontext = 8000\n',
-            "provider 'local': models[0]: unknown field 'context'",
-        ),
-        (
-            '[providers.local]\nkind = "grpc"\n[[providers.local.models]]\nname = "m"\n',
-            "provider 'local': field 'kind' must be one of openai, scripted, simulated",
+            '[providers.local]\nkind = 3\n[[providers.local.models]]\nname = "m"\n',
+            "provider 'local': field 'kind' must name a provider kind (e.g. 'openai'), got 3",
         ),
         (
             '[providers.local]\nkind = "openai"\nbase_url = "ftp://x"\n[[providers.local.models]]\nname = "m"\n',
@@ -122,10 +113,6 @@ def test_it_reads_a_provider_file_into_the_normalised_shape(tmp_path):
             '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\nmax_retries = -2\n'
             '[[providers.local.models]]\nname = "m"\n',
             "provider 'local': field 'max_retries'",
-        ),
-        (
-            '[providers.openai]\nkind = "openai"\n[[providers.openai.models]]\nname = "gpt-4o"\n',
-            "provider 'openai': field 'api_key_env' is required",
         ),
         (
             '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
@@ -143,6 +130,92 @@ def test_it_rejects_a_bad_file_naming_the_file_provider_and_field(tmp_path, text
 
     assert path in str(caught.value)
     assert expected in str(caught.value)
+
+
+def test_it_reads_a_kind_that_no_plugin_has_registered_yet_keeping_its_own_fields(tmp_path):
+    # The file is read at settings time, before any plugin could register its kind.
+    path = write(
+        tmp_path,
+        '[providers.acme]\nkind = "acme-llm"\nregion = "eu"\n[[providers.acme.models]]\nname = "a1"\n'
+        "context_window = 8000\n",
+    )
+
+    providers = load_providers(path)
+
+    assert providers["acme"]["kind"] == "acme-llm"
+    assert providers["acme"]["region"] == "eu"
+    assert providers["acme"]["models"] == [
+        {"context_window": 8000, "name": "a1", "input_price": 0.0, "output_price": 0.0, "label": ""}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\nretries = 3\n'
+            '[[providers.local.models]]\nname = "m"\n',
+            "provider 'local': unknown field 'retries' (allowed for kind 'openai': api_key_env, base_url, kind, "
+            "max_retries, models, timeout)",
+        ),
+        (
+            '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
+            '[[providers.local.models]]\nname = "m"\ncontext = 8000\n',
+            "provider 'local': models[0]: unknown field 'context'",
+        ),
+        (
+            '[providers.local]\nkind = "grpc"\n[[providers.local.models]]\nname = "m"\n',
+            "provider 'local': field 'kind' must be one of openai, scripted, simulated, got 'grpc'",
+        ),
+        (
+            '[providers.openai]\nkind = "openai"\n[[providers.openai.models]]\nname = "gpt-4o"\n',
+            "provider 'openai': field 'api_key_env' is required",
+        ),
+        (
+            '[providers.slow]\nkind = "simulated"\ndelay_ms = -1\n[[providers.slow.models]]\nname = "sim-careful"\n',
+            "provider 'slow': field 'delay_ms' must be a number ≥ 0, got -1",
+        ),
+        (
+            '[providers.slow]\nkind = "simulated"\n[[providers.slow.models]]\nname = "sim-careful"\ndelay_ms = "x"\n',
+            "provider 'slow': models[0]: field 'delay_ms' must be a number ≥ 0, got 'x'",
+        ),
+    ],
+)
+def test_it_reports_what_a_kind_refuses_as_a_system_check_error(tmp_path, settings, text, expected):
+    settings.AGENTTEST_PROVIDERS = load_providers(write(tmp_path, text))
+
+    errors = [message for message in check_agenttest_settings() if message.id == "agenttest.E001"]
+
+    assert any(expected in error.msg for error in errors), [error.msg for error in errors]
+
+
+def test_it_refuses_to_build_a_provider_whose_kind_refuses_its_options(settings):
+    settings.AGENTTEST_PROVIDERS = {"slow": {"kind": "simulated", "delay_ms": -5, "models": [{"name": "sim-careful"}]}}
+
+    with pytest.raises(registry.ProviderMisconfigured) as caught:
+        registry.get_provider("slow")
+
+    # Both: a conversation ends with it like any failed model call, and it is a configuration error.
+    assert isinstance(caught.value, ProviderError) and isinstance(caught.value, ImproperlyConfigured)
+    assert str(caught.value) == (
+        "provider 'slow' is misconfigured: provider 'slow': field 'delay_ms' must be a number ≥ 0, got -5"
+    )
+
+
+def test_it_refuses_another_class_under_a_registered_kind_and_accepts_the_same_one_again(monkeypatch):
+    class Impostor(ModelProvider):
+        kind = "simulated"
+
+        def complete(self, request: ModelRequest) -> ModelResponse:
+            return ModelResponse(text="not the simulated model")
+
+    monkeypatch.setattr(registry, "PROVIDER_KINDS", dict(registry.PROVIDER_KINDS))
+
+    with pytest.raises(ValueError, match="'simulated' is already registered by agenthost.llm.simulated.Simul"):
+        registry.register_provider_kind("simulated", Impostor)
+    registry.register_provider_kind("simulated", SimulatedProvider)
+
+    assert registry.provider_kinds()["simulated"] is SimulatedProvider
 
 
 def test_it_rejects_a_missing_file(tmp_path):

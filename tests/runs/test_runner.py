@@ -20,8 +20,9 @@ from agenthost.seams import (
     register_executor_provider,
     unregister_executor_provider,
 )
-from runs.mocking import ALLOWED_FUNCTIONS, BLOCKED_PREFIX, CaseSession, MockSpec, mock_provider, registry
+from runs.mocking import BLOCKED_PREFIX, mock_provider
 from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.sessions import ALLOWED_FUNCTIONS, CaseSession, MockSpec, registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -26,6 +26,7 @@ from agenthost.seams import (
     conversation_invoke_function,
     conversation_send,
     conversation_start,
+    execute,
     get_function,
     get_model,
     register_agent_load_hook,
@@ -33,18 +34,10 @@ from agenthost.seams import (
     registered_functions,
     unregister_agent_load_hook,
 )
-from runs.mocking import (
-    BLOCKED_PREFIX,
-    CANARY_FUNCTION,
-    HAS_OUTSIDE_EFFECTS,
-    CaseSession,
-    MockSpec,
-    apply_model_override,
-    mock_provider,
-    registry,
-)
+from runs.mocking import BLOCKED_PREFIX, CANARY_FUNCTION, HAS_OUTSIDE_EFFECTS, apply_model_override
 from runs.replay import Recorder, Replayer
 from runs.runner import AssertionPlan, CasePlan, CaseWorker, SuitePlan, TurnPlan, execute_case
+from runs.sessions import CaseSession, MockSpec, registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -329,13 +322,16 @@ def test_it_never_lets_a_side_effecting_function_or_the_canary_token_through_the
     arguments = EMAIL if name == "util-email-handle_email_sender" else {}
     context = FunctionContext(name=name, arguments=arguments, conversation_id=conversation_id, trigger=trigger)
     try:
-        result = mock_provider.resolve(name, context)(context)
+        result = execute(name, context)
     finally:
         registry.remove(conversation_id)
     assert result.content != session.canary_token
     assert mail.outbox == [] and _unsaid_calls == []
     registered = registered_functions().get(name)
-    if result.outcome == "allowed":
+    if not name.strip():
+        # Rejected by the factory before any provider is asked.
+        assert result.outcome == "invalid"
+    elif result.outcome == "allowed":
         assert name in CONTROL_FLOW_FUNCTIONS or (registered is not None and registered.effect_free)
         assert not session.is_force_blocked(name)
     else:

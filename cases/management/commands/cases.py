@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agenttest.inputs import MAX_JSON_DEPTH, json_text_too_deep
+from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep, json_value_problem
 from cases.models import Suite
 from cases.services import suite_export, suite_import
 from cases.validation import CaseValidationError
@@ -68,9 +68,13 @@ class Command(BaseCommand):
             # Decoding it would exhaust Python's recursion limit before it could be refused.
             raise CommandError(f"{path} nests JSON more than {MAX_JSON_DEPTH} levels deep; nothing was imported.")
         try:
-            document = json.loads(text)
+            # Not json.loads: an integer of more than 4,300 digits made int() raise ValueError, a traceback.
+            document = json_loads(text)
         except json.JSONDecodeError as exc:
             raise CommandError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
+        if (problem := json_value_problem(document)) is not None:
+            # Refused as the API refuses such a body: NaN, huge integers, lone surrogates or NUL cannot be stored.
+            raise CommandError(f"{path} holds JSON agenttest cannot store: {problem}; nothing was imported.")
         try:
             result = suite_import(document=document, suite_name=suite_name, replace=replace)
         except CaseValidationError as exc:

@@ -1,5 +1,6 @@
 """`prune_test_conversations --older-than DAYS [--dry-run]`: delete the conversations that test runs created, once
-they are older than DAYS days. A conversation of a run still Pending or Running is never deleted."""
+they are older than DAYS days. A conversation of a run still Pending or Running is never deleted, nor one the
+harness did not make: only sealed conversations count (runs/selectors.py), whatever tags a user gave theirs."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ def _days(text: str) -> int:
 
 class Command(BaseCommand):
     help = (
-        "Delete test conversations (tagged 'agenttest') older than --older-than DAYS days, except those of a run "
-        "still in progress. --dry-run only counts them."
+        "Delete test conversations (sealed by a test run and tagged 'agenttest') older than --older-than DAYS days, "
+        "except those of a run still in progress. --dry-run only counts them."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -1,0 +1,65 @@
+"""The `agenttest` console command: every management command with agenttest's settings, from any directory.
+
+`agenttest migrate`, `agenttest run_suite …`, `agenttest demo_setup`, `agenttest --help` (the list of commands), and
+the two long-running processes of a deployment:
+
+- `agenttest worker [celery worker options]`: the run worker, `-Q runs --concurrency 1` unless those are given;
+- `agenttest serve [gunicorn options]`: the production web server with `agenttest.gunicorn_conf`, on gunicorn's
+  default address 127.0.0.1:8000 (or 0.0.0.0:$PORT) unless `--bind` is given.
+
+The working directory is on the import path, as with `python -m` and gunicorn, so a plugin module in the directory
+the command runs from is importable by the commands, the worker and the web server alike.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+RUNS_QUEUE = "runs"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the management command named by `argv` (default: the process's own arguments)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agenttest.settings")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    from django.core.management import execute_from_command_line
+
+    # The program name Django prints in its help and errors ("Type 'agenttest help <subcommand>'").
+    execute_from_command_line(["agenttest", *arguments])
+
+
+def worker_command(arguments: Sequence[str]) -> list[str]:
+    """The Celery worker for runs: one task at a time, because cases share external state; options pass through."""
+    command = [sys.executable, "-m", "celery", "-A", "agenttest", "worker"]
+    if not _given(arguments, "-Q", "--queues"):
+        command += ["-Q", RUNS_QUEUE]
+    if not _given(arguments, "-c", "--concurrency"):
+        command += ["--concurrency", "1"]
+    return [*command, *arguments]
+
+
+def serve_command(arguments: Sequence[str]) -> list[str]:
+    """The Procfile's web server; gunicorn's own default address applies unless `--bind` passes through."""
+    return [
+        sys.executable, "-m", "gunicorn", "agenttest.wsgi", "--config", "python:agenttest.gunicorn_conf", *arguments
+    ]
+
+
+def exec_command(command: Sequence[str]) -> None:
+    """Become `command`, so a process supervisor's signals (SIGTERM: finish the task, then stop) reach it directly."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(command[0], list(command))
+
+
+def _given(arguments: Sequence[str], short: str, long: str) -> bool:
+    return any(
+        argument in (short, long)
+        or argument.startswith(f"{long}=")
+        or (argument.startswith(short) and not argument.startswith("--"))
+        for argument in arguments
+    )

@@ -1,0 +1,60 @@
+"""The public plugin module: the only import a plugin needs. Nothing else of agenttest is a plugin's to import.
+
+A plugin is a module named in AGENTTEST_PLUGINS or by an installed `agenttest.plugins` entry point (see
+agenttest/plugins.py for how they load). It registers:
+
+- tools — typed Python functions::
+
+      from agenttest.plugin import tool
+
+      @tool(outside_effects=False)
+      def lookup_ticket(ticket_id: str, include_history: bool = False) -> dict:
+          '''Look a support ticket up by its id.'''
+          ...
+
+      @tool(outside_effects=True)
+      def send_ticket_note(ticket_id: str, text: str) -> str:
+          '''Send a note to the ticket's owner.'''
+          ...
+
+  Name, description and JSON Schema come from the function; pydantic validates the model's arguments before the
+  call. `outside_effects` says whether a call can change anything outside agenttest: only `False` lets a test suite
+  extra-allow the tool; True or not saying (fail closed) means tests must mock it, or it is blocked. A first
+  parameter annotated FunctionContext receives the call's context; raise FunctionError for a failure the model
+  should read; return a str, a FunctionResult, or anything JSON-serialisable. `register_function` is the lower-level
+  form with an explicit JSON Schema (`tool(parameters=...)` takes one too).
+- model-provider kinds — `register_provider_kind("acme-llm", AcmeProvider)` with a ModelProvider subclass
+  (`complete(ModelRequest) -> ModelResponse`, raise ProviderError); it names its extra keys in `option_keys` /
+  `model_option_keys` and checks them in the classmethod `validate_options(spec) -> list[str]`. The providers file
+  may then say `kind = "acme-llm"`.
+- executor providers — objects with `name`, `order` and `resolve(name, context)`, asked before anything else which
+  executor handles a function name (`register_executor_provider` / `unregister_executor_provider`).
+- agent-load hooks — `hook(loaded_agent, conversation)`, run each time an agent enters a conversation
+  (`register_agent_load_hook` / `unregister_agent_load_hook`).
+"""
+
+from agenthost.executor import register_executor_provider, unregister_executor_provider
+from agenthost.functions import FunctionContext, FunctionError, FunctionResult, register_function, tool
+from agenthost.llm.base import ModelConfig, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
+from agenthost.llm.registry import register_provider_kind
+from agenthost.loading import register_agent_load_hook, unregister_agent_load_hook
+
+__all__ = [
+    "FunctionContext",
+    "FunctionError",
+    "FunctionResult",
+    "ModelConfig",
+    "ModelProvider",
+    "ModelRequest",
+    "ModelResponse",
+    "ProviderError",
+    "ToolCall",
+    "Usage",
+    "register_agent_load_hook",
+    "register_executor_provider",
+    "register_function",
+    "register_provider_kind",
+    "tool",
+    "unregister_agent_load_hook",
+    "unregister_executor_provider",
+]

@@ -1,0 +1,34 @@
+"""Queueing a run for a worker. The queue is asked first, and a run it does not take leaves nothing behind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agenttest.celery import app
+from runs.errors import QueueUnavailable
+from runs.models import Run
+
+EXECUTE_RUN = "runs.tasks.execute_run"
+
+
+def run_dispatch(run_id: int) -> None:
+    # By name, not by importing the task: the task module imports the services, which dispatch through here.
+    app.tasks[EXECUTE_RUN].apply_async(args=[run_id], queue="runs", retry=False)
+
+
+def queue_ping() -> None:
+    from agenttest.broker import BrokerUnavailable, broker_ping
+
+    try:
+        broker_ping(timeout=3.0)
+    except BrokerUnavailable as exc:
+        raise QueueUnavailable(f"the run queue is unavailable: {exc}") from None
+
+
+def queue_or_undo(*, run: Run, dispatch: Callable[[int], None] | None, undo: Callable[[], Any]) -> None:
+    try:
+        (dispatch or run_dispatch)(run.pk)
+    except Exception as exc:
+        undo()
+        raise QueueUnavailable(f"the run queue is unavailable: {exc}") from None

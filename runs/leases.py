@@ -1,0 +1,170 @@
+"""A run's hold on its executor and on the run lock: the claim, the lease and its heartbeat, and the sweep.
+
+A run is held by the executor that claimed it: a lease with a heartbeat in the database, renewed every third of
+AGENTTEST_RUN_LEASE_SECONDS. Every write of a run's results and verdict is conditional on the lease, so an executor
+that lost it writes nothing more. Only an expired lease is swept. Runs of one isolation group never overlap: the
+group's run lock (RunLock) is taken with the run and let go with its verdict or its sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from runs.errors import RunConflict
+from runs.models import CaseResult, Run, RunLock
+
+logger = logging.getLogger(__name__)
+
+
+class RunLocked(RunConflict):
+    """Another run holds the run lock; `retry_after` is how long a queued run waits before it asks again."""
+
+    def __init__(self, *, holder_id: int | None, started_at: Any) -> None:
+        started = started_at.isoformat(timespec="seconds") if started_at else "not started yet"
+        super().__init__(f"run #{holder_id} holds the run lock (started {started}); wait for it or cancel it")
+        self.holder_id = holder_id
+        self.retry_after = max(1.0, min(5.0, _lease_seconds() / 3))
+
+
+class LeaseLost(Exception):
+    """This executor no longer holds its run (its lease expired and the run was swept or taken over): it must stop
+    and write nothing more — no result, no verdict."""
+
+
+def _lease_seconds() -> float:
+    return float(settings.AGENTTEST_RUN_LEASE_SECONDS)
+
+
+def _expired(now: Any) -> Q:
+    # A Running row without a lease predates leases (or its executor never got to renew): nobody holds it.
+    return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
+
+
+class Lease:
+    """An executor's hold on the run it claimed and on the run lock. A heartbeat thread, on its own connection,
+    renews both every third of AGENTTEST_RUN_LEASE_SECONDS; a renewal that finds the run no longer held sets `lost`."""
+
+    def __init__(self, *, run_id: int, owner: str, group: str) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.group = group
+        self.lost = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def held(self) -> QuerySet[Run]:
+        """The run, only while this executor holds it: a write through this is conditional on the lease."""
+        return Run.objects.filter(pk=self.run_id, lease_owner=self.owner)
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise LeaseLost(f"run #{self.run_id} is no longer held by this executor")
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._beat, name=f"agenttest-lease-{self.run_id}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def renew(self) -> bool:
+        expires = timezone.now() + timedelta(seconds=_lease_seconds())
+        with transaction.atomic():
+            held = self.held().filter(status=Run.Status.RUNNING).update(lease_expires_at=expires)
+            if held:
+                RunLock.objects.filter(group=self.group, run_id=self.run_id).update(expires_at=expires)
+        return bool(held)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stopping.wait(_lease_seconds() / 3):
+                try:
+                    if not self.renew():
+                        self.lost.set()
+                        return
+                except DatabaseError:
+                    # Not lost yet: the lease runs out only if the database stays away longer than it lasts.
+                    logger.warning("could not renew the lease of run %s; retrying", self.run_id, exc_info=True)
+                    connection.close()
+        finally:
+            connection.close()
+
+
+def _executor_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"[:200]
+
+
+def _lock_holder_error(group: str) -> RunLocked:
+    lock = RunLock.objects.filter(group=group).select_related("run").first()
+    holder = lock.run if lock is not None else None
+    return RunLocked(holder_id=holder.pk if holder else None, started_at=holder.started_at if holder else None)
+
+
+def run_claim(*, run_id: int, group: str = RunLock.DEFAULT_GROUP) -> Lease | None:
+    """Claim a Pending run for this executor: take the run lock (free, or held by an expired lease) and the run in
+    one transaction, each with a conditional update. None when the run is not Pending (a duplicate delivery, a
+    cancel, a delete); RunLocked when another run holds the lock — then nothing changed."""
+    run_sweep_expired()
+    RunLock.objects.get_or_create(group=group)
+    owner = _executor_id()
+    now = timezone.now()
+    expires = now + timedelta(seconds=_lease_seconds())
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run_id, status=Run.Status.PENDING).exists():
+            return None
+        free = Q(run__isnull=True) | Q(expires_at__isnull=True) | Q(expires_at__lte=now)
+        if not RunLock.objects.filter(free, group=group).update(run_id=run_id, expires_at=expires):
+            raise _lock_holder_error(group)
+        claimed = Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
+            status=Run.Status.RUNNING, started_at=now, current="", lease_owner=owner, lease_expires_at=expires
+        )
+        if claimed != 1:
+            transaction.set_rollback(True)
+            return None
+    return Lease(run_id=run_id, owner=owner, group=group)
+
+
+def run_wait_for_lock(*, run_id: int, holder_id: int | None) -> None:
+    """Say on a Pending run why it has not started."""
+    Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
+        current=f"waiting for run #{holder_id} to finish (it holds the run lock)"
+    )
+
+
+def run_sweep_expired() -> list[int]:
+    """Every Running run whose lease expired (its executor was killed or hung) becomes Error, keeping every finished
+    result, and lets go of the run lock. A run whose executor still renews its lease is never touched."""
+    now = timezone.now()
+    swept = []
+    for run_id in Run.objects.filter(_expired(now), status=Run.Status.RUNNING).values_list("pk", flat=True):
+        with transaction.atomic():
+            # Clearing the owner first makes every later write of a stalled executor fail its lease check.
+            if not Run.objects.filter(_expired(now), pk=run_id, status=Run.Status.RUNNING).update(
+                status=Run.Status.ERROR, finished_at=now, current="", lease_owner="", lease_expires_at=None
+            ):
+                continue
+            run = Run.objects.get(pk=run_id)
+            kept = CaseResult.objects.filter(run_id=run_id).count()
+            Run.objects.filter(pk=run_id).update(
+                reason=(
+                    "the executor of this run stopped (its worker was killed, restarted or hung, so its lease "
+                    f"expired); {kept} of {run.total} results were kept"
+                )
+            )
+            RunLock.objects.filter(run_id=run_id).update(run=None, expires_at=None)
+        swept.append(run_id)
+    return swept

@@ -1,0 +1,107 @@
+"""What a run will execute, read from the database once: its suite's settings, its models and its case plans.
+
+A plan costs no case queries while it runs; cases are read a chunk at a time, so memory stays flat however large
+the suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from agenthost.seams import ModelConfig, UnknownModel, get_model, parse_model_key
+from cases.models import Case
+from runs.models import Run
+from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan
+from runs.selectors import run_tag
+from runs.sessions import MockSpec
+
+PLAN_CHUNK = 100
+
+
+def run_suite_plan(*, run: Run) -> SuitePlan:
+    suite = run.suite
+    return SuitePlan(
+        extra_allowed=frozenset(suite.extra_allowed_functions or []),
+        force_blocked=frozenset(suite.force_blocked_functions or []),
+        judge_model=suite.judge_model,
+        timeout_seconds=float(suite.case_timeout_seconds),
+        tags=(run_tag(run.pk),),
+        run_id=run.pk,
+    )
+
+
+def model_config(*, key: str, mode: str) -> ModelConfig:
+    """The configured model; in replay mode an unconfigured one too (nothing calls it, so it has no price)."""
+    try:
+        return get_model(key)
+    except UnknownModel:
+        if mode != Run.Mode.REPLAY:
+            raise
+        provider, model = parse_model_key(key)
+        return ModelConfig(provider=provider, model=model)
+
+
+def pending_pairs(
+    *, run: Run, models: list[ModelConfig], done: set[tuple[int | None, str, int]]
+) -> Iterator[tuple[CasePlan, ModelConfig, int]]:
+    """The case × model × trial triples still to run, case-major."""
+    agent = run.suite.agent
+    for start in range(0, len(run.case_ids), PLAN_CHUNK):
+        for plan in case_plans(case_ids=run.case_ids[start : start + PLAN_CHUNK], default_agent=agent):
+            for model in models:
+                for trial in range(run.trials):
+                    if (plan.id, model.key, trial) not in done:
+                        yield plan, model, trial
+
+
+def case_plans(*, case_ids: list[int], default_agent: Any) -> list[CasePlan]:
+    cases = (
+        Case.objects.filter(pk__in=case_ids)
+        .select_related("entry_agent")
+        .prefetch_related("history", "turns__assertions", "assertions", "mocks", "entry_agent__sub_agents")
+    )
+    by_id = {case.pk: case for case in cases}
+    plans = []
+    for case_id in case_ids:
+        case = by_id.get(case_id)
+        if case is None:
+            continue
+        turns = sorted(case.turns.all(), key=lambda t: (t.position, t.pk))
+        plans.append(
+            CasePlan(
+                id=case.pk,
+                name=case.name,
+                type=case.type,
+                entry_agent=case.entry_agent or default_agent,
+                history=[{"role": h.role, "content": h.content} for h in case.history.all()],
+                initial_state=dict(case.initial_state or {}),
+                turns=[
+                    TurnPlan(
+                        user_message=turn.user_message,
+                        assertions=[
+                            AssertionPlan(a.type, dict(a.params or {}), a.fatal)
+                            for a in sorted(turn.assertions.all(), key=lambda a: (a.position, a.pk))
+                        ],
+                    )
+                    for turn in turns
+                ],
+                assertions=[
+                    AssertionPlan(a.type, dict(a.params or {}), a.fatal)
+                    for a in case.assertions.all()
+                    if a.turn_id is None
+                ],
+                mocks=[
+                    MockSpec(
+                        function_name=m.function_name,
+                        result=m.result,
+                        arguments=m.arguments,
+                        call_index=m.call_index,
+                        stop=m.stop,
+                        state_writes=dict(m.state_writes or {}),
+                    )
+                    for m in case.mocks.all()
+                ],
+            )
+        )
+    return plans

@@ -1,0 +1,97 @@
+"""The harness's runtime providers: every model call of a conversation under test goes through one of them, in all
+modes.
+
+In live mode the agent-load hook (mocking.py) points every agent of the conversation at `agenttest-live`, which
+calls the model under test; in record mode at `agenttest-record` and in replay mode at `agenttest-replay`, which
+answer through the case's tape (replay.py). Each finds the case session through the conversation id in the
+request's metadata (the process-wide registry, sessions.py) and makes the call through it, so no call starts once
+the case timed out and every finished one counts towards its usage.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+
+from agenthost.seams import (
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    UnknownModel,
+    get_provider,
+    register_runtime_provider,
+)
+from runs.replay import RECORD_PROVIDER, REPLAY_PROVIDER, Recorder, Replayer, Tape
+from runs.sessions import CaseSession, registry
+
+LIVE_PROVIDER = "agenttest-live"
+
+
+class _CaseProvider(ModelProvider):
+    """Answers the model calls of conversations under test, and no other, through the case's session: so no call
+    starts once the case timed out and every finished one counts towards its usage."""
+
+    mode = ""
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        session = registry.get(request.metadata.get("conversation_id"))
+        if session is None or session.provider != self.name or not self.serves(session):
+            raise ProviderError(
+                f"provider {self.name!r} only answers conversations of a run in {self.mode} mode",
+                code="not_under_test",
+                provider=self.name,
+                model=request.model,
+            )
+        return session.spend(request, lambda: self.answer(session, request))
+
+    def serves(self, session: CaseSession) -> bool:
+        return True
+
+    @abc.abstractmethod
+    def answer(self, session: CaseSession, request: ModelRequest) -> ModelResponse:
+        """The model's answer, as this mode gets it."""
+
+
+class LiveProvider(_CaseProvider):
+    kind = "agenttest-live"
+    mode = "live"
+
+    def answer(self, session: CaseSession, request: ModelRequest) -> ModelResponse:
+        try:
+            provider = get_provider(session.model_provider)
+        except UnknownModel as exc:
+            # Said as the model's failure: the host would report it as this runtime provider being unconfigured.
+            raise ProviderError(str(exc), code="not_configured", provider=self.name, model=request.model) from None
+        return provider.complete(request)
+
+
+class _TapeProvider(_CaseProvider):
+    tape_class: type[Tape]
+
+    def serves(self, session: CaseSession) -> bool:
+        return isinstance(session.tape, self.tape_class)
+
+    def answer(self, session: CaseSession, request: ModelRequest) -> ModelResponse:
+        # serves() made sure the session has this mode's tape.
+        return session.tape.complete(request)
+
+
+class RecordProvider(_TapeProvider):
+    kind = "agenttest-record"
+    tape_class = Recorder
+    mode = "record"
+
+
+class ReplayProvider(_TapeProvider):
+    kind = "agenttest-replay"
+    tape_class = Replayer
+    mode = "replay"
+
+
+@functools.cache
+def install_providers() -> None:
+    """Register the live, record and replay runtime providers, once per process."""
+    register_runtime_provider(LIVE_PROVIDER, LiveProvider(LIVE_PROVIDER, {}))
+    register_runtime_provider(RECORD_PROVIDER, RecordProvider(RECORD_PROVIDER, {}))
+    register_runtime_provider(REPLAY_PROVIDER, ReplayProvider(REPLAY_PROVIDER, {}))

@@ -1,0 +1,155 @@
+"""What a run writes: each case result as soon as it finishes, the cancelled remainder, and the verdict — every
+write conditional on the executor's lease, so an executor that lost its run writes nothing more."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agenthost.seams import Conversation, conversation_messages, redact, redact_text
+from runs.leases import Lease, LeaseLost
+from runs.models import CaseResult, Run, RunLock
+from runs.runner import CaseExecution, CasePlan
+
+# The Run counter each result status adds to.
+COUNTER = {"passed": "passed", "failed": "failed", "error": "errored", "cancelled": "cancelled"}
+
+
+def result_counts(*, run: Run) -> dict[str, int]:
+    counts = {"passed": 0, "failed": 0, "errored": 0, "cancelled": 0}
+    for status in CaseResult.objects.filter(run=run).values_list("status", flat=True):
+        counts[COUNTER[status]] += 1
+    return counts
+
+
+@transaction.atomic
+def result_store(
+    *, run: Run, lease: Lease, plan: CasePlan, model_key: str, trial: int, position: int, execution: CaseExecution
+) -> CaseResult:
+    counter = COUNTER[execution.status]
+    # First, and conditional on the lease: on PostgreSQL this locks the run row, so a result is only ever written
+    # by the executor holding the run.
+    if not lease.held().update(**{counter: F(counter) + 1}):
+        raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
+    transcript = []
+    if execution.conversation_id is not None:
+        conversation = Conversation(pk=execution.conversation_id)
+        transcript = [
+            {
+                "seq": m.seq,
+                "turn": m.turn,
+                "role": m.role,
+                "content": m.content,
+                "function": m.function_name,
+                "arguments": m.arguments,
+                "tool_call_id": m.tool_call_id,
+                "agent": m.agent.name if m.agent else "",
+                "outcome": m.outcome,
+                "trigger": m.trigger,
+                "model": m.model,
+                "latency_ms": m.latency_ms,
+            }
+            for m in conversation_messages(conversation=conversation)
+        ]
+    result = CaseResult.objects.create(
+        run=run,
+        case_id=plan.id,
+        case_name=plan.name,
+        model=model_key,
+        trial=trial,
+        position=position,
+        status=execution.status,
+        reason=redact_text(execution.reason),
+        conversation_id=execution.conversation_id,
+        duration_ms=execution.duration_ms,
+        model_latency_ms=execution.model_latency_ms,
+        input_tokens=execution.usage.input_tokens,
+        output_tokens=execution.usage.output_tokens,
+        cost=execution.cost,
+        judge_input_tokens=execution.judge_usage.input_tokens,
+        judge_output_tokens=execution.judge_usage.output_tokens,
+        judge_cost=execution.judge_cost,
+        # Messages were redacted when written; what the harness observed itself (arguments as the model sent
+        # them, assertion evidence) is redacted here, before it is stored.
+        transcript=transcript,
+        tool_calls=redact(execution.tool_calls),
+        assertions=redact(execution.assertions),
+        final_state=redact(execution.final_state),
+    )
+    return result
+
+
+@transaction.atomic
+def results_cancel_remaining(
+    *, run: Run, lease: Lease, pending: list[tuple[CasePlan, Any, int]], position: int
+) -> None:
+    if not lease.held().update(cancelled=F("cancelled") + len(pending)):
+        raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
+    CaseResult.objects.bulk_create(
+        [
+            CaseResult(
+                run=run,
+                case_id=plan.id,
+                case_name=plan.name,
+                model=model.key,
+                trial=trial,
+                position=position + offset,
+                status=CaseResult.Status.CANCELLED,
+                reason="the run was cancelled before this case started",
+            )
+            for offset, (plan, model, trial) in enumerate(pending)
+        ]
+    )
+
+
+def run_verdict(*, run: Run) -> tuple[str, str]:
+    run.refresh_from_db()
+    if run.errored:
+        return Run.Status.ERROR, f"{run.errored} of {run.total} results are Error (the harness could not judge them)"
+    if run.failed:
+        return Run.Status.FAILED, f"{run.failed} of {run.total} results failed"
+    return Run.Status.PASSED, f"all {run.passed} results passed"
+
+
+@transaction.atomic
+def run_finish(*, run: Run, lease: Lease, status: str, reason: str) -> Run:
+    """The verdict, written only while this executor still holds the run; releases the lease and the run lock."""
+    if not lease.held().update(
+        status=status, reason=reason, finished_at=timezone.now(), current="", lease_owner="", lease_expires_at=None
+    ):
+        raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
+    RunLock.objects.filter(group=lease.group, run_id=run.pk).update(run=None, expires_at=None)
+    run.refresh_from_db()
+    return run
+
+
+def run_fail(*, lease: Lease, exc: Exception) -> Run | None:
+    """The verdict of a run whose loop failed: Error, naming the failure, with every finished result kept."""
+    if not connection.in_atomic_block:
+        # Whatever failed may have left the connection broken or mid-transaction: the verdict goes on a fresh one.
+        connection.close()
+    run = Run.objects.get(pk=lease.run_id)
+    kept = CaseResult.objects.filter(run_id=lease.run_id).count()
+    detail = redact_text(f"{type(exc).__name__}: {str(exc).strip()}")[:1000]
+    reason = (
+        f"the run stopped on a failure: {detail}; {kept} of {run.total} results were kept (resume it once the cause "
+        "is fixed)"
+    )
+    try:
+        return run_finish(run=run, lease=lease, status=Run.Status.ERROR, reason=reason)
+    except LeaseLost:
+        return Run.objects.filter(pk=lease.run_id).first()
+
+
+def reconnecting(write: Callable[..., Any], **kwargs: Any) -> Any:
+    """Run a write; if the connection was lost under it (a database restart, a killed backend), reconnect once and
+    write again, so a finished result is not lost to a connection that died while the case ran."""
+    try:
+        return write(**kwargs)
+    except (OperationalError, InterfaceError):
+        connection.close()
+        return write(**kwargs)

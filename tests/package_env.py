@@ -1,0 +1,94 @@
+"""agenttest as a user installs it: the wheel built from this checkout, in a fresh virtualenv outside the checkout,
+with the OpenAI Agents SDK (`openai-agents`, import name `agents`) installed beside it.
+
+One virtualenv per test session, whichever test module asks first. Use it from any test module with
+
+    from tests.package_env import PackageEnv, package_env_fixture  # noqa: F401  (the fixture `package_env`)
+
+    def test_it_…(package_env: PackageEnv, tmp_path):
+        done = package_env.run_in_venv(["agenttest", "check"], cwd=tmp_path, env={"AGENTTEST_DEBUG": "1"})
+
+`run_in_venv` runs a program of the virtualenv (`agenttest`, `python`, `pip`, …, or any path) with an environment
+that holds none of this checkout's: no AGENTTEST_*, DATABASE_URL, CELERY_*, DJANGO_SETTINGS_MODULE or PYTHONPATH, so
+nothing can import the checkout instead of the installed package.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+CONSTRAINTS = BASE_DIR / "requirements" / "constraints.txt"
+# What a clone of the repository holds and a build must not see: local state, caches, earlier builds.
+NOT_IN_A_CLONE = shutil.ignore_patterns(
+    ".git", ".venv", "var", "__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",
+    "build", "dist", "*.egg-info",
+)
+CHECKOUT_VARIABLES = ("AGENTTEST_", "CELERY_", "DATABASE_URL", "DJANGO_SETTINGS_MODULE", "PYTHONPATH", "VIRTUAL_ENV")
+
+
+@dataclass(frozen=True)
+class PackageEnv:
+    wheel: Path
+    venv: Path
+    bin: Path
+    python: Path
+
+    def run_in_venv(
+        self, args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `args` (its first word a program of the virtualenv, or a path) and capture its output as text."""
+        program = self.bin / args[0]
+        command = [str(program) if program.exists() else args[0], *args[1:]]
+        return subprocess.run(
+            command, cwd=cwd, env={**self.environment(), **(env or {})}, capture_output=True, text=True,
+            timeout=timeout, check=False,
+        )
+
+    def environment(self) -> dict[str, str]:
+        """The environment of a shell that activated the virtualenv, without anything pointing at the checkout."""
+        env = {name: value for name, value in os.environ.items() if not name.startswith(CHECKOUT_VARIABLES)}
+        env.update(PATH=f"{self.bin}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(self.venv), OPENAI_API_KEY="")
+        return env
+
+
+_built: PackageEnv | None = None
+
+
+def package_env_build(root: Path) -> PackageEnv:
+    """Build the wheel from a copy of the checkout (a build writes build/ and *.egg-info where it runs) and install it
+    with `openai-agents` into a new virtualenv, all under `root`; only the first call of a session builds."""
+    global _built
+    if _built is None:
+        assert not root.resolve().is_relative_to(BASE_DIR), f"{root} is inside the checkout"
+        source, dist, venv = root / "source", root / "dist", root / "venv"
+        shutil.copytree(BASE_DIR, source, ignore=NOT_IN_A_CLONE)
+        _pip(root, sys.executable, "wheel", "--no-deps", "--wheel-dir", str(dist), str(source))
+        (wheel,) = dist.glob("agenttest-*.whl")
+        _run([sys.executable, "-m", "venv", str(venv)], root)
+        python = venv / "bin" / "python"
+        _pip(root, str(python), "install", "--constraint", str(CONSTRAINTS), str(wheel), "openai-agents")
+        _built = PackageEnv(wheel=wheel, venv=venv, bin=venv / "bin", python=python)
+    return _built
+
+
+@pytest.fixture(scope="session", name="package_env")
+def package_env_fixture(tmp_path_factory: pytest.TempPathFactory) -> PackageEnv:
+    return package_env_build(tmp_path_factory.mktemp("package"))
+
+
+def _pip(cwd: Path, python: str, *args: str) -> None:
+    _run([python, "-m", "pip", "--disable-pip-version-check", "--quiet", *args], cwd)
+
+
+def _run(command: list[str], cwd: Path) -> None:
+    env = {name: value for name, value in os.environ.items() if not name.startswith(CHECKOUT_VARIABLES)}
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"

@@ -1,0 +1,95 @@
+"""docs/guide.md, "Test your own agent", executed as written: its files written, its shell blocks run in order in
+one bash session, in a directory outside the checkout, on the wheel built from this checkout.
+
+The one change to the text: the install line's `/path/to/agenttest` becomes the wheel's path. pip is held to the
+project's constraints file (PIP_CONSTRAINT) so the guide's install resolves the versions CI pins.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from tests.package_env import CONSTRAINTS, PackageEnv, package_env_fixture  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.slow
+
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guide.md"
+BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+PORT = "127.0.0.1:8000"
+
+
+def guide_blocks() -> list[tuple[str, str]]:
+    return [(language, body) for language, body in BLOCK.findall(GUIDE.read_text(encoding="utf-8"))]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_it_has_a_file_or_a_command_in_every_block():
+    blocks = guide_blocks()
+    assert {language for language, _ in blocks} == {"sh", "python"}
+    files = [body.splitlines()[0] for language, body in blocks if language == "python"]
+    assert files == ["# shop_tools.py"]
+    assert "agenttest.plugin" in GUIDE.read_text(encoding="utf-8")
+
+
+def test_it_runs_every_command_of_the_guide(package_env: PackageEnv, tmp_path):
+    work = tmp_path / "team-repo"
+    work.mkdir()
+    port = f"127.0.0.1:{_free_port()}"
+    script = ["set -euo pipefail", "set -x"]
+    for language, body in guide_blocks():
+        if language == "python":
+            name = body.splitlines()[0].removeprefix("# ").strip()
+            (work / name).write_text(body, encoding="utf-8")
+        else:
+            script.append(body.replace("/path/to/agenttest", str(package_env.wheel)).replace(PORT, port))
+    env = {
+        name: value
+        for name, value in package_env.environment().items()
+        if name not in ("VIRTUAL_ENV",)
+    }
+    # The guide makes and activates its own virtualenv: nothing of the test's may be on PATH before it.
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not p.startswith(str(package_env.venv)))
+    env.update(PIP_CONSTRAINT=str(CONSTRAINTS), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    process = subprocess.Popen(
+        ["bash", "-c", "\n".join(script)],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=600)
+    finally:
+        # The guide stops its server with `kill %1`; whatever a failed step left running goes here.
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    (tmp_path / "guide.log").write_text(output, encoding="utf-8")
+    assert process.returncode == 0, output[-6000:]
+
+    # Chat: the plugin's read-only tool ran for real and answered from the plugin's data.
+    assert re.search(r'"name":\s*"find_order".*?"outcome":\s*"executed"', output, re.DOTALL), output[-4000:]
+    assert re.search(r'status\\?":\s*\\?"shipped', output), output[-4000:]
+    # Neither the chat nor any test run sent a receipt: the side effect never happened.
+    assert not (work / "receipts.log").exists()
+    # CI: the suite ran from the exported files on a fresh database and passed.
+    report = ElementTree.parse(work / "report.xml").getroot()
+    suites = [report] if report.tag == "testsuite" else list(report)
+    assert sum(int(s.get("tests", 0)) for s in suites) >= 1
+    assert sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites) == 0
