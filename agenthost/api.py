@@ -477,9 +477,19 @@ class MessagesApi(MessageListApi, MessageSendApi):
     """GET lists a conversation's messages in order; POST sends a user message and runs the turn."""
 
 
+class MessageSeqField(serializers.IntegerField):
+    """A message seq (0 and up) in a query string, ASCII digits only: DRF's IntegerField reads any Unicode digit
+    ("٣" is 3 to it), and ids and seqs are parsed one way everywhere (agenttest.inputs.parse_id)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, str) and not (data.strip().isascii() and data.strip().isdigit()):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class ConversationStateApi(APIView):
     class FilterSerializer(serializers.Serializer):
-        at = serializers.IntegerField(
+        at = MessageSeqField(
             required=False, min_value=0, max_value=MAX_POSITIVE_INT,
             help_text="A message seq: the state right after that message.",
         )

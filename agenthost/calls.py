@@ -21,7 +21,7 @@ MAX_NAME_CHARS = 200
 
 def stored_name(text: Any) -> str:
     """A function name or call id as written to a message: redacted, unencodable characters replaced, cut to its
-    column (PostgreSQL refuses a longer varchar). Decisions about the call are made on the name as the model wrote it."""
+    column (PostgreSQL refuses a longer varchar). Whether the call may run is decided on the name as written."""
     return redact_text(text if isinstance(text, str) else "")[:MAX_NAME_CHARS]
 
 

@@ -49,12 +49,32 @@ class PassThrough:
     then: Callable[[FunctionResult], FunctionResult]
 
 
+# The order of the one provider that must be asked before every other: the test harness's mock provider, which owns
+# every call of a conversation under test. A provider below it could answer — and run for real — calls a test must
+# mock or block, so no order may be lower and only one provider may hold it.
+FIRST_ORDER = -1_000_000
+
+
 def register_executor_provider(provider: ExecutorProvider) -> None:
     if not getattr(provider, "name", ""):
         raise ValueError("an executor provider needs a unique, non-empty name (it breaks ties between equal orders)")
+    order = getattr(provider, "order", None)
+    if isinstance(order, bool) or not isinstance(order, int):
+        raise ValueError(f"executor provider {provider.name!r} needs an integer order, got {order!r}")
+    if order < FIRST_ORDER:
+        raise ValueError(
+            f"executor provider {provider.name!r} has order {order}; orders below {FIRST_ORDER} do not exist, so "
+            "that the test harness's mock provider is always asked first"
+        )
     with _providers_lock:
         if any(existing.name == provider.name for existing in _providers):
             raise ValueError(f"an executor provider named {provider.name!r} is already registered")
+        first = next((existing for existing in _providers if existing.order == FIRST_ORDER), None)
+        if order == FIRST_ORDER and first is not None:
+            raise ValueError(
+                f"executor provider {provider.name!r} asks for order {FIRST_ORDER}, which {first.name!r} holds: "
+                "only one provider is asked before every other"
+            )
         _providers.append(provider)
 
 

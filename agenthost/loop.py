@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agenthost import executor
-from agenthost.calls import parse_arguments, record_call, refusal_for
+from agenthost.calls import parse_arguments, record_call, refusal_for, storable_raw_arguments, stored_name
 from agenthost.functions import FunctionContext, FunctionResult
 from agenthost.history import history_as_model_messages
 from agenthost.llm.base import ModelRequest, ModelResponse, ProviderError
@@ -20,7 +20,7 @@ from agenthost.models import Message
 from agenthost.redaction import redact_text
 from agenthost.routing import route
 from agenthost.rules import fire_rules
-from agenthost.session import ConversationSession
+from agenthost.session import ConversationSession, claim_lost
 from agenthost.templating import TemplateRefused, render_template
 from agenthost.turns import InvalidInput, ModelCallFailed, StepLimitExceeded, ToolCallRecord, TurnResult
 
@@ -31,7 +31,7 @@ def _render_instruction(agent: LoadedAgent, state: dict[str, Any]) -> str:
     try:
         return render_template(agent.instruction, state)
     except TemplateRefused as exc:
-        raise InvalidInput(f"the instruction of agent {agent.name!r} cannot be used: it {exc}") from None
+        raise InvalidInput(f"the instruction of agent {agent.name!r} is not a valid template: it {exc}") from None
 
 
 def turn_run(
@@ -44,6 +44,9 @@ def turn_run(
     model_messages = history_as_model_messages([*conversation.messages.all(), *session.pending_messages()])
 
     for step in range(loaded.max_steps):
+        # Each step renews the turn's claim; a turn that lost it (it ran past AGENTTEST_REQUEST_TIMEOUT and another
+        # turn took over) stops here, before asking the model anything more.
+        session.hold_claim(partial=result)
         request = ModelRequest(
             model=loaded.model,
             messages=[{"role": "system", "content": _render_instruction(loaded, session.state)}, *model_messages],
@@ -75,8 +78,8 @@ def turn_run(
             content=text_out,
             agent_id=loaded.id,
             model=loaded.model_key,
-            input_tokens=response.usage.input_tokens,
-            output_tokens=response.usage.output_tokens,
+            input_tokens=_storable_count(response.usage.input_tokens),
+            output_tokens=_storable_count(response.usage.output_tokens),
             latency_ms=response.latency_ms,
         )
         if not response.tool_calls:
@@ -90,6 +93,7 @@ def turn_run(
                 "tool_calls": [c.as_openai() for c in response.tool_calls],
             }
         )
+        # The next step is the routed-to agent's, if a call routed; this response's calls were all its caller's.
         stop_result, loaded = _run_tool_calls(session, loaded, response, turn, result, model_messages)
         if stop_result is not None:
             result.output = stop_result.content
@@ -104,6 +108,11 @@ def turn_run(
     return loaded
 
 
+def _storable_count(value: object) -> int:
+    # A provider's token count goes into a PositiveIntegerField: one out of its range must not fail the flush.
+    return min(max(value, 0), 2**31 - 1) if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _run_tool_calls(
     session: ConversationSession,
     loaded: LoadedAgent,
@@ -112,26 +121,44 @@ def _run_tool_calls(
     result: TurnResult,
     model_messages: list[dict[str, Any]],
 ) -> tuple[FunctionResult | None, LoadedAgent]:
+    """Answer every call of one model response; returns the stop result (if a call ended the turn) and the agent
+    for the next step.
+
+    Every call of the response is the call of the agent that produced it (`caller`): checked against what that agent
+    declares and run as it, whatever an earlier call of the same response did. A route takes effect for the next
+    model step only — a router that routes and, in the same response, calls its sub-agent's side-effecting tool
+    gets that call answered "not available"."""
+    caller = loaded
+    next_agent = loaded
     stop_result: FunctionResult | None = None
+    skipped = ""
+    lost = False
     for call in response.tool_calls:
-        if stop_result is not None:
-            # Every tool call needs an answer for the next request to be valid; after a stop nothing more runs.
+        if not skipped and stop_result is not None:
             skipped = "[not executed: the turn stopped before this call]"
-            record_call(session, loaded, turn, call.id, call.name, None, call.arguments, "model")
+        if not skipped and not session.renew_claim():
+            # The claim was lost (see turn_run): nothing more runs, and the turn stops after this response.
+            lost = True
+            skipped = "[not executed: this turn lost its claim on the conversation to another turn]"
+        if skipped:
+            # Every tool call needs an answer for the next request to be valid; nothing more runs.
+            record_call(session, caller, turn, call.id, call.name, None, call.arguments, "model")
             session.add_message(
                 turn=turn,
                 role=Message.Role.TOOL_RESULT,
                 content=skipped,
-                function_name=call.name,
-                tool_call_id=call.id,
-                agent_id=loaded.id,
+                function_name=stored_name(call.name),
+                tool_call_id=stored_name(call.id),
+                agent_id=caller.id,
                 outcome="skipped",
             )
             model_messages.append({"role": "tool", "tool_call_id": call.id, "content": skipped})
             continue
+        # Checked before anything runs or is recorded: arguments no tool may see and no database can store make
+        # the call "invalid"; the raw text is stored made storable.
         arguments, problem = parse_arguments(call.arguments)
-        record_call(session, loaded, turn, call.id, call.name, arguments, call.arguments, "model")
-        refusal = refusal_for(call.name, loaded)
+        record_call(session, caller, turn, call.id, call.name, arguments, call.arguments, "model")
+        refusal = refusal_for(call.name, caller)
         if refusal is not None:
             # The model may correct itself, so the turn goes on; the step limit bounds a model that keeps trying.
             outcome = refusal
@@ -146,43 +173,54 @@ def _run_tool_calls(
                 name=call.name,
                 arguments=arguments,
                 conversation_id=session.conversation.pk,
-                agent_name=loaded.name,
+                agent_name=caller.name,
                 entry_agent_name=session.entry_agent.name,
                 turn=turn,
                 tool_call_id=call.id,
                 state=dict(session.state),
                 trigger="model",
-                declaration=loaded.declaration(call.name),
+                declaration=caller.declaration(call.name),
             )
             outcome = executor.execute(call.name, context)
         if outcome.route_to:
-            loaded, outcome = route(session, loaded, outcome, result)
+            if next_agent is not caller:
+                outcome = FunctionResult(
+                    content=f"Not routed to {outcome.route_to!r}: this response already handed the turn to "
+                    f"{next_agent.name}.",
+                    error=True,
+                    outcome=outcome.outcome,
+                )
+            else:
+                next_agent, outcome = route(session, caller, outcome, result)
         content = redact_text(outcome.content)
         message = session.add_message(
             turn=turn,
             role=Message.Role.TOOL_RESULT,
             content=content,
-            function_name=call.name,
-            tool_call_id=call.id,
-            agent_id=loaded.id,
+            function_name=stored_name(call.name),
+            tool_call_id=stored_name(call.id),
+            agent_id=caller.id,
             outcome=outcome.outcome,
         )
         model_messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
         result.tool_calls.append(
             ToolCallRecord(
-                name=call.name,
-                arguments=arguments if not problem else call.arguments,
+                # What the API answers and a run stores: made storable like the messages.
+                name=redact_text(call.name or ""),
+                arguments=arguments if not problem else storable_raw_arguments(call.arguments),
                 result=content,
                 outcome=outcome.outcome,
-                agent=loaded.name,
-                tool_call_id=call.id,
+                agent=caller.name,
+                tool_call_id=stored_name(call.id),
                 error=outcome.error,
                 stop=outcome.stop,
             )
         )
         if outcome.state_writes:
             changed = session.write_state(outcome.state_writes, message)
-            fire_rules(session, loaded, trigger="state_changed", turn=turn, changed=changed)
+            fire_rules(session, caller, trigger="state_changed", turn=turn, changed=changed)
         if outcome.stop:
             stop_result = outcome
-    return stop_result, loaded
+    if lost:
+        raise claim_lost(partial=result)
+    return stop_result, next_agent

@@ -10,6 +10,7 @@
 
 from agenthost.builtins.control import CONTROL_FLOW_FUNCTIONS
 from agenthost.executor import (
+    FIRST_ORDER,
     InvalidFunctionName,
     PassThrough,
     create_executor,
@@ -72,6 +73,7 @@ invoke_function = conversation_invoke_function
 
 __all__ = [
     "CONTROL_FLOW_FUNCTIONS",
+    "FIRST_ORDER",
     "Agent",
     "ConcurrentTurn",
     "Conversation",

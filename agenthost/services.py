@@ -20,7 +20,7 @@ from agenthost.models import Agent, Conversation
 from agenthost.redaction import redact_text
 from agenthost.rules import fire_rules, invoke
 from agenthost.session import ConversationSession, check_seal, claim_expiry, claimed_session, release_claim, seal_digest
-from agenthost.turns import InvalidInput, TurnResult
+from agenthost.turns import ConversationError, InvalidInput, TurnResult
 
 PRE_TURN = -1
 
@@ -88,7 +88,8 @@ def conversation_start(
             session.flush(release=True)
         finally:
             if session.claim is not None:
-                release_claim(conversation.pk, claim)
+                # The claim as renewed by the rules' tool calls.
+                release_claim(conversation.pk, session.claim)
     if seal:
         conversation.seal_key = seal_key
     return conversation
@@ -109,10 +110,17 @@ def conversation_send(*, conversation: Conversation, text: str, seal_key: str = 
         result.agent_chain.append(loaded.name)
         try:
             loaded = turn_run(session, loaded, turn, text, result)
+        except ConversationError as exc:
+            # Whatever stopped the turn (a broken instruction, a lost claim), the caller is shown how far it got.
+            if exc.partial is None:
+                exc.partial = result
+            raise
         finally:
             # What happened is written even when the turn failed: the transcript must show how far it got.
             current_agent_id = None if loaded.id == session.entry_agent.pk else loaded.id
             session.flush(release=True, turn_count=turn + 1, current_agent_id=current_agent_id)
+            # After a lost claim the turn is written after the other turn's, as the next turn.
+            result.turn = conversation.turn_count - 1
             result.state = dict(session.state)
     return result
 

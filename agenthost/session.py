@@ -67,6 +67,15 @@ def release_claim(conversation_id: int, claim: datetime) -> None:
     Conversation.objects.filter(pk=conversation_id, turn_claimed_until=claim).update(turn_claimed_until=None)
 
 
+def claim_lost(partial: TurnResult | None = None) -> TurnClaimLost:
+    return TurnClaimLost(
+        f"this turn ran longer than AGENTTEST_REQUEST_TIMEOUT ({settings.AGENTTEST_REQUEST_TIMEOUT} s) and "
+        "another turn took the conversation over, so it stopped before its next step; what it did is kept "
+        "in the conversation, after the other turn",
+        partial=partial,
+    )
+
+
 @contextmanager
 def claimed_session(conversation: Conversation) -> Iterator[ConversationSession]:
     """A session holding the conversation's turn claim; the claim is given back however the block ends."""
@@ -122,12 +131,7 @@ class ConversationSession:
     def hold_claim(self, partial: TurnResult | None = None) -> None:
         """renew_claim, raising TurnClaimLost (with what the turn did so far) when the claim is gone."""
         if not self.renew_claim():
-            raise TurnClaimLost(
-                f"this turn ran longer than AGENTTEST_REQUEST_TIMEOUT ({settings.AGENTTEST_REQUEST_TIMEOUT} s) and "
-                "another turn took the conversation over, so it stopped before its next step; what it did is kept "
-                "in the conversation, after the other turn",
-                partial=partial,
-            )
+            raise claim_lost(partial)
 
     def add_message(self, **fields: Any) -> Message:
         message = Message(conversation=self.conversation, seq=self.next_seq, **fields)

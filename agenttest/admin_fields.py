@@ -16,7 +16,14 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
 
-from agenttest.inputs import MAX_JSON_DEPTH, SafeJSONDecoder, json_loads, json_text_too_deep, json_value_problem
+from agenttest.inputs import (
+    MAX_JSON_DEPTH,
+    SafeJSONDecoder,
+    json_loads,
+    json_text_too_deep,
+    json_value_problem,
+    printable_json,
+)
 
 
 class SafeJSONField(forms.JSONField):
@@ -51,18 +58,6 @@ class SafeJSONField(forms.JSONField):
         if isinstance(value, InvalidJSONInput):
             return value
         return printable_json(value, cls=self.encoder)
-
-
-def printable_json(value: Any, **kwargs: Any) -> str:
-    """json.dumps for a page: non-ASCII text as is, unless the value holds a lone surrogate (stored before such text
-    was refused), which no page can be encoded with; then all of it escaped, so the page renders and it can be
-    fixed."""
-    text = json.dumps(value, ensure_ascii=False, **kwargs)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(value, ensure_ascii=True, **kwargs)
-    return text
 
 
 class PrettyJSONWidget(forms.Textarea):

@@ -49,10 +49,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 class JSONParser(parsers.JSONParser):
     """DRF's, refusing with a 400 what would otherwise fail later as a 500: nesting beyond MAX_JSON_DEPTH (found in
     the text, before the recursive decoder can hit Python's recursion limit), NaN and infinite numbers (`1e999`
-    decodes to infinity; named by their path, e.g. `mocks[0].state_writes.total`), integers beyond ±2**63-1 (an
-    integer of more than 4,300 digits is never given to int(), which would refuse it with a ValueError), and strings
-    or keys that are not Unicode (JSON may escape a lone surrogate, "\\ud800", which Python parses but no database
-    stores and no response can be encoded with). A NUL is left to the fields, which name it in their own words."""
+    decodes to infinity; named by their path, e.g. `mocks[0].state_writes.total`), integers of more than 4,300
+    digits (never given to int(), which would refuse them with a ValueError), and strings or keys that are not
+    Unicode (JSON may escape a lone surrogate, "\\ud800", which Python parses but no database stores and no
+    response can be encoded with). Left to the fields, which name them in their own words: a NUL, and an integer
+    int() can read but beyond a column (an id field reads 10**25 as "no such object"; JSON fields check their value
+    with json_value_problem)."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
@@ -67,14 +69,14 @@ class JSONParser(parsers.JSONParser):
             data = json_loads(text)
         except ValueError as exc:
             raise ParseError(f"JSON parse error - {exc}") from None
-        issue = json_value_issue(data, nul=False)
+        issue = json_value_issue(data, nul=False, int_range=False)
         if issue is None:
             return data
         path, message = issue
         if message == UNICODE_PROBLEM:
             raise ParseError(f"JSON parse error - a string is not valid Unicode: a lone surrogate at {path}")
         key = api_settings.NON_FIELD_ERRORS_KEY if path == "(top level)" else path
-        raise ValidationError({key: [json_value_problem(data, nul=False)]})
+        raise ValidationError({key: [json_value_problem(data, nul=False, int_range=False)]})
 
 
 class IsStaffOrReadOnly(BasePermission):
@@ -177,7 +179,8 @@ class IdField(serializers.Field):
 
 class JSONInputField(serializers.JSONField):
     """DRF's, for a value a form sends as JSON text: checked for depth before it is decoded and for NaN/Infinity
-    after, as the JSON parser checks a JSON body (a form would otherwise be the way around it)."""
+    after, as the JSON parser checks a JSON body (a form would otherwise be the way around it); here text with a NUL
+    is refused too, which a JSON body leaves to the fields' validators."""
 
     def __init__(self, **kwargs: Any) -> None:
         # Decoding never raises ValueError on an integer too long for int(); json_value_problem refuses it.
@@ -189,7 +192,12 @@ class JSONInputField(serializers.JSONField):
             if json_text_too_deep(data):
                 raise ValidationError(f"nested more than {MAX_JSON_DEPTH} levels deep")
         value = super().to_internal_value(data)
-        # NUL is left to the field's own validator, which names it in its words (as the JSON parser does).
-        if (problem := json_value_problem(value, nul=False)) is not None:
-            raise ValidationError(problem)
+        issue = json_value_issue(value)
+        if issue is not None:
+            # Named from the field, as the JSON parser names a body's: `functions[0].description: ...`.
+            path, message = issue
+            where = self.field_name if path == "(top level)" else (
+                f"{self.field_name}{path}" if path.startswith("[") else f"{self.field_name}.{path}"
+            )
+            raise ValidationError(f"{where}: {message}")
         return value

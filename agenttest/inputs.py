@@ -72,10 +72,9 @@ def nonfinite_path(value: Any) -> str | None:
 # The largest integer (in magnitude) agenttest stores in JSON: SQLite's JSON functions read a larger one as a
 # float, JavaScript clients lose its digits, and a database id or a token count never needs more.
 MAX_JSON_INT = 2**63 - 1
-# A JSON integer's text longer than this (digits and sign) is out of range whatever its digits, so it is never given
-# to int(), which refuses text of more than 4,300 digits with a ValueError that callers catching only
-# json.JSONDecodeError turned into a 500.
-_MAX_INT_TEXT = len(str(-MAX_JSON_INT))
+# A JSON integer of more digits than this is never given to int(), which refuses text of more than 4,300 digits
+# (Python's default limit) with a ValueError that callers catching only json.JSONDecodeError turned into a 500.
+_MAX_INT_DIGITS = 4300
 
 
 class TooLongInteger:
@@ -92,7 +91,7 @@ class TooLongInteger:
 
 
 def _parse_int(text: str) -> int | TooLongInteger:
-    return TooLongInteger(text) if len(text) > _MAX_INT_TEXT else int(text)
+    return TooLongInteger(text) if len(text.lstrip("-")) > _MAX_INT_DIGITS else int(text)
 
 
 class SafeJSONDecoder(json.JSONDecoder):
@@ -110,13 +109,14 @@ def json_loads(text: str | bytes) -> Any:
     return json.loads(text, cls=SafeJSONDecoder)
 
 
-def int_out_of_range_path(value: Any) -> str | None:
-    """The path of the first integer beyond ±MAX_JSON_INT (or too long to have been converted at all), or None."""
+def int_out_of_range_path(value: Any, *, bound: int | None = MAX_JSON_INT) -> str | None:
+    """The path of the first integer beyond ±`bound` (or too long to have been converted at all: the only ones
+    reported when `bound` is None), or None."""
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         item, path = stack.pop()
         if isinstance(item, TooLongInteger) or (
-            isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_JSON_INT
+            bound is not None and isinstance(item, int) and not isinstance(item, bool) and abs(item) > bound
         ):
             return path or "(top level)"
         if isinstance(item, dict):
@@ -149,35 +149,54 @@ def unstorable_text_path(value: Any, *, nul: bool = True) -> str | None:
 
 NONFINITE_PROBLEM = "numbers must be finite (NaN and Infinity are not JSON)"
 INT_RANGE_PROBLEM = f"integers must be between -{MAX_JSON_INT} and {MAX_JSON_INT}"
-UNICODE_PROBLEM = "text must be valid Unicode: no lone surrogate (\\ud800-\\udfff)"
-NUL_PROBLEM = "text must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
+# Worded as every field validator words it (cases/validation.py, agent validation), so a message reads the same
+# whichever check met the text first.
+UNICODE_PROBLEM = "must not contain a lone surrogate (\\ud800-\\udfff): it is not Unicode"
+NUL_PROBLEM = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
 
 
-def json_value_issue(value: Any, *, limit: int = MAX_JSON_DEPTH, nul: bool = True) -> tuple[str, str] | None:
+def json_value_issue(
+    value: Any, *, limit: int = MAX_JSON_DEPTH, nul: bool = True, int_range: bool = True
+) -> tuple[str, str] | None:
     """(path, message) for the first reason a decoded JSON value cannot be stored, or None when fine: nested
-    deeper than `limit`, a non-finite number, an integer beyond ±MAX_JSON_INT, a lone surrogate or (with `nul`) a
-    NUL in a string or key. The path is "(top level)" for the value itself."""
+    deeper than `limit`, a non-finite number, an integer beyond ±MAX_JSON_INT (without `int_range`, only one too
+    long to have been converted), a lone surrogate or (with `nul`) a NUL in a string or key. The path is
+    "(top level)" for the value itself."""
     if (path := too_deep_path(value, limit=limit)) is not None:
         return path, f"nested more than {limit} levels deep"
     if (path := nonfinite_path(value)) is not None:
         return path, NONFINITE_PROBLEM
-    if (path := int_out_of_range_path(value)) is not None:
+    if (path := int_out_of_range_path(value, bound=MAX_JSON_INT if int_range else None)) is not None:
         return path, INT_RANGE_PROBLEM
     if (path := unstorable_text_path(value, nul=nul)) is not None:
         return path, NUL_PROBLEM if nul else UNICODE_PROBLEM
     return None
 
 
-def json_value_problem(value: Any, *, limit: int = MAX_JSON_DEPTH, nul: bool = True) -> str | None:
+def json_value_problem(
+    value: Any, *, limit: int = MAX_JSON_DEPTH, nul: bool = True, int_range: bool = True
+) -> str | None:
     """One message for a decoded JSON value agenttest cannot store, naming where the problem is; None when fine.
     See json_value_issue for what is refused."""
-    issue = json_value_issue(value, limit=limit, nul=nul)
+    issue = json_value_issue(value, limit=limit, nul=nul, int_range=int_range)
     if issue is None:
         return None
     path, message = issue
     if message.startswith("nested"):
         return f"{message} at {path}"
     return message if path == "(top level)" else f"{path}: {message}"
+
+
+def printable_json(value: Any, **kwargs: Any) -> str:
+    """json.dumps for a page: non-ASCII text as is, unless the value holds a lone surrogate (stored before such text
+    was refused, or escaped inside a tool result's text), which no page can be encoded with: then all of it escaped,
+    so the page renders. Raises TypeError on a TooLongInteger, as on anything else JSON cannot write."""
+    text = json.dumps(value, ensure_ascii=False, **kwargs)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, **kwargs)
+    return text
 
 
 def parse_id(raw: Any) -> int | None:

@@ -37,7 +37,7 @@ def plugins_load() -> None:
     with _lock:
         for entry_point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda point: (point.name, point.value)):
             _load_entry_point(entry_point)
-        for path in settings.AGENTTEST_PLUGINS:
+        for path in getattr(settings, "AGENTTEST_PLUGINS", []):
             try:
                 import_module(path)
             except Exception as exc:

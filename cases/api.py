@@ -335,7 +335,10 @@ class CaseApi(CaseDetailApi, CaseReplaceApi, CaseUpdateApi, CaseDeleteApi):
 class CaseCopyApi(CasesApiView):
     @extend_schema(
         tags=["cases"], operation_id="cases_copy", request=None,
-        responses={201: OpenApiResponse(CaseOutputSerializer, description="A disabled copy named '<name> (copy)'.")},
+        responses={
+            201: OpenApiResponse(CaseOutputSerializer, description="A disabled copy named '<name> (copy)'."),
+            400: OpenApiResponse(ErrorSerializer, description="A body with any field: this takes none."),
+        },
     )
     def post(self, request: Request, case_id: int) -> Response:
         _no_body(request)
@@ -358,7 +361,13 @@ class CaseEnableApi(CasesApiView):
 
 
 class CaseDisableApi(CasesApiView):
-    @extend_schema(tags=["cases"], operation_id="cases_disable", request=None, responses=CaseOutputSerializer)
+    @extend_schema(
+        tags=["cases"], operation_id="cases_disable", request=None,
+        responses={
+            200: CaseOutputSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="A body with any field: this takes none."),
+        },
+    )
     def post(self, request: Request, case_id: int) -> Response:
         _no_body(request)
         case = case_disable(case=_case_or_404(case_id))

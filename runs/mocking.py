@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agenthost.seams import Conversation, FunctionContext, FunctionResult, LoadedAgent, PassThrough
+from agenthost.seams import FIRST_ORDER, Conversation, FunctionContext, FunctionResult, LoadedAgent, PassThrough
 from runs.sessions import CaseSession, ObservedCall, Outcome, registry
 
 CANARY_FUNCTION = "agenttest-canary"
@@ -24,7 +24,7 @@ class MockExecutorProvider:
     """Owns every function of a conversation under test; passes (None) for every other conversation."""
 
     name = "agenttest-mocks"
-    order = -1_000_000
+    order = FIRST_ORDER
 
     def resolve(
         self, name: str, context: FunctionContext

@@ -27,7 +27,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agenttest.forms import unknown_fields_message, unknown_form_fields
-from agenttest.inputs import parse_id, text_is_storable
+from agenttest.inputs import parse_id, printable_json, text_is_storable
 from cases.models import Suite
 from cases.selectors import enabled_cases, suite_list
 from runs.charts import format_ms, format_percent, model_chart, pass_rate_band
@@ -434,7 +434,8 @@ def _pretty(value: Any) -> str:
             return value
         if isinstance(value, str):
             return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    # A tool result's text may escape a lone surrogate, which no page can be encoded with: printable_json escapes it.
+    return printable_json(value, indent=2, sort_keys=True, default=str)
 
 
 def _transcript(result: CaseResult) -> list[dict[str, Any]]:

@@ -197,3 +197,28 @@ def test_it_lets_a_call_through_only_under_the_name_being_resolved(resolved):
         unregister_executor_provider(provider)
     assert result.content == f"Can't find function implementation of {resolved}"
     assert provider.seen == [result.content]
+
+
+@pytest.mark.parametrize("order", [executor.FIRST_ORDER, executor.FIRST_ORDER - 1, -(2**63)])
+def test_it_lets_no_provider_be_asked_before_the_one_holding_the_first_order(providers, order):
+    # The harness's mock provider holds the first order: a plugin's provider at that order or below could answer —
+    # and run for real — calls a test must mock or block, so it is refused and the first stays first.
+    harness = providers(RecordingProvider("harness-mocks", executor.FIRST_ORDER, answers={"lookup_order"}))
+    with pytest.raises(ValueError, match="order"):
+        register_executor_provider(RecordingProvider("plugin-intruder", order, answers={"lookup_order"}))
+    assert executor.executor_providers() == [harness]
+    assert executor.execute("lookup_order", FunctionContext(name="lookup_order", arguments={})).content == (
+        "harness-mocks answered lookup_order"
+    )
+
+
+def test_it_registers_the_harness_mock_provider_at_the_first_order():
+    from runs.mocking import mock_provider
+
+    assert mock_provider.order == executor.FIRST_ORDER
+
+
+@pytest.mark.parametrize("order", [None, "1", 1.5, True])
+def test_it_refuses_a_provider_without_an_integer_order(order):
+    with pytest.raises(ValueError, match="integer order"):
+        register_executor_provider(RecordingProvider("no-order", order))

@@ -19,6 +19,9 @@ from tests.runs.conftest import CAREFUL
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+# Only the harness seals a conversation (runs/runner.py); a test conversation stood in for here carries a seal.
+SEALED = "0" * 64
+
 
 @pytest.fixture
 def executed(order_suite):
@@ -47,9 +50,9 @@ def test_it_deletes_the_conversations_of_runs_deleted_in_bulk_and_of_a_case_that
     executed, admin_client_api, order_agent
 ):
     first, second = executed
-    # A case that crashed before its result was stored leaves a conversation tagged with its run only.
-    orphan = Conversation.objects.create(agent=order_agent, tags=["agenttest", f"run:{first.pk}"])
-    lookalike = Conversation.objects.create(agent=order_agent, tags=["agenttest", f"run:{first.pk}0"])
+    # A case that crashed before its result was stored leaves a (sealed) conversation tagged with its run only.
+    orphan = Conversation.objects.create(agent=order_agent, tags=["agenttest", f"run:{first.pk}"], seal_hash=SEALED)
+    lookalike = Conversation.objects.create(agent=order_agent, tags=["agenttest", f"run:{first.pk}0"], seal_hash=SEALED)
     response = admin_client_api.post("/api/runs/delete/", {"ids": [first.pk, second.pk]}, format="json")
     assert response.status_code == 200 and sorted(response.json()["deleted"]) == [first.pk, second.pk]
     assert list(Conversation.objects.values_list("pk", flat=True)) == [lookalike.pk]
@@ -69,9 +72,13 @@ def prune(*args: str) -> str:
 
 def test_it_prunes_old_test_conversations_only_and_never_one_of_a_running_run(order_suite, order_agent):
     running = Run.objects.create(suite=order_suite, model_keys=[CAREFUL], status=Run.Status.RUNNING, total=1)
-    old_test = _aged(Conversation.objects.create(agent=order_agent, tags=["agenttest", "run:999"]), 40)
-    old_running = _aged(Conversation.objects.create(agent=order_agent, tags=["agenttest", f"run:{running.pk}"]), 40)
-    young_test = _aged(Conversation.objects.create(agent=order_agent, tags=["agenttest"]), 10)
+    old_test = _aged(
+        Conversation.objects.create(agent=order_agent, tags=["agenttest", "run:999"], seal_hash=SEALED), 40
+    )
+    old_running = _aged(
+        Conversation.objects.create(agent=order_agent, tags=["agenttest", f"run:{running.pk}"], seal_hash=SEALED), 40
+    )
+    young_test = _aged(Conversation.objects.create(agent=order_agent, tags=["agenttest"], seal_hash=SEALED), 10)
     old_user = _aged(Conversation.objects.create(agent=order_agent, tags=["support"], title="agenttest"), 400)
 
     assert prune("--older-than", "30", "--dry-run") == "would delete 1 test conversation(s) older than 30 day(s)\n"

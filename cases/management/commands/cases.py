@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep, json_value_problem
+from agenttest.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, int_out_of_range_path, json_loads, json_text_too_deep
 from cases.models import Suite
 from cases.services import suite_export, suite_import
 from cases.validation import CaseValidationError
@@ -72,9 +72,12 @@ class Command(BaseCommand):
             document = json_loads(text)
         except json.JSONDecodeError as exc:
             raise CommandError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
-        if (problem := json_value_problem(document)) is not None:
-            # Refused as the API refuses such a body: NaN, huge integers, lone surrogates or NUL cannot be stored.
-            raise CommandError(f"{path} holds JSON agenttest cannot store: {problem}; nothing was imported.")
+        if (where := int_out_of_range_path(document, bound=None)) is not None:
+            # An integer of more than 4,300 digits, which validation (and json.dumps) could not handle; one merely
+            # beyond a column's range is for validation to name, with its case.
+            # Validation names NaN, lone surrogates and NUL itself, with the case they are in.
+            raise CommandError(f"{path} holds an integer agenttest cannot store at {where}: {INT_RANGE_PROBLEM}; "
+                               "nothing was imported.")
         try:
             result = suite_import(document=document, suite_name=suite_name, replace=replace)
         except CaseValidationError as exc:
