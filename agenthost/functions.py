@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 import jsonschema
 import pydantic
-import pydantic_core
 from pydantic.json_schema import GenerateJsonSchema
 
 
@@ -295,9 +294,13 @@ def _first_error(exc: pydantic.ValidationError) -> str:
     return f"{where}: {error['msg']}"
 
 
+# Serialises whatever a typed tool returns by its runtime type (dicts, lists, models, dataclasses, dates).
+_ANY = pydantic.TypeAdapter(Any)
+
+
 def _as_result(value: Any) -> FunctionResult:
     if isinstance(value, FunctionResult):
         return value
     if isinstance(value, str):
         return FunctionResult(content=value)
-    return FunctionResult(content=pydantic_core.to_json(value).decode())
+    return FunctionResult(content=_ANY.dump_json(value).decode())

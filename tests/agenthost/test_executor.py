@@ -144,7 +144,7 @@ def test_it_refuses_two_providers_with_the_same_name(providers):
 # --- Letting a call through: only the provider answering it, only that call ---------------------------------------
 
 
-@pytest.mark.parametrize("name", ["run_registered_function", "execute_without_providers"])
+@pytest.mark.parametrize("name", ["run_registered_function", "execute_without_providers", "execute", "create_executor"])
 def test_it_gives_a_harness_or_plugin_no_way_to_run_a_registered_function_past_the_providers(name):
     assert not hasattr(seams, name) and name not in seams.__all__
 
