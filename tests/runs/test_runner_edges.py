@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from agenthost.executor import execute
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Conversation, Message
 from agenthost.seams import (
@@ -26,7 +27,6 @@ from agenthost.seams import (
     conversation_invoke_function,
     conversation_send,
     conversation_start,
-    execute,
     get_function,
     get_model,
     register_agent_load_hook,
