@@ -30,6 +30,7 @@ from agenthost.functions import (
     get_function,
     validate_arguments,
 )
+from agenttest.inputs import json_value_problem
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,8 @@ FIRST_ORDER = -1_000_000
 
 
 def register_executor_provider(provider: ExecutorProvider) -> None:
-    if not getattr(provider, "name", ""):
+    name = getattr(provider, "name", "")
+    if not isinstance(name, str) or not name.strip():
         raise ValueError("an executor provider needs a unique, non-empty name (it breaks ties between equal orders)")
     order = getattr(provider, "order", None)
     if isinstance(order, bool) or not isinstance(order, int):
@@ -145,12 +147,32 @@ def _run_registered_function(name: str, context: FunctionContext) -> FunctionRes
         result = registered.func(context, **context.arguments)
     except FunctionError as exc:
         return FunctionResult(content=f"{name} failed: {exc}", error=True)
-    except Exception as exc:  # a broken tool must not crash the conversation loop
+    except (Exception, SystemExit) as exc:  # a broken tool must not crash the loop, nor exit the web worker
         logger.exception("function %s raised", name)
         return FunctionResult(content=f"{name} failed: {type(exc).__name__}: {exc}", error=True)
     if isinstance(result, str):
         return FunctionResult(content=result)
+    problem = _result_problem(result)
+    if problem:
+        return FunctionResult(content=f"{name} failed: it returned {problem}", error=True)
     return result
+
+
+def _result_problem(result: object) -> str:
+    """What keeps a function's answer from being stored and sent to the model, or "". A plugin's function is code
+    agenttest did not write: a set in its state writes must be its error, not the conversation's crash."""
+    if not isinstance(result, FunctionResult):
+        return f"a {type(result).__name__}, not text or a FunctionResult"
+    if not isinstance(result.content, str):
+        return f"content of type {type(result.content).__name__}, not text"
+    if not isinstance(result.state_writes, dict) or not all(isinstance(key, str) for key in result.state_writes):
+        return "state_writes that are not an object of name → value"
+    try:
+        json.dumps(result.state_writes, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return f"state_writes that are not JSON ({exc})"
+    problem = json_value_problem(result.state_writes)
+    return f"state_writes that cannot be stored ({problem})" if problem else ""
 
 
 def _registered_executor(name: str) -> Executor:

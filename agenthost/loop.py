@@ -7,13 +7,14 @@ An agent calls only what it declares plus the control-flow functions: any other 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from agenthost import executor
 from agenthost.calls import parse_arguments, record_call, refusal_for, storable_raw_arguments, stored_name
 from agenthost.functions import FunctionContext, FunctionResult
 from agenthost.history import history_as_model_messages
-from agenthost.llm.base import ModelRequest, ModelResponse, ProviderError
+from agenthost.llm.base import ModelRequest, ModelResponse, ProviderError, response_problem
 from agenthost.llm.registry import UnknownModel, get_provider
 from agenthost.loading import LoadedAgent
 from agenthost.models import Message
@@ -23,6 +24,8 @@ from agenthost.rules import fire_rules
 from agenthost.session import ConversationSession, claim_lost
 from agenthost.templating import TemplateRefused, render_template
 from agenthost.turns import InvalidInput, ModelCallFailed, StepLimitExceeded, ToolCallRecord, TurnResult
+
+logger = logging.getLogger(__name__)
 
 
 def _render_instruction(agent: LoadedAgent, state: dict[str, Any]) -> str:
@@ -66,6 +69,22 @@ def turn_run(
             raise ModelCallFailed(
                 f"agent {loaded.name!r} uses provider {loaded.provider!r}, which is not configured", partial=result
             ) from None
+        except Exception as exc:  # a plugin's provider kind may raise anything; the turn must still end cleanly
+            logger.exception("provider %s raised", loaded.provider)
+            raise ModelCallFailed(
+                f"the model {loaded.model_key} failed at turn {turn} step {step}: the provider raised "
+                f"{type(exc).__name__}: {redact_text(str(exc))[:500]}",
+                provider_code="provider_crash",
+                partial=result,
+            ) from exc
+        problem = response_problem(response)
+        if problem:
+            raise ModelCallFailed(
+                f"the model {loaded.model_key} failed at turn {turn} step {step}: the provider answered something "
+                f"that is not a model response ({problem})",
+                provider_code="bad_response",
+                partial=result,
+            )
         result.steps = step + 1
         result.usage = result.usage + response.usage
         result.model_latency_ms += response.latency_ms

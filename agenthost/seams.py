@@ -27,7 +27,16 @@ from agenthost.functions import (
     register_function,
     registered_functions,
 )
-from agenthost.llm.base import ModelConfig, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
+from agenthost.llm.base import (
+    ModelConfig,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ToolCall,
+    Usage,
+    response_problem,
+)
 from agenthost.llm.registry import (
     UnknownModel,
     configured_models,
@@ -123,6 +132,7 @@ __all__ = [
     "register_provider_kind",
     "register_runtime_provider",
     "registered_functions",
+    "response_problem",
     "sealed_filter",
     "send",
     "start",

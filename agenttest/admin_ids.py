@@ -26,12 +26,14 @@ _ID_LOOKUPS = ("exact", "in")
 _DATE_PARTS = ("year", "month", "day")
 
 
-def _is_id_lookup(key: str) -> bool:
+def _is_id_lookup(key: str, relations: frozenset[str] = frozenset()) -> bool:
+    """Whether a query-string key compares an id: `pk`, `id`, `*_id`, or a relation named bare (`suite`,
+    `suite__exact`, `run__in`), which Django compares with the related row's primary key."""
     parts = key.split("__")
     if len(parts) > 1 and parts[-1] in _ID_LOOKUPS:
         parts = parts[:-1]
     last = parts[-1]
-    return last in ("pk", "id") or last.endswith("_id")
+    return last in ("pk", "id") or last.endswith("_id") or (len(parts) == 1 and last in relations)
 
 
 def _shown(value: str) -> str:
@@ -56,19 +58,24 @@ class StrictIdsAdminMixin:
         return super().response_action(request, queryset)  # type: ignore[misc]
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        if self._bad_id_filter(request):
+        relations = frozenset(
+            field.name
+            for field in self.model._meta.get_fields()  # type: ignore[attr-defined]
+            if field.is_relation and (field.many_to_one or field.one_to_one or field.many_to_many)
+        )
+        if self._bad_id_filter(request, relations):
             # What Django answers for a filter it cannot apply (IncorrectLookupParameters): the list with ?e=1.
             return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
         return super().changelist_view(request, extra_context)  # type: ignore[misc]
 
     @staticmethod
-    def _bad_id_filter(request: HttpRequest) -> bool:
+    def _bad_id_filter(request: HttpRequest, relations: frozenset[str] = frozenset()) -> bool:
         for key, values in request.GET.lists():
             if key.rsplit("__", 1)[-1] in _DATE_PARTS and "__" in key:
                 if any(not (value.isascii() and value.isdigit() and len(value) <= 4) for value in values):
                     return True
                 continue
-            if not _is_id_lookup(key):
+            if not _is_id_lookup(key, relations):
                 continue
             for value in values:
                 items = value.split(",") if key.endswith("__in") else [value]

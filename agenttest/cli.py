@@ -24,8 +24,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the management command named by `argv` (default: the process's own arguments)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agenttest.settings")
+    # The team's own modules (plugins) are importable from the current directory, but after the installed packages:
+    # a team's `cases/` or `runs/` folder must not shadow agenttest's.
     if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        sys.path.append(os.getcwd())
     from django.core.management import execute_from_command_line
 
     # The program name Django prints in its help and errors ("Type 'agenttest help <subcommand>'").

@@ -799,7 +799,13 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
         problems=problems,
     )
     for index, function in enumerate(extra_allowed):
-        if functions is not None and function in functions.names and not functions.effect_free(function):
+        # A non-string entry is already a problem of _function_names; it cannot name a function (nor be hashed).
+        if (
+            functions is not None
+            and isinstance(function, str)
+            and function in functions.names
+            and not functions.effect_free(function)
+        ):
             problems.add(_at("extra_allowed_functions", index), _effects_message(function))
     force_blocked = _function_names(
         data.get("force_blocked_functions", []), field="force_blocked_functions", functions=functions,

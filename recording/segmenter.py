@@ -16,7 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agenthost.seams import ModelRequest, ProviderError, get_model, get_provider
+from agenthost.seams import ModelRequest, ProviderError, get_model, get_provider, response_problem
+from agenttest.inputs import MAX_JSON_DEPTH, json_text_too_deep
 from recording.transcripts import Transcript
 
 SEGMENT_NAME_MAX_LENGTH = 60
@@ -119,6 +120,14 @@ def segments_ask(*, transcript: Transcript, model_key: str) -> list[Segment]:
         response = get_provider(config.provider).complete(request)
     except ProviderError as exc:
         raise ModelUnavailable(f"the extraction model {model_key} did not answer: {exc}") from None
+    except Exception as exc:  # a plugin's provider kind may raise anything; the request must still get an answer
+        raise ModelUnavailable(
+            f"the extraction model {model_key} failed: the provider raised {type(exc).__name__}: {exc}"[:500]
+        ) from None
+    problem = response_problem(response)
+    if problem:
+        raise ModelUnavailable(f"the extraction model {model_key} answered something that is not a model response "
+                               f"({problem})")
     return segments_parse(response.text or "", turn_count=len(transcript.turns))
 
 
@@ -126,6 +135,8 @@ def _json_object(text: str) -> dict[str, Any]:
     start = text.find("{")
     if start < 0:
         raise SegmentationError("the answer contains no JSON")
+    if json_text_too_deep(text[start:]):
+        raise SegmentationError(f"the JSON is malformed: nested more than {MAX_JSON_DEPTH} levels deep")
     try:
         value, _ = json.JSONDecoder().raw_decode(text[start:])
     except json.JSONDecodeError as exc:

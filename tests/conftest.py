@@ -14,6 +14,13 @@ from agenthost.models import Agent
 pytest_plugins = ["agenthost.testing.fixtures"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A test of the installed wheel never touches the database under test: scripts/test runs it in one pass only.
+    for item in items:
+        if "package_env" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.installed)
+
+
 @pytest.fixture(autouse=True)
 def _plain_static_storage(settings: Any) -> None:
     # Production serves hashed files from `collectstatic`'s manifest; tests render pages without running it.

@@ -7,6 +7,7 @@ recordings and transcripts are written in.
 from __future__ import annotations
 
 import abc
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -120,3 +121,30 @@ class ModelProvider(abc.ABC):
     @abc.abstractmethod
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer one chat request. Raise ProviderError on failure; measure latency_ms and usage."""
+
+
+def response_problem(response: Any) -> str:
+    """What makes a provider's answer unusable as a ModelResponse, or "" when it is one. A plugin's provider kind is
+    code agenttest did not write: its answer is checked before the loop reads it."""
+    if not isinstance(response, ModelResponse):
+        return f"got {type(response).__name__}, not a ModelResponse"
+    if not isinstance(response.text, str | None):
+        return f"text must be a string, got {type(response.text).__name__}"
+    if not isinstance(response.usage, Usage):
+        return f"usage must be a Usage, got {type(response.usage).__name__}"
+    for name in ("input_tokens", "output_tokens"):
+        value = getattr(response.usage, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"usage.{name} must be a whole number ≥ 0, got {value!r}"[:200]
+    latency = response.latency_ms
+    if isinstance(latency, bool) or not isinstance(latency, int | float) or not math.isfinite(latency) or latency < 0:
+        return f"latency_ms must be a finite number ≥ 0, got {latency!r}"[:200]
+    if not isinstance(response.tool_calls, list):
+        return f"tool_calls must be a list, got {type(response.tool_calls).__name__}"
+    for index, call in enumerate(response.tool_calls):
+        if not isinstance(call, ToolCall):
+            return f"tool_calls[{index}] must be a ToolCall, got {type(call).__name__}"
+        for name in ("id", "name", "arguments"):
+            if not isinstance(getattr(call, name), str):
+                return f"tool_calls[{index}].{name} must be a string, got {type(getattr(call, name)).__name__}"
+    return ""
