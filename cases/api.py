@@ -56,6 +56,14 @@ class ErrorSerializer(serializers.Serializer):
     errors = ProblemSerializer(many=True)
 
 
+class StoredCaseErrorSerializer(serializers.Serializer):
+    class Meta:
+        ref_name = "StoredCaseErrors"
+
+    detail = serializers.CharField()
+    errors = ErrorSerializer.ProblemSerializer(many=True, help_text="Paths into the case's document.")
+
+
 class CasesApiView(APIView):
     permission_classes = [IsStaffOrReadOnly]
     staff_only_message = "Only staff users may change suites and cases."
@@ -351,12 +359,28 @@ class CaseEnableApi(CasesApiView):
         tags=["cases"], operation_id="cases_enable", request=None,
         responses={
             200: CaseOutputSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="The case does not pass validation; it stays disabled."),
+            400: OpenApiResponse(ErrorSerializer, description="A body with any field: this takes none."),
+            409: OpenApiResponse(
+                StoredCaseErrorSerializer,
+                description="The case as stored does not pass validation (e.g. its agent no longer declares a "
+                "mocked function); it stays disabled, and each error names the field of the case at fault.",
+            ),
         },
     )
     def post(self, request: Request, case_id: int) -> Response:
         _no_body(request)
-        case = case_enable(case=_case_or_404(case_id))
+        try:
+            case = case_enable(case=_case_or_404(case_id))
+        except CaseValidationError as exc:
+            # Nothing in the request is wrong (it has no body): the stored case conflicts with the rules as they
+            # stand, so this is a 409 whose errors name the fields of the case, not of the request.
+            return Response(
+                {
+                    "detail": "This case does not pass validation as stored; edit it, then enable it.",
+                    "errors": [problem.as_dict() for problem in exc.problems],
+                },
+                status=status.HTTP_409_CONFLICT,
+            )
         return Response(_case_output(_case_or_404(case.pk)))
 
 

@@ -184,7 +184,8 @@ def test_it_refuses_to_enable_an_invalid_case_and_says_why(admin_client_api, jud
 
     response = admin_client_api.post(f"/api/cases/{case.pk}/enable/")
 
-    assert response.status_code == 400
+    assert response.status_code == 409
+    assert "does not pass validation as stored" in response.json()["detail"]
     [error] = response.json()["errors"]
     assert error["field"] == "assertions[0].type"
     assert "suite.judge_model" in error["message"]
