@@ -62,7 +62,13 @@ from agenthost.selectors import (
     conversation_state_timeline,
     sealed_filter,
 )
-from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
+from agenthost.services import (
+    agent_create,
+    agent_update,
+    conversation_invoke_function,
+    conversation_send,
+    conversation_start,
+)
 from agenthost.turns import (
     ConcurrentTurn,
     ConversationError,
@@ -73,6 +79,7 @@ from agenthost.turns import (
     ToolCallRecord,
     TurnResult,
 )
+from agenthost.validation import agent_problems, unstorable_paths
 
 start = conversation_start
 send = conversation_send
@@ -109,6 +116,9 @@ __all__ = [
     "UnknownModel",
     "Usage",
     "agent_callable_functions",
+    "agent_create",
+    "agent_problems",
+    "agent_update",
     "callable_function_names",
     "configured_models",
     "conversation_messages",
@@ -125,6 +135,7 @@ __all__ = [
     "invoke_function",
     "parse_model_key",
     "redact",
+    "unstorable_paths",
     "redact_text",
     "register_agent_load_hook",
     "register_executor_provider",

@@ -74,6 +74,11 @@ class Case(models.Model):
     priority = models.IntegerField(default=0)
     tags = models.JSONField(default=list, blank=True)
     warnings = models.JSONField(default=list, blank=True, help_text="Notes left by recording for the reviewer.")
+    content_hash = models.CharField(
+        max_length=64, blank=True, editable=False,
+        help_text="SHA-256 of what the case tests (history, state, turns, mocks, assertions); a result keeps the "
+        "hash of the case it ran, so a result of a case changed since can say so.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -3,6 +3,8 @@ it came through — API, import, copy or recording — so every stored case met 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +125,15 @@ def case_to_document(*, case: Case) -> dict[str, Any]:
     }
 
 
+# What decides how a case runs and is judged; its name, tags, priority or enabled flag do not.
+CONTENT_KEYS = ("type", "entry_agent", "initial_state", "history", "turns", "assertions", "mocks", "unmocked_policy")
+
+
+def case_content_hash(document: dict[str, Any]) -> str:
+    content = {key: document.get(key) for key in CONTENT_KEYS}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
 _CASE_SCALARS = (
     "name", "description", "enabled", "source", "type", "initial_state", "priority", "tags", "unmocked_policy",
     "warnings",
@@ -135,6 +146,7 @@ def _store(case: Case, document: dict[str, Any]) -> Case:
         setattr(case, field, document[field])
     case.source_conversation_id = document["source_conversation"]
     case.entry_agent = Agent.objects.get(name=document["entry_agent"]) if document["entry_agent"] else None
+    case.content_hash = case_content_hash(document)
     try:
         with transaction.atomic():
             case.save()

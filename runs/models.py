@@ -99,6 +99,9 @@ class CaseResult(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="results")
     case = models.ForeignKey(Case, on_delete=models.SET_NULL, null=True, blank=True, related_name="results")
     case_name = models.CharField(max_length=200)
+    case_hash = models.CharField(
+        max_length=64, blank=True, help_text="The case's content hash when this result ran (see Case.content_hash)."
+    )
     model = models.CharField(max_length=300)
     trial = models.PositiveIntegerField(default=0, help_text="0-based repetition of this case on this model.")
     position = models.PositiveIntegerField(default=0, help_text="Order of execution within the run.")
@@ -129,6 +132,11 @@ class CaseResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.case_name} on {self.model}: {self.status}"
+
+    @property
+    def case_changed_since(self) -> bool:
+        """The case was edited after this result ran it: the result tells of an earlier version."""
+        return bool(self.case_hash and self.case_id and self.case.content_hash != self.case_hash)
 
     @property
     def judge_tokens(self) -> int:

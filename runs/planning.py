@@ -76,6 +76,7 @@ def case_plans(*, case_ids: list[int], default_agent: Any) -> list[CasePlan]:
                 entry_agent=case.entry_agent or default_agent,
                 history=[{"role": h.role, "content": h.content} for h in case.history.all()],
                 initial_state=dict(case.initial_state or {}),
+                content_hash=case.content_hash,
                 turns=[
                     TurnPlan(
                         user_message=turn.user_message,

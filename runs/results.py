@@ -59,6 +59,7 @@ def result_store(
         run=run,
         case_id=plan.id,
         case_name=plan.name,
+        case_hash=plan.content_hash,
         model=model_key,
         trial=trial,
         position=position,

@@ -88,6 +88,7 @@ class CasePlan:
     turns: list[TurnPlan]
     assertions: list[AssertionPlan]
     mocks: list[MockSpec]
+    content_hash: str = ""
 
 
 @dataclass
