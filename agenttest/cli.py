@@ -13,8 +13,12 @@ the command runs from is importable by the commands, the worker and the web serv
 
 from __future__ import annotations
 
+import atexit
 import os
+import secrets
+import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 
 RUNS_QUEUE = "runs"
@@ -23,6 +27,8 @@ RUNS_QUEUE = "runs"
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the management command named by `argv` (default: the process's own arguments)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["run"]:
+        _scratch_environment()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agenttest.settings")
     # The team's own modules (plugins) are importable from the current directory, but after the installed packages:
     # a team's `cases/` or `runs/` folder must not shadow agenttest's.
@@ -32,6 +38,20 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     # The program name Django prints in its help and errors ("Type 'agenttest help <subcommand>'").
     execute_from_command_line(["agenttest", *arguments])
+
+
+def _scratch_environment() -> None:
+    """`agenttest run DIR` runs on a fresh machine: a throw-away SQLite database and var directory, removed at exit,
+    whatever database the environment names — the files are the source, not a database."""
+    scratch = tempfile.mkdtemp(prefix="agenttest-run-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    os.environ["AGENTTEST_VAR_DIR"] = scratch
+    os.environ["DATABASE_URL"] = f"sqlite:///{scratch}/agenttest.sqlite3"
+    os.environ["AGENTTEST_BROKER_URL"] = f"sqla+sqlite:///{scratch}/broker.sqlite3"
+    # Nothing is served and no mail is sent, so the production checks (secret key, mail server, broker) do not
+    # apply: the command runs with a local install's settings.
+    os.environ.setdefault("AGENTTEST_DEBUG", "1")
+    os.environ.setdefault("AGENTTEST_SECRET_KEY", secrets.token_urlsafe(50))
 
 
 def worker_command(arguments: Sequence[str]) -> list[str]:

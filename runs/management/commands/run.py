@@ -1,0 +1,204 @@
+"""`agenttest run DIR`: the files of a team's repository, run on a fresh machine — no server, no worker.
+
+The `agenttest` command gives `run` a scratch SQLite database of its own (agenttest/cli.py); this command migrates
+it, applies DIR's files, imports DIR's recordings (`recordings/<suite>/`), runs each suite in this process and writes
+what CI wants: `--junit`, a Markdown `--summary` (for a pull-request comment or $GITHUB_STEP_SUMMARY) and `--results`
+(JSON), which a later run reads as `--baseline` to list the cases that flipped. `--mode record` writes the recordings
+back into DIR. Exit codes as run_suite: 0 passed, 1 a case failed, 2 anything else (bad files included).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+from django.core.management import call_command
+from django.core.management.base import CommandParser
+
+from cases.files import FilesRejected, files_apply, suite_directory_name
+from cases.models import Suite
+from runs.junit import run_to_junit
+from runs.management.commands.run_suite import EXIT_ERROR, EXIT_PASSED, _Abort, _exit_code, _InlineRun
+from runs.management.commands.run_suite import Command as RunSuiteCommand
+from runs.models import CaseResult, Run
+from runs.recordings import RecordingFilesRejected, recordings_export, recordings_import
+from runs.selectors import run_summary
+from runs.services import RunError, run_claim, run_create
+
+RECORDINGS = "recordings"
+RESULTS_FORMAT = 1
+
+
+class Command(RunSuiteCommand):
+    help = (
+        "Apply the files in DIR to a scratch database, import its recordings and run its suites in this process. "
+        "Exit code: 0 passed, 1 a case failed, 2 an error (bad files, a run or case Error)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("directory", help="The team's directory: agents/, suites/, recordings/.")
+        parser.add_argument("--suite", action="append", default=[], metavar="NAME", help="Only this suite (repeat).")
+        parser.add_argument("--models", default="", help="Comma-separated provider:model keys; default: the agent's.")
+        parser.add_argument("--cases", default="", help="Case filter: a name substring, or tag:<tag>.")
+        parser.add_argument("--mode", choices=Run.Mode.values, default=Run.Mode.LIVE)
+        parser.add_argument("--trials", type=int, default=1)
+        parser.add_argument("--junit", metavar="FILE", help="Write JUnit XML.")
+        parser.add_argument("--summary", metavar="FILE", help="Write a Markdown summary.")
+        parser.add_argument("--results", metavar="FILE", help="Write the results as JSON (a later --baseline).")
+        parser.add_argument("--baseline", metavar="FILE", help="A previous --results file: list what flipped.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            code = self._run_directory(options)
+        except (_Abort, RunError) as exc:
+            self.stderr.write(f"error: {exc}")
+            code = EXIT_ERROR
+        if code != EXIT_PASSED:
+            raise SystemExit(code)
+
+    def _run_directory(self, options: dict[str, Any]) -> int:
+        directory = Path(options["directory"])
+        baseline = _read_baseline(options["baseline"]) if options["baseline"] else None
+        call_command("migrate", verbosity=0, interactive=False)
+        try:
+            report = files_apply(directory=directory)
+        except FilesRejected as exc:
+            raise _Abort(f"the files cannot be applied ({len(exc.problems)} problem(s)):\n{exc}") from None
+        self.stdout.write(f"Applied {directory}: {len(report.changes)} agent(s), suite(s) and case(s).")
+        names = [change.name for change in report.changes if change.kind == "suite"]
+        if options["suite"]:
+            missing = [name for name in options["suite"] if name not in names]
+            if missing:
+                known = ", ".join(names)
+                raise _Abort(f"no suite named {', '.join(map(repr, missing))} in {directory}; suites: {known}")
+            names = options["suite"]
+        runs: list[Run] = []
+        for name in names:
+            suite = Suite.objects.select_related("agent").get(name=name)
+            self._import_recordings(directory, suite)
+            runs.append(self._run_suite(suite, options))
+        if options["mode"] == Run.Mode.RECORD:
+            for run in runs:
+                exported = recordings_export(suite=run.suite, directory=_recordings_dir(directory, run.suite))
+                self.stdout.write(f"Wrote {len(exported.written)} recording(s) to {exported.directory}.")
+        results = _results(runs)
+        if options["junit"]:
+            Path(options["junit"]).write_text(_junit(runs), encoding="utf-8")
+        if options["results"]:
+            Path(options["results"]).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        if options["summary"]:
+            Path(options["summary"]).write_text(_summary(runs, results, baseline), encoding="utf-8")
+        return max((_exit_code(run) for run in runs), default=EXIT_PASSED)
+
+    def _import_recordings(self, directory: Path, suite: Suite) -> None:
+        folder = _recordings_dir(directory, suite)
+        if not folder.is_dir():
+            return
+        try:
+            _, imported = recordings_import(directory=folder)
+        except RecordingFilesRejected as exc:
+            raise _Abort(f"{folder}: {exc}") from None
+        self.stdout.write(f"Imported {len(imported)} recording(s) of {suite.name!r} from {folder}.")
+
+    def _run_suite(self, suite: Suite, options: dict[str, Any]) -> Run:
+        model_keys = [key.strip() for key in options["models"].split(",") if key.strip()] or [suite.agent.model_key]
+        run = run_create(
+            suite=suite, model_keys=model_keys, case_filter=options["cases"], mode=options["mode"],
+            trials=options["trials"],
+        )
+        worker = _InlineRun(run.pk, run_claim(run_id=run.pk))
+        worker.start()
+        self.stdout.write(f"Run #{run.pk} of suite {suite.name!r}: {run.total} result(s), {run.mode} mode.")
+        run = self._follow(run, worker, None)
+        self._report(run)
+        return run
+
+
+def _recordings_dir(directory: Path, suite: Suite) -> Path:
+    return directory / RECORDINGS / suite_directory_name(suite)
+
+
+def _read_baseline(path: str) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return {
+            (item["suite"], item["case"], item["model"], int(item["trial"])): item for item in data["results"]
+        }
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise _Abort(f"--baseline {path}: not a --results file of agenttest run ({exc})") from None
+
+
+def _results(runs: list[Run]) -> dict[str, Any]:
+    items = []
+    for run in runs:
+        for result in CaseResult.objects.filter(run=run).order_by("position", "pk"):
+            items.append({
+                "suite": run.suite.name, "case": result.case_name, "model": result.model, "trial": result.trial,
+                "status": result.status, "reason": result.reason, "case_hash": result.case_hash,
+                "duration_ms": round(result.duration_ms, 1), "tokens": result.total_tokens,
+                "cost": str(result.total_cost),
+            })
+    return {"format": RESULTS_FORMAT, "runs": [_run_line(run) for run in runs], "results": items}
+
+
+def _run_line(run: Run) -> dict[str, Any]:
+    return {"suite": run.suite.name, "mode": run.mode, "status": run.status, "reason": run.reason}
+
+
+def _junit(runs: list[Run]) -> str:
+    if len(runs) == 1:
+        return run_to_junit(runs[0])
+    merged = ElementTree.Element("testsuites")
+    for run in runs:
+        root = ElementTree.fromstring(run_to_junit(run))
+        merged.extend(root.findall("testsuite") if root.tag == "testsuites" else [root])
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(merged, encoding="unicode") + "\n"
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _summary(runs: list[Run], results: dict[str, Any], baseline: dict[tuple[str, str, str, int], Any] | None) -> str:
+    lines: list[str] = []
+    for run in runs:
+        lines += [f"## agenttest: {run.suite.name} — {run.get_status_display()}", ""]
+        if run.reason:
+            lines += [f"{_cell(run.reason)} ({run.mode} mode)", ""]
+        lines += ["| model | pass rate | passed | failed | error | p50 ms | p95 ms | tokens | cost |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for item in run_summary(run=run):
+            rate = "-" if item.pass_rate is None else f"{item.pass_rate * 100:.1f}%"
+            p50 = "-" if item.latency_p50_ms is None else f"{item.latency_p50_ms:.0f}"
+            p95 = "-" if item.latency_p95_ms is None else f"{item.latency_p95_ms:.0f}"
+            lines.append(
+                f"| {item.model} | {rate} | {item.passed} | {item.failed} | {item.errored} | {p50} | {p95} | "
+                f"{item.input_tokens + item.output_tokens + item.judge_tokens} | "
+                f"${float(item.cost + item.judge_cost):.4f} |"
+            )
+        lines.append("")
+    failures = [item for item in results["results"] if item["status"] in ("failed", "error")]
+    if failures:
+        lines += ["### Failures", "", "| suite | case | model | status | reason |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {_cell(item['suite'])} | {_cell(item['case'])} | {item['model']} | {item['status']} | "
+            f"{_cell(item['reason'])[:300]} |"
+            for item in failures
+        ]
+        lines.append("")
+    if baseline is not None:
+        flipped = []
+        for item in results["results"]:
+            before = baseline.get((item["suite"], item["case"], item["model"], item["trial"]))
+            if before is not None and before.get("status") != item["status"]:
+                changed = " (the case changed)" if before.get("case_hash") != item["case_hash"] else ""
+                flipped.append(
+                    f"| {_cell(item['suite'])} | {_cell(item['case'])}{changed} | {item['model']} | "
+                    f"{before.get('status')} → {item['status']} |"
+                )
+        lines += ["### Flipped since the baseline", ""]
+        lines += ["| suite | case | model | status |", "|---|---|---|---|", *flipped] if flipped else ["None."]
+        lines.append("")
+    return "\n".join(lines)
