@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Count, QuerySet
 from django.forms.models import BaseInlineFormSet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -26,6 +26,7 @@ from django.utils.safestring import SafeString
 from agenthost.seams import configured_models
 from agenttest.admin_fields import PrettyJSONWidget, SafeJSONField
 from agenttest.admin_ids import StrictIdsAdminMixin
+from cases.files import files_render, files_zip
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.selectors import CASE_PARTS
 from cases.services import case_disable, case_enable, case_to_document
@@ -146,9 +147,27 @@ class SuiteAdminForm(forms.ModelForm):
         return None
 
 
+def _files_download(suites: list[Suite], cases: list[Case] | None) -> HttpResponse:
+    response = HttpResponse(files_zip(files_render(suites=suites, cases=cases)), content_type="application/zip")
+    response["Content-Disposition"] = 'attachment; filename="agenttest-files.zip"'
+    return response
+
+
+@admin.action(description="Export to files (zip of agents/ and suites/, drafts included)")
+def export_suite_files(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Suite]) -> HttpResponse:
+    return _files_download(list(queryset.select_related("agent")), None)
+
+
+@admin.action(description="Export to files (zip: these cases, their suites and agents)")
+def export_case_files(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Case]) -> HttpResponse:
+    cases = list(queryset.select_related("suite__agent", "entry_agent").prefetch_related(*CASE_PARTS))
+    return _files_download(list({case.suite_id: case.suite for case in cases}.values()), cases)
+
+
 @admin.register(Suite)
 class SuiteAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     form = SuiteAdminForm
+    actions = (export_suite_files,)
     list_display = ("name", "agent", "judge_model", "enabled", "case_count", "updated_at")
     list_filter = ("enabled", "agent")
     list_select_related = ("agent",)
@@ -310,7 +329,7 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
         ),
     )
     inlines = (HistoryMessageInline, TurnInline, MockInline, AssertionInline)
-    actions = ("enable_selected", "disable_selected")
+    actions = ("enable_selected", "disable_selected", export_case_files)
 
     @admin.display(description="Source conversation")
     def source_conversation_link(self, case: Case) -> SafeString | str:

@@ -15,8 +15,10 @@ agenthost/validation.py), so a file is refused for exactly what the API would re
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -547,6 +549,16 @@ def files_render(*, suites: Iterable[Suite], cases: Iterable[Case] | None = None
         for case in sorted(case_lists[suite.pk], key=lambda item: item.name):
             out[f"{base}/{CASES}/{_stem(case.name, case_names)}.yaml"] = yaml_text(case_file(case))
     return out
+
+
+def files_zip(files: dict[str, str]) -> bytes:
+    """The files as a zip a reviewer unpacks at the root of the team's repository; fixed timestamps, so the same
+    files give the same archive."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in sorted(files.items()):
+            archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), text.encode("utf-8"))
+    return buffer.getvalue()
 
 
 def files_export(*, directory: Path, suites: Iterable[Suite] | None = None) -> ExportReport:

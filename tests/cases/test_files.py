@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import zipfile
 from pathlib import Path
 
 import jsonschema
@@ -253,3 +254,27 @@ def test_it_applies_through_the_command_and_exits_2_naming_the_problem(repo):
     assert exited.value.code == 2
     assert "Nothing was changed: 1 problem(s)." in err.getvalue()
     assert not Agent.objects.filter(name="support").exists()
+
+
+def test_it_exports_a_reviewed_draft_from_the_admin_as_files_apply_reads(admin_client, repo, tmp_path):
+    files_apply(directory=repo)
+    suite = Suite.objects.get(name="Support")
+    draft = case_create(suite=suite, document={
+        **yaml.safe_load(CASE), "name": "Recorded draft", "enabled": False,
+        "mocks": [{"function_name": "lookup_order", "result": '{"status": "shipped"}'}],
+    })
+
+    response = admin_client.post(
+        "/admin/cases/case/", {"action": "export_case_files", "_selected_action": [draft.pk]}
+    )
+
+    assert response.status_code == 200 and response["Content-Type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
+        names = archive.namelist()
+        archive.extractall(tmp_path / "unpacked")
+    assert names == ["agents/support.md", "agents/support.yaml", "suites/support/cases/recorded-draft.yaml",
+                     "suites/support/suite.yaml"]
+    assert "enabled: false" in (tmp_path / "unpacked/suites/support/cases/recorded-draft.yaml").read_text()
+    draft.delete()
+    report = files_apply(directory=tmp_path / "unpacked", dry_run=True)
+    assert [c.action for c in report.changes if c.kind == "case" and "Recorded draft" in c.name] == ["created"]
