@@ -100,9 +100,15 @@ class _Dumper(yaml.SafeDumper):
     pass
 
 
+# What YAML reads as a line break or drops (NEL, the Unicode separators, CR, a BOM) and control characters: text
+# holding any of them is written double-quoted, where each is an escape, or it would not read back the same.
+_ESCAPED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
+
+
 def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     # Multi-line text (instructions, tool results, user messages) as a literal block: it reads and diffs line by line.
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+    style = '"' if _ESCAPED.search(value) else ("|" if "\n" in value else None)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
 _Dumper.add_representer(str, _text)
@@ -219,7 +225,9 @@ def _instruction(root: Path, path: Path, source: _Source, problems: list[FilePro
             problems.append(FileProblem(source.file, "instruction_file", f"{beside.name!r} {why}"))
             return False
         try:
-            data["instruction"] = beside.read_text(encoding="utf-8")
+            # newline="": the instruction is exactly the file's text, a CR included.
+            with beside.open(encoding="utf-8", newline="") as handle:
+                data["instruction"] = handle.read()
         except UnicodeDecodeError:
             problems.append(FileProblem(source.file, "instruction_file", f"{relative} is not UTF-8 text"))
             return False

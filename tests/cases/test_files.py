@@ -192,13 +192,17 @@ def test_it_round_trips_byte_for_byte_through_an_empty_database(repo, tmp_path):
     assert "result:\n    status: shipped" in text  # a JSON tool result reads as YAML, not as escaped text
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    message=st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1).filter(lambda t: t.strip()),
+    message=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1).filter(
+        lambda t: t.strip()
+    ),
     result=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40),
+    instruction=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00{}%#"), min_size=1),
 )
-def test_it_round_trips_any_text(suite, tmp_path_factory, message, result):
+def test_it_round_trips_any_text(suite, tmp_path_factory, message, result, instruction):
     Case.objects.filter(suite=suite).delete()
+    Agent.objects.filter(pk=suite.agent_id).update(instruction=instruction)
     case_create(suite=suite, document={
         "name": "Any", "turns": [{"user_message": message, "assertions": [
             {"type": "noBlockedTools", "params": {}}]}],
@@ -208,11 +212,13 @@ def test_it_round_trips_any_text(suite, tmp_path_factory, message, result):
     files_export(directory=first)
     case = Case.objects.get(suite=suite)
     case_update(case=case, document={"name": "Any", "turns": [{"user_message": "x"}]})
+    Agent.objects.filter(pk=suite.agent_id).update(instruction="changed")
 
     files_apply(directory=first)
     files_export(directory=second)
 
     stored = Case.objects.get(suite=suite)
+    assert Agent.objects.get(pk=suite.agent_id).instruction == instruction
     assert stored.turns.get().user_message == message
     assert stored.mocks.get().result == result
     for path in first.rglob("*.yaml"):
