@@ -1,10 +1,14 @@
 """The shape of the files a team keeps in its repository — one JSON Schema per kind (agent, suite, case) — defined
 once, as pydantic models, and checked with jsonschema against the generated schema, so what `agenttest schema`
-publishes is exactly what `agenttest apply` enforces.
+publishes is exactly what `agenttest apply` enforces. The case document the API, the admin and import take
+(`case-document`) is generated from the same models: it is the one description of a case's shape everywhere
+(cases/validation.py checks it with this module).
 
 The schema covers shape only: keys, types, required fields, allowed values and each assertion type's parameters.
-What needs the database or other files — a mock's function must be one the agent can call, an assertion's agent must
-exist, a name must be unique — is checked afterwards by cases/validation.py and agenthost/validation.py.
+What needs the database or other files — a mock's function must be one the agent can call, an agent must exist, a
+name must be unique, a regular expression must compile — is checked afterwards by cases/validation.py and
+agenthost/validation.py. A keyword's message may be our own (`x-messages` beside the rule), so the words stay those
+agenttest always used ("is required for outputContains", "must be a whole number from 1 to 5").
 
 Problems come back as (path, message) with paths in the style of the rest of agenttest: `turns[0].mocks[1].result`.
 """
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import cache
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,6 +36,7 @@ BLANK = r"\S"
 MODEL_KEY = r"^[^:\s]+:\S+$"
 PATTERN_MESSAGES = {MODEL_KEY: "must be provider:model, e.g. openai:gpt-4o-mini"}
 NonEmpty = Field(min_length=1, pattern=BLANK)
+NonEmptyText = Annotated[str, Field(min_length=1, pattern=BLANK)]
 
 
 # --- Agents -------------------------------------------------------------------------------------------------------
@@ -68,9 +73,9 @@ class AgentFile(_Strict):
     model: str = Field(pattern=MODEL_KEY, description="provider:model, e.g. openai:gpt-4o-mini.")
     temperature: float = 0.0
     max_steps: int | None = Field(None, ge=1, le=1000)
-    functions: list[str | FunctionDeclaration] = []
+    functions: list[NonEmptyText | FunctionDeclaration] = []
     rules: list[Rule] = []
-    sub_agents: list[str] = []
+    sub_agents: list[NonEmptyText] = []
 
 
 # --- Suites -------------------------------------------------------------------------------------------------------
@@ -86,69 +91,110 @@ class SuiteFile(_Strict):
     description: str = ""
     agent: str = Field(min_length=1, pattern=BLANK, description="The name of the agent the suite tests.")
     judge_model: str = Field("", description="provider:model that scores llmJudge assertions; empty: none.")
-    extra_allowed_functions: list[str] = []
-    force_blocked_functions: list[str] = []
+    extra_allowed_functions: list[NonEmptyText] = []
+    force_blocked_functions: list[NonEmptyText] = []
     case_timeout_seconds: int = Field(120, ge=1, le=3600)
     enabled: bool = True
 
 
 # --- Cases --------------------------------------------------------------------------------------------------------
+# The case document the API, the admin and import take, and the case file, share these models: the file differs only
+# in that a mock's result may be written as the JSON value it is, and that it carries no conversation id.
+
+INT_MAX = 2**31 - 1
+BLOCK_ONLY_MESSAGE = (
+    "must be 'block': it is the only policy, because a test must never run a real tool — a tool call that no mock "
+    "answers is blocked and recorded"
+)
 
 
-class TextParams(_Strict):
+def _messages_for(**messages: str) -> dict[str, Any]:
+    """Our own wording for a keyword's failure (`required`, `type`, `minLength`, …), kept in the schema itself as
+    `x-messages`, so the message sits beside the rule it explains."""
+    return {"x-messages": messages}
+
+
+def _params(kind: str) -> ConfigDict:
+    return ConfigDict(extra="forbid", json_schema_extra={"x-assertion": kind})
+
+
+def _judge_score() -> Any:
+    message = "must be a whole number from 1 to 5"
+    return Field(4, ge=1, le=5, json_schema_extra=_messages_for(type=message, minimum=message, maximum=message))
+
+
+class OutputContainsParams(_Strict):
+    model_config = _params("outputContains")
     text: str = NonEmpty
     case_sensitive: bool = False
 
 
-class RegexParams(_Strict):
-    pattern: str = Field(min_length=1)
+class OutputNotContainsParams(OutputContainsParams):
+    model_config = _params("outputNotContains")
+
+
+class OutputRegexParams(_Strict):
+    model_config = _params("outputRegex")
+    pattern: str = Field(
+        min_length=1, description="A regular expression (the `regex` package, case-insensitive).",
+        json_schema_extra=_messages_for(minLength="must be a non-empty regular expression",
+                                        type="must be a non-empty regular expression"),
+    )
 
 
 class ToolCalledParams(_Strict):
+    model_config = _params("toolCalled")
     function: str = NonEmpty
-    arguments: JsonObject | None = None
+    arguments: JsonObject = Field(None, description="The call's arguments must contain these.")
 
 
 class ToolNotCalledParams(_Strict):
+    model_config = _params("toolNotCalled")
     function: str = NonEmpty
 
 
 class StateEqualsParams(_Strict):
+    model_config = _params("stateEquals")
     key: str = NonEmpty
     value: Any = Field(description="Any JSON value.")
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"required": ["key", "value"]})
 
-
-class RoutedParams(_Strict):
+class RoutedToAgentParams(_Strict):
+    model_config = _params("routedToAgent")
     agent: str = NonEmpty
 
 
-class ChainParams(_Strict):
-    agents: list[str] = Field(min_length=1)
+class AgentChainParams(_Strict):
+    model_config = _params("agentChain")
+    agents: list[NonEmptyText] = Field(
+        min_length=1,
+        json_schema_extra=_messages_for(minItems="must be a non-empty list of agent names",
+                                        type="must be a non-empty list of agent names"),
+    )
     mode: Literal["contains", "ordered", "exact"]
 
 
-class JudgeParams(_Strict):
+class LlmJudgeParams(_Strict):
+    model_config = _params("llmJudge")
     criterion: str = NonEmpty
-    min_score: int = Field(4, ge=1, le=5)
+    min_score: int = _judge_score()
 
 
-class NoParams(_Strict):
-    pass
+class NoBlockedToolsParams(_Strict):
+    model_config = _params("noBlockedTools")
 
 
 ASSERTION_PARAMS: dict[str, type[BaseModel]] = {
-    "outputContains": TextParams,
-    "outputNotContains": TextParams,
-    "outputRegex": RegexParams,
+    "outputContains": OutputContainsParams,
+    "outputNotContains": OutputNotContainsParams,
+    "outputRegex": OutputRegexParams,
     "toolCalled": ToolCalledParams,
     "toolNotCalled": ToolNotCalledParams,
     "stateEquals": StateEqualsParams,
-    "routedToAgent": RoutedParams,
-    "agentChain": ChainParams,
-    "llmJudge": JudgeParams,
-    "noBlockedTools": NoParams,
+    "routedToAgent": RoutedToAgentParams,
+    "agentChain": AgentChainParams,
+    "llmJudge": LlmJudgeParams,
+    "noBlockedTools": NoBlockedToolsParams,
 }
 
 
@@ -157,9 +203,9 @@ def _params_per_type() -> list[dict[str, Any]]:
     return [
         {
             "if": {"properties": {"type": {"const": kind}}, "required": ["type"]},
-            "then": {"properties": {"params": {"$ref": f"#/$defs/{kind}Params"}}},
+            "then": {"properties": {"params": {"$ref": f"#/$defs/{model.__name__}"}}},
         }
-        for kind in ASSERTION_PARAMS
+        for kind, model in ASSERTION_PARAMS.items()
     ]
 
 
@@ -174,48 +220,105 @@ class AssertionEntry(_Strict):
 
 class HistoryEntry(_Strict):
     role: Literal["user", "assistant"]
-    content: str = NonEmpty
+    content: str = Field(
+        min_length=1, pattern=BLANK,
+        json_schema_extra=_messages_for(required="must be non-empty text", minLength="must be non-empty text",
+                                        pattern="must be non-empty text", type="must be non-empty text"),
+    )
+
+
+_USER_MESSAGE = "must be non-empty text: what the user says in this turn"
 
 
 class TurnEntry(_Strict):
-    user_message: str = NonEmpty
+    user_message: str = Field(
+        min_length=1, pattern=BLANK,
+        json_schema_extra=_messages_for(required=_USER_MESSAGE, minLength=_USER_MESSAGE, pattern=_USER_MESSAGE,
+                                        type=_USER_MESSAGE),
+    )
     assertions: list[AssertionEntry] = []
 
 
+_FUNCTION_NAME = "must be a non-empty function name"
+
+
 class MockEntry(_Strict):
-    function_name: str = Field(min_length=1, max_length=200, pattern=BLANK)
-    arguments: JsonObject | None = Field(None, description="Answer only calls whose arguments contain these.")
-    call_index: int | None = Field(None, ge=0, le=2**31 - 1, description="Answer only the N-th call (0-based).")
-    result: str | JsonObject | list[Any] = Field(
-        "", description="The tool result the agent receives: text, or a JSON value (stored as compact JSON text)."
+    function_name: str = Field(
+        min_length=1, max_length=200, pattern=BLANK,
+        json_schema_extra=_messages_for(required=_FUNCTION_NAME, minLength=_FUNCTION_NAME, pattern=_FUNCTION_NAME,
+                                        type=_FUNCTION_NAME),
     )
-    stop: bool = False
+    arguments: JsonObject | None = Field(None, description="Answer only calls whose arguments contain these.")
+    call_index: int | None = Field(None, ge=0, le=INT_MAX, description="Answer only the N-th call (0-based).")
+    result: str = Field(
+        "", description="The tool result text the agent receives.",
+        json_schema_extra=_messages_for(type="must be a string: the tool result text the agent receives"),
+    )
+    stop: bool = Field(False, description="A stop-completion: the turn ends with this result.")
     state_writes: JsonObject = {}
 
 
-class CaseFile(_Strict):
-    """A case: `suites/<suite>/cases/<name>.yaml`."""
+class MockFileEntry(MockEntry):
+    result: str | JsonObject | list[Any] = Field(
+        "", description="The tool result the agent receives: text, or a JSON value (stored as compact JSON text)."
+    )
 
-    model_config = ConfigDict(extra="forbid", title="agenttest case")
 
-    schema_: str | None = Field(None, alias="$schema", description="Where the schema is, for editors; ignored.")
-    name: str = Field(min_length=1, max_length=200, pattern=BLANK)
+_NAME = Field(
+    min_length=1, max_length=200, pattern=BLANK,
+    json_schema_extra=_messages_for(required="is required", minLength="is required", pattern="is required",
+                                    type="is required"),
+)
+_TURNS_REQUIRED = "at least one turn with a user message is required"
+
+
+class _CaseFields(_Strict):
+    name: str = _NAME
     description: str = ""
     enabled: bool = True
     source: Literal["manual", "recorded", "extracted"] = "manual"
     type: Literal["agent", "routing"] = "agent"
-    entry_agent: str | None = Field(None, description="The agent the conversation starts with; empty: the suite's.")
-    priority: int = Field(0, ge=-(2**31), le=2**31 - 1)
-    tags: list[str] = []
+    entry_agent: str | None = Field(
+        None, description="The agent the conversation starts with; empty: the suite's.",
+        json_schema_extra=_messages_for(type="must be an agent name or null"),
+    )
+    priority: int = Field(0, ge=-(2**31), le=INT_MAX)
+    tags: list[NonEmptyText] = []
     initial_state: JsonObject = {}
+    unmocked_policy: Literal["block"] = Field(
+        "block", json_schema_extra=_messages_for(enum=BLOCK_ONLY_MESSAGE, const=BLOCK_ONLY_MESSAGE)
+    )
     history: list[HistoryEntry] = []
-    turns: list[TurnEntry] = Field(min_length=1)
+    turns: list[TurnEntry] = Field(
+        min_length=1, json_schema_extra=_messages_for(required=_TURNS_REQUIRED, minItems=_TURNS_REQUIRED),
+    )
     assertions: list[AssertionEntry] = Field([], description="Case-level assertions over the whole conversation.")
     mocks: list[MockEntry] = []
     warnings: list[str] = Field([], description="Notes left by recording for the reviewer.")
 
 
-MODELS: dict[str, type[BaseModel]] = {"agent": AgentFile, "suite": SuiteFile, "case": CaseFile}
+class CaseDocument(_CaseFields):
+    """A case as the API, the admin and import take it (and `case_to_document` gives it)."""
+
+    model_config = ConfigDict(
+        extra="forbid", title="agenttest case document",
+        json_schema_extra=_messages_for(type="must be a case document (a JSON object)"),
+    )
+    source_conversation: int | None = Field(None, ge=1, le=2**63 - 1)
+
+
+class CaseFile(_CaseFields):
+    """A case: `suites/<suite>/cases/<name>.yaml`."""
+
+    model_config = ConfigDict(extra="forbid", title="agenttest case")
+
+    schema_: str | None = Field(None, alias="$schema", description="Where the schema is, for editors; ignored.")
+    mocks: list[MockFileEntry] = []
+
+
+MODELS: dict[str, type[BaseModel]] = {
+    "agent": AgentFile, "suite": SuiteFile, "case": CaseFile, "case-document": CaseDocument,
+}
 
 
 # --- Schemas and checks -------------------------------------------------------------------------------------------
@@ -227,9 +330,9 @@ def schema_for(kind: str) -> dict[str, Any]:
     model = MODELS[kind]
     schema = model.model_json_schema(by_alias=True)
     definitions = schema.setdefault("$defs", {})
-    if kind == "case":
-        for name, params in ASSERTION_PARAMS.items():
-            definitions[f"{name}Params"] = params.model_json_schema()
+    if kind in ("case", "case-document"):
+        for params in ASSERTION_PARAMS.values():
+            definitions[params.__name__] = params.model_json_schema()
         definitions["AssertionEntry"]["allOf"] = _params_per_type()
     title = model.model_config.get("title", kind)
     return {
@@ -241,13 +344,38 @@ def schema_for(kind: str) -> dict[str, Any]:
 
 
 _ROOT_DEFS: dict[str, Any] = {}
+# A whole number is an int, never 1.0 or true: an IntegerField would store 1.5 as 1, and JSON Schema's own
+# "integer" accepts 1.0.
+_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
+)
+_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
 
 
 @cache
-def _validator(kind: str) -> jsonschema.Draft202012Validator:
-    # Every kind's definitions have distinct names, so one table resolves a $ref of any of them.
+def _validator(kind: str) -> jsonschema.protocols.Validator:
+    # Every kind's definitions have distinct names (or the same definition), so one table resolves a $ref of any.
     _ROOT_DEFS.update(schema_for(kind).get("$defs", {}))
-    return jsonschema.Draft202012Validator(schema_for(kind))
+    return _Validator(schema_for(kind))
+
+
+@cache
+def _part_validator(kind: str, definition: str) -> jsonschema.protocols.Validator:
+    """Checks one part of a document (a MockEntry, an AssertionEntry, …) against its definition in `kind`."""
+    schema = schema_for(kind)
+    _ROOT_DEFS.update(schema.get("$defs", {}))
+    return _Validator({"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]})
+
+
+@cache
+def _fields_validator(kind: str, without: tuple[str, ...]) -> jsonschema.protocols.Validator:
+    """Checks a document's own fields, the parts in `without` left out (forms edit those one by one)."""
+    schema = dict(schema_for(kind))
+    _ROOT_DEFS.update(schema.get("$defs", {}))
+    schema["properties"] = {key: value for key, value in schema["properties"].items() if key not in without}
+    schema["required"] = [key for key in schema.get("required", []) if key not in without]
+    schema["additionalProperties"] = True
+    return _Validator(schema)
 
 
 def path_text(parts: Any) -> str:
@@ -258,8 +386,8 @@ def path_text(parts: Any) -> str:
 
 
 _TYPE_WORDS = {
-    "string": "text", "integer": "a whole number", "number": "a number", "boolean": "true or false",
-    "object": "a mapping (key: value)", "array": "a list", "null": "null",
+    "string": "a string", "integer": "a whole number", "number": "a number", "boolean": "true or false",
+    "object": "a JSON object", "array": "a JSON list", "null": "null",
 }
 
 
@@ -270,75 +398,98 @@ def _kind_of(value: Any) -> str:
         return "null"
     if isinstance(value, int | float):
         return "a number"
-    return {str: "text", dict: "a mapping", list: "a list"}.get(type(value), type(value).__name__)
+    return {str: "a string", dict: "an object", list: "a list"}.get(type(value), type(value).__name__)
+
+
+def _resolved(schema: dict[str, Any]) -> dict[str, Any]:
+    reference = schema.get("$ref", "")
+    if reference.startswith("#/$defs/"):
+        return _ROOT_DEFS.get(reference.removeprefix("#/$defs/"), {})
+    return schema
 
 
 def _wanted(schema: dict[str, Any]) -> list[str]:
+    schema = _resolved(schema)
     if "type" in schema:
         types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         return [_TYPE_WORDS.get(item, item) for item in types]
-    if "$ref" in schema:
-        return _wanted(_ROOT_DEFS.get(schema["$ref"].removeprefix("#/$defs/"), {}))
     found: list[str] = []
     for option in schema.get("anyOf", []):
         found += _wanted(option)
     return found
 
 
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return "integer"
+    return {float: "number", str: "string", dict: "object", list: "array"}.get(type(value), "")
+
+
 def _matching_branch(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError] | None:
-    """The sub-errors of the one anyOf option of the instance's own type, when exactly one option is of it."""
-    if not isinstance(error.instance, dict | list):
-        return None
-    wanted = "object" if isinstance(error.instance, dict) else "array"
+    """The sub-errors of the one anyOf option of the instance's own type, when exactly one option is of it: what is
+    wrong inside that option is the useful news (a call_index of -1, a mapping with an unknown key)."""
+    kind = _json_type(error.instance)
     options = [
         index for index, option in enumerate(error.validator_value)
-        if _resolved(option, error).get("type") == wanted
+        if kind and (_resolved(option).get("type") == kind or (kind == "integer" and _resolved(option).get("type")
+                                                                == "number"))
     ]
     if len(options) != 1:
         return None
     return [inner for inner in error.context or [] if inner.relative_schema_path[0] == options[0]]
 
 
-def _resolved(option: dict[str, Any], error: jsonschema.ValidationError) -> dict[str, Any]:
-    reference = option.get("$ref", "")
-    if reference.startswith("#/$defs/"):
-        return _ROOT_DEFS.get(reference.removeprefix("#/$defs/"), {})
-    return option
+def _own(schema: dict[str, Any], keyword: str) -> str | None:
+    return (schema.get("x-messages") or {}).get(keyword)
 
 
 def _messages(error: jsonschema.ValidationError) -> Iterator[tuple[list[Any], str]]:
     path = list(error.absolute_path)
     keyword = error.validator
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    assertion = schema.get("x-assertion")
     if keyword == "required":
         for name in error.validator_value:
             if isinstance(error.instance, dict) and name not in error.instance:
-                yield [*path, name], "is required"
+                field = _resolved(schema.get("properties", {}).get(name, {}))
+                message = _own(field, "required") or (f"is required for {assertion}" if assertion else "is required")
+                yield [*path, name], message
     elif keyword == "additionalProperties":
-        known = ", ".join(key for key in error.schema.get("properties", {}) if key != "$schema")
+        known = [key for key in schema.get("properties", {}) if key != "$schema"]
         for key in error.instance:
-            if key not in error.schema.get("properties", {}):
-                yield [*path, key], f"unknown key {key!r}; known keys: {known or 'none'}"
-    elif keyword == "type":
-        wanted = " or ".join(_wanted(error.schema))
-        yield path, f"must be {wanted}, not {_kind_of(error.instance)}"
+            if key in schema.get("properties", {}):
+                continue
+            if assertion:
+                yield [*path, key], f"is not a parameter of {assertion} (its parameters: {', '.join(known) or 'none'})"
+            elif known:
+                yield [*path, key], f"unknown field {key!r}; known fields: {', '.join(known)}"
+            else:
+                yield [*path, key], f"unknown field {key!r}; it takes no fields"
+    elif (message := _own(schema, "type" if keyword == "anyOf" else keyword)) is not None:
+        yield path, message
     elif keyword == "anyOf" and (branch := _matching_branch(error)) is not None:
-        # A mapping where text or a mapping may stand: what is wrong inside the mapping is the useful news.
         for inner in branch:
             yield from _messages(inner)
-    elif keyword == "anyOf":
-        wanted = " or ".join(dict.fromkeys(_wanted(error.schema)))
+    elif keyword in ("type", "anyOf"):
+        wanted = " or ".join(dict.fromkeys(_wanted(schema)))
         yield path, f"must be {wanted}, not {_kind_of(error.instance)}"
     elif keyword in ("enum", "const"):
         choices = error.validator_value if keyword == "enum" else [error.validator_value]
         yield path, f"must be one of {', '.join(str(item) for item in choices)}, not {error.instance!r}"
     elif keyword == "minLength" or (keyword == "pattern" and error.validator_value == BLANK):
-        yield path, "must not be empty"
+        yield path, "must be a non-empty string"
     elif keyword == "pattern":
         yield path, PATTERN_MESSAGES.get(error.validator_value, f"must match {error.validator_value}")
     elif keyword == "maxLength":
         yield path, f"must be at most {error.validator_value} characters"
     elif keyword == "minItems":
-        yield path, f"must have at least {error.validator_value} item(s)"
+        yield path, "must be a non-empty list" if error.validator_value == 1 else (
+            f"must have at least {error.validator_value} items"
+        )
     elif keyword == "minimum":
         yield path, f"must be {error.validator_value} or more"
     elif keyword == "maximum":
@@ -347,11 +498,25 @@ def _messages(error: jsonschema.ValidationError) -> Iterator[tuple[list[Any], st
         yield path, error.message
 
 
-def schema_problems(kind: str, document: Any) -> list[tuple[str, str]]:
-    """Every way `document` breaks the schema of `kind`, as (path, message), in document order."""
+def _problems(validator: jsonschema.protocols.Validator, document: Any) -> list[tuple[str, str]]:
     found: dict[str, str] = {}
-    errors = sorted(_validator(kind).iter_errors(document), key=lambda error: [str(p) for p in error.absolute_path])
+    errors = sorted(validator.iter_errors(document), key=lambda error: [str(p) for p in error.absolute_path])
     for error in errors:
         for path, message in _messages(error):
+            # The first word on a path is the one worth reading: an anyOf and its branch may both speak.
             found.setdefault(path_text(path) or "document", message)
     return list(found.items())
+
+
+def schema_problems(kind: str, document: Any) -> list[tuple[str, str]]:
+    """Every way `document` breaks the schema of `kind`, as (path, message)."""
+    return _problems(_validator(kind), document)
+
+
+def part_problems(kind: str, definition: str, value: Any) -> list[tuple[str, str]]:
+    """Every way one part (a definition of `kind`'s schema, e.g. MockEntry) breaks it; paths relative to the part."""
+    return _problems(_part_validator(kind, definition), value)
+
+
+def fields_problems(kind: str, document: Any, *, without: tuple[str, ...]) -> list[tuple[str, str]]:
+    return _problems(_fields_validator(kind, without), document)

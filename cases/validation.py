@@ -1,6 +1,9 @@
 """The rules a suite and a case must meet, in one place: the API, the admin, import and recording all apply these.
 
-A case travels as a JSON document (see `CASE_DOCUMENT_FIELDS`). Validation never stops at the first problem: every
+A case travels as a JSON document whose shape is the JSON Schema `case-document` of cases/schema.py — generated from
+the same definition as the published schema of case files, and checked by jsonschema, not by hand here; this module
+adds what a schema cannot know (see "Cases: shape from the schema, then meaning"). Validation never stops at the
+first problem: every
 problem is reported with the path of the field it concerns (`turns[1].assertions[0].params.pattern`), because the
 person fixing a recorded draft or an import file wants the whole list at once.
 
@@ -44,6 +47,7 @@ from agenttest.inputs import (
     too_deep_path,
 )
 from cases.models import Assertion, Case, Suite
+from cases.schema import fields_problems, part_problems, schema_problems
 
 NAME_MAX_LENGTH = 200
 FUNCTION_NAME_MAX_LENGTH = 200
@@ -54,24 +58,13 @@ INT_RANGE = (-(2**31), 2**31 - 1)
 # text may escape) is not Unicode at all.
 _UNSTORABLE = regex.compile("[\x00\ud800-\udfff]")
 UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
-JUDGE_SCORE_RANGE = (1, 5)
-CHAIN_MODES = ("contains", "ordered", "exact")
 ROUTING_ASSERTIONS = (Assertion.Type.ROUTED_TO_AGENT, Assertion.Type.AGENT_CHAIN)
 TOOL_ASSERTIONS = (Assertion.Type.TOOL_CALLED, Assertion.Type.TOOL_NOT_CALLED)
 
-CASE_DOCUMENT_FIELDS = (
-    "name", "description", "enabled", "source", "source_conversation", "type", "entry_agent", "initial_state",
-    "priority", "tags", "unmocked_policy", "warnings", "history", "turns", "assertions", "mocks",
-)
 SUITE_DOCUMENT_FIELDS = (
     "name", "description", "agent", "judge_model", "extra_allowed_functions", "force_blocked_functions",
     "case_timeout_seconds", "enabled",
 )
-HISTORY_FIELDS = ("role", "content")
-TURN_FIELDS = ("user_message", "assertions")
-MOCK_FIELDS = ("function_name", "arguments", "call_index", "result", "stop", "state_writes")
-ASSERTION_FIELDS = ("type", "params", "fatal")
-
 DEPTH_MESSAGE = f"nests more than {MAX_JSON_DEPTH} levels deep (the most a JSON value may)"
 NONFINITE_MESSAGE = "must hold only finite numbers: NaN and Infinity (or 1e999) are not JSON"
 NO_ASSERTIONS_WARNING = (
@@ -87,12 +80,6 @@ FORCE_BLOCKED_HELP = (
     "Functions always blocked, even when allowed or mocked; each must be a function the suite's agents can call "
     "(surrounding space is dropped)."
 )
-
-BLOCK_ONLY_MESSAGE = (
-    "must be 'block': it is the only policy, because a test must never run a real tool — a tool call that no mock "
-    "answers is blocked and recorded"
-)
-
 
 @dataclass(frozen=True)
 class Problem:
@@ -203,71 +190,6 @@ def suite_callable_functions(*, agent: Agent, suite: Suite | None = None) -> Cal
     if suite is not None and suite.pk is not None:
         entry_agents += list(Agent.objects.filter(pk__in=Case.objects.filter(suite=suite).values("entry_agent")))
     return callable_functions(entry_agents)
-
-
-# --- Parameters per assertion type --------------------------------------------------------------------------------
-# Each spec maps a param name to (required, checker). A checker returns an error message or "" when the value fits.
-
-
-def _non_empty_text(value: Any) -> str:
-    return "" if isinstance(value, str) and value.strip() else "must be a non-empty string"
-
-
-def _boolean(value: Any) -> str:
-    return "" if isinstance(value, bool) else "must be true or false"
-
-
-def _object(value: Any) -> str:
-    return "" if isinstance(value, dict) else "must be a JSON object"
-
-
-def _any_json(value: Any) -> str:
-    return ""
-
-
-def _pattern(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        return "must be a non-empty regular expression"
-    try:
-        # The runner matches case-insensitively with the `regex` package; compile it the same way.
-        regex.compile(value, flags=regex.IGNORECASE)
-    except regex.error as exc:
-        return f"does not compile: {exc}"
-    return ""
-
-
-def _agent_names(value: Any) -> str:
-    if not isinstance(value, list) or not value:
-        return "must be a non-empty list of agent names"
-    if not all(isinstance(name, str) and name.strip() for name in value):
-        return "every agent name must be a non-empty string"
-    return ""
-
-
-def _chain_mode(value: Any) -> str:
-    return "" if value in CHAIN_MODES else f"must be one of {', '.join(CHAIN_MODES)}"
-
-
-def _judge_score(value: Any) -> str:
-    low, high = JUDGE_SCORE_RANGE
-    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
-        return ""
-    return f"must be a whole number from {low} to {high}"
-
-
-ParamSpec = dict[str, tuple[bool, Callable[[Any], str]]]
-ASSERTION_PARAMS: dict[str, ParamSpec] = {
-    Assertion.Type.OUTPUT_CONTAINS: {"text": (True, _non_empty_text), "case_sensitive": (False, _boolean)},
-    Assertion.Type.OUTPUT_NOT_CONTAINS: {"text": (True, _non_empty_text), "case_sensitive": (False, _boolean)},
-    Assertion.Type.OUTPUT_REGEX: {"pattern": (True, _pattern)},
-    Assertion.Type.TOOL_CALLED: {"function": (True, _non_empty_text), "arguments": (False, _object)},
-    Assertion.Type.TOOL_NOT_CALLED: {"function": (True, _non_empty_text)},
-    Assertion.Type.STATE_EQUALS: {"key": (True, _non_empty_text), "value": (True, _any_json)},
-    Assertion.Type.ROUTED_TO_AGENT: {"agent": (True, _non_empty_text)},
-    Assertion.Type.AGENT_CHAIN: {"agents": (True, _agent_names), "mode": (True, _chain_mode)},
-    Assertion.Type.LLM_JUDGE: {"criterion": (True, _non_empty_text), "min_score": (False, _judge_score)},
-    Assertion.Type.NO_BLOCKED_TOOLS: {},
-}
 
 
 # --- Building blocks ----------------------------------------------------------------------------------------------
@@ -410,41 +332,136 @@ def _unstorable_problems(value: Any, *, field: str, problems: _Problems) -> None
             _unstorable_problems(item, field=_at(field, index), problems=problems)
 
 
-def _choice(value: Any, choices: list[str], *, field: str, problems: _Problems) -> None:
-    if value not in choices:
-        problems.add(field, f"must be one of {', '.join(choices)}, not {value!r}")
+# --- Cases: shape from the schema, then meaning ---------------------------------------------------------------
+# The shape of a case document — keys, types, required fields, allowed values, each assertion type's parameters — is
+# the JSON Schema of cases/schema.py, the one the files are checked against too. What is checked here by hand is what
+# a schema cannot know: storable text, JSON written as text, names the database must hold, regular expressions that
+# compile, and the rules across parts (routing cases).
+
+CASE_KIND = "case-document"
+CASE_PARTS = ("history", "turns", "assertions", "mocks")
 
 
-# --- Parts of a case ----------------------------------------------------------------------------------------------
+def _from_text(value: Any, *, field: str, expected: type, nullable: bool, problems: _Problems) -> Any:
+    """A JSON-valued field, parsed when it came as JSON text; `_INVALID` (with a problem) when it cannot be stored.
+    Whether it has the right type is the schema's to say."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None if nullable else expected()
+        if json_text_too_deep(text):
+            # Decoding it would exhaust Python's recursion limit before it could be refused.
+            problems.add(field, DEPTH_MESSAGE)
+            return _INVALID
+        try:
+            # Not json.loads: an integer of more than 4,300 digits made int() raise ValueError, not this.
+            value = json_loads(text)
+        except json.JSONDecodeError as exc:
+            wanted = "a JSON object" if expected is dict else "a JSON list"
+            problems.add(
+                field,
+                f"must be {wanted}; as text it is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+            )
+            return _INVALID
+        # The document was checked for unstorable text before; what the text escaped was not.
+        found = len(problems.items)
+        _unstorable_problems(value, field=field, problems=problems)
+        if len(problems.items) > found:
+            return _INVALID
+    if (deep := too_deep_path(value)) is not None:
+        problems.add(_under(field, deep), DEPTH_MESSAGE)
+        return _INVALID
+    if (bad := nonfinite_path(value)) is not None:
+        # Python reads 1e999, Infinity and NaN, but no JSON column stores them.
+        problems.add(_under(field, bad), NONFINITE_MESSAGE)
+        return _INVALID
+    if (bad := int_out_of_range_path(value)) is not None:
+        problems.add(_under(field, bad), f"must hold only {INT_RANGE_PROBLEM}")
+        return _INVALID
+    return value
 
 
-def _clean_assertion(
-    raw: Any, *, prefix: str, suite: Suite | None, functions: CallableFunctions | None, problems: _Problems
+class _Prepared:
+    """A copy of a document (or part) with its JSON text parsed; `skipped` are the fields already reported, whose
+    schema problems would only repeat it."""
+
+    def __init__(self, problems: _Problems) -> None:
+        self.problems = problems
+        self.skipped: list[str] = []
+
+    def field(self, container: dict[str, Any], key: str, *, at: str, expected: type, nullable: bool = False) -> None:
+        if key not in container:
+            return
+        value = _from_text(container[key], field=at, expected=expected, nullable=nullable, problems=self.problems)
+        if value is _INVALID:
+            self.skipped.append(at)
+            del container[key]
+        else:
+            container[key] = value
+
+    def items(
+        self, container: dict[str, Any], key: str, *, at: str, each: Callable[[dict[str, Any], str], None]
+    ) -> None:
+        self.field(container, key, at=at, expected=list)
+        if isinstance(container.get(key), list):
+            container[key] = [
+                self._item(item, _at(at, index), each) for index, item in enumerate(container[key])
+            ]
+
+    @staticmethod
+    def _item(item: Any, where: str, each: Callable[[dict[str, Any], str], None]) -> Any:
+        if not isinstance(item, dict):
+            return item
+        item = dict(item)
+        each(item, where)
+        return item
+
+    def assertion(self, item: dict[str, Any], where: str) -> None:
+        self.field(item, "params", at=_at(where, "params"), expected=dict)
+
+    def mock(self, item: dict[str, Any], where: str) -> None:
+        self.field(item, "arguments", at=_at(where, "arguments"), expected=dict, nullable=True)
+        self.field(item, "state_writes", at=_at(where, "state_writes"), expected=dict)
+
+    def turn(self, item: dict[str, Any], where: str) -> None:
+        self.items(item, "assertions", at=_at(where, "assertions"), each=self.assertion)
+
+    def case(self, data: dict[str, Any]) -> dict[str, Any]:
+        data = dict(data)
+        self.field(data, "initial_state", at="initial_state", expected=dict)
+        for key in ("tags", "warnings", "history"):
+            self.field(data, key, at=key, expected=list)
+        self.items(data, "turns", at="turns", each=self.turn)
+        self.items(data, "assertions", at="assertions", each=self.assertion)
+        self.items(data, "mocks", at="mocks", each=self.mock)
+        return data
+
+    def add_schema_problems(self, found: list[tuple[str, str]], *, prefix: str = "") -> None:
+        for path, message in found:
+            path = _under(prefix, path) if prefix and path != "document" else (prefix or path)
+            if not any(path == skipped or path.startswith((f"{skipped}.", f"{skipped}[")) for skipped in self.skipped):
+                self.problems.add(path, message)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _mean_assertion(
+    data: dict[str, Any], *, prefix: str, suite: Suite | None, functions: CallableFunctions | None,
+    problems: _Problems,
 ) -> dict[str, Any]:
-    data = _object_or_problem(raw, field=prefix, what="an assertion", problems=problems)
-    if data is None:
-        return {}
-    _unknown_keys(data, ASSERTION_FIELDS, prefix=prefix, problems=problems)
     kind = data.get("type")
+    params = data.get("params", {})
     params_field = _at(prefix, "params")
-    params = _json_field(data.get("params", {}), field=params_field, expected=dict, nullable=False, problems=problems)
-    fatal = data.get("fatal", False)
-    if not isinstance(fatal, bool):
-        problems.add(_at(prefix, "fatal"), "must be true or false")
-    spec = ASSERTION_PARAMS.get(kind) if isinstance(kind, str) else None
-    if spec is None:
-        problems.add(_at(prefix, "type"), f"must be one of {', '.join(ASSERTION_PARAMS)}, not {kind!r}")
-    elif params is not _INVALID:
-        for key in params:
-            if key not in spec:
-                allowed = ", ".join(spec) or "none"
-                problems.add(_at(params_field, key), f"is not a parameter of {kind} (its parameters: {allowed})")
-        for key, (required, check) in spec.items():
-            if key not in params:
-                if required:
-                    problems.add(_at(params_field, key), f"is required for {kind}")
-            elif message := check(params[key]):
-                problems.add(_at(params_field, key), message)
+    if isinstance(params, dict):
+        pattern = params.get("pattern")
+        if kind == Assertion.Type.OUTPUT_REGEX and isinstance(pattern, str) and pattern:
+            try:
+                # The runner matches case-insensitively with the `regex` package; compile it the same way.
+                regex.compile(pattern, flags=regex.IGNORECASE)
+            except regex.error as exc:
+                problems.add(_at(params_field, "pattern"), f"does not compile: {exc}")
         function = params.get("function")
         if kind in TOOL_ASSERTIONS and functions is not None and isinstance(function, str) and function.strip():
             if function not in functions.names:
@@ -455,148 +472,63 @@ def _clean_assertion(
             _at(prefix, "type"),
             f"llmJudge needs a judge model, and suite {suite.name!r} has none: set suite.judge_model first",
         )
-    return {"type": kind, "params": params if isinstance(params, dict) else {}, "fatal": fatal}
+    return {"type": kind, "params": params if isinstance(params, dict) else {}, "fatal": data.get("fatal", False)}
 
 
-def _clean_mock(raw: Any, *, prefix: str, functions: CallableFunctions | None, problems: _Problems) -> dict[str, Any]:
-    data = _object_or_problem(raw, field=prefix, what="a mock", problems=problems)
-    if data is None:
-        return {}
-    _unknown_keys(data, MOCK_FIELDS, prefix=prefix, problems=problems)
+def _mean_mock(data: dict[str, Any], *, prefix: str, functions: CallableFunctions | None,
+               problems: _Problems) -> dict[str, Any]:
     name = data.get("function_name")
-    if not isinstance(name, str) or not name.strip():
-        problems.add(_at(prefix, "function_name"), "must be a non-empty function name")
-    elif len(name) > FUNCTION_NAME_MAX_LENGTH:
-        problems.add(_at(prefix, "function_name"), f"must be at most {FUNCTION_NAME_MAX_LENGTH} characters")
-    elif functions is not None and name.strip() not in functions.names:
-        problems.add(_at(prefix, "function_name"), functions.not_callable(name.strip()))
-    arguments = _json_field(
-        data.get("arguments"), field=_at(prefix, "arguments"), expected=dict, nullable=True, problems=problems
-    )
-    call_index = data.get("call_index")
-    if call_index is not None:
-        call_index = _int_or_problem(
-            call_index, field=_at(prefix, "call_index"), problems=problems, minimum=0, maximum=INT_RANGE[1]
-        )
-    result = data.get("result", "")
-    if not isinstance(result, str):
-        problems.add(_at(prefix, "result"), "must be a string: the tool result text the agent receives")
-    stop = data.get("stop", False)
-    if not isinstance(stop, bool):
-        problems.add(_at(prefix, "stop"), "must be true or false")
-    state_writes = _json_field(
-        data.get("state_writes", {}), field=_at(prefix, "state_writes"), expected=dict, nullable=False,
-        problems=problems,
-    )
+    if isinstance(name, str) and name.strip() and len(name) <= FUNCTION_NAME_MAX_LENGTH:
+        name = name.strip()
+        if functions is not None and name not in functions.names:
+            problems.add(_at(prefix, "function_name"), functions.not_callable(name))
     return {
-        "function_name": name.strip() if isinstance(name, str) else name,
-        "arguments": None if arguments is _INVALID else arguments,
-        "call_index": call_index,
-        "result": result,
-        "stop": stop,
-        "state_writes": {} if state_writes is _INVALID else state_writes,
+        "function_name": name,
+        "arguments": data.get("arguments"),
+        "call_index": data.get("call_index"),
+        "result": data.get("result", ""),
+        "stop": data.get("stop", False),
+        "state_writes": data.get("state_writes", {}),
     }
 
 
-def _clean_history_message(raw: Any, *, prefix: str, problems: _Problems) -> dict[str, Any]:
-    data = _object_or_problem(raw, field=prefix, what="a history message", problems=problems)
-    if data is None:
-        return {}
-    _unknown_keys(data, HISTORY_FIELDS, prefix=prefix, problems=problems)
-    _choice(data.get("role"), ["user", "assistant"], field=_at(prefix, "role"), problems=problems)
-    content = data.get("content")
-    if not isinstance(content, str) or not content.strip():
-        problems.add(_at(prefix, "content"), "must be non-empty text")
-    return {"role": data.get("role"), "content": content}
-
-
-def _clean_turn(
-    raw: Any, *, prefix: str, suite: Suite | None, functions: CallableFunctions | None, problems: _Problems
-) -> dict[str, Any]:
-    data = _object_or_problem(raw, field=prefix, what="a turn", problems=problems)
-    if data is None:
-        return {"assertions": []}
-    _unknown_keys(data, TURN_FIELDS, prefix=prefix, problems=problems)
-    message = data.get("user_message")
-    if not isinstance(message, str) or not message.strip():
-        problems.add(_at(prefix, "user_message"), "must be non-empty text: what the user says in this turn")
-    assertions = _clean_list(
-        data.get("assertions", []), field=_at(prefix, "assertions"), problems=problems,
-        clean=lambda item, where: _clean_assertion(
-            item, prefix=where, suite=suite, functions=functions, problems=problems
-        ),
-    )
-    return {"user_message": message, "assertions": assertions}
-
-
-def _clean_list(
-    value: Any, *, field: str, problems: _Problems, clean: Callable[[Any, str], dict[str, Any]]
+def _mean_list(
+    value: Any, *, field: str, mean: Callable[[dict[str, Any], str], dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    value = _json_field(value, field=field, expected=list, nullable=False, problems=problems)
-    if value is _INVALID:
+    if not isinstance(value, list):
         return []
-    return [clean(item, _at(field, index)) for index, item in enumerate(value)]
+    return [mean(item, _at(field, index)) for index, item in enumerate(value) if isinstance(item, dict)]
 
 
-def _clean_case_fields(data: dict[str, Any], *, problems: _Problems) -> dict[str, Any]:
-    """The case's own fields (everything but history, turns, mocks and assertions), with defaults filled in."""
+def _mean_case_fields(data: dict[str, Any], *, problems: _Problems) -> dict[str, Any]:
+    """The case's own fields with defaults filled in, and what the database must hold: the entry agent and the
+    source conversation."""
     name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
-        problems.add("name", "is required")
-    elif len(name.strip()) > NAME_MAX_LENGTH:
-        problems.add("name", f"must be at most {NAME_MAX_LENGTH} characters")
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        problems.add("description", "must be text")
-    enabled = data.get("enabled", True)
-    if not isinstance(enabled, bool):
-        problems.add("enabled", "must be true or false")
-    source = data.get("source", Case.Source.MANUAL)
-    _choice(source, Case.Source.values, field="source", problems=problems)
-    case_type = data.get("type", Case.Type.AGENT)
-    _choice(case_type, Case.Type.values, field="type", problems=problems)
-    policy = data.get("unmocked_policy", Case.UnmockedPolicy.BLOCK)
-    if policy != Case.UnmockedPolicy.BLOCK:
-        problems.add("unmocked_policy", BLOCK_ONLY_MESSAGE)
-    priority = data.get("priority", 0)
-    _int_or_problem(priority, field="priority", problems=problems, minimum=INT_RANGE[0], maximum=INT_RANGE[1])
-
     conversation_id = data.get("source_conversation")
-    if conversation_id is not None:
-        valid_id = _int_or_problem(
-            conversation_id, field="source_conversation", problems=problems, minimum=1, maximum=MAX_ID
-        )
-        if valid_id is not None and not Conversation.objects.filter(pk=valid_id).exists():
-            problems.add("source_conversation", f"no conversation with id {valid_id}")
-
+    if isinstance(conversation_id, int) and not isinstance(conversation_id, bool) and 1 <= conversation_id <= MAX_ID:
+        if not Conversation.objects.filter(pk=conversation_id).exists():
+            problems.add("source_conversation", f"no conversation with id {conversation_id}")
     entry_agent = data.get("entry_agent")
     if entry_agent == "":
         entry_agent = None
-    if entry_agent is not None:
-        if not isinstance(entry_agent, str):
-            problems.add("entry_agent", "must be an agent name or null")
-        elif not Agent.objects.filter(name=entry_agent).exists():
-            problems.add("entry_agent", f"no agent named {entry_agent!r}")
-
-    initial_state = _json_field(
-        data.get("initial_state", {}), field="initial_state", expected=dict, nullable=False, problems=problems
-    )
-    tags = _list_of_strings(data.get("tags", []), field="tags", problems=problems)
-    warnings = _list_of_strings(data.get("warnings", []), field="warnings", problems=problems, non_empty_items=False)
-    # That warning is worked out from the case each time it is shown (see case_warnings), never a stored note.
-    warnings = [note for note in warnings if note != NO_ASSERTIONS_WARNING]
+    if isinstance(entry_agent, str) and not Agent.objects.filter(name=entry_agent).exists():
+        problems.add("entry_agent", f"no agent named {entry_agent!r}")
+    warnings = data.get("warnings", [])
+    if isinstance(warnings, list):
+        # That warning is worked out from the case each time it is shown (see case_warnings), never a stored note.
+        warnings = [note for note in warnings if note != NO_ASSERTIONS_WARNING]
     return {
         "name": name.strip() if isinstance(name, str) else name,
-        "description": description,
-        "enabled": enabled,
-        "source": source,
+        "description": data.get("description", ""),
+        "enabled": data.get("enabled", True),
+        "source": data.get("source", Case.Source.MANUAL),
         "source_conversation": conversation_id,
-        "type": case_type,
+        "type": data.get("type", Case.Type.AGENT),
         "entry_agent": entry_agent,
-        "initial_state": {} if initial_state is _INVALID else initial_state,
-        "priority": priority,
-        "tags": tags,
-        "unmocked_policy": policy,
+        "initial_state": data.get("initial_state", {}),
+        "priority": data.get("priority", 0),
+        "tags": data.get("tags", []),
+        "unmocked_policy": data.get("unmocked_policy", Case.UnmockedPolicy.BLOCK),
         "warnings": warnings,
     }
 
@@ -620,27 +552,34 @@ def _check_routing(document: dict[str, Any], *, problems: _Problems) -> None:
             )
 
 
+def _storable(data: Any, *, what: str, problems: _Problems) -> dict[str, Any] | None:
+    """The document, when it is an object the checks below can walk: not too deep and holding only storable text
+    (those checks look names up in the database, which such text would break)."""
+    data = _object_or_problem(data, field="", what=what, problems=problems)
+    if data is None or _too_deep(data, problems=problems):
+        return None
+    _unstorable_problems(data, field="", problems=problems)
+    return None if problems.items else data
+
+
 def _clean_document(
     document: Any, *, suite: Suite | None, instance: Case | None
 ) -> tuple[dict[str, Any], list[Problem]]:
     problems = _Problems()
-    data = _object_or_problem(document, field="", what="a case document", problems=problems)
+    data = _storable(document, what="a case document", problems=problems)
     if data is None:
         return {}, problems.items
-    if _too_deep(data, problems=problems):
-        return {}, problems.items
-    _unstorable_problems(data, field="", problems=problems)
-    if problems.items:
-        # The checks below look names up in the database, which such text would break.
-        return {}, problems.items
-    _unknown_keys(data, CASE_DOCUMENT_FIELDS, prefix="", problems=problems)
-    cleaned = _clean_case_fields(data, problems=problems)
-    if suite is not None and suite.pk is not None and isinstance(cleaned["name"], str) and cleaned["name"]:
-        taken = Case.objects.filter(suite=suite, name=cleaned["name"])
+    prepared = _Prepared(problems)
+    data = prepared.case(data)
+    prepared.add_schema_problems(schema_problems(CASE_KIND, data))
+    cleaned = _mean_case_fields(data, problems=problems)
+    name = cleaned["name"]
+    if suite is not None and suite.pk is not None and isinstance(name, str) and 0 < len(name) <= NAME_MAX_LENGTH:
+        taken = Case.objects.filter(suite=suite, name=name)
         if instance is not None and instance.pk is not None:
             taken = taken.exclude(pk=instance.pk)
         if taken.exists():
-            problems.add("name", f"suite {suite.name!r} already has a case named {cleaned['name']!r}")
+            problems.add("name", f"suite {suite.name!r} already has a case named {name!r}")
     entry = cleaned["entry_agent"]
     entry_agent = Agent.objects.filter(name=entry).first() if isinstance(entry, str) else None
     functions = case_callable_functions(suite=suite, entry_agent=entry_agent)
@@ -648,26 +587,24 @@ def _clean_document(
         # Whose functions to check names against is unknown until the entry agent exists: that problem comes first.
         functions = None
 
-    cleaned["history"] = _clean_list(
-        data.get("history", []), field="history", problems=problems,
-        clean=lambda item, where: _clean_history_message(item, prefix=where, problems=problems),
-    )
-    cleaned["turns"] = _clean_list(
-        data.get("turns", []), field="turns", problems=problems,
-        clean=lambda item, where: _clean_turn(item, prefix=where, suite=suite, functions=functions, problems=problems),
-    )
-    if not cleaned["turns"] and not any(problem.field == "turns" for problem in problems.items):
-        # The runner refuses a case with no turns too; catching it here keeps it from ever being saved.
-        problems.add("turns", "at least one turn with a user message is required")
-    cleaned["assertions"] = _clean_list(
-        data.get("assertions", []), field="assertions", problems=problems,
-        clean=lambda item, where: _clean_assertion(
-            item, prefix=where, suite=suite, functions=functions, problems=problems
-        ),
-    )
-    cleaned["mocks"] = _clean_list(
-        data.get("mocks", []), field="mocks", problems=problems,
-        clean=lambda item, where: _clean_mock(item, prefix=where, functions=functions, problems=problems),
+    def assertion(item: dict[str, Any], where: str) -> dict[str, Any]:
+        return _mean_assertion(item, prefix=where, suite=suite, functions=functions, problems=problems)
+
+    def turn(item: dict[str, Any], where: str) -> dict[str, Any]:
+        return {
+            "user_message": item.get("user_message"),
+            "assertions": _mean_list(item.get("assertions", []), field=_at(where, "assertions"), mean=assertion),
+        }
+
+    cleaned["history"] = [
+        {"role": item.get("role"), "content": item.get("content")}
+        for item in data.get("history", []) if isinstance(item, dict)
+    ] if isinstance(data.get("history", []), list) else []
+    cleaned["turns"] = _mean_list(data.get("turns", []), field="turns", mean=turn)
+    cleaned["assertions"] = _mean_list(data.get("assertions", []), field="assertions", mean=assertion)
+    cleaned["mocks"] = _mean_list(
+        data.get("mocks", []), field="mocks",
+        mean=lambda item, where: _mean_mock(item, prefix=where, functions=functions, problems=problems),
     )
     if cleaned["type"] == Case.Type.ROUTING:
         _check_routing(cleaned, problems=problems)
@@ -698,8 +635,29 @@ def validate_case_fields(fields: dict[str, Any]) -> list[Problem]:
     """Problems with the case's own fields only (no history, turns, mocks or assertions, no name clash): for forms
     that edit those parts separately."""
     problems = _Problems()
-    _clean_case_fields(fields, problems=problems)
+    data = _storable(fields, what="a case", problems=problems)
+    if data is None:
+        return problems.items
+    prepared = _Prepared(problems)
+    data = dict(data)
+    prepared.field(data, "initial_state", at="initial_state", expected=dict)
+    for key in ("tags", "warnings"):
+        prepared.field(data, key, at=key, expected=list)
+    prepared.add_schema_problems(fields_problems(CASE_KIND, data, without=CASE_PARTS))
+    _mean_case_fields(data, problems=problems)
     return problems.items
+
+
+def _part(definition: str, value: Any, *, what: str, prepare: Callable[[_Prepared, dict[str, Any]], None],
+          problems: _Problems) -> dict[str, Any] | None:
+    data = _storable(value, what=what, problems=problems)
+    if data is None:
+        return None
+    prepared = _Prepared(problems)
+    data = dict(data)
+    prepare(prepared, data)
+    prepared.add_schema_problems(part_problems(CASE_KIND, definition, data))
+    return data
 
 
 def validate_assertion(
@@ -708,27 +666,33 @@ def validate_assertion(
     """Problems with one assertion: its type, its params for that type, a judge model for llmJudge, and for
     toolCalled/toolNotCalled a function in `functions` (see case_callable_functions; None skips that check)."""
     problems = _Problems()
-    _clean_assertion(assertion, prefix="", suite=suite, functions=functions, problems=problems)
+    data = _part("AssertionEntry", assertion, what="an assertion", problems=problems,
+                 prepare=lambda prepared, item: prepared.assertion(item, ""))
+    if data is not None:
+        _mean_assertion(data, prefix="", suite=suite, functions=functions, problems=problems)
     return problems.items
 
 
 def validate_mock(mock: dict[str, Any], *, functions: CallableFunctions | None = None) -> list[Problem]:
     """Problems with one mock; its function must be in `functions` (None skips that check)."""
     problems = _Problems()
-    _clean_mock(mock, prefix="", functions=functions, problems=problems)
+    data = _part("MockEntry", mock, what="a mock", problems=problems,
+                 prepare=lambda prepared, item: prepared.mock(item, ""))
+    if data is not None:
+        _mean_mock(data, prefix="", functions=functions, problems=problems)
     return problems.items
 
 
 def validate_history_message(message: dict[str, Any]) -> list[Problem]:
     problems = _Problems()
-    _clean_history_message(message, prefix="", problems=problems)
+    _part("HistoryEntry", message, what="a history message", problems=problems, prepare=lambda *_: None)
     return problems.items
 
 
 def validate_turn(turn: dict[str, Any]) -> list[Problem]:
     """Problems with a turn's user message (its assertions are checked one by one with `validate_assertion`)."""
     problems = _Problems()
-    _clean_turn({**turn, "assertions": []}, prefix="", suite=None, functions=None, problems=problems)
+    _part("TurnEntry", {**turn, "assertions": []}, what="a turn", problems=problems, prepare=lambda *_: None)
     return problems.items
 
 

@@ -80,11 +80,17 @@ class CaseResultAdmin(StrictIdsAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin)
     list_select_related = ("run", "run__suite")
     search_fields = ("case_name", "reason")
     fields = (
-        "run", "case", "case_name", "model", "trial", "position", "status", "reason", "conversation", "duration_ms",
-        "model_latency_ms", "input_tokens", "output_tokens", "cost", "created_at", "assertions_json",
+        "run", "case", "case_name", "case_changed", "model", "trial", "position", "status", "reason", "conversation",
+        "duration_ms", "model_latency_ms", "input_tokens", "output_tokens", "cost", "created_at", "assertions_json",
         "tool_calls_json", "transcript_json", "final_state_json",
     )
     readonly_fields = fields
+
+    @admin.display(description="case changed since")
+    def case_changed(self, result: CaseResult) -> str:
+        if not result.case_hash or result.case_id is None:
+            return "unknown (ran before cases had a content hash)" if result.case_id else "the case was deleted"
+        return "yes: this result tells of an earlier version of the case" if result.case_changed_since else "no"
 
     @admin.display(description="assertions")
     def assertions_json(self, result: CaseResult) -> SafeString:

@@ -140,9 +140,9 @@ def test_it_disables_cases_no_file_names_only_with_prune(repo):
     ("file", "text", "problem"),
     [
         ("suites/support/cases/status.yaml", CASE.replace("user_message", "user_mesage"),
-         "suites/support/cases/status.yaml: turns[0].user_mesage: unknown key 'user_mesage'"),
+         "suites/support/cases/status.yaml: turns[0].user_mesage: unknown field 'user_mesage'"),
         ("suites/support/cases/status.yaml", CASE.replace("function: lookup_order\nmocks", "function: 5\nmocks"),
-         "suites/support/cases/status.yaml: turns[0].assertions[0].params.function: must be text, not a number"),
+         "suites/support/cases/status.yaml: turns[0].assertions[0].params.function: must be a string, not a number"),
         ("suites/support/cases/status.yaml", CASE.replace("- function_name: lookup_order", "- function_name: refund"),
          "suites/support/cases/status.yaml: mocks[0].function_name: 'refund' is not a function the agent under test"),
         ("suites/support/cases/status.yaml", "name: [unclosed\n",
@@ -284,3 +284,19 @@ def test_it_exports_a_reviewed_draft_from_the_admin_as_files_apply_reads(admin_c
     draft.delete()
     report = files_apply(directory=tmp_path / "unpacked", dry_run=True)
     assert [c.action for c in report.changes if c.kind == "case" and "Recorded draft" in c.name] == ["created"]
+
+
+def test_it_says_on_the_result_page_that_the_case_changed_since(admin_client, repo):
+    files_apply(directory=repo)
+    case = Case.objects.get(name="Status")
+    run = Run.objects.create(suite=case.suite, model_keys=["simulated:sim-careful"], case_ids=[case.pk], total=1)
+    result = CaseResult.objects.create(run=run, case=case, case_name=case.name, model="simulated:sim-careful",
+                                       status="passed", case_hash=case.content_hash)
+    page = f"/admin/runs/caseresult/{result.pk}/change/"
+    before = admin_client.get(page).content.decode()
+    assert "Case changed since" in before and "earlier version of the case" not in before
+
+    (repo / "suites/support/cases/status.yaml").write_text(CASE.replace("1042", "1043"))
+    files_apply(directory=repo)
+
+    assert "this result tells of an earlier version of the case" in admin_client.get(page).content.decode()
