@@ -44,6 +44,7 @@ from cases.validation import CaseValidationError, clean_case_document
 
 AGENTS, SUITES, CASES, SUITE_FILE = "agents", "suites", "cases", "suite.yaml"
 YAML_SUFFIXES = (".yaml", ".yml")
+PROVIDER_MAX_LENGTH, MODEL_MAX_LENGTH = 100, 200  # Agent.provider, Agent.model
 UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
 
 
@@ -377,6 +378,10 @@ def _apply_agents(sources: list[_Source], report: ApplyReport, problems: list[Fi
     written: list[tuple[_Source, Agent]] = []
     for source in sources:
         fields = _agent_fields(source.data)
+        if len(fields["provider"]) > PROVIDER_MAX_LENGTH or len(fields["model"]) > MODEL_MAX_LENGTH:
+            problems.append(FileProblem(source.file, "model", f"the provider may have at most {PROVIDER_MAX_LENGTH} "
+                                                              f"characters and the model {MODEL_MAX_LENGTH}"))
+            continue
         agent = Agent.objects.filter(name=fields["name"]).first()
         before[fields["name"]] = _agent_state(agent) if agent is not None else None
         if agent is None:

@@ -155,6 +155,8 @@ def test_it_disables_cases_no_file_names_only_with_prune(repo):
          "agents/support.yaml: instruction_file: 'missing.md' does not exist"),
         ("agents/support.yaml", AGENT.replace("simulated:sim-careful", "simulated:nope"),
          "agents/support.yaml: model: "),
+        ("agents/support.yaml", AGENT.replace("simulated:sim-careful", "simulated:" + "m" * 201),
+         "agents/support.yaml: model: the provider may have at most 100 characters and the model 200"),
         ("suites/support/suite.yaml", SUITE + "agent: twice\n",
          "suites/support/suite.yaml: is not valid YAML: line 3, column 1: the key 'agent' is written twice"),
     ],
