@@ -118,6 +118,9 @@ def test_it_replays_records_and_round_trips_the_example(package_env: PackageEnv,
         env={"AGENTTEST_PLUGINS": "order_tools", "AGENTTEST_PROVIDERS_FILE": "providers.toml", "AGENTTEST_DEBUG": "1"},
     )
     assert refused.returncode == 2
+    run_refused = _agenttest(package_env, repo, "run", ".", "--mode", "replay")
+    assert run_refused.returncode == 2
+    assert "small-talk-calls-no-tool.yaml: turns[0].user_mesage: unknown field" in run_refused.stderr
     assert "suites/order-support/cases/small-talk-calls-no-tool.yaml: turns[0].user_mesage: unknown field" in (
         refused.stderr
     )
