@@ -125,7 +125,7 @@ def _read_yaml(path: Path, name: str) -> tuple[Any, FileProblem | None]:
     except UnicodeDecodeError:
         return None, FileProblem(name, "", "is not UTF-8 text")
     try:
-        return yaml.load(text, Loader=_Loader), None  # noqa: S506 (a SafeLoader)
+        return yaml.load(text, Loader=_Loader), None  # a SafeLoader: plain data only
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -593,8 +593,3 @@ def files_export(*, directory: Path, suites: Iterable[Suite] | None = None) -> E
                 path.unlink()
                 report.removed.append(relative)
     return report
-
-
-def problems_text(problems: Iterable[FileProblem]) -> str:
-    return "\n".join(str(problem) for problem in problems)
-

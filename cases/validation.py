@@ -443,10 +443,6 @@ class _Prepared:
                 self.problems.add(path, message)
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _mean_assertion(
     data: dict[str, Any], *, prefix: str, suite: Suite | None, functions: CallableFunctions | None,
     problems: _Problems,
