@@ -36,8 +36,8 @@ def calls_shown(page: Page) -> list[tuple[str, str]]:
 
 
 def no_horizontal_overflow(page: Page) -> None:
-    width = page.evaluate("document.documentElement.scrollWidth")
-    assert width <= page.viewport_size["width"], f"the page is {width} px wide in a {page.viewport_size['width']} px window"
+    width, window = page.evaluate("document.documentElement.scrollWidth"), page.viewport_size["width"]
+    assert width <= window, f"the page is {width} px wide in a {window} px window"
 
 
 @pytest.mark.parametrize("width", [1366, 800])
