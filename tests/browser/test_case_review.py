@@ -37,7 +37,14 @@ def cancel_draft(demo_agents, admin_user) -> Case:
 def test_it_shows_a_recorded_draft_for_review_on_one_screen(sign_in, save_screenshot, cancel_draft, width, height):
     context, page = sign_in(*ADMIN)
     page.set_viewport_size({"width": width, "height": height})
+    failed = []
+    page.on("response", lambda response: failed.append(response.url) if response.status >= 400 else None)
     page.goto(f"/admin/cases/case/{cancel_draft.pk}/change/")
+    page.wait_for_load_state("networkidle")
+    assert failed == [], "nothing the page asks for is missing"
+    # Browsers ask every page that names no icon, the admin's, for /favicon.ico.
+    favicon = page.request.get("/favicon.ico")
+    assert (favicon.status, favicon.headers["content-type"]) == (200, "image/svg+xml")
 
     review = page.locator(".case-review")
     expect(review.get_by_role("heading", name="Review", exact=True)).to_be_visible()
