@@ -35,6 +35,11 @@ def calls_shown(page: Page) -> list[tuple[str, str]]:
     return shown
 
 
+def speakers(page: Page) -> list[str]:
+    """Who said each of the agent's replies, by agent name (the conversation page adds the model after a dot)."""
+    return [text.split(" · ")[0].strip() for text in page.locator(".msg-agent .msg-who").all_text_contents()]
+
+
 def no_horizontal_overflow(page: Page) -> None:
     width, window = page.evaluate("document.documentElement.scrollWidth"), page.viewport_size["width"]
     assert width <= window, f"the page is {width} px wide in a {window} px window"
@@ -60,6 +65,7 @@ def test_it_plays_the_readme_chat_example_in_one_conversation_and_both_pages_agr
     conversation = Conversation.objects.get()
     assert conversation.turn_count == 2
     assert calls_shown(page) == EXPECTED_CALLS, "the chat, live"
+    assert speakers(page) == ["order-lookup", "order-cancellation"]
     no_horizontal_overflow(page)
 
     page.goto(f"/chat/?conversation={conversation.pk}")
@@ -69,5 +75,6 @@ def test_it_plays_the_readme_chat_example_in_one_conversation_and_both_pages_agr
     page.goto(f"/conversations/{conversation.pk}/")
     expect(page.locator(".tool-name").first).to_be_visible()
     assert calls_shown(page) == EXPECTED_CALLS, "the conversation page"
+    assert speakers(page) == ["order-lookup", "order-cancellation"]
     no_horizontal_overflow(page)
     context.close()

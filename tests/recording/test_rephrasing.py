@@ -176,3 +176,15 @@ def test_it_runs_the_recorded_demo_cases_on_both_simulated_models_failing_only_o
     assert delivered.status == "failed" and "cancel_order" in delivered.reason
     assert run.status == Run.Status.FAILED
     assert mail.outbox == []
+
+
+def test_it_replays_every_demo_conversation_played_on_sim_hasty_green_on_sim_hasty(demo_agents, admin_user):
+    Agent.objects.filter(name__in=demo_agents).update(model="sim-hasty")
+    conversations = [result.conversation for result in demo_conversations_create(owner=admin_user)]
+    cases = [recording_create(conversation=conversation).cases[0] for conversation in conversations]
+
+    run = run_enabled(cases[0].suite, [HASTY], cases)
+
+    assert {(result.case_name, result.status, result.reason) for result in run.results.all()} == {
+        (f"Recorded from {conversation}", "passed", "") for conversation in conversations
+    }
