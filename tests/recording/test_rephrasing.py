@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import pytest
 from django.core import mail
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agenthost.demo import demo_conversations_create
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from cases.models import Suite
 from cases.services import case_enable
+from recording.drafts import IDENTIFYING_TEXT_MAX_LENGTH, identifying_arguments
 from recording.services import recording_create
+from recording.transcripts import RecordedCall
 from runs.models import Run
 from runs.services import run_create, run_execute
 from tests.recording.conftest import CAREFUL
@@ -188,3 +192,48 @@ def test_it_replays_every_demo_conversation_played_on_sim_hasty_green_on_sim_has
     assert {(result.case_name, result.status, result.reason) for result in run.results.all()} == {
         (f"Recorded from {conversation}", "passed", "") for conversation in conversations
     }
+
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=120)
+values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    arguments=st.dictionaries(st.text(min_size=1, max_size=12), values, max_size=6),
+    required=st.none() | st.lists(st.text(min_size=1, max_size=12), max_size=6),
+)
+def test_it_keeps_only_required_short_scalars_and_accounts_for_every_argument(arguments, required):
+    parameters = None if required is None else {"type": "object", "properties": {}, "required": required}
+    call = RecordedCall(
+        name="f", arguments=arguments, raw_arguments="", agent="a", trigger="model", tool_call_id="1", seq=0,
+        parameters=parameters,
+    )
+
+    kept, left_out = identifying_arguments(call)
+
+    assert set(kept) | {key for key, _ in left_out} == set(arguments)
+    assert not set(kept) & {key for key, _ in left_out}
+    for key, value in kept.items():
+        assert value == arguments[key]
+        assert required is None or key in required
+        assert not isinstance(value, list | dict)
+        if isinstance(value, str):
+            assert len(value) <= IDENTIFYING_TEXT_MAX_LENGTH and not any(ch.isspace() for ch in value)
+    for key, why in left_out:
+        assert why in ("optional", "free text", "a list", "an object")
+        assert (why == "optional") == (required is not None and key not in required)
+
+
+def test_it_keeps_an_enum_value_even_when_it_has_spaces():
+    call = RecordedCall(
+        name="f", arguments={"plan": "Pro annual", "note": "please hurry"}, raw_arguments="", agent="a",
+        trigger="model", tool_call_id="1", seq=0,
+        parameters={
+            "properties": {"plan": {"enum": ["Pro annual", "Basic"]}, "note": {}}, "required": ["plan", "note"],
+        },
+    )
+
+    assert identifying_arguments(call) == ({"plan": "Pro annual"}, [("note", "free text")])
