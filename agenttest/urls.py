@@ -4,7 +4,10 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from agenttest.pages import favicon
+
 urlpatterns = [
+    path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -19,3 +22,5 @@ for app_label in ("cases", "runs", "recording"):
     if apps.is_installed(app_label):
         urlpatterns.insert(-1, path("api/", include(f"{app_label}.urls_api")))
         urlpatterns.insert(-1, path("", include(f"{app_label}.urls")))
+
+handler404 = "agenttest.pages.not_found_page"

@@ -28,6 +28,7 @@ from agenttest.admin_fields import PrettyJSONWidget, SafeJSONField
 from agenttest.admin_ids import StrictIdsAdminMixin
 from cases.files import files_render, files_zip
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
+from cases.review import case_review
 from cases.selectors import CASE_PARTS
 from cases.services import case_disable, case_enable, case_to_document
 from cases.validation import (
@@ -243,6 +244,8 @@ class AssertionForm(CasePartForm):
 class CasePartInline(JSONTextMixin, admin.TabularInline):
     formset = CasePartFormSet
     extra = 0
+    # Folded under the review at the top of the page; a section with an error opens by itself.
+    classes = ("collapse",)
 
 
 class HistoryMessageInline(CasePartInline):
@@ -264,6 +267,7 @@ class MockInline(JSONTextMixin, admin.StackedInline):
     form = MockForm
     formset = CasePartFormSet
     extra = 0
+    classes = ("collapse",)
     fields = (("function_name", "position"), ("call_index", "stop"), "arguments", "result", "state_writes")
 
 
@@ -277,7 +281,8 @@ class AssertionInline(CasePartInline):
         turn = formset.form.base_fields["turn"]
         # Only this case's turns: an assertion can never point into another case.
         turn.queryset = Turn.objects.filter(case=obj) if obj is not None else Turn.objects.none()
-        turn.help_text = "Empty: checked over the whole conversation. A new turn can be chosen once it is saved."
+        turn.empty_label = "Case-level (after the last turn)"
+        turn.help_text = "Case-level: checked over the whole conversation. A new turn can be chosen once it is saved."
         return formset
 
 
@@ -321,15 +326,31 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     readonly_fields = ("source_conversation_link", "warnings_display", "created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("name", "suite", "description", "enabled", "type", "entry_agent", "priority", "tags")}),
-        ("Start", {"fields": ("initial_state", "unmocked_policy")}),
+        ("Start", {"fields": ("initial_state", "unmocked_policy"), "classes": ("collapse",)}),
         (
             "Origin",
             {"fields": ("source", "source_conversation", "source_conversation_link", "warnings_display",
-                        "created_at", "updated_at")},
+                        "created_at", "updated_at"), "classes": ("collapse",)},
         ),
     )
+    save_on_top = True
     inlines = (HistoryMessageInline, TurnInline, MockInline, AssertionInline)
     actions = ("enable_selected", "disable_selected", export_case_files)
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], add: bool = False, change: bool = False,
+        form_url: str = "", obj: Case | None = None,
+    ) -> Any:
+        if obj is not None and obj.pk:
+            context["review"] = case_review(case=obj)
+        return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
+
+    def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> forms.Field | None:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name in ("description", "tags") and field is not None:
+            # Short by default: the review above is what fills the first screen.
+            field.widget.attrs["rows"] = 2
+        return field
 
     @admin.display(description="Source conversation")
     def source_conversation_link(self, case: Case) -> SafeString | str:

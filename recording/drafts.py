@@ -31,6 +31,8 @@ from agenthost.seams import CONTROL_FLOW_FUNCTIONS
 from recording.transcripts import START, Block, RecordedCall, Transcript
 
 NAME_MAX_LENGTH = 200
+# Longer text, or any with a space in it, is wording rather than an identifier.
+IDENTIFYING_TEXT_MAX_LENGTH = 64
 _CONTROL_FLOW = frozenset(CONTROL_FLOW_FUNCTIONS)
 
 
@@ -62,35 +64,20 @@ def draft_document(
     opening = first_turn == 0
     warnings: list[str] = []
 
-    mocks, recorded_arguments, mock_blocks = _mocks([transcript.start, *turns], warnings)
+    mocks, mock_calls, mock_blocks = _mocks([transcript.start, *turns], warnings)
     initial_state = dict(transcript.initial_state) if opening else transcript.state_before(first_turn)
-    own_writes: dict[str, Any] = {}
     for block in ([transcript.start] if opening else []) + turns:
-        writes = block.last_writes()
-        if not writes:
-            continue
-        carriers = [index for index, mock_block in enumerate(mock_blocks) if mock_block == block.index]
-        if carriers:
-            mocks[carriers[-1]]["state_writes"] = writes
-            for key, value in writes.items():
-                own_writes.pop(key, None)
-                own_writes[key] = value
-        elif block.index == START:
-            # Nothing in a replay would write them, and they stood before the first user message.
-            initial_state.update(writes)
-        else:
-            sources = sorted({write.function for write in block.writes if write.function})
-            warnings.append(
-                f"turn {block.index}: its state changes ({', '.join(writes)}) were dropped, because the turn has no "
-                f"mocked tool call to carry them"
-                + (f" (they came from {', '.join(sources)})" if sources else "")
-                + "; no stateEquals assertion was generated for them"
-            )
+        _attach_writes(block, mocks, mock_calls, mock_blocks, initial_state, warnings)
+    own_writes: dict[str, Any] = {}
+    for mock in mocks:
+        for key, value in mock["state_writes"].items():
+            own_writes.pop(key, None)
+            own_writes[key] = value
 
     def tool_called(block_index: int) -> list[dict[str, Any]]:
         return _unique(
             [
-                _tool_called(mocks[index]["function_name"], recorded_arguments[index])
+                _tool_called(mocks[index]["function_name"], identifying_arguments(mock_calls[index])[0])
                 for index, mock_block in enumerate(mock_blocks)
                 if mock_block == block_index
             ]
@@ -137,30 +124,33 @@ def draft_document(
 
 def _mocks(
     blocks: list[Block], warnings: list[str]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[int]]:
-    """The mocks of the calls a replay will send to an executor, in call order; with each one's recorded arguments
-    and the block it belongs to."""
+) -> tuple[list[dict[str, Any]], list[RecordedCall], list[int]]:
+    """The mocks of the calls a replay will send to an executor, in call order; with the call each one answers and
+    the block it belongs to."""
     mocks: list[dict[str, Any]] = []
-    recorded_arguments: list[dict[str, Any]] = []
+    mock_calls: list[RecordedCall] = []
     mock_blocks: list[int] = []
     calls_per_function: Counter[str] = Counter()
     for block in blocks:
         for call in block.calls:
             if not _replayed(call, block, warnings):
                 continue
+            kept, left_out = identifying_arguments(call)
             mocks.append(
                 {
                     "function_name": call.name,
-                    "arguments": call.arguments,
+                    "arguments": kept,
                     "call_index": calls_per_function[call.name],
                     "result": call.result,
                     "stop": call.stop,
                     "state_writes": {},
                 }
             )
-            recorded_arguments.append(call.arguments or {})
+            mock_calls.append(call)
             mock_blocks.append(block.index)
             calls_per_function[call.name] += 1
+            if left_out:
+                warnings.append(_left_out_note(block, call.name, kept, left_out))
             if call.outcome == "missing":
                 warnings.append(
                     f"{_where(block)}: {call.name} had no implementation when the conversation ran; its mock replays "
@@ -175,7 +165,95 @@ def _mocks(
         if calls_per_function[mock["function_name"]] > 1:
             # Matched by call order: a repeated call's arguments often differ in ways that do not matter.
             mock["arguments"] = None
-    return mocks, recorded_arguments, mock_blocks
+    return mocks, mock_calls, mock_blocks
+
+
+def identifying_arguments(call: RecordedCall) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """The arguments that identify a call, and each one left out with why.
+
+    Identifying: a key the function's schema requires (every key when no schema is known) whose value is a short
+    scalar — an id, an enum value, a number, a boolean. Free text (a reason, an email body), optional keys, lists and
+    objects are left out: a model words them differently each time, and a mock or an assertion that demanded the
+    recorded wording would be an output-text assertion in disguise."""
+    schema = call.parameters if isinstance(call.parameters, dict) else None
+    properties = schema.get("properties") if schema is not None else None
+    properties = properties if isinstance(properties, dict) else {}
+    required: set[str] | None = None
+    if schema is not None:
+        listed = schema.get("required")
+        required = {key for key in listed if isinstance(key, str)} if isinstance(listed, list) else set()
+    kept: dict[str, Any] = {}
+    left_out: list[tuple[str, str]] = []
+    for key, value in (call.arguments or {}).items():
+        if required is not None and key not in required:
+            left_out.append((key, "optional"))
+            continue
+        spec = properties.get(key)
+        why = _not_identifying(value, spec if isinstance(spec, dict) else {})
+        if why:
+            left_out.append((key, why))
+        else:
+            kept[key] = value
+    return kept, left_out
+
+
+def _not_identifying(value: Any, spec: dict[str, Any]) -> str:
+    """Why a value cannot identify a call; empty when it can."""
+    if value is None or isinstance(value, bool | int | float):
+        return ""
+    if isinstance(value, str):
+        enum = spec.get("enum")
+        if isinstance(enum, list) and value in enum:
+            return ""
+        if len(value) <= IDENTIFYING_TEXT_MAX_LENGTH and not any(character.isspace() for character in value):
+            return ""
+        return "free text"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _left_out_note(block: Block, name: str, kept: dict[str, Any], left_out: list[tuple[str, str]]) -> str:
+    listed = ", ".join(f"{key} ({why})" for key, why in left_out)
+    matched = f"on {', '.join(kept)} only" if kept else "whatever its arguments"
+    return (
+        f"{_where(block)}: the mock and the toolCalled assertion of {name} match {matched}; left out: {listed}, so a "
+        "reworded call still matches"
+    )
+
+
+def _attach_writes(
+    block: Block,
+    mocks: list[dict[str, Any]],
+    mock_calls: list[RecordedCall],
+    mock_blocks: list[int],
+    initial_state: dict[str, Any],
+    warnings: list[str],
+) -> None:
+    """Put each state change of the block on the mock of the call that made it. A key whose last change no mocked
+    call made (a control-flow function, a direct invocation) rides on the block's last mock, is initial state at
+    start-up, or is dropped with a warning."""
+    carriers = [index for index, mock_block in enumerate(mock_blocks) if mock_block == block.index]
+    claimed: set[int] = set()
+    for index in carriers:
+        for write in mock_calls[index].writes:
+            mocks[index]["state_writes"][write.key] = write.value
+            claimed.add(id(write))
+    last_write = {write.key: write for write in block.writes}
+    unclaimed = {key: write.value for key, write in last_write.items() if id(write) not in claimed}
+    if not unclaimed:
+        return
+    if carriers:
+        mocks[carriers[-1]]["state_writes"].update(unclaimed)
+    elif block.index == START:
+        # Nothing in a replay would write them, and they stood before the first user message.
+        initial_state.update(unclaimed)
+    else:
+        sources = sorted({last_write[key].function for key in unclaimed if last_write[key].function})
+        warnings.append(
+            f"turn {block.index}: its state changes ({', '.join(unclaimed)}) were dropped, because the turn has no "
+            f"mocked tool call to carry them"
+            + (f" (they came from {', '.join(sources)})" if sources else "")
+            + "; no stateEquals assertion was generated for them"
+        )
 
 
 def _replayed(call: RecordedCall, block: Block, warnings: list[str]) -> bool:

@@ -62,6 +62,8 @@ class Drafts:
     cases: list[Case]
     # The extraction model's verified cut points; empty for a recording.
     segments: list[Segment] = field(default_factory=list)
+    # What the reviewer should know about the extraction as a whole (each draft's warnings also carry it).
+    warnings: list[str] = field(default_factory=list)
 
 
 # --- Inputs -------------------------------------------------------------------------------------------------------
@@ -150,9 +152,24 @@ def extraction_create(*, conversation: Conversation, suite: Suite | None = None,
     except SegmentationError as exc:
         raise RecordingError(f"AI extraction failed: {exc}", field="extraction_model") from None
     slices = [(segment.name, segment.first_turn, segment.last_turn) for segment in segments]
-    drafts = _store(choice, transcript, slices, source=Case.Source.EXTRACTED)
+    notes = _single_segment_notes(transcript, segments, model_key)
+    drafts = _store(choice, transcript, slices, source=Case.Source.EXTRACTED, notes=notes)
     drafts.segments = segments
+    drafts.warnings = notes
     return drafts
+
+
+def _single_segment_notes(transcript: Transcript, segments: list[Segment], model_key: str) -> list[str]:
+    """A segmentation that cut nothing made a copy of what Record as draft makes; the reviewer is told, not left to
+    notice that the extraction did nothing."""
+    turns = len(transcript.turns)
+    if len(segments) != 1 or turns < 2:
+        return []
+    return [
+        f"the extraction model {model_key} found a single user goal across all {turns} turns, so this one draft "
+        "covers the whole conversation — the same as Record as draft. If the conversation pursues several goals, "
+        "record it and cut the turns yourself, or extract again with another model"
+    ]
 
 
 def _transcript(conversation: Conversation) -> Transcript:
@@ -165,7 +182,14 @@ def _transcript(conversation: Conversation) -> Transcript:
 
 
 @transaction.atomic
-def _store(choice: SuiteChoice, transcript: Transcript, slices: list[tuple[str, int, int]], *, source: str) -> Drafts:
+def _store(
+    choice: SuiteChoice,
+    transcript: Transcript,
+    slices: list[tuple[str, int, int]],
+    *,
+    source: str,
+    notes: list[str] | None = None,
+) -> Drafts:
     suite = choice.suite or _suite_create(choice)
     taken = set(Case.objects.filter(suite=suite).values_list("name", flat=True))
     cases = []
@@ -177,6 +201,7 @@ def _store(choice: SuiteChoice, transcript: Transcript, slices: list[tuple[str, 
                 transcript, name=name, source=source, suite_agent=suite.agent.name, first_turn=first_turn,
                 last_turn=last_turn,
             )
+            document["warnings"] = [*(notes or []), *document["warnings"]]
             cases.append(case_create(suite=suite, document=document))
         except NothingToRecord as exc:
             raise RecordingError(str(exc), field="conversation") from None

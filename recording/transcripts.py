@@ -14,13 +14,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agenthost.seams import Conversation, Message, conversation_messages, conversation_state_timeline
+from agenthost.seams import Conversation, Message, conversation_messages, conversation_state_timeline, get_function
 
 START = -1
 """The block index of what ran before the first user message: the agent's start-up rules."""
 
 _USER, _ASSISTANT = Message.Role.USER, Message.Role.ASSISTANT
 _TOOL_CALL, _TOOL_RESULT = Message.Role.TOOL_CALL, Message.Role.TOOL_RESULT
+
+
+@dataclass(frozen=True)
+class StateWrite:
+    key: str
+    value: Any
+    # The function whose result caused the change.
+    function: str
 
 
 @dataclass
@@ -39,14 +47,10 @@ class RecordedCall:
     outcome: str = ""
     # The result ended the turn (a stop-completion): nothing the model said came after it.
     stop: bool = False
-
-
-@dataclass(frozen=True)
-class StateWrite:
-    key: str
-    value: Any
-    # The function whose result caused the change.
-    function: str
+    # The JSON Schema of the function's arguments as the calling agent offered it; None when nothing is known of it.
+    parameters: dict[str, Any] | None = None
+    # The state changes this call's result made, in order.
+    writes: list[StateWrite] = field(default_factory=list)
 
 
 @dataclass
@@ -145,6 +149,8 @@ def transcript_build(
     current = start
     block_of_seq: dict[int, Block] = {}
     pending: dict[str, RecordedCall] = {}
+    call_of_seq: dict[int, RecordedCall] = {}
+    parameters = _Parameters()
     for message in messages[history_length:]:
         agent = message.agent.name if message.agent_id else ""
         if message.role == _USER:
@@ -161,6 +167,7 @@ def transcript_build(
                 trigger=message.trigger or "model",
                 tool_call_id=message.tool_call_id,
                 seq=message.seq,
+                parameters=parameters.of(message),
             )
             # Ids are only unique per model response, so a result answers the latest call that used its id.
             pending[message.tool_call_id] = call
@@ -169,6 +176,7 @@ def transcript_build(
             call = pending.pop(message.tool_call_id, None)
             if call is not None:
                 call.result, call.outcome = message.content, message.outcome
+                call_of_seq[message.seq] = call
         block_of_seq[message.seq] = current
 
     for block in turns:
@@ -186,6 +194,8 @@ def transcript_build(
         block = block_of_seq.get(seq, start)
         write = StateWrite(key=change["key"], value=change["value"], function=function_of_seq.get(seq, ""))
         block.writes.append(write)
+        if seq in call_of_seq:
+            call_of_seq[seq].writes.append(write)
         rows.append(TimelineRow(key=write.key, value=write.value, block=block.index, function=write.function))
 
     return Transcript(
@@ -198,6 +208,30 @@ def transcript_build(
         turns=turns,
         timeline=rows,
     )
+
+
+class _Parameters:
+    """The argument schema of each (agent, function) a conversation called, looked up once: what the agent declares,
+    else what the registered function says."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[int | None, str], dict[str, Any] | None] = {}
+
+    def of(self, message: Message) -> dict[str, Any] | None:
+        key = (message.agent_id, message.function_name)
+        if key not in self._known:
+            self._known[key] = self._look_up(message)
+        return self._known[key]
+
+    @staticmethod
+    def _look_up(message: Message) -> dict[str, Any] | None:
+        declarations = (message.agent.functions if message.agent_id else None) or []
+        name = message.function_name
+        declared = next((item for item in declarations if isinstance(item, dict) and item.get("name") == name), None)
+        if declared is not None and isinstance(declared.get("parameters"), dict):
+            return declared["parameters"]
+        registered = get_function(message.function_name)
+        return registered.parameters if registered is not None else None
 
 
 def _is_model_step(message: Message) -> bool:

@@ -178,6 +178,8 @@ def _to_drafts(request: HttpRequest, drafts: Drafts, verb: str) -> HttpResponse:
         f"{verb} {count} disabled draft{'s' if count != 1 else ''} in suite {drafts.suite.name!r}{created}. "
         "Review each one, then enable it to make it part of runs.",
     )
+    for warning in drafts.warnings:
+        messages.warning(request, f"Note: {warning}.")
     if count == 1:
         return redirect(reverse("admin:cases_case_change", args=[drafts.cases[0].pk]))
     ids = ",".join(str(case.pk) for case in drafts.cases)

@@ -193,7 +193,9 @@ def run_execute(*, run_id: int, lease: Lease | None = None) -> Run | None:
     Error with a reason naming it; an executor that lost its lease stops without writing anything more."""
     lease = lease or run_claim(run_id=run_id)
     if lease is None:
-        logger.info("run %s was not pending (duplicate delivery, cancelled or deleted); nothing to do", run_id)
+        # Expected, not news: a worker re-sends every Pending run at start in case its message was lost, so one of
+        # the two copies always finds the run taken (or it was cancelled or deleted meanwhile).
+        logger.debug("run %s is no longer pending; this message has nothing to do", run_id)
         return None
     lease.start()
     try:

@@ -40,8 +40,11 @@ def sweep_interrupted_runs(sender: Any = None, **kwargs: Any) -> None:
     finally:
         # The pool may fork again later; a child must not inherit this thread's connection.
         connection.close()
-    if swept or redispatched:
-        logger.warning("at worker start: runs %s set to Error, pending runs %s dispatched again", swept, redispatched)
+    if swept:
+        logger.warning("at worker start: runs %s set to Error: their executor stopped renewing its lease", swept)
+    if redispatched:
+        # Routine: a Pending run's message may have been lost with a broker; the copy that comes second does nothing.
+        logger.info("at worker start: pending runs %s queued again in case their message was lost", redispatched)
     _stop_sweeping.clear()
     threading.Thread(target=_keep_sweeping, name="agenttest-lease-sweeper", daemon=True).start()
 

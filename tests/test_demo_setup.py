@@ -188,3 +188,24 @@ def test_it_runs_the_demo_suite_from_the_cli_with_the_right_exit_code_and_junit(
         case for case in careful.iter("testcase") if case.get("name") == "An unmocked email is blocked, never sent"
     ]
     assert "util-email-handle_email_sender" in blocked[0].find("failure").get("message")
+
+
+@pytest.mark.parametrize(
+    "backend", ["django.core.mail.backends.console.EmailBackend", "django.core.mail.backends.smtp.EmailBackend"]
+)
+def test_it_holds_the_demo_conversations_emails_instead_of_printing_or_sending_them(settings, capsys, backend):
+    # What scripts/demo configures (console, DEBUG on), and a production SMTP server that must not get demo mail.
+    settings.EMAIL_BACKEND = backend
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", 9
+
+    output = _run()
+
+    printed = capsys.readouterr().out
+    assert "Content-Type:" not in printed + output and "Kind regards" not in printed + output
+    assert (
+        "  The demo's email to ana@example.com ('Order 1043 is now cancelled') was held in memory, not sent."
+        in output
+    )
+    cancel = Conversation.objects.get(title="Cancel order 1043")
+    results = cancel.messages.filter(role="tool_result", function_name="util-email-handle_email_sender")
+    assert results.get().content.startswith('{"sent": true'), "the demo's email tool answered as usual"

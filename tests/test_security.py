@@ -15,7 +15,8 @@ from runs.models import CaseResult, Run
 
 pytestmark = pytest.mark.django_db
 
-PUBLIC = {"accounts/login/", "accounts/logout/"}
+# The favicon is a static picture the login page itself shows.
+PUBLIC = {"accounts/login/", "accounts/logout/", "favicon.ico"}
 # Routes whose writes (POST/PUT/PATCH/DELETE) only staff may make; reading them is open to any signed-in user.
 ADMIN_WRITES = {
     "api/agents/",

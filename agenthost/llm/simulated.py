@@ -6,6 +6,9 @@ Two models that behave differently on the same conversation, so a multi-model ru
   emails a confirmation after a change when it can, and summarises what it did;
 - "sim-hasty" calls the single best-matching tool, never sends email, and answers tersely.
 
+Both hand a request back to the router (`util-routing-fallback_to_router`) when they are a sub-agent asked for a
+change none of their tools makes, or when nothing they offer matches at all.
+
 The rules read only the OpenAI-format request: the user's words are matched against tool names and descriptions
 (name words count double, words many tools share count less), arguments are filled from the JSON Schema with what the
 conversation mentions (an order number, an email address, a phrase), and a router's `route_to_agent` picks the
@@ -445,6 +448,8 @@ class _Rules:
         return _best(self.query, self._scored_tools())
 
     def _first_step(self) -> Decision:
+        if self._outside_my_job():
+            return "", [(FALLBACK_TOOL, {"reason": f"outside my scope: {_phrase(self.view.user_text)}"})]
         intended = self._intended()
         if intended is None:
             return self._no_match()
@@ -453,6 +458,15 @@ class _Rules:
             if lookup is not None:
                 return self._call(lookup)
         return self._call(intended)
+
+    def _outside_my_job(self) -> bool:
+        """A sub-agent asked to change something none of its tools changes ("cancel" to an agent that only looks
+        orders up) hands the request back to the router, however many other words match its tools."""
+        if FALLBACK_TOOL not in self.view.tools or any(call.name == FALLBACK_TOOL for call in self.view.turn_calls):
+            return False
+        wanted = set(self.query) & _ACTION_VERBS
+        offered = {word for name in self.view.tools if name not in _UNSCORED_TOOLS for word in _words(name)}
+        return bool(wanted) and not wanted & offered
 
     def _next_step(self) -> Decision:
         if not self.careful:

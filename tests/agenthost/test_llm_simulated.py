@@ -241,3 +241,20 @@ def test_it_cuts_a_conversation_into_one_segment_per_order_for_case_extraction()
         {"name": "Where is order 1041", "firstTurn": 0, "lastTurn": 1},
         {"name": "And where is order 1042", "firstTurn": 2, "lastTurn": 3},
     ]}
+
+
+@pytest.mark.parametrize("model", ["sim-careful", "sim-hasty"])
+def test_a_sub_agent_hands_back_a_change_none_of_its_tools_makes(model):
+    # "order" matches lookup_order, but a look-up agent cannot cancel: it hands back rather than look the order up.
+    calls, _ = converse(model, CANCEL, tools("lookup_order", "util-routing-fallback_to_router"))
+
+    reason = f"outside my scope: {CANCEL.rstrip('.')}"
+    assert calls[0] == ("util-routing-fallback_to_router", {"reason": reason}), "its first move is to hand back"
+
+
+@pytest.mark.parametrize("model", ["sim-careful", "sim-hasty"])
+def test_a_sub_agent_keeps_a_change_one_of_its_tools_makes(model):
+    calls, _ = converse(model, CANCEL, tools(*SUB_AGENT_TOOLS))
+
+    assert "util-routing-fallback_to_router" not in [name for name, _ in calls]
+    assert "cancel_order" in [name for name, _ in calls]

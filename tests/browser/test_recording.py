@@ -4,7 +4,6 @@ button and a 403 from the API."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -52,15 +51,19 @@ def test_it_records_reviews_and_enables_a_draft(sign_in, save_screenshot, demo):
     expect(page.get_by_role("link", name=f"Conversation #{conversation.pk}")).to_be_visible()
     save_screenshot(page, "recording-draft-in-admin.png")
 
-    # The reviewer loosens the generated cancel_order assertion: the reason the model wrote is not what matters.
+    # The generated cancel_order assertion already leaves out the reason the model wrote; the reviewer makes it
+    # fatal, in the Assertions section folded under the review.
     cancel_assertion = case.assertions.get(type="toolCalled", params__function="cancel_order")
+    assert cancel_assertion.params == {"function": "cancel_order", "arguments": {"order_id": "1043"}}
     index = list(case.assertions.order_by("position", "id").values_list("id", flat=True)).index(cancel_assertion.pk)
-    params = page.locator(f"textarea[name=assertions-{index}-params]")
-    assert json.loads(params.input_value())["arguments"]["reason"]
-    params.fill(json.dumps({"function": "cancel_order", "arguments": {"order_id": "1043"}}))
-    page.get_by_role("button", name="Save and continue editing").click()
+    fatal = page.locator(f"input[name=assertions-{index}-fatal]")
+    expect(fatal).to_be_hidden()
+    page.locator("#assertions-group summary").click()
+    fatal.check()
+    page.get_by_role("button", name="Save and continue editing").first.click()
     expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
     cancel_assertion.refresh_from_db()
+    assert cancel_assertion.fatal is True
     assert cancel_assertion.params == {"function": "cancel_order", "arguments": {"order_id": "1043"}}
 
     page.goto(f"/admin/cases/case/?suite__id__exact={case.suite_id}")

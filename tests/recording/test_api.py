@@ -29,6 +29,7 @@ def test_it_records_a_conversation_as_a_draft(admin_client_api, three_topics):
     case = Case.objects.get()
     assert response.data["suite"] == {"id": case.suite_id, "name": "Recorded: order-cancellation"}
     assert response.data["suite_created"] is True
+    assert len(case.warnings) == 2 and all("left out" in note for note in case.warnings)
     assert response.data["cases"] == [
         {
             "id": case.pk,
@@ -39,7 +40,7 @@ def test_it_records_a_conversation_as_a_draft(admin_client_api, three_topics):
             "turns": 4,
             "mocks": 6,
             "assertions": case.assertions.count(),
-            "warnings": [],
+            "warnings": case.warnings,
             "admin_url": f"/admin/cases/case/{case.pk}/change/",
         }
     ]

@@ -77,11 +77,11 @@ def test_it_turns_each_real_tool_result_into_a_mock_with_the_result_verbatim(thr
     lookups = [mock for mock in mocks if mock["function_name"] == "lookup_order"]
     assert [mock["result"] for mock in lookups] == tool_results(three_topics, "lookup_order")
     cancel = mocks[3]
-    assert cancel["arguments"] == {"order_id": "1043", "reason": "I changed my mind, my email is ana@example.com"}
+    assert cancel["arguments"] == {"order_id": "1043"}, "the optional free-text reason is left out"
     assert cancel["call_index"] == 0
     assert cancel["result"] == '{"order_id": "1043", "cancelled": true, "refund": "full"}'
     email = mocks[4]
-    assert email["arguments"]["to"] == "ana@example.com" and email["call_index"] == 0
+    assert email["arguments"] == {"to": "ana@example.com"} and email["call_index"] == 0
     assert email["result"] == tool_results(three_topics, "util-email-handle_email_sender")[0]
 
 
@@ -109,17 +109,21 @@ def test_it_asserts_each_mocked_call_with_its_recorded_arguments_in_its_turn(rep
     assert turn_2 == [], "human_intervention_needed runs for real under test: no mock, so no generated assertion"
 
 
-def test_it_puts_a_turns_last_state_values_on_its_last_mock(repeated, three_topics):
+def test_it_puts_each_state_change_on_the_mock_of_the_call_that_made_it(repeated, three_topics):
     first, second = (mock for mock in draft(repeated)["mocks"] if mock["function_name"] == "lookup_order")
-    assert first["state_writes"] == {}
+    assert first["state_writes"] == {"order_id": "1", "order_status": "shipped"}
     assert second["state_writes"] == {"order_id": "2", "order_status": "delivered"}
 
-    # Turn 2 of the three topics wrote order_status twice, processing (lookup) then cancelled (cancel), and its last
-    # mock is the confirmation email, which wrote nothing itself.
+    # Turn 2 of the three topics wrote order_status twice, processing (lookup) then cancelled (cancel); the
+    # confirmation email wrote nothing, so its mock carries nothing (it used to carry the cancellation's state).
     turn_2 = draft(three_topics)["mocks"][2:5]
     names = [mock["function_name"] for mock in turn_2]
     assert names == ["lookup_order", "cancel_order", "util-email-handle_email_sender"]
-    assert [mock["state_writes"] for mock in turn_2] == [{}, {}, {"order_id": "1043", "order_status": "cancelled"}]
+    assert [mock["state_writes"] for mock in turn_2] == [
+        {"order_id": "1043", "order_status": "processing"},
+        {"order_id": "1043", "order_status": "cancelled"},
+        {},
+    ]
 
 
 def test_it_drops_the_state_changes_of_a_turn_without_a_mock_and_warns(repeated):
@@ -203,7 +207,7 @@ def test_it_marks_a_tool_result_that_ended_the_turn_as_a_stop(scripted_model, ta
 
     assert lookup["stop"] is False
     assert stop["stop"] is True and stop["result"] == "Escalated; a person will answer."
-    assert stop["state_writes"] == {"order_id": "4", "order_status": "shipped"}
+    assert (lookup["state_writes"], stop["state_writes"]) == ({"order_id": "4", "order_status": "shipped"}, {})
 
 
 def test_it_mocks_start_up_rule_calls_and_keeps_their_state(scripted_model, scripted_desk, talk):

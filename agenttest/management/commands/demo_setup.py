@@ -12,7 +12,9 @@ import secrets
 from typing import Any
 
 from django.apps import apps
+from django.core import mail
 from django.core.management.base import BaseCommand, CommandParser
+from django.test.utils import override_settings
 
 from agenthost.demo import (
     DEMO_TAG,
@@ -93,7 +95,13 @@ class Command(BaseCommand):
         if demo_conversations_exist():
             self.stdout.write(f"Conversations tagged {DEMO_TAG!r} exist; none added.")
             return
-        for result in demo_conversations_create(owner=owner):
+        # The sample conversations email made-up customers: the mails are kept in memory and summarised here — never
+        # sent over a configured SMTP server, nor dumped raw into this output by the console backend.
+        held_before = len(getattr(mail, "outbox", []))
+        with override_settings(EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend"):
+            results = demo_conversations_create(owner=owner)
+        held = getattr(mail, "outbox", [])[held_before:]
+        for result in results:
             conversation = result.conversation
             tools = [call.name for turn in result.turns for call in turn.tool_calls]
             chain = " → ".join(dict.fromkeys(name for turn in result.turns for name in turn.agent_chain))
@@ -101,6 +109,10 @@ class Command(BaseCommand):
             self._done(f"{line}; tools {', '.join(tools) or 'none'}.")
             if result.error:
                 self.stdout.write(self.style.WARNING(f"  It stopped early: {result.error}"))
+        for message in held:
+            self.stdout.write(
+                f"  The demo's email to {', '.join(message.to)} ({message.subject!r}) was held in memory, not sent."
+            )
 
     def _done(self, message: str) -> None:
         self.stdout.write(self.style.SUCCESS(message))

@@ -1,0 +1,239 @@
+"""Issue 16, item 5: a recorded case survives a rephrasing. Its mocks and toolCalled assertions match the arguments
+that identify a call — never the free text a model words anew each time — and each state change rides on the mock
+of the call that made it. Every draft is run through the real run service and the mock seam."""
+
+from __future__ import annotations
+
+import pytest
+from django.core import mail
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agenthost.demo import demo_conversations_create
+from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent
+from cases.models import Suite
+from cases.services import case_enable
+from recording.drafts import IDENTIFYING_TEXT_MAX_LENGTH, identifying_arguments
+from recording.services import recording_create
+from recording.transcripts import RecordedCall
+from runs.models import Run
+from runs.services import run_create, run_execute
+from tests.recording.conftest import CAREFUL
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HASTY = "simulated:sim-hasty"
+EMAIL = "util-email-handle_email_sender"
+CANCEL_MESSAGE = "Cancel order 77 please"
+
+
+def run_enabled(suite, model_keys, cases):
+    for case in cases:
+        case_enable(case=case)
+    return run_execute(run_id=run_create(suite=suite, model_keys=model_keys).pk)
+
+
+def outcomes(result):
+    return {(item["type"], str(item["expected"])): item["status"] for item in result.assertions}
+
+
+def failed_assertions(result):
+    return sorted(item["message"] for item in result.assertions if item["status"] != "passed")
+
+
+@pytest.fixture
+def mailing_desk(db, scripted_model):
+    agent = Agent.objects.create(
+        name="mailing-desk", instruction="Help.", provider="scripted", model="scripted",
+        functions=[{"name": "lookup_order"}, {"name": "cancel_order"}, {"name": EMAIL}],
+    )
+    return agent, Suite.objects.create(name="Mailing desk", agent=agent, case_timeout_seconds=30)
+
+
+def cancel_then_email(reason, subject, body, order_id="77", to="ana@example.com"):
+    """A model that cancels and confirms by email, in the words given."""
+
+    def respond(request):
+        results = [message for message in request.messages if message["role"] == "tool"]
+        if not results:
+            return Answer(tool_calls=[Call("cancel_order", {"order_id": order_id, "reason": reason})])
+        if len(results) == 1:
+            return Answer(tool_calls=[Call(EMAIL, {"to": to, "subject": subject, "body": body})])
+        return "Done: the order is cancelled and you have a confirmation."
+
+    return respond
+
+
+def test_it_leaves_free_text_out_of_a_recorded_mock_and_its_assertion_and_says_so(
+    scripted_model, mailing_desk, talk
+):
+    agent, suite = mailing_desk
+    scripted_model.respond_with(
+        cancel_then_email("I changed my mind about it", "Order 77 is cancelled", "Hello,\n\nOrder 77 is cancelled.")
+    )
+    conversation = talk(agent, CANCEL_MESSAGE)
+
+    case = recording_create(conversation=conversation, suite=suite).cases[0]
+
+    mocks = {mock.function_name: mock for mock in case.mocks.all()}
+    assert mocks["cancel_order"].arguments == {"order_id": "77"}
+    assert mocks[EMAIL].arguments == {"to": "ana@example.com"}
+    called = [item.params for item in case.assertions.filter(type="toolCalled")]
+    assert called == [
+        {"function": "cancel_order", "arguments": {"order_id": "77"}},
+        {"function": EMAIL, "arguments": {"to": "ana@example.com"}},
+    ]
+    assert not any("Hello" in str(params) or "changed my mind" in str(params) for params in called)
+    assert (
+        "turn 0: the mock and the toolCalled assertion of cancel_order match on order_id only; left out: reason "
+        "(optional), so a reworded call still matches"
+    ) in case.warnings
+    assert any(
+        note.startswith(f"turn 0: the mock and the toolCalled assertion of {EMAIL} match on to only")
+        and "subject (free text), body (free text)" in note
+        for note in case.warnings
+    )
+
+
+def test_it_replays_a_recording_green_when_the_model_words_the_free_text_differently(
+    scripted_model, mailing_desk, talk
+):
+    agent, suite = mailing_desk
+    scripted_model.respond_with(
+        cancel_then_email("I changed my mind about it", "Order 77 is cancelled", "Hello,\n\nOrder 77 is cancelled.")
+    )
+    case = recording_create(conversation=talk(agent, CANCEL_MESSAGE), suite=suite).cases[0]
+    mail.outbox.clear()
+
+    scripted_model.respond_with(
+        cancel_then_email("no longer needed", "Your cancellation", "Dear customer, we cancelled order 77. Regards")
+    )
+    run = run_enabled(suite, [scripted_model.key], [case])
+
+    (result,) = run.results.all()
+    assert (result.status, result.reason) == ("passed", "")
+    assert [call["outcome"] for call in result.tool_calls] == ["mocked", "mocked"]
+    assert mail.outbox == [], "the reworded email is answered by its mock, never sent"
+
+
+@pytest.mark.parametrize(
+    ("changed", "blocked"),
+    [({"order_id": "78"}, "cancel_order"), ({"to": "someone.else@example.com"}, EMAIL)],
+)
+def test_it_still_fails_a_replay_whose_identifying_argument_changed(
+    scripted_model, mailing_desk, talk, changed, blocked
+):
+    agent, suite = mailing_desk
+    scripted_model.respond_with(cancel_then_email("changed my mind", "Cancelled", "Cancelled."))
+    case = recording_create(conversation=talk(agent, CANCEL_MESSAGE), suite=suite).cases[0]
+
+    scripted_model.respond_with(cancel_then_email("changed my mind", "Cancelled", "Cancelled.", **changed))
+    run = run_enabled(suite, [scripted_model.key], [case])
+
+    (result,) = run.results.all()
+    assert result.status == "failed"
+    assert [(call["name"], call["outcome"]) for call in result.tool_calls if call["outcome"] != "mocked"] == [
+        (blocked, "blocked")
+    ], "a call for another order or another recipient is not the recorded call: it is blocked, never run"
+
+
+def test_it_puts_the_cancellations_state_on_the_cancel_mock_not_the_email_mock(demo_agents, admin_user):
+    """The reproduction: recording demo conversation "Cancel order 1043" put order_status=cancelled on the email mock,
+    so a model that cancels without emailing failed stateEquals as well."""
+    conversations = {result.conversation.title: result.conversation for result in
+                     demo_conversations_create(owner=admin_user)}
+
+    case = recording_create(conversation=conversations["Cancel order 1043"]).cases[0]
+
+    writes = {mock.function_name: mock.state_writes for mock in case.mocks.all()}
+    assert writes == {
+        "lookup_order": {"order_id": "1043", "order_status": "processing"},
+        "cancel_order": {"order_id": "1043", "order_status": "cancelled"},
+        EMAIL: {},
+    }
+
+
+def test_it_runs_the_recorded_demo_cases_on_both_simulated_models_failing_only_on_what_sim_hasty_skips(
+    demo_agents, admin_user
+):
+    """Recorded from sim-careful: on sim-careful every recorded demo case passes. sim-hasty skips the look-up before
+    a change and never emails — a real difference the recording must catch — and nothing else of the recording fails
+    there: not the wording of the cancellation reason or of an email, not the state."""
+    conversations = [result.conversation for result in demo_conversations_create(owner=admin_user)]
+    cases = [recording_create(conversation=conversation).cases[0] for conversation in conversations]
+    mail.outbox.clear()
+
+    run = run_enabled(cases[0].suite, [CAREFUL, HASTY], cases)
+
+    results = {(result.case_name, result.model): result for result in run.results.all()}
+    for conversation in conversations:
+        careful = results[(f"Recorded from {conversation}", CAREFUL)]
+        assert (careful.status, careful.reason) == ("passed", "")
+    where, cancel, delivered = (results[(f"Recorded from {conversation}", HASTY)] for conversation in conversations)
+    assert (where.status, where.reason) == ("passed", "")
+    assert cancel.status == "failed"
+    assert failed_assertions(cancel) == [
+        "lookup_order was not called; calls made: route_to_agent, cancel_order",
+        f"{EMAIL} was not called; calls made: route_to_agent, cancel_order",
+    ]
+    assert delivered.status == "failed" and "cancel_order" in delivered.reason
+    assert run.status == Run.Status.FAILED
+    assert mail.outbox == []
+
+
+def test_it_replays_every_demo_conversation_played_on_sim_hasty_green_on_sim_hasty(demo_agents, admin_user):
+    Agent.objects.filter(name__in=demo_agents).update(model="sim-hasty")
+    conversations = [result.conversation for result in demo_conversations_create(owner=admin_user)]
+    cases = [recording_create(conversation=conversation).cases[0] for conversation in conversations]
+
+    run = run_enabled(cases[0].suite, [HASTY], cases)
+
+    assert {(result.case_name, result.status, result.reason) for result in run.results.all()} == {
+        (f"Recorded from {conversation}", "passed", "") for conversation in conversations
+    }
+
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=120)
+values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    arguments=st.dictionaries(st.text(min_size=1, max_size=12), values, max_size=6),
+    required=st.none() | st.lists(st.text(min_size=1, max_size=12), max_size=6),
+)
+def test_it_keeps_only_required_short_scalars_and_accounts_for_every_argument(arguments, required):
+    parameters = None if required is None else {"type": "object", "properties": {}, "required": required}
+    call = RecordedCall(
+        name="f", arguments=arguments, raw_arguments="", agent="a", trigger="model", tool_call_id="1", seq=0,
+        parameters=parameters,
+    )
+
+    kept, left_out = identifying_arguments(call)
+
+    assert set(kept) | {key for key, _ in left_out} == set(arguments)
+    assert not set(kept) & {key for key, _ in left_out}
+    for key, value in kept.items():
+        assert value == arguments[key]
+        assert required is None or key in required
+        assert not isinstance(value, list | dict)
+        if isinstance(value, str):
+            assert len(value) <= IDENTIFYING_TEXT_MAX_LENGTH and not any(ch.isspace() for ch in value)
+    for key, why in left_out:
+        assert why in ("optional", "free text", "a list", "an object")
+        assert (why == "optional") == (required is not None and key not in required)
+
+
+def test_it_keeps_an_enum_value_even_when_it_has_spaces():
+    call = RecordedCall(
+        name="f", arguments={"plan": "Pro annual", "note": "please hurry"}, raw_arguments="", agent="a",
+        trigger="model", tool_call_id="1", seq=0,
+        parameters={
+            "properties": {"plan": {"enum": ["Pro annual", "Basic"]}, "note": {}}, "required": ["plan", "note"],
+        },
+    )
+
+    assert identifying_arguments(call) == ({"plan": "Pro annual"}, [("note", "free text")])
