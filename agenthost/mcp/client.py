@@ -326,6 +326,7 @@ class Supervisor:
             asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(_STOP_SECONDS * 2)
         except Exception:  # noqa: BLE001 — at exit, a server that will not stop must not stop the others
             logger.warning("MCP servers did not all stop within %s s", _STOP_SECONDS * 2)
+        self._connections.clear()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(_STOP_SECONDS)
 
@@ -343,8 +344,10 @@ def supervisor() -> Supervisor:
 
 
 def started() -> bool:
-    """Whether this process has contacted any MCP server (a test run must leave this False)."""
-    return _supervisor is not None and _supervisor.pid == os.getpid() and bool(_supervisor._connections)
+    """Whether this process has contacted an MCP server since its sessions were last stopped (a test run must leave
+    this False)."""
+    current = _supervisor
+    return current is not None and current.pid == os.getpid() and not current._closed and bool(current._connections)
 
 
 def shutdown() -> None:
