@@ -152,3 +152,13 @@ def test_it_refreshes_and_lists_the_cache_from_the_command(mcp_servers, capsys):
     assert "orders__cancel_order  [side-effecting]" in listing and "orders__add_note  [side-effecting]" in listing
     with pytest.raises(CommandError, match="SERVER: nowhere is not a configured MCP server"):
         call_command("mcp", "refresh", "nowhere")
+
+
+def test_it_reports_a_bad_server_set_in_code_in_the_system_check(settings):
+    from django.core.checks import run_checks
+
+    settings.AGENTTEST_MCP_SERVERS = {"orders": {"transport": "stdio", "command": ""}}
+    errors = [error for error in run_checks() if error.id == "agenttest.E010"]
+    assert [error.msg for error in errors] == [
+        "MCP servers: server 'orders': field 'command' must name the program that starts the server"
+    ]
