@@ -94,7 +94,7 @@ def _rule_problems(rules: Any, functions: Any) -> list[str]:
     problems = []
     # A rule naming a function the agent cannot call would be refused every time it fires, silently: say so now.
     callable_names = callable_function_names(
-        [item for item in functions if isinstance(item, dict) and isinstance(item.get("name"), str)]
+        [item for item in functions if isinstance(item, dict)]
         if isinstance(functions, list)
         else []
     )

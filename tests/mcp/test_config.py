@@ -162,3 +162,20 @@ def test_it_reports_a_bad_server_set_in_code_in_the_system_check(settings):
     assert [error.msg for error in errors] == [
         "MCP servers: server 'orders': field 'command' must name the program that starts the server"
     ]
+
+
+@pytest.mark.django_db
+def test_it_lets_a_rule_call_a_declared_mcp_tool_and_refuses_an_undeclared_one(admin_client_api, mcp_servers):
+    def post(rule_function):
+        return admin_client_api.post("/api/agents/", {
+            "name": f"desk-{rule_function}", "instruction": "x", "provider": "simulated", "model": "sim-careful",
+            "functions": [{"mcp": "orders", "tools": ["lookup_order"]}],
+            "rules": [{"trigger": "conversation_started", "function": rule_function, "arguments": {"order_id": "1"}}],
+        }, format="json")
+
+    assert post("orders__lookup_order").status_code == 201
+    refused = post("orders__cancel_order")
+    assert refused.status_code == 400
+    assert "rules[0].function: 'orders__cancel_order' is not a function this agent can call" in " ".join(
+        refused.data["rules"]
+    )
