@@ -19,8 +19,8 @@ def callable_function_names(functions: list[dict[str, Any]] | None) -> frozenset
     """The names an agent with these declarations may call: what it declares, exactly as written, plus the five
     control-flow functions. Any other name the model produces is refused without running anything. A declaration of
     an MCP server's tools counts as each tool's `<server>__<tool>` name, as last listed (agenthost/mcp/tools.py)."""
-    declared = {item.get("name") for item in declared_functions(functions) if isinstance(item, dict)}
-    return frozenset(name for name in declared if isinstance(name, str) and name) | frozenset(CONTROL_FLOW_FUNCTIONS)
+    names = (item.get("name") for item in declared_functions(functions) if isinstance(item, dict))
+    return frozenset(name for name in names if isinstance(name, str) and name) | frozenset(CONTROL_FLOW_FUNCTIONS)
 
 
 def agent_callable_functions(agent: Agent) -> frozenset[str]:

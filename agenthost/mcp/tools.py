@@ -83,11 +83,13 @@ def declared_functions(functions: Any) -> list[dict[str, Any]]:
             declared.append(item)
             continue
         server = item["mcp"]
+        if not isinstance(server, str):
+            continue  # refused at save; a stored row like it declares nothing
         listed = [tool for tool in cache.get(server, []) if isinstance(tool, dict)]
         wanted = item.get("tools")
         if isinstance(wanted, list):
             by_name = {tool.get("name"): tool for tool in listed}
-            listed = [by_name[name] for name in wanted if name in by_name]
+            listed = [by_name[name] for name in wanted if isinstance(name, str) and name in by_name]
         declared.extend(tool_declaration(server, tool) for tool in listed)
     return declared
 

@@ -9,7 +9,8 @@ import string
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
-from hypothesis import given
+from hypothesis import HealthCheck, given
+from hypothesis import settings as settings_profile
 from hypothesis import strategies as st
 
 from agenthost.mcp.config import load_mcp_servers, validate_mcp_servers
@@ -179,3 +180,43 @@ def test_it_lets_a_rule_call_a_declared_mcp_tool_and_refuses_an_undeclared_one(a
     assert "rules[0].function: 'orders__cancel_order' is not a function this agent can call" in " ".join(
         refused.data["rules"]
     )
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+_ENTRY = st.fixed_dictionaries({"mcp": st.one_of(st.sampled_from(["orders", "time", "nowhere"]), _JSON)},
+                               optional={"tools": _JSON, "name": _JSON, "extra": _JSON})
+
+
+@pytest.fixture
+def mcp_cache(settings, db):
+    """Configured servers that cannot start (refreshing fails at once), with listings already cached."""
+    from django.utils import timezone
+
+    from agenthost.mcp.config import normalise
+
+    settings.AGENTTEST_MCP_SERVERS = {
+        name: normalise({"command": "/nonexistent/mcp-server", "connect_timeout": 5}) for name in ("orders", "time")
+    }
+    tool = {"name": "lookup_order", "inputSchema": {"type": "object", "properties": {}},
+            "annotations": {"readOnlyHint": True}}
+    McpToolList.objects.create(server="orders", tools=[tool], listed_at=timezone.now())
+
+
+@pytest.mark.django_db
+@settings_profile(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None, max_examples=60)
+@given(functions=st.lists(_ENTRY, max_size=3), rule_function=st.sampled_from(["orders__lookup_order", "x"]))
+def test_it_answers_any_mcp_declaration_with_201_or_a_400_naming_functions(
+    admin_client_api, mcp_cache, functions, rule_function
+):
+    response = admin_client_api.post("/api/agents/", {
+        "name": "fuzzed", "instruction": "x", "provider": "simulated", "model": "sim-careful",
+        "functions": functions, "rules": [{"trigger": "conversation_started", "function": rule_function}],
+    }, format="json")
+    assert response.status_code in (201, 400), response.content
+    if response.status_code == 400:
+        assert set(response.data) <= {"functions", "rules"}
+    Agent.objects.filter(name="fuzzed").delete()
