@@ -4,6 +4,7 @@ local; every server's tools leave marker files when really called, and the order
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -79,7 +80,7 @@ def http_order_server(settings: Any, markers: Markers, mcp_servers: dict[str, An
     port = _free_port()
     process = subprocess.Popen(
         [sys.executable, str(ORDER_SERVER), "http", str(port)],
-        env={**__import__("os").environ, "MCP_MARKER_DIR": str(markers.root)},
+        env={**os.environ, "MCP_MARKER_DIR": str(markers.root)},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 30

@@ -4,6 +4,8 @@ a hang, a crash and an is_error answer each give the model a clear tool error an
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 
 import pytest
@@ -132,9 +134,6 @@ def test_it_restarts_a_server_that_died_between_calls(admin_client_api, scripted
     scripted_model.play(Answer(tool_calls=[Call("orders__lookup_order", {"order_id": "1"})]), "ok")
     assert chat(admin_client_api, agent, "one").status_code == 200
     [first] = markers.started()
-    import os
-    import signal
-
     os.kill(int(first.name.split("-")[1]), signal.SIGKILL)
     deadline = time.monotonic() + 10
     while client.supervisor().running() and time.monotonic() < deadline:
