@@ -73,33 +73,55 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+class HttpOrderServer:
+    """The order server's HTTP process on one port; `restart()` stops it and starts a new one on the same port."""
+
+    def __init__(self, markers: Markers) -> None:
+        self.markers = markers
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(ORDER_SERVER), "http", str(self.port)],
+            env={**os.environ, "MCP_MARKER_DIR": str(self.markers.root)},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("the HTTP order server did not start") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
 @pytest.fixture
-def http_order_server(settings: Any, markers: Markers, mcp_servers: dict[str, Any]) -> Iterator[str]:
-    """The order server over streamable HTTP on a free loopback port, configured as `remote`, with a bearer header
-    taken from an environment variable."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(ORDER_SERVER), "http", str(port)],
-        env={**os.environ, "MCP_MARKER_DIR": str(markers.root)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise RuntimeError("the HTTP order server did not start") from None
-            time.sleep(0.1)
-    url = f"http://127.0.0.1:{port}/mcp"
+def http_server(markers: Markers) -> Iterator[HttpOrderServer]:
+    server = HttpOrderServer(markers)
+    server.start()
+    yield server
+    client.shutdown()
+    server.stop()
+
+
+@pytest.fixture
+def http_order_server(settings: Any, http_server: HttpOrderServer, mcp_servers: dict[str, Any]) -> Iterator[str]:
+    """The order server over streamable HTTP on a free loopback port, configured as `remote`, with a header taken
+    from an environment variable."""
+    url = http_server.url
     settings.AGENTTEST_MCP_SERVERS = {
         **mcp_servers,
         "remote": normalise({"transport": "http", "url": url, "headers_from": {"X-Team": "MCP_TEST_TEAM"},
                              "connect_timeout": 20, "call_timeout": 5}),
     }
     yield url
-    client.shutdown()
-    process.terminate()
-    process.wait(10)

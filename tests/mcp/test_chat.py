@@ -186,3 +186,25 @@ def test_it_refreshes_the_cached_tools_when_a_chat_starts(admin_client_api, scri
     assert "include_items" in json.dumps(McpToolList.objects.get(server="orders").tools)
     offered = {tool["function"]["name"]: tool["function"] for tool in scripted_model.requests[0].tools}
     assert "include_items" in offered["orders__lookup_order"]["parameters"]["properties"]
+
+
+def test_it_reconnects_to_an_http_server_that_restarted(
+    admin_client_api, scripted_model, http_server, http_order_server, monkeypatch
+):
+    monkeypatch.setenv("MCP_TEST_TEAM", "support")
+    agent = create_agent(admin_client_api, [{"mcp": "remote", "tools": ["lookup_order"]}])
+    scripted_model.play(Answer(tool_calls=[Call("remote__lookup_order", {"order_id": "1"})]), "ok")
+    assert not chat(admin_client_api, agent, "one").data["tool_calls"][0]["error"]
+
+    http_server.stop()
+    scripted_model.play(Answer(tool_calls=[Call("remote__lookup_order", {"order_id": "2"})]), "down")
+    down = chat(admin_client_api, agent, "two")
+    assert down.status_code == 200 and down.data["tool_calls"][0]["error"]
+    assert down.data["tool_calls"][0]["result"].startswith("remote__lookup_order failed: MCP server 'remote'")
+    assert down.data["output"] == "down"
+
+    http_server.start()  # a new process that never saw the old session
+    scripted_model.play(Answer(tool_calls=[Call("remote__lookup_order", {"order_id": "3"})]), "back")
+    back = chat(admin_client_api, agent, "three")
+    assert not back.data["tool_calls"][0]["error"], back.data
+    assert json.loads(back.data["tool_calls"][0]["result"])["order_id"] == "3"
