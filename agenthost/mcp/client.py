@@ -182,14 +182,14 @@ class _Connection:
         self.session = None
 
     async def list_tools(self) -> list[dict[str, Any]]:
+        from mcp.types import PaginatedRequestParams
+
         session = await self.ensure()
         tools: list[dict[str, Any]] = []
         cursor = None
         try:
             async with asyncio.timeout(self.spec["call_timeout"]):
                 while True:
-                    from mcp.types import PaginatedRequestParams
-
                     page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
                     tools.extend(tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in page.tools)
                     cursor = page.next_cursor
