@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from agenthost.models import Agent, Conversation, Message, StateChange
+from agenthost.models import Agent, Conversation, McpToolList, Message, StateChange
 from agenthost.validation import agent_problems
 from agenttest import admin_fields
 from agenttest.admin_ids import StrictIdsAdminMixin
@@ -136,4 +136,23 @@ class ConversationAdmin(StrictIdsAdminMixin, admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # A conversation begins through the conversation service (initial state, start-up rules), not a bare row.
+        return False
+
+
+@admin.register(McpToolList)
+class McpToolListAdmin(StrictIdsAdminMixin, admin.ModelAdmin):
+    """The cached tools/list of each MCP server: read here, refreshed by `agenttest mcp refresh` (or an agent save)."""
+
+    list_display = ("server", "tool_count", "listed_at")
+    fields = ("server", "listed_at", "tools")
+    readonly_fields = ("server", "listed_at", "tools")
+
+    @admin.display(description="tools")
+    def tool_count(self, row: McpToolList) -> int:
+        return len(row.tools or [])
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

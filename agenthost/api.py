@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agenthost.mcp.tools import refresh_for_chat
 from agenthost.models import Agent, Conversation
 from agenthost.selectors import (
     SEALED_FILTER_CHOICES,
@@ -322,6 +323,8 @@ class ConversationStartApi(APIView):
     def post(self, request: Request) -> Response:
         serializer = ConversationStartApi.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        # A chat (this API, never a test run) offers what the agent's MCP servers list now.
+        refresh_for_chat(serializer.validated_data["agent"])
         try:
             conversation = conversation_start(owner=request.user, **serializer.validated_data)
         except InvalidInput as exc:

@@ -5,6 +5,8 @@ Resolution order (ARCHITECTURE.md, a contract):
   2. registered executor providers, ascending `order`, ties broken by provider name; first non-None wins;
   3. a registered Python function with exactly that name;
   4. a function the agent declares with a static output;
+  4b. an MCP tool the agent declares (agenthost/mcp): called on its server, for real — the last stage, so a provider
+      (the test harness's mocks) always answers first;
   5. nothing: "Can't find function implementation of {name}", and the turn stops.
 With no provider registered, steps 3–5 are exactly the pre-seam behaviour.
 
@@ -30,6 +32,7 @@ from agenthost.functions import (
     get_function,
     validate_arguments,
 )
+from agenthost.mcp import tools as mcp_tools
 from agenttest.inputs import json_value_problem
 
 logger = logging.getLogger(__name__)
@@ -124,6 +127,8 @@ def _pre_seam_executor(name: str, context: FunctionContext) -> Executor:
     declaration = context.declaration
     if declaration is not None and declaration.get("name") == name and "output" in declaration:
         return _static_executor(declaration["output"])
+    if declaration is not None and declaration.get("name") == name and isinstance(declaration.get("mcp"), dict):
+        return mcp_tools.execute
     return lambda _context: missing_function_result(name)
 
 

@@ -128,11 +128,24 @@ def registered_functions() -> dict[str, RegisteredFunction]:
 
 def function_is_effect_free(name: str, declaration: dict[str, Any] | None = None) -> bool:
     """True only for a function declared free of outside effects: a registered one that says so, or an agent
-    declaration answered by its static `output` with no registered implementation behind it."""
+    declaration answered by its static `output` with no registered implementation behind it, or an MCP tool its server
+    annotates read-only (the declaration as expanded from the server's listing, agenthost/mcp/tools.py)."""
     registered = _functions.get(name)
     if registered is not None:
         return registered.effect_free
-    return declaration is not None and declaration.get("name") == name and "output" in declaration
+    if declaration is None or declaration.get("name") != name:
+        return False
+    if isinstance(declaration.get("mcp"), dict):
+        return annotations_effect_free(declaration["mcp"].get("annotations"))
+    return "output" in declaration
+
+
+def annotations_effect_free(annotations: Any) -> bool:
+    """MCP tool annotations as an effect declaration: free of outside effects only when the server marks the tool
+    readOnlyHint and not also destructiveHint (a contradiction fails closed); unannotated counts as side-effecting."""
+    if not isinstance(annotations, dict):
+        return False
+    return annotations.get("readOnlyHint") is True and annotations.get("destructiveHint") is not True
 
 
 def validate_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:

@@ -11,14 +11,16 @@ from django.conf import settings
 
 from agenthost.builtins.control import CONTROL_FLOW_FUNCTIONS
 from agenthost.functions import get_function
+from agenthost.mcp.tools import declared_functions
 from agenthost.models import Agent, Conversation
 
 
 def callable_function_names(functions: list[dict[str, Any]] | None) -> frozenset[str]:
     """The names an agent with these declarations may call: what it declares, exactly as written, plus the five
-    control-flow functions. Any other name the model produces is refused without running anything."""
-    declared = {item.get("name") for item in functions or [] if isinstance(item, dict)}
-    return frozenset(name for name in declared if isinstance(name, str) and name) | frozenset(CONTROL_FLOW_FUNCTIONS)
+    control-flow functions. Any other name the model produces is refused without running anything. A declaration of
+    an MCP server's tools counts as each tool's `<server>__<tool>` name, as last listed (agenthost/mcp/tools.py)."""
+    names = (item.get("name") for item in declared_functions(functions) if isinstance(item, dict))
+    return frozenset(name for name in names if isinstance(name, str) and name) | frozenset(CONTROL_FLOW_FUNCTIONS)
 
 
 def agent_callable_functions(agent: Agent) -> frozenset[str]:
@@ -116,7 +118,7 @@ def load_agent(agent: Agent, conversation: Conversation) -> LoadedAgent:
         provider=agent.provider,
         model=agent.model,
         temperature=agent.temperature,
-        functions=[dict(item) for item in agent.functions or []],
+        functions=[dict(item) for item in declared_functions(agent.functions or [])],
         rules=[dict(item) for item in agent.rules or []],
         sub_agents=[(sub.name, sub.description) for sub in agent.sub_agents.all()],
         max_steps=agent.max_steps or settings.AGENTTEST_MAX_STEPS,

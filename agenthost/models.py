@@ -142,3 +142,18 @@ class StateChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}={self.value!r}"
+
+
+class McpToolList(models.Model):
+    """The last tools/list answer of a configured MCP server. Agents' declarations of the server's tools expand from
+    it, so a test run offers the model exactly what was listed and never contacts the server to find out."""
+
+    server = models.CharField(max_length=100, unique=True)
+    tools = models.JSONField(default=list, help_text="The tools as the server listed them (name, inputSchema, …).")
+    listed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["server"]
+
+    def __str__(self) -> str:
+        return f"MCP tools of {self.server}"

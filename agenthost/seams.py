@@ -5,6 +5,7 @@
 - agent-load hooks: run each time an agent is loaded into a conversation, may rewrite its LLM config for it only;
 - the conversation service: start, send, invoke_function (a conversation started with `seal=` refuses every send
   or invoke that does not present its `seal_key`);
+- MCP tools: `declared_functions` expands an agent's declarations of MCP servers' tools, from the cached listings;
 - the model layer: configured models and providers, and runtime providers a plugin registers by name.
 """
 
@@ -54,6 +55,7 @@ from agenthost.loading import (
     register_agent_load_hook,
     unregister_agent_load_hook,
 )
+from agenthost.mcp.tools import declared_functions
 from agenthost.models import Agent, Conversation, Message, StateChange
 from agenthost.redaction import redact, redact_text
 from agenthost.selectors import (
@@ -127,6 +129,7 @@ __all__ = [
     "conversation_invoke_function",
     "conversation_send",
     "conversation_start",
+    "declared_functions",
     "function_is_effect_free",
     "executor_providers",
     "get_function",

@@ -10,6 +10,7 @@ import jsonschema
 
 from agenthost.llm.registry import UnknownModel, configured_models, get_model
 from agenthost.loading import callable_function_names
+from agenthost.mcp.tools import declared_functions, is_server_entry, server_entry_problems
 from agenthost.models import Agent
 from agenthost.rules import rule_function_name
 from agenthost.templating import TemplateRefused, compile_template
@@ -24,13 +25,18 @@ UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud80
 def _function_problems(functions: Any) -> list[str]:
     if not isinstance(functions, list):
         return ["must be a list of function objects"]
-    problems = []
+    problems = server_entry_problems(functions)
     seen: set[str] = set()
     for index, item in enumerate(functions):
         where = f"functions[{index}]"
         if not isinstance(item, dict):
             problems.append(f"{where}: must be an object with a 'name'")
             continue
+        if is_server_entry(item):
+            continue
+        if isinstance(item.get("mcp"), dict):
+            problems.append(f"{where}.mcp: must name a configured MCP server; a tool's annotations come from its "
+                            "server's listing, never from the agent")
         name = item.get("name")
         if not isinstance(name, str) or not name.strip():
             problems.append(f"{where}.name: must be a non-empty string")
@@ -42,6 +48,12 @@ def _function_problems(functions: Any) -> list[str]:
             problems.append(f"{where}.description: must be a string")
         if "parameters" in item:
             problems.extend(f"{where}.parameters: {problem}" for problem in _schema_problems(item["parameters"]))
+    if not problems:
+        expanded = [item["name"] for item in declared_functions(functions)]
+        problems.extend(
+            f"functions: {name!r} is declared twice (an MCP tool is named <server>__<tool>)"
+            for name in sorted({name for name in expanded if expanded.count(name) > 1})
+        )
     return problems
 
 
@@ -82,7 +94,7 @@ def _rule_problems(rules: Any, functions: Any) -> list[str]:
     problems = []
     # A rule naming a function the agent cannot call would be refused every time it fires, silently: say so now.
     callable_names = callable_function_names(
-        [item for item in functions if isinstance(item, dict) and isinstance(item.get("name"), str)]
+        [item for item in functions if isinstance(item, dict)]
         if isinstance(functions, list)
         else []
     )

@@ -24,6 +24,11 @@ def check_agenttest_settings(app_configs: Any = None, **kwargs: Any) -> list:
     provider_problems = configuration_problems(settings.AGENTTEST_PROVIDERS)
     for problem in provider_problems:
         problems.append(Error(f"model providers: {problem}", id="agenttest.E001"))
+    from agenthost.mcp.config import validate_mcp_servers
+
+    # The file is checked when read; a mapping set in code (a deployment's settings module) is checked here.
+    for problem in validate_mcp_servers(settings.AGENTTEST_MCP_SERVERS):
+        problems.append(Error(f"MCP servers: {problem}", id="agenttest.E010"))
     broker = settings.CELERY_BROKER_URL
     database_engine = settings.DATABASES["default"]["ENGINE"]
     if broker.startswith("sqla+sqlite") and "postgresql" in database_engine:

@@ -223,6 +223,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 AGENTTEST_PLUGINS = env_list("AGENTTEST_PLUGINS")
 # Model providers: a TOML file, or the offline simulated models (plus OpenAI when its key is set).
 AGENTTEST_PROVIDERS_FILE = env_str("AGENTTEST_PROVIDERS_FILE")
+# MCP servers whose tools agents may declare: a TOML (or .json) file of [servers.<name>] tables; "" = none.
+AGENTTEST_MCP_FILE = env_str("AGENTTEST_MCP_FILE")
 # The provider:model that splits a conversation into cases when none is chosen ("" = always ask).
 AGENTTEST_EXTRACTION_MODEL = env_str("AGENTTEST_EXTRACTION_MODEL")
 AGENTTEST_MAX_STEPS = env_int("AGENTTEST_MAX_STEPS", 10, minimum=1)
@@ -255,3 +257,7 @@ LOGGING = {
 from agenthost.llm.config import load_providers  # noqa: E402  (a pure module: no models, safe at settings time)
 
 AGENTTEST_PROVIDERS = load_providers(AGENTTEST_PROVIDERS_FILE)
+
+from agenthost.mcp.config import load_mcp_servers  # noqa: E402  (pure, like the providers' file)
+
+AGENTTEST_MCP_SERVERS = load_mcp_servers(AGENTTEST_MCP_FILE)

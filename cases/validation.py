@@ -33,6 +33,7 @@ from agenthost.seams import (
     Conversation,
     agent_callable_functions,
     configured_models,
+    declared_functions,
     function_is_effect_free,
     get_function,
 )
@@ -167,7 +168,7 @@ def callable_functions(entry_agents: list[Agent]) -> CallableFunctions:
         waiting.extend(agent.sub_agents.all())
     declarations: dict[str, list[dict[str, Any] | None]] = {}
     for agent in reached.values():
-        declared = [item for item in agent.functions or [] if isinstance(item, dict)]
+        declared = [item for item in declared_functions(agent.functions or []) if isinstance(item, dict)]
         for name in agent_callable_functions(agent):
             own = [item for item in declared if item.get("name") == name]
             declarations.setdefault(name, []).extend(own or [None])
@@ -766,7 +767,10 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
             and function in functions.names
             and not functions.effect_free(function)
         ):
-            problems.add(_at("extra_allowed_functions", index), _effects_message(function))
+            problems.add(
+                _at("extra_allowed_functions", index),
+                _effects_message(function, functions.declarations.get(function, ())),
+            )
     force_blocked = _function_names(
         data.get("force_blocked_functions", []), field="force_blocked_functions", functions=functions,
         problems=problems,
@@ -804,9 +808,12 @@ def _function_names(
     return names
 
 
-def _effects_message(name: str) -> str:
+def _effects_message(name: str, declarations: tuple[dict[str, Any] | None, ...] = ()) -> str:
     registered = get_function(name)
-    if registered is not None and registered.outside_effects is None:
+    if registered is None and any(isinstance((item or {}).get("mcp"), dict) for item in declarations):
+        why = ("is an MCP tool its server does not annotate read-only (readOnlyHint), so it counts as having effects "
+               "outside agenttest")
+    elif registered is not None and registered.outside_effects is None:
         why = "does not declare whether it has effects outside agenttest, so it counts as having them"
     elif registered is not None:
         why = "has effects outside agenttest"

@@ -161,6 +161,27 @@ def _labels(request: ModelRequest) -> dict[str, Any]:
     }
 
 
+def changed_tools(recorded: Any, now: Any) -> str:
+    """The tools offered to the model whose definition differs between two requests, by name — an MCP server whose
+    tools/list changed shows here as the tool it changed: "orders__lookup (changed), orders__refund (added)"."""
+
+    def by_name(tools: Any) -> dict[str, Any]:
+        if not isinstance(tools, list):
+            return {}
+        named = {}
+        for tool in tools:
+            function = tool.get("function") if isinstance(tool, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                named[function["name"]] = function
+        return named
+
+    before, after = by_name(recorded), by_name(now)
+    changes = [f"{name} (removed)" for name in before if name not in after]
+    changes += [f"{name} (added)" for name in after if name not in before]
+    changes += [f"{name} (changed)" for name in before if name in after and before[name] != after[name]]
+    return ", ".join(changes)
+
+
 def describe(entry: dict[str, Any]) -> str:
     """Where an entry sits, as the messages say it: "the request at turn 0 step 1", "the judge request for turn 0"."""
     if entry.get("purpose") == JUDGE:
@@ -302,10 +323,13 @@ class Replayer(Tape):
             self._position += 1
         normalised = normalise_request(request, key)
         if request_hash(normalised) != entry.get("request_hash"):
-            difference = first_difference(entry.get("request", {}), normalised) or "the request hash differs"
+            recorded = entry.get("request", {})
+            difference = first_difference(recorded, normalised) or "the request hash differs"
+            changed = changed_tools(recorded.get("tools") if isinstance(recorded, dict) else None, normalised["tools"])
+            tools_note = f"Tools changed since the recording: {changed}. " if changed else ""
             raise self._fail(
                 f"stale recording: {describe(labels)} differs from the recording — re-record. "
-                f"First difference: {difference}",
+                f"{tools_note}First difference: {difference}",
                 "stale_recording",
                 request,
             )

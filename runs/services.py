@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agenthost.seams import Conversation, LoadedAgent
+from agenthost.seams import Conversation, LoadedAgent, declared_functions
 from cases.models import Suite
 from runs.dispatch import queue_or_undo, queue_ping, run_dispatch
 from runs.errors import QueueUnavailable, RunConflict, RunError
@@ -173,7 +173,7 @@ def _agent_snapshot(suite: Suite) -> dict[str, Any]:
         provider=agent.provider,
         model=agent.model,
         temperature=agent.temperature,
-        functions=list(agent.functions or []),
+        functions=declared_functions(agent.functions or []),
         rules=list(agent.rules or []),
         sub_agents=[(sub.name, sub.description) for sub in agent.sub_agents.all()],
     )
@@ -184,6 +184,12 @@ def _agent_snapshot(suite: Suite) -> dict[str, Any]:
         "temperature": agent.temperature,
         "functions": loaded.tools(entry_agent_name=agent.name),
         "sub_agents": [name for name, _ in loaded.sub_agents],
+        # The MCP tools as their servers last listed them, by function name: what the run's cases were offered.
+        "mcp_tools": {
+            item["name"]: {**item["mcp"], "description": item["description"], "parameters": item["parameters"]}
+            for item in loaded.functions
+            if isinstance(item.get("mcp"), dict)
+        },
     }
 
 

@@ -40,7 +40,7 @@ def test_it_has_a_file_or_a_command_in_every_block():
     blocks = guide_blocks()
     assert {language for language, _ in blocks} == {"sh", "python"}
     files = [body.splitlines()[0] for language, body in blocks if language == "python"]
-    assert files == ["# shop_tools.py"]
+    assert files == ["# shop_tools.py", "# parcels_mcp.py"]
     assert "agenttest.plugin" in GUIDE.read_text(encoding="utf-8")
 
 
@@ -88,6 +88,11 @@ def test_it_runs_every_command_of_the_guide(package_env: PackageEnv, tmp_path):
     assert re.search(r'status\\?":\s*\\?"shipped', output), output[-4000:]
     # Neither the chat nor any test run sent a receipt: the side effect never happened.
     assert not (work / "receipts.log").exists()
+    # MCP: the server's read-only tool ran for real in chat; its recorded case passed; nothing was refunded.
+    assert "parcels__track_parcel  [read-only]" in output
+    assert re.search(r'"name":\s*"parcels__track_parcel".*?"outcome":\s*"executed"', output, re.DOTALL), output[-4000:]
+    assert "out for delivery" in output
+    assert not (work / "refunds.log").exists()
     # CI: the suite ran from the exported files on a fresh database and passed.
     report = ElementTree.parse(work / "report.xml").getroot()
     suites = [report] if report.tag == "testsuite" else list(report)

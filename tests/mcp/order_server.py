@@ -1,0 +1,93 @@
+"""A small MCP server for the tests, written with the SDK: `python order_server.py stdio` or `... http PORT`.
+
+Every real call of a tool writes a marker file `called-<tool>-<n>` into $MCP_MARKER_DIR, and the process writes
+`started-<pid>` when it starts, so a test can prove that a run neither called a tool nor started the server.
+$MCP_ORDERS_VARIANT=2 changes lookup_order's input schema (tool-schema drift).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+MARKERS = Path(os.environ["MCP_MARKER_DIR"])
+VARIANT = os.environ.get("MCP_ORDERS_VARIANT", "1")
+server = MCPServer("orders")
+
+
+def _called(tool: str, arguments: dict) -> None:
+    (MARKERS / f"called-{tool}-{uuid.uuid4().hex}").write_text(json.dumps(arguments))
+
+
+if VARIANT == "2":
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def lookup_order(
+        order_id: Annotated[str, Field(description="The order number")],
+        include_items: bool = False,
+    ) -> str:
+        """Look an order up by its number."""
+        _called("lookup_order", {"order_id": order_id})
+        return json.dumps({"order_id": order_id, "status": "shipped"})
+
+else:
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def lookup_order(order_id: Annotated[str, Field(description="The order number")]) -> str:
+        """Look an order up by its number."""
+        _called("lookup_order", {"order_id": order_id})
+        return json.dumps({"order_id": order_id, "status": "shipped"})
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+def cancel_order(order_id: str) -> str:
+    """Cancel an order."""
+    _called("cancel_order", {"order_id": order_id})
+    return json.dumps({"order_id": order_id, "cancelled": True})
+
+
+@server.tool()
+def add_note(order_id: str, note: str) -> str:
+    """Add a note to an order (no annotations: counts as side-effecting)."""
+    _called("add_note", {"order_id": order_id, "note": note})
+    return "noted"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def slow_lookup(seconds: float) -> str:
+    """Take `seconds` to answer."""
+    _called("slow_lookup", {"seconds": seconds})
+    time.sleep(seconds)
+    return "finally"
+
+
+@server.tool()
+def crash() -> str:
+    """Exit the server process at once, as a crash would."""
+    _called("crash", {})
+    os._exit(3)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def refuse(order_id: str) -> str:
+    """Always fails with a tool error (is_error)."""
+    _called("refuse", {"order_id": order_id})
+    raise ToolError(f"order {order_id} is locked")
+
+
+if __name__ == "__main__":
+    (MARKERS / f"started-{os.getpid()}").write_text(sys.argv[1])
+    if sys.argv[1] == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()
