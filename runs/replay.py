@@ -82,10 +82,18 @@ def normalise_request(request: ModelRequest, model_key: str) -> dict[str, Any]:
         {
             "model": model_key,
             "temperature": request.temperature,
-            "messages": stable(request.messages),
+            "messages": stable([_with_content(message) for message in request.messages]),
             "tools": stable(request.tools),
         }
     )
+
+
+def _with_content(message: Any) -> Any:
+    # An assistant message beside tool calls leaves out an empty content (servers refuse `null` there); recordings
+    # made when it was sent as null must still match, so both read as null here.
+    if isinstance(message, dict) and message.get("role") == "assistant" and "content" not in message:
+        return {"role": "assistant", "content": None, **message}
+    return message
 
 
 def request_hash(normalised: dict[str, Any]) -> str:
