@@ -14,7 +14,7 @@ from agenthost import executor
 from agenthost.calls import parse_arguments, record_call, refusal_for, storable_raw_arguments, stored_name
 from agenthost.functions import FunctionContext, FunctionResult
 from agenthost.history import history_as_model_messages
-from agenthost.llm.base import ModelRequest, ModelResponse, ProviderError, response_problem
+from agenthost.llm.base import ModelRequest, ModelResponse, ProviderError, response_problem, unfinished_answer
 from agenthost.llm.registry import UnknownModel, get_provider
 from agenthost.loading import LoadedAgent
 from agenthost.models import Message
@@ -103,10 +103,10 @@ def turn_run(
             output_tokens=_storable_count(response.usage.output_tokens),
             latency_ms=response.latency_ms,
         )
-        unfinished = _unfinished_answer(response)
+        unfinished = unfinished_answer(response)
         if unfinished:
             raise ModelCallFailed(
-                f"the model {loaded.model_named} failed at turn {turn} step {step}: {unfinished}",
+                f"the model {loaded.model_named} failed at turn {turn} step {step}: {redact_text(unfinished)}",
                 provider_code="refusal" if response.refusal else str(response.finish_reason),
                 partial=result,
             )
@@ -136,21 +136,6 @@ def turn_run(
             partial=result,
         )
     return loaded
-
-
-def _unfinished_answer(response: ModelResponse) -> str:
-    """Why the answer cannot be used as one, or "": a refusal, or an answer the endpoint stopped before its end."""
-    if response.refusal:
-        return f"the model refused to answer: {redact_text(response.refusal)[:500]}"
-    if response.finish_reason == "length":
-        return (
-            f"the answer was cut off at the length limit (finish_reason: length) after "
-            f"{response.usage.output_tokens} output tokens; raise the model's max_completion_tokens in the providers "
-            "file (or the server's own limit) if it needs more"
-        )
-    if response.finish_reason == "content_filter":
-        return "the endpoint's content filter stopped the answer (finish_reason: content_filter)"
-    return ""
 
 
 def repetition(steps: list[tuple[tuple[str, str], ...]]) -> str:

@@ -192,3 +192,19 @@ def response_problem(response: Any) -> str:
             if not isinstance(getattr(call, name), str):
                 return f"tool_calls[{index}].{name} must be a string, got {type(getattr(call, name)).__name__}"
     return ""
+
+
+def unfinished_answer(response: ModelResponse) -> str:
+    """Why a model's answer cannot be used as one, or "": it refused, or the endpoint stopped it before its end.
+    Every caller (the agent loop, the judge, extraction) treats each as a failure that says so."""
+    if response.refusal:
+        return f"the model refused to answer: {response.refusal[:500]}"
+    if response.finish_reason == "length":
+        return (
+            f"the answer was cut off at the length limit (finish_reason: length) after "
+            f"{response.usage.output_tokens} output tokens; raise the model's max_completion_tokens in the providers "
+            "file (or the server's own limit) if it needs more"
+        )
+    if response.finish_reason == "content_filter":
+        return "the endpoint's content filter stopped the answer (finish_reason: content_filter)"
+    return ""
