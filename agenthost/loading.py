@@ -33,7 +33,7 @@ class LoadedAgent:
     instruction: str
     provider: str
     model: str
-    temperature: float
+    temperature: float | None
     functions: list[dict[str, Any]]
     rules: list[dict[str, Any]]
     sub_agents: list[tuple[str, str]] = field(default_factory=list)

@@ -88,9 +88,11 @@ def readable_server_message(body: Any) -> str:
     first, *rest = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
     problems: list[str] = []
     for line in rest:
+        if line.strip().lower().startswith("for further information"):
+            continue
         if line.startswith((" ", "\t")) and problems:
             problems[-1] = f"{problems[-1]}: {_without_input(line.strip())}"
-        elif not line.lower().startswith("for further information"):
+        else:
             problems.append(line.strip())
     return _join(first, problems)
 
