@@ -31,6 +31,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -125,6 +126,7 @@ class OpenAIStub:
         self._responder: Responder | None = None
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
+        self._paths: list[str] = []
         self._connections: set[socket.socket] = set()
         self._call_count = 0
         self._lock = threading.Lock()
@@ -193,6 +195,12 @@ class OpenAIStub:
         """The headers (lower-case names) of the chat requests received, in order."""
         with self._lock:
             return list(self._headers)
+
+    @property
+    def paths(self) -> list[str]:
+        """The paths (with their query) of the chat requests received, in order."""
+        with self._lock:
+            return list(self._paths)
 
     def _note(self, body: dict[str, Any], headers: dict[str, str]) -> None:
         # A request the stub refused as the API would is still one it received.
@@ -349,7 +357,8 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            # Azure OpenAI adds the deployment to the path and the API version to the query.
+            if not urllib.parse.urlsplit(self.path).path.rstrip("/").endswith("/chat/completions"):
                 self._error(HttpError(404, f"no route POST {self.path}"))
                 return
             try:
@@ -361,6 +370,9 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 self._error(HttpError(400, "the stub answers non-streaming chat completions only"))
                 return
             headers = {name.lower(): value for name, value in self.headers.items()}
+            with stub._lock:
+                if stub.record:
+                    stub._paths.append(self.path)
             try:
                 reply = stub.refusal_of(body)
                 if reply is None:
