@@ -424,3 +424,41 @@ def test_it_errors_a_rate_limited_case_once_waiting_would_outlast_its_timeout(st
 
     assert result.status == "error"
     assert "rate limited (HTTP 429)" in result.reason and "waited 3.0 s for rate limits (1 time" in result.reason
+
+
+# --- The judge's odd answers ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("verdict", "reason"),
+    [
+        (Answer(refusal="I won't grade this."), "the judge's answer is unusable: the model refused to answer: I won't"),
+        (Answer('{"score": 5, "rea', finish_reason="length"), "the judge's answer is unusable: the answer was cut off"),
+    ],
+)
+def test_it_errors_when_the_judge_refuses_or_is_cut_off(stub, verdict, reason):
+    def answer(body: dict) -> Answer | str:
+        return verdict if body.get("response_format") else desk_answer(body)
+
+    stub.respond_with(answer)
+
+    result = only_result(execute(make_suite(judge=REASONING)))
+
+    assert result.status == "error"
+    assert result.reason.startswith("llmJudge (case) could not be evaluated: ") and reason in result.reason
+
+
+def test_it_parses_the_judges_free_text_when_its_model_has_no_structured_output(stub, settings):
+    configure(settings, stub, **{"gpt-5-mini": {"structured_output": False}})
+
+    def answer(body: dict) -> Answer | str:
+        if body["messages"][0]["content"].startswith("You grade one reply"):
+            return 'My verdict: {"score": 4, "reason": "clear enough"}'
+        return desk_answer(body)
+
+    stub.respond_with(answer)
+
+    result = only_result(execute(make_suite(judge=REASONING)))
+
+    assert result.status == "passed", result.reason
+    assert not any(body.get("response_format") for body in stub.requests)
