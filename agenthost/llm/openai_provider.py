@@ -120,6 +120,8 @@ def _join(first: str, problems: list[str]) -> str:
 
 
 def _cut(text: str, limit: int) -> str:
+    # Whitespace collapsed: a control character a server sent must not start a line of its own.
+    text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -132,7 +132,7 @@ def test_it_passes_a_run_on_an_ordinary_and_a_reasoning_model_with_the_judge_on_
     assert all(a["status"] == "passed" for r in results for a in r.assertions if a["type"] == "llmJudge")
 
 
-def test_it_records_cached_and_reasoning_tokens_and_prices_them_in_the_summary(stub):
+def test_it_records_cached_and_reasoning_tokens_and_prices_them_in_the_summary(stub, member_client):
     run = execute(make_suite(cases=2), (ORDINARY, REASONING))
 
     summaries = {summary.model: summary for summary in run_summary(run=run)}
@@ -159,6 +159,13 @@ def test_it_records_cached_and_reasoning_tokens_and_prices_them_in_the_summary(s
     ordinary = summaries[ORDINARY]
     plain = Decimal(ordinary.input_tokens * 0.15 + ordinary.output_tokens * 0.6) / 1_000_000
     assert ordinary.cost < plain
+    data = member_client.get(f"/api/runs/{run.pk}/").json()
+    shown = {item["model"]: item for item in data["summary"]}
+    assert shown[REASONING]["reasoning_tokens"] == summaries[REASONING].reasoning_tokens
+    assert shown[ORDINARY]["cached_input_tokens"] == summaries[ORDINARY].cached_input_tokens
+    assert sum(item["cached_input_tokens"] for item in data["results"]) == sum(
+        summary.cached_input_tokens for summary in summaries.values()
+    )
 
 
 def test_it_sends_a_models_max_completion_tokens_extra_body_and_headers_from_the_environment(
