@@ -319,7 +319,7 @@ def closed_port() -> int:
         return probe.getsockname()[1]
 
 
-def test_it_leaves_results_that_never_got_an_answer_out_of_p50_and_p95(stub, settings):
+def test_it_leaves_results_that_never_got_an_answer_out_of_p50_and_p95(stub, settings, admin_client):
     settings.AGENTTEST_PROVIDERS = {
         **settings.AGENTTEST_PROVIDERS,
         "down": {"kind": "openai", "base_url": f"http://127.0.0.1:{closed_port()}/v1", "api_key_env": "",
@@ -333,6 +333,8 @@ def test_it_leaves_results_that_never_got_an_answer_out_of_p50_and_p95(stub, set
     assert (down.errored, down.unanswered) == (2, 2)
     assert down.latency_p50_ms is None and down.latency_p95_ms is None
     assert summaries[ORDINARY].unanswered == 0 and summaries[ORDINARY].latency_p50_ms > 0
+    page = admin_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "2 never answered" in page
 
 
 def test_it_names_the_users_model_in_the_same_reason_in_live_record_and_replay(stub):
