@@ -471,3 +471,19 @@ def test_it_parses_the_judges_free_text_when_its_model_has_no_structured_output(
 
     assert result.status == "passed", result.reason
     assert not any(body.get("response_format") for body in stub.requests)
+
+
+def test_it_stops_a_run_at_its_budget_counting_reasoning_tokens_at_their_price(stub, settings):
+    # Reasoning tokens priced far above output ones: only they can exhaust this budget after one case.
+    configure(settings, stub, **{"gpt-5-mini": {"reasoning_price": 1000.0}})
+    suite = make_suite(cases=3)
+
+    run = Run.objects.get(pk=run_execute(run_id=run_create(
+        suite=suite, model_keys=[REASONING], budget_cost=Decimal("0.04")
+    ).pk).pk)
+
+    (first,) = CaseResult.objects.filter(run=run)
+    assert first.reasoning_tokens == 2 * REASONING_TOKENS
+    assert first.cost >= Decimal(2 * REASONING_TOKENS * 1000) / 1_000_000
+    assert run.status == Run.Status.ERROR
+    assert run.reason == f"budget exhausted after 1 of 3 results: ${first.cost:.4f} spent of a budget of $0.0400"
