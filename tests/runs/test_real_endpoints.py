@@ -487,3 +487,13 @@ def test_it_stops_a_run_at_its_budget_counting_reasoning_tokens_at_their_price(s
     assert first.cost >= Decimal(2 * REASONING_TOKENS * 1000) / 1_000_000
     assert run.status == Run.Status.ERROR
     assert run.reason == f"budget exhausted after 1 of 3 results: ${first.cost:.4f} spent of a budget of $0.0400"
+
+
+def test_it_passes_a_case_whose_first_call_meets_a_5xx_the_sdk_retries(stub, settings):
+    configure(settings, stub, max_retries=1)
+    stub.queue(HttpError(503, "The server is overloaded or not ready yet."))
+
+    result = only_result(execute(make_suite()))
+
+    assert result.status == "passed" and result.reason == ""
+    assert len(stub.requests) == 3, "the refused attempt, its retry, and the call after the tool result"
