@@ -188,7 +188,7 @@ class ModelSummary:
     # Parts of the two above, priced apart (cached input, reasoning).
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
-    # Results that ran but never got an answer from the model (it was down, refused every call): not in p50/p95.
+    # Results that ran without any answer from the model (it was down, or never asked): not in p50/p95.
     unanswered: int = 0
     cost: Decimal = Decimal(0)
     # What the llmJudge spent judging this model's results, at the judge model's price; the budget counts it.

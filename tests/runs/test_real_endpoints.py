@@ -326,15 +326,20 @@ def test_it_leaves_results_that_never_got_an_answer_out_of_p50_and_p95(stub, set
                  "timeout": 2.0, "max_retries": 0, "models": [{"name": "smollm2"}]},
     }
 
-    run = execute(make_suite(cases=2), (ORDINARY, "down:smollm2"))
+    suite = make_suite(cases=2)
+    out = io.StringIO()
+    with pytest.raises(SystemExit):
+        call_command("run_suite", suite.name, "--models", f"{ORDINARY},down:smollm2", "--inline", stdout=out)
+    run = Run.objects.get(suite=suite)
 
+    assert "down:smollm2: 2 result(s) without an answer from the model (not in p50/p95)" in out.getvalue()
     summaries = {summary.model: summary for summary in run_summary(run=run)}
     down = summaries["down:smollm2"]
     assert (down.errored, down.unanswered) == (2, 2)
     assert down.latency_p50_ms is None and down.latency_p95_ms is None
     assert summaries[ORDINARY].unanswered == 0 and summaries[ORDINARY].latency_p50_ms > 0
     page = admin_client.get(f"/runs/{run.pk}/").content.decode()
-    assert "2 never answered" in page
+    assert "2 without an answer" in page
 
 
 def test_it_names_the_users_model_in_the_same_reason_in_live_record_and_replay(stub):

@@ -292,7 +292,7 @@ class Command(BaseCommand):
         for summary in summaries:
             if summary.unanswered:
                 self.stdout.write(
-                    f"{summary.model}: {summary.unanswered} result(s) never got an answer from the model (not in "
+                    f"{summary.model}: {summary.unanswered} result(s) without an answer from the model (not in "
                     "p50/p95)"
                 )
         if summaries and summaries[0].cost_note:
