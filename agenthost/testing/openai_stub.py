@@ -127,6 +127,7 @@ class OpenAIStub:
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
         self._paths: list[str] = []
+        self._times: list[float] = []
         self._connections: set[socket.socket] = set()
         self._call_count = 0
         self._lock = threading.Lock()
@@ -201,6 +202,12 @@ class OpenAIStub:
         """The paths (with their query) of the chat requests received, in order."""
         with self._lock:
             return list(self._paths)
+
+    @property
+    def times(self) -> list[float]:
+        """When each chat request arrived (time.monotonic()), in order: how long a client waited between them."""
+        with self._lock:
+            return list(self._times)
 
     def _note(self, body: dict[str, Any], headers: dict[str, str]) -> None:
         # A request the stub refused as the API would is still one it received.
@@ -373,6 +380,7 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             with stub._lock:
                 if stub.record:
                     stub._paths.append(self.path)
+                    stub._times.append(time.monotonic())
             try:
                 reply = stub.refusal_of(body)
                 if reply is None:

@@ -429,6 +429,9 @@ def test_it_rides_out_a_429_storm_with_every_case_passed_and_the_waiting_shown(s
     assert [r.reason for r in waited] == [
         "waited 0.4 s for rate limits (2 times after HTTP 429 outlasted the provider's retries)"
     ]
+    # Every retry, the SDK's and the case's, waited the Retry-After the stub asked for.
+    gaps = [later - earlier for earlier, later in zip(stub.times[:4], stub.times[1:5], strict=True)]
+    assert all(gap >= 0.19 for gap in gaps), gaps
 
 
 def test_it_errors_a_rate_limited_case_once_waiting_would_outlast_its_timeout(stub):
