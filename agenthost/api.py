@@ -64,7 +64,7 @@ class AgentOutputSerializer(serializers.Serializer):
     provider = serializers.CharField()
     model = serializers.CharField()
     model_key = serializers.CharField()
-    temperature = serializers.FloatField()
+    temperature = serializers.FloatField(allow_null=True)
     functions = serializers.JSONField()
     sub_agents = serializers.SerializerMethodField(help_text="Names of the agents this one may route to.")
 
@@ -104,7 +104,8 @@ class AgentCreateApi(APIView):
         instruction = serializers.CharField(trim_whitespace=False)
         provider = serializers.CharField(max_length=100)
         model = serializers.CharField(max_length=200)
-        temperature = serializers.FloatField(min_value=0.0, max_value=2.0, default=0.0)
+        # null: the model's default — what a reasoning model needs, since it refuses any other.
+        temperature = serializers.FloatField(min_value=0.0, max_value=2.0, allow_null=True, default=0.0)
         functions = JSONInputField(default=list)
         rules = JSONInputField(default=list)
         sub_agents = serializers.ListField(child=serializers.CharField(), default=list)

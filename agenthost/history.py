@@ -18,10 +18,14 @@ def history_as_model_messages(messages: list[Message]) -> list[dict[str, Any]]:
     def flush() -> None:
         nonlocal block_calls, block_results, block_text, in_block
         if in_block:
-            entry: dict[str, Any] = {"role": "assistant", "content": block_text or None}
+            # An empty content is left out, not sent as null: the spec allows either beside tool calls, and some
+            # servers (llama-cpp-python) answer null with HTTP 500.
+            entry: dict[str, Any] = {"role": "assistant"}
+            if block_text:
+                entry["content"] = block_text
             if block_calls:
                 entry["tool_calls"] = block_calls
-            if entry["content"] is not None or block_calls:
+            if block_text or block_calls:
                 result.append(entry)
             result.extend(block_results)
         block_calls, block_results, block_text, in_block = [], [], None, False

@@ -35,15 +35,22 @@ class LoadedAgent:
     instruction: str
     provider: str
     model: str
-    temperature: float
+    temperature: float | None
     functions: list[dict[str, Any]]
     rules: list[dict[str, Any]]
     sub_agents: list[tuple[str, str]] = field(default_factory=list)
     max_steps: int = 10
+    # The model as its user configured it, when a hook runs the agent through another provider (a test harness's):
+    # what reasons name, so a failure reads the same whichever provider carried the call.
+    shown_model_key: str = ""
 
     @property
     def model_key(self) -> str:
         return f"{self.provider}:{self.model}"
+
+    @property
+    def model_named(self) -> str:
+        return self.shown_model_key or self.model_key
 
     def callable_names(self) -> frozenset[str]:
         return callable_function_names(self.functions)

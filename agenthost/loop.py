@@ -14,7 +14,7 @@ from agenthost import executor
 from agenthost.calls import parse_arguments, record_call, refusal_for, storable_raw_arguments, stored_name
 from agenthost.functions import FunctionContext, FunctionResult
 from agenthost.history import history_as_model_messages
-from agenthost.llm.base import ModelRequest, ModelResponse, ProviderError, response_problem
+from agenthost.llm.base import ModelRequest, ModelResponse, ProviderError, response_problem, unfinished_answer
 from agenthost.llm.registry import UnknownModel, get_provider
 from agenthost.loading import LoadedAgent
 from agenthost.models import Message
@@ -45,6 +45,8 @@ def turn_run(
     entry_name = session.entry_agent.name
     session.add_message(turn=turn, role=Message.Role.USER, content=redact_text(text), agent_id=loaded.id)
     model_messages = history_as_model_messages([*conversation.messages.all(), *session.pending_messages()])
+    # Each step's calls (name and arguments), to tell a looping agent from one that needs more steps.
+    step_calls: list[tuple[tuple[str, str], ...]] = []
 
     for step in range(loaded.max_steps):
         # Each step renews the turn's claim; a turn that lost it (it ran past AGENTTEST_REQUEST_TIMEOUT and another
@@ -61,7 +63,7 @@ def turn_run(
             response = get_provider(loaded.provider).complete(request)
         except ProviderError as exc:
             raise ModelCallFailed(
-                f"the model {loaded.model_key} failed at turn {turn} step {step}: {redact_text(str(exc))}",
+                f"the model {loaded.model_named} failed at turn {turn} step {step}: {redact_text(str(exc))}",
                 provider_code=exc.code,
                 partial=result,
             ) from exc
@@ -72,7 +74,7 @@ def turn_run(
         except Exception as exc:  # a plugin's provider kind may raise anything; the turn must still end cleanly
             logger.exception("provider %s raised", loaded.provider)
             raise ModelCallFailed(
-                f"the model {loaded.model_key} failed at turn {turn} step {step}: the provider raised "
+                f"the model {loaded.model_named} failed at turn {turn} step {step}: the provider raised "
                 f"{type(exc).__name__}: {redact_text(str(exc))[:500]}",
                 provider_code="provider_crash",
                 partial=result,
@@ -80,7 +82,7 @@ def turn_run(
         problem = response_problem(response)
         if problem:
             raise ModelCallFailed(
-                f"the model {loaded.model_key} failed at turn {turn} step {step}: the provider answered something "
+                f"the model {loaded.model_named} failed at turn {turn} step {step}: the provider answered something "
                 f"that is not a model response ({problem})",
                 provider_code="bad_response",
                 partial=result,
@@ -101,17 +103,24 @@ def turn_run(
             output_tokens=_storable_count(response.usage.output_tokens),
             latency_ms=response.latency_ms,
         )
+        unfinished = unfinished_answer(response)
+        if unfinished:
+            raise ModelCallFailed(
+                f"the model {loaded.model_named} failed at turn {turn} step {step}: {redact_text(unfinished)}",
+                provider_code="refusal" if response.refusal else str(response.finish_reason),
+                partial=result,
+            )
         if not response.tool_calls:
             model_messages.append({"role": "assistant", "content": text_out})
             result.output, result.finish = text_out, "answer"
             break
-        model_messages.append(
-            {
-                "role": "assistant",
-                "content": text_out or None,
-                "tool_calls": [c.as_openai() for c in response.tool_calls],
-            }
-        )
+        # An empty content is left out, not sent as null (see history.py).
+        assistant: dict[str, Any] = {"role": "assistant"}
+        if text_out:
+            assistant["content"] = text_out
+        assistant["tool_calls"] = [c.as_openai() for c in response.tool_calls]
+        model_messages.append(assistant)
+        step_calls.append(tuple((call.name, call.arguments) for call in response.tool_calls))
         # The next step is the routed-to agent's, if a call routed; this response's calls were all its caller's.
         stop_result, loaded = _run_tool_calls(session, loaded, response, turn, result, model_messages)
         if stop_result is not None:
@@ -119,12 +128,36 @@ def turn_run(
             result.finish = "missing_function" if stop_result.outcome == "missing" else "stop_completion"
             break
     else:
+        repeated = repetition(step_calls)
         raise StepLimitExceeded(
-            f"the agent did not finish turn {turn} within {loaded.max_steps} model steps "
-            f"(raise the agent's max_steps or AGENTTEST_MAX_STEPS if it needs more)",
+            f"the agent did not finish turn {turn} within {loaded.max_steps} model steps"
+            + (f": {repeated}" if repeated else "")
+            + " (raise the agent's max_steps or AGENTTEST_MAX_STEPS if it needs more)",
             partial=result,
         )
     return loaded
+
+
+def repetition(steps: list[tuple[tuple[str, str], ...]]) -> str:
+    """How a looping agent repeated itself: the shortest cycle of identical steps (same calls, same arguments) that
+    the last steps repeat, e.g. "the agent repeated route_to_agent → fallback_to_router 5 times"; "" when the steps
+    do not repeat."""
+    best: tuple[int, int] | None = None
+    for period in range(1, len(steps) // 2 + 1):
+        cycle = steps[-period:]
+        times = 1
+        while (times + 1) * period <= len(steps):
+            end = len(steps) - times * period
+            if steps[end - period : end] != cycle:
+                break
+            times += 1
+        if times >= 2 and (best is None or times * period > best[0] * best[1]):
+            best = (times, period)
+    if best is None:
+        return ""
+    times, period = best
+    names = " → ".join(", ".join(name for name, _ in step) for step in steps[-period:])
+    return f"the agent repeated {names} {times} times"
 
 
 def _storable_count(value: object) -> int:

@@ -12,7 +12,9 @@ class Agent(models.Model):
     )
     provider = models.CharField(max_length=100, help_text="A configured model provider, e.g. 'simulated'.")
     model = models.CharField(max_length=200)
-    temperature = models.FloatField(default=0.0)
+    temperature = models.FloatField(
+        default=0.0, null=True, blank=True, help_text="Empty: the model's default (no temperature is sent)."
+    )
     functions = models.JSONField(
         default=list,
         blank=True,

@@ -37,6 +37,7 @@ from agenthost.llm.base import (
     ToolCall,
     Usage,
     response_problem,
+    unfinished_answer,
 )
 from agenthost.llm.registry import (
     UnknownModel,
@@ -150,6 +151,7 @@ __all__ = [
     "sealed_filter",
     "send",
     "start",
+    "unfinished_answer",
     "unregister_agent_load_hook",
     "unregister_executor_provider",
     "unregister_runtime_provider",

@@ -16,7 +16,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agenthost.seams import ModelRequest, ProviderError, get_model, get_provider, response_problem
+from agenthost.seams import (
+    ModelRequest,
+    ProviderError,
+    get_model,
+    get_provider,
+    response_problem,
+    unfinished_answer,
+)
 from agenttest.inputs import MAX_JSON_DEPTH, json_text_too_deep
 from recording.transcripts import Transcript
 
@@ -30,6 +37,32 @@ turn 0, each next case starts right after the previous one ends, and the last ca
 Name each case after the user's goal in a few words (at most 60 characters), e.g. "Track a late parcel".
 Answer with JSON only, in exactly this shape:
 {"segments": [{"name": "...", "firstTurn": 0, "lastTurn": 1}, {"name": "...", "firstTurn": 2, "lastTurn": 2}]}"""
+
+
+# The answer's shape, sent as structured output where the extraction model supports it; verified the same either way.
+SEGMENTS_SCHEMA = {
+    "name": "segments",
+    "schema": {
+        "type": "object",
+        "properties": {
+            "segments": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "firstTurn": {"type": "integer"},
+                        "lastTurn": {"type": "integer"},
+                    },
+                    "required": ["name", "firstTurn", "lastTurn"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+        "required": ["segments"],
+        "additionalProperties": False,
+    },
+}
 
 
 class SegmentationError(Exception):
@@ -64,6 +97,7 @@ def segments_request(*, transcript: Transcript, model: str) -> ModelRequest:
         ],
         tools=[],
         temperature=0.0,
+        response_schema=SEGMENTS_SCHEMA,
         metadata={"purpose": "case extraction", "conversation_id": transcript.conversation_id},
     )
 
@@ -128,6 +162,9 @@ def segments_ask(*, transcript: Transcript, model_key: str) -> list[Segment]:
     if problem:
         raise ModelUnavailable(f"the extraction model {model_key} answered something that is not a model response "
                                f"({problem})")
+    unfinished = unfinished_answer(response)
+    if unfinished:
+        raise SegmentationError(f"the extraction model {model_key}'s answer is unusable: {unfinished}")
     return segments_parse(response.text or "", turn_count=len(transcript.turns))
 
 

@@ -23,6 +23,7 @@ from agenthost.seams import (
     get_model,
     get_provider,
     parse_model_key,
+    unfinished_answer,
 )
 from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep
 from runs.sessions import is_subset
@@ -252,6 +253,20 @@ def _no_blocked(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tu
     return FAILED, "no blocked tool calls", blocked + unavailable, "; ".join(problems)
 
 
+# The verdict's shape, sent as structured output where the judge's model supports it; parsed the same either way.
+JUDGE_SCHEMA = {
+    "name": "judge_verdict",
+    "schema": {
+        "type": "object",
+        "properties": {
+            "score": {"type": "integer", "description": "1 (does not meet the criterion) to 5 (fully meets it)"},
+            "reason": {"type": "string", "description": "one sentence"},
+        },
+        "required": ["score", "reason"],
+        "additionalProperties": False,
+    },
+}
+
 JUDGE_INSTRUCTION = (
     "You grade one reply of an AI assistant against one criterion. Score from 1 (does not meet it at all) to 5 "
     '(fully meets it). Answer with JSON only: {"score": <integer 1-5>, "reason": "<one sentence>"}.'
@@ -274,6 +289,7 @@ def _judge(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple:
                     {"role": "user", "content": f"Criterion: {criterion}\n\nReply:\n{evidence.output}"},
                 ],
                 temperature=0.0,
+                response_schema=JUDGE_SCHEMA,
                 metadata={"purpose": "judge", "scope": judge.scope},
             ),
             judge.model,
@@ -283,6 +299,9 @@ def _judge(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple:
     except ProviderError as exc:
         return ERROR, expected, None, f"the judge model failed: {exc}"
     usage = {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens}
+    unfinished = unfinished_answer(response)
+    if unfinished:
+        return ERROR, expected, _excerpt(response.text or ""), f"the judge's answer is unusable: {unfinished}", usage
     verdict = _parse_verdict(response.text)
     if isinstance(verdict, str):
         return ERROR, expected, _excerpt(response.text), f"the judge's answer is unusable: {verdict}", usage

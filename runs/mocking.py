@@ -97,6 +97,7 @@ def apply_model_override(loaded: LoadedAgent, conversation: Conversation) -> Non
     session = registry.get(conversation.pk)
     if session is not None and session.provider:
         loaded.provider, loaded.model = session.provider, session.model
+        loaded.shown_model_key = f"{session.model_provider}:{session.model}"
 
 
 mock_provider = MockExecutorProvider()

@@ -112,6 +112,12 @@ class CaseResult(models.Model):
     model_latency_ms = models.FloatField(default=0)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
+    cached_input_tokens = models.PositiveIntegerField(
+        default=0, help_text="Of the input tokens, those the endpoint served from its prompt cache."
+    )
+    reasoning_tokens = models.PositiveIntegerField(
+        default=0, help_text="Of the output tokens, those the model spent reasoning before it answered."
+    )
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
     judge_input_tokens = models.PositiveIntegerField(default=0, help_text="Tokens the llmJudge used on this result.")
     judge_output_tokens = models.PositiveIntegerField(default=0)

@@ -274,9 +274,11 @@ _HEADER_KEYS = ("format", "suite", "case", "model", "entries", "recorded_at")
 _ENTRY_KEYS = ("purpose", "turn", "step", "agent", "scope", "model", "request_hash", "request", "kind")
 _KIND_KEYS = {ANSWER: ("response", "latency_ms"), ERROR: ("error",), HANG: ()}
 _REQUEST_KEYS = ("model", "temperature", "messages", "tools")
-_RESPONSE_KEYS = ("text", "tool_calls", "finish_reason", "usage", "model")
+_RESPONSE_KEYS = ("text", "tool_calls", "finish_reason", "usage", "model", "refusal")
 _CALL_KEYS = ("id", "name", "arguments")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
+# Parts of the two counts above (never added to them): cached input and reasoning tokens.
+_USAGE_DETAIL_KEYS = ("cached_input_tokens", "reasoning_tokens")
 _ERROR_KEYS = ("code", "message", "partial_text")
 
 # Bounds far beyond any real recording and within what replaying it stores: a model's text and a tool call's
@@ -413,6 +415,7 @@ def _answer_problem(entry: dict[str, Any]) -> str:
         or _text(response, "text", "response.", limit=MAX_TEXT_CHARS, nullable=True)
         or _text(response, "finish_reason", "response.", limit=MAX_LABEL_CHARS, nullable=True)
         or _text(response, "model", "response.", limit=MAX_LABEL_CHARS, nullable=True)
+        or _text(response, "refusal", "response.", limit=MAX_TEXT_CHARS, nullable=True)
     )
     if problem:
         return problem
@@ -437,9 +440,11 @@ def _answer_problem(entry: dict[str, Any]) -> str:
     if not isinstance(usage, dict):
         return f"response.usage must be an object with {' and '.join(_USAGE_KEYS)}"
     return (
-        _unknown(usage, _USAGE_KEYS, "response.usage: ")
+        _unknown(usage, _USAGE_KEYS + _USAGE_DETAIL_KEYS, "response.usage: ")
         or _whole(usage, "input_tokens", "response.usage.", maximum=MAX_TOKENS)
         or _whole(usage, "output_tokens", "response.usage.", maximum=MAX_TOKENS)
+        or _whole(usage, "cached_input_tokens", "response.usage.", maximum=MAX_TOKENS)
+        or _whole(usage, "reasoning_tokens", "response.usage.", maximum=MAX_TOKENS)
     )
 
 

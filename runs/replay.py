@@ -82,10 +82,18 @@ def normalise_request(request: ModelRequest, model_key: str) -> dict[str, Any]:
         {
             "model": model_key,
             "temperature": request.temperature,
-            "messages": stable(request.messages),
+            "messages": stable([_with_content(message) for message in request.messages]),
             "tools": stable(request.tools),
         }
     )
+
+
+def _with_content(message: Any) -> Any:
+    # An assistant message beside tool calls leaves out an empty content (servers refuse `null` there); recordings
+    # made when it was sent as null must still match, so both read as null here.
+    if isinstance(message, dict) and message.get("role") == "assistant" and "content" not in message:
+        return {"role": "assistant", "content": None, **message}
+    return message
 
 
 def request_hash(normalised: dict[str, Any]) -> str:
@@ -259,11 +267,10 @@ class Recorder(Tape):
                             for call in response.tool_calls
                         ],
                         "finish_reason": response.finish_reason,
-                        "usage": {
-                            "input_tokens": response.usage.input_tokens,
-                            "output_tokens": response.usage.output_tokens,
-                        },
+                        "usage": _usage_entry(response.usage),
                         "model": response.model,
+                        # Only when there is one: recordings without it stay as they were.
+                        **({"refusal": response.refusal} if response.refusal else {}),
                     }
                 ),
                 "latency_ms": round(response.latency_ms, 3),
@@ -386,6 +393,16 @@ def _stored_tokens(usage: dict[str, Any], key: str) -> int:
     return value
 
 
+def _usage_entry(usage: Usage) -> dict[str, int]:
+    entry = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    # The details only when the endpoint reported them, so recordings of endpoints without them are unchanged.
+    if usage.cached_input_tokens:
+        entry["cached_input_tokens"] = usage.cached_input_tokens
+    if usage.reasoning_tokens:
+        entry["reasoning_tokens"] = usage.reasoning_tokens
+    return entry
+
+
 def _response(entry: dict[str, Any], request: ModelRequest) -> ModelResponse:
     response = entry["response"]
     usage = response.get("usage") or {}
@@ -398,7 +415,13 @@ def _response(entry: dict[str, Any], request: ModelRequest) -> ModelResponse:
             for call in response.get("tool_calls") or []
         ],
         finish_reason=response.get("finish_reason") or "stop",
-        usage=Usage(_stored_tokens(usage, "input_tokens"), _stored_tokens(usage, "output_tokens")),
+        usage=Usage(
+            _stored_tokens(usage, "input_tokens"),
+            _stored_tokens(usage, "output_tokens"),
+            _stored_tokens(usage, "cached_input_tokens"),
+            _stored_tokens(usage, "reasoning_tokens"),
+        ),
+        refusal=response.get("refusal") or "",
         # As recorded: a replayed comparison shows what the model took, not how fast a lookup is.
         latency_ms=float(entry.get("latency_ms", 0.0)),
         model=response.get("model") or request.model,

@@ -70,6 +70,8 @@ def result_store(
         model_latency_ms=execution.model_latency_ms,
         input_tokens=execution.usage.input_tokens,
         output_tokens=execution.usage.output_tokens,
+        cached_input_tokens=min(execution.usage.cached_input_tokens, 2**31 - 1),
+        reasoning_tokens=min(execution.usage.reasoning_tokens, 2**31 - 1),
         cost=execution.cost,
         judge_input_tokens=execution.judge_usage.input_tokens,
         judge_output_tokens=execution.judge_usage.output_tokens,

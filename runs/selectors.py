@@ -185,6 +185,11 @@ class ModelSummary:
     latency_p95_ms: float | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    # Parts of the two above, priced apart (cached input, reasoning).
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    # Results that ran without any answer from the model (it was down, or never asked): not in p50/p95.
+    unanswered: int = 0
     cost: Decimal = Decimal(0)
     # What the llmJudge spent judging this model's results, at the judge model's price; the budget counts it.
     judge_tokens: int = 0
@@ -224,7 +229,8 @@ _COUNTERS = {"passed": "passed", "failed": "failed", "error": "errored", "cancel
 
 def run_summary(*, run: Run) -> list[ModelSummary]:
     """Per model, in the run's model order: counts, pass rate over the results that ran (cancelled excluded, every
-    trial counted), p50/p95 model latency by nearest rank, tokens and cost (the model's, and the judge's apart); the
+    trial counted), p50/p95 model latency by nearest rank over the results the model answered (`unanswered` counts
+    the others), tokens (cached and reasoning ones apart) and cost (the model's, and the judge's apart); the
     run's mode and trials, pass^k and how many cases are stable-pass, stable-fail or flaky. One query."""
     summaries = {key: ModelSummary(model=key, mode=run.mode, trials=run.trials) for key in run.model_keys}
     latencies: dict[str, list[float]] = {key: [] for key in run.model_keys}
@@ -233,13 +239,14 @@ def run_summary(*, run: Run) -> list[ModelSummary]:
         .order_by("position", "id")
         .values_list(
             "model", "status", "model_latency_ms", "input_tokens", "output_tokens", "cost", "case_id", "case_name",
-            "trial", "judge_input_tokens", "judge_output_tokens", "judge_cost",
+            "trial", "judge_input_tokens", "judge_output_tokens", "judge_cost", "cached_input_tokens",
+            "reasoning_tokens",
         )
     )
     trial_rows = []
     for (
         model, status, latency, tokens_in, tokens_out, cost, case_id, case_name, trial, judge_in, judge_out,
-        judge_cost,
+        judge_cost, cached, reasoning,
     ) in rows:
         trial_rows.append((case_id, case_name, model, trial, status))
         summary = summaries.setdefault(model, ModelSummary(model=model, mode=run.mode, trials=run.trials))
@@ -247,11 +254,18 @@ def run_summary(*, run: Run) -> list[ModelSummary]:
         setattr(summary, _COUNTERS[status], getattr(summary, _COUNTERS[status]) + 1)
         summary.input_tokens += tokens_in
         summary.output_tokens += tokens_out
+        summary.cached_input_tokens += cached
+        summary.reasoning_tokens += reasoning
         summary.cost += cost or Decimal(0)
         summary.judge_tokens += judge_in + judge_out
         summary.judge_cost += judge_cost or Decimal(0)
-        if status != CaseResult.Status.CANCELLED:
+        if status == CaseResult.Status.CANCELLED:
+            pass
+        elif latency > 0 or tokens_in or tokens_out:
             latencies.setdefault(model, []).append(latency)
+        else:
+            # No call of it answered: its 0 ms would read as the fastest model in the table.
+            summary.unanswered += 1
     for key, summary in summaries.items():
         ran = summary.total - summary.cancelled
         summary.pass_rate = summary.passed / ran if ran else None
@@ -278,7 +292,10 @@ def run_matrix(*, run: Run) -> list[dict[str, Any]]:
         CaseResult.objects.filter(run=run)
         .order_by("position", "id")
         # The run's trials come with the results (a join), so a caller holding a partly loaded run adds no query.
-        .values("id", "case_id", "case_name", "model", "trial", "status", "duration_ms", "reason", "run__trials")
+        .values(
+            "id", "case_id", "case_name", "model", "trial", "status", "duration_ms", "reason", "run__trials",
+            "cached_input_tokens", "reasoning_tokens",
+        )
     )
     trials = 1
     for result in results:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,9 @@ from agenthost.seams import (
 from runs.replay import Tape
 
 ALLOWED_FUNCTIONS = frozenset(CONTROL_FLOW_FUNCTIONS)
+# Without a Retry-After, a rate-limited case backs off 1, 2, 4 … s; no single wait is longer than a minute.
+RATE_LIMIT_BACKOFF = 1.0
+RATE_LIMIT_MAX_WAIT = 60.0
 
 
 class Outcome:
@@ -96,6 +100,11 @@ class CaseSession:
     usage: Usage = field(default_factory=Usage)
     model_latency_ms: float = 0.0
     judge_usage: Usage = field(default_factory=Usage)
+    # When the case times out (time.monotonic()); a rate-limited call waits and tries again only until then.
+    deadline: float | None = None
+    # The waits for rate limits once the provider's own retries were spent: how many, and how long in all.
+    rate_limit_waits: int = 0
+    rate_limit_wait_seconds: float = 0.0
     _calls_per_function: dict[str, int] = field(default_factory=dict)
     _canary_open: bool = True
     _expired: threading.Event = field(default_factory=threading.Event)
@@ -137,14 +146,22 @@ class CaseSession:
     def spend(self, request: ModelRequest, call: Callable[[], ModelResponse], *, judge: bool = False) -> ModelResponse:
         """Make one model call of the case. None starts once the case timed out; a call that finishes is counted
         even when it returns after the timeout, because it was paid for."""
-        if self.expired:
-            raise ProviderError(
-                "the case timed out; no further model call of it is made",
-                code="case_timed_out",
-                provider=self.provider,
-                model=request.model,
-            )
-        response = call()
+        attempt = 0
+        while True:
+            if self.expired:
+                raise ProviderError(
+                    "the case timed out; no further model call of it is made",
+                    code="case_timed_out",
+                    provider=self.provider,
+                    model=request.model,
+                )
+            try:
+                response = call()
+                break
+            except ProviderError as exc:
+                if exc.code != "rate_limited" or not self._wait_out_rate_limit(exc, attempt):
+                    raise
+                attempt += 1
         with self._lock:
             if judge:
                 self.judge_usage = self.judge_usage + response.usage
@@ -152,6 +169,35 @@ class CaseSession:
                 self.usage = self.usage + response.usage
                 self.model_latency_ms += response.latency_ms
         return response
+
+    def _wait_out_rate_limit(self, exc: ProviderError, attempt: int) -> bool:
+        """After the provider's own retries met HTTP 429 still: wait as the endpoint asked (else back off) and say
+        whether to try again — only while the wait ends before the case's timeout. A replay re-plays the recorded
+        429s without the waiting: nothing is rate-limiting it."""
+        wait = exc.retry_after if exc.retry_after else min(RATE_LIMIT_BACKOFF * 2**attempt, RATE_LIMIT_MAX_WAIT)
+        wait = min(wait, RATE_LIMIT_MAX_WAIT)
+        replaying = self.tape is not None and not self.tape.spends
+        if self.deadline is not None and not replaying and time.monotonic() + wait >= self.deadline:
+            return False
+        if not replaying and self._expired.wait(wait):
+            return False
+        with self._lock:
+            self.rate_limit_waits += 1
+            self.rate_limit_wait_seconds += 0.0 if replaying else wait
+        return True
+
+    def rate_limit_note(self) -> str:
+        """What the case waited for rate limits, for its result; "" when it did not."""
+        with self._lock:
+            waits, seconds = self.rate_limit_waits, self.rate_limit_wait_seconds
+        if not waits:
+            return ""
+        if self.tape is not None and not self.tape.spends:
+            return f"replayed {waits} HTTP 429 answer(s) the recorded run waited out (without waiting now)"
+        return (
+            f"waited {seconds:.1f} s for rate limits ({waits} time{'s' if waits != 1 else ''} after HTTP 429 outlasted "
+            "the provider's retries)"
+        )
 
     def next_call_index(self, name: str) -> int:
         with self._lock:

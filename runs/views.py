@@ -568,12 +568,15 @@ def matrix_csv(request: HttpRequest, run_id: int) -> HttpResponse:
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-matrix.csv"'
     writer = csv.writer(response)
-    writer.writerow(["case_id", "case", *(f"{model} {part}" for model in models for part in ("status", "duration_ms"))])
+    parts = ("status", "duration_ms", "cached_input_tokens", "reasoning_tokens")
+    writer.writerow(["case_id", "case", *(f"{model} {part}" for model in models for part in parts)])
     for row in rows:
         cells = []
         for model in models:
             cell = row["cells"].get(model)
-            cells += [cell["status"], f"{cell['duration_ms']:.0f}"] if cell else ["", ""]
+            cells += [
+                cell["status"], f"{cell['duration_ms']:.0f}", cell["cached_input_tokens"], cell["reasoning_tokens"]
+            ] if cell else [""] * len(parts)
         writer.writerow([row["case_id"] or "", _csv_text(row["case_name"]), *cells])
     return response
 

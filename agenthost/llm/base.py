@@ -25,15 +25,26 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens of one or more calls. The details are parts of the totals, as the OpenAI API counts them: cached input
+    tokens are input tokens the endpoint served from its prompt cache, reasoning tokens are output tokens the model
+    spent thinking before it answered. Both are priced apart (ModelConfig.cost)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
 
 
 @dataclass
@@ -41,7 +52,11 @@ class ModelRequest:
     model: str
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] = field(default_factory=list)
+    # None: the model's default (nothing is sent).
     temperature: float | None = None
+    # A JSON Schema the answer must follow ({"name", "schema"}), for the providers and models that support
+    # structured output; the others get the same request without it and the caller parses the text as before.
+    response_schema: dict[str, Any] | None = None
     # Where the request comes from (conversation id, turn, step); never sent to the model.
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -57,10 +72,13 @@ class ModelResponse:
     usage: Usage = field(default_factory=Usage)
     latency_ms: float = 0.0
     model: str = ""
+    # The model declined to answer (the OpenAI API's `refusal`): the answer is the refusal, not `text`.
+    refusal: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,
+            "refusal": self.refusal,
             "tool_calls": [asdict(call) for call in self.tool_calls],
             "finish_reason": self.finish_reason,
             "usage": asdict(self.usage),
@@ -72,29 +90,51 @@ class ModelResponse:
 class ProviderError(Exception):
     """The model endpoint failed (after its retries). `code` is short and stable: 'rate_limited', 'timeout', …"""
 
-    def __init__(self, message: str, *, code: str = "provider_error", provider: str = "", model: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "provider_error",
+        provider: str = "",
+        model: str = "",
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.provider = provider
         self.model = model
+        # Seconds the endpoint asked to wait before trying again (a 429's Retry-After), when it said.
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """One configured `provider:model` with prices per million tokens."""
+    """One configured `provider:model` with prices in USD per million tokens. Cached input tokens cost
+    `cached_input_price` and reasoning tokens `reasoning_price`; None means the plain input or output price."""
 
     provider: str
     model: str
     input_price: float = 0.0
     output_price: float = 0.0
     label: str = ""
+    cached_input_price: float | None = None
+    reasoning_price: float | None = None
 
     @property
     def key(self) -> str:
         return f"{self.provider}:{self.model}"
 
     def cost(self, usage: Usage) -> float:
-        return (usage.input_tokens * self.input_price + usage.output_tokens * self.output_price) / 1_000_000
+        cached = min(usage.cached_input_tokens, usage.input_tokens)
+        reasoning = min(usage.reasoning_tokens, usage.output_tokens)
+        cached_price = self.input_price if self.cached_input_price is None else self.cached_input_price
+        reasoning_price = self.output_price if self.reasoning_price is None else self.reasoning_price
+        return (
+            (usage.input_tokens - cached) * self.input_price
+            + cached * cached_price
+            + (usage.output_tokens - reasoning) * self.output_price
+            + reasoning * reasoning_price
+        ) / 1_000_000
 
 
 class ModelProvider(abc.ABC):
@@ -132,10 +172,14 @@ def response_problem(response: Any) -> str:
         return f"text must be a string, got {type(response.text).__name__}"
     if not isinstance(response.usage, Usage):
         return f"usage must be a Usage, got {type(response.usage).__name__}"
-    for name in ("input_tokens", "output_tokens"):
+    for name in ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens"):
         value = getattr(response.usage, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             return f"usage.{name} must be a whole number ≥ 0, got {value!r}"[:200]
+    if not isinstance(response.refusal, str):
+        return f"refusal must be a string, got {type(response.refusal).__name__}"
+    if not isinstance(response.finish_reason, str | None):
+        return f"finish_reason must be a string, got {type(response.finish_reason).__name__}"
     latency = response.latency_ms
     if isinstance(latency, bool) or not isinstance(latency, int | float) or not math.isfinite(latency) or latency < 0:
         return f"latency_ms must be a finite number ≥ 0, got {latency!r}"[:200]
@@ -147,4 +191,20 @@ def response_problem(response: Any) -> str:
         for name in ("id", "name", "arguments"):
             if not isinstance(getattr(call, name), str):
                 return f"tool_calls[{index}].{name} must be a string, got {type(getattr(call, name)).__name__}"
+    return ""
+
+
+def unfinished_answer(response: ModelResponse) -> str:
+    """Why a model's answer cannot be used as one, or "": it refused, or the endpoint stopped it before its end.
+    Every caller (the agent loop, the judge, extraction) treats each as a failure that says so."""
+    if response.refusal:
+        return f"the model refused to answer: {response.refusal[:500]}"
+    if response.finish_reason == "length":
+        return (
+            f"the answer was cut off at the length limit (finish_reason: length) after "
+            f"{response.usage.output_tokens} output tokens; raise the model's max_completion_tokens in the providers "
+            "file (or the server's own limit) if it needs more"
+        )
+    if response.finish_reason == "content_filter":
+        return "the endpoint's content filter stopped the answer (finish_reason: content_filter)"
     return ""

@@ -29,7 +29,11 @@ DEFAULT_MAX_RETRIES = 2
 
 # Keys every provider and every model may carry; a kind adds its own (ModelProvider.option_keys, model_option_keys).
 COMMON_KEYS = frozenset({"kind", "base_url", "api_key_env", "timeout", "max_retries", "models"})
-COMMON_MODEL_KEYS = frozenset({"name", "input_price", "output_price", "label"})
+COMMON_MODEL_KEYS = frozenset(
+    {"name", "input_price", "output_price", "cached_input_price", "reasoning_price", "label"}
+)
+# Prices that default to another one when left out: cached input to input, reasoning to output.
+_DETAIL_PRICES = ("cached_input_price", "reasoning_price")
 
 _PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -175,6 +179,8 @@ def _kind_problems(cls: type[ModelProvider], spec: dict[str, Any]) -> list[str]:
 def _model_problems(where: str, model: Any, allowed: frozenset[str] | None, seen: set[str]) -> list[str]:
     if not isinstance(model, dict):
         return [f"{where} must be a table with name and prices"]
+    if isinstance(model.get("name"), str) and model["name"].strip():
+        where = f"{where} (model {model['name']!r})"
     problems = [
         f"{where}: unknown field {key!r} (allowed: {', '.join(sorted(allowed))})"
         for key in model
@@ -187,7 +193,9 @@ def _model_problems(where: str, model: Any, allowed: frozenset[str] | None, seen
         problems.append(f"{where}: model {name!r} is listed twice")
     else:
         seen.add(name)
-    for field in ("input_price", "output_price"):
+    for field in ("input_price", "output_price", *_DETAIL_PRICES):
+        if field in _DETAIL_PRICES and field not in model:
+            continue
         price = model.get(field, 0.0)
         if not is_number(price) or price < 0:
             problems.append(f"{where}: field {field!r} must be a number ≥ 0 (USD per million tokens), got {price!r}")
@@ -218,6 +226,7 @@ def _normalise(spec: dict[str, Any]) -> dict[str, Any]:
             "name": model["name"],
             "input_price": float(model.get("input_price", 0.0)),
             "output_price": float(model.get("output_price", 0.0)),
+            **{field: float(model[field]) for field in _DETAIL_PRICES if field in model},
             "label": model.get("label", ""),
         }
         for model in spec["models"]

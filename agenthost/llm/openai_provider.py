@@ -1,55 +1,236 @@
-"""The `openai` provider: the official SDK against any OpenAI-compatible base URL (OpenAI, Azure, vLLM, Ollama,
-LiteLLM).
+"""The `openai` provider: the official SDK against any OpenAI-compatible base URL (OpenAI, Azure OpenAI, vLLM, Ollama,
+llama.cpp, LiteLLM).
 
 Retries on 429/5xx and connection errors are the SDK's own (max_retries, honouring Retry-After); this module only turns
 what is left into a ProviderError whose message never carries the key or request headers.
+
+What each model accepts differs (a reasoning model refuses `temperature`, takes `reasoning_effort` and
+`max_completion_tokens`), so every request is built from the model's own options in the providers file.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any
 
 import openai
 
 from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
-from agenthost.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OPENAI_BASE_URL
+from agenthost.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OPENAI_BASE_URL, is_number
 
 # Local servers (vLLM, Ollama, the test stub) ignore the key, but the SDK insists on having one.
 _PLACEHOLDER_KEY = "not-needed"
-_MAX_SERVER_MESSAGE = 300
+# A server's error: its first line, then one line per problem it lists, each kept readable.
+_MAX_FIRST_LINE = 300
+_MAX_PROBLEM_LINE = 200
+_MAX_PROBLEMS = 8
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+# The model option that changes a request parameter an endpoint may refuse as unsupported.
+_OPTION_FOR_PARAMETER = {
+    "temperature": ("accepts_temperature = false", "the model accepts only its default temperature"),
+    "max_tokens": ("max_completion_tokens", "set it instead of max_tokens"),
+    "max_completion_tokens": ("max_completion_tokens", "remove or lower it"),
+    "reasoning_effort": ("reasoning_effort", "remove it or pick a level the model supports"),
+    "response_format": ("structured_output = false", "the model does not support structured output"),
+}
+
+
+def _table_problems(where: str, value: Any, *, env: bool) -> list[str]:
+    if not isinstance(value, dict):
+        return [f"{where} must be a table"]
+    problems = []
+    for key, item in value.items():
+        if env and not _HEADER_NAME.match(str(key)):
+            problems.append(f"{where}: {key!r} is not a valid HTTP header name")
+        elif env and (not isinstance(item, str) or not _ENV_NAME.match(item)):
+            problems.append(
+                f"{where}: header {key!r} must name the environment variable that holds its value, got {item!r}"
+            )
+    return problems
+
+
+def _model_option_problems(where: str, model: dict[str, Any]) -> list[str]:
+    problems = []
+    for field in ("accepts_temperature", "structured_output"):
+        if field in model and not isinstance(model[field], bool):
+            problems.append(f"{where}: field {field!r} must be true or false, got {model[field]!r}")
+    effort = model.get("reasoning_effort")
+    if effort is not None and effort not in REASONING_EFFORTS:
+        levels = ", ".join(REASONING_EFFORTS)
+        problems.append(f"{where}: field 'reasoning_effort' must be one of {levels}, got {effort!r}")
+    limit = model.get("max_completion_tokens")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        problems.append(f"{where}: field 'max_completion_tokens' must be a whole number ≥ 1, got {limit!r}")
+    if "extra_body" in model:
+        problems.extend(_table_problems(f"{where}: field 'extra_body'", model["extra_body"], env=False))
+    if "headers_env" in model:
+        problems.extend(_table_problems(f"{where}: field 'headers_env'", model["headers_env"], env=True))
+    return problems
+
+
+def readable_server_message(body: Any) -> str:
+    """A server's error as a person reads it: the first line, then one line per problem it lists — a pydantic
+    validation list (FastAPI's `detail`, or its text in `message`) is the decisive part, so it is never cut off."""
+    if isinstance(body, dict):
+        detail = body.get("detail")
+        if isinstance(detail, list):
+            lines = [_problem_line(item) for item in detail]
+            return _join("the server refused the request:", [line for line in lines if line])
+        text = body.get("message") if isinstance(body.get("message"), str) else detail
+    else:
+        text = body
+    if not isinstance(text, str) or not text.strip():
+        return "no error message"
+    first, *rest = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+    problems: list[str] = []
+    for line in rest:
+        if line.strip().lower().startswith("for further information"):
+            continue
+        if line.startswith((" ", "\t")) and problems:
+            problems[-1] = f"{problems[-1]}: {_without_input(line.strip())}"
+        else:
+            problems.append(line.strip())
+    return _join(first, problems)
+
+
+def _problem_line(item: Any) -> str:
+    if not isinstance(item, dict):
+        return str(item)
+    location = ".".join(str(part) for part in item.get("loc") or [])
+    message = str(item.get("msg") or item.get("message") or item)
+    return f"{location}: {message}" if location else message
+
+
+def _without_input(line: str) -> str:
+    # Pydantic appends "[type=…, input_value=…, input_type=…]": the input may be a whole message, the type is enough.
+    match = re.search(r"\s*\[type=([^,\]]+)[^\]]*\]\s*$", line)
+    return f"{line[: match.start()]} ({match.group(1)})" if match else line
+
+
+def _join(first: str, problems: list[str]) -> str:
+    lines = [_cut(first, _MAX_FIRST_LINE)]
+    lines.extend(f"- {_cut(problem, _MAX_PROBLEM_LINE)}" for problem in problems[:_MAX_PROBLEMS])
+    if len(problems) > _MAX_PROBLEMS:
+        lines.append(f"- … and {len(problems) - _MAX_PROBLEMS} more")
+    return "\n".join(lines)
+
+
+def _cut(text: str, limit: int) -> str:
+    # Whitespace collapsed: a control character a server sent must not start a line of its own.
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    headers = exc.response.headers
+    for name, divisor in (("retry-after-ms", 1000), ("retry-after", 1)):
+        try:
+            value = float(headers.get(name, ""))
+        except ValueError:
+            continue
+        if value >= 0:
+            return value / divisor
+    return None
 
 
 class OpenAIProvider(ModelProvider):
     kind = "openai"
+    # api_version: the Azure OpenAI API version; set, the base_url is the Azure resource's endpoint.
+    option_keys = frozenset({"api_version", "headers_env"})
+    model_option_keys = frozenset(
+        {"accepts_temperature", "reasoning_effort", "max_completion_tokens", "structured_output", "extra_body",
+         "headers_env"}
+    )
 
     @classmethod
     def validate_options(cls, spec: dict[str, Any]) -> list[str]:
+        problems = []
         base_url = str(spec.get("base_url") or "").rstrip("/")
-        if not spec.get("api_key_env") and base_url in ("", OPENAI_BASE_URL):
-            return [f"field 'api_key_env' is required for {OPENAI_BASE_URL} (name the env var)"]
-        return []
+        api_version = spec.get("api_version")
+        if api_version is not None:
+            if not isinstance(api_version, str) or not api_version.strip():
+                problems.append(f"field 'api_version' must be an Azure OpenAI API version, got {api_version!r}")
+            if base_url in ("", OPENAI_BASE_URL):
+                problems.append(
+                    "field 'base_url' must be the Azure resource's endpoint (https://<resource>.openai.azure.com) "
+                    "when 'api_version' is set"
+                )
+            if not spec.get("api_key_env"):
+                problems.append("field 'api_key_env' is required for Azure OpenAI (name the env var)")
+        elif not spec.get("api_key_env") and base_url in ("", OPENAI_BASE_URL):
+            problems.append(f"field 'api_key_env' is required for {OPENAI_BASE_URL} (name the env var)")
+        if "headers_env" in spec:
+            problems.extend(_table_problems("field 'headers_env'", spec["headers_env"], env=True))
+        for index, model in enumerate(spec.get("models") or []):
+            if isinstance(model, dict):
+                problems.extend(_model_option_problems(f"models[{index}] (model {model.get('name')!r})", model))
+        return problems
 
     def __init__(self, name: str, options: dict[str, Any]) -> None:
         super().__init__(name, options)
         self.base_url = options.get("base_url") or OPENAI_BASE_URL
         self.api_key_env = options.get("api_key_env", "")
+        self.api_version = options.get("api_version")
         # Read once, when the provider is built: the registry rebuilds providers when the settings change.
         self._api_key = os.environ.get(self.api_key_env, "").strip() if self.api_key_env else _PLACEHOLDER_KEY
-        self._client = (
-            openai.OpenAI(
-                base_url=self.base_url,
-                api_key=self._api_key,
-                timeout=float(options.get("timeout", DEFAULT_TIMEOUT)),
-                max_retries=int(options.get("max_retries", DEFAULT_MAX_RETRIES)),
-            )
-            if self._api_key
-            else None
-        )
+        self._models = {model["name"]: model for model in options.get("models") or [] if isinstance(model, dict)}
+        self._headers = {
+            model: self._env_headers({**(options.get("headers_env") or {}), **(spec.get("headers_env") or {})})
+            for model, spec in self._models.items()
+        }
+        self._default_headers = self._env_headers(options.get("headers_env") or {})
+        self._client = self._build_client(options) if self._api_key else None
+
+    def _build_client(self, options: dict[str, Any]) -> openai.OpenAI:
+        common = {
+            "api_key": self._api_key,
+            "timeout": float(options.get("timeout", DEFAULT_TIMEOUT)),
+            "max_retries": int(options.get("max_retries", DEFAULT_MAX_RETRIES)),
+        }
+        if self.api_version:
+            # Azure names the deployment in the URL; the SDK puts the request's model there.
+            return openai.AzureOpenAI(azure_endpoint=self.base_url, api_version=self.api_version, **common)
+        return openai.OpenAI(base_url=self.base_url, **common)
+
+    @staticmethod
+    def _env_headers(names: dict[str, str]) -> dict[str, str | None]:
+        # A header whose variable is unset stays None: the call naming it fails saying which variable is missing.
+        return {header: (os.environ.get(env, "").strip() or None) for header, env in names.items()}
 
     def __repr__(self) -> str:
         return f"<OpenAIProvider {self.name!r} {self.base_url}>"
+
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The chat-completions parameters for `request` on its model, as its options in the providers file say."""
+        options = self._models.get(request.model, {})
+        params: dict[str, Any] = {"model": request.model, "messages": request.messages}
+        if request.tools:
+            params["tools"] = request.tools
+        if request.temperature is not None and options.get("accepts_temperature", True):
+            params["temperature"] = request.temperature
+        if "reasoning_effort" in options:
+            params["reasoning_effort"] = options["reasoning_effort"]
+        if "max_completion_tokens" in options:
+            params["max_completion_tokens"] = options["max_completion_tokens"]
+        if request.response_schema and options.get("structured_output", True):
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": request.response_schema["name"],
+                    "schema": request.response_schema["schema"],
+                    "strict": True,
+                },
+            }
+        if options.get("extra_body"):
+            params["extra_body"] = options["extra_body"]
+        headers = self._headers.get(request.model, self._default_headers)
+        if headers:
+            params["extra_headers"] = headers
+        return params
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         if self._client is None:
@@ -59,11 +240,18 @@ class OpenAIProvider(ModelProvider):
                 "missing_api_key",
                 request,
             )
-        params: dict[str, Any] = {"model": request.model, "messages": request.messages}
-        if request.tools:
-            params["tools"] = request.tools
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
+        params = self.request_params(request)
+        missing = [header for header, value in (params.get("extra_headers") or {}).items() if value is None]
+        if missing:
+            names = {**(self.options.get("headers_env") or {}),
+                     **(self._models.get(request.model, {}).get("headers_env") or {})}
+            raise self._error(
+                "the environment variable "
+                + ", ".join(f"{names[header]} (header {header!r})" for header in missing)
+                + " is empty or not set",
+                "missing_header",
+                request,
+            )
         started = time.perf_counter()
         try:
             completion = self._client.chat.completions.create(**params)
@@ -73,10 +261,11 @@ class OpenAIProvider(ModelProvider):
             raise self._error(f"cannot connect to {self.base_url}", "connection", request) from None
         except openai.RateLimitError as exc:
             message = f"rate limited (HTTP 429) by {self.base_url}: {self._server_message(exc)}"
-            raise self._error(message, "rate_limited", request) from None
+            raise self._error(message, "rate_limited", request, retry_after=_retry_after(exc)) from None
         except openai.APIStatusError as exc:
             raise self._error(
-                f"HTTP {exc.status_code} from {self.base_url}: {self._server_message(exc)}",
+                f"HTTP {exc.status_code} from {self.base_url}: {self._server_message(exc)}"
+                + self._option_hint(exc, request),
                 f"http_{exc.status_code}",
                 request,
             ) from None
@@ -85,7 +274,9 @@ class OpenAIProvider(ModelProvider):
             raise self._error(message, "provider_error", request) from None
         latency_ms = (time.perf_counter() - started) * 1000
         if not completion.choices:
-            raise self._error(f"{self.base_url} answered without any choice", "empty_response", request)
+            raise self._error(
+                f"{self.base_url} answered with an empty 'choices' list (no answer at all)", "empty_response", request
+            )
         choice = completion.choices[0]
         message = choice.message
         tool_calls = [
@@ -93,32 +284,68 @@ class OpenAIProvider(ModelProvider):
             for call in message.tool_calls or []
             if call.type == "function"
         ]
-        usage = completion.usage
         return ModelResponse(
             text=message.content or "",
             tool_calls=tool_calls,
             finish_reason=choice.finish_reason or ("tool_calls" if tool_calls else "stop"),
-            usage=Usage(
-                input_tokens=(usage.prompt_tokens or 0) if usage else 0,
-                output_tokens=(usage.completion_tokens or 0) if usage else 0,
-            ),
+            usage=_usage(completion.usage),
             latency_ms=latency_ms,
             model=completion.model or request.model,
+            refusal=getattr(message, "refusal", None) or "",
         )
 
-    def _error(self, message: str, code: str, request: ModelRequest) -> ProviderError:
-        return ProviderError(f"provider {self.name!r}: {message}", code=code, provider=self.name, model=request.model)
+    def _error(
+        self, message: str, code: str, request: ModelRequest, *, retry_after: float | None = None
+    ) -> ProviderError:
+        return ProviderError(
+            f"provider {self.name!r}: {message}",
+            code=code,
+            provider=self.name,
+            model=request.model,
+            retry_after=retry_after,
+        )
 
     def _server_message(self, exc: openai.APIStatusError) -> str:
         # Only the server's own error text: the SDK's message and the response may echo request headers.
-        body = exc.body
-        text = body.get("message") if isinstance(body, dict) else body
-        if not isinstance(text, str) or not text.strip():
-            return "no error message"
-        return self._scrub(text.strip())[:_MAX_SERVER_MESSAGE]
+        return self._scrub(readable_server_message(exc.body))
+
+    def _option_hint(self, exc: openai.APIStatusError, request: ModelRequest) -> str:
+        """For a 400 about a parameter the model does not support: which option of the providers file changes it."""
+        if exc.status_code != 400:
+            return ""
+        body = exc.body if isinstance(exc.body, dict) else {}
+        param = body.get("param") if isinstance(body.get("param"), str) else ""
+        text = str(body.get("message") or "")
+        if param not in _OPTION_FOR_PARAMETER:
+            param = next((name for name in _OPTION_FOR_PARAMETER if re.search(rf"\b{name}\b", text)), param)
+        where = f"for model {request.model!r} of provider {self.name!r} in the providers file"
+        if param in _OPTION_FOR_PARAMETER:
+            option, why = _OPTION_FOR_PARAMETER[param]
+            return f"\n(the parameter {param!r} was refused: set {option} {where} — {why})"
+        if param:
+            return f"\n(the parameter {param!r} was refused: change it with the model's options or extra_body {where})"
+        return ""
 
     def _scrub(self, text: str) -> str:
         # Some servers quote the key they rejected; it never leaves this object.
         if self._api_key and self._api_key != _PLACEHOLDER_KEY:
             text = text.replace(self._api_key, "[redacted]")
         return text
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    completion_details = getattr(usage, "completion_tokens_details", None)
+    return Usage(
+        input_tokens=_count(getattr(usage, "prompt_tokens", 0)),
+        output_tokens=_count(getattr(usage, "completion_tokens", 0)),
+        cached_input_tokens=_count(getattr(prompt_details, "cached_tokens", 0)),
+        reasoning_tokens=_count(getattr(completion_details, "reasoning_tokens", 0)),
+    )
+
+
+def _count(value: Any) -> int:
+    # Some servers send null, or a float, for a count they do not keep.
+    return int(value) if is_number(value) and value >= 0 else 0

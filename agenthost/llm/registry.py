@@ -139,10 +139,16 @@ def configured_models() -> list[ModelConfig]:
             input_price=float(model.get("input_price", 0.0)),
             output_price=float(model.get("output_price", 0.0)),
             label=model.get("label", ""),
+            cached_input_price=_price(model.get("cached_input_price")),
+            reasoning_price=_price(model.get("reasoning_price")),
         )
         for provider_name, spec in _providers().items()
         for model in spec.get("models", [])
     ]
+
+
+def _price(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def parse_model_key(key: str) -> tuple[str, str]:

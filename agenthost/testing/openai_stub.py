@@ -5,8 +5,16 @@
         ...  # point an `openai` provider at stub.base_url
         assert stub.requests[1]["messages"][-1]["role"] == "tool"
 
-A reply is a string (text), an `Answer` (text and/or tool calls, as in the scripted provider), an int HTTP status or
-an `HttpError`. Command line (serves the echo rules until stopped):
+A reply is a string (text), an `Answer` (text and/or tool calls, a refusal, a finish reason, usage with cached and
+reasoning tokens, as in the scripted provider), an int HTTP status, an `HttpError` (`rate_limited(seconds)` for a 429
+with Retry-After) or a `RawCompletion` sent as it is (an empty `choices`, say).
+
+It behaves like the OpenAI API where agenttest depends on it: a reasoning model (o-series, gpt-5 family, or one named
+in `reasoning_models`) answers HTTP 400 to a `temperature` other than 1 and to `max_tokens`, as OpenAI does, and an
+ordinary model to `reasoning_effort`; a reasoning model spends reasoning tokens; a prompt that starts with one the
+model saw before is partly served from the prompt cache (`cached_tokens`); `refuse_null_content` answers HTTP 500 to
+an assistant message whose content is null, as llama-cpp-python does. Command line (serves the echo rules until
+stopped):
 
     python -m agenthost.testing.openai_stub --port 8001 --echo
 """
@@ -15,17 +23,21 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
+import math
+import re
 import socket
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agenthost.llm.base import ModelRequest, ToolCall
+from agenthost.llm.base import ModelRequest, ToolCall, Usage
 from agenthost.llm.scripted import Answer, Call, estimate_usage
 
 
@@ -34,15 +46,39 @@ class HttpError:
     status: int
     message: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    # The OpenAI error's `param` and `code`; `body` replaces the whole error body (a FastAPI server's `detail`).
+    param: str | None = None
+    code: str | None = None
+    body: dict[str, Any] | None = None
 
 
-Reply = str | Answer | int | HttpError
+@dataclass(frozen=True)
+class RawCompletion:
+    """A response body sent exactly as given, for answers no Answer describes (an empty `choices` list)."""
+
+    payload: dict[str, Any]
+
+
+def rate_limited(retry_after: float) -> HttpError:
+    """A 429 as OpenAI sends it, asking the client to wait `retry_after` seconds."""
+    return HttpError(
+        429,
+        "Rate limit reached for requests per minute. Please try again later.",
+        {"Retry-After": f"{retry_after:g}", "retry-after-ms": str(int(retry_after * 1000))},
+        code="rate_limit_exceeded",
+    )
+
+
+Reply = str | Answer | int | HttpError | RawCompletion
 Responder = Callable[[dict[str, Any]], Reply]
 
 # Retryable statuses tell the client to retry almost at once, so SDK retries don't slow tests and benchmarks down.
 _RETRY_NOW = {"Retry-After": "0", "retry-after-ms": "1"}
 _RETRYABLE = {408, 409, 429}
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found", 429: "rate_limit_exceeded"}
+_REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
+# What a reasoning model of the stub spends thinking, per answer.
+REASONING_TOKENS = 24
 
 
 class _Server(ThreadingHTTPServer):
@@ -69,9 +105,20 @@ def echo_reply(body: dict[str, Any]) -> Reply:
 
 class OpenAIStub:
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, *, models: tuple[str, ...] = ("gpt-4o-mini",), record: bool = True
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        models: tuple[str, ...] = ("gpt-4o-mini",),
+        record: bool = True,
+        reasoning_models: tuple[str, ...] = (),
+        refuse_null_content: bool = False,
     ) -> None:
         self.models = models
+        self.reasoning_models = reasoning_models
+        self.refuse_null_content = refuse_null_content
+        # Hashes of the prompts (model + messages) seen, for the prompt cache.
+        self._prompts: set[str] = set()
         # A long benchmark run would otherwise keep every request body in memory.
         self.record = record
         self._count = 0
@@ -79,6 +126,8 @@ class OpenAIStub:
         self._responder: Responder | None = None
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
+        self._paths: list[str] = []
+        self._times: list[float] = []
         self._connections: set[socket.socket] = set()
         self._call_count = 0
         self._lock = threading.Lock()
@@ -148,6 +197,26 @@ class OpenAIStub:
         with self._lock:
             return list(self._headers)
 
+    @property
+    def paths(self) -> list[str]:
+        """The paths (with their query) of the chat requests received, in order."""
+        with self._lock:
+            return list(self._paths)
+
+    @property
+    def times(self) -> list[float]:
+        """When each chat request arrived (time.monotonic()), in order: how long a client waited between them."""
+        with self._lock:
+            return list(self._times)
+
+    def _note(self, body: dict[str, Any], headers: dict[str, str]) -> None:
+        # A request the stub refused as the API would is still one it received.
+        with self._lock:
+            self._count += 1
+            if self.record:
+                self._requests.append(body)
+                self._headers.append(headers)
+
     def _next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> Reply | None:
         with self._lock:
             self._count += 1
@@ -159,6 +228,66 @@ class OpenAIStub:
             responder = self._responder
         return responder(body) if responder is not None else None
 
+    def is_reasoning_model(self, model: str) -> bool:
+        return model in self.reasoning_models or bool(_REASONING_MODEL.match(model))
+
+    def refusal_of(self, body: dict[str, Any]) -> HttpError | None:
+        """What the OpenAI API would refuse in this request, as it would say it; None when it would answer."""
+        model = str(body.get("model", ""))
+        if self.is_reasoning_model(model):
+            temperature = body.get("temperature")
+            if temperature is not None and temperature != 1:
+                return HttpError(
+                    400,
+                    f"Unsupported value: 'temperature' does not support {temperature} with this model. Only the "
+                    "default (1) value is supported.",
+                    param="temperature",
+                    code="unsupported_value",
+                )
+            if "max_tokens" in body:
+                return HttpError(
+                    400,
+                    "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                    "'max_completion_tokens' instead.",
+                    param="max_tokens",
+                    code="unsupported_parameter",
+                )
+        elif "reasoning_effort" in body:
+            return HttpError(
+                400,
+                "Unrecognized request argument supplied: reasoning_effort",
+                param="reasoning_effort",
+                code="unsupported_parameter",
+            )
+        if self.refuse_null_content:
+            for index, message in enumerate(body.get("messages") or []):
+                if isinstance(message, dict) and "content" in message and message["content"] is None:
+                    # llama-cpp-python's answer, a pydantic validation list inside a 500.
+                    return HttpError(
+                        500,
+                        "1 validation error for ChatCompletionRequest\n"
+                        f"messages.{index}.content\n"
+                        "  Input should be a valid string [type=string_type, input_value=None, input_type=NoneType]",
+                        {"x-should-retry": "true"},
+                    )
+        return None
+
+    def _cached_tokens(self, model: str, messages: list[Any]) -> int:
+        """Tokens of the longest prompt this model saw before that this one starts with (the prompt cache)."""
+        digest = hashlib.sha256(model.encode())
+        prefixes: list[tuple[str, int]] = []
+        size = 0
+        for message in messages:
+            text = json.dumps(message, sort_keys=True)
+            digest.update(text.encode())
+            size += len(text)
+            prefixes.append((digest.hexdigest(), size))
+        with self._lock:
+            cached = max((length for key, length in prefixes if key in self._prompts), default=0)
+            if self.record and prefixes:
+                self._prompts.add(prefixes[-1][0])
+        return math.ceil(cached / 4)
+
     def _completion(self, body: dict[str, Any], answer: Answer) -> dict[str, Any]:
         with self._lock:
             first = self._call_count + 1
@@ -167,10 +296,21 @@ class OpenAIStub:
             ToolCall(id=f"call_{first + offset}", name=call.name, arguments=call.raw_arguments())
             for offset, call in enumerate(answer.tool_calls)
         ]
-        request = ModelRequest(model=body.get("model", ""), messages=body.get("messages") or [],
-                               tools=body.get("tools") or [])
-        usage = answer.usage or estimate_usage(request, answer.text, calls)
-        message: dict[str, Any] = {"role": "assistant", "content": answer.text or None}
+        model = str(body.get("model", ""))
+        request = ModelRequest(model=model, messages=body.get("messages") or [], tools=body.get("tools") or [])
+        usage = answer.usage
+        if usage is None:
+            estimate = estimate_usage(request, answer.text, calls)
+            reasoning = REASONING_TOKENS if self.is_reasoning_model(model) else 0
+            usage = Usage(
+                input_tokens=estimate.input_tokens,
+                output_tokens=estimate.output_tokens + reasoning,
+                cached_input_tokens=min(self._cached_tokens(model, request.messages), estimate.input_tokens),
+                reasoning_tokens=reasoning,
+            )
+        message: dict[str, Any] = {
+            "role": "assistant", "content": answer.text or None, "refusal": answer.refusal or None
+        }
         if calls:
             message["tool_calls"] = [call.as_openai() for call in calls]
         return {
@@ -189,6 +329,8 @@ class OpenAIStub:
                 "prompt_tokens": usage.input_tokens,
                 "completion_tokens": usage.output_tokens,
                 "total_tokens": usage.total_tokens,
+                "prompt_tokens_details": {"cached_tokens": usage.cached_input_tokens},
+                "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
             },
         }
 
@@ -222,7 +364,8 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            # Azure OpenAI adds the deployment to the path and the API version to the query.
+            if not urllib.parse.urlsplit(self.path).path.rstrip("/").endswith("/chat/completions"):
                 self._error(HttpError(404, f"no route POST {self.path}"))
                 return
             try:
@@ -234,8 +377,16 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 self._error(HttpError(400, "the stub answers non-streaming chat completions only"))
                 return
             headers = {name.lower(): value for name, value in self.headers.items()}
+            with stub._lock:
+                if stub.record:
+                    stub._paths.append(self.path)
+                    stub._times.append(time.monotonic())
             try:
-                reply = stub._next_reply(body, headers)
+                reply = stub.refusal_of(body)
+                if reply is None:
+                    reply = stub._next_reply(body, headers)
+                else:
+                    stub._note(body, headers)
             except Exception as exc:  # a broken responder becomes a 500 the test can see
                 reply = HttpError(500, f"the stub's responder failed: {exc!r}", {"x-should-retry": "false"})
             if reply is None:
@@ -246,17 +397,20 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 reply = Answer(text=reply)
             if isinstance(reply, HttpError):
                 self._error(reply)
+            elif isinstance(reply, RawCompletion):
+                self._send(200, reply.payload)
             else:
                 self._send(200, stub._completion(body, reply))
 
         def _error(self, error: HttpError) -> None:
             headers = dict(_RETRY_NOW) if error.status in _RETRYABLE or error.status >= 500 else {}
             headers.update(error.headers)
-            payload = {
+            payload = error.body or {
                 "error": {
                     "message": error.message or f"stub error {error.status}",
                     "type": _ERROR_TYPES.get(error.status, "server_error" if error.status >= 500 else "api_error"),
-                    "code": None,
+                    "param": error.param,
+                    "code": error.code,
                 }
             }
             self._send(error.status, payload, headers)

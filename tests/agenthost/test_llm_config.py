@@ -99,7 +99,7 @@ def test_it_reads_a_provider_file_into_the_normalised_shape(tmp_path):
         (
             '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
             '[[providers.local.models]]\nname = "m"\ninput_price = -1\n',
-            "provider 'local': models[0]: field 'input_price' must be a number ≥ 0",
+            "provider 'local': models[0] (model 'm'): field 'input_price' must be a number ≥ 0",
         ),
         (
             '[providers.local]\nkind = 3\n[[providers.local.models]]\nname = "m"\n',
@@ -117,7 +117,7 @@ def test_it_reads_a_provider_file_into_the_normalised_shape(tmp_path):
         (
             '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
             '[[providers.local.models]]\nname = "m"\n[[providers.local.models]]\nname = "m"\n',
-            "provider 'local': models[1]: model 'm' is listed twice",
+            "provider 'local': models[1] (model 'm'): model 'm' is listed twice",
         ),
         ('title = "mine"\n', "unknown top-level key 'title'"),
     ],
@@ -155,13 +155,13 @@ def test_it_reads_a_kind_that_no_plugin_has_registered_yet_keeping_its_own_field
         (
             '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\nretries = 3\n'
             '[[providers.local.models]]\nname = "m"\n',
-            "provider 'local': unknown field 'retries' (allowed for kind 'openai': api_key_env, base_url, kind, "
-            "max_retries, models, timeout)",
+            "provider 'local': unknown field 'retries' (allowed for kind 'openai': api_key_env, api_version, base_url, "
+            "headers_env, kind, max_retries, models, timeout)",
         ),
         (
             '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
             '[[providers.local.models]]\nname = "m"\ncontext = 8000\n',
-            "provider 'local': models[0]: unknown field 'context'",
+            "provider 'local': models[0] (model 'm'): unknown field 'context'",
         ),
         (
             '[providers.local]\nkind = "grpc"\n[[providers.local.models]]\nname = "m"\n',

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from agenthost.llm import registry
-from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, ProviderError
+from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, response_problem
 from agenthost.llm.scripted import Answer, Call, Fail
 from agenthost.testing.openai_stub import HttpError
 
@@ -33,8 +33,8 @@ class Arrangement:
         self.provider, self.model = provider, model
         self.text, self.tool_call, self.failure = text, tool_call, failure
 
-    def ask(self, messages, tools=(), model=None) -> ModelResponse:
-        request = ModelRequest(model=model or self.model, messages=messages, tools=list(tools))
+    def ask(self, messages, tools=(), model=None, **fields) -> ModelResponse:
+        request = ModelRequest(model=model or self.model, messages=messages, tools=list(tools), **fields)
         return self.provider.complete(request)
 
 
@@ -129,3 +129,22 @@ class TestProviderContract:
         assert caught.value.provider == arranged.provider.name
         assert caught.value.model == model
         assert str(caught.value)
+
+    def test_it_reports_usage_details_as_parts_of_the_totals(self, arranged):
+        messages, tools = arranged.text()
+
+        answer = arranged.ask(messages, tools)
+
+        assert response_problem(answer) == ""
+        assert 0 <= answer.usage.cached_input_tokens <= answer.usage.input_tokens
+        assert 0 <= answer.usage.reasoning_tokens <= answer.usage.output_tokens
+        assert answer.refusal == ""
+
+    def test_it_answers_a_request_that_leaves_temperature_to_the_model_and_asks_for_a_schema(self, arranged):
+        messages, tools = arranged.text()
+        schema = {"name": "reply", "schema": {"type": "object", "properties": {"text": {"type": "string"}},
+                                              "required": ["text"], "additionalProperties": False}}
+
+        answer = arranged.ask(messages, tools, temperature=None, response_schema=schema)
+
+        assert isinstance(answer, ModelResponse) and answer.text.strip()

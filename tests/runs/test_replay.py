@@ -9,7 +9,7 @@ import pytest
 
 from agenthost.llm.scripted import Answer, Hang
 from agenthost.models import Agent
-from agenthost.testing.openai_stub import HttpError, echo_reply
+from agenthost.testing.openai_stub import HttpError, echo_reply, rate_limited
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Recording, Run
 from runs.replay import HANG, REPLAY_PROVIDER
@@ -222,17 +222,30 @@ def test_it_times_out_on_a_recorded_hang_and_lets_the_case_thread_end(suite):
 
 
 def test_it_replays_a_provider_error_recorded_live(suite, stub):
-    stub.queue(HttpError(429, "slow down"))
+    stub.queue(HttpError(400, "the request is malformed"))
     recorded = results(execute(suite, Run.Mode.RECORD))[0]
-    assert recorded.status == "error" and "rate limited (HTTP 429)" in recorded.reason
+    assert recorded.status == "error" and "HTTP 400" in recorded.reason
     stub.stop()
 
     replayed = results(execute(suite, Run.Mode.REPLAY))[0]
 
     assert replayed.status == "error"
-    assert "rate limited (HTTP 429)" in replayed.reason and "slow down" in replayed.reason
+    assert replayed.reason == recorded.reason and "the request is malformed" in replayed.reason
     entry = Recording.objects.get(case__name="looks the order up").entries[0]
-    assert (entry["kind"], entry["error"]["code"]) == ("error", "rate_limited")
+    assert (entry["kind"], entry["error"]["code"]) == ("error", "http_400")
+
+
+def test_it_replays_a_rate_limit_the_recording_waited_out_without_waiting(suite, stub):
+    stub.queue(*[rate_limited(0.3)] * 3)
+    recorded = results(execute(suite, Run.Mode.RECORD))[0]
+    assert recorded.status == "passed" and recorded.reason.startswith("waited 0.9 s for rate limits (3 times")
+    stub.stop()
+
+    replayed = results(execute(suite, Run.Mode.REPLAY))[0]
+
+    assert replayed.status == "passed" and replayed.reason.startswith("replayed 3 HTTP 429 answer(s)")
+    entries = Recording.objects.get(case__name="looks the order up").entries
+    assert (entries[0]["kind"], entries[0]["error"]["code"]) == ("error", "rate_limited")
 
 
 def test_it_replays_an_error_after_partial_output(suite):

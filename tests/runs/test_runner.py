@@ -320,7 +320,7 @@ def _registered_ids():
 
 
 def test_it_errors_when_the_model_fails(agent, scripted_model):
-    scripted_model.play(Fail(code="rate_limited", message="too many requests"))
+    scripted_model.play(Fail(code="http_500", message="too many requests"))
     execution = execute_case(
         plan=plan(agent, "x", assertions=[replies("x")]), model=get_model(scripted_model.key), suite=suite_plan()
     )

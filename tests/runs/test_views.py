@@ -408,10 +408,12 @@ def test_it_exports_the_matrix_as_csv(admin_client, finished_run):
     assert response["Content-Disposition"] == f'attachment; filename="run-{finished_run.pk}-matrix.csv"'
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     cases = {case.name: case.pk for case in Case.objects.all()}
+    parts = ("status", "duration_ms", "cached_input_tokens", "reasoning_tokens")
     assert rows == [
-        ["case_id", "case", f"{CAREFUL} status", f"{CAREFUL} duration_ms", f"{HASTY} status", f"{HASTY} duration_ms"],
-        [str(cases["cancels the order"]), "cancels the order", "passed", "100", "failed", "200"],
-        [str(cases["looks the order up first"]), "looks the order up first", "passed", "300", "passed", "400"],
+        ["case_id", "case", *(f"{model} {part}" for model in (CAREFUL, HASTY) for part in parts)],
+        [str(cases["cancels the order"]), "cancels the order", "passed", "100", "0", "0", "failed", "200", "0", "0"],
+        [str(cases["looks the order up first"]), "looks the order up first", "passed", "300", "0", "0", "passed", "400",
+         "0", "0"],
     ]
 
 

@@ -267,8 +267,9 @@ class Command(BaseCommand):
         self.stdout.write(
             f"[{number}/{run.total}] {label}  {result.case_name}{trial}  on {result.model}  ({seconds:.1f} s)"
         )
-        if result.status in (CaseResult.Status.FAILED, CaseResult.Status.ERROR) and result.reason:
-            self.stdout.write(f"        {result.reason}")
+        if result.status != CaseResult.Status.CANCELLED and result.reason:
+            # A server's error lists one problem per line: each stays under its result.
+            self.stdout.write("        " + result.reason.replace("\n", "\n          "))
 
     def _report(self, run: Run) -> None:
         header = (
@@ -288,6 +289,12 @@ class Command(BaseCommand):
             cells = [cell.rjust(width) for cell, width in zip(row, widths, strict=True)]
             cells[0] = row[0].ljust(widths[0])
             self.stdout.write("  ".join(cells).rstrip())
+        for summary in summaries:
+            if summary.unanswered:
+                self.stdout.write(
+                    f"{summary.model}: {summary.unanswered} result(s) without an answer from the model (not in "
+                    "p50/p95)"
+                )
         if summaries and summaries[0].cost_note:
             self.stdout.write(f"cost: {summaries[0].cost_note}")
         self.stdout.write("")
