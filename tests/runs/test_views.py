@@ -227,7 +227,13 @@ def test_it_shows_progress_per_model_and_the_case_in_progress(admin_client, runn
     text = text_of(admin_client.get(f"/runs/{running_run.pk}/"))
     assert "1 of 4 results" in text and f"Now: looks the order up first on {HASTY}" in text
     assert f"{CAREFUL} 1 / 2" in text and f"{HASTY} 0 / 2" in text
-    assert "Case × model" not in text, "results appear once the run has finished"
+    # The matrix is there while the run is live: the finished result is linked, the rest waits.
+    finished = running_run.results.get()
+    html = html_of(admin_client.get(f"/runs/{running_run.pk}/"))
+    assert f'href="/runs/{running_run.pk}/results/{finished.pk}/"' in html and f'data-since="{finished.pk}"' in html
+    assert "cancels the order Passed case 100 ms · model 10 ms Not run yet looks the order up first Not run yet" in (
+        text
+    )
 
     progress = admin_client.get(f"/runs/{running_run.pk}/progress.json")
     assert progress["Cache-Control"] == "no-store"
@@ -239,6 +245,30 @@ def test_it_shows_progress_per_model_and_the_case_in_progress(admin_client, runn
         {"model": HASTY, "done": 0, "total": 2, "percent": 0},
     ]
     assert data["current"] == f"looks the order up first on {HASTY}" and data["elapsed_seconds"] >= 0
+    assert "cells" not in data, "cells only for a poller that says what it has"
+
+
+def test_it_streams_the_cells_of_results_written_since_the_page_last_asked(admin_client, running_run):
+    first = running_run.results.get()
+    nothing_new = admin_client.get(f"/runs/{running_run.pk}/progress.json?since={first.pk}").json()
+    assert nothing_new["cells"] == [] and nothing_new["last_result"] == first.pk
+    case = Case.objects.get(name="looks the order up first")
+    second = CaseResult.objects.create(
+        run=running_run, case=case, case_name=case.name, model=HASTY, position=1, status=FAILED,
+        reason="toolCalled (turn 0): lookup_order was not called; no tool was called", duration_ms=18,
+        model_latency_ms=9,
+    )
+    data = admin_client.get(f"/runs/{running_run.pk}/progress.json?since={first.pk}").json()
+    assert data["last_result"] == second.pk
+    assert [cell["key"] for cell in data["cells"]] == [f"{case.pk}|{HASTY}"]
+    html = data["cells"][0]["html"]
+    assert f'href="/runs/{running_run.pk}/results/{second.pk}/"' in html and "cell-failed" in html
+    assert "case 18 ms · model 9.0 ms" in html and "lookup_order was not called" in html
+    assert data["rows"] == [{"key": str(case.pk), "classes": "has-failure"}]
+    everything = admin_client.get(f"/runs/{running_run.pk}/progress.json?since=0").json()
+    assert len(everything["cells"]) == 2
+    refused = admin_client.get(f"/runs/{running_run.pk}/progress.json?since=-1")
+    assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "since"
 
 
 def test_it_serves_the_run_body_alone_for_the_poller_to_swap_in(admin_client, finished_run):
@@ -289,8 +319,8 @@ def test_it_summarises_each_model_with_a_chart(admin_client, finished_run):
     text = text_of(response)
     assert "1 of 4 results failed" in text
     # sim-careful: results 1 and 3 (latency 10 and 30 ms), sim-hasty: 2 and 4 (20 and 40 ms).
-    assert f"{CAREFUL} 100% 2 0 0 0 10 ms 30 ms 20 / 10 $0.0020" in text
-    assert f"{HASTY} 50% 1 1 0 0 20 ms 40 ms 20 / 10 $0.0020" in text
+    assert f"{CAREFUL} 100% 2 · 0 · 0 · 0 10 ms · 30 ms 20 / 10 $0.002" in text
+    assert f"{HASTY} 50% 1 · 1 · 0 · 0 20 ms · 40 ms 20 / 10 $0.002" in text
     html = html_of(response)
     chart = re.search(r"<svg class=\"chart\".*?</svg>", html, re.S).group(0)
     assert f"{CAREFUL}: pass rate 100%" in chart and f"{HASTY}: pass rate 50%" in chart
@@ -302,9 +332,12 @@ def test_it_shows_the_case_by_model_matrix_with_links_and_filters(admin_client, 
     matrix = re.search(r'<table class="matrix".*?</table>', html, re.S).group(0)
     results = {(r.case_name, r.model): r for r in finished_run.results.all()}
     failed = results[("cancels the order", HASTY)]
-    assert f'<td class="cell cell-failed"><a href="/runs/{finished_run.pk}/results/{failed.pk}/"' in matrix
+    assert (
+        f'<td class="cell cell-failed" data-cell="{failed.case_id}|{HASTY}"><a href="/runs/{finished_run.pk}/results/'
+        f'{failed.pk}/"'
+    ) in matrix
     assert matrix.count('class="cell cell-passed"') == 3
-    rows = re.findall(r'<tr class="([^"]*)"><th scope="row">([^<]+)</th>', matrix)
+    rows = re.findall(r'<tr class="([^"]*)" data-row="[^"]*"><th scope="row">([^<]+)</th>', matrix)
     assert rows == [("has-failure disagree", "cancels the order"), ("", "looks the order up first")]
     assert 'data-show="all"' in matrix
     text = text_of(admin_client.get(f"/runs/{finished_run.pk}/"))
@@ -403,16 +436,49 @@ def test_it_answers_404_for_a_result_of_another_run(admin_client, finished_run, 
 
 
 def test_it_exports_the_matrix_as_csv(admin_client, finished_run):
+    CaseResult.objects.filter(run=finished_run, model=HASTY, status=FAILED).update(
+        reason="=toolCalled (turn 0): lookup_order was not called"
+    )
     response = admin_client.get(f"/runs/{finished_run.pk}/matrix.csv")
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert response["Content-Disposition"] == f'attachment; filename="run-{finished_run.pk}-matrix.csv"'
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     cases = {case.name: case.pk for case in Case.objects.all()}
+    ids = {(r.case_name, r.model): r.pk for r in finished_run.results.all()}
+    parts = ["status", "duration_ms", "model_latency_ms", "input_tokens", "output_tokens", "cost_usd", "reason",
+             "result_url"]
+    url = f"http://testserver/runs/{finished_run.pk}/results/"
     assert rows == [
-        ["case_id", "case", f"{CAREFUL} status", f"{CAREFUL} duration_ms", f"{HASTY} status", f"{HASTY} duration_ms"],
-        [str(cases["cancels the order"]), "cancels the order", "passed", "100", "failed", "200"],
-        [str(cases["looks the order up first"]), "looks the order up first", "passed", "300", "passed", "400"],
+        ["case_id", "case", *(f"{model} {part}" for model in (CAREFUL, HASTY) for part in parts)],
+        [str(cases["cancels the order"]), "cancels the order",
+         "passed", "100", "10", "10", "5", "0.001", "", f"{url}{ids[('cancels the order', CAREFUL)]}/",
+         "failed", "200", "20", "10", "5", "0.001", "'=toolCalled (turn 0): lookup_order was not called",
+         f"{url}{ids[('cancels the order', HASTY)]}/"],
+        [str(cases["looks the order up first"]), "looks the order up first",
+         "passed", "300", "30", "10", "5", "0.001", "", f"{url}{ids[('looks the order up first', CAREFUL)]}/",
+         "passed", "400", "40", "10", "5", "0.001", "", f"{url}{ids[('looks the order up first', HASTY)]}/"],
     ]
+
+
+def test_it_leaves_the_cost_of_an_unpriced_model_empty_in_the_csv_and_says_unpriced_on_the_pages(
+    admin_client, order_suite, make_run, settings
+):
+    settings.AGENTTEST_PROVIDERS = {
+        **settings.AGENTTEST_PROVIDERS,
+        "local": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "", "timeout": 5.0,
+                  "max_retries": 0, "models": [{"name": "llama", "input_price": 0.0, "output_price": 0.0,
+                                                "label": ""}]},
+    }
+    run = make_run(order_suite, models=("local:llama",), status=Run.Status.PASSED,
+                   results=(("local:llama", PASSED), ("local:llama", PASSED)))
+    CaseResult.objects.filter(run=run).update(cost=0, input_tokens=12345)
+    rows = list(csv.reader(io.StringIO(admin_client.get(f"/runs/{run.pk}/matrix.csv").content.decode())))
+    assert rows[0][7] == "local:llama cost_usd" and rows[1][7] == "" and rows[1][5] == "12345"
+    text = text_of(admin_client.get(f"/runs/{run.pk}/"))
+    assert "local:llama 100% 2 · 0 · 0 · 0" in text and "24,690 / 10 unpriced" in text
+    result = run.results.first()
+    page = text_of(admin_client.get(f"/runs/{run.pk}/results/{result.pk}/"))
+    assert "Tokens in / out 12,345 / 5 Cost unpriced" in page
 
 
 def test_it_keeps_spreadsheets_from_running_case_names_as_formulas(admin_client, finished_run):
@@ -439,7 +505,8 @@ def test_it_compares_with_the_previous_run_by_default_and_lists_flips(admin_clie
     current = make_run(order_suite, models=(CAREFUL, HASTY), status=Run.Status.FAILED,
                        results=((CAREFUL, PASSED), (HASTY, FAILED), (CAREFUL, PASSED), (HASTY, PASSED)))
     run_page = html_of(admin_client.get(f"/runs/{current.pk}/"))
-    assert f'action="/runs/{current.pk}/compare/"' in run_page and f'<option value="{baseline.pk}">' in run_page
+    assert f'action="/runs/{current.pk}/compare/"' in run_page
+    assert f'<option value="{baseline.pk}" selected>' in run_page
 
     text = text_of(admin_client.get(f"/runs/{current.pk}/compare/"))
     assert f"Run #{current.pk} vs run #{baseline.pk}" in text
@@ -447,6 +514,7 @@ def test_it_compares_with_the_previous_run_by_default_and_lists_flips(admin_clie
     assert f"{HASTY} 1 pass → fail · 0 fail → pass · 0 new · 0 gone · 1 unchanged" in text
     assert "pass → fail cancels the order Passed Failed" in text
     assert "fail → pass looks the order up first Failed Passed" in text
+    assert f"Baseline: the previous run, #{baseline.pk} — no earlier run of orders is blessed" in text
 
 
 def test_it_refuses_a_baseline_that_is_later_or_of_another_suite(admin_client, order_suite, make_suite, make_run):
@@ -494,8 +562,8 @@ def _sized_run(suite, cases: list[Case], models: int) -> Run:
         ("/runs/{run}/progress.json", 4),
         # session, user; run, matrix
         ("/runs/{run}/matrix.csv", 4),
-        # session, user; run, earlier runs, the default baseline, both runs' results
-        ("/runs/{run}/compare/", 7),
+        # session, user; run, earlier runs, the default baseline, both runs' results, both summaries, their cases
+        ("/runs/{run}/compare/", 10),
     ],
 )
 def test_it_runs_the_same_number_of_queries_whatever_the_size(
