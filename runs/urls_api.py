@@ -1,6 +1,15 @@
 from django.urls import path
 
-from runs.api import ModelListApi, ResultDetailApi, RunApi, RunBulkDeleteApi, RunCancelApi, RunResumeApi, RunsApi
+from runs.api import (
+    ModelListApi,
+    ResultDetailApi,
+    RunApi,
+    RunBlessingApi,
+    RunBulkDeleteApi,
+    RunCancelApi,
+    RunResumeApi,
+    RunsApi,
+)
 
 app_name = "runs-api"
 
@@ -11,5 +20,6 @@ urlpatterns = [
     path("runs/<int:run_id>/", RunApi.as_view(), name="run"),
     path("runs/<int:run_id>/cancel/", RunCancelApi.as_view(), name="run-cancel"),
     path("runs/<int:run_id>/resume/", RunResumeApi.as_view(), name="run-resume"),
+    path("runs/<int:run_id>/bless/", RunBlessingApi.as_view(), name="run-bless"),
     path("runs/<int:run_id>/results/<int:result_id>/", ResultDetailApi.as_view(), name="result"),
 ]
