@@ -704,9 +704,11 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
 # --- Run vs baseline ----------------------------------------------------------------------------------------------
 
 
-def _signed(value: float | None, unit: str, *, digits: int = 0) -> str:
+def _signed(value: float | None, unit: str, *, digits: int | None = None) -> str:
     if value is None:
         return ""
+    if digits is None:
+        digits = 1 if abs(value) < 10 and unit == " ms" else 0
     if round(value, digits) == 0:
         return f"±0{unit}"
     return f"{'+' if value > 0 else '−'}{abs(value):.{digits}f}{unit}"

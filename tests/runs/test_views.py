@@ -50,7 +50,7 @@ def html_of(response) -> str:
 
 def text_of(response) -> str:
     """The page as a person reads it: tags dropped, whitespace collapsed."""
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html_of(response)))
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html_of(response).replace("<wbr>", "")))
 
 
 # --- Who may see and do what --------------------------------------------------------------------------------------
