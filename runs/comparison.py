@@ -260,6 +260,12 @@ class RunDifferences:
     trials: tuple[int, int] | None = None
 
     @property
+    def tool_changes(self) -> list[tuple[str, list[str]]]:
+        """(what happened, tool names) for each kind of change that happened: changed, added, removed."""
+        kinds = (("changed", self.tools_changed), ("added", self.tools_added), ("removed", self.tools_removed))
+        return [(label, names) for label, names in kinds if names]
+
+    @property
     def agent_changed(self) -> bool:
         return bool(
             self.agent or self.model or self.temperature or self.instruction_changed or self.tools_added

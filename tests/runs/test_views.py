@@ -528,6 +528,69 @@ def test_it_refuses_a_baseline_that_is_later_or_of_another_suite(admin_client, o
     assert admin_client.get(f"/runs/{second.pk}/compare/?baseline=abc").status_code == 400
 
 
+def test_it_blesses_a_run_from_its_page_and_compares_with_it_by_default(
+    admin_client, member_web, order_suite, make_run
+):
+    known_good = make_run(order_suite, models=(CAREFUL,), status=Run.Status.PASSED,
+                          results=((CAREFUL, PASSED), (CAREFUL, PASSED)))
+    make_run(order_suite, models=(CAREFUL,), status=Run.Status.FAILED, results=((CAREFUL, FAILED), (CAREFUL, PASSED)))
+    errored = make_run(order_suite, models=(CAREFUL,), status=Run.Status.ERROR, results=((CAREFUL, ERROR),))
+    current = make_run(order_suite, models=(CAREFUL,), status=Run.Status.FAILED,
+                       results=((CAREFUL, FAILED), (CAREFUL, PASSED)))
+
+    assert f'action="/runs/{known_good.pk}/bless/"' in html_of(admin_client.get(f"/runs/{known_good.pk}/"))
+    assert "Bless as baseline" not in html_of(member_web.get(f"/runs/{known_good.pk}/"))
+    assert "Bless as baseline" not in html_of(admin_client.get(f"/runs/{errored.pk}/")), "no verdict, no blessing"
+    refused = member_web.post(f"/runs/{known_good.pk}/bless/")
+    assert refused.status_code == 403 and "Only admins can choose a suite" in html_of(refused)
+    assert admin_client.post(f"/runs/{known_good.pk}/bless/", {"extra": "1"}).status_code == 400
+    assert not Run.objects.filter(blessed_at__isnull=False).exists()
+
+    response = admin_client.post(f"/runs/{known_good.pk}/bless/", follow=True)
+    assert f"Run #{known_good.pk} is now the blessed baseline of orders" in text_of(response)
+    assert "Blessed baseline" in text_of(response) and "Unbless" in text_of(response)
+    no = admin_client.post(f"/runs/{errored.pk}/bless/", follow=True)
+    assert "only a run that finished Passed or Failed can be the blessed baseline" in text_of(no)
+
+    run_page = html_of(admin_client.get(f"/runs/{current.pk}/"))
+    assert f'<option value="{known_good.pk}" selected>#{known_good.pk} · blessed baseline' in run_page
+    text = text_of(admin_client.get(f"/runs/{current.pk}/compare/"))
+    assert f"Run #{current.pk} vs run #{known_good.pk}" in text
+    assert f"Baseline: run #{known_good.pk}, the blessed baseline of orders." in text
+    assert "100% → 50% −50 pts" in text
+    assert "pass → fail cancels the order Passed Failed" in text
+
+    admin_client.post(f"/runs/{known_good.pk}/unbless/")
+    assert f"Run #{current.pk} vs run #{errored.pk - 1}" in text_of(admin_client.get(f"/runs/{current.pk}/compare/"))
+
+
+def test_it_shows_what_differs_between_the_two_runs(admin_client, order_suite, make_run):
+    from runs.services import run_create
+
+    baseline = run_create(suite=order_suite, model_keys=[CAREFUL])
+    Run.objects.filter(pk=baseline.pk).update(status=Run.Status.PASSED)
+    agent = order_suite.agent
+    agent.instruction += "\nNever cancel without a look-up."
+    agent.functions = [*agent.functions, {"name": "util-email-handle_email_sender"}]
+    agent.save()
+    case = order_suite.cases.order_by("pk").first()
+    case.description = "edited"
+    case.save()
+    current = run_create(suite=order_suite, model_keys=[CAREFUL, HASTY])
+    Run.objects.filter(pk=current.pk).update(status=Run.Status.PASSED)
+
+    html = html_of(admin_client.get(f"/runs/{current.pk}/compare/"))
+    text = text_of(admin_client.get(f"/runs/{current.pk}/compare/"))
+    assert f"Models: added {HASTY}" in text
+    assert "Instruction changed" in text and '<span class="diff-add">+Never cancel without a look-up.</span>' in html
+    assert "Tool schemas: added util-email-handle_email_sender" in text
+    assert f"Cases edited since run #{baseline.pk}: {case.name}" in text
+    assert f'href="/admin/cases/case/{case.pk}/change/"' in html
+
+    same = run_create(suite=order_suite, model_keys=[CAREFUL, HASTY])
+    assert "Nothing: the same agent" in text_of(admin_client.get(f"/runs/{same.pk}/compare/?baseline={current.pk}"))
+
+
 # --- Query discipline ---------------------------------------------------------------------------------------------
 
 
@@ -562,6 +625,8 @@ def _sized_run(suite, cases: list[Case], models: int) -> Run:
         ("/runs/{run}/progress.json", 4),
         # session, user; run, matrix
         ("/runs/{run}/matrix.csv", 4),
+        # session, user; run, done per model, results since, their cells
+        ("/runs/{run}/progress.json?since=0", 6),
         # session, user; run, earlier runs, the default baseline, both runs' results, both summaries, their cases
         ("/runs/{run}/compare/", 10),
     ],
@@ -576,3 +641,17 @@ def test_it_runs_the_same_number_of_queries_whatever_the_size(
     with django_assert_num_queries(queries):
         response = admin_client.get(page.format(run=run.pk))
     assert response.status_code == 200
+
+
+@pytest.mark.parametrize(("cases", "models"), [(2, 1), (6, 3)])
+def test_it_shows_a_live_run_in_the_same_number_of_queries_whatever_the_size(
+    admin_client, make_suite, django_assert_num_queries, cases, models
+):
+    suite = make_suite()
+    made = Case.objects.bulk_create([Case(suite=suite, name=f"case {index:03d}") for index in range(cases)])
+    run = _sized_run(suite, made, models)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    # session, user; run, done per model, the cases' names, the results so far
+    with django_assert_num_queries(6):
+        response = admin_client.get(f"/runs/{run.pk}/")
+    assert response.status_code == 200 and html_of(response).count('class="cell cell-') == cases * models
