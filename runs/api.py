@@ -407,14 +407,11 @@ class RunUnblessApi(RunsApiView):
         "run again.",
         responses={200: RunDetailOutputSerializer},
     )
-    def delete(self, request: Request, run_id: int) -> Response:
+    def post(self, request: Request, run_id: int) -> Response:
+        StrictInputSerializer(data=request.data).is_valid(raise_exception=True)
         run = get_object_or_404(Run.objects.all(), pk=run_id)
         run_unbless(run=run)
         return Response(_run_detail(run.pk))
-
-
-class RunBlessingApi(RunBlessApi, RunUnblessApi):
-    """POST blesses the run as its suite's baseline; DELETE unblesses it (staff)."""
 
 
 class RunResumeApi(RunsApiView):

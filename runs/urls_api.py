@@ -4,11 +4,12 @@ from runs.api import (
     ModelListApi,
     ResultDetailApi,
     RunApi,
-    RunBlessingApi,
+    RunBlessApi,
     RunBulkDeleteApi,
     RunCancelApi,
     RunResumeApi,
     RunsApi,
+    RunUnblessApi,
 )
 
 app_name = "runs-api"
@@ -20,6 +21,7 @@ urlpatterns = [
     path("runs/<int:run_id>/", RunApi.as_view(), name="run"),
     path("runs/<int:run_id>/cancel/", RunCancelApi.as_view(), name="run-cancel"),
     path("runs/<int:run_id>/resume/", RunResumeApi.as_view(), name="run-resume"),
-    path("runs/<int:run_id>/bless/", RunBlessingApi.as_view(), name="run-bless"),
+    path("runs/<int:run_id>/bless/", RunBlessApi.as_view(), name="run-bless"),
+    path("runs/<int:run_id>/unbless/", RunUnblessApi.as_view(), name="run-unbless"),
     path("runs/<int:run_id>/results/<int:result_id>/", ResultDetailApi.as_view(), name="result"),
 ]

@@ -425,8 +425,8 @@ def test_it_blesses_one_run_per_suite_for_staff_and_refuses_runs_without_a_verdi
 
     listed = {row["id"]: row["blessed_at"] for row in member_client.get("/api/runs/").json()["results"]}
     assert listed[second.pk] and listed[first.pk] is None
-    assert member_client.delete(f"/api/runs/{second.pk}/bless/").status_code == 403
+    assert member_client.post(f"/api/runs/{second.pk}/unbless/", {}, format="json").status_code == 403
     for _ in range(2):  # unblessing is idempotent
-        response = admin_client_api.delete(f"/api/runs/{second.pk}/bless/")
+        response = admin_client_api.post(f"/api/runs/{second.pk}/unbless/", {}, format="json")
         assert response.status_code == 200 and response.json()["blessed_at"] is None
     assert not Run.objects.filter(blessed_at__isnull=False).exists()
