@@ -36,7 +36,7 @@ from tests.browser.test_run_pages import (
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-WIDTHS = (1366, 800)
+WIDTHS = (1366, 800)  # a laptop, and a narrow window
 UNMOCKED_CASE = "An unmocked email is blocked, never sent"
 LOOKUP_CASE = "Order status is looked up"
 
@@ -63,14 +63,11 @@ def assert_fits(page: Page, what: str) -> None:
     assert not cut, f"{what}: model names cut or off-screen at {width[1]} px: {cut}"
 
 
-def at_each_width(page: Page, url: str, what: str, check=None) -> None:
-    for width in WIDTHS:
-        page.set_viewport_size({"width": width, "height": 900})
-        page.goto(url)
-        assert_fits(page, what)
-        if check is not None:
-            check(page, width)
-    page.set_viewport_size({"width": 1366, "height": 900})
+def at_width(page: Page, width: int, url: str, what: str, check=None) -> None:
+    page.goto(url)
+    assert_fits(page, what)
+    if check is not None:
+        check(page, width)
 
 
 def start_run(page: Page, suite: Suite, *, trials: int) -> Run:
@@ -92,11 +89,17 @@ def wait_until_finished(page: Page, tmp_path) -> None:
         raise AssertionError(f"the run page did not reach the end\n{worker_log(tmp_path)}") from exc
 
 
-def test_it_answers_a_reviewers_questions_on_the_demo_at_both_widths(
-    sign_in, run_queue, demo_suite, admin_user, save_screenshot, tmp_path  # noqa: F811
+@pytest.mark.parametrize("width", WIDTHS)
+def test_it_answers_a_reviewers_questions_on_the_demo(
+    sign_in, run_queue, demo_suite, admin_user, save_screenshot, tmp_path, width  # noqa: F811
 ):
     context, page = sign_in(*ADMIN)
-    page.set_viewport_size({"width": 1366, "height": 900})
+    page.set_viewport_size({"width": width, "height": 900})
+
+    def screenshot(name: str) -> None:
+        if width == 1366:
+            save_screenshot(page, name)
+
     enabled = demo_suite.cases.filter(enabled=True).count()
 
     # The trigger page counts every trial, with a thousands separator once there are that many.
@@ -110,11 +113,11 @@ def test_it_answers_a_reviewers_questions_on_the_demo_at_both_widths(
     expect(count).to_have_text(f"All {enabled} enabled cases × 2 models × 10 trials = {20 * enabled} results")
     page.get_by_label("Trials").fill("100")
     expect(count).to_have_text(f"All {enabled} enabled cases × 2 models × 100 trials = {200 * enabled:,} results")
+    page.get_by_label("Trials").fill("3")
+    expect(count).to_have_text(f"All {enabled} enabled cases × 2 models × 3 trials = {6 * enabled} results")
+    screenshot("trigger-page.png")
     page.get_by_label("Trials").fill("1")
     expect(count).to_have_text(f"All {enabled} enabled cases × 2 models = {2 * enabled} results")
-    page.set_viewport_size({"width": 1366, "height": 760})
-    save_screenshot(page, "trigger-page.png")
-    page.set_viewport_size({"width": 1366, "height": 900})
 
     # Live: finished results open while the run is still going, and the queued notice goes once it has started.
     # The simulated models finish a run within one poll, so this run's progress is written here, step by step,
@@ -184,7 +187,8 @@ def test_it_answers_a_reviewers_questions_on_the_demo_at_both_widths(
         expect(page.locator(".run-header .badge.blessed")).to_have_text("Blessed baseline")
         first.refresh_from_db()
         assert first.is_blessed
-        save_screenshot(page, "run-page.png")
+        assert_fits(page, "the run page")
+        screenshot("run-page.png")
 
         # What changes next: the suite force-blocks the look-up its cases mock, the router's instruction gains a
         # line, and one case is edited.
@@ -212,7 +216,7 @@ def test_it_answers_a_reviewers_questions_on_the_demo_at_both_widths(
         expect(page.locator(".run-reason")).to_contain_text(cause)
         expect(page.locator("dl.run-meta")).to_contain_text("Case time")
 
-    at_each_width(page, f"/runs/{second.pk}/results/{broken.pk}/", "the result page", result_check)
+    at_width(page, width, f"/runs/{second.pk}/results/{broken.pk}/", "the result page", result_check)
 
     # The compare page, against the blessed run by default.
     def compare_check(page: Page, width: int) -> None:
@@ -230,10 +234,9 @@ def test_it_answers_a_reviewers_questions_on_the_demo_at_both_widths(
         expect(page.locator('[data-difference="cases-edited"]')).to_contain_text(LOOKUP_CASE)
         flip = page.locator(".flip-row.flip-broke", has_text=LOOKUP_CASE).first
         expect(flip.locator(".flip-reason")).to_contain_text("lookup_order is force-blocked by the suite")
-        if width == 1366:
-            save_screenshot(page, "compare-page.png")
+        screenshot("compare-page.png")
 
-    at_each_width(page, f"/runs/{second.pk}/compare/", "the compare page", compare_check)
+    at_width(page, width, f"/runs/{second.pk}/compare/", "the compare page", compare_check)
 
     # The run page and the runs list fit too, model names whole, every summary column on screen.
     def run_check(page: Page, width: int) -> None:
@@ -242,6 +245,6 @@ def test_it_answers_a_reviewers_questions_on_the_demo_at_both_widths(
             assert box and box["x"] + box["width"] <= width, f"the cost column is off-screen at {width} px"
         expect(page.locator("#matrix-table .cell-reason").first).to_be_visible()
 
-    at_each_width(page, f"/runs/{first.pk}/", "the run page", run_check)
-    at_each_width(page, "/runs/", "the runs list")
+    at_width(page, width, f"/runs/{first.pk}/", "the run page", run_check)
+    at_width(page, width, "/runs/", "the runs list")
     context.close()
