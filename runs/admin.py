@@ -57,6 +57,7 @@ class RunAdmin(StrictIdsAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     fields = (
         "suite", "status", "reason", "models", "case_filter", "mode", "trials", "budget_tokens", "budget_cost",
         "counts", "current", "cancel_requested", "triggered_by", "created_at", "started_at", "finished_at", "snapshot",
+        "blessed_at", "blessed_by",
     )
     readonly_fields = fields
 

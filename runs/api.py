@@ -1,4 +1,4 @@
-"""The runs API: configured models, run lists and details, trigger, cancel and delete.
+"""The runs API: configured models, run lists and details, trigger, cancel, resume, bless and delete.
 
 One view class per action; actions sharing a URL are combined into one mounted view, as in the host's and the cases
 API. Any signed-in user may read; only staff may trigger, cancel or delete a run, because a run really spends token
@@ -31,10 +31,12 @@ from runs.services import (
     QueueUnavailable,
     RunConflict,
     RunError,
+    run_bless,
     run_cancel,
     run_delete,
     run_resume,
     run_trigger,
+    run_unbless,
 )
 
 TRIGGER_THROTTLE_SCOPE = "run_trigger"
@@ -140,6 +142,9 @@ class RunOutputSerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
     duration_seconds = serializers.SerializerMethodField(help_text="So far, while it runs; null before it starts.")
     pass_rates = PassRateSerializer(many=True, help_text="Per model, in the run's model order.")
+    blessed_at = serializers.DateTimeField(
+        allow_null=True, help_text="Set while the run is its suite's blessed baseline (compared with by default)."
+    )
 
     def get_duration_seconds(self, run: Run) -> float | None:
         if run.started_at is None:
@@ -380,6 +385,37 @@ class RunCancelApi(RunsApiView):
         StrictInputSerializer(data=request.data).is_valid(raise_exception=True)
         run = get_object_or_404(Run.objects.all(), pk=run_id)
         run_cancel(run=run)
+        return Response(_run_detail(run.pk))
+
+
+class RunBlessApi(RunsApiView):
+    @extend_schema(
+        tags=["runs"], operation_id="runs_bless", request=None,
+        description="Make the run its suite's blessed baseline: later runs of the suite compare with it by default "
+        "(the compare page and run_suite). Replaces the suite's previously blessed run. Only a run that finished "
+        "Passed or Failed can be blessed.",
+        responses={
+            200: RunDetailOutputSerializer, 409: OpenApiResponse(DetailSerializer, description="Not blessable."),
+        },
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        StrictInputSerializer(data=request.data).is_valid(raise_exception=True)
+        run = get_object_or_404(Run.objects.all(), pk=run_id)
+        run_bless(run=run, by=request.user)
+        return Response(_run_detail(run.pk))
+
+
+class RunUnblessApi(RunsApiView):
+    @extend_schema(
+        tags=["runs"], operation_id="runs_unbless", request=None,
+        description="Stop using the run as its suite's baseline (idempotent); later runs compare with their previous "
+        "run again.",
+        responses={200: RunDetailOutputSerializer},
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        StrictInputSerializer(data=request.data).is_valid(raise_exception=True)
+        run = get_object_or_404(Run.objects.all(), pk=run_id)
+        run_unbless(run=run)
         return Response(_run_detail(run.pk))
 
 

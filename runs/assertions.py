@@ -26,7 +26,7 @@ from agenthost.seams import (
     unfinished_answer,
 )
 from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep
-from runs.sessions import is_subset
+from runs.sessions import BlockedBecause, is_subset
 
 REGEX_TIMEOUT_SECONDS = 1.0
 DEFAULT_JUDGE_MIN_SCORE = 4
@@ -236,18 +236,46 @@ def _chain(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     )
 
 
+# Per cause of a block, what to say: the cause, then the remedy that fits it (a mocked function the suite
+# force-blocks does not need "a mock"; it needs to come off the block list).
+_BLOCKED_CAUSES = {
+    BlockedBecause.FORCE_BLOCKED_MOCKED: "{names} {is} force-blocked by the suite (it has a mock; remove it from the "
+    "suite's force-blocked functions to let the mock answer)",
+    BlockedBecause.FORCE_BLOCKED: "{names} {is} force-blocked by the suite (to let the case answer it, remove it "
+    "from the suite's force-blocked functions and add a mock)",
+    BlockedBecause.UNMATCHED: "no mock of {names} matched the call (the mocks expect other arguments or another call "
+    "index; widen a mock's arguments or add a mock for this call)",
+    BlockedBecause.OUTSIDE_EFFECTS: "{names} {is} allowed on the suite but {has} effects outside agenttest, so it "
+    "was blocked (add a mock for it)",
+    BlockedBecause.TIMED_OUT: "{names} {was} blocked because the case had timed out",
+    BlockedBecause.CANARY: "{names} is the harness's own canary, which nothing may call",
+    BlockedBecause.UNMOCKED: "{names} {has} no mock, so {it} {was} blocked (add a mock for each; only a function free "
+    "of outside effects may be allowed on the suite instead)",
+}
+
+
+def _blocked_cause(because: str, names: list[str]) -> str:
+    one = len(names) == 1
+    return _BLOCKED_CAUSES.get(because, _BLOCKED_CAUSES[BlockedBecause.UNMOCKED]).format(
+        names=", ".join(names), it="it" if one else "they", **{
+            "is": "is" if one else "are", "has": "has" if one else "have", "was": "was" if one else "were",
+        }
+    )
+
+
 def _no_blocked(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     blocked = [call["name"] for call in evidence.tool_calls if call["outcome"] == "blocked"]
     # Refused by the host before the seam: the agent does not declare the function, so nothing ran.
     unavailable = [call["name"] for call in evidence.tool_calls if call["outcome"] == "unavailable"]
     if not blocked and not unavailable:
         return PASSED, "no blocked tool calls", [], "no tool call was blocked"
-    problems = []
-    if blocked:
-        problems.append(
-            f"blocked unmocked tool call(s): {', '.join(blocked)} — add a mock for each (only a function free of "
-            "outside effects may be allowed on the suite instead)"
-        )
+    by_cause: dict[str, list[str]] = {}
+    for call in evidence.tool_calls:
+        if call["outcome"] == "blocked":
+            names = by_cause.setdefault(call.get("blocked_because") or BlockedBecause.UNMOCKED, [])
+            if call["name"] not in names:
+                names.append(call["name"])
+    problems = [_blocked_cause(because, names) for because, names in by_cause.items()]
     for name in dict.fromkeys(unavailable):
         problems.append(f"{name} was called, but the agent does not declare it, so it did not run")
     return FAILED, "no blocked tool calls", blocked + unavailable, "; ".join(problems)

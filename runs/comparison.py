@@ -1,4 +1,8 @@
-"""A run against an earlier run of the same suite: per model, the cases whose verdict flipped.
+"""A run against an earlier run of the same suite: per model, the cases whose verdict flipped (with their reasons),
+how the numbers moved, and what differs between the two runs (the agent as snapshotted, the models, the cases).
+
+The default baseline is the suite's blessed run when it is earlier than the run, else the previous run that finished
+with results. A run is never its own baseline.
 
 A case is matched across runs by its id, or by its name once it has been deleted (its results keep the name). Error
 counts as not passing, like Failed: a model that used to pass and now errors has regressed. A Cancelled result did not
@@ -8,12 +12,17 @@ that ran passed.
 
 from __future__ import annotations
 
+import difflib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db import models
+from django.db.models import IntegerField, QuerySet, Value, When
 
+from cases.models import Case
 from runs.models import CaseResult, Run
+from runs.selectors import ModelSummary
 
 EARLIER_RUNS_LIMIT = 50
 
@@ -37,6 +46,8 @@ class Flip:
     baseline_result_id: int | None = None
     current_status: str = ""
     current_result_id: int | None = None
+    baseline_reason: str = ""
+    current_reason: str = ""
 
     @property
     def label(self) -> str:
@@ -65,15 +76,27 @@ def earlier_runs(*, run: Run, limit: int = EARLIER_RUNS_LIMIT) -> QuerySet[Run]:
     """Runs of the same suite triggered before `run`, newest first: the baselines it can be compared with."""
     return (
         Run.objects.filter(suite_id=run.suite_id, pk__lt=run.pk)
-        .only("id", "status", "model_keys", "created_at", "suite_id")
+        .only("id", "status", "model_keys", "created_at", "suite_id", "blessed_at")
         .order_by("-pk")[:limit]
     )
 
 
 def default_baseline(*, run: Run) -> Run | None:
-    """The most recent earlier run that finished with results, else the most recent earlier run."""
-    candidates = Run.objects.filter(suite_id=run.suite_id, pk__lt=run.pk).order_by("-pk")
-    return candidates.filter(status__in=[Run.Status.PASSED, Run.Status.FAILED]).first() or candidates.first()
+    """The suite's blessed run if it is earlier than `run`; else the most recent earlier run that finished with
+    results; else the most recent earlier run. One query."""
+    rank = models.Case(
+        When(blessed_at__isnull=False, then=Value(0)),
+        When(status__in=[Run.Status.PASSED, Run.Status.FAILED], then=Value(1)),
+        default=Value(2),
+        output_field=IntegerField(),
+    )
+    return (
+        Run.objects.filter(suite_id=run.suite_id, pk__lt=run.pk)
+        .select_related("suite")
+        .annotate(rank=rank)
+        .order_by("rank", "-pk")
+        .first()
+    )
 
 
 def baseline_get(*, run: Run, baseline_id: int) -> Run:
@@ -102,14 +125,14 @@ def _results(run: Run) -> dict[str, dict[Any, dict[str, Any]]]:
     pass, else the first that passed."""
     by_model: dict[str, dict[Any, dict[str, Any]]] = {}
     rows = CaseResult.objects.filter(run=run).order_by("position", "id").values(
-        "id", "case_id", "case_name", "model", "status"
+        "id", "case_id", "case_name", "model", "status", "reason"
     )
     for row in rows:
         key = row["case_id"] if row["case_id"] is not None else ("name", row["case_name"])
         entry = by_model.setdefault(row["model"], {}).setdefault(key, {**row, "statuses": []})
         entry["statuses"].append(row["status"])
         if _SHOWS_BEST[row["status"]] > _SHOWS_BEST[entry["status"]]:
-            entry.update(id=row["id"], status=row["status"])
+            entry.update(id=row["id"], status=row["status"], reason=row["reason"])
     for cases in by_model.values():
         for entry in cases.values():
             entry["verdict"] = _verdict(entry["statuses"])
@@ -155,7 +178,168 @@ def run_compare(*, run: Run, baseline: Run) -> list[ModelComparison]:
                     baseline_result_id=old_row["id"] if old_row else None,
                     current_status=new_row["status"] if new_row else "",
                     current_result_id=new_row["id"] if new_row else None,
+                    baseline_reason=old_row["reason"] if old_row else "",
+                    current_reason=new_row["reason"] if new_row else "",
                 )
             )
         comparisons.append(comparison)
     return comparisons
+
+
+# --- How the numbers moved ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelDelta:
+    """One model's figures in the baseline and in the run; None where the model is missing from one of them."""
+
+    model: str
+    baseline: ModelSummary | None
+    current: ModelSummary | None
+
+    def _both(self, attribute: str) -> tuple[Any, Any] | None:
+        if self.baseline is None or self.current is None:
+            return None
+        before, after = getattr(self.baseline, attribute), getattr(self.current, attribute)
+        return None if before is None or after is None else (before, after)
+
+    @property
+    def pass_rate_points(self) -> float | None:
+        both = self._both("pass_rate")
+        return None if both is None else (both[1] - both[0]) * 100
+
+    @property
+    def p50_ms(self) -> float | None:
+        both = self._both("latency_p50_ms")
+        return None if both is None else both[1] - both[0]
+
+    @property
+    def p95_ms(self) -> float | None:
+        both = self._both("latency_p95_ms")
+        return None if both is None else both[1] - both[0]
+
+    @property
+    def tokens(self) -> int | None:
+        both = self._both("total_tokens")
+        return None if both is None else both[1] - both[0]
+
+    @property
+    def cost(self) -> Any:
+        both = self._both("total_cost")
+        return None if both is None else both[1] - both[0]
+
+
+def model_deltas(*, baseline: list[ModelSummary], current: list[ModelSummary]) -> list[ModelDelta]:
+    """Per model (the run's first, then the baseline's others): the two summaries side by side."""
+    before = {summary.model: summary for summary in baseline}
+    after = {summary.model: summary for summary in current}
+    return [ModelDelta(model, before.get(model), after.get(model)) for model in dict.fromkeys([*after, *before])]
+
+
+# --- What differs between the two runs ----------------------------------------------------------------------------
+
+
+@dataclass
+class RunDifferences:
+    agent: tuple[str, str] | None = None
+    models_added: list[str] = field(default_factory=list)
+    models_removed: list[str] = field(default_factory=list)
+    model: tuple[str, str] | None = None
+    temperature: tuple[Any, Any] | None = None
+    # Unified diff lines of the instruction; `instruction_changed` alone when only hashes are known (older runs).
+    instruction_changed: bool = False
+    instruction_diff: list[str] = field(default_factory=list)
+    tools_added: list[str] = field(default_factory=list)
+    tools_removed: list[str] = field(default_factory=list)
+    tools_changed: list[str] = field(default_factory=list)
+    sub_agents: tuple[list[str], list[str]] | None = None
+    cases_added: list[dict[str, Any]] = field(default_factory=list)
+    cases_removed: list[dict[str, Any]] = field(default_factory=list)
+    cases_edited: list[dict[str, Any]] = field(default_factory=list)
+    mode: tuple[str, str] | None = None
+    trials: tuple[int, int] | None = None
+
+    @property
+    def tool_changes(self) -> list[tuple[str, list[str]]]:
+        """(what happened, tool names) for each kind of change that happened: changed, added, removed."""
+        kinds = (("changed", self.tools_changed), ("added", self.tools_added), ("removed", self.tools_removed))
+        return [(label, names) for label, names in kinds if names]
+
+    @property
+    def agent_changed(self) -> bool:
+        return bool(
+            self.agent or self.model or self.temperature or self.instruction_changed or self.tools_added
+            or self.tools_removed or self.tools_changed or self.sub_agents
+        )
+
+    @property
+    def any(self) -> bool:
+        return bool(
+            self.agent_changed or self.models_added or self.models_removed or self.cases_added
+            or self.cases_removed or self.cases_edited or self.mode or self.trials
+        )
+
+
+def _tools(snapshot: dict[str, Any]) -> dict[str, str]:
+    """Tool name → its schema as canonical JSON, from a snapshot's OpenAI-style tool list."""
+    tools = {}
+    for tool in snapshot.get("functions") or []:
+        if not isinstance(tool, dict):
+            continue
+        function = tool.get("function", tool)
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(name, str):
+            tools[name] = json.dumps(function, sort_keys=True, default=str)
+    return tools
+
+
+def _changed(before: Any, after: Any) -> tuple[Any, Any] | None:
+    return None if before == after else (before, after)
+
+
+def run_differences(*, run: Run, baseline: Run) -> RunDifferences:
+    """What differs between `baseline` and `run`: the agent as snapshotted at trigger time (name, model,
+    temperature, instruction, tool schemas, sub-agents), the models, mode and trials, and the cases — selected by
+    one and not the other, or edited since the baseline was triggered. Both runs need their agent_snapshot and
+    case_ids loaded. One query (the cases)."""
+    old, new = baseline.agent_snapshot or {}, run.agent_snapshot or {}
+    differences = RunDifferences(
+        agent=_changed(old.get("agent"), new.get("agent")),
+        models_added=[key for key in run.model_keys if key not in baseline.model_keys],
+        models_removed=[key for key in baseline.model_keys if key not in run.model_keys],
+        model=_changed(old.get("model"), new.get("model")),
+        temperature=_changed(old.get("temperature"), new.get("temperature")),
+        mode=_changed(baseline.mode, run.mode),
+        trials=_changed(baseline.trials, run.trials),
+    )
+    if old.get("instruction_hash") != new.get("instruction_hash"):
+        differences.instruction_changed = True
+        if isinstance(old.get("instruction"), str) and isinstance(new.get("instruction"), str):
+            differences.instruction_diff = list(
+                difflib.unified_diff(
+                    old["instruction"].splitlines(), new["instruction"].splitlines(),
+                    fromfile=f"run #{baseline.pk}", tofile=f"run #{run.pk}", lineterm="",
+                )
+            )[2:]
+    old_tools, new_tools = _tools(old), _tools(new)
+    differences.tools_added = [name for name in new_tools if name not in old_tools]
+    differences.tools_removed = [name for name in old_tools if name not in new_tools]
+    differences.tools_changed = [name for name in new_tools if name in old_tools and new_tools[name] != old_tools[name]]
+    old_subs, new_subs = list(old.get("sub_agents") or []), list(new.get("sub_agents") or [])
+    if old_subs != new_subs:
+        differences.sub_agents = (old_subs, new_subs)
+    old_ids, new_ids = list(baseline.case_ids or []), list(run.case_ids or [])
+    cases = {
+        row["id"]: row
+        for row in Case.objects.filter(pk__in={*old_ids, *new_ids}).values("id", "name", "updated_at")
+    }
+    differences.cases_added = [cases[pk] for pk in new_ids if pk not in old_ids and pk in cases]
+    differences.cases_removed = [
+        cases.get(pk, {"id": pk, "name": f"case {pk} (deleted)", "updated_at": None})
+        for pk in old_ids if pk not in new_ids
+    ]
+    differences.cases_edited = [
+        cases[pk] for pk in new_ids
+        if pk in old_ids and pk in cases and cases[pk]["updated_at"] > baseline.created_at
+    ]
+    return differences

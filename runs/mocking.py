@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agenthost.seams import FIRST_ORDER, Conversation, FunctionContext, FunctionResult, LoadedAgent, PassThrough
-from runs.sessions import CaseSession, ObservedCall, Outcome, registry
+from runs.sessions import BlockedBecause, CaseSession, ObservedCall, Outcome, registry
 
 CANARY_FUNCTION = "agenttest-canary"
 BLOCKED_PREFIX = "[agenttest] blocked unmocked tool: "
@@ -18,6 +18,9 @@ HAS_OUTSIDE_EFFECTS = (
     " — it has effects outside agenttest, so a test must mock it; allowing it on the suite does not let it run"
 )
 TIMED_OUT = " — the case timed out, so nothing more of it runs"
+# Force-blocked calls are not "unmocked" (the case may well mock them): their answer says what did block them.
+FORCE_BLOCKED_PREFIX = "[agenttest] blocked tool: "
+FORCE_BLOCKED = " — the suite force-blocks it"
 
 
 class MockExecutorProvider:
@@ -37,14 +40,15 @@ class MockExecutorProvider:
 
 def _answer(session: CaseSession, name: str, context: FunctionContext) -> FunctionResult | PassThrough:
     if session.expired:
-        return _blocked(session, name, context, TIMED_OUT)
+        return _blocked(session, name, context, BlockedBecause.TIMED_OUT, TIMED_OUT)
     if name == CANARY_FUNCTION:
         if session.take_canary(context.trigger):
             return FunctionResult(content=session.canary_token, outcome=Outcome.MOCKED)
         # Anyone else naming the canary is refused like any unmocked call, in plain sight: no mock may answer it.
-        return _blocked(session, name, context)
+        return _blocked(session, name, context, BlockedBecause.CANARY)
     if session.is_force_blocked(name):
-        return _blocked(session, name, context)
+        because = BlockedBecause.FORCE_BLOCKED_MOCKED if session.has_mock(name) else BlockedBecause.FORCE_BLOCKED
+        return _blocked(session, name, context, because, FORCE_BLOCKED, prefix=FORCE_BLOCKED_PREFIX)
     index = session.next_call_index(name)
     mock = session.choose_mock(name, context.arguments, index)
     if mock is not None:
@@ -61,21 +65,32 @@ def _answer(session: CaseSession, name: str, context: FunctionContext) -> Functi
             return result
 
         return PassThrough(then=allowed)
-    why = HAS_OUTSIDE_EFFECTS if name in session.extra_allowed else ""
-    return _blocked(session, name, context, why, index)
+    if name in session.extra_allowed:
+        return _blocked(session, name, context, BlockedBecause.OUTSIDE_EFFECTS, HAS_OUTSIDE_EFFECTS, index=index)
+    because = BlockedBecause.UNMATCHED if session.has_mock(name) else BlockedBecause.UNMOCKED
+    return _blocked(session, name, context, because, index=index)
 
 
 def _blocked(
-    session: CaseSession, name: str, context: FunctionContext, why: str = "", index: int | None = None
+    session: CaseSession,
+    name: str,
+    context: FunctionContext,
+    because: str,
+    why: str = "",
+    *,
+    index: int | None = None,
+    prefix: str = BLOCKED_PREFIX,
 ) -> FunctionResult:
     if index is None:
         index = session.next_call_index(name)
-    result = FunctionResult(content=f"{BLOCKED_PREFIX}{name}{why}", stop=True, outcome=Outcome.BLOCKED)
-    _observe(session, name, context, index, result)
+    result = FunctionResult(content=f"{prefix}{name}{why}", stop=True, outcome=Outcome.BLOCKED)
+    _observe(session, name, context, index, result, because)
     return result
 
 
-def _observe(session: CaseSession, name: str, context: FunctionContext, index: int, result: FunctionResult) -> None:
+def _observe(
+    session: CaseSession, name: str, context: FunctionContext, index: int, result: FunctionResult, because: str = ""
+) -> None:
     session.observe(
         ObservedCall(
             name=name,
@@ -87,6 +102,7 @@ def _observe(session: CaseSession, name: str, context: FunctionContext, index: i
             agent=context.agent_name,
             trigger=context.trigger,
             tool_call_id=context.tool_call_id,
+            blocked_because=because,
         )
     )
 

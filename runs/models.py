@@ -73,9 +73,21 @@ class Run(models.Model):
         null=True, blank=True, db_index=True,
         help_text="Renewed by the executor's heartbeat; once past, the run may be swept as interrupted.",
     )
+    # The suite's known-good run: later runs compare with it by default (page and CLI). At most one per suite.
+    blessed_at = models.DateTimeField(
+        null=True, blank=True, help_text="Set while this run is its suite's blessed baseline."
+    )
+    blessed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["suite"], condition=models.Q(blessed_at__isnull=False), name="run_one_blessed_per_suite"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Run #{self.pk} of {self.suite_id}"
@@ -83,6 +95,10 @@ class Run(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
+
+    @property
+    def is_blessed(self) -> bool:
+        return self.blessed_at is not None
 
     @property
     def done(self) -> int:

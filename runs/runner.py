@@ -445,10 +445,24 @@ def _finish(
         execution.reason = f"{errors[0].type} ({errors[0].scope}) could not be evaluated: {errors[0].message}"
     elif failures:
         execution.status = FAILED
-        first = failures[0]
-        summary = f"{first.type} ({first.scope}): {first.message}"
-        more = f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""
-        execution.reason = f"{summary}{more}" + (f"; {execution.reason}" if execution.reason else "")
+        execution.reason = failure_reason(failures) + (f"; {execution.reason}" if execution.reason else "")
+
+
+def failure_reason(failures: list[checks.AssertionOutcome]) -> str:
+    """The headline of a failed result: the root cause first. A blocked call stops its turn, so the assertions that
+    fail after it are its symptoms: the blocked-call finding leads, with its remedy, and the rest are counted."""
+    causes = [r for r in failures if r.type == "noBlockedTools"]
+    symptoms = [r for r in failures if r.type != "noBlockedTools"]
+    if causes:
+        headline = "; ".join(dict.fromkeys(r.message for r in causes))
+    else:
+        headline, symptoms = f"{symptoms[0].type} ({symptoms[0].scope}): {symptoms[0].message}", symptoms[1:]
+        return headline + (f" (+{len(symptoms)} more)" if symptoms else "")
+    if not symptoms:
+        return headline
+    first = symptoms[0]
+    more = f" (+{len(symptoms) - 1} more)" if len(symptoms) > 1 else ""
+    return f"{headline} — so {first.type} ({first.scope}) failed too{more}"
 
 
 def _conversation_error_reason(exc: ConversationError, turn_index: int) -> str:

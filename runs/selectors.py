@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from agenthost.seams import Conversation
@@ -283,18 +283,31 @@ def run_summary(*, run: Run) -> list[ModelSummary]:
     return list(summaries.values())
 
 
-def run_matrix(*, run: Run) -> list[dict[str, Any]]:
-    """Rows of case × model cells in case order; each cell has status, duration and the result id of its first
-    trial, plus `trials` (every trial's status, in order) and `stability` (stable-pass, stable-fail, flaky, or ""
-    until all trials ran). Models disagree when their stability differs (with one trial: their status). One query."""
+def matrix_case_key(row: dict[str, Any]) -> str:
+    """A matrix row's key: its case id, or its name once the case was deleted (its results keep the name)."""
+    return str(row["case_id"]) if row["case_id"] is not None else f"name:{row['case_name']}"
+
+
+def run_matrix(
+    *, run: Run, case_ids: Iterable[int] | None = None, case_names: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
+    """Rows of case × model cells in case order; each cell has status, duration, model latency, tokens, cost and the
+    result id of its first trial, the reason of its first trial that did not pass (else the first's), `last_id` (its
+    newest result), plus `trials` (every trial's status, in order) and `stability` (stable-pass, stable-fail, flaky, or
+    "" until all trials ran). Models disagree when their stability differs (with one trial: their status). Given
+    `case_ids` / `case_names`, only those cases' rows (a case deleted since is known by name). One query."""
     rows: dict[Any, dict[str, Any]] = {}
+    results = CaseResult.objects.filter(run=run)
+    if case_ids is not None or case_names is not None:
+        results = results.filter(
+            Q(case_id__in=list(case_ids or [])) | Q(case_id__isnull=True, case_name__in=list(case_names or []))
+        )
     results = (
-        CaseResult.objects.filter(run=run)
-        .order_by("position", "id")
+        results.order_by("position", "id")
         # The run's trials come with the results (a join), so a caller holding a partly loaded run adds no query.
         .values(
-            "id", "case_id", "case_name", "model", "trial", "status", "duration_ms", "reason", "run__trials",
-            "cached_input_tokens", "reasoning_tokens",
+            "id", "case_id", "case_name", "model", "trial", "status", "duration_ms", "model_latency_ms", "reason",
+            "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens", "cost", "run__trials",
         )
     )
     trials = 1
@@ -304,8 +317,11 @@ def run_matrix(*, run: Run) -> list[dict[str, Any]]:
             result["case_id"] or result["case_name"],
             {"case_id": result["case_id"], "case_name": result["case_name"], "cells": {}},
         )
-        cell = row["cells"].setdefault(result["model"], {**result, "trials": []})
+        cell = row["cells"].setdefault(result["model"], {**result, "trials": [], "last_id": result["id"]})
         cell["trials"].append(result["status"])
+        cell["last_id"] = max(cell["last_id"], result["id"])
+        if cell["status"] == CaseResult.Status.PASSED and result["status"] in _NOT_PASSING:
+            cell["reason"] = cell["reason"] or result["reason"]
     for row in rows.values():
         for cell in row["cells"].values():
             summary = TrialSummary(cell["case_id"], cell["case_name"], cell["model"], trials)
@@ -322,3 +338,6 @@ def run_matrix(*, run: Run) -> list[dict[str, Any]]:
             row["disagree"] = len(statuses) > 1
         row["any_failure"] = bool(every_status & {"failed", "error"})
     return list(rows.values())
+
+
+_NOT_PASSING = (CaseResult.Status.FAILED, CaseResult.Status.ERROR)

@@ -37,6 +37,7 @@ __all__ = [
     "RunConflict",
     "RunError",
     "RunLocked",
+    "run_bless",
     "run_cancel",
     "run_claim",
     "run_conversations_prune",
@@ -49,6 +50,7 @@ __all__ = [
     "run_sweep_expired",
     "run_sweep_interrupted",
     "run_trigger",
+    "run_unbless",
     "run_validate",
     "run_wait_for_lock",
 ]
@@ -180,6 +182,8 @@ def _agent_snapshot(suite: Suite) -> dict[str, Any]:
     return {
         "agent": agent.name,
         "instruction_hash": hashlib.sha256(agent.instruction.encode()).hexdigest(),
+        # The text too, so a comparison can show how the instruction changed between two runs.
+        "instruction": agent.instruction,
         "model": agent.model_key,
         "temperature": agent.temperature,
         "functions": loaded.tools(entry_agent_name=agent.name),
@@ -230,6 +234,39 @@ def run_cancel(*, run: Run) -> Run:
         Run.objects.filter(pk=run.pk).update(cancelled=F("total"))
     else:
         Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True)
+    run.refresh_from_db()
+    return run
+
+
+BLESSABLE = ("passed", "failed")
+
+
+@transaction.atomic
+def run_bless(*, run: Run, by: Any = None) -> Run:
+    """Make `run` its suite's blessed baseline — the known-good run later runs compare with by default — in place of
+    the one blessed before. Only a run that finished with a verdict (Passed or Failed) can be: an Error or Cancelled
+    run did not judge every case."""
+    # The suite row serialises two blessings of one suite, so the one-per-suite constraint never fails on a race.
+    Suite.objects.select_for_update().filter(pk=run.suite_id).first()
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    if run.status not in BLESSABLE:
+        raise RunConflict(
+            f"run #{run.pk} is {run.get_status_display()}; only a run that finished Passed or Failed can be the "
+            "blessed baseline"
+        )
+    Run.objects.filter(suite_id=run.suite_id, blessed_at__isnull=False).exclude(pk=run.pk).update(
+        blessed_at=None, blessed_by=None
+    )
+    if run.blessed_at is None:
+        Run.objects.filter(pk=run.pk).update(blessed_at=timezone.now(), blessed_by=by)
+    run.refresh_from_db()
+    return run
+
+
+@transaction.atomic
+def run_unbless(*, run: Run) -> Run:
+    """Stop using `run` as its suite's baseline; later runs compare with their previous run again. Idempotent."""
+    Run.objects.filter(pk=run.pk).update(blessed_at=None, blessed_by=None)
     run.refresh_from_db()
     return run
 

@@ -45,6 +45,20 @@ class Outcome:
     UNAVAILABLE = "unavailable"
 
 
+class BlockedBecause:
+    """Why the seam blocked a call: the root cause a failed result names first, each with its own remedy."""
+
+    UNMOCKED = "unmocked"
+    # The function has mocks, but none matches this call's arguments or call index.
+    UNMATCHED = "unmatched"
+    FORCE_BLOCKED = "force-blocked"
+    # Force-blocked although the case mocks it: the block list wins, the mock is never used.
+    FORCE_BLOCKED_MOCKED = "force-blocked-mocked"
+    OUTSIDE_EFFECTS = "outside-effects"
+    TIMED_OUT = "timed-out"
+    CANARY = "canary"
+
+
 @dataclass(frozen=True)
 class MockSpec:
     function_name: str
@@ -68,9 +82,11 @@ class ObservedCall:
     trigger: str
     # Only to place calls the host refused among the others of their turn; not part of the stored result.
     tool_call_id: str = ""
+    # A BlockedBecause value for a blocked call; stored only then.
+    blocked_because: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "name": self.name,
             "arguments": self.arguments,
             "outcome": self.outcome,
@@ -80,6 +96,9 @@ class ObservedCall:
             "agent": self.agent,
             "trigger": self.trigger,
         }
+        if self.blocked_because:
+            data["blocked_because"] = self.blocked_because
+        return data
 
 
 @dataclass
@@ -204,6 +223,9 @@ class CaseSession:
             index = self._calls_per_function.get(name, 0)
             self._calls_per_function[name] = index + 1
             return index
+
+    def has_mock(self, name: str) -> bool:
+        return any(mock.function_name == name for mock in self.mocks)
 
     def choose_mock(self, name: str, arguments: dict[str, Any], call_index: int) -> MockSpec | None:
         """Argument-subset match first, then the call index, then an unconditional mock."""

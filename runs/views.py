@@ -11,7 +11,9 @@ from __future__ import annotations
 import csv
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from decimal import Decimal
 from html import escape as html_escape
 from typing import Any
 
@@ -28,7 +30,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from agenttest.forms import unknown_fields_message, unknown_form_fields
 from agenttest.inputs import parse_id, printable_json, text_is_storable
-from cases.models import Suite
+from cases.models import Case, Suite
 from cases.selectors import enabled_cases, suite_list
 from runs.charts import format_ms, format_percent, model_chart, pass_rate_band
 from runs.comparison import (
@@ -36,13 +38,25 @@ from runs.comparison import (
     baseline_get,
     default_baseline,
     earlier_runs,
+    model_deltas,
     run_compare,
+    run_differences,
 )
 from runs.forms import RunTriggerForm
 from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
-from runs.selectors import run_list, run_matrix, run_summary
-from runs.services import QueueUnavailable, RunConflict, RunError, run_cancel, run_resume, run_trigger
+from runs.numbers import format_cost, format_cost_delta, format_tokens, format_tokens_delta, models_priced
+from runs.selectors import ModelSummary, matrix_case_key, run_list, run_matrix, run_summary
+from runs.services import (
+    QueueUnavailable,
+    RunConflict,
+    RunError,
+    run_bless,
+    run_cancel,
+    run_resume,
+    run_trigger,
+    run_unbless,
+)
 
 RUNS_PER_PAGE = 25
 MATRIX_FILTERS = {"all": "All cases", "failures": "Failures only", "disagree": "Where models disagree"}
@@ -225,7 +239,11 @@ def run_trigger_page(request: HttpRequest) -> HttpResponse:
             except RunError as exc:
                 form.add_run_error(exc)
             else:
-                messages.success(request, f"Run #{run.pk} is queued: {run.total} case × model results to go.")
+                # Tagged so the run page's poller can take the notice down once the run has started.
+                messages.success(
+                    request, f"Run #{run.pk} is queued: {run.total} case × model results to go.",
+                    extra_tags="run-queued",
+                )
                 return redirect("runs:detail", run_id=run.pk)
     else:
         form = RunTriggerForm(initial=_initial_from_query(request), suites=suites)
@@ -242,8 +260,10 @@ def run_trigger_page(request: HttpRequest) -> HttpResponse:
 # --- The run page -------------------------------------------------------------------------------------------------
 
 
-def _progress(run: Run) -> dict[str, Any]:
-    """Where a run stands: counts, done / total per model, the case in progress, elapsed time. One query."""
+def _progress(run: Run, since: int | None = None) -> dict[str, Any]:
+    """Where a run stands: counts, done / total per model, the case in progress, elapsed time. One query. With
+    `since` (the last result id the page has), also the matrix cells of results written after it, rendered, so the
+    page can link them as they land: two more queries when there are any."""
     done_by_model = dict(
         CaseResult.objects.filter(run=run).order_by().values_list("model").annotate(count=Count("id"))
     )
@@ -275,13 +295,51 @@ def _progress(run: Run) -> dict[str, Any]:
             }
             for model in run.model_keys
         ],
+        **(_new_cells(run, since) if since is not None else {}),
     }
+
+
+def _new_cells(run: Run, since: int) -> dict[str, Any]:
+    """The cells (and row flags) of every case × model with a result newer than `since`. With several trials a
+    cell sums up all of them, so the whole cell is sent again."""
+    fresh = list(CaseResult.objects.filter(run=run, pk__gt=since).order_by().values_list("pk", "case_id", "case_name"))
+    if not fresh:
+        return {"cells": [], "rows": [], "last_result": since}
+    rows = run_matrix(
+        run=run,
+        case_ids={case_id for _, case_id, _ in fresh if case_id is not None},
+        case_names={name for _, case_id, name in fresh if case_id is None},
+    )
+    base = html_escape(_results_base(run))
+    cells, flags = [], []
+    for row in rows:
+        key = matrix_case_key(row)
+        flags.append({"key": key, "classes": _row_classes(row)})
+        for model, cell in row["cells"].items():
+            cells.append({"key": f"{key}|{model}", "html": _cell_html(key, model, cell, run.trials, base)})
+    return {"cells": cells, "rows": flags, "last_result": max(pk for pk, _, _ in fresh)}
+
+
 
 
 _STATUS_LABELS = dict(CaseResult.Status.choices)
 # With several trials a cell shows how the case held up over all of them; it links to the first trial.
 _STABILITY = {"stable-pass": ("passed", "Stable pass"), "stable-fail": ("failed", "Stable fail"),
               "flaky": ("flaky", "Flaky"), "": ("cancelled", "Incomplete")}
+# A matrix cell shows the start of a result's reason: enough to tell causes apart; the result page has all of it.
+CELL_REASON_CHARS = 90
+CASE_TIME_TITLE = "case: the case's wall time (every turn, mocks and assertions); model: the model's own latency"
+
+
+def short_reason(reason: str, limit: int = CELL_REASON_CHARS) -> str:
+    """The reason cut at a word to at most `limit` characters, with an ellipsis when cut."""
+    text = " ".join(reason.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if " " in cut[limit // 2 :]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:—-(") + "…"
 
 
 def _cell(cell: dict[str, Any], trials: int) -> dict[str, Any]:
@@ -291,33 +349,60 @@ def _cell(cell: dict[str, Any], trials: int) -> dict[str, Any]:
         cell["detail"] = f"{ran.count(CaseResult.Status.PASSED)}/{len(ran)} passed"
     else:
         cell["css"], cell["label"] = cell["status"], _STATUS_LABELS.get(cell["status"], cell["status"])
-        cell["detail"] = format_ms(cell["duration_ms"])
+        cell["detail"] = f"case {format_ms(cell['duration_ms'])} · model {format_ms(cell['model_latency_ms'])}"
     return cell
 
 
-def _matrix_rows_html(rows: list[dict[str, Any]], models: list[str], trials: int, results_base: str) -> SafeString:
+def _row_classes(row: dict[str, Any]) -> str:
+    flags = (("has-failure", row["any_failure"]), ("disagree", row["disagree"]))
+    return " ".join(name for name, on in flags if on)
+
+
+def _cell_html(key: str, model: str, cell: dict[str, Any], trials: int, results_base: str) -> str:
+    cell = _cell(cell, trials)
+    reason = cell["reason"] if cell["status"] != CaseResult.Status.PASSED or trials > 1 else ""
+    title = f' title="{html_escape(reason)}"' if reason else ""
+    shown = f'<span class="cell-reason">{html_escape(short_reason(reason))}</span>' if reason else ""
+    return (
+        f'<td class="cell cell-{html_escape(cell["css"])}" data-cell="{html_escape(f"{key}|{model}")}">'
+        f'<a href="{results_base}{cell["id"]}/"{title}><span class="cell-head"><span class="cell-verdict">'
+        f'{html_escape(cell["label"])}</span><small class="cell-times">{html_escape(cell["detail"])}</small></span>'
+        f"{shown}</a></td>"
+    )
+
+
+def _matrix_rows_html(
+    rows: list[dict[str, Any]], models: list[str], trials: int, results_base: str, *, live: bool = False
+) -> SafeString:
     """The matrix body. Built here rather than in the template: at 1,000 cases × 5 models the template engine spends
     most of the page's time on these cells, plain string building a tenth of it. Every value is escaped (the
-    standard library's escape: Django's lazy-aware wrapper costs more than the escaping itself here)."""
+    standard library's escape: Django's lazy-aware wrapper costs more than the escaping itself here). While the run
+    is live a cell without a result is "not run yet", and the poller replaces it once its result lands."""
     missing = '<td class="cell cell-missing" title="no result">—</td>'
     lines = []
     for row in rows:
-        flags = (("has-failure", row["any_failure"]), ("disagree", row["disagree"]))
-        classes = " ".join(name for name, on in flags if on)
+        key = matrix_case_key(row)
         cells = []
         for model in models:
             cell = row["cells"].get(model)
-            if cell is None:
+            if cell is not None:
+                cells.append(_cell_html(key, model, cell, trials, results_base))
+            elif live:
+                cells.append(
+                    f'<td class="cell cell-pending" data-cell="{html_escape(f"{key}|{model}")}">'
+                    '<span class="cell-head"><span class="cell-verdict">Not run yet</span></span></td>'
+                )
+            else:
                 cells.append(missing)
-                continue
-            cell = _cell(cell, trials)
-            title = f' title="{html_escape(cell["reason"])}"' if cell["reason"] else ""
-            cells.append(
-                f'<td class="cell cell-{html_escape(cell["css"])}"><a href="{results_base}{cell["id"]}/"{title}>'
-                f'{html_escape(cell["label"])}<small>{html_escape(cell["detail"])}</small></a></td>'
-            )
-        lines.append(f'<tr class="{classes}"><th scope="row">{html_escape(row["case_name"])}</th>{"".join(cells)}</tr>')
+        lines.append(
+            f'<tr class="{_row_classes(row)}" data-row="{html_escape(key)}"><th scope="row">'
+            f'{html_escape(row["case_name"])}</th>{"".join(cells)}</tr>'
+        )
     return mark_safe("\n".join(lines))
+
+
+def _results_base(run: Run) -> str:
+    return reverse("runs:detail", kwargs={"run_id": run.pk}) + "results/"
 
 
 def _matrix(run: Run, models: list[str], results_base: str) -> tuple[SafeString, dict[str, int]]:
@@ -331,11 +416,33 @@ def _matrix(run: Run, models: list[str], results_base: str) -> tuple[SafeString,
     return _matrix_rows_html(rows, models, run.trials, results_base), counts
 
 
-def _results_context(request: HttpRequest, run: Run) -> dict[str, Any]:
-    summaries = run_summary(run=run)
-    models = [summary.model for summary in summaries]
-    results_base = reverse("runs:detail", kwargs={"run_id": run.pk}) + "results/"
-    rows, counts = _matrix(run, models, html_escape(results_base))
+def _live_matrix(run: Run) -> dict[str, Any]:
+    """The matrix of a run in progress: every selected case in the run's order, its finished cells linked, the rest
+    waiting. Two queries (the cases' names, the results so far)."""
+    names = dict(Case.objects.filter(pk__in=run.case_ids or []).values_list("pk", "name"))
+    rows = {matrix_case_key(row): row for row in run_matrix(run=run)}
+    ordered = []
+    for pk in run.case_ids or []:
+        key = str(pk)
+        if key in rows:
+            ordered.append(rows.pop(key))
+        elif pk in names:
+            ordered.append({"case_id": pk, "case_name": names[pk], "cells": {}, "any_failure": False,
+                            "disagree": False})
+    ordered.extend(rows.values())
+    last = max((cell["last_id"] for row in ordered for cell in row["cells"].values()), default=0)
+    return {
+        "models": list(run.model_keys),
+        "rows": _matrix_rows_html(ordered, list(run.model_keys), run.trials, html_escape(_results_base(run)),
+                                  live=True),
+        "last_result": last,
+        "case_time_title": CASE_TIME_TITLE,
+    }
+
+
+def _summary_numbers(run: Run, summaries: list[ModelSummary]) -> None:
+    """The figures of each summary as the pages write them: percentages, milliseconds, tokens, one cost format."""
+    priced = models_priced(summary.model for summary in summaries)
     for summary in summaries:
         summary.band = pass_rate_band(summary.pass_rate)
         summary.percent = format_percent(summary.pass_rate)
@@ -343,8 +450,26 @@ def _results_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         summary.pass_k_percent = format_percent(summary.pass_k)
         summary.p50 = format_ms(summary.latency_p50_ms)
         summary.p95 = format_ms(summary.latency_p95_ms)
+        summary.tokens_text = f"{format_tokens(summary.input_tokens)} / {format_tokens(summary.output_tokens)}"
+        summary.judge_tokens_text = format_tokens(summary.judge_tokens)
+        summary.cached_tokens_text = format_tokens(summary.cached_input_tokens)
+        summary.reasoning_tokens_text = format_tokens(summary.reasoning_tokens)
+        summary.total_tokens_text = format_tokens(summary.total_tokens)
+        # A replayed run called no model: its $0 is exact whatever the model's price.
+        is_priced = priced[summary.model] or run.mode == Run.Mode.REPLAY
+        summary.priced = is_priced
+        summary.cost_text = format_cost(summary.total_cost, priced=is_priced)
+        summary.judge_cost_text = format_cost(summary.judge_cost)
+
+
+def _results_context(request: HttpRequest, run: Run) -> dict[str, Any]:
+    summaries = run_summary(run=run)
+    models = [summary.model for summary in summaries]
+    rows, counts = _matrix(run, models, html_escape(_results_base(run)))
+    _summary_numbers(run, summaries)
     show = request.GET.get("show", "all")
     results = sum(summary.total for summary in summaries)
+    baselines = list(earlier_runs(run=run))
     return {
         "summaries": summaries,
         "chart": model_chart(summaries),
@@ -354,7 +479,13 @@ def _results_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "matrix_filters": [(key, label, counts[key]) for key, label in MATRIX_FILTERS.items()],
         "show": show if show in MATRIX_FILTERS else "all",
         "missing": max(run.total - results, 0),
-        "baselines": list(earlier_runs(run=run)),
+        "baselines": baselines,
+        # The form preselects what the compare page would use by default: the blessed run, else the previous one.
+        "default_baseline_id": next(
+            (earlier.pk for earlier in baselines if earlier.is_blessed),
+            next((earlier.pk for earlier in baselines if earlier.status in ("passed", "failed")), None),
+        ),
+        "case_time_title": CASE_TIME_TITLE,
     }
 
 
@@ -364,8 +495,13 @@ def _run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "run": run,
         "elapsed": format_duration(elapsed) if elapsed is not None else "not started",
         "can_manage": request.user.is_staff,
+        "budget_cost": format_cost(run.budget_cost) if run.budget_cost else "",
+        "budget_tokens": format_tokens(run.budget_tokens) if run.budget_tokens else "",
     }
-    context.update(_results_context(request, run) if run.is_finished else {"progress": _progress(run)})
+    if run.is_finished:
+        context.update(_results_context(request, run))
+    else:
+        context.update({"progress": _progress(run), "live": _live_matrix(run)})
     return context
 
 
@@ -381,8 +517,51 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def run_progress(request: HttpRequest, run_id: int) -> JsonResponse:
+    """Progress; with ?since=<result id> (0: from the start) also the cells of the results written after it."""
     run = get_object_or_404(Run.objects.defer("agent_snapshot"), pk=run_id)
-    return JsonResponse(_progress(run), headers={"Cache-Control": "no-store"})
+    since = None
+    if "since" in request.GET:
+        raw = request.GET["since"]
+        since = 0 if raw == "0" else parse_id(raw)
+        if since is None:
+            return JsonResponse(
+                {"errors": [{"field": "since", "message": "since must be a result id (a whole number from 0)"}]},
+                status=400,
+            )
+    return JsonResponse(_progress(run, since), headers={"Cache-Control": "no-store"})
+
+
+def _bless_page(request: HttpRequest, run_id: int, *, bless: bool) -> HttpResponse:
+    if not request.user.is_staff:
+        return _forbidden(request, "Only admins can choose a suite's blessed baseline.")
+    run = get_object_or_404(Run.objects.defer("agent_snapshot").select_related("suite"), pk=run_id)
+    if (refused := _unknown_fields(request, "Nothing was changed.")) is not None:
+        return refused
+    if not bless:
+        run_unbless(run=run)
+        messages.success(request, f"Run #{run.pk} is no longer the blessed baseline of {run.suite.name}.")
+        return redirect("runs:detail", run_id=run.pk)
+    try:
+        run = run_bless(run=run, by=request.user)
+    except RunConflict as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request, f"Run #{run.pk} is now the blessed baseline of {run.suite.name}: later runs compare with it."
+        )
+    return redirect("runs:detail", run_id=run.pk)
+
+
+@login_required
+@require_POST
+def run_bless_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    return _bless_page(request, run_id, bless=True)
+
+
+@login_required
+@require_POST
+def run_unbless_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    return _bless_page(request, run_id, bless=False)
 
 
 @login_required
@@ -513,6 +692,12 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
         "final_state": sorted((key, _pretty(value)) for key, value in (result.final_state or {}).items()),
         "duration": format_ms(result.duration_ms),
         "latency": format_ms(result.model_latency_ms),
+        "tokens": f"{format_tokens(result.input_tokens)} / {format_tokens(result.output_tokens)}",
+        "judge_tokens": format_tokens(result.judge_tokens),
+        "cost": format_cost(
+            result.cost, priced=result.run.mode == Run.Mode.REPLAY or models_priced([result.model])[result.model]
+        ),
+        "judge_cost": format_cost(result.judge_cost),
         "other_models": list(same_case.order_by("position").values("id", "model", "trial", "status")),
     }
     return render(request, "runs/result_detail.html", context)
@@ -521,10 +706,47 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
 # --- Run vs baseline ----------------------------------------------------------------------------------------------
 
 
+def _signed(value: float | None, unit: str, *, digits: int | None = None) -> str:
+    if value is None:
+        return ""
+    if digits is None:
+        digits = 1 if abs(value) < 10 and unit == " ms" else 0
+    if round(value, digits) == 0:
+        return f"±0{unit}"
+    return f"{'+' if value > 0 else '−'}{abs(value):.{digits}f}{unit}"
+
+
+def _delta_rows(run: Run, baseline: Run) -> list[dict[str, Any]]:
+    """Per model, the baseline's and the run's figures and how they moved; a rise in pass rate is good, a rise in
+    latency, tokens or cost is not."""
+    current, before = run_summary(run=run), run_summary(run=baseline)
+    _summary_numbers(run, current)
+    _summary_numbers(baseline, before)
+    rows = []
+    for delta in model_deltas(baseline=before, current=current):
+        points = delta.pass_rate_points
+        rows.append({
+            "model": delta.model,
+            "baseline": delta.baseline,
+            "current": delta.current,
+            "pass_rate": _signed(points, " pts"),
+            "pass_rate_trend": "" if points is None or round(points) == 0 else ("better" if points > 0 else "worse"),
+            "p50": _signed(delta.p50_ms, " ms"),
+            "p95": _signed(delta.p95_ms, " ms"),
+            "tokens": "" if delta.tokens is None else format_tokens_delta(delta.tokens),
+            "cost": "" if delta.cost is None else (
+                format_cost_delta(delta.cost) if delta.baseline.priced and delta.current.priced else "unpriced"
+            ),
+        })
+    return rows
+
+
 @login_required
 @require_GET
 def run_compare_page(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(run_list().defer("agent_snapshot"), pk=run_id)
+    """The run against a baseline (by default the suite's blessed run, else the previous run): how each model's
+    numbers moved, what differs between the two runs, and per model the cases that flipped, with their reasons."""
+    run = get_object_or_404(run_list(), pk=run_id)
     wanted = request.GET.get("baseline", "").strip()
     error, baseline, status = "", None, 200
     if not wanted:
@@ -539,13 +761,15 @@ def run_compare_page(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {
         "run": run,
         "baseline": baseline,
+        "default_used": baseline is not None and not wanted,
         "baselines": list(earlier_runs(run=run)),
         "comparisons": run_compare(run=run, baseline=baseline) if baseline else [],
+        "deltas": _delta_rows(run, baseline) if baseline else [],
+        "differences": run_differences(run=run, baseline=baseline) if baseline else None,
         "error": error,
-        "results_base": reverse("runs:detail", kwargs={"run_id": run.pk}) + "results/",
-        "baseline_results_base": (
-            reverse("runs:detail", kwargs={"run_id": baseline.pk}) + "results/" if baseline else ""
-        ),
+        "results_base": _results_base(run),
+        "baseline_results_base": _results_base(baseline) if baseline else "",
+        "can_manage": request.user.is_staff,
     }
     return render(request, "runs/run_compare.html", context, status=status)
 
@@ -558,26 +782,52 @@ def _csv_text(value: Any) -> str:
     return "'" + text if text.startswith(_FORMULA_PREFIXES) else text
 
 
+# Per model, the columns of the matrix CSV: (header suffix, value of a cell). A pair without a result leaves them
+# all empty. Add a column here and every model gets it.
+def _csv_cost(cell: dict[str, Any]) -> str:
+    return "" if not cell["priced"] and not cell["cost"] else f"{Decimal(cell['cost'] or 0).normalize():f}"
+
+
+_CSV_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+    ("status", lambda cell: cell["status"]),
+    ("duration_ms", lambda cell: f"{cell['duration_ms']:.0f}"),
+    ("model_latency_ms", lambda cell: f"{cell['model_latency_ms']:.0f}"),
+    ("input_tokens", lambda cell: cell["input_tokens"]),
+    ("output_tokens", lambda cell: cell["output_tokens"]),
+    ("cached_input_tokens", lambda cell: cell["cached_input_tokens"]),
+    ("reasoning_tokens", lambda cell: cell["reasoning_tokens"]),
+    # USD; empty for a model without a price (the page says "unpriced").
+    ("cost_usd", _csv_cost),
+    ("reason", lambda cell: _csv_text(cell["reason"])),
+    ("result_url", lambda cell: cell["url"]),
+]
+
+
 @login_required
 @require_GET
 def matrix_csv(request: HttpRequest, run_id: int) -> HttpResponse:
-    """One row per case; per model its status and duration in ms. An empty pair is a case × model with no result."""
+    """One row per case; per model the _CSV_COLUMNS of its result (the first trial's with several). An empty group
+    is a case × model with no result."""
     run = get_object_or_404(Run.objects.defer("agent_snapshot", "case_ids"), pk=run_id)
     rows = run_matrix(run=run)
     models = list(dict.fromkeys([*run.model_keys, *(model for row in rows for model in row["cells"])]))
+    priced = models_priced(models)
+    results_base = request.build_absolute_uri(_results_base(run))
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-matrix.csv"'
     writer = csv.writer(response)
-    parts = ("status", "duration_ms", "cached_input_tokens", "reasoning_tokens")
-    writer.writerow(["case_id", "case", *(f"{model} {part}" for model in models for part in parts)])
+    writer.writerow(["case_id", "case", *(f"{model} {name}" for model in models for name, _ in _CSV_COLUMNS)])
     for row in rows:
-        cells = []
+        values = []
         for model in models:
             cell = row["cells"].get(model)
-            cells += [
-                cell["status"], f"{cell['duration_ms']:.0f}", cell["cached_input_tokens"], cell["reasoning_tokens"]
-            ] if cell else [""] * len(parts)
-        writer.writerow([row["case_id"] or "", _csv_text(row["case_name"]), *cells])
+            if cell is None:
+                values += [""] * len(_CSV_COLUMNS)
+                continue
+            is_priced = priced[model] or run.mode == Run.Mode.REPLAY
+            cell = {**cell, "priced": is_priced, "url": f"{results_base}{cell['id']}/"}
+            values += [value(cell) for _, value in _CSV_COLUMNS]
+        writer.writerow([row["case_id"] or "", _csv_text(row["case_name"]), *values])
     return response
 
 

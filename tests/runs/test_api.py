@@ -398,3 +398,35 @@ def test_it_deletes_many_runs_skipping_running_ones(admin_client_api, finished_r
     assert list(Run.objects.values_list("pk", flat=True)) == [running.pk]
     empty = admin_client_api.post(reverse("runs-api:runs-delete"), {"ids": []}, format="json")
     assert empty.status_code == 400 and empty.data["errors"][0]["field"] == "ids"
+
+
+def test_it_blesses_one_run_per_suite_for_staff_and_refuses_runs_without_a_verdict(
+    admin_client_api, member_client, order_suite, make_run, admin_user
+):
+    first = make_run(order_suite, status=Run.Status.PASSED)
+    second = make_run(order_suite, status=Run.Status.FAILED)
+    errored = make_run(order_suite, status=Run.Status.ERROR)
+    running = make_run(order_suite, status=Run.Status.RUNNING)
+
+    assert member_client.post(f"/api/runs/{first.pk}/bless/", {}, format="json").status_code == 403
+    blessed = admin_client_api.post(f"/api/runs/{first.pk}/bless/", {}, format="json")
+    assert blessed.status_code == 200 and blessed.json()["blessed_at"]
+    first.refresh_from_db()
+    assert first.blessed_by == admin_user
+
+    assert admin_client_api.post(f"/api/runs/{second.pk}/bless/", {}, format="json").status_code == 200
+    assert list(Run.objects.filter(blessed_at__isnull=False).values_list("pk", flat=True)) == [second.pk]
+    for refused in (errored, running):
+        response = admin_client_api.post(f"/api/runs/{refused.pk}/bless/", {}, format="json")
+        assert response.status_code == 409 and "only a run that finished Passed or Failed" in response.json()["detail"]
+    bad = admin_client_api.post(f"/api/runs/{first.pk}/bless/", {"why": "x"}, format="json")
+    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "why"
+    assert Run.objects.get(blessed_at__isnull=False) == second
+
+    listed = {row["id"]: row["blessed_at"] for row in member_client.get("/api/runs/").json()["results"]}
+    assert listed[second.pk] and listed[first.pk] is None
+    assert member_client.post(f"/api/runs/{second.pk}/unbless/", {}, format="json").status_code == 403
+    for _ in range(2):  # unblessing is idempotent
+        response = admin_client_api.post(f"/api/runs/{second.pk}/unbless/", {}, format="json")
+        assert response.status_code == 200 and response.json()["blessed_at"] is None
+    assert not Run.objects.filter(blessed_at__isnull=False).exists()

@@ -11,7 +11,9 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from cases.models import Suite
 from runs.models import CaseResult, Run
+from runs.services import run_bless
 from tests.runs.conftest import CAREFUL, HASTY
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -45,6 +47,26 @@ def test_it_exits_0_on_the_agents_own_model_when_every_case_passes(make_suite, m
     assert f"Run #{run.pk} Passed: all 1 results passed" in out
 
 
+def test_it_compares_with_the_blessed_run_by_default_and_names_what_broke(order_suite):
+    run_suite("orders", "--models", CAREFUL, "--inline")
+    blessed = run_bless(run=Run.objects.get())
+    run_suite("orders", "--models", HASTY, "--inline")
+    # The suite now blocks the look-up its cases mock: on sim-careful the look-up case breaks, for that reason.
+    Suite.objects.filter(pk=order_suite.pk).update(force_blocked_functions=["lookup_order"])
+    code, out, _ = run_suite("orders", "--models", f"{CAREFUL},{HASTY}", "--inline")
+
+    assert code == 1
+    assert f"Compared with run #{blessed.pk} (the blessed baseline):" in out
+    assert f"  {CAREFUL}: pass rate 100.0% → 0.0% (−100.0 pts); 2 pass → fail" in out
+    assert (
+        "    pass → fail  looks the order up first: lookup_order is force-blocked by the suite (it has a mock; "
+        "remove it from the suite's force-blocked functions to let the mock answer)"
+    ) in out
+    assert f"  {HASTY}: pass rate - → 50.0%; 2 new" in out
+    code, out, _ = run_suite("orders", "--models", CAREFUL, "--inline", "--baseline", "99999")
+    assert "No comparison: there is no run #99999." in out
+
+
 def test_it_exits_1_and_compares_the_models_when_one_fails_a_case(order_suite, tmp_path):
     junit = tmp_path / "report.xml"
 
@@ -60,7 +82,7 @@ def test_it_exits_1_and_compares_the_models_when_one_fails_a_case(order_suite, t
     careful, hasty = table_row(out, CAREFUL), table_row(out, HASTY)
     assert careful[1:6] == ["100.0%", "2", "0", "0", "0"]
     assert hasty[1:6] == ["50.0%", "1", "1", "0", "0"]
-    assert int(careful[8]) > 0
+    assert int(careful[8].replace(",", "")) > 0 and careful[9] == "$0.00", "a simulated model is free, not unpriced"
     assert "Failed: 1 of 4 results failed" in out
 
     root = ET.parse(junit).getroot()

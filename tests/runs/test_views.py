@@ -50,7 +50,7 @@ def html_of(response) -> str:
 
 def text_of(response) -> str:
     """The page as a person reads it: tags dropped, whitespace collapsed."""
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html_of(response)))
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html_of(response).replace("<wbr>", "")))
 
 
 # --- Who may see and do what --------------------------------------------------------------------------------------
@@ -227,7 +227,13 @@ def test_it_shows_progress_per_model_and_the_case_in_progress(admin_client, runn
     text = text_of(admin_client.get(f"/runs/{running_run.pk}/"))
     assert "1 of 4 results" in text and f"Now: looks the order up first on {HASTY}" in text
     assert f"{CAREFUL} 1 / 2" in text and f"{HASTY} 0 / 2" in text
-    assert "Case × model" not in text, "results appear once the run has finished"
+    # The matrix is there while the run is live: the finished result is linked, the rest waits.
+    finished = running_run.results.get()
+    html = html_of(admin_client.get(f"/runs/{running_run.pk}/"))
+    assert f'href="/runs/{running_run.pk}/results/{finished.pk}/"' in html and f'data-since="{finished.pk}"' in html
+    assert "cancels the order Passed case 100 ms · model 10 ms Not run yet looks the order up first Not run yet" in (
+        text
+    )
 
     progress = admin_client.get(f"/runs/{running_run.pk}/progress.json")
     assert progress["Cache-Control"] == "no-store"
@@ -239,6 +245,30 @@ def test_it_shows_progress_per_model_and_the_case_in_progress(admin_client, runn
         {"model": HASTY, "done": 0, "total": 2, "percent": 0},
     ]
     assert data["current"] == f"looks the order up first on {HASTY}" and data["elapsed_seconds"] >= 0
+    assert "cells" not in data, "cells only for a poller that says what it has"
+
+
+def test_it_streams_the_cells_of_results_written_since_the_page_last_asked(admin_client, running_run):
+    first = running_run.results.get()
+    nothing_new = admin_client.get(f"/runs/{running_run.pk}/progress.json?since={first.pk}").json()
+    assert nothing_new["cells"] == [] and nothing_new["last_result"] == first.pk
+    case = Case.objects.get(name="looks the order up first")
+    second = CaseResult.objects.create(
+        run=running_run, case=case, case_name=case.name, model=HASTY, position=1, status=FAILED,
+        reason="toolCalled (turn 0): lookup_order was not called; no tool was called", duration_ms=18,
+        model_latency_ms=9,
+    )
+    data = admin_client.get(f"/runs/{running_run.pk}/progress.json?since={first.pk}").json()
+    assert data["last_result"] == second.pk
+    assert [cell["key"] for cell in data["cells"]] == [f"{case.pk}|{HASTY}"]
+    html = data["cells"][0]["html"]
+    assert f'href="/runs/{running_run.pk}/results/{second.pk}/"' in html and "cell-failed" in html
+    assert "case 18 ms · model 9.0 ms" in html and "lookup_order was not called" in html
+    assert data["rows"] == [{"key": str(case.pk), "classes": "has-failure"}]
+    everything = admin_client.get(f"/runs/{running_run.pk}/progress.json?since=0").json()
+    assert len(everything["cells"]) == 2
+    refused = admin_client.get(f"/runs/{running_run.pk}/progress.json?since=-1")
+    assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "since"
 
 
 def test_it_serves_the_run_body_alone_for_the_poller_to_swap_in(admin_client, finished_run):
@@ -289,8 +319,8 @@ def test_it_summarises_each_model_with_a_chart(admin_client, finished_run):
     text = text_of(response)
     assert "1 of 4 results failed" in text
     # sim-careful: results 1 and 3 (latency 10 and 30 ms), sim-hasty: 2 and 4 (20 and 40 ms).
-    assert f"{CAREFUL} 100% 2 0 0 0 10 ms 30 ms 20 / 10 $0.0020" in text
-    assert f"{HASTY} 50% 1 1 0 0 20 ms 40 ms 20 / 10 $0.0020" in text
+    assert f"{CAREFUL} 100% 2 · 0 · 0 · 0 10 ms · 30 ms 20 / 10 $0.002" in text
+    assert f"{HASTY} 50% 1 · 1 · 0 · 0 20 ms · 40 ms 20 / 10 $0.002" in text
     html = html_of(response)
     chart = re.search(r"<svg class=\"chart\".*?</svg>", html, re.S).group(0)
     assert f"{CAREFUL}: pass rate 100%" in chart and f"{HASTY}: pass rate 50%" in chart
@@ -302,9 +332,12 @@ def test_it_shows_the_case_by_model_matrix_with_links_and_filters(admin_client, 
     matrix = re.search(r'<table class="matrix".*?</table>', html, re.S).group(0)
     results = {(r.case_name, r.model): r for r in finished_run.results.all()}
     failed = results[("cancels the order", HASTY)]
-    assert f'<td class="cell cell-failed"><a href="/runs/{finished_run.pk}/results/{failed.pk}/"' in matrix
+    assert (
+        f'<td class="cell cell-failed" data-cell="{failed.case_id}|{HASTY}"><a href="/runs/{finished_run.pk}/results/'
+        f'{failed.pk}/"'
+    ) in matrix
     assert matrix.count('class="cell cell-passed"') == 3
-    rows = re.findall(r'<tr class="([^"]*)"><th scope="row">([^<]+)</th>', matrix)
+    rows = re.findall(r'<tr class="([^"]*)" data-row="[^"]*"><th scope="row">([^<]+)</th>', matrix)
     assert rows == [("has-failure disagree", "cancels the order"), ("", "looks the order up first")]
     assert 'data-show="all"' in matrix
     text = text_of(admin_client.get(f"/runs/{finished_run.pk}/"))
@@ -403,18 +436,49 @@ def test_it_answers_404_for_a_result_of_another_run(admin_client, finished_run, 
 
 
 def test_it_exports_the_matrix_as_csv(admin_client, finished_run):
+    CaseResult.objects.filter(run=finished_run, model=HASTY, status=FAILED).update(
+        reason="=toolCalled (turn 0): lookup_order was not called"
+    )
     response = admin_client.get(f"/runs/{finished_run.pk}/matrix.csv")
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert response["Content-Disposition"] == f'attachment; filename="run-{finished_run.pk}-matrix.csv"'
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     cases = {case.name: case.pk for case in Case.objects.all()}
-    parts = ("status", "duration_ms", "cached_input_tokens", "reasoning_tokens")
+    ids = {(r.case_name, r.model): r.pk for r in finished_run.results.all()}
+    parts = ["status", "duration_ms", "model_latency_ms", "input_tokens", "output_tokens", "cached_input_tokens",
+             "reasoning_tokens", "cost_usd", "reason", "result_url"]
+    url = f"http://testserver/runs/{finished_run.pk}/results/"
     assert rows == [
         ["case_id", "case", *(f"{model} {part}" for model in (CAREFUL, HASTY) for part in parts)],
-        [str(cases["cancels the order"]), "cancels the order", "passed", "100", "0", "0", "failed", "200", "0", "0"],
-        [str(cases["looks the order up first"]), "looks the order up first", "passed", "300", "0", "0", "passed", "400",
-         "0", "0"],
+        [str(cases["cancels the order"]), "cancels the order",
+         "passed", "100", "10", "10", "5", "0", "0", "0.001", "", f"{url}{ids[('cancels the order', CAREFUL)]}/",
+         "failed", "200", "20", "10", "5", "0", "0", "0.001", "'=toolCalled (turn 0): lookup_order was not called",
+         f"{url}{ids[('cancels the order', HASTY)]}/"],
+        [str(cases["looks the order up first"]), "looks the order up first",
+         "passed", "300", "30", "10", "5", "0", "0", "0.001", "", f"{url}{ids[('looks the order up first', CAREFUL)]}/",
+         "passed", "400", "40", "10", "5", "0", "0", "0.001", "", f"{url}{ids[('looks the order up first', HASTY)]}/"],
     ]
+
+
+def test_it_leaves_the_cost_of_an_unpriced_model_empty_in_the_csv_and_says_unpriced_on_the_pages(
+    admin_client, order_suite, make_run, settings
+):
+    settings.AGENTTEST_PROVIDERS = {
+        **settings.AGENTTEST_PROVIDERS,
+        "local": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "", "timeout": 5.0,
+                  "max_retries": 0, "models": [{"name": "llama", "input_price": 0.0, "output_price": 0.0,
+                                                "label": ""}]},
+    }
+    run = make_run(order_suite, models=("local:llama",), status=Run.Status.PASSED,
+                   results=(("local:llama", PASSED), ("local:llama", PASSED)))
+    CaseResult.objects.filter(run=run).update(cost=0, input_tokens=12345)
+    rows = list(csv.reader(io.StringIO(admin_client.get(f"/runs/{run.pk}/matrix.csv").content.decode())))
+    assert rows[0][7] == "local:llama cost_usd" and rows[1][7] == "" and rows[1][5] == "12345"
+    text = text_of(admin_client.get(f"/runs/{run.pk}/"))
+    assert "local:llama 100% 2 · 0 · 0 · 0" in text and "24,690 / 10 unpriced" in text
+    result = run.results.first()
+    page = text_of(admin_client.get(f"/runs/{run.pk}/results/{result.pk}/"))
+    assert "Tokens in / out 12,345 / 5 Cost unpriced" in page
 
 
 def test_it_keeps_spreadsheets_from_running_case_names_as_formulas(admin_client, finished_run):
@@ -441,7 +505,8 @@ def test_it_compares_with_the_previous_run_by_default_and_lists_flips(admin_clie
     current = make_run(order_suite, models=(CAREFUL, HASTY), status=Run.Status.FAILED,
                        results=((CAREFUL, PASSED), (HASTY, FAILED), (CAREFUL, PASSED), (HASTY, PASSED)))
     run_page = html_of(admin_client.get(f"/runs/{current.pk}/"))
-    assert f'action="/runs/{current.pk}/compare/"' in run_page and f'<option value="{baseline.pk}">' in run_page
+    assert f'action="/runs/{current.pk}/compare/"' in run_page
+    assert f'<option value="{baseline.pk}" selected>' in run_page
 
     text = text_of(admin_client.get(f"/runs/{current.pk}/compare/"))
     assert f"Run #{current.pk} vs run #{baseline.pk}" in text
@@ -449,6 +514,7 @@ def test_it_compares_with_the_previous_run_by_default_and_lists_flips(admin_clie
     assert f"{HASTY} 1 pass → fail · 0 fail → pass · 0 new · 0 gone · 1 unchanged" in text
     assert "pass → fail cancels the order Passed Failed" in text
     assert "fail → pass looks the order up first Failed Passed" in text
+    assert f"Baseline: the previous run, #{baseline.pk} — no earlier run of orders is blessed" in text
 
 
 def test_it_refuses_a_baseline_that_is_later_or_of_another_suite(admin_client, order_suite, make_suite, make_run):
@@ -460,6 +526,69 @@ def test_it_refuses_a_baseline_that_is_later_or_of_another_suite(admin_client, o
     other = admin_client.get(f"/runs/{second.pk}/compare/?baseline={foreign.pk}")
     assert other.status_code == 400 and "is of another suite (billing)" in text_of(other)
     assert admin_client.get(f"/runs/{second.pk}/compare/?baseline=abc").status_code == 400
+
+
+def test_it_blesses_a_run_from_its_page_and_compares_with_it_by_default(
+    admin_client, member_web, order_suite, make_run
+):
+    known_good = make_run(order_suite, models=(CAREFUL,), status=Run.Status.PASSED,
+                          results=((CAREFUL, PASSED), (CAREFUL, PASSED)))
+    make_run(order_suite, models=(CAREFUL,), status=Run.Status.FAILED, results=((CAREFUL, FAILED), (CAREFUL, PASSED)))
+    errored = make_run(order_suite, models=(CAREFUL,), status=Run.Status.ERROR, results=((CAREFUL, ERROR),))
+    current = make_run(order_suite, models=(CAREFUL,), status=Run.Status.FAILED,
+                       results=((CAREFUL, FAILED), (CAREFUL, PASSED)))
+
+    assert f'action="/runs/{known_good.pk}/bless/"' in html_of(admin_client.get(f"/runs/{known_good.pk}/"))
+    assert "Bless as baseline" not in html_of(member_web.get(f"/runs/{known_good.pk}/"))
+    assert "Bless as baseline" not in html_of(admin_client.get(f"/runs/{errored.pk}/")), "no verdict, no blessing"
+    refused = member_web.post(f"/runs/{known_good.pk}/bless/")
+    assert refused.status_code == 403 and "Only admins can choose a suite" in html_of(refused)
+    assert admin_client.post(f"/runs/{known_good.pk}/bless/", {"extra": "1"}).status_code == 400
+    assert not Run.objects.filter(blessed_at__isnull=False).exists()
+
+    response = admin_client.post(f"/runs/{known_good.pk}/bless/", follow=True)
+    assert f"Run #{known_good.pk} is now the blessed baseline of orders" in text_of(response)
+    assert "Blessed baseline" in text_of(response) and "Unbless" in text_of(response)
+    no = admin_client.post(f"/runs/{errored.pk}/bless/", follow=True)
+    assert "only a run that finished Passed or Failed can be the blessed baseline" in text_of(no)
+
+    run_page = html_of(admin_client.get(f"/runs/{current.pk}/"))
+    assert f'<option value="{known_good.pk}" selected>#{known_good.pk} · blessed baseline' in run_page
+    text = text_of(admin_client.get(f"/runs/{current.pk}/compare/"))
+    assert f"Run #{current.pk} vs run #{known_good.pk}" in text
+    assert f"Baseline: run #{known_good.pk}, the blessed baseline of orders." in text
+    assert "100% → 50% −50 pts" in text
+    assert "pass → fail cancels the order Passed Failed" in text
+
+    admin_client.post(f"/runs/{known_good.pk}/unbless/")
+    assert f"Run #{current.pk} vs run #{errored.pk - 1}" in text_of(admin_client.get(f"/runs/{current.pk}/compare/"))
+
+
+def test_it_shows_what_differs_between_the_two_runs(admin_client, order_suite, make_run):
+    from runs.services import run_create
+
+    baseline = run_create(suite=order_suite, model_keys=[CAREFUL])
+    Run.objects.filter(pk=baseline.pk).update(status=Run.Status.PASSED)
+    agent = order_suite.agent
+    agent.instruction += "\nNever cancel without a look-up."
+    agent.functions = [*agent.functions, {"name": "util-email-handle_email_sender"}]
+    agent.save()
+    case = order_suite.cases.order_by("pk").first()
+    case.description = "edited"
+    case.save()
+    current = run_create(suite=order_suite, model_keys=[CAREFUL, HASTY])
+    Run.objects.filter(pk=current.pk).update(status=Run.Status.PASSED)
+
+    html = html_of(admin_client.get(f"/runs/{current.pk}/compare/"))
+    text = text_of(admin_client.get(f"/runs/{current.pk}/compare/"))
+    assert f"Models: added {HASTY}" in text
+    assert "Instruction changed" in text and '<span class="diff-add">+Never cancel without a look-up.</span>' in html
+    assert "Tool schemas: added util-email-handle_email_sender" in text
+    assert f"Cases edited since run #{baseline.pk}: {case.name}" in text
+    assert f'href="/admin/cases/case/{case.pk}/change/"' in html
+
+    same = run_create(suite=order_suite, model_keys=[CAREFUL, HASTY])
+    assert "Nothing: the same agent" in text_of(admin_client.get(f"/runs/{same.pk}/compare/?baseline={current.pk}"))
 
 
 # --- Query discipline ---------------------------------------------------------------------------------------------
@@ -496,8 +625,10 @@ def _sized_run(suite, cases: list[Case], models: int) -> Run:
         ("/runs/{run}/progress.json", 4),
         # session, user; run, matrix
         ("/runs/{run}/matrix.csv", 4),
-        # session, user; run, earlier runs, the default baseline, both runs' results
-        ("/runs/{run}/compare/", 7),
+        # session, user; run, done per model, results since, their cells
+        ("/runs/{run}/progress.json?since=0", 6),
+        # session, user; run, earlier runs, the default baseline, both runs' results, both summaries, their cases
+        ("/runs/{run}/compare/", 10),
     ],
 )
 def test_it_runs_the_same_number_of_queries_whatever_the_size(
@@ -510,3 +641,17 @@ def test_it_runs_the_same_number_of_queries_whatever_the_size(
     with django_assert_num_queries(queries):
         response = admin_client.get(page.format(run=run.pk))
     assert response.status_code == 200
+
+
+@pytest.mark.parametrize(("cases", "models"), [(2, 1), (6, 3)])
+def test_it_shows_a_live_run_in_the_same_number_of_queries_whatever_the_size(
+    admin_client, make_suite, django_assert_num_queries, cases, models
+):
+    suite = make_suite()
+    made = Case.objects.bulk_create([Case(suite=suite, name=f"case {index:03d}") for index in range(cases)])
+    run = _sized_run(suite, made, models)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    # session, user; run, done per model, the cases' names, the results so far
+    with django_assert_num_queries(6):
+        response = admin_client.get(f"/runs/{run.pk}/")
+    assert response.status_code == 200 and html_of(response).count('class="cell cell-') == cases * models

@@ -1,4 +1,5 @@
-/* The run pages: live progress of a run, the matrix filter, the trigger form's case count. No library, no CDN. */
+/* The run pages: live progress of a run (finished results linked in the matrix as they land), the matrix filter,
+   the trigger form's case count. No library, no CDN. */
 (function () {
   "use strict";
 
@@ -13,6 +14,8 @@
     var progressUrl = body.dataset.progressUrl;
     var partialUrl = body.dataset.partialUrl;
     var failures = 0;
+    var table = document.getElementById("matrix-table");
+    var since = table ? table.dataset.since || "0" : null;
 
     function setText(name, value) {
       body.querySelectorAll('[data-field="' + name + '"]').forEach(function (el) { el.textContent = value; });
@@ -28,7 +31,41 @@
       if (note) note.hidden = !on;
     }
 
+    function dropQueuedNotice() {
+      document.querySelectorAll(".flash .run-queued").forEach(function (item) {
+        var list = item.parentNode;
+        item.remove();
+        if (list && !list.children.length) list.remove();
+      });
+    }
+
+    // Each new cell replaces its "not run yet" placeholder; the server rendered it, escaped, like the rest.
+    function placeCells(p) {
+      if (!table || !p.cells) return;
+      var cells = {};
+      table.querySelectorAll("td[data-cell]").forEach(function (td) { cells[td.dataset.cell] = td; });
+      p.cells.forEach(function (item) {
+        var old = cells[item.key];
+        if (!old) return;
+        var holder = document.createElement("tbody");
+        holder.innerHTML = "<tr>" + item.html + "</tr>";
+        var fresh = holder.querySelector("td");
+        if (fresh) old.replaceWith(fresh);
+      });
+      (p.rows || []).forEach(function (item) {
+        table.querySelectorAll("tr[data-row]").forEach(function (row) {
+          if (row.dataset.row === item.key) row.className = item.classes;
+        });
+      });
+      if (p.last_result !== undefined) {
+        since = String(p.last_result);
+        table.dataset.since = since;
+      }
+    }
+
     function update(p) {
+      if (p.status !== "pending") dropQueuedNotice();
+      placeCells(p);
       var badge = body.querySelector('[data-field="status"]');
       if (badge) {
         badge.textContent = p.status_label;
@@ -85,7 +122,8 @@
     }
 
     function poll() {
-      fetch(progressUrl, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } })
+      var url = since === null ? progressUrl : progressUrl + "?since=" + encodeURIComponent(since);
+      fetch(url, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } })
         .then(function (response) {
           if (!response.ok) throw new Error("HTTP " + response.status);
           return response.json();
@@ -135,8 +173,15 @@
     var controller = null;
     var last = null;
 
+    var trialsInput = form.querySelector('[name="trials"]');
+
     function models() {
       return form.querySelectorAll('[name="models"]:checked').length;
+    }
+
+    function trials() {
+      var value = trialsInput ? Number(trialsInput.value) : 1;
+      return Number.isInteger(value) && value >= 1 ? value : 1;
     }
 
     function show() {
@@ -144,9 +189,11 @@
       var text = last.message;
       var chosen = models();
       if (last.matching && chosen) {
-        var results = last.matching * chosen;
-        text += " × " + chosen + " model" + (chosen === 1 ? "" : "s") + " = " + results + " result" +
-          (results === 1 ? "" : "s");
+        var repeats = trials();
+        var results = last.matching * chosen * repeats;
+        text += " × " + chosen + " model" + (chosen === 1 ? "" : "s") +
+          (repeats > 1 ? " × " + repeats + " trials" : "") + " = " + results.toLocaleString("en-US") +
+          " result" + (results === 1 ? "" : "s");
       }
       output.textContent = text;
       output.classList.toggle("none", !last.matching);
@@ -187,6 +234,7 @@
     suite.addEventListener("change", refresh);
     filter.addEventListener("input", later);
     form.querySelectorAll('[name="models"]').forEach(function (box) { box.addEventListener("change", show); });
+    if (trialsInput) trialsInput.addEventListener("input", show);
     form.addEventListener("submit", function () {
       var button = form.querySelector('button[type="submit"]');
       // A second click would queue a second run; the page is about to change anyway.

@@ -1,6 +1,9 @@
 """Run a suite from the command line or CI: `run_suite SUITE [--models provider:model,...] [--cases FILTER]
-[--wait] [--inline] [--junit FILE] [--timeout SECONDS]`,
+[--wait] [--inline] [--junit FILE] [--timeout SECONDS] [--baseline RUN]`,
 or `run_suite --resume RUN [--inline|--wait]`.
+
+After the per-model table it compares the run with a baseline: the suite's blessed run by default, else the previous
+run (`--baseline RUN` picks one), and lists per model what flipped, with the reason.
 
 Exit codes: 0 the run passed; 1 a case failed (and none errored); 2 anything else — a run or case Error, a
 cancelled or unfinished run, bad arguments, an unavailable run queue — so CI can tell "the agent regressed" (1) from
@@ -21,8 +24,10 @@ from django.db import connection
 
 from cases.models import Suite
 from cases.selectors import suite_by_reference, suite_list
+from runs.comparison import BROKE, FIXED, ComparisonError, baseline_get, default_baseline, run_compare
 from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
+from runs.numbers import format_cost, models_priced
 from runs.selectors import ModelSummary, run_lock_holder, run_summary
 from runs.services import (
     Lease,
@@ -73,8 +78,11 @@ def _amount(text: str) -> Decimal:
     return value
 
 
-def _cost(value: Decimal) -> str:
-    return f"${float(value):.4f}"
+def _pass_rate_change(before: float | None, after: float | None) -> str:
+    if before is None or after is None:
+        return f"{_percent(before)} → {_percent(after)}"
+    points = (after - before) * 100
+    return f"{_percent(before)} → {_percent(after)} ({'+' if points >= 0 else '−'}{abs(points):.1f} pts)"
 
 
 class Command(BaseCommand):
@@ -108,6 +116,11 @@ class Command(BaseCommand):
             help="Execute the run in this process, serially, through the same runner as the worker (no broker).",
         )
         parser.add_argument("--junit", metavar="FILE", help="Write the results as JUnit XML (with --wait/--inline).")
+        parser.add_argument(
+            "--baseline", type=int, metavar="RUN",
+            help="Compare with run RUN (an earlier run of the suite); default: the suite's blessed run, else the "
+            "previous run.",
+        )
         parser.add_argument(
             "--timeout", type=float, metavar="SECONDS",
             help="Stop waiting after this long and cancel the run (with --wait/--inline); exit code 2.",
@@ -170,6 +183,7 @@ class Command(BaseCommand):
     def _finish(self, run: Run, worker: _InlineRun | None, options: dict[str, Any]) -> int:
         run = self._follow(run, worker, options["timeout"])
         self._report(run)
+        self._compare(run, options.get("baseline"))
         if options["junit"]:
             Path(options["junit"]).write_text(run_to_junit(run), encoding="utf-8")
             self.stdout.write(f"JUnit XML written to {options['junit']}.")
@@ -277,7 +291,8 @@ class Command(BaseCommand):
             "tokens (incl. judge)", "cost (incl. judge)",
         )
         summaries = run_summary(run=run)
-        rows = [self._row(summary) for summary in summaries]
+        priced = models_priced(summary.model for summary in summaries)
+        rows = [self._row(summary, priced[summary.model] or run.mode == Run.Mode.REPLAY) for summary in summaries]
         if run.trials > 1:
             # Over repeated trials the pass rate hides flakiness: pass^k counts cases that passed every trial.
             header += ("pass^k", "flaky")
@@ -306,12 +321,40 @@ class Command(BaseCommand):
         self.stdout.write(style(f"Run #{run.pk} {status}") + (f": {run.reason}" if run.reason else ""))
 
     @staticmethod
-    def _row(summary: ModelSummary) -> tuple[str, ...]:
+    def _row(summary: ModelSummary, priced: bool = True) -> tuple[str, ...]:
         return (
             summary.model, _percent(summary.pass_rate), str(summary.passed), str(summary.failed),
             str(summary.errored), str(summary.cancelled), _millis(summary.latency_p50_ms),
-            _millis(summary.latency_p95_ms), str(summary.total_tokens), _cost(summary.total_cost),
+            _millis(summary.latency_p95_ms), f"{summary.total_tokens:,}",
+            format_cost(summary.total_cost, priced=priced),
         )
+
+    def _compare(self, run: Run, baseline_id: int | None) -> None:
+        """What flipped since the baseline (the suite's blessed run by default), per model, with the reasons."""
+        if baseline_id is not None:
+            try:
+                baseline = baseline_get(run=run, baseline_id=baseline_id)
+            except ComparisonError as exc:
+                self.stdout.write(f"No comparison: {exc}.")
+                return
+            which = "the blessed baseline" if baseline.is_blessed else "chosen with --baseline"
+        else:
+            baseline = default_baseline(run=run)
+            if baseline is None:
+                return
+            which = "the blessed baseline" if baseline.is_blessed else "the previous run; none is blessed"
+        self.stdout.write(f"Compared with run #{baseline.pk} ({which}):")
+        before = {summary.model: summary for summary in run_summary(run=baseline)}
+        after = {summary.model: summary for summary in run_summary(run=run)}
+        for comparison in run_compare(run=run, baseline=baseline):
+            old, new = before.get(comparison.model), after.get(comparison.model)
+            rate = _pass_rate_change(old.pass_rate if old else None, new.pass_rate if new else None)
+            counts = ", ".join(f"{len(flips)} {label}" for _, label, flips in comparison.sections() if flips)
+            self.stdout.write(f"  {comparison.model}: pass rate {rate}; {counts or 'nothing flipped'}")
+            for flip in comparison.flips[BROKE]:
+                self.stdout.write(f"    pass → fail  {flip.case_name}: {flip.current_reason}")
+            for flip in comparison.flips[FIXED]:
+                self.stdout.write(f"    fail → pass  {flip.case_name}")
 
 
 class _InlineRun(threading.Thread):

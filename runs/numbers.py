@@ -1,0 +1,68 @@
+"""How the run pages, the exports and the CLI write numbers: one cost format everywhere, "unpriced" for a model
+that has no price (rather than a $0 that reads as free), and tokens with thousands separators."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.conf import settings
+
+from agenthost.seams import UnknownModel, get_model
+
+UNPRICED = "unpriced"
+# Offline kinds answer without a paid model: their $0 is free, not unknown.
+FREE_KINDS = frozenset({"simulated", "scripted"})
+_SIGNIFICANT = 4
+_MAX_PLACES = 8
+
+
+def _amount(value: Decimal | float | int | None) -> Decimal:
+    return Decimal(str(value)) if value is not None else Decimal(0)
+
+
+def format_cost(value: Decimal | float | int | None, *, priced: bool = True) -> str:
+    """US dollars to four significant digits, at least cents, with thousands separators: $0.00012, $0.0123, $1.50,
+    $1,234.50. Nothing spent on a model without a price is "unpriced"."""
+    amount = _amount(value)
+    if amount == 0:
+        return "$0.00" if priced else UNPRICED
+    places = min(max(2, _SIGNIFICANT - 1 - amount.copy_abs().adjusted()), _MAX_PLACES)
+    rounded = amount.copy_abs().quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    whole, _, fraction = f"{rounded:,.{places}f}".partition(".")
+    fraction = fraction.rstrip("0").ljust(2, "0")
+    return f"{'-' if amount < 0 else ''}${whole}.{fraction}"
+
+
+def format_cost_delta(value: Decimal | float | int | None) -> str:
+    amount = _amount(value)
+    if amount == 0:
+        return "±$0.00"
+    return ("+" if amount > 0 else "−") + format_cost(amount.copy_abs())
+
+
+def format_tokens(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+def format_tokens_delta(value: int) -> str:
+    if value == 0:
+        return "±0"
+    return ("+" if value > 0 else "−") + f"{abs(value):,}"
+
+
+def model_is_priced(key: str) -> bool:
+    """Whether a cost of zero on `key` means free: the model has a price, or its provider is offline. A model no
+    longer configured, or configured without a price, is unpriced."""
+    try:
+        config = get_model(key)
+    except UnknownModel:
+        return False
+    if (config.input_price or 0) > 0 or (config.output_price or 0) > 0:
+        return True
+    providers = getattr(settings, "AGENTTEST_PROVIDERS", {}) or {}
+    return (providers.get(config.provider) or {}).get("kind") in FREE_KINDS
+
+
+def models_priced(keys: Iterable[str]) -> dict[str, bool]:
+    return {key: model_is_priced(key) for key in dict.fromkeys(keys)}

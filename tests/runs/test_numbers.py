@@ -1,0 +1,55 @@
+"""One cost format everywhere, "unpriced" only for a model without a price, thousands separators on tokens."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runs.numbers import format_cost, format_cost_delta, format_tokens, format_tokens_delta, model_is_priced
+
+COST = re.compile(r"^\$\d{1,3}(,\d{3})*\.\d{2,8}$")
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (Decimal("0"), "$0.00"), (Decimal("0.00012"), "$0.00012"), (Decimal("0.012345"), "$0.01235"),
+    (Decimal("1.5"), "$1.50"), (Decimal("1234.5"), "$1,234.50"), (0.0020, "$0.002"),
+    (Decimal("0.000000001"), "$0.00"),
+])
+def test_it_writes_costs_to_four_significant_digits_with_cents_at_least(value, text):
+    assert format_cost(value) == text
+
+
+@given(st.decimals(min_value=0, max_value=10**9, places=8, allow_nan=False, allow_infinity=False))
+def test_it_writes_every_cost_in_the_one_format(value):
+    text = format_cost(value)
+    assert COST.match(text), text
+    assert abs(Decimal(text[1:].replace(",", "")) - value) <= max(value * Decimal("0.0005"), Decimal("0.000000005"))
+
+
+def test_it_says_unpriced_only_for_nothing_spent_on_a_model_without_a_price():
+    assert format_cost(0, priced=False) == "unpriced"
+    assert format_cost(Decimal("0.5"), priced=False) == "$0.50", "a cost that was counted is shown"
+    assert format_cost(0, priced=True) == "$0.00"
+
+
+def test_it_writes_tokens_and_deltas_with_separators():
+    assert format_tokens(1234567) == "1,234,567" and format_tokens(None) == "—"
+    assert (format_tokens_delta(-1500), format_tokens_delta(0), format_tokens_delta(12)) == ("−1,500", "±0", "+12")
+    assert (format_cost_delta(Decimal("-0.5")), format_cost_delta(0)) == ("−$0.50", "±$0.00")
+
+
+def test_it_knows_which_models_are_priced_free_or_unpriced(settings):
+    settings.AGENTTEST_PROVIDERS = {
+        "simulated": {"kind": "simulated", "models": [{"name": "sim-careful", "input_price": 0.0,
+                                                       "output_price": 0.0}]},
+        "paid": {"kind": "openai", "models": [{"name": "big", "input_price": 2.5, "output_price": 10.0}]},
+        "local": {"kind": "openai", "models": [{"name": "llama", "input_price": 0.0, "output_price": 0.0}]},
+    }
+    assert model_is_priced("simulated:sim-careful"), "an offline model is free"
+    assert model_is_priced("paid:big")
+    assert not model_is_priced("local:llama"), "an endpoint without a price is unpriced, not free"
+    assert not model_is_priced("gone:model") and not model_is_priced("not a key")
