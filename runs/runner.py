@@ -99,6 +99,8 @@ class SuitePlan:
     tags: tuple[str, ...] = ()
     # The run the cases belong to: named by the seal of each test conversation.
     run_id: int | None = None
+    # The run's per-provider concurrency limits (runs/throttle.py), shared by its cases.
+    throttles: Any = None
 
 
 @dataclass
@@ -179,6 +181,7 @@ def execute_case(
         model=model.model,
         model_provider=model.provider,
         tape=tape,
+        throttles=suite.throttles,
     )
     progress = _Progress()
     outcome: dict[str, Any] = {}

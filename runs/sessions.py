@@ -90,6 +90,8 @@ class CaseSession:
     model: str = ""
     model_provider: str = ""
     tape: Tape | None = None
+    # The run's per-provider throttles (throttle.py); None outside a run, and then calls go straight through.
+    throttles: Any = None
     canary_token: str = field(default_factory=lambda: secrets.token_hex(8))
     observed: list[ObservedCall] = field(default_factory=list)
     # What the case's model calls used, judge apart; read by the runner once the case thread has ended.
@@ -152,6 +154,13 @@ class CaseSession:
                 self.usage = self.usage + response.usage
                 self.model_latency_ms += response.latency_ms
         return response
+
+    def throttled(self, call: Callable[[], ModelResponse]) -> ModelResponse:
+        """Make a call to the model under test within its provider's concurrency limit for the run."""
+        if self.throttles is None:
+            return call()
+        throttle = self.throttles.for_provider(self.model_provider)
+        return throttle.call(call, given_up=lambda: self.expired)
 
     def next_call_index(self, name: str) -> int:
         with self._lock:

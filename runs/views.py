@@ -43,6 +43,8 @@ from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
 from runs.selectors import run_list, run_matrix, run_summary
 from runs.services import QueueUnavailable, RunConflict, RunError, run_cancel, run_resume, run_trigger
+from runs.throttle import throttle_lines
+from runs.workers import live_workers
 
 RUNS_PER_PAGE = 25
 MATRIX_FILTERS = {"all": "All cases", "failures": "Failures only", "disagree": "Where models disagree"}
@@ -364,9 +366,18 @@ def _run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "run": run,
         "elapsed": format_duration(elapsed) if elapsed is not None else "not started",
         "can_manage": request.user.is_staff,
+        "unserved_group": _unserved_group(run),
+        "throttle_lines": throttle_lines(run.throttle),
     }
     context.update(_results_context(request, run) if run.is_finished else {"progress": _progress(run)})
     return context
+
+
+def _unserved_group(run: Run) -> str:
+    """The run's isolation group when the run waits and no live worker serves that group, else ""."""
+    if run.status != Run.Status.PENDING or live_workers(group=run.isolation_group):
+        return ""
+    return run.isolation_group
 
 
 @login_required
