@@ -469,7 +469,7 @@ def profile_harness(suite: Any, cases: int, top: int = 25) -> str:
               "started, merged), wall-clock:\nthe main thread's execute_case includes waiting for the case thread.\n")
     stats.sort_stats("cumulative").print_stats(top)
     out.write(f"Top {top} cumulative in agenttest's own code:\n")
-    stats.print_stats(re.escape(str(ROOT)) + r"/(agenthost|cases|runs|recording)/", top)
+    stats.print_stats(re.escape(str(ROOT)) + r"/(agenthost|cases|runs|recording)/", top * 3)
     out.write("Top 15 by own time (tottime):\n")
     stats.sort_stats("tottime").print_stats(15)
     return out.getvalue()

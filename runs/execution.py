@@ -19,6 +19,7 @@ from agenthost.seams import ModelConfig, UnknownModel
 from cases.models import Case
 from cases.validation import suite_hermetic_problem
 from runs.budget import Spend
+from runs.durability import relaxed_commit
 from runs.leases import Lease, LeaseLost
 from runs.models import CaseResult, Recording, Run
 from runs.planning import model_config, pending_pairs, run_suite_plan
@@ -121,10 +122,13 @@ def run_execute_held(*, lease: Lease) -> Run:
                 )
             trial_note = f" (trial {trial + 1} of {run.trials})" if run.trials > 1 else ""
             more = f"; {len(in_flight)} more in progress" if in_flight else ""
-            # One statement both announces the next case and checks for a cancel: nothing starts after one.
-            if not lease.held().filter(cancel_requested=False).update(
-                current=f"{plan.name} on {model.key}{trial_note}{more}"[:400]
-            ):
+            # One statement both announces the next case and checks for a cancel: nothing starts after one. Losing
+            # the announcement in a crash loses nothing: its commit need not wait for the disk.
+            with relaxed_commit():
+                announced = lease.held().filter(cancel_requested=False).update(
+                    current=f"{plan.name} on {model.key}{trial_note}{more}"[:400]
+                )
+            if not announced:
                 if not lease.held().exists():
                     raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
                 store_finished(room_for=1)
