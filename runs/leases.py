@@ -120,17 +120,22 @@ class RunWaiting(RunLocked):
     they were triggered, whichever worker gets which message first."""
 
     def __init__(self, *, earlier_id: int) -> None:
-        RunConflict.__init__(self, f"run #{earlier_id} of the same isolation group was triggered earlier")
+        RunConflict.__init__(
+            self,
+            f"run #{earlier_id} of the same isolation group was triggered earlier and has not finished; runs of a "
+            "group start in trigger order (start a worker serving the group, or cancel that run)",
+        )
         self.holder_id = earlier_id
         self.retry_after = 1.0
         self.waiting_note = f"waiting for run #{earlier_id}, triggered earlier in the same isolation group"
 
 
-def run_claim(*, run_id: int, group: str | None = None) -> Lease | None:
+def run_claim(*, run_id: int, group: str | None = None, in_order: bool = True) -> Lease | None:
     """Claim a Pending run for this executor: take its isolation group's run lock (free, or held by an expired
     lease) and the run in one transaction, each with a conditional update. None when the run is not Pending (a
     duplicate delivery, a cancel, a delete); RunLocked when another run holds the lock, RunWaiting when an earlier
-    run of the group is still Pending — then nothing changed."""
+    run of the group is still Pending — then nothing changed. `in_order=False` (an inline run, executed by the
+    command that created it rather than queued) skips only the trigger-order wait; the run lock still holds."""
     run_sweep_expired()
     if group is None:
         group = Run.objects.filter(pk=run_id).values_list("isolation_group", flat=True).first() or RunLock.DEFAULT_GROUP
@@ -141,13 +146,13 @@ def run_claim(*, run_id: int, group: str | None = None) -> Lease | None:
     with transaction.atomic():
         if not Run.objects.filter(pk=run_id, status=Run.Status.PENDING).exists():
             return None
-        earlier = (
+        earlier = in_order and (
             Run.objects.filter(status=Run.Status.PENDING, isolation_group=group, pk__lt=run_id)
             .order_by("pk")
             .values_list("pk", flat=True)
             .first()
         )
-        if earlier is not None:
+        if earlier:
             raise RunWaiting(earlier_id=earlier)
         free = Q(run__isnull=True) | Q(expires_at__isnull=True) | Q(expires_at__lte=now)
         if not RunLock.objects.filter(free, group=group).update(run_id=run_id, expires_at=expires):
