@@ -121,9 +121,7 @@ def test_it_gives_the_same_results_and_junit_running_eight_cases_at_once_as_seri
     assert server.most == 1
 
     set_concurrency(suite, 8)
-    started = time.monotonic()
     concurrent = execute(suite)
-    assert time.monotonic() - started > 0
 
     assert server.most > 1, "the cases really ran side by side"
     assert serial.status == concurrent.status == "failed"
