@@ -119,6 +119,11 @@ class ConversationSession:
         many steps so keeps its conversation, and one that lost it can stop before it runs anything more."""
         if self.claim is None:
             return True
+        if self.claim - timezone.now() > timedelta(seconds=settings.AGENTTEST_REQUEST_TIMEOUT / 2):
+            # Less than half of the claim is used up: it cannot have expired, so no other turn can have taken the
+            # conversation over, and renewing now would be a durable write per step for nothing (as a run lease is
+            # renewed every third of its period, not before every write).
+            return True
         renewed = claim_expiry()
         held = Conversation.objects.filter(pk=self.conversation.pk, turn_claimed_until=self.claim).update(
             turn_claimed_until=renewed

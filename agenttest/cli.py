@@ -3,7 +3,8 @@
 `agenttest migrate`, `agenttest run_suite …`, `agenttest demo_setup`, `agenttest --help` (the list of commands), and
 the two long-running processes of a deployment:
 
-- `agenttest worker [celery worker options]`: the run worker, `-Q runs --concurrency 1` unless those are given;
+- `agenttest worker [--groups a,b] [celery worker options]`: the run worker, `-Q runs --concurrency 1` unless those
+  are given; `--groups` consumes those isolation groups' queues instead;
 - `agenttest serve [gunicorn options]`: the production web server with `agenttest.gunicorn_conf`, on gunicorn's
   default address 127.0.0.1:8000 (or 0.0.0.0:$PORT) unless `--bind` is given.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -22,6 +24,24 @@ import tempfile
 from collections.abc import Sequence
 
 RUNS_QUEUE = "runs"
+DEFAULT_GROUP = "default"
+GROUPS_OPTION = "--groups"
+# As cases/validation.py's ISOLATION_GROUP: a suite's group is always one a worker can name.
+_GROUP = re.compile(r"[a-z0-9][a-z0-9_-]{0,49}")
+
+
+def group_queue(group: str) -> str:
+    """The Celery queue of an isolation group's runs: `runs` for the default group (what a worker started before
+    groups existed consumes), `runs.<group>` for every other."""
+    return RUNS_QUEUE if group == DEFAULT_GROUP else f"{RUNS_QUEUE}.{group}"
+
+
+def queue_group(queue: str) -> str | None:
+    """The isolation group a queue serves, or None for a queue that carries no runs."""
+    if queue == RUNS_QUEUE:
+        return DEFAULT_GROUP
+    prefix = f"{RUNS_QUEUE}."
+    return queue[len(prefix):] or None if queue.startswith(prefix) else None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -55,9 +75,17 @@ def _scratch_environment() -> None:
 
 
 def worker_command(arguments: Sequence[str]) -> list[str]:
-    """The Celery worker for runs: one task at a time, because cases share external state; options pass through."""
+    """The Celery worker for runs: one task at a time, because cases share external state; options pass through.
+
+    `--groups a,b` (or `--groups=a,b`) serves those isolation groups: their queues become the worker's `-Q`."""
+    arguments = list(arguments)
+    groups = _take_groups(arguments)
     command = [sys.executable, "-m", "celery", "-A", "agenttest", "worker"]
-    if not _given(arguments, "-Q", "--queues"):
+    if groups is not None:
+        if _given(arguments, "-Q", "--queues"):
+            raise SystemExit("agenttest worker: give --groups or -Q/--queues, not both")
+        command += ["-Q", ",".join(group_queue(group) for group in groups)]
+    elif not _given(arguments, "-Q", "--queues"):
         command += ["-Q", RUNS_QUEUE]
     if not _given(arguments, "-c", "--concurrency"):
         command += ["--concurrency", "1"]
@@ -76,6 +104,28 @@ def exec_command(command: Sequence[str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(command[0], list(command))
+
+
+def _take_groups(arguments: list[str]) -> list[str] | None:
+    """Remove `--groups` and its value from `arguments`; the groups named, or None when it is not given."""
+    for index, argument in enumerate(arguments):
+        if argument == GROUPS_OPTION or argument.startswith(f"{GROUPS_OPTION}="):
+            if argument == GROUPS_OPTION:
+                if index + 1 >= len(arguments):
+                    raise SystemExit("agenttest worker: --groups needs a value, e.g. --groups default,gpu")
+                value = arguments.pop(index + 1)
+            else:
+                value = argument.split("=", 1)[1]
+            arguments.pop(index)
+            groups = [group.strip() for group in value.split(",") if group.strip()]
+            bad = [group for group in groups if not _GROUP.fullmatch(group)]
+            if not groups or bad:
+                raise SystemExit(
+                    f"agenttest worker: --groups takes comma-separated group names (lowercase letters, digits, '-', "
+                    f"'_'), got {value!r}"
+                )
+            return list(dict.fromkeys(groups))
+    return None
 
 
 def _given(arguments: Sequence[str], short: str, long: str) -> bool:

@@ -52,7 +52,8 @@ TOOL_DECLARATION = {
     "description": "Look an order up by its id.",
     "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
 }
-TARGET_OVERHEAD_MS = 20.0
+# The overhead per case, as a share of the floor's (the bare SDK loop's) own time per case.
+TARGET_FLOOR_RATIO = 0.6
 RESULT_PREFIX = "RESULT "
 _ORDER_ID = re.compile(r"\d+")
 _WRITES = frozenset({"INSERT", "UPDATE", "DELETE"})
@@ -186,9 +187,13 @@ def setup_django(database_url: str, var_dir: str) -> None:
     # The openai SDK sends through httpx2, whose INFO line per request settings.LOGGING does not quiet (it names
     # only "httpx"); a line on stderr per request would be timed on both sides and bury the report.
     logging.getLogger("httpx2").setLevel(logging.WARNING)
+    from django.conf import settings
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
+    # Measured as a production worker runs (AGENTTEST_DEBUG off): with DEBUG on, Django keeps the last 9000 queries
+    # of every connection, which costs time per query and memory that grows with the suite up to that cap.
+    settings.DEBUG = False
 
 
 def configure_provider(base_url: str) -> None:
@@ -469,7 +474,7 @@ def profile_harness(suite: Any, cases: int, top: int = 25) -> str:
               "started, merged), wall-clock:\nthe main thread's execute_case includes waiting for the case thread.\n")
     stats.sort_stats("cumulative").print_stats(top)
     out.write(f"Top {top} cumulative in agenttest's own code:\n")
-    stats.print_stats(re.escape(str(ROOT)) + r"/(agenthost|cases|runs|recording)/", top)
+    stats.print_stats(re.escape(str(ROOT)) + r"/(agenthost|cases|runs|recording)/", top * 3)
     out.write("Top 15 by own time (tottime):\n")
     stats.sort_stats("tottime").print_stats(15)
     return out.getvalue()
@@ -485,7 +490,8 @@ def _row(label: str, value: str) -> str:
 def format_report(figures: Figures, *, database: str, stub: str, rss_mb: float) -> str:
     cases, turns = figures.cases, figures.turns
     overhead = figures.harness_ms - figures.baseline_ms
-    verdict = "within target" if overhead <= TARGET_OVERHEAD_MS else "OVER target"
+    ratio = overhead / figures.baseline_ms if figures.baseline_ms else float("inf")
+    verdict = "within target" if ratio <= TARGET_FLOOR_RATIO else "OVER target"
     runs = len(figures.harness_s)
     best = (min(figures.harness_s) - min(figures.baseline_s)) * 1000 / cases
     writes = sum(count for kind, count in figures.statements if kind.split()[0] in ("INSERT", "UPDATE", "DELETE"))
@@ -501,12 +507,14 @@ def format_report(figures: Figures, *, database: str, stub: str, rss_mb: float) 
         _row("turns per case", str(turns)),
         _row("ms per case (harness)", f"{figures.harness_ms:.2f}   passes: " + _series(figures, figures.harness_s)),
         _row("ms per case (baseline)", f"{figures.baseline_ms:.2f}   passes: " + _series(figures, figures.baseline_s)),
-        _row("overhead ms per case", f"{overhead:.2f}   (target <= {TARGET_OVERHEAD_MS:g}: {verdict})"),
+        _row("floor ms per case", f"{figures.baseline_ms:.2f}   (the bare openai-SDK loop: the baseline's median)"),
+        _row("overhead ms per case", f"{overhead:.2f}   ({ratio:.2f}x the floor; target <= {TARGET_FLOOR_RATIO:g}x: "
+                                     f"{verdict})"),
         _row("overhead ms per case, best passes", f"{best:.2f}   (fastest harness pass - fastest baseline pass)"),
         _row("SQL queries per case", f"{figures.queries / cases:.1f}   ({figures.queries} in the counted pass)"),
         _row("  of which writes", f"{writes / cases:.1f}   (INSERT/UPDATE/DELETE)"),
-        _row("commits per case", f"{figures.commits / cases:.1f}   (each a durable flush: fsync on PostgreSQL and "
-                                 "SQLite)"),
+        _row("commits per case", f"{figures.commits / cases:.1f}   (on PostgreSQL only the result's waits for its "
+                                 "log flush: runs/durability.py)"),
         _row("DB connections opened per case", f"{figures.connections / cases:.2f}"),
         _row("peak RSS", f"{rss_mb:.1f} MB"),
     ]

@@ -121,6 +121,9 @@ def _present(form: forms.BaseForm, names: tuple[str, ...]) -> dict[str, Any]:
 # --- Suites -------------------------------------------------------------------------------------------------------
 
 
+SUITE_RUN_FIELDS = ("isolation_group", "case_concurrency")
+
+
 class SuiteAdminForm(forms.ModelForm):
     class Meta:
         model = Suite
@@ -132,9 +135,15 @@ class SuiteAdminForm(forms.ModelForm):
         self.fields["judge_model"].help_text = f"{self.fields['judge_model'].help_text} Configured: {configured}."
         self.fields["extra_allowed_functions"].help_text = EXTRA_ALLOWED_HELP
         self.fields["force_blocked_functions"].help_text = FORCE_BLOCKED_HELP
+        for name in SUITE_RUN_FIELDS:
+            # A form from before these fields existed leaves them as they are (checked as they are, too).
+            self.fields[name].required = False
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        for name in SUITE_RUN_FIELDS:
+            if name in cleaned and cleaned[name] in (None, ""):
+                cleaned[name] = getattr(self.instance, name)
         checked, problems = suite_check(_present(self, SUITE_DOCUMENT_FIELDS), instance=self.instance)
         _add_problems(self, problems)
         if not problems:

@@ -105,6 +105,8 @@ class SuiteOutputSerializer(serializers.Serializer):
     force_blocked_functions = serializers.ListField(child=serializers.CharField())
     case_timeout_seconds = serializers.IntegerField()
     enabled = serializers.BooleanField()
+    isolation_group = serializers.CharField()
+    case_concurrency = serializers.IntegerField()
     case_count = serializers.IntegerField()
     enabled_case_count = serializers.IntegerField()
     created_at = serializers.DateTimeField()

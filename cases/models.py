@@ -24,6 +24,17 @@ class Suite(models.Model):
     )
     case_timeout_seconds = models.PositiveIntegerField(default=120)
     enabled = models.BooleanField(default=True)
+    isolation_group = models.CharField(
+        max_length=50,
+        default="default",
+        help_text="Runs of one group execute one at a time, in trigger order; groups run side by side on workers "
+        "serving them (agenttest worker --groups).",
+    )
+    case_concurrency = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="How many case × model pairs of a run execute at once. Above 1 only for a hermetic suite (every "
+        "function mocked or blocked, extra-allowed ones free of outside effects).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -95,3 +95,9 @@ class SuiteDocumentSerializer(serializers.Serializer):
     )
     case_timeout_seconds = serializers.IntegerField(min_value=1, max_value=3600, default=120)
     enabled = serializers.BooleanField(default=True)
+    isolation_group = serializers.CharField(
+        default="default", help_text="Runs of one group execute one at a time; groups run side by side."
+    )
+    case_concurrency = serializers.IntegerField(
+        min_value=1, max_value=64, default=1, help_text="Case × model pairs at once; above 1 only for a hermetic suite."
+    )

@@ -37,6 +37,8 @@ def suite_to_document(*, suite: Suite) -> dict[str, Any]:
         "force_blocked_functions": list(suite.force_blocked_functions),
         "case_timeout_seconds": suite.case_timeout_seconds,
         "enabled": suite.enabled,
+        "isolation_group": suite.isolation_group,
+        "case_concurrency": suite.case_concurrency,
     }
 
 

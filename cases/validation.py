@@ -53,6 +53,9 @@ from cases.schema import fields_problems, part_problems, schema_problems
 NAME_MAX_LENGTH = 200
 FUNCTION_NAME_MAX_LENGTH = 200
 TIMEOUT_RANGE = (1, 3600)
+# A group names a Celery queue (runs.<group>) and appears in `agenttest worker --groups a,b`: no commas, no spaces.
+ISOLATION_GROUP = regex.compile(r"[a-z0-9][a-z0-9_-]{0,49}")
+CASE_CONCURRENCY_RANGE = (1, 64)
 # What an IntegerField holds on every database Django supports; a larger number would fail at the database.
 INT_RANGE = (-(2**31), 2**31 - 1)
 # Text no database stores: PostgreSQL refuses NUL in text and JSON, even in a lookup, and a lone surrogate (which JSON
@@ -64,7 +67,7 @@ TOOL_ASSERTIONS = (Assertion.Type.TOOL_CALLED, Assertion.Type.TOOL_NOT_CALLED)
 
 SUITE_DOCUMENT_FIELDS = (
     "name", "description", "agent", "judge_model", "extra_allowed_functions", "force_blocked_functions",
-    "case_timeout_seconds", "enabled",
+    "case_timeout_seconds", "enabled", "isolation_group", "case_concurrency",
 )
 DEPTH_MESSAGE = f"nests more than {MAX_JSON_DEPTH} levels deep (the most a JSON value may)"
 NONFINITE_MESSAGE = "must hold only finite numbers: NaN and Infinity (or 1e999) are not JSON"
@@ -782,6 +785,21 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
     enabled = data.get("enabled", True)
     if not isinstance(enabled, bool):
         problems.add("enabled", "must be true or false")
+    group = data.get("isolation_group", "default")
+    if not isinstance(group, str) or not ISOLATION_GROUP.fullmatch(group):
+        problems.add(
+            "isolation_group",
+            "must be 1 to 50 lowercase letters, digits, '-' or '_', starting with a letter or digit "
+            f"(it names the worker queue), got {group!r}",
+        )
+    concurrency = _int_or_problem(data.get("case_concurrency", 1), field="case_concurrency", problems=problems)
+    low, high = CASE_CONCURRENCY_RANGE
+    if concurrency is not None and not low <= concurrency <= high:
+        problems.add("case_concurrency", f"must be between {low} and {high}")
+    elif concurrency is not None and concurrency > 1 and functions is not None:
+        problem = _hermetic_problem(extra_allowed, functions)
+        if problem:
+            problems.add("case_concurrency", f"{problem}; keep 1 or allow only functions declared free of them")
     cleaned = {
         "name": name,
         "description": description,
@@ -791,8 +809,31 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
         "force_blocked_functions": force_blocked,
         "case_timeout_seconds": timeout,
         "enabled": enabled,
+        "isolation_group": group,
+        "case_concurrency": concurrency,
     }
     return cleaned, problems.items
+
+
+def suite_hermetic_problem(*, suite: Suite) -> str:
+    """Why the suite's cases might reach something outside agenttest (so they must run one at a time); "" when every
+    function is mocked or blocked and every extra-allowed one is declared free of outside effects. Asked again at
+    run time: a registered function's declaration may have changed since the suite was saved."""
+    functions = suite_callable_functions(agent=suite.agent, suite=suite)
+    return _hermetic_problem(list(suite.extra_allowed_functions or []), functions)
+
+
+def _hermetic_problem(extra_allowed: list[Any], functions: CallableFunctions) -> str:
+    effectful = [
+        name for name in extra_allowed
+        if isinstance(name, str) and (name not in functions.names or not functions.effect_free(name))
+    ]
+    if not effectful:
+        return ""
+    return (
+        "only a hermetic suite may run cases side by side, and extra_allowed_functions lets "
+        f"{', '.join(effectful)} run, which may have effects outside agenttest"
+    )
 
 
 def _function_names(

@@ -136,6 +136,8 @@ class RunOutputSerializer(serializers.Serializer):
     done = serializers.IntegerField(help_text="Results written so far.")
     total = serializers.IntegerField(help_text="Cases × models × trials selected at trigger time.")
     current = serializers.CharField(help_text="The case × model in progress.")
+    isolation_group = serializers.CharField(help_text="Runs of one group execute one at a time.")
+    throttle = serializers.DictField(help_text="Per provider that answered 429: how often, and the concurrency moves.")
     triggered_by = serializers.CharField(source="triggered_by.username", allow_null=True, default=None)
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)

@@ -6,15 +6,18 @@ from collections.abc import Callable
 from typing import Any
 
 from agenttest.celery import app
+from agenttest.cli import group_queue
 from runs.errors import QueueUnavailable
 from runs.models import Run
 
 EXECUTE_RUN = "runs.tasks.execute_run"
 
 
-def run_dispatch(run_id: int) -> None:
+def run_dispatch(run_id: int, countdown: float | None = None) -> None:
+    """Queue the run on its isolation group's queue, which only workers serving that group consume."""
+    group = Run.objects.filter(pk=run_id).values_list("isolation_group", flat=True).first() or "default"
     # By name, not by importing the task: the task module imports the services, which dispatch through here.
-    app.tasks[EXECUTE_RUN].apply_async(args=[run_id], queue="runs", retry=False)
+    app.tasks[EXECUTE_RUN].apply_async(args=[run_id], queue=group_queue(group), countdown=countdown, retry=False)
 
 
 def queue_ping() -> None:

@@ -1,15 +1,25 @@
 """The loop of a run, under its executor's lease: every pending case × model × trial in case-major order, each
 executed in the run's mode (live, record, replay) and stored as soon as it finishes, with the lease, the budget
-and a cancel checked before each."""
+and a cancel checked before each starts.
+
+A hermetic suite may run up to `case_concurrency` pairs at once (CaseSlots). Each pair's position is fixed when it
+starts, so its results read in the serial order (JUnit, the matrix) however the pairs finish; this thread alone
+stores results, and it stores everything that finished before it checks the budget and a cancel, so nothing new
+starts once either says stop, and what the pairs in flight used is counted before the verdict."""
 
 from __future__ import annotations
 
+import queue
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from decimal import Decimal
 from typing import Any
 
 from agenthost.seams import ModelConfig, UnknownModel
 from cases.models import Case
+from cases.validation import suite_hermetic_problem
 from runs.budget import Spend
+from runs.durability import relaxed_commit
 from runs.leases import Lease, LeaseLost
 from runs.models import CaseResult, Recording, Run
 from runs.planning import model_config, pending_pairs, run_suite_plan
@@ -17,6 +27,7 @@ from runs.recordings import recording_save
 from runs.replay import Recorder, Replayer, Tape
 from runs.results import reconnecting, result_store, results_cancel_remaining, run_finish, run_verdict
 from runs.runner import ERROR, CaseExecution, CasePlan, CaseWorker, SuitePlan, execute_case
+from runs.throttle import RunThrottles
 
 
 def run_execute_held(*, lease: Lease) -> Run:
@@ -51,25 +62,76 @@ def run_execute_held(*, lease: Lease) -> Run:
     position = len(done_keys)
     pending = pending_pairs(run=run, models=models, done=done_keys)
     recordings = _recordings(run) if replaying else {}
-    worker = CaseWorker()
+    concurrency = _case_concurrency(run)
+    throttles = RunThrottles(concurrency=concurrency)
+    suite_plan.throttles = throttles
+    slots = CaseSlots(concurrency)
+    # Started pairs whose result is not stored yet: their future, and where each belongs in the run.
+    in_flight: dict[Future, tuple[CasePlan, ModelConfig, int, int]] = {}
+    stored = position
+
+    def store_finished(*, room_for: int) -> None:
+        """Store every finished pair (its spend counted), waiting until fewer than `room_for` are in flight."""
+        nonlocal stored
+        while in_flight:
+            finished = [future for future in in_flight if future.done()]
+            if not finished:
+                if len(in_flight) < room_for:
+                    return
+                wait(in_flight, return_when=FIRST_COMPLETED)
+                continue
+            for future in sorted(finished, key=lambda f: in_flight[f][3]):
+                plan, model, trial, at = in_flight.pop(future)
+                execution, recorded = future.result()
+                if recorded is not None:
+                    recording_save(case_id=plan.id, model=model.key, entries=recorded, run=run)
+                reconnecting(
+                    result_store,
+                    run=run,
+                    lease=lease,
+                    plan=plan,
+                    model_key=model.key,
+                    trial=trial,
+                    position=at,
+                    execution=execution,
+                )
+                stored += 1
+                if not replaying:
+                    # A replay spends nothing: its recorded tokens count against no budget.
+                    spent.add(
+                        execution.usage.total_tokens + execution.judge_usage.total_tokens,
+                        Decimal(execution.cost or 0) + Decimal(execution.judge_cost or 0),
+                    )
+            if throttles.changed():
+                lease.held().update(throttle=throttles.snapshot())
+
     try:
         for plan, model, trial in pending:
+            # Whatever finished is stored and counted before anything new starts.
+            store_finished(room_for=concurrency)
             lease.check()
             over = spent.exhausted(run)
             if over:
+                # Nothing new starts; the pairs in flight finish, and what they used is counted.
+                store_finished(room_for=1)
                 return run_finish(
                     run=run,
                     lease=lease,
                     status=Run.Status.ERROR,
-                    reason=f"budget exhausted after {position} of {run.total} results: {over}",
+                    reason=f"budget exhausted after {stored} of {run.total} results: {spent.exhausted(run)}",
                 )
             trial_note = f" (trial {trial + 1} of {run.trials})" if run.trials > 1 else ""
-            # One statement both announces the next case and checks for a cancel: nothing starts after one.
-            if not lease.held().filter(cancel_requested=False).update(
-                current=f"{plan.name} on {model.key}{trial_note}"
-            ):
+            more = f"; {len(in_flight)} more in progress" if in_flight else ""
+            # One statement both announces the next case and checks for a cancel: nothing starts after one. Losing
+            # the announcement in a crash loses nothing: its commit need not wait for the disk.
+            with relaxed_commit():
+                announced = lease.held().filter(cancel_requested=False).update(
+                    current=f"{plan.name} on {model.key}{trial_note}{more}"[:400]
+                )
+            if not announced:
                 if not lease.held().exists():
                     raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
+                store_finished(room_for=1)
                 results_cancel_remaining(
                     run=run, lease=lease, pending=[(plan, model, trial), *pending], position=position
                 )
@@ -77,38 +139,68 @@ def run_execute_held(*, lease: Lease) -> Run:
                     run=run,
                     lease=lease,
                     status=Run.Status.CANCELLED,
-                    reason=f"cancelled after {position} of {run.total} results",
+                    reason=f"cancelled after {stored} of {run.total} results",
                 )
-            execution = _execute_pair(run, plan, model, suite_plan, recordings, worker)
-            reconnecting(
-                result_store,
-                run=run,
-                lease=lease,
-                plan=plan,
-                model_key=model.key,
-                trial=trial,
-                position=position,
-                execution=execution,
+            future = slots.submit(
+                lambda worker, plan=plan, model=model: _execute_pair(run, plan, model, suite_plan, recordings, worker)
             )
-            if not replaying:
-                # A replay spends nothing: its recorded tokens count against no budget.
-                spent.add(
-                    execution.usage.total_tokens + execution.judge_usage.total_tokens,
-                    Decimal(execution.cost or 0) + Decimal(execution.judge_cost or 0),
-                )
+            in_flight[future] = (plan, model, trial, position)
             position += 1
+        store_finished(room_for=1)
     finally:
-        worker.close()
+        slots.close()
     over = spent.exhausted(run)
-    if over and position < run.total:
+    if over and stored < run.total:
         return run_finish(
             run=run,
             lease=lease,
             status=Run.Status.ERROR,
-            reason=f"budget exhausted after {position} of {run.total} results: {over}",
+            reason=f"budget exhausted after {stored} of {run.total} results: {over}",
         )
     status, reason = run_verdict(run=run)
     return run_finish(run=run, lease=lease, status=status, reason=reason)
+
+
+def _case_concurrency(run: Run) -> int:
+    """How many pairs of the run execute at once: the suite's case concurrency while the suite is still hermetic
+    (a function's declaration may have changed since the suite was saved); else one at a time."""
+    wanted = max(1, run.suite.case_concurrency)
+    if wanted > 1 and suite_hermetic_problem(suite=run.suite):
+        return 1
+    return wanted
+
+
+class CaseSlots:
+    """Up to `size` case × model pairs at once. A pair runs on a slot thread that waits on its own CaseWorker — the
+    case thread with its own database connection — so each case keeps its timeout; with one slot the pair runs on
+    the calling thread, as a serial run always did."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._workers: queue.SimpleQueue[CaseWorker] = queue.SimpleQueue()
+        for _ in range(size):
+            self._workers.put(CaseWorker())
+        self._pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="agenttest-slot") if size > 1 else None
+
+    def submit(self, work: Callable[[CaseWorker], Any]) -> Future:
+        if self._pool is None:
+            future: Future = Future()
+            future.set_result(self._with_worker(work))
+            return future
+        return self._pool.submit(self._with_worker, work)
+
+    def _with_worker(self, work: Callable[[CaseWorker], Any]) -> Any:
+        worker = self._workers.get()
+        try:
+            return work(worker)
+        finally:
+            self._workers.put(worker)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        for _ in range(self._size):
+            self._workers.get().close()
 
 
 def _recordings(run: Run) -> dict[tuple[int, str], list[dict[str, Any]]]:
@@ -125,9 +217,9 @@ def _execute_pair(
     suite_plan: SuitePlan,
     recordings: dict[tuple[int, str], list[dict[str, Any]]],
     worker: CaseWorker,
-) -> CaseExecution:
-    """One case × model in the run's mode. Record mode keeps what the model said, whatever the outcome: a replay
-    must fail where the recorded run failed."""
+) -> tuple[CaseExecution, list[dict[str, Any]] | None]:
+    """One case × model in the run's mode, and in record mode what the model said — kept whatever the outcome (a
+    replay must fail where the recorded run failed), keyed by case and model, never by the order cases finished."""
     tape: Tape | None = None
     if run.mode == Run.Mode.REPLAY:
         entries = recordings.get((plan.id, model.key))
@@ -135,11 +227,9 @@ def _execute_pair(
             return CaseExecution(
                 status=ERROR,
                 reason=f"no recording of case '{plan.name}' on {model.key}: run it in record mode first",
-            )
+            ), None
         tape = Replayer(case_name=plan.name, model_key=model.key, entries=entries)
     elif run.mode == Run.Mode.RECORD:
         tape = Recorder(case_name=plan.name, model_key=model.key)
     execution = execute_case(plan=plan, model=model, suite=suite_plan, tape=tape, worker=worker)
-    if isinstance(tape, Recorder):
-        recording_save(case_id=plan.id, model=model.key, entries=tape.entries(), run=run)
-    return execution
+    return execution, (tape.entries() if isinstance(tape, Recorder) else None)

@@ -35,6 +35,7 @@ class RunLocked(RunConflict):
         super().__init__(f"run #{holder_id} holds the run lock (started {started}); wait for it or cancel it")
         self.holder_id = holder_id
         self.retry_after = max(1.0, min(5.0, _lease_seconds() / 3))
+        self.waiting_note = ""
 
 
 class LeaseLost(Exception):
@@ -114,11 +115,30 @@ def _lock_holder_error(group: str) -> RunLocked:
     return RunLocked(holder_id=holder.pk if holder else None, started_at=holder.started_at if holder else None)
 
 
-def run_claim(*, run_id: int, group: str = RunLock.DEFAULT_GROUP) -> Lease | None:
-    """Claim a Pending run for this executor: take the run lock (free, or held by an expired lease) and the run in
-    one transaction, each with a conditional update. None when the run is not Pending (a duplicate delivery, a
-    cancel, a delete); RunLocked when another run holds the lock — then nothing changed."""
+class RunWaiting(RunLocked):
+    """An earlier-triggered run of the same isolation group is still Pending: runs of a group start in the order
+    they were triggered, whichever worker gets which message first."""
+
+    def __init__(self, *, earlier_id: int) -> None:
+        RunConflict.__init__(
+            self,
+            f"run #{earlier_id} of the same isolation group was triggered earlier and has not finished; runs of a "
+            "group start in trigger order (start a worker serving the group, or cancel that run)",
+        )
+        self.holder_id = earlier_id
+        self.retry_after = 1.0
+        self.waiting_note = f"waiting for run #{earlier_id}, triggered earlier in the same isolation group"
+
+
+def run_claim(*, run_id: int, group: str | None = None, in_order: bool = True) -> Lease | None:
+    """Claim a Pending run for this executor: take its isolation group's run lock (free, or held by an expired
+    lease) and the run in one transaction, each with a conditional update. None when the run is not Pending (a
+    duplicate delivery, a cancel, a delete); RunLocked when another run holds the lock, RunWaiting when an earlier
+    run of the group is still Pending — then nothing changed. `in_order=False` (an inline run, executed by the
+    command that created it rather than queued) skips only the trigger-order wait; the run lock still holds."""
     run_sweep_expired()
+    if group is None:
+        group = Run.objects.filter(pk=run_id).values_list("isolation_group", flat=True).first() or RunLock.DEFAULT_GROUP
     RunLock.objects.get_or_create(group=group)
     owner = _executor_id()
     now = timezone.now()
@@ -126,6 +146,14 @@ def run_claim(*, run_id: int, group: str = RunLock.DEFAULT_GROUP) -> Lease | Non
     with transaction.atomic():
         if not Run.objects.filter(pk=run_id, status=Run.Status.PENDING).exists():
             return None
+        earlier = in_order and (
+            Run.objects.filter(status=Run.Status.PENDING, isolation_group=group, pk__lt=run_id)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if earlier:
+            raise RunWaiting(earlier_id=earlier)
         free = Q(run__isnull=True) | Q(expires_at__isnull=True) | Q(expires_at__lte=now)
         if not RunLock.objects.filter(free, group=group).update(run_id=run_id, expires_at=expires):
             raise _lock_holder_error(group)
@@ -138,10 +166,10 @@ def run_claim(*, run_id: int, group: str = RunLock.DEFAULT_GROUP) -> Lease | Non
     return Lease(run_id=run_id, owner=owner, group=group)
 
 
-def run_wait_for_lock(*, run_id: int, holder_id: int | None) -> None:
+def run_wait_for_lock(*, run_id: int, holder_id: int | None, note: str = "") -> None:
     """Say on a Pending run why it has not started."""
     Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
-        current=f"waiting for run #{holder_id} to finish (it holds the run lock)"
+        current=note or f"waiting for run #{holder_id} to finish (it holds the run lock)"
     )
 
 

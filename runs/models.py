@@ -80,6 +80,12 @@ class Run(models.Model):
     blessed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    isolation_group = models.CharField(
+        max_length=50, default="default", help_text="The suite's isolation group when the run was triggered."
+    )
+    throttle = models.JSONField(
+        default=dict, blank=True, help_text="Per provider: the 429s the run met and how its concurrency adapted."
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -213,3 +219,15 @@ class Recording(models.Model):
 
     def __str__(self) -> str:
         return f"recording of case {self.case_id} on {self.model}"
+
+
+class WorkerBeat(models.Model):
+    """A live run worker and the isolation groups it serves, renewed by its main process every third of
+    AGENTTEST_RUN_LEASE_SECONDS; a row older than a lease period belongs to a worker that is gone."""
+
+    name = models.CharField(max_length=200, primary_key=True)
+    groups = models.JSONField(default=list)
+    seen_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"worker {self.name} serving {', '.join(self.groups)}"

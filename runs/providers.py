@@ -63,7 +63,7 @@ class LiveProvider(_CaseProvider):
         except UnknownModel as exc:
             # Said as the model's failure: the host would report it as this runtime provider being unconfigured.
             raise ProviderError(str(exc), code="not_configured", provider=self.name, model=request.model) from None
-        return provider.complete(request)
+        return session.throttled(lambda: provider.complete(request))
 
 
 class _TapeProvider(_CaseProvider):
@@ -81,6 +81,10 @@ class RecordProvider(_TapeProvider):
     kind = "agenttest-record"
     tape_class = Recorder
     mode = "record"
+
+    def answer(self, session: CaseSession, request: ModelRequest) -> ModelResponse:
+        # Recording calls the real model: it is throttled like a live call.
+        return session.throttled(lambda: super(RecordProvider, self).answer(session, request))
 
 
 class ReplayProvider(_TapeProvider):

@@ -48,6 +48,7 @@ from agenthost.seams import (
     get_model,
 )
 from runs import assertions as checks
+from runs.durability import relax_case_commits
 from runs.mocking import CANARY_FUNCTION
 from runs.providers import LIVE_PROVIDER, install_providers
 from runs.replay import Replayer, Tape
@@ -100,6 +101,10 @@ class SuitePlan:
     tags: tuple[str, ...] = ()
     # The run the cases belong to: named by the seal of each test conversation.
     run_id: int | None = None
+    # The run's per-provider concurrency limits (runs/throttle.py), shared by its cases.
+    throttles: Any = None
+    # The agents that have rules (whose calls only the transcript knows); None: unknown, so every turn reads it.
+    rule_agents: frozenset[str] | None = None
 
 
 @dataclass
@@ -180,12 +185,14 @@ def execute_case(
         model=model.model,
         model_provider=model.provider,
         tape=tape,
+        throttles=suite.throttles,
     )
     progress = _Progress()
     outcome: dict[str, Any] = {}
 
     def work() -> None:
         try:
+            relax_case_commits()
             outcome["value"] = _run(plan, suite, session, progress)
         except BaseException as exc:  # reported as the case's Error; a crash must not take the run down
             outcome["crash"] = exc
@@ -335,7 +342,10 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
             execution.reason = _conversation_error_reason(exc, index)
             _finish(execution, session, results, state)
             return execution
-        _observe_refused(session, conversation, turn)
+        if _may_have_refused_calls(suite, turn):
+            _observe_refused(session, conversation, turn)
+        else:
+            session.observe_unavailable(turn.turn, turn.tool_calls)
         elsewhere = [key for key in turn.models if key != under_test]
         if elsewhere:
             # Its calls bypassed the harness's provider: neither counted nor stopped at a timeout, and not the model
@@ -399,6 +409,15 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
         results.append(synthetic)
     _finish(execution, session, results, state)
     return execution
+
+
+def _may_have_refused_calls(suite: SuitePlan, turn: TurnResult) -> bool:
+    """Whether the transcript may hold refused calls the turn's record does not: a rule's, fired by an agent of the
+    turn (or, on the first turn, at the conversation's start). Without rules the record says it all, and the read
+    per turn is saved."""
+    if suite.rule_agents is None:
+        return True
+    return bool(suite.rule_agents.intersection(turn.agent_chain))
 
 
 def _observe_refused(session: CaseSession, conversation: Any, turn: TurnResult | None) -> None:

@@ -89,6 +89,7 @@ def run_create(
         total=len(case_ids) * len(model_keys) * trials,
         triggered_by=triggered_by,
         agent_snapshot=_agent_snapshot(suite),
+        isolation_group=suite.isolation_group,
     )
 
 

@@ -113,6 +113,8 @@ class CaseSession:
     model: str = ""
     model_provider: str = ""
     tape: Tape | None = None
+    # The run's per-provider throttles (throttle.py); None outside a run, and then calls go straight through.
+    throttles: Any = None
     canary_token: str = field(default_factory=lambda: secrets.token_hex(8))
     observed: list[ObservedCall] = field(default_factory=list)
     # What the case's model calls used, judge apart; read by the runner once the case thread has ended.
@@ -217,6 +219,13 @@ class CaseSession:
             f"waited {seconds:.1f} s for rate limits ({waits} time{'s' if waits != 1 else ''} after HTTP 429 outlasted "
             "the provider's retries)"
         )
+
+    def throttled(self, call: Callable[[], ModelResponse]) -> ModelResponse:
+        """Make a call to the model under test within its provider's concurrency limit for the run."""
+        if self.throttles is None:
+            return call()
+        throttle = self.throttles.for_provider(self.model_provider)
+        return throttle.call(call, given_up=lambda: self.expired)
 
     def next_call_index(self, name: str) -> int:
         with self._lock:

@@ -1,5 +1,6 @@
 """Worker start-up: warn when the runs worker could run cases concurrently, sweep interrupted runs, and keep
-sweeping while the worker lives.
+sweeping while the worker lives; say which isolation groups this worker serves (its liveness, runs/workers.py)
+every time it sweeps, so a run page can tell when no live worker serves a run's group.
 
 Why a timer in every worker and not Celery beat: a SIGKILLed worker renews nothing, so its run must be taken by
 someone else within about one lease period — with or without a restart, and without an extra beat process that a
@@ -34,8 +35,13 @@ def warn_about_concurrency(sender: Any, instance: Any, **kwargs: Any) -> None:
 @worker_ready.connect
 def sweep_interrupted_runs(sender: Any = None, **kwargs: Any) -> None:
     from runs.services import run_sweep_interrupted
+    from runs.workers import served_groups, worker_beat
 
+    name = getattr(sender, "hostname", "") or "worker"
+    groups = served_groups(_consumed_queues(sender))
     try:
+        if groups:
+            worker_beat(name=name, groups=groups)
         swept, redispatched = run_sweep_interrupted()
     finally:
         # The pool may fork again later; a child must not inherit this thread's connection.
@@ -46,19 +52,46 @@ def sweep_interrupted_runs(sender: Any = None, **kwargs: Any) -> None:
         # Routine: a Pending run's message may have been lost with a broker; the copy that comes second does nothing.
         logger.info("at worker start: pending runs %s queued again in case their message was lost", redispatched)
     _stop_sweeping.clear()
-    threading.Thread(target=_keep_sweeping, name="agenttest-lease-sweeper", daemon=True).start()
+    threading.Thread(
+        target=_keep_sweeping, args=(name, groups), name="agenttest-lease-sweeper", daemon=True
+    ).start()
+    _beating.append(name)
 
 
 @worker_shutdown.connect
 def stop_sweeping(sender: Any = None, **kwargs: Any) -> None:
+    from runs.workers import worker_gone
+
     _stop_sweeping.set()
+    for name in _beating:
+        try:
+            worker_gone(name=name)
+        except DatabaseError:
+            # Its beat simply stops being renewed: the worker counts as gone one lease period later.
+            logger.warning("could not say that worker %s stopped", name, exc_info=True)
+        finally:
+            connection.close()
+    _beating.clear()
 
 
-def _keep_sweeping() -> None:
+_beating: list[str] = []
+
+
+def _consumed_queues(consumer: Any) -> list[str]:
+    try:
+        return list(consumer.app.amqp.queues.consume_from)
+    except AttributeError:
+        return []
+
+
+def _keep_sweeping(name: str, groups: list[str]) -> None:
     from runs.services import run_sweep_expired
+    from runs.workers import worker_beat
 
     while not _stop_sweeping.wait(settings.AGENTTEST_RUN_LEASE_SECONDS / 3):
         try:
+            if groups:
+                worker_beat(name=name, groups=groups)
             swept = run_sweep_expired()
         except DatabaseError:
             logger.warning("the lease sweep could not reach the database; trying again", exc_info=True)

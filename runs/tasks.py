@@ -2,7 +2,7 @@ import logging
 
 from celery import Task, shared_task
 
-from runs.dispatch import EXECUTE_RUN
+from runs.dispatch import EXECUTE_RUN, run_dispatch
 from runs.services import RunLocked, run_execute, run_wait_for_lock
 
 logger = logging.getLogger(__name__)
@@ -14,9 +14,9 @@ def execute_run(self: Task, run_id: int) -> None:
         run_execute(run_id=run_id)
     except RunLocked as locked:
         logger.info("run %s waits: %s", run_id, locked)
-        run_wait_for_lock(run_id=run_id, holder_id=locked.holder_id)
+        run_wait_for_lock(run_id=run_id, holder_id=locked.holder_id, note=locked.waiting_note)
         if self.request.is_eager:
             # Eagerly (tests, no broker) a countdown is ignored and would recurse; the run stays Pending instead.
             return
         # The run stays Pending and asks again after a while, so it executes once the holder lets go.
-        execute_run.apply_async(args=[run_id], countdown=locked.retry_after)
+        run_dispatch(run_id, countdown=locked.retry_after)

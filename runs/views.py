@@ -57,6 +57,8 @@ from runs.services import (
     run_trigger,
     run_unbless,
 )
+from runs.throttle import throttle_lines
+from runs.workers import live_workers
 
 RUNS_PER_PAGE = 25
 MATRIX_FILTERS = {"all": "All cases", "failures": "Failures only", "disagree": "Where models disagree"}
@@ -497,12 +499,21 @@ def _run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "can_manage": request.user.is_staff,
         "budget_cost": format_cost(run.budget_cost) if run.budget_cost else "",
         "budget_tokens": format_tokens(run.budget_tokens) if run.budget_tokens else "",
+        "unserved_group": _unserved_group(run),
+        "throttle_lines": throttle_lines(run.throttle),
     }
     if run.is_finished:
         context.update(_results_context(request, run))
     else:
         context.update({"progress": _progress(run), "live": _live_matrix(run)})
     return context
+
+
+def _unserved_group(run: Run) -> str:
+    """The run's isolation group when the run waits and no live worker serves that group, else ""."""
+    if run.status != Run.Status.PENDING or live_workers(group=run.isolation_group):
+        return ""
+    return run.isolation_group
 
 
 @login_required

@@ -91,3 +91,28 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, what: str, log_pa
         time.sleep(0.2)
     log = log_path.read_text(errors="replace")[-4000:] if log_path and log_path.exists() else ""
     raise AssertionError(f"timed out after {timeout} s waiting for {what}\n--- worker log ---\n{log}")
+
+
+@contextmanager
+def group_worker(
+    broker_url: str, log_path: Path, *, groups: str, name: str, **extra_env: str
+) -> Iterator[subprocess.Popen]:
+    """`agenttest worker --groups <groups>`, as a deployment starts a worker serving some isolation groups."""
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "agenttest", "worker", "--groups", groups, "--loglevel", "INFO",
+                "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}-{os.getpid()}@%h",
+            ],
+            cwd=BASE_DIR,
+            env=worker_env(broker_url, **extra_env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, 9)
+            process.wait(10)

@@ -28,7 +28,7 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
 
 # Keys every provider and every model may carry; a kind adds its own (ModelProvider.option_keys, model_option_keys).
-COMMON_KEYS = frozenset({"kind", "base_url", "api_key_env", "timeout", "max_retries", "models"})
+COMMON_KEYS = frozenset({"kind", "base_url", "api_key_env", "timeout", "max_retries", "max_concurrency", "models"})
 COMMON_MODEL_KEYS = frozenset(
     {"name", "input_price", "output_price", "cached_input_price", "reasoning_price", "label"}
 )
@@ -154,6 +154,10 @@ def _provider_problems(name: Any, spec: Any, kinds: Mapping[str, type[ModelProvi
     max_retries = spec.get("max_retries", DEFAULT_MAX_RETRIES)
     if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
         problems.append(f"{where}: field 'max_retries' must be a whole number ≥ 0, got {max_retries!r}")
+    # At most this many calls of a run in flight at once (the harness lowers it further on HTTP 429).
+    max_concurrency = spec.get("max_concurrency", 1)
+    if not isinstance(max_concurrency, int) or isinstance(max_concurrency, bool) or max_concurrency < 1:
+        problems.append(f"{where}: field 'max_concurrency' must be a whole number ≥ 1, got {max_concurrency!r}")
 
     models = spec.get("models")
     if not isinstance(models, list) or not models:
@@ -219,6 +223,8 @@ def _normalise(spec: dict[str, Any]) -> dict[str, Any]:
         "timeout": float(spec.get("timeout", DEFAULT_TIMEOUT)),
         "max_retries": spec.get("max_retries", DEFAULT_MAX_RETRIES),
     }
+    if "max_concurrency" in spec:
+        normalised["max_concurrency"] = spec["max_concurrency"]
     normalised.update({key: spec[key] for key in sorted(spec) if key not in COMMON_KEYS})
     normalised["models"] = [
         {

@@ -115,6 +115,10 @@ def test_it_reads_a_provider_file_into_the_normalised_shape(tmp_path):
             "provider 'local': field 'max_retries'",
         ),
         (
+            '[providers.local]\nkind = "openai"\nmax_concurrency = 0\n[[providers.local.models]]\nname = "m"\n',
+            "provider 'local': field 'max_concurrency' must be a whole number ≥ 1, got 0",
+        ),
+        (
             '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
             '[[providers.local.models]]\nname = "m"\n[[providers.local.models]]\nname = "m"\n',
             "provider 'local': models[1] (model 'm'): model 'm' is listed twice",
@@ -156,7 +160,7 @@ def test_it_reads_a_kind_that_no_plugin_has_registered_yet_keeping_its_own_field
             '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\nretries = 3\n'
             '[[providers.local.models]]\nname = "m"\n',
             "provider 'local': unknown field 'retries' (allowed for kind 'openai': api_key_env, api_version, base_url, "
-            "headers_env, kind, max_retries, models, timeout)",
+            "headers_env, kind, max_concurrency, max_retries, models, timeout)",
         ),
         (
             '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'

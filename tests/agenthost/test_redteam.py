@@ -69,6 +69,9 @@ def _odd(context: FunctionContext) -> str:
 
 @register_function(name=TAKEOVER, description="Another turn takes the conversation over.", outside_effects=False)
 def _takeover(context: FunctionContext) -> str:
+    # A turn re-checks its claim only once half of it is used up (before that no other turn can have taken it):
+    # the tests run with a 1 s claim, so the takeover happens past that half.
+    time.sleep(0.6)
     later = timezone.now() + timedelta(minutes=1)
     Conversation.objects.filter(pk=context.conversation_id).update(turn_claimed_until=later)
     return "taken over"

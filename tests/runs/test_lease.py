@@ -80,7 +80,8 @@ def wait_ready(log: Path) -> None:
 def test_it_leaves_a_run_to_its_worker_when_another_worker_starts_and_refuses_to_resume_it(
     broker, worker_env, tmp_path, admin_client_api
 ):
-    suite = order_suite(cases=6)
+    # Enough cases that the run is still going however long the second worker takes to start.
+    suite = order_suite(cases=16)
     log_a, log_b = tmp_path / "a.log", tmp_path / "b.log"
     seen: list[str] = []
 
@@ -99,15 +100,16 @@ def test_it_leaves_a_run_to_its_worker_when_another_worker_starts_and_refuses_to
             wait_for(finished, timeout=90, what="the run to finish", log_path=log_a)
     run.refresh_from_db()
     assert set(seen) == {Run.Status.RUNNING, Run.Status.PASSED}, f"statuses seen: {seen}"
-    assert run.status == Run.Status.PASSED and run.passed == 6 and run.reason == "all 6 results passed"
+    assert run.status == Run.Status.PASSED and run.passed == 16 and run.reason == "all 16 results passed"
     keys = list(CaseResult.objects.filter(run=run).values_list("case_id", "model", "trial"))
-    assert len(keys) == len(set(keys)) == 6
+    assert len(keys) == len(set(keys)) == 16
     assert run.lease_owner == "" and run.lease_expires_at is None
     assert "UNIQUE constraint" not in log_a.read_text() + log_b.read_text()
 
 
 def test_it_sweeps_a_killed_workers_run_within_a_lease_period_without_a_restart(broker, worker_env, tmp_path):
-    suite = order_suite(cases=8)
+    # Enough cases that the run is still going however long the second worker takes to start.
+    suite = order_suite(cases=20)
     log_a, log_b = tmp_path / "a.log", tmp_path / "b.log"
     with runs_worker(broker, log_a, **worker_env) as worker_a:
         run = trigger(suite)
@@ -128,7 +130,7 @@ def test_it_sweeps_a_killed_workers_run_within_a_lease_period_without_a_restart(
     assert run.status == Run.Status.ERROR, run.reason
     assert run.reason == (
         "the executor of this run stopped (its worker was killed, restarted or hung, so its lease expired); "
-        f"{kept} of 8 results were kept"
+        f"{kept} of 20 results were kept"
     )
     assert results(run) == kept >= 2
     assert set(CaseResult.objects.filter(run=run).values_list("status", flat=True)) == {"passed"}

@@ -154,10 +154,10 @@ class Command(BaseCommand):
             "budget_cost": options["budget_cost"],
         }
         if options["inline"]:
-            self._refuse_while_locked()
+            self._refuse_while_locked(suite.isolation_group)
             run = run_create(**arguments)
             try:
-                lease = run_claim(run_id=run.pk)
+                lease = run_claim(run_id=run.pk, in_order=False)
             except RunLocked:
                 # Another executor took the lock since the check: this run never started, so it leaves nothing.
                 run_delete(runs=[run])
@@ -194,10 +194,10 @@ class Command(BaseCommand):
         if run is None:
             raise _Abort(f"there is no run #{options['resume']}")
         if options["inline"]:
-            self._refuse_while_locked()
+            self._refuse_while_locked(run.isolation_group)
             run = run_prepare_resume(run=run)
             try:
-                lease = run_claim(run_id=run.pk)
+                lease = run_claim(run_id=run.pk, in_order=False)
             except RunLocked as exc:
                 raise _Abort(f"{exc}; run #{run.pk} stays Pending for the runs worker") from None
             worker: _InlineRun | None = _InlineRun(run.pk, lease)
@@ -213,8 +213,8 @@ class Command(BaseCommand):
         return self._finish(run, worker, options)
 
     @staticmethod
-    def _refuse_while_locked() -> None:
-        holder = run_lock_holder()
+    def _refuse_while_locked(group: str) -> None:
+        holder = run_lock_holder(group=group)
         if holder is not None:
             raise RunLocked(holder_id=holder.pk, started_at=holder.started_at)
 

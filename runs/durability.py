@@ -1,0 +1,43 @@
+"""Which of a run's commits must reach the disk before the run goes on, and which need not.
+
+A run keeps every finished result through a crash: its CaseResult — transcript, tool calls, assertions — is written
+in one transaction that PostgreSQL flushes to its write-ahead log before the commit returns (the default). What a
+case writes on the way (its test conversation: messages, state, turn claims) and the run's "now running …" line
+need not each wait for a flush of their own: on PostgreSQL they commit with `synchronous_commit = off`, which keeps
+every transaction atomic and the database consistent after a crash, and may lose only the last few hundred
+milliseconds of such commits. Because the log is written in order, the result's own synchronous commit flushes every
+earlier one too — so once a result is stored, the conversation it points at is as durable as it is. A crash before
+that loses an unfinished case, which a resume runs again anyway.
+
+SQLite runs in WAL mode with synchronous=NORMAL (settings.py), where no commit waits for the disk: nothing changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import connection, transaction
+
+
+def relax_case_commits() -> None:
+    """On the calling thread's connection (a case thread's), let commits return before their log flush."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    if getattr(connection, "_agenttest_relaxed", None) is raw:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET synchronous_commit TO off")
+    connection._agenttest_relaxed = raw
+
+
+@contextmanager
+def relaxed_commit() -> Iterator[None]:
+    """One transaction whose commit need not wait for the disk (PostgreSQL), for writes a crash may lose."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO off")
+        yield
