@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0003_run_lease_lock_judge_usage'),
+        ('runs', '0004_i12_result_case_hash'),
     ]
 
     operations = [

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('cases', '0001_initial'),
-        ('runs', '0003_run_lease_lock_judge_usage'),
+        ('runs', '0006_i15_groups_workers_throttle'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agenthost', '0003_conversation_seal_and_turn_claim'),
+        ('agenthost', '0004_i13_mcp_tool_list'),
     ]
 
     operations = [
