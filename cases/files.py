@@ -251,7 +251,7 @@ def _duplicates(sources: Iterable[_Source], what: str, problems: list[FileProble
 
 SUITE_DEFAULTS: dict[str, Any] = {
     "description": "", "judge_model": "", "extra_allowed_functions": [], "force_blocked_functions": [],
-    "case_timeout_seconds": 120, "enabled": True,
+    "case_timeout_seconds": 120, "enabled": True, "isolation_group": "default", "case_concurrency": 1,
 }
 AGENT_DEFAULTS: dict[str, Any] = {
     "description": "", "temperature": 0.0, "max_steps": None, "functions": [], "rules": [], "sub_agents": [],
@@ -277,7 +277,7 @@ def _agent_fields(data: dict[str, Any]) -> dict[str, Any]:
         "instruction": data["instruction"],
         "provider": provider,
         "model": model,
-        "temperature": float(data.get("temperature", 0.0)),
+        "temperature": None if data.get("temperature", 0.0) is None else float(data.get("temperature", 0.0)),
         "max_steps": data.get("max_steps"),
         "functions": [{"name": item} if isinstance(item, str) else item for item in data.get("functions", [])],
         "rules": data.get("rules", []),

@@ -51,6 +51,13 @@ class FunctionDeclaration(_Strict):
     output: Any = Field(None, description="A static answer instead of an implementation.")
 
 
+class McpServerTools(_Strict):
+    """The tools of an MCP server: every one it lists, or the named subset; each is called `<server>__<tool>`."""
+
+    mcp: str = Field(min_length=1, description="A server configured in the MCP file (AGENTTEST_MCP_FILE).")
+    tools: list[NonEmptyText] | None = Field(None, description="Only these of the server's tools; absent: all.")
+
+
 class Rule(_Strict):
     trigger: Literal["conversation_started", "state_changed"]
     key: str | None = Field(None, description="The state key a state_changed rule watches.")
@@ -71,9 +78,9 @@ class AgentFile(_Strict):
         None, description="A text file beside this one holding the instruction (instead of `instruction`)."
     )
     model: str = Field(pattern=MODEL_KEY, description="provider:model, e.g. openai:gpt-4o-mini.")
-    temperature: float = 0.0
+    temperature: float | None = Field(0.0, description="Empty (null): the model's default; none is sent.")
     max_steps: int | None = Field(None, ge=1, le=1000)
-    functions: list[NonEmptyText | FunctionDeclaration] = []
+    functions: list[NonEmptyText | FunctionDeclaration | McpServerTools] = []
     rules: list[Rule] = []
     sub_agents: list[NonEmptyText] = []
 
@@ -95,6 +102,13 @@ class SuiteFile(_Strict):
     force_blocked_functions: list[NonEmptyText] = []
     case_timeout_seconds: int = Field(120, ge=1, le=3600)
     enabled: bool = True
+    isolation_group: str = Field(
+        "default", pattern=r"^[a-z0-9][a-z0-9_-]{0,49}$",
+        description="Runs of one group execute one at a time; a worker serves the groups it names.",
+    )
+    case_concurrency: int = Field(
+        1, ge=1, le=64, description="Case × model pairs run at once; above 1 only for a hermetic suite.",
+    )
 
 
 # --- Cases --------------------------------------------------------------------------------------------------------

@@ -302,3 +302,29 @@ def test_it_says_on_the_result_page_that_the_case_changed_since(admin_client, re
     files_apply(directory=repo)
 
     assert "this result tells of an earlier version of the case" in admin_client.get(page).content.decode()
+
+
+def test_it_round_trips_the_run_settings_of_a_suite_and_a_default_temperature(tmp_path):
+    hermetic_agent = AGENT.replace("model: simulated:sim-careful\n", "model: simulated:sim-careful\ntemperature: null\n")
+    repo = write(tmp_path / "repo", {
+        "agents/support.yaml": hermetic_agent,
+        "suites/support/suite.yaml": SUITE + "isolation_group: shop-db\ncase_concurrency: 4\n",
+        "suites/support/cases/status.yaml": CASE,
+    })
+    files_apply(directory=repo)
+    suite = Suite.objects.get(name="Support")
+    assert (suite.isolation_group, suite.case_concurrency) == ("shop-db", 4)
+    assert Agent.objects.get(name="support").temperature is None
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    files_export(directory=first)
+    Case.objects.all().delete()
+    Suite.objects.all().delete()
+    Agent.objects.all().delete()
+    files_apply(directory=first)
+    files_export(directory=second)
+
+    suite_text = (first / "suites/support/suite.yaml").read_text()
+    assert "isolation_group: shop-db" in suite_text and "case_concurrency: 4" in suite_text
+    assert "temperature: null" in (first / "agents/support.yaml").read_text()
+    assert suite_text == (second / "suites/support/suite.yaml").read_text()
