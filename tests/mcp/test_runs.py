@@ -94,7 +94,7 @@ def test_it_blocks_an_unmocked_mcp_call_and_names_it(agent, scripted_model, mark
 
     result = CaseResult.objects.get(run=run)
     assert result.status == "failed"
-    assert "blocked unmocked tool call(s): orders__cancel_order" in result.reason
+    assert "orders__cancel_order has no mock, so it was blocked" in result.reason
     assert result.tool_calls[0]["outcome"] == "blocked"
     assert markers.called() == [] and markers.started() == [] and server_processes() == []
 

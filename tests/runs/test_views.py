@@ -473,7 +473,7 @@ def test_it_leaves_the_cost_of_an_unpriced_model_empty_in_the_csv_and_says_unpri
                    results=(("local:llama", PASSED), ("local:llama", PASSED)))
     CaseResult.objects.filter(run=run).update(cost=0, input_tokens=12345)
     rows = list(csv.reader(io.StringIO(admin_client.get(f"/runs/{run.pk}/matrix.csv").content.decode())))
-    assert rows[0][7] == "local:llama cost_usd" and rows[1][7] == "" and rows[1][5] == "12345"
+    assert rows[0][9] == "local:llama cost_usd" and rows[1][9] == "" and rows[1][5] == "12345"
     text = text_of(admin_client.get(f"/runs/{run.pk}/"))
     assert "local:llama 100% 2 · 0 · 0 · 0" in text and "24,690 / 10 unpriced" in text
     result = run.results.first()
