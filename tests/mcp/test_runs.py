@@ -130,7 +130,7 @@ def test_it_lets_an_extra_allowed_read_only_mcp_tool_reach_its_server(agent, scr
 
 
 def test_it_reports_a_stale_recording_naming_the_mcp_tool_whose_schema_changed(
-    agent, scripted_model, settings, mcp_servers, markers
+    agent, scripted_model, settings, mcp_servers, markers, admin_client
 ):
     suite = Suite.objects.create(name="desk", agent=agent, case_timeout_seconds=30)
     make_case(suite, "looks up", "Where is order 1042?", mocks=[(LOOKUP, '{"status": "mocked"}')], called=LOOKUP)
@@ -156,6 +156,11 @@ def test_it_reports_a_stale_recording_naming_the_mcp_tool_whose_schema_changed(
         "order_id", "include_items"
     }
     assert markers.started() == [] and server_processes() == []
+
+    # The run compared with the recording run names the MCP tool whose schema changed.
+    page = admin_client.get(f"/runs/{replayed.pk}/compare/?baseline={recorded.pk}").content.decode()
+    tools_line = page.split('data-difference="tools"', 1)[1].split("</li>", 1)[0]
+    assert f"<code>{LOOKUP}</code>" in tools_line
 
 
 def test_it_makes_mocks_from_the_real_results_of_a_recorded_conversation(agent, scripted_model, markers):
