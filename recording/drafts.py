@@ -184,7 +184,9 @@ def identifying_arguments(call: RecordedCall) -> tuple[dict[str, Any], list[tupl
         required = {key for key in listed if isinstance(key, str)} if isinstance(listed, list) else set()
     kept: dict[str, Any] = {}
     left_out: list[tuple[str, str]] = []
-    for key, value in (call.arguments or {}).items():
+    # In key order: the stored arguments come back in the database's order (PostgreSQL's jsonb sorts by length), and
+    # a draft must read the same on every backend.
+    for key, value in sorted((call.arguments or {}).items()):
         if required is not None and key not in required:
             left_out.append((key, "optional"))
             continue

@@ -91,7 +91,7 @@ def test_it_leaves_free_text_out_of_a_recorded_mock_and_its_assertion_and_says_s
     ) in case.warnings
     assert any(
         note.startswith(f"turn 0: the mock and the toolCalled assertion of {EMAIL} match on to only")
-        and "subject (free text), body (free text)" in note
+        and "body (free text), subject (free text)" in note
         for note in case.warnings
     )
 
