@@ -305,7 +305,9 @@ def test_it_says_on_the_result_page_that_the_case_changed_since(admin_client, re
 
 
 def test_it_round_trips_the_run_settings_of_a_suite_and_a_default_temperature(tmp_path):
-    hermetic_agent = AGENT.replace("model: simulated:sim-careful\n", "model: simulated:sim-careful\ntemperature: null\n")
+    hermetic_agent = AGENT.replace(
+        "model: simulated:sim-careful\n", "model: simulated:sim-careful\ntemperature: null\n"
+    )
     repo = write(tmp_path / "repo", {
         "agents/support.yaml": hermetic_agent,
         "suites/support/suite.yaml": SUITE + "isolation_group: shop-db\ncase_concurrency: 4\n",
