@@ -232,38 +232,8 @@ _INVALID = object()
 
 def _json_field(value: Any, *, field: str, expected: type, nullable: bool, problems: _Problems) -> Any:
     """The value of an object/list field, parsed first when it was given as JSON text; `_INVALID` when it is wrong."""
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return None if nullable else expected()
-        if json_text_too_deep(text):
-            # Decoding it would exhaust Python's recursion limit before it could be refused.
-            problems.add(field, DEPTH_MESSAGE)
-            return _INVALID
-        try:
-            # Not json.loads: an integer of more than 4,300 digits made int() raise ValueError, not this.
-            value = json_loads(text)
-        except json.JSONDecodeError as exc:
-            wanted = "a JSON object" if expected is dict else "a JSON list"
-            problems.add(
-                field,
-                f"must be {wanted}; as text it is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
-            )
-            return _INVALID
-        # The document was checked for unstorable text before; what the text escaped was not.
-        found = len(problems.items)
-        _unstorable_problems(value, field=field, problems=problems)
-        if len(problems.items) > found:
-            return _INVALID
-    if (deep := too_deep_path(value)) is not None:
-        problems.add(_under(field, deep), DEPTH_MESSAGE)
-        return _INVALID
-    if (bad := nonfinite_path(value)) is not None:
-        # Python reads 1e999, Infinity and NaN, but no JSON column stores them.
-        problems.add(_under(field, bad), NONFINITE_MESSAGE)
-        return _INVALID
-    if (bad := int_out_of_range_path(value)) is not None:
-        problems.add(_under(field, bad), f"must hold only {INT_RANGE_PROBLEM}")
+    value = _from_text(value, field=field, expected=expected, nullable=nullable, problems=problems)
+    if value is _INVALID:
         return _INVALID
     if value is None and nullable:
         return None
