@@ -44,7 +44,7 @@ def turn_run(
     conversation = session.conversation
     entry_name = session.entry_agent.name
     session.add_message(turn=turn, role=Message.Role.USER, content=redact_text(text), agent_id=loaded.id)
-    model_messages = history_as_model_messages([*conversation.messages.all(), *session.pending_messages()])
+    model_messages = history_as_model_messages(session.transcript())
     # Each step's calls (name and arguments), to tell a looping agent from one that needs more steps.
     step_calls: list[tuple[tuple[str, str], ...]] = []
 

@@ -66,9 +66,11 @@ from agenthost.selectors import (
     sealed_filter,
 )
 from agenthost.services import (
+    HeldConversation,
     agent_create,
     agent_update,
     conversation_invoke_function,
+    conversation_open,
     conversation_send,
     conversation_start,
 )
@@ -100,6 +102,7 @@ __all__ = [
     "ExecutorProvider",
     "FunctionContext",
     "FunctionResult",
+    "HeldConversation",
     "InvalidFunctionName",
     "InvalidInput",
     "LoadedAgent",
@@ -128,6 +131,7 @@ __all__ = [
     "conversation_state",
     "conversation_state_timeline",
     "conversation_invoke_function",
+    "conversation_open",
     "conversation_send",
     "conversation_start",
     "declared_functions",

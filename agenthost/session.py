@@ -100,18 +100,26 @@ class ConversationSession:
     model and tool call (`renew_claim`), changes the conversation only while it still holds it, and gives it back with
     its last flush (`release=True`)."""
 
-    def __init__(self, conversation: Conversation, *, claim: datetime | None = None) -> None:
+    def __init__(self, conversation: Conversation, *, claim: datetime | None = None, new: bool = False) -> None:
+        """`new`: the conversation was created just now, so it has no stored messages or state to read."""
         self.conversation = conversation
         self.claim = claim
         self.entry_agent: Agent = conversation.agent
         self.first_seq = conversation.message_count
+        self.first_turn = conversation.turn_count
         self.next_seq = self.first_seq
-        self.state: dict[str, Any] = dict(
-            StateChange.objects.filter(conversation=conversation).order_by("id").values_list("key", "value")
+        self.state: dict[str, Any] = (
+            {}
+            if new
+            else dict(StateChange.objects.filter(conversation=conversation).order_by("id").values_list("key", "value"))
         )
         self._agents: dict[str, Agent] = {}
+        # The stored messages, read once when a turn first needs the history; then kept up to date by flush.
+        self._stored: list[Message] | None = [] if new else None
         self._messages: list[Message] = []
         self._changes: list[StateChange] = []
+        # Conversation fields changed since the last flush (the turn count, the current agent), written by the next.
+        self._fields: dict[str, Any] = {}
 
     def renew_claim(self) -> bool:
         """Extend the turn claim by another AGENTTEST_REQUEST_TIMEOUT, only while this session still holds it (a
@@ -154,6 +162,19 @@ class ConversationSession:
             self.state[key] = value
         return changed
 
+    def set_fields(self, **conversation_fields: Any) -> None:
+        """Change conversation fields (turn count, current agent) on the instance now and in the database with the
+        next flush, so a session holding the conversation across turns writes them once."""
+        self._fields.update(conversation_fields)
+        for field_name, value in conversation_fields.items():
+            setattr(self.conversation, field_name, value)
+
+    def transcript(self) -> list[Message]:
+        """Every message of the conversation in seq order: the stored ones and those this session has not written."""
+        if self._stored is None:
+            self._stored = list(self.conversation.messages.order_by("seq"))
+        return [*self._stored, *self._messages]
+
     def flush(self, *, release: bool = False, **conversation_fields: Any) -> None:
         """Write what this session produced. The message count (and the turn claim, if held) is checked with a
         conditional update, so two turns written to one conversation at the same time cannot interleave.
@@ -162,9 +183,12 @@ class ConversationSession:
         this session did is written all the same, never dropped (tools may have run): see _append_after_others."""
         conversation = self.conversation
         held = {} if self.claim is None else {"turn_claimed_until": self.claim}
+        conversation_fields = {**self._fields, **conversation_fields}
         if release:
             conversation_fields["turn_claimed_until"] = None
-        with transaction.atomic():
+        # Inside a caller's transaction (a run stores a case's conversation with its result) no savepoint: a failure
+        # here rolls the caller's transaction back whole.
+        with transaction.atomic(savepoint=False):
             claimed = Conversation.objects.filter(pk=conversation.pk, message_count=self.first_seq, **held).update(
                 message_count=self.next_seq, updated_at=timezone.now(), **conversation_fields
             )
@@ -175,21 +199,26 @@ class ConversationSession:
         if release:
             self.claim = None
         conversation.message_count = self.first_seq = self.next_seq
+        self.first_turn = conversation_fields.get("turn_count", self.first_turn)
         for field_name, value in conversation_fields.items():
             setattr(conversation, field_name, value)
-        self._messages, self._changes = [], []
+        if self._stored is not None:
+            self._stored.extend(self._messages)
+        self._messages, self._changes, self._fields = [], [], {}
 
     def _append_after_others(self, held: dict[str, Any], conversation_fields: dict[str, Any]) -> dict[str, Any]:
         """Write this session's messages after whatever another turn wrote in between: a fresh seq range claimed by
-        an atomic increment of the message count (so it cannot collide with a third writer either) and, for a turn's
-        last flush, a turn number of its own. The other conversation fields (agent, release) are written only while
-        this session still holds its claim. Returns the fields as written, for the caller's instance."""
+        an atomic increment of the message count (so it cannot collide with a third writer either) and, for the
+        turns it ran, turn numbers of their own after the other's. The other conversation fields (agent, release)
+        are written only while this session still holds its claim. Returns the fields as written, for the caller's
+        instance."""
         conversation = self.conversation
         count = len(self._messages)
         counters: dict[str, Any] = {"message_count": F("message_count") + count, "updated_at": timezone.now()}
-        new_turn = "turn_count" in conversation_fields
+        new_turns = conversation_fields.get("turn_count", self.first_turn) - self.first_turn
+        new_turn = new_turns > 0
         if new_turn:
-            counters["turn_count"] = F("turn_count") + 1
+            counters["turn_count"] = F("turn_count") + new_turns
         if Conversation.objects.filter(pk=conversation.pk).update(**counters) != 1:
             raise ConversationError(f"conversation {conversation.pk} no longer exists")
         others = {field: value for field, value in conversation_fields.items() if field != "turn_count"}
@@ -199,15 +228,18 @@ class ConversationSession:
             Conversation.objects.filter(pk=conversation.pk).values_list("message_count", "turn_count").get()
         )
         self.first_seq = message_count - count
+        # This session's first turn becomes the first of the turns the increment made room for.
+        turn_shift = turn_count - new_turns - self.first_turn
         for offset, message in enumerate(self._messages):
             message.seq = self.first_seq + offset
             if new_turn:
-                message.turn = turn_count - 1
+                message.turn += turn_shift
         self.next_seq = message_count
         return {**others, "turn_count": turn_count} if new_turn else others
 
-    def pending_messages(self) -> list[Message]:
-        return list(self._messages)
+    def known_agents(self) -> list[Agent]:
+        """The agents this session has read: the entry agent and those it looked up by name."""
+        return [self.entry_agent, *(agent for agent in self._agents.values() if agent is not None)]
 
     def agent_named(self, name: str) -> Agent | None:
         if name not in self._agents:

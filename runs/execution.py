@@ -9,6 +9,7 @@ starts once either says stop, and what the pairs in flight used is counted befor
 
 from __future__ import annotations
 
+import contextlib
 import queue
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -70,9 +71,12 @@ def run_execute_held(*, lease: Lease) -> Run:
     in_flight: dict[Future, tuple[CasePlan, ModelConfig, int, int]] = {}
     stored = position
 
-    def store_finished(*, room_for: int) -> None:
-        """Store every finished pair (its spend counted), waiting until fewer than `room_for` are in flight."""
-        nonlocal stored
+    # Finished pairs, their spend counted, whose result is not written yet: written while the next pair runs.
+    collected: list[tuple[CasePlan, ModelConfig, int, int, CaseExecution, list[dict[str, Any]] | None]] = []
+
+    def collect_finished(*, room_for: int) -> None:
+        """Count the spend of every finished pair and set it aside to be written, waiting until fewer than
+        `room_for` are in flight."""
         while in_flight:
             finished = [future for future in in_flight if future.done()]
             if not finished:
@@ -83,32 +87,45 @@ def run_execute_held(*, lease: Lease) -> Run:
             for future in sorted(finished, key=lambda f: in_flight[f][3]):
                 plan, model, trial, at = in_flight.pop(future)
                 execution, recorded = future.result()
-                if recorded is not None:
-                    recording_save(case_id=plan.id, model=model.key, entries=recorded, run=run)
-                reconnecting(
-                    result_store,
-                    run=run,
-                    lease=lease,
-                    plan=plan,
-                    model_key=model.key,
-                    trial=trial,
-                    position=at,
-                    execution=execution,
-                )
-                stored += 1
+                collected.append((plan, model, trial, at, execution, recorded))
                 if not replaying:
                     # A replay spends nothing: its recorded tokens count against no budget.
                     spent.add(
                         execution.usage.total_tokens + execution.judge_usage.total_tokens,
                         Decimal(execution.cost or 0) + Decimal(execution.judge_cost or 0),
                     )
-            if throttles.changed():
-                lease.held().update(throttle=throttles.snapshot())
+
+    def write_collected() -> None:
+        """Write the collected results in run order, each (with its conversation and recording) as it was."""
+        nonlocal stored
+        while collected:
+            plan, model, trial, at, execution, recorded = collected[0]
+            if recorded is not None:
+                recording_save(case_id=plan.id, model=model.key, entries=recorded, run=run)
+            reconnecting(
+                result_store,
+                run=run,
+                lease=lease,
+                plan=plan,
+                model_key=model.key,
+                trial=trial,
+                position=at,
+                execution=execution,
+            )
+            collected.pop(0)
+            stored += 1
+        if throttles.changed():
+            lease.held().update(throttle=throttles.snapshot())
+
+    def store_finished(*, room_for: int) -> None:
+        """Write every finished pair, waiting until fewer than `room_for` are in flight."""
+        collect_finished(room_for=room_for)
+        write_collected()
 
     try:
         for plan, model, trial in pending:
-            # Whatever finished is stored and counted before anything new starts.
-            store_finished(room_for=concurrency)
+            # Whatever finished is counted before anything new starts (and stored before or while it runs).
+            collect_finished(room_for=concurrency)
             lease.check()
             over = spent.exhausted(run)
             if over:
@@ -146,7 +163,18 @@ def run_execute_held(*, lease: Lease) -> Run:
             )
             in_flight[future] = (plan, model, trial, position)
             position += 1
+            # Written while the pair just started runs: the model calls hide the result's commit. Each result is
+            # still committed as soon as the loop is free after its pair finished, before the verdict.
+            write_collected()
         store_finished(room_for=1)
+    except LeaseLost:
+        raise
+    except BaseException:
+        # The run stops on a failure (run_fail writes the verdict): what finished is kept first, if it can be.
+        if collected:
+            with contextlib.suppress(Exception):
+                write_collected()
+        raise
     finally:
         slots.close()
     over = spent.exhausted(run)
@@ -172,21 +200,17 @@ def _case_concurrency(run: Run) -> int:
 
 class CaseSlots:
     """Up to `size` case × model pairs at once. A pair runs on a slot thread that waits on its own CaseWorker — the
-    case thread with its own database connection — so each case keeps its timeout; with one slot the pair runs on
-    the calling thread, as a serial run always did."""
+    case thread with its own database connection — so each case keeps its timeout, and the run loop is free to
+    write the results of the pairs before it (a serial run too: one slot)."""
 
     def __init__(self, size: int) -> None:
         self._size = size
         self._workers: queue.SimpleQueue[CaseWorker] = queue.SimpleQueue()
         for _ in range(size):
             self._workers.put(CaseWorker())
-        self._pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="agenttest-slot") if size > 1 else None
+        self._pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="agenttest-slot")
 
     def submit(self, work: Callable[[CaseWorker], Any]) -> Future:
-        if self._pool is None:
-            future: Future = Future()
-            future.set_result(self._with_worker(work))
-            return future
         return self._pool.submit(self._with_worker, work)
 
     def _with_worker(self, work: Callable[[CaseWorker], Any]) -> Any:
@@ -197,8 +221,7 @@ class CaseSlots:
             self._workers.put(worker)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        self._pool.shutdown(wait=True)
         for _ in range(self._size):
             self._workers.get().close()
 
@@ -231,5 +254,8 @@ def _execute_pair(
         tape = Replayer(case_name=plan.name, model_key=model.key, entries=entries)
     elif run.mode == Run.Mode.RECORD:
         tape = Recorder(case_name=plan.name, model_key=model.key)
-    execution = execute_case(plan=plan, model=model, suite=suite_plan, tape=tape, worker=worker)
+    # Saved by result_store, in the transaction that stores the result.
+    execution = execute_case(
+        plan=plan, model=model, suite=suite_plan, tape=tape, worker=worker, save_conversation=False
+    )
     return execution, (tape.entries() if isinstance(tape, Recorder) else None)

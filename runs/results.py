@@ -35,26 +35,34 @@ def result_store(
     # by the executor holding the run.
     if not lease.held().update(**{counter: F(counter) + 1}):
         raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
-    transcript = []
-    if execution.conversation_id is not None:
-        conversation = Conversation(pk=execution.conversation_id)
-        transcript = [
-            {
-                "seq": m.seq,
-                "turn": m.turn,
-                "role": m.role,
-                "content": m.content,
-                "function": m.function_name,
-                "arguments": m.arguments,
-                "tool_call_id": m.tool_call_id,
-                "agent": m.agent.name if m.agent else "",
-                "outcome": m.outcome,
-                "trigger": m.trigger,
-                "model": m.model,
-                "latency_ms": m.latency_ms,
-            }
-            for m in conversation_messages(conversation=conversation)
-        ]
+    held = execution.conversation
+    if held is not None:
+        # The case's conversation is written with its result: one commit, and neither survives a crash without the
+        # other.
+        held.save()
+        messages, names = held.messages(), held.agent_names()
+    elif execution.conversation_id is not None:
+        messages = list(conversation_messages(conversation=Conversation(pk=execution.conversation_id)))
+        names = {m.agent_id: m.agent.name for m in messages if m.agent is not None}
+    else:
+        messages, names = [], {}
+    transcript = [
+        {
+            "seq": m.seq,
+            "turn": m.turn,
+            "role": m.role,
+            "content": m.content,
+            "function": m.function_name,
+            "arguments": m.arguments,
+            "tool_call_id": m.tool_call_id,
+            "agent": names.get(m.agent_id, ""),
+            "outcome": m.outcome,
+            "trigger": m.trigger,
+            "model": m.model,
+            "latency_ms": m.latency_ms,
+        }
+        for m in messages
+    ]
     result = CaseResult.objects.create(
         run=run,
         case_id=plan.id,

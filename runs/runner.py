@@ -28,11 +28,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.db.models import Q
 
 from agenthost.seams import (
     Agent,
     ConversationError,
+    HeldConversation,
     Message,
     ModelCallFailed,
     ModelConfig,
@@ -41,10 +41,7 @@ from agenthost.seams import (
     StepLimitExceeded,
     TurnResult,
     Usage,
-    conversation_invoke_function,
-    conversation_messages,
-    conversation_send,
-    conversation_start,
+    conversation_open,
     get_model,
 )
 from runs import assertions as checks
@@ -122,6 +119,9 @@ class CaseExecution:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     assertions: list[dict[str, Any]] = field(default_factory=list)
     final_state: dict[str, Any] = field(default_factory=dict)
+    # The case's test conversation, not saved yet (execute_case(save_conversation=False)): its caller saves it in
+    # the transaction that stores the result. None once saved, or when the case thread was left behind.
+    conversation: HeldConversation | None = None
 
 
 PASSED, FAILED, ERROR = "passed", "failed", "error"
@@ -132,6 +132,7 @@ class _Progress:
 
     def __init__(self) -> None:
         self.conversation_id: int | None = None
+        self.held: HeldConversation | None = None
 
 
 def _close_this_threads_connection() -> None:
@@ -166,11 +167,19 @@ class CaseWorker:
 
 
 def execute_case(
-    *, plan: CasePlan, model: ModelConfig, suite: SuitePlan, tape: Tape | None = None, worker: CaseWorker | None = None
+    *,
+    plan: CasePlan,
+    model: ModelConfig,
+    suite: SuitePlan,
+    tape: Tape | None = None,
+    worker: CaseWorker | None = None,
+    save_conversation: bool = True,
 ) -> CaseExecution:
     """Run the case on the model (through `tape` in record/replay mode) and say what happened; never raises.
 
-    `worker` is the run's case thread; without one the case gets a thread of its own."""
+    `worker` is the run's case thread; without one the case gets a thread of its own. The test conversation's turns
+    are written once, when the case ends: here, or with `save_conversation=False` by the caller, which saves
+    `execution.conversation` with the result, in one transaction."""
     started = time.perf_counter()
     if not plan.turns:
         return CaseExecution(status=ERROR, reason="the case has no turns, so it would verify nothing")
@@ -236,6 +245,11 @@ def execute_case(
         )
     else:
         execution = outcome["value"]
+    if future.done() and progress.held is not None:
+        # The case thread is done with the conversation; a thread left behind still holds it and saves nothing.
+        execution.conversation = progress.held
+        if save_conversation:
+            _save_conversation(execution)
     if tape is not None and tape.failure:
         # The replay could not go on (stale, exhausted, unreadable): whatever the loop made of it, that is the news.
         execution.status, execution.reason = ERROR, tape.failure
@@ -251,6 +265,16 @@ def execute_case(
         execution.judge_cost = _cost(get_model(suite.judge_model), judge_usage)
     execution.duration_ms = (time.perf_counter() - started) * 1000
     return execution
+
+
+def _save_conversation(execution: CaseExecution) -> None:
+    held, execution.conversation = execution.conversation, None
+    try:
+        held.save()
+    except DatabaseError as exc:
+        if execution.status != ERROR:
+            execution.status = ERROR
+            execution.reason = f"the case's conversation could not be written: {type(exc).__name__}: {exc}"
 
 
 def _wait(future: Future, seconds: float) -> bool:
@@ -301,7 +325,8 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
         progress.conversation_id = conversation.pk
         registry.add(conversation.pk, session)
 
-    conversation = conversation_start(
+    # The case alone drives its conversation: held from start to end, its turns are written once, when it ends.
+    progress.held = conversation_open(
         agent=plan.entry_agent,
         tags=[TEST_TAG, *suite.tags],
         initial_state=plan.initial_state,
@@ -310,12 +335,18 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
         on_created=register,
         seal=_seal_reason(suite),
     )
-    seal_key = conversation.seal_key
-    execution = CaseExecution(status=PASSED, conversation_id=conversation.pk)
+    return _play(progress.held, plan, suite, session, judge_call)
 
-    canary = conversation_invoke_function(
-        conversation=conversation, name=CANARY_FUNCTION, record=False, seal_key=seal_key
-    )
+
+def _play(
+    held: HeldConversation,
+    plan: CasePlan,
+    suite: SuitePlan,
+    session: CaseSession,
+    judge_call: Callable[[ModelRequest, str], ModelResponse],
+) -> CaseExecution:
+    execution = CaseExecution(status=PASSED, conversation_id=held.conversation.pk)
+    canary = held.invoke_function(CANARY_FUNCTION, record=False)
     if canary.content != session.canary_token:
         execution.status = ERROR
         execution.reason = (
@@ -335,15 +366,15 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
             # The waiting side reports the timeout; no turn of a timed-out case may start.
             return execution
         try:
-            turn = conversation_send(conversation=conversation, text=turn_plan.user_message, seal_key=seal_key)
+            turn = held.send(turn_plan.user_message)
         except ConversationError as exc:
-            _observe_refused(session, conversation, exc.partial)
+            _observe_refused(session, held, exc.partial)
             execution.status = ERROR
             execution.reason = _conversation_error_reason(exc, index)
             _finish(execution, session, results, state)
             return execution
         if _may_have_refused_calls(suite, turn):
-            _observe_refused(session, conversation, turn)
+            _observe_refused(session, held, turn)
         else:
             session.observe_unavailable(turn.turn, turn.tool_calls)
         elsewhere = [key for key in turn.models if key != under_test]
@@ -420,33 +451,37 @@ def _may_have_refused_calls(suite: SuitePlan, turn: TurnResult) -> bool:
     return bool(suite.rule_agents.intersection(turn.agent_chain))
 
 
-def _observe_refused(session: CaseSession, conversation: Any, turn: TurnResult | None) -> None:
+def _observe_refused(session: CaseSession, held: HeldConversation, turn: TurnResult | None) -> None:
     """Make the calls the host refused because the agent does not declare the function part of the case's calls;
     they never reached the seam. A turn's record holds the model's; a rule's are read from the transcript."""
     if turn is not None:
         session.observe_unavailable(turn.turn, turn.tool_calls)
     calls: dict[str, Message] = {}
-    messages = conversation_messages(conversation=conversation).filter(
-        Q(role=Message.Role.TOOL_CALL, trigger="rule") | Q(role=Message.Role.TOOL_RESULT, outcome=Outcome.UNAVAILABLE)
-    )
-    for message in messages:
-        if message.role == Message.Role.TOOL_CALL:
+    refused: list[tuple[Message, Message]] = []
+    for message in held.messages():
+        if message.role == Message.Role.TOOL_CALL and message.trigger == "rule":
             calls[message.tool_call_id] = message
-        elif message.tool_call_id in calls:
-            call = calls[message.tool_call_id]
-            session.observe_at_turn_end(
-                ObservedCall(
-                    name=call.function_name,
-                    arguments=call.arguments,
-                    outcome=Outcome.UNAVAILABLE,
-                    result=message.content,
-                    turn=call.turn,
-                    call_index=None,
-                    agent=call.agent.name if call.agent else "",
-                    trigger=call.trigger,
-                    tool_call_id=call.tool_call_id,
-                )
+        elif (
+            message.role == Message.Role.TOOL_RESULT
+            and message.outcome == Outcome.UNAVAILABLE
+            and message.tool_call_id in calls
+        ):
+            refused.append((calls[message.tool_call_id], message))
+    names = dict(Agent.objects.filter(pk__in={call.agent_id for call, _ in refused}).values_list("pk", "name"))
+    for call, message in refused:
+        session.observe_at_turn_end(
+            ObservedCall(
+                name=call.function_name,
+                arguments=call.arguments,
+                outcome=Outcome.UNAVAILABLE,
+                result=message.content,
+                turn=call.turn,
+                call_index=None,
+                agent=names.get(call.agent_id, ""),
+                trigger=call.trigger,
+                tool_call_id=call.tool_call_id,
             )
+        )
 
 
 def _finish(
