@@ -7,8 +7,8 @@ when its last call has returned — never by the waiting side on timeout — so 
 Every model call of the conversation goes through one of the harness's runtime providers (runs/providers.py), and
 the judge's through the case session too (and, unless replayed, through the run's throttle for the judge model's
 provider, runs/throttle.py), so on timeout the session is expired and nothing of the case starts any more: no model
-call, no tool call, no turn. The waiting side then gives the call in flight a bounded grace to
-return, so what it used is in the result (and the run's budget) before the result is stored.
+call, no tool call, no turn. The waiting side then gives the call in flight a bounded grace to return, so what it
+used is in the result (and the run's budget) before the result is stored.
 
 In record and replay mode the case gets a tape (runs/replay.py): every model call of the conversation, the judge's
 included, goes through it. On timeout the tape is abandoned, which releases a replayed hang so the thread can end.

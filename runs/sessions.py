@@ -195,7 +195,7 @@ class CaseSession:
 
     def _wait_out_rate_limit(self, exc: ProviderError, attempt: int) -> bool:
         """After the provider's own retries met HTTP 429 still: wait as the endpoint asked (else back off) and say
-        whether to try again — only while the wait ends before the case's timeout. A replay re-plays the recorded
+        whether to try again — only while the case may back off so long (`may_back_off`). A replay re-plays the recorded
         429s without the waiting: nothing is rate-limiting it."""
         wait = exc.retry_after if exc.retry_after else min(RATE_LIMIT_BACKOFF * 2**attempt, RATE_LIMIT_MAX_WAIT)
         wait = min(wait, RATE_LIMIT_MAX_WAIT)
