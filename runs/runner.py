@@ -5,9 +5,10 @@ The case runs on its own thread so a per-case timeout can be enforced. Its regis
 when its last call has returned — never by the waiting side on timeout — so a late tool call is still mocked.
 
 Every model call of the conversation goes through one of the harness's runtime providers (runs/providers.py), and
-the judge's through the case session too, so on timeout the session is expired and nothing of the case starts any
-more: no model call, no tool call, no turn. The waiting side then gives the call in flight a bounded grace to
-return, so what it used is in the result (and the run's budget) before the result is stored.
+the judge's through the case session too (and, unless replayed, through the run's throttle for the judge model's
+provider, runs/throttle.py), so on timeout the session is expired and nothing of the case starts any more: no model
+call, no tool call, no turn. The waiting side then gives the call in flight a bounded grace to return, so what it
+used is in the result (and the run's budget) before the result is stored.
 
 In record and replay mode the case gets a tape (runs/replay.py): every model call of the conversation, the judge's
 included, goes through it. On timeout the tape is abandoned, which releases a replayed hang so the thread can end.
@@ -43,6 +44,7 @@ from agenthost.seams import (
     Usage,
     conversation_open,
     get_model,
+    parse_model_key,
 )
 from runs import assertions as checks
 from runs.durability import relax_case_commits
@@ -319,7 +321,14 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
     live_judge = tape.complete if tape is not None else checks.call_model_live
 
     def judge_call(request: ModelRequest, model_key: str) -> ModelResponse:
-        return session.spend(request, lambda: live_judge(request, model_key), judge=True)
+        if tape is not None and not tape.spends:
+            # A replay calls no model: there is nothing to throttle.
+            return session.spend(request, lambda: tape.complete(request, model_key), judge=True)
+        # Within the judge provider's limit for the run, which its agent calls share, and backed off on its 429s.
+        provider, _ = parse_model_key(model_key)
+        return session.spend(
+            request, lambda: session.throttled(lambda: live_judge(request, model_key), provider=provider), judge=True
+        )
 
     def register(conversation: Any) -> None:
         progress.conversation_id = conversation.pk

@@ -35,6 +35,8 @@ ALLOWED_FUNCTIONS = frozenset(CONTROL_FLOW_FUNCTIONS)
 # Without a Retry-After, a rate-limited case backs off 1, 2, 4 … s; no single wait is longer than a minute.
 RATE_LIMIT_BACKOFF = 1.0
 RATE_LIMIT_MAX_WAIT = 60.0
+# What a case keeps of its time, after the last wait for a rate limit, to report the 429 and finish.
+REPORT_MARGIN_SECONDS = 0.5
 
 
 class Outcome:
@@ -193,12 +195,12 @@ class CaseSession:
 
     def _wait_out_rate_limit(self, exc: ProviderError, attempt: int) -> bool:
         """After the provider's own retries met HTTP 429 still: wait as the endpoint asked (else back off) and say
-        whether to try again — only while the wait ends before the case's timeout. A replay re-plays the recorded
+        whether to try again — only while the case may back off so long (`may_back_off`). A replay re-plays the recorded
         429s without the waiting: nothing is rate-limiting it."""
         wait = exc.retry_after if exc.retry_after else min(RATE_LIMIT_BACKOFF * 2**attempt, RATE_LIMIT_MAX_WAIT)
         wait = min(wait, RATE_LIMIT_MAX_WAIT)
         replaying = self.tape is not None and not self.tape.spends
-        if self.deadline is not None and not replaying and time.monotonic() + wait >= self.deadline:
+        if not replaying and not self.may_back_off(wait):
             return False
         if not replaying and self._expired.wait(wait):
             return False
@@ -206,6 +208,11 @@ class CaseSession:
             self.rate_limit_waits += 1
             self.rate_limit_wait_seconds += 0.0 if replaying else wait
         return True
+
+    def may_back_off(self, seconds: float) -> bool:
+        """Whether a rate-limited call may wait this long and try again: only if the case can still report what
+        happened afterwards — a wait that ends at its timeout would turn "rate limited" into "timed out"."""
+        return self.deadline is None or time.monotonic() + seconds + REPORT_MARGIN_SECONDS < self.deadline
 
     def rate_limit_note(self) -> str:
         """What the case waited for rate limits, for its result; "" when it did not."""
@@ -220,12 +227,13 @@ class CaseSession:
             "the provider's retries)"
         )
 
-    def throttled(self, call: Callable[[], ModelResponse]) -> ModelResponse:
-        """Make a call to the model under test within its provider's concurrency limit for the run."""
+    def throttled(self, call: Callable[[], ModelResponse], *, provider: str = "") -> ModelResponse:
+        """Make a model call within its provider's concurrency limit for the run: the model under test's provider,
+        or the one named (the judge's, which shares the limit with that provider's agent calls)."""
         if self.throttles is None:
             return call()
-        throttle = self.throttles.for_provider(self.model_provider)
-        return throttle.call(call, given_up=lambda: self.expired)
+        throttle = self.throttles.for_provider(provider or self.model_provider)
+        return throttle.call(call, given_up=lambda: self.expired, may_back_off=self.may_back_off)
 
     def next_call_index(self, name: str) -> int:
         with self._lock:

@@ -1,6 +1,7 @@
 """Per-provider concurrency inside a run, adapted to 429s: additive increase, multiplicative decrease (AIMD).
 
-Every live (and recording) model call of a run's case goes through its provider's `ProviderThrottle`. At most
+Every live (and recording) model call of a run's case — the llmJudge's included, on the judge model's provider,
+whose limit it shares with that provider's agent calls — goes through its provider's `ProviderThrottle`. At most
 `limit` calls of one provider are in flight at once; the limit starts at the provider's `max_concurrency` (its
 entry in AGENTTEST_PROVIDERS) or the suite's case concurrency, whichever is lower. A call the provider refuses as
 rate limited (HTTP 429, after the SDK's own retries) halves the limit — once per round: 429s of calls that started
@@ -8,8 +9,9 @@ before the last decrease say nothing new — and the call waits and is made agai
 does not turn its cases into Error. After `limit` successes in a row the limit grows by one, up to where it started.
 A provider limited to one call at a time (a serial run) is left alone: there is nothing to lower.
 
-A case that timed out makes no new attempt (the session's `expired`), and a call that keeps being refused past
-MAX_ATTEMPTS fails as the provider said, so a provider that never lets up still ends the case.
+A case that timed out makes no new attempt (the session's `expired`), nor does a case whose timeout a back-off would
+reach (`may_back_off`): its call fails as the provider said while the case can still report it. A call that keeps
+being refused past MAX_ATTEMPTS fails too, so a provider that never lets up still ends the case.
 """
 
 from __future__ import annotations
@@ -44,8 +46,15 @@ class ProviderThrottle:
         self._changed = False
         self._condition = threading.Condition()
 
-    def call(self, make: Callable[[], T], *, given_up: Callable[[], bool] = lambda: False) -> T:
-        """Make the call within the limit; on a 429 lower the limit, back off and make it again."""
+    def call(
+        self,
+        make: Callable[[], T],
+        *,
+        given_up: Callable[[], bool] = lambda: False,
+        may_back_off: Callable[[float], bool] = lambda seconds: True,
+    ) -> T:
+        """Make the call within the limit; on a 429 lower the limit, back off and make it again — unless a back-off
+        that long may not be taken (it would outlast the case): then the 429 is raised, as the provider said it."""
         if self.ceiling == 1:
             # One call at a time has nothing to lower: a 429 is the provider's to retry and the case's to report.
             return make()
@@ -56,15 +65,20 @@ class ProviderThrottle:
                 result = make()
             except ProviderError as exc:
                 self._release(success=False)
-                attempt += 1
-                if exc.code != RATE_LIMITED or attempt >= MAX_ATTEMPTS or given_up():
-                    if exc.code == RATE_LIMITED:
-                        self._decrease(started_in)
+                if exc.code != RATE_LIMITED:
                     raise
                 self._decrease(started_in)
+                attempt += 1
                 delay = min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2 ** (attempt - 1))
                 # Jitter: the calls refused together must not all come back at the same instant.
-                time.sleep(delay * (0.5 + random.random() / 2))
+                delay *= 0.5 + random.random() / 2
+                if attempt >= MAX_ATTEMPTS or given_up():
+                    raise
+                if not may_back_off(delay):
+                    # The wait this 429 needs now: the session's own wait-out then sees it outlast the case too.
+                    exc.retry_after = max(exc.retry_after or 0.0, delay)
+                    raise
+                time.sleep(delay)
                 continue
             except BaseException:
                 self._release(success=False)
