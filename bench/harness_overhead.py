@@ -327,6 +327,8 @@ class QueryCounter:
 
     def __init__(self) -> None:
         self.statements: Counter[str] = Counter()
+        # Seconds spent in each statement and in commits (wall time, waits for a lock included).
+        self.seconds: Counter[str] = Counter()
         self.connections = 0
         self.commits = 0
         self._instrumented: list[Any] = []
@@ -334,10 +336,15 @@ class QueryCounter:
 
     def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
         autocommitted = sql.lstrip()[:6].upper() in _WRITES and not context["connection"].in_atomic_block
-        with self._lock:
-            self.statements[sql] += 1
-            self.commits += autocommitted
-        return execute(sql, params, many, context)
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            elapsed = time.perf_counter() - started
+            with self._lock:
+                self.statements[sql] += 1
+                self.seconds[sql] += elapsed
+                self.commits += autocommitted
 
     def _on_connection_created(self, sender: Any, connection: Any, **kwargs: Any) -> None:
         with self._lock:
@@ -351,9 +358,14 @@ class QueryCounter:
         commit = connection.commit
 
         def counted_commit() -> None:
-            with self._lock:
-                self.commits += 1
-            commit()
+            started = time.perf_counter()
+            try:
+                commit()
+            finally:
+                elapsed = time.perf_counter() - started
+                with self._lock:
+                    self.commits += 1
+                    self.seconds["COMMIT"] += elapsed
 
         connection.commit = counted_commit
         with self._lock:
@@ -380,9 +392,10 @@ class QueryCounter:
     def total(self) -> int:
         return sum(self.statements.values())
 
-    def by_kind(self) -> list[tuple[str, int]]:
-        """(verb and table, count), most frequent first."""
+    def by_kind(self) -> list[tuple[str, int, float]]:
+        """(verb and table, count, seconds), most frequent first; commits last, as "COMMIT"."""
         kinds: Counter[str] = Counter()
+        seconds: Counter[str] = Counter()
         for sql, count in self.statements.items():
             match = _STATEMENT.match(sql)
             if match:
@@ -390,7 +403,9 @@ class QueryCounter:
             else:
                 kind = sql.split(None, 1)[0].upper()
             kinds[kind] += count
-        return kinds.most_common()
+            seconds[kind] += self.seconds[sql]
+        rows = [(kind, count, seconds[kind]) for kind, count in kinds.most_common()]
+        return [*rows, ("COMMIT", self.commits, self.seconds["COMMIT"])]
 
 
 def peak_rss_mb() -> float:
@@ -407,7 +422,7 @@ class Figures:
     queries: int = 0
     commits: int = 0
     connections: int = 0
-    statements: list[tuple[str, int]] = field(default_factory=list)
+    statements: list[tuple[str, int, float]] = field(default_factory=list)
 
     @property
     def harness_s(self) -> list[float]:
@@ -476,7 +491,7 @@ def profile_harness(suite: Any, cases: int, top: int = 25) -> str:
     out.write(f"Top {top} cumulative in agenttest's own code:\n")
     stats.print_stats(re.escape(str(ROOT)) + r"/(agenthost|cases|runs|recording)/", top * 3)
     out.write("Top 15 by own time (tottime):\n")
-    stats.sort_stats("tottime").print_stats(15)
+    stats.sort_stats("tottime").print_stats(int(os.environ.get("BENCH_OWN_TOP", "15")))
     return out.getvalue()
 
 
@@ -494,7 +509,7 @@ def format_report(figures: Figures, *, database: str, stub: str, rss_mb: float) 
     verdict = "within target" if ratio <= TARGET_FLOOR_RATIO else "OVER target"
     runs = len(figures.harness_s)
     best = (min(figures.harness_s) - min(figures.baseline_s)) * 1000 / cases
-    writes = sum(count for kind, count in figures.statements if kind.split()[0] in ("INSERT", "UPDATE", "DELETE"))
+    writes = sum(count for kind, count, _ in figures.statements if kind.split()[0] in ("INSERT", "UPDATE", "DELETE"))
     middle = sorted(figures.passes, key=lambda p: p.seconds)[len(figures.passes) // 2] if figures.passes else None
     lines = [
         f"agenttest harness overhead: {cases} cases x {turns} turns ({2 * turns} model requests per case), "
@@ -528,8 +543,11 @@ def format_report(figures: Figures, *, database: str, stub: str, rss_mb: float) 
             _row("  run loop outside cases", f"{per_case - middle.case_ms:.2f} ms   (plans, result rows, counters, "
                                              "cancel check)"),
         ]
-    lines.append("SQL statements per case, by kind:")
-    lines += [f"  {count / cases:7.2f}  {kind}" for kind, count in figures.statements]
+    lines.append("SQL statements per case, by kind (and ms per case in them, counted pass, lock waits included):")
+    lines += [
+        f"  {count / cases:7.2f}  {kind:<34} {seconds * 1000 / cases:6.2f} ms"
+        for kind, count, seconds in figures.statements
+    ]
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from decimal import Decimal
@@ -29,6 +30,9 @@ from runs.replay import Recorder, Replayer, Tape
 from runs.results import reconnecting, result_store, results_cancel_remaining, run_finish, run_verdict
 from runs.runner import ERROR, CaseExecution, CasePlan, CaseWorker, SuitePlan, execute_case
 from runs.throttle import RunThrottles
+
+# How long the loop lets a pair that just started write its conversation before it writes the results before it.
+STARTED_WAIT_SECONDS = 2.0
 
 
 def run_execute_held(*, lease: Lease) -> Run:
@@ -95,8 +99,9 @@ def run_execute_held(*, lease: Lease) -> Run:
                         Decimal(execution.cost or 0) + Decimal(execution.judge_cost or 0),
                     )
 
-    def write_collected() -> None:
-        """Write the collected results in run order, each (with its conversation and recording) as it was."""
+    def write_collected(*, current: str | None = None) -> None:
+        """Write the collected results in run order, each (with its conversation and recording) as it was; the
+        last also announces `current`."""
         nonlocal stored
         while collected:
             plan, model, trial, at, execution, recorded = collected[0]
@@ -111,6 +116,7 @@ def run_execute_held(*, lease: Lease) -> Run:
                 trial=trial,
                 position=at,
                 execution=execution,
+                current=current if len(collected) == 1 else None,
             )
             collected.pop(0)
             stored += 1
@@ -137,17 +143,11 @@ def run_execute_held(*, lease: Lease) -> Run:
                     status=Run.Status.ERROR,
                     reason=f"budget exhausted after {stored} of {run.total} results: {spent.exhausted(run)}",
                 )
-            trial_note = f" (trial {trial + 1} of {run.trials})" if run.trials > 1 else ""
-            more = f"; {len(in_flight)} more in progress" if in_flight else ""
-            # One statement both announces the next case and checks for a cancel: nothing starts after one. Losing
-            # the announcement in a crash loses nothing: its commit need not wait for the disk.
-            with relaxed_commit():
-                announced = lease.held().filter(cancel_requested=False).update(
-                    current=f"{plan.name} on {model.key}{trial_note}{more}"[:400]
-                )
-            if not announced:
-                if not lease.held().exists():
-                    raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
+            # One read checks for a cancel and the lease just before the pair starts: nothing starts after either.
+            cancel_requested = lease.held().values_list("cancel_requested", flat=True).first()
+            if cancel_requested is None:
+                raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
+            if cancel_requested:
                 store_finished(room_for=1)
                 results_cancel_remaining(
                     run=run, lease=lease, pending=[(plan, model, trial), *pending], position=position
@@ -158,14 +158,28 @@ def run_execute_held(*, lease: Lease) -> Run:
                     status=Run.Status.CANCELLED,
                     reason=f"cancelled after {stored} of {run.total} results",
                 )
+            started = threading.Event()
             future = slots.submit(
-                lambda worker, plan=plan, model=model: _execute_pair(run, plan, model, suite_plan, recordings, worker)
+                lambda worker, plan=plan, model=model, started=started: _execute_pair(
+                    run, plan, model, suite_plan, recordings, worker, started
+                )
             )
             in_flight[future] = (plan, model, trial, position)
-            position += 1
-            # Written while the pair just started runs: the model calls hide the result's commit. Each result is
-            # still committed as soon as the loop is free after its pair finished, before the verdict.
-            write_collected()
+            # What the loop writes while the pair runs waits until the pair has written its conversation's row (on
+            # SQLite one writer at a time: the case would otherwise wait on the loop's write lock).
+            started.wait(timeout=STARTED_WAIT_SECONDS)
+            trial_note = f" (trial {trial + 1} of {run.trials})" if run.trials > 1 else ""
+            more = f"; {len(in_flight) - 1} more in progress" if len(in_flight) > 1 else ""
+            current = f"{plan.name} on {model.key}{trial_note}{more}"
+            if collected:
+                # The results before it are written while it runs — the model calls hide their commits — and the
+                # last of them announces it. Each result is still committed as soon as the loop is free after its
+                # pair finished.
+                write_collected(current=current)
+            else:
+                # Losing the announcement in a crash loses nothing: its commit need not wait for the disk.
+                with relaxed_commit():
+                    lease.held().update(current=current[:400])
         store_finished(room_for=1)
     except LeaseLost:
         raise
@@ -240,6 +254,7 @@ def _execute_pair(
     suite_plan: SuitePlan,
     recordings: dict[tuple[int, str], list[dict[str, Any]]],
     worker: CaseWorker,
+    started: threading.Event,
 ) -> tuple[CaseExecution, list[dict[str, Any]] | None]:
     """One case × model in the run's mode, and in record mode what the model said — kept whatever the outcome (a
     replay must fail where the recorded run failed), keyed by case and model, never by the order cases finished."""
@@ -247,6 +262,7 @@ def _execute_pair(
     if run.mode == Run.Mode.REPLAY:
         entries = recordings.get((plan.id, model.key))
         if entries is None:
+            started.set()
             return CaseExecution(
                 status=ERROR,
                 reason=f"no recording of case '{plan.name}' on {model.key}: run it in record mode first",
@@ -256,6 +272,6 @@ def _execute_pair(
         tape = Recorder(case_name=plan.name, model_key=model.key)
     # Saved by result_store, in the transaction that stores the result.
     execution = execute_case(
-        plan=plan, model=model, suite=suite_plan, tape=tape, worker=worker, save_conversation=False
+        plan=plan, model=model, suite=suite_plan, tape=tape, worker=worker, save_conversation=False, begun=started
     )
     return execution, (tape.entries() if isinstance(tape, Recorder) else None)

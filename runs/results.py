@@ -28,12 +28,23 @@ def result_counts(*, run: Run) -> dict[str, int]:
 
 @transaction.atomic
 def result_store(
-    *, run: Run, lease: Lease, plan: CasePlan, model_key: str, trial: int, position: int, execution: CaseExecution
+    *,
+    run: Run,
+    lease: Lease,
+    plan: CasePlan,
+    model_key: str,
+    trial: int,
+    position: int,
+    execution: CaseExecution,
+    current: str | None = None,
 ) -> CaseResult:
+    """Store a finished pair's result with its test conversation, in one transaction. `current` also announces
+    what the run is doing now (the run loop's "now running" line), in the same statement."""
     counter = COUNTER[execution.status]
+    announce = {} if current is None else {"current": current[:400]}
     # First, and conditional on the lease: on PostgreSQL this locks the run row, so a result is only ever written
     # by the executor holding the run.
-    if not lease.held().update(**{counter: F(counter) + 1}):
+    if not lease.held().update(**{counter: F(counter) + 1}, **announce):
         raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
     held = execution.conversation
     if held is not None:

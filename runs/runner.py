@@ -19,6 +19,7 @@ The conversation is sealed: its key lives only here, while the case runs, so not
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -132,9 +133,10 @@ PASSED, FAILED, ERROR = "passed", "failed", "error"
 class _Progress:
     """What the case thread has done so far; read by the waiting side when the case times out."""
 
-    def __init__(self) -> None:
+    def __init__(self, begun: threading.Event) -> None:
         self.conversation_id: int | None = None
         self.held: HeldConversation | None = None
+        self.begun = begun
 
 
 def _close_this_threads_connection() -> None:
@@ -176,16 +178,21 @@ def execute_case(
     tape: Tape | None = None,
     worker: CaseWorker | None = None,
     save_conversation: bool = True,
+    begun: threading.Event | None = None,
 ) -> CaseExecution:
     """Run the case on the model (through `tape` in record/replay mode) and say what happened; never raises.
 
     `worker` is the run's case thread; without one the case gets a thread of its own. The test conversation's turns
     are written once, when the case ends: here, or with `save_conversation=False` by the caller, which saves
-    `execution.conversation` with the result, in one transaction."""
+    `execution.conversation` with the result, in one transaction. `begun` is set once the case has written what it
+    writes before its end (its conversation's row), or has ended."""
+    begun = begun or threading.Event()
     started = time.perf_counter()
     if not plan.turns:
+        begun.set()
         return CaseExecution(status=ERROR, reason="the case has no turns, so it would verify nothing")
     if not plan.assertions and not any(turn.assertions for turn in plan.turns):
+        begun.set()
         return CaseExecution(status=ERROR, reason=NO_ASSERTIONS)
     install_providers()
     session = CaseSession(
@@ -198,7 +205,7 @@ def execute_case(
         tape=tape,
         throttles=suite.throttles,
     )
-    progress = _Progress()
+    progress = _Progress(begun)
     outcome: dict[str, Any] = {}
 
     def work() -> None:
@@ -211,6 +218,7 @@ def execute_case(
                 # A lost connection stays broken in this thread; the next case must start on a fresh one.
                 connection.close()
         finally:
+            begun.set()
             if progress.conversation_id is not None:
                 registry.remove(progress.conversation_id)
 
@@ -344,6 +352,7 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
         on_created=register,
         seal=_seal_reason(suite),
     )
+    progress.begun.set()
     return _play(progress.held, plan, suite, session, judge_call)
 
 
