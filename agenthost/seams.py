@@ -28,6 +28,7 @@ from agenthost.functions import (
     register_function,
     registered_functions,
 )
+from agenthost.held import HeldConversation
 from agenthost.llm.base import (
     ModelConfig,
     ModelProvider,
@@ -66,7 +67,6 @@ from agenthost.selectors import (
     sealed_filter,
 )
 from agenthost.services import (
-    HeldConversation,
     agent_create,
     agent_update,
     conversation_invoke_function,

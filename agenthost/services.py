@@ -14,15 +14,13 @@ from typing import Any
 from django.db import transaction
 
 from agenthost.functions import FunctionResult
+from agenthost.held import PRE_TURN, HeldConversation, run_invoke, run_send
 from agenthost.loading import load_agent
-from agenthost.loop import turn_run
-from agenthost.models import Agent, Conversation, Message
+from agenthost.models import Agent, Conversation
 from agenthost.redaction import redact_text
-from agenthost.rules import fire_rules, invoke
+from agenthost.rules import fire_rules
 from agenthost.session import ConversationSession, check_seal, claim_expiry, claimed_session, release_claim, seal_digest
-from agenthost.turns import ConversationError, InvalidInput, TurnResult
-
-PRE_TURN = -1
+from agenthost.turns import InvalidInput, TurnResult
 
 
 def conversation_start(
@@ -73,68 +71,6 @@ def conversation_open(
         on_created=on_created, seal=seal, held=True,
     )
     return HeldConversation(session)
-
-
-class HeldConversation:
-    """A conversation held by conversation_open: send and invoke as conversation_send and
-    conversation_invoke_function do, the writes kept until `save()`. Used as a context manager, it saves when the
-    block ends, however it ends. One thread at a time: the one running its turns, then the one saving it."""
-
-    def __init__(self, session: ConversationSession) -> None:
-        self._session = session
-        self._saved = False
-        self.conversation = session.conversation
-
-    def __enter__(self) -> HeldConversation:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.save()
-
-    def send(self, text: str) -> TurnResult:
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidInput("the message text must not be empty")
-        self._check_open()
-        return _send(self._session, text, flush=False)
-
-    def invoke_function(
-        self, name: str, arguments: dict[str, Any] | None = None, *, record: bool = True
-    ) -> FunctionResult:
-        self._check_open()
-        return _invoke(self._session, name, arguments, record=record, flush=False)
-
-    def _check_open(self) -> None:
-        if self._saved:
-            # Its claim was given back with the save: a turn now would run unclaimed.
-            raise ConversationError(f"conversation {self.conversation.pk} was saved and is no longer held")
-
-    def messages(self) -> list[Message]:
-        """Every message so far, saved or not, in seq order (after a save, as saved)."""
-        return self._session.transcript()
-
-    def agent_names(self) -> dict[int, str]:
-        """The name of each agent that wrote a message, by id: the agents the turns loaded, read again only for an
-        id they did not (an agent-load hook may hand a turn another agent)."""
-        names = {agent.pk: agent.name for agent in self._session.known_agents()}
-        missing = {m.agent_id for m in self.messages() if m.agent_id is not None and m.agent_id not in names}
-        if missing:
-            names.update(Agent.objects.filter(pk__in=missing).values_list("pk", "name"))
-        return names
-
-    def save(self) -> None:
-        """Write what the conversation's turns did and give its claim back; the conversation is no longer held
-        (a second save does nothing)."""
-        if self._saved:
-            return
-        session = self._session
-        try:
-            session.flush(release=True)
-            self._saved = True
-        finally:
-            if session.claim is not None and not transaction.get_connection().in_atomic_block:
-                # The flush failed before it gave the claim back; inside the caller's transaction the release would
-                # be rolled back with it, so it is left to the claim's expiry.
-                release_claim(session.conversation.pk, session.claim)
 
 
 def _start(
@@ -213,33 +149,7 @@ def conversation_send(*, conversation: Conversation, text: str, seal_key: str = 
         raise InvalidInput("the message text must not be empty")
     check_seal(conversation, seal_key)
     with claimed_session(conversation) as session:
-        return _send(session, text, flush=True)
-
-
-def _send(session: ConversationSession, text: str, *, flush: bool) -> TurnResult:
-    conversation = session.conversation
-    turn = conversation.turn_count
-    result = TurnResult(conversation_id=conversation.pk, turn=turn)
-    current = conversation.current_agent or session.entry_agent
-    loaded = load_agent(current, conversation)
-    result.agent_chain.append(loaded.name)
-    try:
-        loaded = turn_run(session, loaded, turn, text, result)
-    except ConversationError as exc:
-        # Whatever stopped the turn (a broken instruction, a lost claim), the caller is shown how far it got.
-        if exc.partial is None:
-            exc.partial = result
-        raise
-    finally:
-        # What happened is written even when the turn failed: the transcript must show how far it got.
-        current_agent_id = None if loaded.id == session.entry_agent.pk else loaded.id
-        session.set_fields(turn_count=turn + 1, current_agent_id=current_agent_id)
-        if flush:
-            session.flush(release=True)
-        # After a lost claim the turn is written after the other turn's, as the next turn.
-        result.turn = conversation.turn_count - 1
-        result.state = dict(session.state)
-    return result
+        return run_send(session, text, flush=True)
 
 
 def conversation_invoke_function(
@@ -254,26 +164,7 @@ def conversation_invoke_function(
     chose the name, so it need not be one the agent declares. Sealed and claimed like a send."""
     check_seal(conversation, seal_key)
     with claimed_session(conversation) as session:
-        return _invoke(session, name, arguments, record=record, flush=record)
-
-
-def _invoke(
-    session: ConversationSession, name: str, arguments: dict[str, Any] | None, *, record: bool, flush: bool
-) -> FunctionResult:
-    conversation = session.conversation
-    loaded = load_agent(conversation.current_agent or session.entry_agent, conversation)
-    outcome = invoke(
-        session,
-        loaded,
-        name,
-        arguments or {},
-        turn=max(conversation.turn_count - 1, PRE_TURN),
-        trigger="direct",
-        record=record,
-    )
-    if flush:
-        session.flush(release=True)
-    return outcome
+        return run_invoke(session, name, arguments, record=record, flush=record)
 
 
 @transaction.atomic

@@ -1,13 +1,14 @@
 """Which of a run's commits must reach the disk before the run goes on, and which need not.
 
 A run keeps every finished result through a crash: its CaseResult — transcript, tool calls, assertions — is written
-in one transaction that PostgreSQL flushes to its write-ahead log before the commit returns (the default). What a
-case writes on the way (its test conversation: messages, state, turn claims) and the run's "now running …" line
-need not each wait for a flush of their own: on PostgreSQL they commit with `synchronous_commit = off`, which keeps
-every transaction atomic and the database consistent after a crash, and may lose only the last few hundred
-milliseconds of such commits. Because the log is written in order, the result's own synchronous commit flushes every
-earlier one too — so once a result is stored, the conversation it points at is as durable as it is. A crash before
-that loses an unfinished case, which a resume runs again anyway.
+in one transaction, together with the case's test conversation (its messages and state, held in memory while the
+case ran: agenthost.services.conversation_open), and PostgreSQL flushes it to its write-ahead log before the commit
+returns (the default). What a case writes on the way — only its conversation's row, at its start — and a bare "now
+running …" line need not each wait for a flush of their own: on PostgreSQL they commit with
+`synchronous_commit = off`, which keeps every transaction atomic and the database consistent after a crash, and may
+lose only the last few hundred milliseconds of such commits. Because the log is written in order, the result's own
+synchronous commit flushes every earlier one too. A crash before a case's result is stored loses that unfinished
+case's turns, which a resume runs again anyway.
 
 SQLite runs in WAL mode with synchronous=NORMAL (settings.py), where no commit waits for the disk: nothing changes.
 """

@@ -9,9 +9,7 @@ starts once either says stop, and what the pairs in flight used is counted befor
 
 from __future__ import annotations
 
-import contextlib
 import queue
-import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from decimal import Decimal
@@ -30,9 +28,6 @@ from runs.replay import Recorder, Replayer, Tape
 from runs.results import reconnecting, result_store, results_cancel_remaining, run_finish, run_verdict
 from runs.runner import ERROR, CaseExecution, CasePlan, CaseWorker, SuitePlan, execute_case
 from runs.throttle import RunThrottles
-
-# How long the loop lets a pair that just started write its conversation before it writes the results before it.
-STARTED_WAIT_SECONDS = 2.0
 
 
 def run_execute_held(*, lease: Lease) -> Run:
@@ -99,15 +94,16 @@ def run_execute_held(*, lease: Lease) -> Run:
                         Decimal(execution.cost or 0) + Decimal(execution.judge_cost or 0),
                     )
 
-    def write_collected(*, current: str | None = None) -> None:
+    def write_collected(*, current: str | None = None) -> bool:
         """Write the collected results in run order, each (with its conversation and recording) as it was; the
-        last also announces `current`."""
+        last also announces `current` unless a cancel was asked. Returns whether it announced it."""
         nonlocal stored
+        announced = False
         while collected:
             plan, model, trial, at, execution, recorded = collected[0]
             if recorded is not None:
                 recording_save(case_id=plan.id, model=model.key, entries=recorded, run=run)
-            reconnecting(
+            announced = reconnecting(
                 result_store,
                 run=run,
                 lease=lease,
@@ -122,6 +118,7 @@ def run_execute_held(*, lease: Lease) -> Run:
             stored += 1
         if throttles.changed():
             lease.held().update(throttle=throttles.snapshot())
+        return announced
 
     def store_finished(*, room_for: int) -> None:
         """Write every finished pair, waiting until fewer than `room_for` are in flight."""
@@ -130,7 +127,7 @@ def run_execute_held(*, lease: Lease) -> Run:
 
     try:
         for plan, model, trial in pending:
-            # Whatever finished is counted before anything new starts (and stored before or while it runs).
+            # Whatever finished is counted, and then stored, before anything new starts.
             collect_finished(room_for=concurrency)
             lease.check()
             over = spent.exhausted(run)
@@ -143,11 +140,20 @@ def run_execute_held(*, lease: Lease) -> Run:
                     status=Run.Status.ERROR,
                     reason=f"budget exhausted after {stored} of {run.total} results: {spent.exhausted(run)}",
                 )
-            # One read checks for a cancel and the lease just before the pair starts: nothing starts after either.
-            cancel_requested = lease.held().values_list("cancel_requested", flat=True).first()
-            if cancel_requested is None:
-                raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
-            if cancel_requested:
+            trial_note = f" (trial {trial + 1} of {run.trials})" if run.trials > 1 else ""
+            more = f"; {len(in_flight)} more in progress" if in_flight else ""
+            current = f"{plan.name} on {model.key}{trial_note}{more}"
+            # One statement announces the next pair and checks for a cancel: nothing starts after one. The results
+            # before it are stored first, the last of them in that same statement.
+            if collected:
+                announced = write_collected(current=current)
+            else:
+                # Losing a bare announcement in a crash loses nothing: its commit need not wait for the disk.
+                with relaxed_commit():
+                    announced = bool(lease.held().filter(cancel_requested=False).update(current=current[:400]))
+                if not announced and not lease.held().exists():
+                    raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
+            if not announced:
                 store_finished(room_for=1)
                 results_cancel_remaining(
                     run=run, lease=lease, pending=[(plan, model, trial), *pending], position=position
@@ -158,37 +164,12 @@ def run_execute_held(*, lease: Lease) -> Run:
                     status=Run.Status.CANCELLED,
                     reason=f"cancelled after {stored} of {run.total} results",
                 )
-            started = threading.Event()
             future = slots.submit(
-                lambda worker, plan=plan, model=model, started=started: _execute_pair(
-                    run, plan, model, suite_plan, recordings, worker, started
-                )
+                lambda worker, plan=plan, model=model: _execute_pair(run, plan, model, suite_plan, recordings, worker)
             )
             in_flight[future] = (plan, model, trial, position)
-            # What the loop writes while the pair runs waits until the pair has written its conversation's row (on
-            # SQLite one writer at a time: the case would otherwise wait on the loop's write lock).
-            started.wait(timeout=STARTED_WAIT_SECONDS)
-            trial_note = f" (trial {trial + 1} of {run.trials})" if run.trials > 1 else ""
-            more = f"; {len(in_flight) - 1} more in progress" if len(in_flight) > 1 else ""
-            current = f"{plan.name} on {model.key}{trial_note}{more}"
-            if collected:
-                # The results before it are written while it runs — the model calls hide their commits — and the
-                # last of them announces it. Each result is still committed as soon as the loop is free after its
-                # pair finished.
-                write_collected(current=current)
-            else:
-                # Losing the announcement in a crash loses nothing: its commit need not wait for the disk.
-                with relaxed_commit():
-                    lease.held().update(current=current[:400])
+            position += 1
         store_finished(room_for=1)
-    except LeaseLost:
-        raise
-    except BaseException:
-        # The run stops on a failure (run_fail writes the verdict): what finished is kept first, if it can be.
-        if collected:
-            with contextlib.suppress(Exception):
-                write_collected()
-        raise
     finally:
         slots.close()
     over = spent.exhausted(run)
@@ -214,17 +195,21 @@ def _case_concurrency(run: Run) -> int:
 
 class CaseSlots:
     """Up to `size` case × model pairs at once. A pair runs on a slot thread that waits on its own CaseWorker — the
-    case thread with its own database connection — so each case keeps its timeout, and the run loop is free to
-    write the results of the pairs before it (a serial run too: one slot)."""
+    case thread with its own database connection — so each case keeps its timeout; with one slot the pair runs on
+    the calling thread, as a serial run always did."""
 
     def __init__(self, size: int) -> None:
         self._size = size
         self._workers: queue.SimpleQueue[CaseWorker] = queue.SimpleQueue()
         for _ in range(size):
             self._workers.put(CaseWorker())
-        self._pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="agenttest-slot")
+        self._pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="agenttest-slot") if size > 1 else None
 
     def submit(self, work: Callable[[CaseWorker], Any]) -> Future:
+        if self._pool is None:
+            future: Future = Future()
+            future.set_result(self._with_worker(work))
+            return future
         return self._pool.submit(self._with_worker, work)
 
     def _with_worker(self, work: Callable[[CaseWorker], Any]) -> Any:
@@ -235,7 +220,8 @@ class CaseSlots:
             self._workers.put(worker)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
         for _ in range(self._size):
             self._workers.get().close()
 
@@ -254,7 +240,6 @@ def _execute_pair(
     suite_plan: SuitePlan,
     recordings: dict[tuple[int, str], list[dict[str, Any]]],
     worker: CaseWorker,
-    started: threading.Event,
 ) -> tuple[CaseExecution, list[dict[str, Any]] | None]:
     """One case × model in the run's mode, and in record mode what the model said — kept whatever the outcome (a
     replay must fail where the recorded run failed), keyed by case and model, never by the order cases finished."""
@@ -262,7 +247,6 @@ def _execute_pair(
     if run.mode == Run.Mode.REPLAY:
         entries = recordings.get((plan.id, model.key))
         if entries is None:
-            started.set()
             return CaseExecution(
                 status=ERROR,
                 reason=f"no recording of case '{plan.name}' on {model.key}: run it in record mode first",
@@ -272,6 +256,6 @@ def _execute_pair(
         tape = Recorder(case_name=plan.name, model_key=model.key)
     # Saved by result_store, in the transaction that stores the result.
     execution = execute_case(
-        plan=plan, model=model, suite=suite_plan, tape=tape, worker=worker, save_conversation=False, begun=started
+        plan=plan, model=model, suite=suite_plan, tape=tape, worker=worker, save_conversation=False
     )
     return execution, (tape.entries() if isinstance(tape, Recorder) else None)

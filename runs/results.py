@@ -37,14 +37,17 @@ def result_store(
     position: int,
     execution: CaseExecution,
     current: str | None = None,
-) -> CaseResult:
-    """Store a finished pair's result with its test conversation, in one transaction. `current` also announces
-    what the run is doing now (the run loop's "now running" line), in the same statement."""
+) -> bool:
+    """Store a finished pair's result with its test conversation, in one transaction. With `current` (what the run
+    loop starts next) the same statement announces it unless a cancel was asked; returns whether it did (False:
+    the cancel came, and nothing more may start)."""
     counter = COUNTER[execution.status]
-    announce = {} if current is None else {"current": current[:400]}
     # First, and conditional on the lease: on PostgreSQL this locks the run row, so a result is only ever written
     # by the executor holding the run.
-    if not lease.held().update(**{counter: F(counter) + 1}, **announce):
+    announced = current is not None and bool(
+        lease.held().filter(cancel_requested=False).update(**{counter: F(counter) + 1}, current=current[:400])
+    )
+    if not announced and not lease.held().update(**{counter: F(counter) + 1}):
         raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
     held = execution.conversation
     if held is not None:
@@ -74,7 +77,7 @@ def result_store(
         }
         for m in messages
     ]
-    result = CaseResult.objects.create(
+    CaseResult.objects.create(
         run=run,
         case_id=plan.id,
         case_name=plan.name,
@@ -102,7 +105,7 @@ def result_store(
         assertions=redact(execution.assertions),
         final_state=redact(execution.final_state),
     )
-    return result
+    return announced
 
 
 @transaction.atomic

@@ -19,7 +19,6 @@ The conversation is sealed: its key lives only here, while the case runs, so not
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -133,10 +132,9 @@ PASSED, FAILED, ERROR = "passed", "failed", "error"
 class _Progress:
     """What the case thread has done so far; read by the waiting side when the case times out."""
 
-    def __init__(self, begun: threading.Event) -> None:
+    def __init__(self) -> None:
         self.conversation_id: int | None = None
         self.held: HeldConversation | None = None
-        self.begun = begun
 
 
 def _close_this_threads_connection() -> None:
@@ -178,21 +176,16 @@ def execute_case(
     tape: Tape | None = None,
     worker: CaseWorker | None = None,
     save_conversation: bool = True,
-    begun: threading.Event | None = None,
 ) -> CaseExecution:
     """Run the case on the model (through `tape` in record/replay mode) and say what happened; never raises.
 
     `worker` is the run's case thread; without one the case gets a thread of its own. The test conversation's turns
     are written once, when the case ends: here, or with `save_conversation=False` by the caller, which saves
-    `execution.conversation` with the result, in one transaction. `begun` is set once the case has written what it
-    writes before its end (its conversation's row), or has ended."""
-    begun = begun or threading.Event()
+    `execution.conversation` with the result, in one transaction."""
     started = time.perf_counter()
     if not plan.turns:
-        begun.set()
         return CaseExecution(status=ERROR, reason="the case has no turns, so it would verify nothing")
     if not plan.assertions and not any(turn.assertions for turn in plan.turns):
-        begun.set()
         return CaseExecution(status=ERROR, reason=NO_ASSERTIONS)
     install_providers()
     session = CaseSession(
@@ -205,7 +198,7 @@ def execute_case(
         tape=tape,
         throttles=suite.throttles,
     )
-    progress = _Progress(begun)
+    progress = _Progress()
     outcome: dict[str, Any] = {}
 
     def work() -> None:
@@ -218,7 +211,6 @@ def execute_case(
                 # A lost connection stays broken in this thread; the next case must start on a fresh one.
                 connection.close()
         finally:
-            begun.set()
             if progress.conversation_id is not None:
                 registry.remove(progress.conversation_id)
 
@@ -343,16 +335,22 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
         registry.add(conversation.pk, session)
 
     # The case alone drives its conversation: held from start to end, its turns are written once, when it ends.
-    progress.held = conversation_open(
-        agent=plan.entry_agent,
-        tags=[TEST_TAG, *suite.tags],
-        initial_state=plan.initial_state,
-        history=plan.history,
-        title=f"[test] {plan.name} on {session.model_provider}:{session.model}"[:200],
-        on_created=register,
-        seal=_seal_reason(suite),
-    )
-    progress.begun.set()
+    start = {
+        "agent": plan.entry_agent,
+        "tags": [TEST_TAG, *suite.tags],
+        "initial_state": plan.initial_state,
+        "history": plan.history,
+        "title": f"[test] {plan.name} on {session.model_provider}:{session.model}"[:200],
+        "on_created": register,
+        "seal": _seal_reason(suite),
+    }
+    try:
+        progress.held = conversation_open(**start)
+    except DatabaseError:
+        # The case thread's connection died after its last use (a database restart, a killed backend, in an
+        # earlier case that wrote nothing after): nothing of this case exists yet, so it starts on a fresh one.
+        connection.close()
+        progress.held = conversation_open(**start)
     return _play(progress.held, plan, suite, session, judge_call)
 
 

@@ -41,8 +41,8 @@ def test_it_prints_overhead_queries_memory_profile_and_rss_series_for_a_small_su
     assert _figure(output, "DB connections opened per case") > 0
     assert _figure(output, "peak RSS") > 0
     assert re.search(r"^stub\s+subprocess pid \d+", output, re.MULTILINE)
-    assert re.search(r"^\s+\d+\.\d+\s+INSERT agenthost_message$", output, re.MULTILINE)
+    assert re.search(r"^\s+\d+\.\d+\s+INSERT agenthost_message\s+\d+\.\d+ ms$", output, re.MULTILINE)
     assert "runs/services.py" in output and "(run_execute)" in output, "the profile does not show the run"
-    assert "(conversation_send)" in output, "the profile misses the case threads"
+    assert "(run_send)" in output, "the profile misses the case threads"
     for size in (2, 3):
         assert re.search(rf"^\s+{size} cases: peak RSS [\d.]+ MB", output, re.MULTILINE), output

@@ -12,7 +12,7 @@ import time
 import pytest
 from kombu import Connection
 
-from agenthost.models import Agent
+from agenthost.models import Agent, Message
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_trigger
@@ -163,20 +163,56 @@ def _drop_this_threads_connection() -> None:
         connection.connection.close()
 
 
-def test_it_turns_a_connection_lost_mid_case_into_that_cases_error_and_finishes_the_run(scripted_model):
-    from agenthost.llm.scripted import Answer
-    from runs.services import run_create, run_execute
-
-    agent = Agent.objects.create(name="plain", instruction="Answer.", provider="scripted", model="scripted")
+def _three_cases(agent: Agent) -> Suite:
     suite = Suite.objects.create(name="plain", agent=agent, case_timeout_seconds=30)
     for name in ["a", "b", "c"]:
         case = Case.objects.create(suite=suite, name=name)
         turn = Turn.objects.create(case=case, user_message=f"case {name}")
         Assertion.objects.create(case=case, turn=turn, type="outputContains", params={"text": "fine"})
+    return suite
+
+
+def test_it_loses_nothing_when_a_cases_connection_dies_after_its_last_use_and_the_next_case_reconnects(
+    scripted_model,
+):
+    """A case writes its conversation with its result, on the run loop's connection: a case thread's connection
+    lost mid-case, when the case needs it no more, costs no result, and the next case starts on a fresh one."""
+    from agenthost.llm.scripted import Answer
+    from runs.services import run_create, run_execute
+
+    agent = Agent.objects.create(name="plain", instruction="Answer.", provider="scripted", model="scripted")
+    suite = _three_cases(agent)
 
     def answer(request):
         if "case b" in request.messages[-1]["content"]:
             _drop_this_threads_connection()
+        return Answer("all fine")
+
+    scripted_model.respond_with(answer)
+    run = run_execute(run_id=run_create(suite=suite, model_keys=[scripted_model.key]).pk)
+    results = {r.case_name: r for r in CaseResult.objects.filter(run=run)}
+    assert [(results[name].status, results[name].reason) for name in "abc"] == [("passed", "")] * 3
+    assert [m["content"] for m in results["b"].transcript] == ["case b", "all fine"]
+    assert Message.objects.filter(conversation_id=results["b"].conversation_id).count() == 2
+    assert run.status == Run.Status.PASSED
+
+
+def test_it_turns_a_connection_lost_mid_case_into_that_cases_error_and_finishes_the_run(scripted_model):
+    """A case that needs its connection after it died (routing reads the sub-agents) is that case's Error; the
+    run goes on with a fresh connection."""
+    from agenthost.llm.scripted import Answer, Call
+    from runs.services import run_create, run_execute
+
+    helper = Agent.objects.create(name="helper", instruction="Help.", provider="scripted", model="scripted")
+    router = Agent.objects.create(name="router", instruction="Route.", provider="scripted", model="scripted")
+    router.sub_agents.set([helper])
+    suite = _three_cases(router)
+
+    def answer(request):
+        last = request.messages[-1]
+        if last["role"] == "user" and last["content"] == "case b":
+            _drop_this_threads_connection()
+            return Answer(tool_calls=[Call("route_to_agent", {"agent_name": "helper"})])
         return Answer("all fine")
 
     scripted_model.respond_with(answer)

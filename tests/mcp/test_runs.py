@@ -18,22 +18,26 @@ from cases.models import Assertion, Case, Mock, Suite, Turn
 from recording.services import recording_create
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
-from tests.mcp.conftest import order_server_spec
+from tests.mcp.conftest import Markers, order_server_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LOOKUP = "orders__lookup_order"
 
 
-def server_processes() -> list[str]:
-    """Every process on this machine running the order server (the process list, not our own bookkeeping)."""
+def server_processes(markers: Markers) -> list[str]:
+    """Every process on this machine running this test's order server (the process list, not our own bookkeeping):
+    its environment names the test's marker directory. Another test running beside this one (the PostgreSQL and
+    SQLite passes run side by side) may have servers of its own."""
     found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+    wanted = f"MCP_MARKER_DIR={markers.root}".encode()
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            text = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environment = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if "order_server.py" in text:
+        if "order_server.py" in text and wanted in environment:
             found.append(text)
     return found
 
@@ -49,7 +53,7 @@ def agent(admin_client_api, scripted_model, mcp_servers, markers) -> Agent:
     assert response.status_code == 201, response.data
     client.shutdown()
     markers.clear()
-    assert server_processes() == []
+    assert server_processes(markers) == []
     return Agent.objects.get(name="desk")
 
 
@@ -80,7 +84,7 @@ def test_it_answers_mcp_calls_from_mocks_without_starting_or_contacting_any_serv
         (LOOKUP, "mocked", '{"status": "mocked"}')
     ]
     assert markers.called() == [] and markers.started() == []
-    assert server_processes() == [] and not client.started()
+    assert server_processes(markers) == [] and not client.started()
     # The model was offered the tools as cached when the agent was saved.
     assert LOOKUP in [tool["function"]["name"] for tool in scripted_model.requests[0].tools]
 
@@ -96,7 +100,7 @@ def test_it_blocks_an_unmocked_mcp_call_and_names_it(agent, scripted_model, mark
     assert result.status == "failed"
     assert "orders__cancel_order has no mock, so it was blocked" in result.reason
     assert result.tool_calls[0]["outcome"] == "blocked"
-    assert markers.called() == [] and markers.started() == [] and server_processes() == []
+    assert markers.called() == [] and markers.started() == [] and server_processes(markers) == []
 
 
 def test_it_lets_only_read_only_mcp_tools_be_extra_allowed(admin_client_api, agent):
@@ -155,7 +159,7 @@ def test_it_reports_a_stale_recording_naming_the_mcp_tool_whose_schema_changed(
     assert set(replayed.agent_snapshot["mcp_tools"][LOOKUP]["parameters"]["properties"]) == {
         "order_id", "include_items"
     }
-    assert markers.started() == [] and server_processes() == []
+    assert markers.started() == [] and server_processes(markers) == []
 
     # The run compared with the recording run names the MCP tool whose schema changed.
     page = admin_client.get(f"/runs/{replayed.pk}/compare/?baseline={recorded.pk}").content.decode()
@@ -183,4 +187,4 @@ def test_it_makes_mocks_from_the_real_results_of_a_recorded_conversation(agent, 
     result = CaseResult.objects.get(run=execute(drafts.suite, scripted_model.key))
     assert result.status == "passed", result.reason
     assert result.tool_calls[0]["outcome"] == "mocked"
-    assert markers.started() == [] and server_processes() == []
+    assert markers.started() == [] and server_processes(markers) == []

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.db import connection
 from kombu import Connection
 
-from agenthost.models import Agent
+from agenthost.models import Agent, Conversation, Message
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run, RunLock
 from runs.services import run_trigger
@@ -136,6 +136,34 @@ def test_it_sweeps_a_killed_workers_run_within_a_lease_period_without_a_restart(
     assert set(CaseResult.objects.filter(run=run).values_list("status", flat=True)) == {"passed"}
     assert swept_after >= 1.0, "a live lease must not be swept"
     assert not RunLock.objects.filter(run__isnull=False).exists()
+
+
+def test_it_keeps_every_stored_result_with_its_whole_conversation_when_the_worker_is_killed_mid_run(
+    broker, worker_env, tmp_path
+):
+    """A case's conversation is written with its result, in one transaction: after a SIGKILL every stored result's
+    transcript is in its conversation, message for message, and the case that was running left no half-written
+    turns behind."""
+    suite = order_suite(cases=20)
+    log = tmp_path / "worker.log"
+    with runs_worker(broker, log, **worker_env) as worker:
+        run = trigger(suite)
+        wait_for(lambda: results(run) >= 3, timeout=60, what="three results", log_path=log)
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(10)
+
+    stored = list(CaseResult.objects.filter(run=run))
+    assert len(stored) >= 3
+    for result in stored:
+        messages = Message.objects.filter(conversation_id=result.conversation_id).order_by("seq")
+        assert [(m["seq"], m["role"], m["content"]) for m in result.transcript] == [
+            (m.seq, m.role, m.content) for m in messages
+        ]
+        assert len(result.transcript) >= 4
+    ran = Conversation.objects.filter(sealed_reason=f"this conversation belongs to test run {run.pk}")
+    unfinished = ran.exclude(pk__in=[result.conversation_id for result in stored])
+    assert unfinished.count() <= 1
+    assert not Message.objects.filter(conversation__in=unfinished).exists()
 
 
 def test_it_runs_two_pending_runs_on_two_workers_one_after_the_other(broker, worker_env, tmp_path):
