@@ -96,7 +96,7 @@ def _start(
     if not isinstance(seal, str):
         raise InvalidInput("seal must be a text saying why the conversation is sealed")
     seal_key = secrets.token_urlsafe(32) if seal else ""
-    # Claimed from birth until the start-up rules are done (a held conversation: until its block ends), so nothing
+    # Claimed from birth until the start-up rules are done (a held conversation: until it is saved), so nothing
     # can be sent in between.
     claim = claim_expiry()
     with transaction.atomic():
