@@ -70,19 +70,13 @@ def run_invoke(
 
 class HeldConversation:
     """A conversation held by conversation_open: send and invoke as conversation_send and
-    conversation_invoke_function do, the writes kept until `save()`. Used as a context manager, it saves when the
-    block ends, however it ends. One thread at a time: the one running its turns, then the one saving it."""
+    conversation_invoke_function do, the writes kept until `save()`. One thread at a time: the one running its
+    turns, then the one saving it."""
 
     def __init__(self, session: ConversationSession) -> None:
         self._session = session
         self._saved = False
         self.conversation = session.conversation
-
-    def __enter__(self) -> HeldConversation:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.save()
 
     def send(self, text: str) -> TurnResult:
         if not isinstance(text, str) or not text.strip():

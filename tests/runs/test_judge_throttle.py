@@ -20,6 +20,7 @@ from agenthost.testing.openai_stub import HttpError, OpenAIStub, echo_reply
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
+from tests.runs.test_concurrency import stub_provider
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,13 +31,6 @@ VERDICT = '{"score": 5, "reason": "it looked the order up"}'
 JUDGE_USAGE = Usage(input_tokens=10, output_tokens=5)
 # Per case: one judge call after its turn and one over the whole case.
 JUDGES_PER_CASE = 2
-
-
-def provider(base_url: str, **options: object) -> dict:
-    return {
-        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": 10.0, "max_retries": 0,
-        "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}], **options,
-    }
 
 
 class Counting:
@@ -75,8 +69,8 @@ def servers(settings) -> Iterator[tuple[OpenAIStub, OpenAIStub]]:
     with OpenAIStub() as agent_stub, OpenAIStub() as judge_stub:
         settings.AGENTTEST_PROVIDERS = {
             **settings.AGENTTEST_PROVIDERS,
-            "stub": provider(agent_stub.base_url),
-            "judge": provider(judge_stub.base_url, max_concurrency=3),
+            "stub": stub_provider(agent_stub.base_url),
+            "judge": stub_provider(judge_stub.base_url, max_concurrency=3),
         }
         yield agent_stub, judge_stub
 
@@ -151,7 +145,7 @@ def test_it_replays_a_recording_of_the_judges_throttled_429s_without_calling_it(
 def test_it_counts_the_judges_calls_within_the_limit_its_provider_shares_with_the_agent(servers, settings):
     agent_stub, _ = servers
     settings.AGENTTEST_PROVIDERS = {
-        **settings.AGENTTEST_PROVIDERS, "stub": provider(agent_stub.base_url, max_concurrency=2)
+        **settings.AGENTTEST_PROVIDERS, "stub": stub_provider(agent_stub.base_url, max_concurrency=2)
     }
     server = Counting(agent_stub, latency=0.05)
     run = execute(make_suite(cases=8, concurrency=6, judge=AGENT_MODEL))
