@@ -70,7 +70,7 @@ def run_execute_held(*, lease: Lease) -> Run:
     in_flight: dict[Future, tuple[CasePlan, ModelConfig, int, int]] = {}
     stored = position
 
-    # Finished pairs, their spend counted, whose result is not written yet: written while the next pair runs.
+    # Finished pairs, their spend counted, whose result is not written yet: written before the next pair starts.
     collected: list[tuple[CasePlan, ModelConfig, int, int, CaseExecution, list[dict[str, Any]] | None]] = []
 
     def collect_finished(*, room_for: int) -> None:
