@@ -8,6 +8,8 @@ that slipped past validation (an agent saved before it refused them) still canno
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any
 
 from django.template import Context, Engine, Library, Template, TemplateSyntaxError
@@ -43,6 +45,8 @@ class _RestrictedEngine(Engine):
 
 
 _engine = _RestrictedEngine(autoescape=False, loaders=[])
+# What opens a tag, a variable or a comment in Django's template syntax.
+_MARKUP = re.compile(r"\{[%{#]")
 
 
 def forbidden_tags(text: str) -> list[str]:
@@ -69,10 +73,21 @@ def compile_template(text: str) -> Template:
         raise TemplateRefused("does not compile as a Django template: its tags nest too deeply") from None
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(text: str) -> Template:
+    # An agent's instruction renders at every model step of every case: compile each text once. A compiled
+    # Template holds no per-render state (that lives in the Context), so threads may share it; a refused text
+    # raises and is not cached.
+    return compile_template(text)
+
+
 def render_template(text: str, variables: dict[str, Any]) -> str:
     """`text` rendered with `variables`, or TemplateRefused: a refused or broken template, and any failure while
     rendering (a filter or tag raising on the values it got), is the template's fault, never the server's."""
-    template = compile_template(text)
+    if not _MARKUP.search(text):
+        # No tag, variable or comment can start: the text renders as itself.
+        return text
+    template = _compiled(text)
     try:
         return template.render(Context(dict(variables)))
     except Exception as exc:  # whatever a tag or filter raises, the caller answers it as a bad template

@@ -255,9 +255,12 @@ def create_suite(cases: int, turns: int) -> Any:
 # --- The two sides ------------------------------------------------------------------------------------------------
 
 
-def run_baseline(base_url: str, cases: int, turns: int) -> float:
-    """Seconds for the same requests with the bare SDK: per turn, request → tool call → tool result → request → text."""
+def run_baseline(base_url: str, cases: int, turns: int, *, direct: bool = False) -> float:
+    """Seconds for the same requests with the bare SDK: per turn, request → tool call → tool result → request → text.
+    `direct` posts them as the harness does (the SDK's `post`, without `chat.completions.create`'s parameter
+    transform), to show what of the difference is the harness and what is the transform it skips."""
     import openai
+    from openai.types.chat import ChatCompletion
 
     from agenthost.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 
@@ -266,12 +269,19 @@ def run_baseline(base_url: str, cases: int, turns: int) -> float:
     )
     tools = [{"type": "function", "function": TOOL_DECLARATION}]
     system = {"role": "system", "content": INSTRUCTION.replace("{{ customer }}", CUSTOMER)}
+
+    def complete(messages: list[dict[str, Any]]) -> Any:
+        params = {"model": MODEL, "messages": messages, "tools": tools, "temperature": 0.0}
+        if direct:
+            return client.post("/chat/completions", cast_to=ChatCompletion, body=params)
+        return client.chat.completions.create(**params)
+
     started = time.perf_counter()
     for index in range(cases):
         messages: list[dict[str, Any]] = [system]
         for turn in range(turns):
             messages.append({"role": "user", "content": user_message(index, turn)})
-            first = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, temperature=0.0)
+            first = complete(messages)
             asked = first.choices[0].message
             calls = [
                 {"id": call.id, "type": "function",
@@ -282,7 +292,7 @@ def run_baseline(base_url: str, cases: int, turns: int) -> float:
                 raise BenchError(f"baseline: the stub answered turn {turn} of case {index} without a tool call")
             messages.append({"role": "assistant", "content": asked.content, "tool_calls": calls})
             messages.extend({"role": "tool", "tool_call_id": call["id"], "content": TOOL_RESULT} for call in calls)
-            second = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, temperature=0.0)
+            second = complete(messages)
             messages.append({"role": "assistant", "content": second.choices[0].message.content or ""})
     elapsed = time.perf_counter() - started
     client.close()
@@ -418,6 +428,7 @@ class Figures:
     cases: int
     turns: int
     baseline_s: list[float] = field(default_factory=list)
+    direct_s: list[float] = field(default_factory=list)
     passes: list[HarnessPass] = field(default_factory=list)
     queries: int = 0
     commits: int = 0
@@ -439,12 +450,17 @@ class Figures:
     def baseline_ms(self) -> float:
         return statistics.median(self.per_case_ms(self.baseline_s))
 
+    @property
+    def direct_ms(self) -> float:
+        return statistics.median(self.per_case_ms(self.direct_s))
+
 
 def measure(suite: Any, base_url: str, cases: int, turns: int, repeat: int) -> Figures:
     """A counted warm-up pass of each side (imports, template compilation, connection pools), then `repeat`
     interleaved timed passes — the machine is shared, so each side sees the same noise."""
     figures = Figures(cases=cases, turns=turns)
     run_baseline(base_url, cases, turns)
+    run_baseline(base_url, cases, turns, direct=True)
     counter = QueryCounter()
     with counter.capture():
         run_harness(suite, cases)
@@ -454,6 +470,7 @@ def measure(suite: Any, base_url: str, cases: int, turns: int, repeat: int) -> F
         raise BenchError("the SQL counter saw no statement: it is not wired to the runner's connections")
     for _ in range(repeat):
         figures.baseline_s.append(run_baseline(base_url, cases, turns))
+        figures.direct_s.append(run_baseline(base_url, cases, turns, direct=True))
         figures.passes.append(run_harness(suite, cases))
     return figures
 
@@ -526,6 +543,11 @@ def format_report(figures: Figures, *, database: str, stub: str, rss_mb: float) 
         _row("overhead ms per case", f"{overhead:.2f}   ({ratio:.2f}x the floor; target <= {TARGET_FLOOR_RATIO:g}x: "
                                      f"{verdict})"),
         _row("overhead ms per case, best passes", f"{best:.2f}   (fastest harness pass - fastest baseline pass)"),
+        _row("ms per case (direct SDK post)",
+             f"{figures.direct_ms:.2f}   passes: " + _series(figures, figures.direct_s)),
+        _row("  harness over it", f"{figures.harness_ms - figures.direct_ms:.2f}   (the bare loop sending its requests "
+                                  "as the harness does, without chat.completions.create's parameter transform: what "
+                                  "the harness adds besides skipping it)"),
         _row("SQL queries per case", f"{figures.queries / cases:.1f}   ({figures.queries} in the counted pass)"),
         _row("  of which writes", f"{writes / cases:.1f}   (INSERT/UPDATE/DELETE)"),
         _row("commits per case", f"{figures.commits / cases:.1f}   (on PostgreSQL only the result's waits for its "

@@ -35,6 +35,8 @@ def test_it_prints_overhead_queries_memory_profile_and_rss_series_for_a_small_su
     assert _figure(output, "turns per case") == 2
     assert _figure(output, "ms per case (harness)") > 0
     assert _figure(output, "ms per case (baseline)") > 0
+    assert _figure(output, "ms per case (direct SDK post)") > 0
+    _figure(output, "  harness over it")
     _figure(output, "overhead ms per case")
     assert _figure(output, "SQL queries per case") > 0
     assert _figure(output, "commits per case") > 0

@@ -297,3 +297,27 @@ def test_it_stores_a_reply_and_tool_result_carrying_nul_bytes(agent, scripted_mo
     result = conversation_send(conversation=conversation_start(agent=agent), text="hi \x00 there")
     assert result.output == "odd \ufffd reply"
     assert Message.objects.filter(content="hi \ufffd there").exists()
+
+
+def test_it_renders_each_conversations_own_state_into_one_instruction(agent, scripted_model):
+    # The compiled instruction is shared between conversations (and threads); what it renders must not be.
+    scripted_model.play(Answer("Hi Ana."), Answer("Hi."), Answer("Hi Bo."))
+    for customer in ("Ana", None, "Bo"):
+        conversation = conversation_start(agent=agent, initial_state={"customer": customer} if customer else {})
+        conversation_send(conversation=conversation, text="Hello")
+
+    assert [request.messages[0]["content"] for request in scripted_model.requests] == [
+        "You help Ana.", "You help a customer.", "You help Bo."
+    ]
+
+
+@pytest.mark.parametrize("instruction", ["You help customers {with braces} and 50% off.", "A {plain} {% text"])
+def test_it_sends_an_instruction_without_template_markup_as_written(scripted_model, instruction):
+    plain = Agent.objects.create(
+        name="plain", instruction=instruction, provider=scripted_model.provider_name, model=scripted_model.model
+    )
+    scripted_model.play(Answer("Hi."))
+
+    conversation_send(conversation=conversation_start(agent=plain), text="Hello")
+
+    assert scripted_model.requests[0].messages[0] == {"role": "system", "content": instruction}

@@ -218,3 +218,48 @@ def test_the_stub_command_line_serves_echo_replies(settings, monkeypatch):
 
     assert [call.name for call in echoed.tool_calls] == ["lookup_order"]
     assert plain.text == "echo: hello"
+
+
+def test_it_sends_the_request_the_sdks_create_would_send(settings, openai_stub, monkeypatch):
+    # The provider posts through the SDK without chat.completions.create's parameter transform: what reaches the
+    # server — body, auth, the model's extra body and headers — must be what create() itself sends.
+    import openai
+
+    monkeypatch.setenv("LOCAL_TEST_API_KEY", SECRET)
+    monkeypatch.setenv("ORG_HEADER", "team-blue")
+    provider = configure(settings, openai_stub.base_url, models=[{
+        "name": "gpt-5-mini", "accepts_temperature": False, "reasoning_effort": "low",
+        "max_completion_tokens": 512, "extra_body": {"service_tier": "flex"}, "headers_env": {"X-Org": "ORG_HEADER"},
+    }])
+    request = ModelRequest(
+        model="gpt-5-mini",
+        messages=[
+            {"role": "system", "content": "Help Ada."},
+            USER,
+            {"role": "assistant", "tool_calls": [{
+                "id": "call_1", "type": "function",
+                "function": {"name": "lookup_order", "arguments": "{\"order_id\": \"1042\"}"},
+            }]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "{\"status\": \"shipped\"}"},
+        ],
+        tools=[LOOKUP_TOOL],
+        temperature=0.3,
+        response_schema={"name": "verdict", "schema": {
+            "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+            "additionalProperties": False,
+        }},
+    )
+    openai_stub.queue('{"ok": true}', '{"ok": true}')
+
+    provider.complete(request)
+    client = openai.OpenAI(base_url=openai_stub.base_url, api_key=SECRET, max_retries=0)
+    client.chat.completions.create(**provider.request_params(request))
+
+    ours, sdks = openai_stub.requests
+    assert ours == sdks
+    assert ours["service_tier"] == "flex" and "extra_body" not in ours
+    assert "temperature" not in ours and ours["reasoning_effort"] == "low" and ours["tools"] == [LOOKUP_TOOL]
+    header_names = ("authorization", "content-type", "x-org")
+    assert [{name: h.get(name) for name in header_names} for h in openai_stub.headers] == [
+        {"authorization": f"Bearer {SECRET}", "content-type": "application/json", "x-org": "team-blue"}
+    ] * 2
