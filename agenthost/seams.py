@@ -77,6 +77,7 @@ from agenthost.services import (
 from agenthost.turns import (
     ConcurrentTurn,
     ConversationError,
+    ConversationGone,
     ConversationSealed,
     InvalidInput,
     ModelCallFailed,
@@ -97,6 +98,7 @@ __all__ = [
     "ConcurrentTurn",
     "Conversation",
     "ConversationError",
+    "ConversationGone",
     "ConversationSealed",
     "Executor",
     "ExecutorProvider",

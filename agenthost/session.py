@@ -20,7 +20,13 @@ from django.utils import timezone
 
 from agenthost.models import Agent, Conversation, Message, StateChange
 from agenthost.redaction import redact
-from agenthost.turns import ConcurrentTurn, ConversationError, ConversationSealed, TurnClaimLost, TurnResult
+from agenthost.turns import (
+    ConcurrentTurn,
+    ConversationGone,
+    ConversationSealed,
+    TurnClaimLost,
+    TurnResult,
+)
 
 _MISSING = object()
 
@@ -34,7 +40,7 @@ def check_seal(conversation: Conversation, seal_key: str) -> None:
     the database: a caller's instance could be stale or built by hand."""
     row = Conversation.objects.filter(pk=conversation.pk).values_list("seal_hash", "sealed_reason").first()
     if row is None:
-        raise ConversationError(f"conversation {conversation.pk} no longer exists")
+        raise ConversationGone(f"conversation {conversation.pk} no longer exists")
     seal_hash, reason = row
     if not seal_hash:
         return
@@ -192,10 +198,15 @@ class ConversationSession:
             claimed = Conversation.objects.filter(pk=conversation.pk, message_count=self.first_seq, **held).update(
                 message_count=self.next_seq, updated_at=timezone.now(), **conversation_fields
             )
-            if claimed != 1:
-                conversation_fields = self._append_after_others(held, conversation_fields)
-            Message.objects.bulk_create(self._messages)
-            StateChange.objects.bulk_create(self._changes)
+            appended = conversation_fields if claimed == 1 else self._append_after_others(held, conversation_fields)
+            if appended is not None:
+                Message.objects.bulk_create(self._messages)
+                StateChange.objects.bulk_create(self._changes)
+        if appended is None:
+            # Raised once out of the atomic block, which an exception would mark for rollback: a caller's
+            # transaction (a run storing the case's result) may go on without the conversation.
+            raise ConversationGone(f"conversation {conversation.pk} no longer exists")
+        conversation_fields = appended
         if release:
             self.claim = None
         conversation.message_count = self.first_seq = self.next_seq
@@ -206,12 +217,14 @@ class ConversationSession:
             self._stored.extend(self._messages)
         self._messages, self._changes, self._fields = [], [], {}
 
-    def _append_after_others(self, held: dict[str, Any], conversation_fields: dict[str, Any]) -> dict[str, Any]:
+    def _append_after_others(
+        self, held: dict[str, Any], conversation_fields: dict[str, Any]
+    ) -> dict[str, Any] | None:
         """Write this session's messages after whatever another turn wrote in between: a fresh seq range claimed by
         an atomic increment of the message count (so it cannot collide with a third writer either) and, for the
         turns it ran, turn numbers of their own after the other's. The other conversation fields (agent, release)
         are written only while this session still holds its claim. Returns the fields as written, for the caller's
-        instance."""
+        instance; None when the conversation no longer exists (nothing was written)."""
         conversation = self.conversation
         count = len(self._messages)
         counters: dict[str, Any] = {"message_count": F("message_count") + count, "updated_at": timezone.now()}
@@ -220,7 +233,7 @@ class ConversationSession:
         if new_turn:
             counters["turn_count"] = F("turn_count") + new_turns
         if Conversation.objects.filter(pk=conversation.pk).update(**counters) != 1:
-            raise ConversationError(f"conversation {conversation.pk} no longer exists")
+            return None
         others = {field: value for field, value in conversation_fields.items() if field != "turn_count"}
         if others and not Conversation.objects.filter(pk=conversation.pk, **held).update(**others):
             others = {}

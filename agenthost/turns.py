@@ -35,6 +35,12 @@ class InvalidInput(ConversationError):
     code = "invalid_input"
 
 
+class ConversationGone(ConversationError):
+    """The conversation was deleted while a turn ran in it: what the turn did has nowhere to be written."""
+
+    code = "conversation_gone"
+
+
 @dataclass
 class ToolCallRecord:
     name: str

@@ -10,10 +10,10 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agenthost.seams import Conversation, conversation_messages, redact, redact_text
+from agenthost.seams import Conversation, ConversationGone, conversation_messages, redact, redact_text
 from runs.leases import Lease, LeaseLost
 from runs.models import CaseResult, Run, RunLock
-from runs.runner import CaseExecution, CasePlan
+from runs.runner import CaseExecution, CasePlan, note_conversation_gone
 
 # The Run counter each result status adds to.
 COUNTER = {"passed": "passed", "failed": "failed", "error": "errored", "cancelled": "cancelled"}
@@ -53,7 +53,11 @@ def result_store(
     if held is not None:
         # The case's conversation is written with its result: one commit, and neither survives a crash without the
         # other.
-        held.save()
+        try:
+            held.save()
+        except ConversationGone:
+            # Its save wrote nothing (a conditional update matched no row), so this transaction goes on.
+            note_conversation_gone(execution)
         messages, names = held.messages(), held.agent_names()
     elif execution.conversation_id is not None:
         messages = list(conversation_messages(conversation=Conversation(pk=execution.conversation_id)))

@@ -33,6 +33,7 @@ from django.db import DatabaseError, connection
 from agenthost.seams import (
     Agent,
     ConversationError,
+    ConversationGone,
     HeldConversation,
     Message,
     ModelCallFailed,
@@ -269,10 +270,22 @@ def execute_case(
     return execution
 
 
+CONVERSATION_GONE = "its test conversation was deleted while the case ran; the transcript is kept in this result"
+
+
+def note_conversation_gone(execution: CaseExecution) -> None:
+    """The case's conversation was deleted while it ran (the admin deletes any conversation): its verdict and the
+    turns it held in memory stand without it."""
+    execution.conversation_id = None
+    execution.reason = f"{execution.reason}; {CONVERSATION_GONE}" if execution.reason else CONVERSATION_GONE
+
+
 def _save_conversation(execution: CaseExecution) -> None:
     held, execution.conversation = execution.conversation, None
     try:
         held.save()
+    except ConversationGone:
+        note_conversation_gone(execution)
     except DatabaseError as exc:
         if execution.status != ERROR:
             execution.status = ERROR

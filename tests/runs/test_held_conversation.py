@@ -151,3 +151,33 @@ def test_it_costs_a_case_the_same_few_statements_and_commits_however_many_turns_
     assert per_case == Counter(statements=8 if connection.vendor == "sqlite" else 6, commits=2), (
         large.kinds - small.kinds
     )
+
+
+def test_it_keeps_the_result_of_a_case_whose_conversation_was_deleted_while_it_ran_and_goes_on(scripted_model):
+    # Someone deletes a running case's test conversation (the admin allows deleting conversations): that case keeps
+    # its verdict and transcript without the conversation, and the run goes on to the next cases.
+    deleted: list[int] = []
+
+    def respond(request):
+        conversation_id = request.metadata["conversation_id"]
+        if not deleted and request.messages[-1]["role"] == "tool":
+            Conversation.objects.filter(pk=conversation_id).delete()
+            deleted.append(conversation_id)
+        return answer_by_rule(request)
+
+    scripted_model.respond_with(respond)
+    suite = suite_of(cases=3, turns=2)
+
+    run = run_execute(run_id=run_create(suite=suite, model_keys=[scripted_model.key]).pk)
+
+    assert run.status == Run.Status.PASSED, run.reason
+    first, *others = CaseResult.objects.filter(run=run).order_by("position")
+    assert first.conversation_id is None
+    assert "its test conversation was deleted while the case ran" in first.reason
+    # The same turns as a case whose conversation was kept.
+    assert [(m["turn"], m["role"]) for m in first.transcript] == [(m["turn"], m["role"]) for m in others[0].transcript]
+    asked = [m["content"] for m in first.transcript if m["role"] == "user"]
+    assert asked == ["Where is order 00?", "Where is order 01?"]
+    assert not Conversation.objects.filter(pk=deleted[0]).exists()
+    assert [r.status for r in others] == [CaseResult.Status.PASSED] * 2
+    assert all(Conversation.objects.filter(pk=r.conversation_id).exists() for r in others)

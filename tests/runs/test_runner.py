@@ -434,3 +434,28 @@ def test_it_runs_on_the_model_under_test_through_the_agent_load_hook(agent, scri
     assert [r.model for r in scripted_model.requests] == ["scripted"]
     agent.refresh_from_db()
     assert agent.model_key == "simulated:sim-careful"
+
+
+def test_it_keeps_the_verdict_of_a_case_whose_conversation_was_deleted_while_it_ran(agent, scripted_model):
+    from agenthost.models import Conversation
+
+    def respond(request):
+        Conversation.objects.filter(pk=request.metadata["conversation_id"]).delete()
+        return Answer(tool_calls=[Call("lookup_order", {"order_id": "1042"})]) if len(request.messages) == 2 else (
+            Answer("It has shipped.")
+        )
+
+    scripted_model.respond_with(respond)
+    execution = execute_case(
+        plan=plan(
+            agent, "Where is order 1042?", assertions=[called("lookup_order")],
+            mocks=[MockSpec("lookup_order", '{"status": "shipped"}')],
+        ),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
+    )
+
+    assert (execution.status, execution.conversation_id) == ("passed", None), execution.reason
+    assert execution.reason == (
+        "its test conversation was deleted while the case ran; the transcript is kept in this result"
+    )
