@@ -115,9 +115,10 @@ def unregister_agent_load_hook(hook: AgentLoadHook) -> None:
             _hooks.remove(hook)
 
 
-def load_agent(agent: Agent, conversation: Conversation) -> LoadedAgent:
-    """Every time an agent enters a conversation (turn start, routing) it is loaded here and the hooks run."""
-    loaded = LoadedAgent(
+def agent_as_stored(agent: Agent) -> LoadedAgent:
+    """The agent as its row and its MCP servers' cached listings say, before any load hook: what a turn starts from,
+    and what a run's snapshot records. Its lists are copies, so a hook may change them."""
+    return LoadedAgent(
         id=agent.pk,
         name=agent.name,
         description=agent.description,
@@ -130,6 +131,11 @@ def load_agent(agent: Agent, conversation: Conversation) -> LoadedAgent:
         sub_agents=[(sub.name, sub.description) for sub in agent.sub_agents.all()],
         max_steps=agent.max_steps or settings.AGENTTEST_MAX_STEPS,
     )
+
+
+def load_agent(agent: Agent, conversation: Conversation) -> LoadedAgent:
+    """Every time an agent enters a conversation (turn start, routing) it is loaded here and the hooks run."""
+    loaded = agent_as_stored(agent)
     with _hooks_lock:
         hooks = list(_hooks)
     for hook in hooks:

@@ -52,6 +52,7 @@ from agenthost.llm.registry import (
 )
 from agenthost.loading import (
     LoadedAgent,
+    agent_as_stored,
     agent_callable_functions,
     callable_function_names,
     register_agent_load_hook,
@@ -123,6 +124,7 @@ __all__ = [
     "TurnResult",
     "UnknownModel",
     "Usage",
+    "agent_as_stored",
     "agent_callable_functions",
     "agent_create",
     "agent_problems",

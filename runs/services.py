@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agenthost.seams import Conversation, LoadedAgent, declared_functions
+from agenthost.seams import Conversation, agent_as_stored
 from cases.models import Suite
 from runs.dispatch import queue_or_undo, queue_ping, run_dispatch
 from runs.errors import QueueUnavailable, RunConflict, RunError
@@ -168,18 +168,7 @@ def run_resume(*, run: Run, dispatch: Callable[[int], None] | None = None) -> Ru
 
 def _agent_snapshot(suite: Suite) -> dict[str, Any]:
     agent = suite.agent
-    loaded = LoadedAgent(
-        id=agent.pk,
-        name=agent.name,
-        description=agent.description,
-        instruction=agent.instruction,
-        provider=agent.provider,
-        model=agent.model,
-        temperature=agent.temperature,
-        functions=declared_functions(agent.functions or []),
-        rules=list(agent.rules or []),
-        sub_agents=[(sub.name, sub.description) for sub in agent.sub_agents.all()],
-    )
+    loaded = agent_as_stored(agent)
     return {
         "agent": agent.name,
         "instruction_hash": hashlib.sha256(agent.instruction.encode()).hexdigest(),
