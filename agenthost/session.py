@@ -198,15 +198,15 @@ class ConversationSession:
             claimed = Conversation.objects.filter(pk=conversation.pk, message_count=self.first_seq, **held).update(
                 message_count=self.next_seq, updated_at=timezone.now(), **conversation_fields
             )
-            appended = conversation_fields if claimed == 1 else self._append_after_others(held, conversation_fields)
-            if appended is not None:
+            written = conversation_fields if claimed == 1 else self._append_after_others(held, conversation_fields)
+            if written is not None:
                 Message.objects.bulk_create(self._messages)
                 StateChange.objects.bulk_create(self._changes)
-        if appended is None:
+        if written is None:
             # Raised once out of the atomic block, which an exception would mark for rollback: a caller's
             # transaction (a run storing the case's result) may go on without the conversation.
             raise ConversationGone(f"conversation {conversation.pk} no longer exists")
-        conversation_fields = appended
+        conversation_fields = written
         if release:
             self.claim = None
         conversation.message_count = self.first_seq = self.next_seq
