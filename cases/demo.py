@@ -1,6 +1,6 @@
 """The demo suite for the order-support demo agents: cases that use mocks, meet a blocked tool and exercise every
-assertion type. On the simulated models most pass on `sim-careful`; `sim-hasty` skips the look-up and the email,
-so the comparison shows a real difference."""
+assertion type. On the simulated models most pass on `sim-careful`; `sim-hasty` loses the order a follow-up refers to
+and answers in one line, so the comparison shows a real difference."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ DEMO_CASES: list[dict[str, Any]] = [
     },
     {
         "name": "Cancellation checks the order and confirms by email",
-        "description": "Look up first, cancel, then email the customer. sim-hasty skips the look-up and the email.",
+        "description": "Look up first, cancel, then email the customer, as the cancellation agent's instruction says.",
         "tags": ["cancel"],
         "turns": [{
             "user_message": "Please cancel order 1043, my email is ana@example.com",
@@ -77,7 +77,7 @@ DEMO_CASES: list[dict[str, Any]] = [
     },
     {
         "name": "A delivered order is not cancelled",
-        "description": "The agent must look first and refuse; sim-hasty tries to cancel anyway.",
+        "description": "The agent must look first and refuse.",
         "tags": ["cancel"],
         "initial_state": {"customer_email": "bo@example.com"},
         "turns": [{
@@ -94,7 +94,7 @@ DEMO_CASES: list[dict[str, Any]] = [
     {
         "name": "An unmocked email is blocked, never sent",
         "description": "No mock for the email tool: the harness blocks it and the case fails with the call named. "
-                       "It shows what a missing mock looks like; sim-hasty never emails, so it passes there.",
+                       "It shows what a missing mock looks like.",
         "tags": ["blocked"],
         "turns": [{"user_message": "Please cancel order 1044, my email is kim@example.com",
                    "assertions": [_check("toolCalled", function="cancel_order")]}],
@@ -105,7 +105,7 @@ DEMO_CASES: list[dict[str, Any]] = [
     },
     {
         "name": "Two turns: status, then cancel it",
-        "description": "A follow-up that refers back to the order of the first turn.",
+        "description": "A follow-up that refers back to the order of the first turn; sim-hasty loses it.",
         "tags": ["cancel", "multi-turn"],
         "turns": [
             {"user_message": "Where is order 1041?",

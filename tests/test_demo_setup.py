@@ -175,7 +175,7 @@ def test_it_runs_the_demo_suite_from_the_cli_with_the_right_exit_code_and_junit(
             "--junit",
             str(junit),
         )
-    assert exited.value.code == 1, "some demo cases fail (sim-hasty skips steps; one email is blocked), none error"
+    assert exited.value.code == 1, "some demo cases fail (sim-hasty loses an order; one email is blocked), none error"
     output = capsys.readouterr().out
     assert "simulated:sim-careful" in output and "simulated:sim-hasty" in output and "pass rate" in output
     root = ET.parse(junit).getroot()

@@ -4,7 +4,12 @@ Two models that behave differently on the same conversation, so a multi-model ru
 
 - "sim-careful" looks an order up before changing it, refuses to change one that is already delivered or cancelled,
   emails a confirmation after a change when it can, and summarises what it did;
-- "sim-hasty" calls the single best-matching tool, never sends email, and answers tersely.
+- "sim-hasty" does what its instruction says and nothing more: it looks an order up before changing it, and emails a
+  confirmation, only when the instruction asks for that; it acts on the order number in the message it answers and
+  never resolves one from an earlier turn ("cancel it"), guessing rather than asking; and it answers tersely.
+
+So a recording made on one model replays on the other wherever they make the same calls, whatever each writes in a
+reason or an email, and an instruction edit that drops "look it up first" shows on sim-hasty.
 
 Both hand a request back to the router (`util-routing-fallback_to_router`) when they are a sub-agent asked for a
 change none of their tools makes, or when nothing they offer matches at all.
@@ -61,6 +66,8 @@ _ID_PATTERNS = (
 _WORD = re.compile(r"[a-z][a-z0-9']*")
 _ID_FIELD = re.compile(r"(^|_)(id|number|no)$|[a-z]Id$")
 _REASON = re.compile(r"\b(?:because|since)\b\s+(.+)", re.I)
+_CLAUSE = re.compile(r"[.!?;,\n]+|\band\b")
+_NEGATION = re.compile(r"\b(?:not|never|no|don't|do not|without)\b", re.I)
 
 
 # The answer text and the tool calls (name, arguments) to make.
@@ -269,6 +276,8 @@ def _stems(text: str) -> frozenset[str]:
 _THANKS = _stems("thanks thank ok okay great cheers cool bye goodbye")
 _GREETINGS = _stems("hello hey hi morning evening afternoon good")
 _LOOKUP_VERBS = _stems("look get find check fetch read show search retrieve status")
+_FIRST = _stems("first before")
+_EMAIL_WORDS = _stems("email mail")
 _ACTION_VERBS = _stems("cancel delete remove refund update change close modify return")
 # User words that mean what tools are described with.
 _SYNONYMS = {
@@ -371,6 +380,15 @@ def _status(call: _Call) -> str | None:
     return None
 
 
+def _instruction_asks(system_text: str, *word_sets: frozenset[str]) -> bool:
+    """Whether a clause of the instruction asks for something with words of every set ("look the order up first"),
+    not counting a clause that forbids it ("never email")."""
+    return any(
+        not _NEGATION.search(clause) and all(set(_words(clause)) & words for words in word_sets)
+        for clause in _CLAUSE.split(system_text)
+    )
+
+
 def _is_lookup(name: str) -> bool:
     return bool(set(_words(name)) & _LOOKUP_VERBS)
 
@@ -404,6 +422,9 @@ class _Rules:
     def __init__(self, view: _View, careful: bool) -> None:
         self.view = view
         self.careful = careful
+        # The careful model checks and confirms on its own initiative; the hasty one only when told to.
+        self.looks_first = careful or _instruction_asks(view.system_text, _LOOKUP_VERBS, _FIRST)
+        self.emails = careful or _instruction_asks(view.system_text, _EMAIL_WORDS)
         self.query = _query(view.user_text)
         self.mine = [
             call
@@ -441,7 +462,7 @@ class _Rules:
         return [
             (name, tool.get("description", ""))
             for name, tool in self.view.tools.items()
-            if name not in _UNSCORED_TOOLS and (self.careful or not _is_email(name))
+            if name not in _UNSCORED_TOOLS and (self.emails or not _is_email(name))
         ]
 
     def _intended(self) -> str | None:
@@ -453,7 +474,7 @@ class _Rules:
         intended = self._intended()
         if intended is None:
             return self._no_match()
-        if self.careful and _is_action(intended):
+        if self.looks_first and _is_action(intended):
             lookup = self._lookup_for(intended)
             if lookup is not None:
                 return self._call(lookup)
@@ -469,8 +490,6 @@ class _Rules:
         return bool(wanted) and not wanted & offered
 
     def _next_step(self) -> Decision:
-        if not self.careful:
-            return self._summary(), []
         done = [call.name for call in self.mine]
         intended = self._intended()
         if intended is not None and intended not in done:
@@ -479,11 +498,13 @@ class _Rules:
             if _is_action(intended) and status in _FINAL_STATUSES:
                 noun, ident = _noun(self.view.tools[intended]), self._id()
                 subject = f"{noun} {ident}" if ident else f"the {noun}"
+                if not self.careful:
+                    return f"{subject[:1].upper()}{subject[1:]} is already {status}.", []
                 return f"I checked: {subject} is already {status}, so I did not change it.", []
             return self._call(intended)
         email_tool = next((name for name in self.view.tools if _is_email(name)), None)
         changed = any(_is_action(name) for name in done)
-        if email_tool and changed and email_tool not in done and self._email():
+        if self.emails and email_tool and changed and email_tool not in done and self._email():
             return "", [(email_tool, self._email_arguments(email_tool))]
         return self._summary(), []
 
@@ -514,14 +535,17 @@ class _Rules:
     # Arguments
 
     def _id(self) -> str | None:
-        """The id the user means: in their message, else one this turn's calls used or returned, else earlier."""
+        """The id the user means: in their message, else one this turn's calls used or returned, else earlier. The
+        hasty model reads only the message and the arguments it sent: "cancel it" leaves it without an id."""
         used = [
             str(value)
             for call in self.mine
-            for source in (call.arguments, _json(call.result))
+            for source in ((call.arguments, _json(call.result)) if self.careful else (call.arguments,))
             for key, value in source.items()
             if _ID_FIELD.search(key) and value not in (None, "")
         ]
+        if not self.careful:
+            return _find_id([self.view.user_text]) or next(iter(used), None)
         return (
             _find_id([self.view.user_text])
             or next(iter(used), None)
@@ -530,6 +554,8 @@ class _Rules:
 
     def _email(self) -> str | None:
         results = [call.result or "" for call in self.mine]
+        if not self.careful:
+            return _find_email([self.view.user_text, *results])
         return _find_email([self.view.user_text, *results, self.view.system_text, *self.view.earlier_user_texts])
 
     def _call(self, name: str) -> Decision:
@@ -567,7 +593,7 @@ class _Rules:
             elif lowered in ("subject", "title"):
                 arguments[field] = subject
             elif lowered in ("body", "text", "content", "message"):
-                arguments[field] = f"Hello,\n\n{body}\n\nKind regards,\nCustomer support"
+                arguments[field] = f"Hello,\n\n{body}\n\nKind regards,\nCustomer support" if self.careful else body
             elif field in required:
                 arguments[field] = subject
         return arguments

@@ -75,12 +75,80 @@ def test_the_careful_model_looks_up_cancels_and_confirms_by_email():
     assert "1042" in answer.text and "cancelled" in answer.text and "ann@example.com" in answer.text
 
 
-def test_the_hasty_model_only_cancels_and_answers_tersely():
+def test_the_hasty_model_only_cancels_and_answers_tersely_when_its_instruction_asks_for_nothing_more():
     calls, answer = converse("sim-hasty", CANCEL, tools(*SUB_AGENT_TOOLS))
 
     assert [name for name, _ in calls] == ["cancel_order"]
     assert calls[0][1]["order_id"] == "1042"
     assert answer.text == "Order 1042 is now cancelled."
+
+
+CANCELLATION_INSTRUCTION = (
+    "You cancel orders of an online shop. Look the order up first; do not cancel one that is already delivered. "
+    "After a cancellation, email the customer a confirmation."
+)
+
+
+def test_the_hasty_model_looks_up_and_emails_when_its_instruction_says_so_in_words_of_its_own():
+    careful_calls, _ = converse("sim-careful", CANCEL, tools(*SUB_AGENT_TOOLS), system=CANCELLATION_INSTRUCTION)
+    hasty_calls, answer = converse("sim-hasty", CANCEL, tools(*SUB_AGENT_TOOLS), system=CANCELLATION_INSTRUCTION)
+
+    names = ["lookup_order", "cancel_order", "util-email-handle_email_sender"]
+    assert [name for name, _ in hasty_calls] == [name for name, _ in careful_calls] == names
+    assert hasty_calls[0] == careful_calls[0] == ("lookup_order", {"order_id": "1042"})
+    hasty_email, careful_email = hasty_calls[2][1], careful_calls[2][1]
+    assert hasty_email["to"] == careful_email["to"] == "ann@example.com"
+    assert hasty_email["body"] == "Order 1042 is now cancelled." != careful_email["body"]
+    assert answer.text == "Order 1042 is now cancelled."
+
+
+def test_the_hasty_model_refuses_a_delivered_order_it_was_told_to_look_up_first():
+    delivered = {**RESULTS, "lookup_order": json.dumps({**LOOKUP_RESULT, "status": "delivered"})}
+
+    calls, answer = converse(
+        "sim-hasty", CANCEL, tools(*SUB_AGENT_TOOLS), results=delivered, system=CANCELLATION_INSTRUCTION
+    )
+
+    assert [name for name, _ in calls] == ["lookup_order"]
+    assert answer.text == "Order 1042 is already delivered."
+
+
+@pytest.mark.parametrize(
+    "instruction",
+    [
+        "You cancel orders. Never email the customer.",
+        "You cancel orders; do not send an email.",
+        "You cancel orders, and don't look anything up first.",
+        "You cancel orders. The customer's address is ann@example.com.",
+    ],
+)
+def test_the_hasty_model_does_not_take_a_forbidding_clause_or_an_address_for_a_request(instruction):
+    calls, _ = converse("sim-hasty", CANCEL, tools(*SUB_AGENT_TOOLS), system=instruction)
+
+    assert [name for name, _ in calls] == ["cancel_order"]
+
+
+def test_only_the_careful_model_resolves_it_to_the_order_of_an_earlier_turn():
+    provider = registry.get_provider("simulated")
+    messages = [
+        {"role": "system", "content": CANCELLATION_INSTRUCTION},
+        {"role": "user", "content": "Where is order 1042?"},
+        {"role": "assistant", "content": "Order 1042 is processing."},
+        {"role": "user", "content": "Please cancel it"},
+    ]
+    offered = tools(*SUB_AGENT_TOOLS)
+
+    careful, hasty = (
+        provider.complete(ModelRequest(model=model, messages=messages, tools=offered)) for model in ("sim-careful",
+                                                                                                      "sim-hasty")
+    )
+
+    assert [(call.name, json.loads(call.arguments)) for call in careful.tool_calls] == [
+        ("lookup_order", {"order_id": "1042"})
+    ]
+    assert [(call.name, json.loads(call.arguments)) for call in hasty.tool_calls] == [
+        ("lookup_order", {"order_id": ""})
+    ], "sim-hasty acts on the message it answers, with no order number in it"
 
 
 def test_the_careful_model_emails_the_address_it_looked_up_when_the_user_gave_none():

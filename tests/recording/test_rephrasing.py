@@ -154,12 +154,10 @@ def test_it_puts_the_cancellations_state_on_the_cancel_mock_not_the_email_mock(d
     }
 
 
-def test_it_runs_the_recorded_demo_cases_on_both_simulated_models_failing_only_on_what_sim_hasty_skips(
-    demo_agents, admin_user
-):
-    """Recorded from sim-careful: on sim-careful every recorded demo case passes. sim-hasty skips the look-up before
-    a change and never emails — a real difference the recording must catch — and nothing else of the recording fails
-    there: not the wording of the cancellation reason or of an email, not the state."""
+def test_it_runs_the_recorded_demo_cases_green_on_both_simulated_models(demo_agents, admin_user):
+    """The reproduction: recorded from sim-careful, the demo cancellation failed on the second model only because its
+    mocks and toolCalled assertions held sim-careful's wording. sim-hasty makes the same calls on these conversations
+    but words its cancellation email its own way; the recorded cases pass on both."""
     conversations = [result.conversation for result in demo_conversations_create(owner=admin_user)]
     cases = [recording_create(conversation=conversation).cases[0] for conversation in conversations]
     mail.outbox.clear()
@@ -167,19 +165,66 @@ def test_it_runs_the_recorded_demo_cases_on_both_simulated_models_failing_only_o
     run = run_enabled(cases[0].suite, [CAREFUL, HASTY], cases)
 
     results = {(result.case_name, result.model): result for result in run.results.all()}
-    for conversation in conversations:
-        careful = results[(f"Recorded from {conversation}", CAREFUL)]
-        assert (careful.status, careful.reason) == ("passed", "")
-    where, cancel, delivered = (results[(f"Recorded from {conversation}", HASTY)] for conversation in conversations)
-    assert (where.status, where.reason) == ("passed", "")
-    assert cancel.status == "failed"
-    assert failed_assertions(cancel) == [
+    assert {(name, model, result.status, result.reason) for (name, model), result in results.items()} == {
+        (f"Recorded from {conversation}", model, "passed", "")
+        for conversation in conversations for model in (CAREFUL, HASTY)
+    }
+    assert run.status == Run.Status.PASSED
+    emails = {
+        model: next(call for call in results[("Recorded from Cancel order 1043", model)].tool_calls
+                    if call["name"] == EMAIL)
+        for model in (CAREFUL, HASTY)
+    }
+    careful_email, hasty_email = (emails[model]["arguments"] for model in (CAREFUL, HASTY))
+    assert careful_email["to"] == hasty_email["to"] == "ana@example.com"
+    assert careful_email["body"] != hasty_email["body"], "the two models word the confirmation differently"
+    assert {emails[model]["outcome"] for model in (CAREFUL, HASTY)} == {"mocked"}
+    assert mail.outbox == []
+
+
+def test_it_fails_a_recorded_two_turn_case_on_sim_hasty_where_it_loses_the_order_of_the_first_turn(
+    demo_agents, talk
+):
+    """What recording still catches: "cancel it" refers to the order of the first turn; sim-careful resolves it,
+    sim-hasty cancels without an order number — so its recorded cancel_order call is not the one it makes."""
+    conversation = talk(demo_agents["order-router"], "Where is order 1041?", "Please cancel it")
+    case = recording_create(conversation=conversation).cases[0]
+
+    run = run_enabled(case.suite, [CAREFUL, HASTY], [case])
+
+    results = {result.model: result for result in run.results.all()}
+    assert (results[CAREFUL].status, results[CAREFUL].reason) == ("passed", "")
+    assert results[HASTY].status == "failed"
+    assert 'cancel_order was called, but never with arguments containing {"order_id": "1041"}' in failed_assertions(
+        results[HASTY]
+    )
+    assert [(call["name"], call["arguments"].get("order_id"), call["outcome"]) for call in results[HASTY].tool_calls
+            if call["name"] == "cancel_order"] == [
+        ("cancel_order", "", "blocked")
+    ], "the call for no order has no recorded mock: it is blocked, never run"
+
+
+def test_it_fails_the_recorded_cancellation_on_sim_hasty_once_the_instruction_stops_asking_to_look_first(
+    demo_agents, admin_user
+):
+    """An instruction edit caught by a recorded case: sim-hasty looks the order up and emails only because the
+    cancellation agent's instruction says so. Drop that sentence and the recording made before the edit fails there
+    — on the calls it skips — while sim-careful, which checks on its own, still passes."""
+    conversation = next(result.conversation for result in demo_conversations_create(owner=admin_user)
+                        if result.conversation.title == "Cancel order 1043")
+    case = recording_create(conversation=conversation).cases[0]
+    cancellation = demo_agents["order-cancellation"]
+    cancellation.instruction = "You cancel orders of an online shop."
+    cancellation.save(update_fields=["instruction"])
+
+    run = run_enabled(case.suite, [CAREFUL, HASTY], [case])
+
+    results = {result.model: result for result in run.results.all()}
+    assert (results[CAREFUL].status, results[CAREFUL].reason) == ("passed", "")
+    assert failed_assertions(results[HASTY]) == [
         "lookup_order was not called; calls made: route_to_agent, cancel_order",
         f"{EMAIL} was not called; calls made: route_to_agent, cancel_order",
     ]
-    assert delivered.status == "failed" and "cancel_order" in delivered.reason
-    assert run.status == Run.Status.FAILED
-    assert mail.outbox == []
 
 
 def test_it_replays_every_demo_conversation_played_on_sim_hasty_green_on_sim_hasty(demo_agents, admin_user):

@@ -1,8 +1,8 @@
 """Suites, cases and runs for the runs tests, written with the ORM so they do not depend on the cases API.
 
 The order desk agent runs on the simulated models, which behave differently on the same request: asked to cancel an
-order, "sim-careful" looks it up first and "sim-hasty" cancels straight away — so `toolCalled lookup_order` passes on
-one model and fails on the other.
+order, "sim-careful" looks it up first and "sim-hasty", whose instruction does not tell it to, cancels straight away —
+so `toolCalled lookup_order` passes on one model and fails on the other.
 """
 
 from __future__ import annotations
