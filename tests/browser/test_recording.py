@@ -1,9 +1,10 @@
 """In a real browser (Playwright driving Debian's Chromium, see conftest.py): an admin records a demo conversation,
-reviews the draft in the admin, edits an assertion, enables it and sees it count in the suite; a member gets no record
-button and a 403 from the API."""
+reviews the draft in the admin, edits an assertion, enables it and sees it count in the suite; the drafts of every
+demo conversation pass on both simulated models; a member gets no record button and a 403 from the API."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -13,6 +14,14 @@ from agenthost.demo import demo_conversations_create
 from agenthost.models import Conversation
 from agenthost.services import conversation_start
 from cases.models import Case
+from runs.models import Run
+from tests.browser.test_run_pages import (
+    CAREFUL,
+    HASTY,
+    RUN_TIMEOUT_MS,
+    run_queue,  # noqa: F401 — a fixture
+    worker_log,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -95,4 +104,48 @@ def test_it_gives_a_member_no_record_button_and_a_403(sign_in, demo):
         assert response.status == 403
         assert response.json() == {"detail": "Only staff users may record conversations or extract cases."}
     assert not Case.objects.exists()
+    context.close()
+
+
+@pytest.mark.slow
+def test_it_records_every_demo_conversation_and_the_drafts_pass_on_both_simulated_models(
+    sign_in, run_queue, demo, tmp_path  # noqa: F811
+):
+    """Issue 16's Done-when, as a new user would do it: Record as draft on each demo conversation (played on
+    sim-careful), Enable selected, then a run on both simulated models by a real worker — every cell Passed."""
+    context, page = sign_in(*ADMIN)
+    conversations = demo["conversations"]
+    for title in conversations:
+        page.goto("/conversations/")
+        page.get_by_role("link", name=title, exact=True).click()
+        page.get_by_role("button", name="Record as draft").click()
+        page.wait_for_url("**/admin/cases/case/*/change/")
+    drafts = list(Case.objects.filter(source_conversation__in=conversations.values()))
+    assert len(drafts) == len(conversations) and not any(case.enabled for case in drafts)
+    suite = drafts[0].suite
+
+    page.goto(f"/admin/cases/case/?suite__id__exact={suite.pk}")
+    page.locator("#action-toggle").check()
+    page.locator("select[name=action]").select_option("enable_selected")
+    page.get_by_role("button", name="Go").click()
+    expect(page.locator(".messagelist")).to_contain_text(f"Enabled {len(drafts)} case(s).")
+
+    with run_queue():
+        page.goto("/runs/new/")
+        page.get_by_label("Suite").select_option(str(suite.pk))
+        page.get_by_label(CAREFUL).check()
+        page.get_by_label(HASTY).check()
+        page.get_by_role("button", name="Start run").click()
+        page.wait_for_url(re.compile(r"/runs/\d+/$"))
+        try:
+            expect(page.locator('#run-body[data-live="0"]')).to_be_attached(timeout=RUN_TIMEOUT_MS)
+        except AssertionError as exc:
+            raise AssertionError(f"the run page did not reach the end\n{worker_log(tmp_path)}") from exc
+
+    cells = page.locator("#matrix-table td[data-cell]")
+    expect(cells).to_have_count(2 * len(drafts))
+    expect(page.locator("#matrix-table td.cell-passed")).to_have_count(2 * len(drafts))
+    run = Run.objects.get(suite=suite)
+    assert (run.status, run.total, run.done) == (Run.Status.PASSED, 2 * len(drafts), 2 * len(drafts))
+    assert set(run.results.values_list("model", "status")) == {(CAREFUL, "passed"), (HASTY, "passed")}
     context.close()
