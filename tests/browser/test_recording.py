@@ -15,6 +15,7 @@ from agenthost.models import Conversation
 from agenthost.services import conversation_start
 from cases.models import Case
 from runs.models import Run
+from tests.browser.test_review_pages import assert_fits
 from tests.browser.test_run_pages import (
     CAREFUL,
     HASTY,
@@ -108,12 +109,14 @@ def test_it_gives_a_member_no_record_button_and_a_403(sign_in, demo):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("width", [1366, 800])
 def test_it_records_every_demo_conversation_and_the_drafts_pass_on_both_simulated_models(
-    sign_in, run_queue, demo, tmp_path  # noqa: F811
+    sign_in, run_queue, demo, tmp_path, width  # noqa: F811
 ):
     """Issue 16's Done-when, as a new user would do it: Record as draft on each demo conversation (played on
     sim-careful), Enable selected, then a run on both simulated models by a real worker — every cell Passed."""
     context, page = sign_in(*ADMIN)
+    page.set_viewport_size({"width": width, "height": 900})
     conversations = demo["conversations"]
     for title in conversations:
         page.goto("/conversations/")
@@ -145,6 +148,7 @@ def test_it_records_every_demo_conversation_and_the_drafts_pass_on_both_simulate
     cells = page.locator("#matrix-table td[data-cell]")
     expect(cells).to_have_count(2 * len(drafts))
     expect(page.locator("#matrix-table td.cell-passed")).to_have_count(2 * len(drafts))
+    assert_fits(page, "the recorded suite's run page")
     run = Run.objects.get(suite=suite)
     assert (run.status, run.total, run.done) == (Run.Status.PASSED, 2 * len(drafts), 2 * len(drafts))
     assert set(run.results.values_list("model", "status")) == {(CAREFUL, "passed"), (HASTY, "passed")}
