@@ -544,19 +544,16 @@ class _Rules:
             for key, value in source.items()
             if _ID_FIELD.search(key) and value not in (None, "")
         ]
-        if not self.careful:
-            return _find_id([self.view.user_text]) or next(iter(used), None)
-        return (
-            _find_id([self.view.user_text])
-            or next(iter(used), None)
-            or _find_id([*self.view.earlier_user_texts, self.view.system_text])
-        )
+        found = _find_id([self.view.user_text]) or next(iter(used), None)
+        if found or not self.careful:
+            return found
+        return _find_id([*self.view.earlier_user_texts, self.view.system_text])
 
     def _email(self) -> str | None:
-        results = [call.result or "" for call in self.mine]
-        if not self.careful:
-            return _find_email([self.view.user_text, *results])
-        return _find_email([self.view.user_text, *results, self.view.system_text, *self.view.earlier_user_texts])
+        texts = [self.view.user_text, *(call.result or "" for call in self.mine)]
+        if self.careful:
+            texts += [self.view.system_text, *self.view.earlier_user_texts]
+        return _find_email(texts)
 
     def _call(self, name: str) -> Decision:
         schema = self.view.tools[name].get("parameters") or {}

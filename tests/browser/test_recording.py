@@ -15,13 +15,11 @@ from agenthost.models import Conversation
 from agenthost.services import conversation_start
 from cases.models import Case
 from runs.models import Run
-from tests.browser.test_review_pages import assert_fits
+from tests.browser.test_review_pages import assert_fits, wait_until_finished
 from tests.browser.test_run_pages import (
     CAREFUL,
     HASTY,
-    RUN_TIMEOUT_MS,
     run_queue,  # noqa: F401 — a fixture
-    worker_log,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -140,10 +138,7 @@ def test_it_records_every_demo_conversation_and_the_drafts_pass_on_both_simulate
         page.get_by_label(HASTY).check()
         page.get_by_role("button", name="Start run").click()
         page.wait_for_url(re.compile(r"/runs/\d+/$"))
-        try:
-            expect(page.locator('#run-body[data-live="0"]')).to_be_attached(timeout=RUN_TIMEOUT_MS)
-        except AssertionError as exc:
-            raise AssertionError(f"the run page did not reach the end\n{worker_log(tmp_path)}") from exc
+        wait_until_finished(page, tmp_path)
 
     cells = page.locator("#matrix-table td[data-cell]")
     expect(cells).to_have_count(2 * len(drafts))

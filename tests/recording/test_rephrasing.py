@@ -155,9 +155,9 @@ def test_it_puts_the_cancellations_state_on_the_cancel_mock_not_the_email_mock(d
 
 
 def test_it_runs_the_recorded_demo_cases_green_on_both_simulated_models(demo_agents, admin_user):
-    """The reproduction: recorded from sim-careful, the demo cancellation failed on the second model only because its
-    mocks and toolCalled assertions held sim-careful's wording. sim-hasty makes the same calls on these conversations
-    but words its cancellation email its own way; the recorded cases pass on both."""
+    """Issue 16's Done-when: recorded from sim-careful, every demo conversation's case passes on both simulated models.
+    sim-hasty makes the same calls there, as the demo agents' instructions ask, but words its cancellation email its
+    own way; the mock recorded from sim-careful's email still answers it."""
     conversations = [result.conversation for result in demo_conversations_create(owner=admin_user)]
     cases = [recording_create(conversation=conversation).cases[0] for conversation in conversations]
     mail.outbox.clear()
