@@ -13,7 +13,7 @@ from agenthost.loading import load_agent
 from agenthost.loop import turn_run
 from agenthost.models import Agent, Message
 from agenthost.rules import invoke
-from agenthost.session import ConversationSession, release_claim
+from agenthost.session import ConversationSession, SessionCheckpoint, release_claim
 from agenthost.turns import ConversationError, InvalidInput, TurnResult
 
 # The turn number of what happens before the first user turn (start-up rules).
@@ -75,7 +75,10 @@ class HeldConversation:
 
     def __init__(self, session: ConversationSession) -> None:
         self._session = session
+        # Saved and committed: no longer held.
         self._saved = False
+        # Where the session stood before a save whose transaction has not committed (see save).
+        self._unsettled: SessionCheckpoint | None = None
         self.conversation = session.conversation
 
     def send(self, text: str) -> TurnResult:
@@ -91,7 +94,7 @@ class HeldConversation:
         return run_invoke(self._session, name, arguments, record=record, flush=False)
 
     def _check_open(self) -> None:
-        if self._saved:
+        if self._saved or self._unsettled is not None:
             # Its claim was given back with the save: a turn now would run unclaimed.
             raise ConversationError(f"conversation {self.conversation.pk} was saved and is no longer held")
 
@@ -110,15 +113,28 @@ class HeldConversation:
 
     def save(self) -> None:
         """Write what the conversation's turns did and give its claim back; the conversation is no longer held
-        (a second save does nothing)."""
+        once that is committed (a second save does nothing).
+
+        Inside a caller's transaction (a run stores the conversation with its result) nothing changes here until
+        that transaction commits: if it rolls back instead (a transient database error), the held conversation is
+        as it was before the save, and a save in the caller's retry writes everything again."""
         if self._saved:
             return
         session = self._session
+        if self._unsettled is not None:
+            # An earlier save's transaction rolled back: its rows are gone, and the session goes back to match.
+            session.restore(self._unsettled)
+        self._unsettled = session.checkpoint()
         try:
             session.flush(release=True)
-            self._saved = True
         finally:
             if session.claim is not None and not transaction.get_connection().in_atomic_block:
                 # The flush failed before it gave the claim back; inside the caller's transaction the release would
                 # be rolled back with it, so it is left to the claim's expiry.
                 release_claim(session.conversation.pk, session.claim)
+        # At once when no transaction is open (the flush committed its own).
+        transaction.on_commit(self._settle)
+
+    def _settle(self) -> None:
+        self._saved = True
+        self._unsettled = None

@@ -10,6 +10,7 @@ import hashlib
 import hmac
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -96,6 +97,21 @@ def claimed_session(conversation: Conversation) -> Iterator[ConversationSession]
         if session is None or session.claim is not None:
             # The session's claim, renewed as the turn went; a lost one matches nothing and is left to its holder.
             release_claim(conversation.pk, claim if session is None else session.claim)
+
+
+@dataclass(frozen=True)
+class SessionCheckpoint:
+    """What a session held in memory at one moment — see ConversationSession.checkpoint."""
+
+    first_seq: int
+    next_seq: int
+    first_turn: int
+    claim: datetime | None
+    stored: int | None
+    messages: tuple[tuple[Message, int, int], ...]
+    changes: tuple[tuple[StateChange, int | None], ...]
+    fields: dict[str, Any]
+    conversation: dict[str, Any]
 
 
 class ConversationSession:
@@ -250,6 +266,43 @@ class ConversationSession:
         self.next_seq = message_count
         return {**others, "turn_count": turn_count} if new_turn else others
 
+    def checkpoint(self) -> SessionCheckpoint:
+        """What this session holds in memory now, for `restore`: a flush inside a caller's transaction changes it
+        before that transaction commits, and a rollback undoes the rows but not the memory."""
+        conversation = self.conversation
+        return SessionCheckpoint(
+            first_seq=self.first_seq,
+            next_seq=self.next_seq,
+            first_turn=self.first_turn,
+            claim=self.claim,
+            stored=None if self._stored is None else len(self._stored),
+            messages=tuple((message, message.seq, message.turn) for message in self._messages),
+            changes=tuple((change, change.message_id) for change in self._changes),
+            fields=dict(self._fields),
+            conversation={f.attname: getattr(conversation, f.attname) for f in conversation._meta.concrete_fields},
+        )
+
+    def restore(self, checkpoint: SessionCheckpoint) -> None:
+        """Back to `checkpoint`, as if no flush had happened since: its messages and state changes unwritten again
+        (numbered as they were, without the ids of rows that were rolled back), the claim and the conversation's
+        fields as they were."""
+        self.first_seq, self.next_seq = checkpoint.first_seq, checkpoint.next_seq
+        self.first_turn, self.claim = checkpoint.first_turn, checkpoint.claim
+        if self._stored is not None:
+            self._stored = None if checkpoint.stored is None else self._stored[: checkpoint.stored]
+        self._messages = []
+        for message, seq, turn in checkpoint.messages:
+            message.seq, message.turn = seq, turn
+            self._messages.append(_unwritten(message))
+        self._changes = []
+        for change, message_id in checkpoint.changes:
+            # Set by the rolled-back insert to its message's id then; read from the message again when inserted.
+            change.message_id = message_id
+            self._changes.append(_unwritten(change))
+        self._fields = dict(checkpoint.fields)
+        for attname, value in checkpoint.conversation.items():
+            setattr(self.conversation, attname, value)
+
     def known_agents(self) -> list[Agent]:
         """The agents this session has read: the entry agent and those it looked up by name."""
         return [self.entry_agent, *(agent for agent in self._agents.values() if agent is not None)]
@@ -259,3 +312,10 @@ class ConversationSession:
             self._agents[name] = Agent.objects.filter(name=name).first()
         return self._agents[name]
 
+
+def _unwritten(row: Any) -> Any:
+    """A model instance whose INSERT was rolled back: without the id it was given, so it is inserted anew."""
+    row.pk = None
+    row._state.adding = True
+    row._state.db = None
+    return row

@@ -23,7 +23,6 @@ from runs.durability import relaxed_commit
 from runs.leases import Lease, LeaseLost
 from runs.models import CaseResult, Recording, Run
 from runs.planning import model_config, pending_pairs, run_suite_plan
-from runs.recordings import recording_save
 from runs.replay import Recorder, Replayer, Tape
 from runs.results import reconnecting, result_store, results_cancel_remaining, run_finish, run_verdict
 from runs.runner import ERROR, CaseExecution, CasePlan, CaseWorker, SuitePlan, execute_case
@@ -73,36 +72,33 @@ def run_execute_held(*, lease: Lease) -> Run:
     # Finished pairs, their spend counted, whose result is not written yet: written before the next pair starts.
     collected: list[tuple[CasePlan, ModelConfig, int, int, CaseExecution, list[dict[str, Any]] | None]] = []
 
-    def collect_finished(*, room_for: int) -> None:
-        """Count the spend of every finished pair and set it aside to be written, waiting until fewer than
-        `room_for` are in flight."""
-        while in_flight:
-            finished = [future for future in in_flight if future.done()]
-            if not finished:
-                if len(in_flight) < room_for:
-                    return
-                wait(in_flight, return_when=FIRST_COMPLETED)
-                continue
-            for future in sorted(finished, key=lambda f: in_flight[f][3]):
-                plan, model, trial, at = in_flight.pop(future)
-                execution, recorded = future.result()
-                collected.append((plan, model, trial, at, execution, recorded))
-                if not replaying:
-                    # A replay spends nothing: its recorded tokens count against no budget.
-                    spent.add(
-                        execution.usage.total_tokens + execution.judge_usage.total_tokens,
-                        Decimal(execution.cost or 0) + Decimal(execution.judge_cost or 0),
-                    )
+    def collect_finished() -> None:
+        """Count the spend of every pair finished by now and set it aside to be written; waits for none."""
+        for future in sorted((f for f in in_flight if f.done()), key=lambda f: in_flight[f][3]):
+            plan, model, trial, at = in_flight.pop(future)
+            execution, recorded = future.result()
+            collected.append((plan, model, trial, at, execution, recorded))
+            if not replaying:
+                # A replay spends nothing: its recorded tokens count against no budget.
+                spent.add(
+                    execution.usage.total_tokens + execution.judge_usage.total_tokens,
+                    Decimal(execution.cost or 0) + Decimal(execution.judge_cost or 0),
+                )
+
+    def wait_for_room(*, room_for: int) -> None:
+        """Collect finished pairs until fewer than `room_for` are in flight."""
+        collect_finished()
+        while len(in_flight) >= room_for:
+            wait(in_flight, return_when=FIRST_COMPLETED)
+            collect_finished()
 
     def write_collected(*, current: str | None = None) -> bool:
-        """Write the collected results in run order, each (with its conversation and recording) as it was; the
+        """Write the collected results in run order, each with its conversation and recording; the
         last also announces `current` unless a cancel was asked. Returns whether it announced it."""
         nonlocal stored
         announced = False
         while collected:
             plan, model, trial, at, execution, recorded = collected[0]
-            if recorded is not None:
-                recording_save(case_id=plan.id, model=model.key, entries=recorded, run=run)
             announced = reconnecting(
                 result_store,
                 run=run,
@@ -112,6 +108,7 @@ def run_execute_held(*, lease: Lease) -> Run:
                 trial=trial,
                 position=at,
                 execution=execution,
+                recorded=recorded,
                 current=current if len(collected) == 1 else None,
             )
             collected.pop(0)
@@ -121,14 +118,19 @@ def run_execute_held(*, lease: Lease) -> Run:
         return announced
 
     def store_finished(*, room_for: int) -> None:
-        """Write every finished pair, waiting until fewer than `room_for` are in flight."""
-        collect_finished(room_for=room_for)
-        write_collected()
+        """Write each pair as it finishes — a fast one is never held back by a slow one beside it — until fewer
+        than `room_for` are in flight."""
+        while True:
+            collect_finished()
+            write_collected()
+            if len(in_flight) < room_for:
+                return
+            wait(in_flight, return_when=FIRST_COMPLETED)
 
     try:
         for plan, model, trial in pending:
             # Whatever finished is counted, and then stored, before anything new starts.
-            collect_finished(room_for=concurrency)
+            wait_for_room(room_for=concurrency)
             lease.check()
             over = spent.exhausted(run)
             if over:

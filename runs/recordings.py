@@ -43,8 +43,10 @@ class RecordingFilesRejected(Exception):
         self.problems = problems
 
 
+@transaction.atomic
 def recording_save(*, case_id: int, model: str, entries: list[dict[str, Any]], run: Run | None = None) -> Recording:
-    """Keep (or replace) the recording of a case on a model."""
+    """Keep (or replace) the recording of a case on a model. A run saves it with the case's result (result_store),
+    in the transaction that checks the run's lease."""
     recording, _ = Recording.objects.update_or_create(
         case_id=case_id,
         model=model,

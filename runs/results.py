@@ -13,6 +13,7 @@ from django.utils import timezone
 from agenthost.seams import Conversation, ConversationGone, conversation_messages, redact, redact_text
 from runs.leases import Lease, LeaseLost
 from runs.models import CaseResult, Run, RunLock
+from runs.recordings import recording_save
 from runs.runner import CaseExecution, CasePlan, note_conversation_gone
 
 # The Run counter each result status adds to.
@@ -36,11 +37,12 @@ def result_store(
     trial: int,
     position: int,
     execution: CaseExecution,
+    recorded: list[dict[str, Any]] | None = None,
     current: str | None = None,
 ) -> bool:
-    """Store a finished pair's result with its test conversation, in one transaction. With `current` (what the run
-    loop starts next) the same statement announces it unless a cancel was asked; returns whether it did (False:
-    the cancel came, and nothing more may start)."""
+    """Store a finished pair's result with its test conversation and, in record mode, the model traffic it
+    `recorded`, in one transaction. With `current` (what the run loop starts next) the same statement announces it
+    unless a cancel was asked; returns whether it did (False: the cancel came, and nothing more may start)."""
     counter = COUNTER[execution.status]
     # First, and conditional on the lease: on PostgreSQL this locks the run row, so a result is only ever written
     # by the executor holding the run.
@@ -49,6 +51,10 @@ def result_store(
     )
     if not announced and not lease.held().update(**{counter: F(counter) + 1}):
         raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
+    if recorded is not None:
+        # Under the lease, with the result: an executor that lost its run must not replace the recording of the
+        # executor that resumed it, nor leave one behind a run that kept no result of it.
+        recording_save(case_id=plan.id, model=model_key, entries=recorded, run=run)
     held = execution.conversation
     if held is not None:
         # The case's conversation is written with its result: one commit, and neither survives a crash without the

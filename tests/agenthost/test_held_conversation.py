@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from agenthost.llm.scripted import Answer, Call
@@ -121,3 +122,31 @@ def test_it_writes_its_turns_after_a_turn_that_took_an_expired_claim_over_number
     assert (conversation.turn_count, conversation.message_count) == (3, 15)
     # The other turn gave its claim back; the held one's release, no longer its to give, changed nothing.
     assert conversation.turn_claimed_until is None
+
+
+def test_it_is_as_it_was_after_the_transaction_of_its_save_rolls_back_and_a_second_save_writes_it_all(agent):
+    held = conversation_open(agent=agent)
+    held.send("first held turn")
+    # Its claim ran out and another turn took the conversation over, so the save numbers its turn after that one.
+    Conversation.objects.filter(pk=held.conversation.pk).update(
+        turn_claimed_until=timezone.now() - timedelta(seconds=1)
+    )
+    conversation_send(conversation=Conversation.objects.get(pk=held.conversation.pk), text="other turn")
+
+    with pytest.raises(RuntimeError, match="the caller's transaction failed"), transaction.atomic():
+        held.save()
+        raise RuntimeError("the caller's transaction failed")
+
+    assert [(turn, role) for _, turn, role in stored(held.conversation) if role == "user"] == [(0, "user")]
+    held.save()
+
+    conversation = Conversation.objects.get(pk=held.conversation.pk)
+    users = list(
+        Message.objects.filter(conversation=conversation, role="user").order_by("seq").values_list("turn", "content")
+    )
+    assert users == [(0, "other turn"), (1, "first held turn")]
+    assert [seq for seq, _, _ in stored(conversation)] == list(range(10))
+    assert (conversation.turn_count, conversation.message_count) == (2, 10)
+    # Its own messages, as written (the other turn's were never read into it).
+    assert [(m.seq, m.turn) for m in held.messages()] == [(seq, turn) for seq, turn, _ in stored(conversation)][5:]
+    assert len(StateChange.objects.filter(conversation=conversation)) == 4

@@ -1,0 +1,187 @@
+"""What a run stores of a finished case survives what happens while it is stored: a transient database error under
+the result's transaction (the retry writes the test conversation whole), an executor that lost its lease (no
+recording is left behind) and a model answer with an absurd usage figure (bounded and reported, never fatal)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.backends.signals import connection_created
+from django.utils import timezone
+
+from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent, Conversation, Message
+from agenthost.testing.openai_stub import OpenAIStub
+from cases.models import Assertion, Case, Mock, Suite, Turn
+from runs.leases import run_sweep_expired
+from runs.models import CaseResult, Recording, Run
+from runs.services import run_create, run_execute
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LOOKUP = Answer(tool_calls=[Call("lookup_order", {"order_id": "1042"})])
+INT_MAX = 2**31 - 1
+
+
+def desk_suite(provider: str, model: str, *, cases: int = 1, name: str = "desk") -> Suite:
+    agent = Agent.objects.create(
+        name=f"{name}-agent", instruction="Help with orders.", provider=provider, model=model,
+        functions=[{"name": "lookup_order"}],
+    )
+    suite = Suite.objects.create(name=name, agent=agent, case_timeout_seconds=30)
+    for index in range(cases):
+        case = Case.objects.create(suite=suite, name=f"case {index}")
+        turn = Turn.objects.create(case=case, user_message=f"Where is order {1042 + index}?")
+        Mock.objects.create(case=case, function_name="lookup_order", result='{"status": "shipped"}')
+        Assertion.objects.create(case=case, turn=turn, type="toolCalled", params={"function": "lookup_order"})
+    return suite
+
+
+def looks_up_then_answers(request: Any) -> Answer | str:
+    return "It has shipped." if request.messages[-1]["role"] == "tool" else LOOKUP
+
+
+# --- A transient error while the result is stored -----------------------------------------------------------------
+
+
+@pytest.fixture
+def result_insert_fails_once() -> Iterator[dict[str, int]]:
+    """The first INSERT of a case result fails with a transient error raised by the database itself (a trigger):
+    on PostgreSQL a serialization failure (SQLSTATE 40001), on SQLite an error from a SQL function the trigger calls.
+    Either way the whole result transaction rolls back, as a real blip would. Yields how often the trigger fired."""
+    fired = {"count": 0}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE SEQUENCE agenttest_fault_seq")
+            cursor.execute(
+                """
+                CREATE FUNCTION agenttest_fault() RETURNS trigger AS $$
+                BEGIN
+                    -- A sequence is not transactional: the rollback of the failed insert does not undo the count.
+                    IF nextval('agenttest_fault_seq') = 1 THEN
+                        RAISE EXCEPTION 'injected transient failure' USING ERRCODE = '40001';
+                    END IF;
+                    RETURN NEW;
+                END $$ LANGUAGE plpgsql
+                """
+            )
+            cursor.execute(
+                "CREATE TRIGGER agenttest_fault BEFORE INSERT ON runs_caseresult "
+                "FOR EACH ROW EXECUTE FUNCTION agenttest_fault()"
+            )
+        yield fired
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT last_value, is_called FROM agenttest_fault_seq")
+            last_value, is_called = cursor.fetchone()
+            fired["count"] = last_value if is_called else 0
+            cursor.execute("DROP TRIGGER agenttest_fault ON runs_caseresult")
+            cursor.execute("DROP FUNCTION agenttest_fault()")
+            cursor.execute("DROP SEQUENCE agenttest_fault_seq")
+        assert fired["count"] >= 2, "the injected fault never fired, or the result was never written again"
+        return
+
+    def fault() -> int:
+        fired["count"] += 1
+        if fired["count"] == 1:
+            raise RuntimeError("injected transient failure")
+        return 0
+
+    def register(connection: Any, **kwargs: Any) -> None:
+        if connection.vendor == "sqlite":
+            connection.connection.create_function("agenttest_fault", 0, fault)
+
+    # Every connection that may compile the INSERT needs the function: the one open now and any reconnection.
+    connection_created.connect(register)
+    connection.ensure_connection()
+    register(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TRIGGER agenttest_fault BEFORE INSERT ON runs_caseresult BEGIN SELECT agenttest_fault(); END"
+        )
+    yield fired
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TRIGGER agenttest_fault")
+    connection_created.disconnect(register)
+    assert fired["count"] >= 2, "the injected fault never fired, or the result was never written again"
+
+
+def test_it_writes_the_whole_test_conversation_when_storing_the_result_is_retried_after_a_transient_error(
+    scripted_model, result_insert_fails_once
+):
+    scripted_model.respond_with(looks_up_then_answers)
+    suite = desk_suite("scripted", "scripted")
+    run = run_create(suite=suite, model_keys=[scripted_model.key])
+
+    run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.PASSED, run.reason
+    result = CaseResult.objects.get(run=run)
+    conversation = Conversation.objects.get(pk=result.conversation_id)
+    stored = list(Message.objects.filter(conversation=conversation).order_by("seq").values_list("seq", "role"))
+    assert stored == [(m["seq"], m["role"]) for m in result.transcript]
+    assert [role for _, role in stored] == ["user", "assistant", "tool_call", "tool_result", "assistant"]
+    assert [seq for seq, _ in stored] == list(range(5))
+    assert (conversation.message_count, conversation.turn_count) == (5, 1)
+    assert conversation.turn_claimed_until is None, "the test conversation is still claimed after its run ended"
+
+
+# --- A lost lease ---------------------------------------------------------------------------------------------------
+
+
+def stub_provider(base_url: str) -> dict[str, Any]:
+    return {
+        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": 10.0, "max_retries": 0,
+        "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}],
+    }
+
+
+@pytest.fixture
+def stub(settings) -> Iterator[OpenAIStub]:
+    # A lease long enough that its heartbeat never renews it while a test takes it away.
+    settings.AGENTTEST_RUN_LEASE_SECONDS = 600
+    with OpenAIStub() as server:
+        settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": stub_provider(server.base_url)}
+        yield server
+
+
+def sweep_while_answering(run_id: int) -> Any:
+    """Answer as the order desk model does, but first let the run's lease run out and sweep it — as a worker does
+    when the executor stalled past its lease — so the executor finishes the case without holding its run."""
+
+    def reply(body: dict[str, Any]) -> Answer | str:
+        if body["messages"][-1]["role"] == "tool":
+            return "It has shipped."
+        try:
+            Run.objects.filter(pk=run_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+            assert run_sweep_expired() == [run_id]
+        finally:
+            connection.close()
+        return LOOKUP
+
+    return reply
+
+
+def test_it_writes_no_recording_for_a_case_whose_executor_lost_the_run_and_keeps_the_recording_before(stub):
+    suite = desk_suite("stub", "gpt-4o-mini")
+    case = suite.cases.get()
+    stub.respond_with(lambda body: "It has shipped." if body["messages"][-1]["role"] == "tool" else LOOKUP)
+    first = run_create(suite=suite, model_keys=["stub:gpt-4o-mini"], mode=Run.Mode.RECORD)
+    run_execute(run_id=first.pk)
+    kept = Recording.objects.get(case=case)
+    assert kept.run_id == first.pk
+
+    second = run_create(suite=suite, model_keys=["stub:gpt-4o-mini"], mode=Run.Mode.RECORD)
+    stub.respond_with(sweep_while_answering(second.pk))
+    run_execute(run_id=second.pk)
+
+    second.refresh_from_db()
+    assert second.status == Run.Status.ERROR
+    assert second.reason.endswith("0 of 1 results were kept"), second.reason
+    assert not CaseResult.objects.filter(run=second).exists()
+    recording = Recording.objects.get(case=case)
+    assert (recording.run_id, recording.entries, recording.updated_at) == (first.pk, kept.entries, kept.updated_at)
