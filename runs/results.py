@@ -4,6 +4,7 @@ write conditional on the executor's lease, so an executor that lost its run writ
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -18,6 +19,17 @@ from runs.runner import CaseExecution, CasePlan, note_conversation_gone
 
 # The Run counter each result status adds to.
 COUNTER = {"passed": "passed", "failed": "failed", "error": "errored", "cancelled": "cancelled"}
+# What a result's columns hold: token counts below 2**31, costs of 14 digits with 8 decimals.
+MAX_RESULT_TOKENS = 2**31 - 1
+MAX_RESULT_COST = Decimal("999999.99999999")
+_TOKEN_FIGURES = (
+    ("input_tokens", "usage", "input_tokens", "input tokens"),
+    ("output_tokens", "usage", "output_tokens", "output tokens"),
+    ("cached_input_tokens", "usage", "cached_input_tokens", "cached input tokens"),
+    ("reasoning_tokens", "usage", "reasoning_tokens", "reasoning tokens"),
+    ("judge_input_tokens", "judge_usage", "input_tokens", "judge input tokens"),
+    ("judge_output_tokens", "judge_usage", "output_tokens", "judge output tokens"),
+)
 
 
 def result_counts(*, run: Run) -> dict[str, int]:
@@ -87,6 +99,13 @@ def result_store(
         }
         for m in messages
     ]
+    figures, beyond = _storable_figures(execution)
+    reason = execution.reason
+    if beyond:
+        note = (
+            f"this result used more than it can hold ({', '.join(beyond)}); it is stored as the most it holds"
+        )
+        reason = f"{reason}; {note}" if reason else note
     CaseResult.objects.create(
         run=run,
         case_id=plan.id,
@@ -96,18 +115,11 @@ def result_store(
         trial=trial,
         position=position,
         status=execution.status,
-        reason=redact_text(execution.reason),
+        reason=redact_text(reason),
         conversation_id=execution.conversation_id,
         duration_ms=execution.duration_ms,
         model_latency_ms=execution.model_latency_ms,
-        input_tokens=execution.usage.input_tokens,
-        output_tokens=execution.usage.output_tokens,
-        cached_input_tokens=min(execution.usage.cached_input_tokens, 2**31 - 1),
-        reasoning_tokens=min(execution.usage.reasoning_tokens, 2**31 - 1),
-        cost=execution.cost,
-        judge_input_tokens=execution.judge_usage.input_tokens,
-        judge_output_tokens=execution.judge_usage.output_tokens,
-        judge_cost=execution.judge_cost,
+        **figures,
         # Messages were redacted when written; what the harness observed itself (arguments as the model sent
         # them, assertion evidence) is redacted here, before it is stored.
         transcript=transcript,
@@ -116,6 +128,24 @@ def result_store(
         final_state=redact(execution.final_state),
     )
     return announced
+
+
+def _storable_figures(execution: CaseExecution) -> tuple[dict[str, Any], list[str]]:
+    """The result's token counts and costs as its columns can hold them, and each one that was more (a sum of many
+    answers, each within its own bound, or their price) — a figure must never fail the write of a finished result."""
+    figures: dict[str, Any] = {}
+    beyond: list[str] = []
+    for column, usage, name, label in _TOKEN_FIGURES:
+        value = getattr(getattr(execution, usage), name)
+        figures[column] = min(value, MAX_RESULT_TOKENS)
+        if value > MAX_RESULT_TOKENS:
+            beyond.append(f"{label} {value}")
+    for column, label in (("cost", "cost"), ("judge_cost", "judge cost")):
+        value = Decimal(getattr(execution, column) or 0)
+        figures[column] = min(value, MAX_RESULT_COST)
+        if value > MAX_RESULT_COST:
+            beyond.append(f"{label} ${value:f}")
+    return figures, beyond
 
 
 @transaction.atomic

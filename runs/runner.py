@@ -256,9 +256,9 @@ def execute_case(
     if tape is not None and tape.failure:
         # The replay could not go on (stale, exhausted, unreadable): whatever the loop made of it, that is the news.
         execution.status, execution.reason = ERROR, tape.failure
-    note = session.rate_limit_note()
-    if note:
-        execution.reason = f"{execution.reason}; {note}" if execution.reason else note
+    for note in (session.rate_limit_note(), session.answer_note()):
+        if note:
+            execution.reason = f"{execution.reason}; {note}" if execution.reason else note
     usage, latency_ms, judge_usage = session.totals()
     spent = tape is None or tape.spends
     execution.usage, execution.model_latency_ms, execution.judge_usage = usage, latency_ms, judge_usage

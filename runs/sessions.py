@@ -128,6 +128,8 @@ class CaseSession:
     # The waits for rate limits once the provider's own retries were spent: how many, and how long in all.
     rate_limit_waits: int = 0
     rate_limit_wait_seconds: float = 0.0
+    # What the provider layer bounded in the answers (ModelResponse.notes): absurd figures, reported on the result.
+    answer_notes: list[str] = field(default_factory=list)
     _calls_per_function: dict[str, int] = field(default_factory=dict)
     _canary_open: bool = True
     _expired: threading.Event = field(default_factory=threading.Event)
@@ -186,6 +188,9 @@ class CaseSession:
                     raise
                 attempt += 1
         with self._lock:
+            if response.notes:
+                whose = "the judge" if judge else f"the model {request.model}"
+                self.answer_notes.append(f"{whose} reported {', '.join(response.notes)}")
             if judge:
                 self.judge_usage = self.judge_usage + response.usage
             else:
@@ -225,6 +230,18 @@ class CaseSession:
         return (
             f"waited {seconds:.1f} s for rate limits ({waits} time{'s' if waits != 1 else ''} after HTTP 429 outlasted "
             "the provider's retries)"
+        )
+
+    def answer_note(self) -> str:
+        """The absurd figures the case's answers reported, as they were bounded, for its result; "" when none."""
+        with self._lock:
+            notes = list(dict.fromkeys(self.answer_notes))
+        if not notes:
+            return ""
+        shown = "; ".join(notes[:3]) + (f"; and {len(notes) - 3} more" if len(notes) > 3 else "")
+        return (
+            f"the endpoint reported absurd usage in {len(self.answer_notes)} answer(s): {shown} — this result's "
+            "tokens, cost and latency count the bound, not what the endpoint said; check its usage reporting"
         )
 
     def throttled(self, call: Callable[[], ModelResponse], *, provider: str = "") -> ModelResponse:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 
@@ -47,6 +47,20 @@ class Usage:
         )
 
 
+# The most one model answer may say it used of any kind of token, and the longest it may say it took. Token counts are
+# stored in columns that hold less than 2**31 (replayed answers are held to the same bound), and no endpoint spends
+# that many on one answer: a figure beyond is absurd. It is counted as the bound and said (ModelResponse.notes),
+# never allowed to fail a write.
+MAX_ANSWER_TOKENS = 2**31 - 1
+MAX_ANSWER_LATENCY_MS = 24 * 3600 * 1000.0
+_USAGE_FIGURES = (
+    ("input_tokens", "prompt tokens"),
+    ("output_tokens", "completion tokens"),
+    ("cached_input_tokens", "cached prompt tokens"),
+    ("reasoning_tokens", "reasoning tokens"),
+)
+
+
 @dataclass
 class ModelRequest:
     model: str
@@ -74,6 +88,30 @@ class ModelResponse:
     model: str = ""
     # The model declined to answer (the OpenAI API's `refusal`): the answer is the refusal, not `text`.
     refusal: str = ""
+    # What was wrong with the answer's figures without making it unusable (an absurd usage, bounded), for whoever
+    # reads the result; never part of the answer itself.
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # Every answer is built here, whichever provider made it: the one place a figure from an endpoint enters.
+        # What is not a number at all is left for response_problem to refuse.
+        usage = self.usage
+        if isinstance(usage, Usage):
+            bounded = {}
+            for name, label in _USAGE_FIGURES:
+                value = getattr(usage, name)
+                if isinstance(value, int) and not isinstance(value, bool) and value > MAX_ANSWER_TOKENS:
+                    bounded[name] = MAX_ANSWER_TOKENS
+                    self.notes.append(f"{label} {value} (counted as {MAX_ANSWER_TOKENS})")
+            if bounded:
+                self.usage = replace(usage, **bounded)
+        latency = self.latency_ms
+        if (
+            isinstance(latency, int | float) and not isinstance(latency, bool) and math.isfinite(latency)
+            and latency > MAX_ANSWER_LATENCY_MS
+        ):
+            self.latency_ms = MAX_ANSWER_LATENCY_MS
+            self.notes.append(f"a latency of {latency:g} ms (counted as {MAX_ANSWER_LATENCY_MS:g} ms)")
 
     def as_dict(self) -> dict[str, Any]:
         return {

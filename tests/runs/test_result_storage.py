@@ -6,13 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.db import connection
 from django.db.backends.signals import connection_created
+from django.urls import reverse
 from django.utils import timezone
+from hypothesis import given
+from hypothesis import strategies as st
 
+from agenthost.llm.base import MAX_ANSWER_LATENCY_MS, MAX_ANSWER_TOKENS, ModelResponse, Usage
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Conversation, Message
 from agenthost.testing.openai_stub import OpenAIStub
@@ -136,7 +141,11 @@ def test_it_writes_the_whole_test_conversation_when_storing_the_result_is_retrie
 def stub_provider(base_url: str) -> dict[str, Any]:
     return {
         "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": 10.0, "max_retries": 0,
-        "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}],
+        "models": [
+            {"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""},
+            # Priced as the dearest models are: a bounded absurd answer still costs more than a result holds.
+            {"name": "pricey-model", "input_price": 150.0, "output_price": 600.0, "label": ""},
+        ],
     }
 
 
@@ -185,3 +194,75 @@ def test_it_writes_no_recording_for_a_case_whose_executor_lost_the_run_and_keeps
     assert not CaseResult.objects.filter(run=second).exists()
     recording = Recording.objects.get(case=case)
     assert (recording.run_id, recording.entries, recording.updated_at) == (first.pk, kept.entries, kept.updated_at)
+
+
+# --- An absurd usage figure from an endpoint -------------------------------------------------------------------------
+
+
+ABSURD = Usage(
+    input_tokens=5_000_000_000, output_tokens=3_000_000_000, cached_input_tokens=4_000_000_000,
+    reasoning_tokens=2_500_000_000,
+)
+
+
+def test_it_bounds_an_absurd_usage_from_an_endpoint_reports_it_on_the_result_and_keeps_every_result(
+    stub, admin_client
+):
+    def reply(body: dict[str, Any]) -> Answer:
+        # The case asking about order 1042 gets answers that claim billions of tokens; the others, ordinary ones.
+        asked = next(message["content"] for message in body["messages"] if message["role"] == "user")
+        usage = ABSURD if "1042" in asked else None
+        if body["messages"][-1]["role"] == "tool":
+            return Answer("It has shipped.", usage=usage)
+        return Answer(tool_calls=LOOKUP.tool_calls, usage=usage)
+
+    stub.respond_with(reply)
+    suite = desk_suite("stub", "pricey-model", cases=3)
+    run = run_create(suite=suite, model_keys=["stub:pricey-model"])
+
+    run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert (run.status, run.reason) == (Run.Status.PASSED, "all 3 results passed")
+    absurd, *ordinary = CaseResult.objects.filter(run=run).order_by("case_name")
+    assert absurd.case_name == "case 0" and absurd.status == CaseResult.Status.PASSED
+    assert (absurd.input_tokens, absurd.output_tokens, absurd.cached_input_tokens, absurd.reasoning_tokens) == (
+        INT_MAX, INT_MAX, INT_MAX, INT_MAX
+    )
+    assert absurd.cost == Decimal("999999.99999999")
+    assert absurd.reason.startswith(
+        "the endpoint reported absurd usage in 2 answer(s): the model pricey-model reported prompt tokens 5000000000 "
+        f"(counted as {INT_MAX}), completion tokens 3000000000 (counted as {INT_MAX}), cached prompt tokens "
+        f"4000000000 (counted as {INT_MAX}), reasoning tokens 2500000000 (counted as {INT_MAX}) — "
+    ), absurd.reason
+    assert f"this result used more than it can hold (input tokens {2 * INT_MAX}, output tokens {2 * INT_MAX}, " in (
+        absurd.reason
+    )
+    for result in ordinary:
+        assert result.status == CaseResult.Status.PASSED and result.reason == ""
+        assert 0 < result.input_tokens < 100_000 and 0 < result.cost < 1
+    page = admin_client.get(reverse("runs:result", args=[run.pk, absurd.pk]))
+    assert "the endpoint reported absurd usage in 2 answer(s)" in page.content.decode()
+
+
+@given(
+    figures=st.lists(st.integers(min_value=0, max_value=10**30), min_size=4, max_size=4),
+    latency=st.floats(min_value=0, max_value=1e300),
+)
+def test_it_holds_every_figure_of_a_model_answer_within_its_bound_and_names_each_one_it_bounded(
+    figures: list[int], latency: float
+):
+    response = ModelResponse(text="ok", usage=Usage(*figures), latency_ms=latency)
+
+    bounded = [
+        response.usage.input_tokens, response.usage.output_tokens, response.usage.cached_input_tokens,
+        response.usage.reasoning_tokens,
+    ]
+    assert bounded == [min(value, MAX_ANSWER_TOKENS) for value in figures]
+    assert response.latency_ms == min(latency, MAX_ANSWER_LATENCY_MS)
+    named = [value for value in figures if value > MAX_ANSWER_TOKENS]
+    assert [note.split(" (counted as")[0].rsplit(" ", 1)[1] for note in response.notes if "tokens" in note] == [
+        str(value) for value in named
+    ]
+    assert any("latency" in note for note in response.notes) == (latency > MAX_ANSWER_LATENCY_MS)
+    assert "notes" not in response.as_dict()
