@@ -58,7 +58,7 @@ from agenthost.loading import (
     register_agent_load_hook,
     unregister_agent_load_hook,
 )
-from agenthost.mcp.tools import declared_functions
+from agenthost.mcp.tools import LiveListings, declared_functions
 from agenthost.models import Agent, Conversation, Message, StateChange
 from agenthost.redaction import redact, redact_text
 from agenthost.selectors import (
@@ -108,6 +108,7 @@ __all__ = [
     "HeldConversation",
     "InvalidFunctionName",
     "InvalidInput",
+    "LiveListings",
     "LoadedAgent",
     "Message",
     "ModelCallFailed",
