@@ -107,6 +107,14 @@ def offered_tools(server: str, tools: Any) -> list[dict[str, Any]]:
     return [tool for tool in listed if function_name(server, str(tool.get("name", ""))) not in clashing]
 
 
+def cached_listings(servers: list[str]) -> dict[str, dict[str, Any]]:
+    """Server → {"listed_at" (ISO), "tools"} as cached, for those of `servers` ever listed."""
+    return {
+        row.server: {"listed_at": row.listed_at.isoformat(), "tools": row.tools}
+        for row in McpToolList.objects.filter(server__in=servers).order_by("server")
+    }
+
+
 def cached_tools(servers: list[str]) -> dict[str, list[dict[str, Any]]]:
     if not servers:
         return {}
