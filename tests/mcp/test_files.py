@@ -5,6 +5,7 @@ Real servers over stdio and HTTP; the run on a database that starts empty, as on
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -56,10 +57,12 @@ def team_repo(tmp_path, admin_client_api, scripted_model, http_order_server, mar
     return repo
 
 
-def break_every_server(settings, mcp_servers, http_server, markers, monkeypatch) -> None:
-    """The HTTP server is down and its header's variable unset; the stdio server's secret variable is unset."""
-    http_server.stop()
-    monkeypatch.delenv("MCP_TEST_TEAM", raising=False)
+def break_every_server(settings, mcp_servers, http_server, markers, monkeypatch, *, http_down: bool = True) -> None:
+    """The HTTP server is down and its header's variable unset (or, `http_down=False`, up and answering, so that a
+    contact would show in its markers); the stdio server's secret variable is unset."""
+    if http_down:
+        http_server.stop()
+        monkeypatch.delenv("MCP_TEST_TEAM", raising=False)
     settings.AGENTTEST_MCP_SERVERS = {
         **settings.AGENTTEST_MCP_SERVERS,
         "orders": {**order_server_spec(markers), "env_from": {"ORDERS_TOKEN": "UNSET_ORDERS_TOKEN"}},
@@ -76,7 +79,7 @@ def assert_no_server_contacted(markers) -> None:
 def test_it_applies_files_and_dry_runs_them_without_starting_or_contacting_any_server(
     team_repo, settings, mcp_servers, http_server, markers, monkeypatch, capsys
 ):
-    break_every_server(settings, mcp_servers, http_server, markers, monkeypatch)
+    break_every_server(settings, mcp_servers, http_server, markers, monkeypatch, http_down=False)
     listed_before = dict(McpToolList.objects.values_list("server", "listed_at"))
 
     call_command("apply", str(team_repo), "--dry-run")
@@ -145,3 +148,26 @@ def test_it_lists_the_servers_in_record_mode_and_keeps_the_listings_with_the_rec
     assert len(markers.listed()) == 2 and markers.called() == []
     manifest = (team_repo / "recordings" / "desk" / "recordings.json").read_text()
     assert '"mcp_tools"' in manifest and '"remote"' in manifest and '"orders"' in manifest
+
+
+def test_it_refuses_recorded_listings_that_give_two_tools_one_name_naming_the_file(
+    team_repo, settings, mcp_servers, http_server, markers, monkeypatch, capsys
+):
+    break_every_server(settings, mcp_servers, http_server, markers, monkeypatch)
+    wipe_database()
+    manifest_path = team_repo / "recordings" / "desk" / "recordings.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["mcp_tools"]["orders"]["tools"] += [
+        {"name": "peek.ticket", "annotations": {"readOnlyHint": True}},
+        {"name": "peek_ticket", "annotations": {"destructiveHint": True}},
+    ]
+    manifest_path.write_text(json.dumps(manifest))
+
+    with pytest.raises(SystemExit) as refused:
+        call_command("run", str(team_repo), "--mode", "replay")
+
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert "recordings.json: mcp_tools.orders" in err and "orders__peek_ticket" in err
+    assert not McpToolList.objects.filter(server="orders").exists()
+    assert_no_server_contacted(markers)
