@@ -25,6 +25,7 @@ the harness blocks an extra-allowed tool whose live annotations differ from the 
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -35,6 +36,7 @@ from django.utils import timezone
 
 from agenthost.functions import FunctionContext, FunctionResult, validate_arguments
 from agenthost.models import McpToolList
+from agenttest.inputs import json_value_problem
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +85,8 @@ def listing_problem(server: str, tools: Any) -> str:
         isinstance(tool, dict) and isinstance(tool.get("name"), str) and tool["name"] for tool in tools
     ):
         return "the listing must be a list of tools, each with a non-empty name"
+    if unstorable := json_value_problem(tools):
+        return f"the listing cannot be stored: tools{unstorable if unstorable.startswith('[') else ': ' + unstorable}"
     clashes = name_clashes(server, tools)
     return clash_message(server, clashes) if clashes else ""
 
@@ -182,6 +186,9 @@ def refresh(servers: list[str]) -> dict[str, str]:
     return problems
 
 
+_ABSENT = object()
+
+
 def _annotation_changes(cached: Any, live: Any) -> list[str]:
     cached = cached if isinstance(cached, dict) else {}
     live = live if isinstance(live, dict) else {}
@@ -198,12 +205,7 @@ def _annotation_changes(cached: Any, live: Any) -> list[str]:
     return changes
 
 
-_ABSENT = object()
-
-
 def _shown(value: Any) -> str:
-    import json
-
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
