@@ -58,7 +58,14 @@ from agenthost.loading import (
     register_agent_load_hook,
     unregister_agent_load_hook,
 )
-from agenthost.mcp.tools import declared_functions
+from agenthost.mcp.tools import (
+    LiveListings,
+    cached_listings,
+    declared_functions,
+    listing_store,
+    refresh,
+    servers_named,
+)
 from agenthost.models import Agent, Conversation, Message, StateChange
 from agenthost.redaction import redact, redact_text
 from agenthost.selectors import (
@@ -89,6 +96,11 @@ from agenthost.turns import (
 from agenthost.validation import agent_problems, unstorable_paths
 
 start = conversation_start
+# MCP listings for the harness: cache one (refused on a name clash), list servers now, the servers an agent names.
+mcp_listing_store = listing_store
+mcp_cached_listings = cached_listings
+mcp_refresh = refresh
+mcp_servers_named = servers_named
 send = conversation_send
 invoke_function = conversation_invoke_function
 
@@ -108,6 +120,7 @@ __all__ = [
     "HeldConversation",
     "InvalidFunctionName",
     "InvalidInput",
+    "LiveListings",
     "LoadedAgent",
     "Message",
     "ModelCallFailed",
@@ -145,6 +158,10 @@ __all__ = [
     "get_model",
     "get_provider",
     "invoke_function",
+    "mcp_cached_listings",
+    "mcp_listing_store",
+    "mcp_refresh",
+    "mcp_servers_named",
     "parse_model_key",
     "redact",
     "unstorable_paths",

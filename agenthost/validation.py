@@ -22,10 +22,10 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
 
 
-def _function_problems(functions: Any) -> list[str]:
+def _function_problems(functions: Any, *, list_servers: bool = True) -> list[str]:
     if not isinstance(functions, list):
         return ["must be a list of function objects"]
-    problems = server_entry_problems(functions)
+    problems = server_entry_problems(functions, list_servers=list_servers)
     seen: set[str] = set()
     for index, item in enumerate(functions):
         where = f"functions[{index}]"
@@ -128,8 +128,10 @@ def agent_problems(
     functions: Any,
     rules: Any,
     sub_agents: list[str],
+    list_servers: bool = True,
 ) -> dict[str, list[str]]:
-    """What is wrong with an agent's configuration, keyed by field name; empty when the agent can run."""
+    """What is wrong with an agent's configuration, keyed by field name; empty when the agent can run. Without
+    `list_servers` no MCP server is contacted: its declarations are checked against the cached listing (files)."""
     problems: dict[str, list[str]] = {}
     try:
         compile_template(instruction)
@@ -144,7 +146,7 @@ def agent_problems(
             get_model(f"{provider}:{model}")
         except UnknownModel as exc:
             problems["model"] = [str(exc)]
-    if function_problems := _function_problems(functions):
+    if function_problems := _function_problems(functions, list_servers=list_servers):
         problems["functions"] = function_problems
     if rule_problems := _rule_problems(rules, functions):
         problems["rules"] = rule_problems

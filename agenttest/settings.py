@@ -250,8 +250,10 @@ LOGGING = {
     "filters": {"redact": {"()": "agenthost.redaction.RedactingLogFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env_str("AGENTTEST_LOG_LEVEL", "INFO")},
-    # The openai SDK sends through httpx2; one INFO line per model request is noise.
-    "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}, "openai": {"level": "WARNING"}},
+    # The openai SDK sends through httpx2; one INFO line per model request is noise. So is the MCP SDK's session
+    # chatter ("Received session ID", "GET stream disconnected, reconnecting…") in `apply`/`run` output.
+    "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}, "openai": {"level": "WARNING"},
+                "mcp": {"level": "WARNING"}},
 }
 
 from agenthost.llm.config import load_providers  # noqa: E402  (a pure module: no models, safe at settings time)

@@ -28,7 +28,15 @@ import yaml
 from django.db import transaction
 from django.utils.text import slugify
 
-from agenthost.seams import Agent, agent_create, agent_problems, agent_update, unstorable_paths
+from agenthost.seams import (
+    Agent,
+    agent_create,
+    agent_problems,
+    agent_update,
+    mcp_cached_listings,
+    mcp_servers_named,
+    unstorable_paths,
+)
 from cases.models import Case, Suite
 from cases.schema import schema_problems
 from cases.services import (
@@ -361,7 +369,18 @@ def files_apply(*, directory: Path, dry_run: bool = False, prune: bool = False) 
     try:
         with transaction.atomic():
             _apply_agents(tree.agents, report, problems)
+            unlisted = _unlisted_servers(tree.agents)
             for suite_source in tree.suites:
+                agent = str(suite_source.data.get("agent", "")).strip()
+                if unlisted.get(agent):
+                    # Its cases name tools no listing here knows: checking them would only say each is not callable.
+                    servers = ", ".join(repr(server) for server in unlisted[agent])
+                    problems.append(FileProblem(
+                        suite_source.file, "agent",
+                        f"the suite and its cases were not checked: the tools of MCP server {servers} that the agent "
+                        f"{agent!r} declares were never listed on this database (see its agent file)",
+                    ))
+                    continue
                 _apply_suite(suite_source, report, problems, prune=prune)
             if problems or dry_run:
                 raise _Rollback
@@ -370,6 +389,26 @@ def files_apply(*, directory: Path, dry_run: bool = False, prune: bool = False) 
     if problems:
         raise FilesRejected(problems)
     return report
+
+
+def files_mcp_servers(*, directory: Path) -> list[str]:
+    """The MCP servers the agent files in `directory` declare tools of; none when the files cannot be read (applying
+    them reports why)."""
+    tree = _read_tree(directory)
+    if tree.problems:
+        return []
+    return list(dict.fromkeys(
+        server for source in tree.agents for server in mcp_servers_named(source.data.get("functions"))
+    ))
+
+
+def _unlisted_servers(sources: list[_Source]) -> dict[str, list[str]]:
+    """Agent name → the MCP servers it declares that have no cached listing (so its tools are unknown here)."""
+    named = {str(source.data.get("name", "")).strip(): mcp_servers_named(source.data.get("functions"))
+             for source in sources}
+    cached = set(mcp_cached_listings(sorted({server for servers in named.values() for server in servers})))
+    return {agent: missing for agent, servers in named.items()
+            if (missing := [server for server in servers if server not in cached])}
 
 
 def _apply_agents(sources: list[_Source], report: ApplyReport, problems: list[FileProblem]) -> None:
@@ -391,9 +430,10 @@ def _apply_agents(sources: list[_Source], report: ApplyReport, problems: list[Fi
         written.append((source, agent))
     for source, agent in written:
         sub_agents = [name.strip() for name in source.data.get("sub_agents", [])]
+        # Applying files contacts no MCP server (a CI replay has none): declarations are checked against the cache.
         found = agent_problems(
             name=agent.name, instruction=agent.instruction, provider=agent.provider, model=agent.model,
-            functions=agent.functions, rules=agent.rules, sub_agents=sub_agents,
+            functions=agent.functions, rules=agent.rules, sub_agents=sub_agents, list_servers=False,
         )
         for key, messages in found.items():
             for message in messages:

@@ -785,12 +785,27 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
     return cleaned, problems.items
 
 
-def suite_hermetic_problem(*, suite: Suite) -> str:
+def suite_hermetic_problem(*, suite: Suite, live: Any = None) -> str:
     """Why the suite's cases might reach something outside agenttest (so they must run one at a time); "" when every
     function is mocked or blocked and every extra-allowed one is declared free of outside effects. Asked again at
-    run time: a registered function's declaration may have changed since the suite was saved."""
+    run time: a registered function's declaration may have changed since the suite was saved, and an MCP tool's
+    annotations are its server's to change — the cached listing is not trusted for them. An extra-allowed MCP tool
+    counts as hermetic only as its server lists it now (`live`, the run's LiveListings); without `live` it cannot
+    be verified, so it does not."""
     functions = suite_callable_functions(agent=suite.agent, suite=suite)
-    return _hermetic_problem(list(suite.extra_allowed_functions or []), functions)
+    extra_allowed = list(suite.extra_allowed_functions or [])
+    problem = _hermetic_problem(extra_allowed, functions)
+    if problem:
+        return problem
+    for name in extra_allowed:
+        for declaration in functions.declarations.get(name, ()):
+            if not isinstance((declaration or {}).get("mcp"), dict):
+                continue
+            if live is None:
+                return f"{name} is an MCP tool whose annotations cannot be verified with its server here"
+            if stale := live.problem(declaration):
+                return stale
+    return ""
 
 
 def _hermetic_problem(extra_allowed: list[Any], functions: CallableFunctions) -> str:

@@ -248,6 +248,8 @@ _BLOCKED_CAUSES = {
     BlockedBecause.OUTSIDE_EFFECTS: "{names} {is} allowed on the suite but {has} effects outside agenttest, so it "
     "was blocked (add a mock for it)",
     BlockedBecause.TIMED_OUT: "{names} {was} blocked because the case had timed out",
+    BlockedBecause.LIVE_LISTING: "{names} {was} blocked: {its} server no longer lists {it} as cached (run `agenttest "
+    "mcp refresh`, then check whether {it} may still be allowed)",
     BlockedBecause.CANARY: "{names} is the harness's own canary, which nothing may call",
     BlockedBecause.UNMOCKED: "{names} {has} no mock, so {it} {was} blocked (add a mock for each; only a function free "
     "of outside effects may be allowed on the suite instead)",
@@ -257,7 +259,7 @@ _BLOCKED_CAUSES = {
 def _blocked_cause(because: str, names: list[str]) -> str:
     one = len(names) == 1
     return _BLOCKED_CAUSES.get(because, _BLOCKED_CAUSES[BlockedBecause.UNMOCKED]).format(
-        names=", ".join(names), it="it" if one else "they", **{
+        names=", ".join(names), it="it" if one else "they", its="its" if one else "their", **{
             "is": "is" if one else "are", "has": "has" if one else "have", "was": "was" if one else "were",
         }
     )

@@ -61,7 +61,7 @@ def run_execute_held(*, lease: Lease) -> Run:
     position = len(done_keys)
     pending = pending_pairs(run=run, models=models, done=done_keys)
     recordings = _recordings(run) if replaying else {}
-    concurrency = _case_concurrency(run)
+    concurrency = _case_concurrency(run, suite_plan)
     throttles = RunThrottles(concurrency=concurrency)
     suite_plan.throttles = throttles
     slots = CaseSlots(concurrency)
@@ -186,11 +186,14 @@ def run_execute_held(*, lease: Lease) -> Run:
     return run_finish(run=run, lease=lease, status=status, reason=reason)
 
 
-def _case_concurrency(run: Run) -> int:
+def _case_concurrency(run: Run, suite_plan: SuitePlan) -> int:
     """How many pairs of the run execute at once: the suite's case concurrency while the suite is still hermetic
-    (a function's declaration may have changed since the suite was saved); else one at a time."""
+    (a function's declaration may have changed since the suite was saved; an extra-allowed MCP tool's annotations
+    are taken from its server, listed live, never from the cache — a replay contacts no server for it, so such a
+    suite replays one pair at a time); else one at a time."""
     wanted = max(1, run.suite.case_concurrency)
-    if wanted > 1 and suite_hermetic_problem(suite=run.suite):
+    live = suite_plan.mcp_live if run.mode != Run.Mode.REPLAY else None
+    if wanted > 1 and suite_hermetic_problem(suite=run.suite, live=live):
         return 1
     return wanted
 

@@ -58,6 +58,10 @@ def _answer(session: CaseSession, name: str, context: FunctionContext) -> Functi
         _observe(session, name, context, index, result)
         return result
     if session.is_allowed(name, context.declaration):
+        # The cached listing said effect-free; the server decides now. Fails closed: the call never reaches it.
+        problem = session.live_problem(context.declaration)
+        if problem:
+            return _blocked(session, name, context, BlockedBecause.LIVE_LISTING, f" — {problem}", index=index)
 
         def allowed(result: FunctionResult) -> FunctionResult:
             result.outcome = Outcome.ALLOWED

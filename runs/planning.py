@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from agenthost.seams import Agent, ModelConfig, UnknownModel, get_model, parse_model_key
+from agenthost.seams import Agent, LiveListings, ModelConfig, UnknownModel, get_model, parse_model_key
 from cases.models import Case
 from runs.models import Run
 from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan
@@ -29,6 +29,8 @@ def run_suite_plan(*, run: Run) -> SuitePlan:
         tags=(run_tag(run.pk),),
         run_id=run.pk,
         rule_agents=frozenset(name for name, rules in Agent.objects.values_list("name", "rules") if rules),
+        # Listed only if a case really calls an extra-allowed MCP tool (or hermeticity needs it), once per run.
+        mcp_live=LiveListings(),
     )
 
 

@@ -3,13 +3,18 @@
 A suite's recordings live in one directory:
 
     recordings/order-support-demo/
-        recordings.json                                        the manifest: suite, and per file its case and model
+        recordings.json                                        the manifest: suite, per file its case and model,
+                                                               and the MCP servers' tool listings the suite used
         order-status-is-looked-up.simulated-sim-careful.jsonl  line 1 a header (suite, case, model, entries,
         …                                                      recorded_at); then one line per entry, in call order
 
 Import checks the whole directory before it writes anything and rejects it with one message per file at fault: a file
 the manifest lists that is not there (missing), a file whose header, entries or case disagree with the manifest or
 the suite (mismatched), and a `.jsonl` file the manifest does not list (orphaned).
+
+The manifest's `mcp_tools` (server → {"listed_at", "tools"}) keeps the tool listings of the MCP servers the suite's
+agents declare, as cached when the recordings were exported: `agenttest run DIR` takes them, so that a replay on a
+fresh machine offers the model what was recorded without starting or contacting any server.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from agenthost.seams import mcp_cached_listings, mcp_listing_store
 from agenttest.api import unknown_field_message
 from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep, json_value_problem
 from cases.models import Case, Suite
+from cases.validation import suite_callable_functions
 from runs.models import Recording, Run
 from runs.replay import AGENT, ANSWER, ERROR, HANG, JUDGE, KINDS, MAX_TOKENS, request_hash
 
@@ -95,9 +102,75 @@ def recordings_export(*, suite: Suite, directory: Path, models: list[str] | None
         if path.name not in used:
             path.unlink()
             report.removed.append(path.name)
-    manifest = {"format": FORMAT, "suite": suite.name, "recordings": listed}
+    manifest: dict[str, Any] = {"format": FORMAT, "suite": suite.name, "recordings": listed}
+    if listings := _mcp_listings(suite):
+        manifest["mcp_tools"] = listings
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return report
+
+
+def _mcp_listings(suite: Suite) -> dict[str, dict[str, Any]]:
+    """The cached listing of every MCP server whose tools the suite's agents declare."""
+    functions = suite_callable_functions(agent=suite.agent, suite=suite)
+    servers = sorted({
+        declaration["mcp"]["server"]
+        for declarations in functions.declarations.values()
+        for declaration in declarations
+        if isinstance((declaration or {}).get("mcp"), dict)
+    })
+    return mcp_cached_listings(servers)
+
+
+def recorded_mcp_listings(*, directories: list[Path]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The MCP tool listings the manifests in `directories` keep (server → {"listed_at", "tools"}; the latest where
+    two disagree), and a problem per `mcp_tools` entry that is not one. A directory without a readable manifest has
+    none."""
+    listings: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    for directory in directories:
+        path = directory / MANIFEST
+        if not path.is_file():
+            continue
+        manifest, _ = _read_manifest(directory)
+        if manifest is None:
+            continue  # importing the directory names what is wrong with it
+        given = manifest.get("mcp_tools", {})
+        if not isinstance(given, dict):
+            problems.append(f"{path}: mcp_tools must be an object of server → {{listed_at, tools}}")
+            continue
+        for server, listing in given.items():
+            where = f"{path}: mcp_tools.{server}"
+            listed_at = _listed_at(listing)
+            if listed_at is None or not isinstance(listing.get("tools"), list):
+                problems.append(f"{where} must be an object with listed_at (an ISO time with its offset) and tools")
+                continue
+            kept = listings.get(server)
+            if kept is None or listed_at > kept["listed_at"]:
+                listings[server] = {"listed_at": listed_at, "tools": listing["tools"], "file": str(path)}
+    return listings, problems
+
+
+def _listed_at(listing: Any) -> datetime | None:
+    if not isinstance(listing, dict) or not isinstance(listing.get("listed_at"), str):
+        return None
+    try:
+        moment = datetime.fromisoformat(listing["listed_at"])
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def recorded_mcp_listings_store(*, listings: dict[str, dict[str, Any]]) -> list[str]:
+    """Cache each recorded listing of a server this database has none of; a problem per listing refused."""
+    cached = set(mcp_cached_listings(list(listings)))
+    problems = []
+    for server, listing in listings.items():
+        if server in cached:
+            continue
+        refused = mcp_listing_store(server=server, tools=listing["tools"], listed_at=listing["listed_at"])
+        if refused:
+            problems.append(f"{listing['file']}: mcp_tools.{server}: {refused}")
+    return problems
 
 
 def _file_name(case_name: str, model: str, used: set[str]) -> str:
@@ -270,7 +343,7 @@ _HASH = re.compile(r"^[0-9a-f]{64}$")
 # What a recording may hold, as recordings_export writes it (runs/replay.py describes an entry). Anything else is
 # refused by name: the file is hand-editable, and an unknown key is a misspelling or a format this version does not
 # read, never something to drop silently.
-_MANIFEST_KEYS = ("format", "suite", "recordings")
+_MANIFEST_KEYS = ("format", "suite", "recordings", "mcp_tools")
 _MANIFEST_ITEM_KEYS = ("case", "model", "file")
 _HEADER_KEYS = ("format", "suite", "case", "model", "entries", "recorded_at")
 _ENTRY_KEYS = ("purpose", "turn", "step", "agent", "scope", "model", "request_hash", "request", "kind")

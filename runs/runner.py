@@ -103,6 +103,8 @@ class SuitePlan:
     run_id: int | None = None
     # The run's per-provider concurrency limits (runs/throttle.py), shared by its cases.
     throttles: Any = None
+    # The run's live MCP listings (agenthost LiveListings), shared by its cases: each server listed once per run.
+    mcp_live: Any = None
     # The agents that have rules (whose calls only the transcript knows); None: unknown, so every turn reads it.
     rule_agents: frozenset[str] | None = None
 
@@ -198,6 +200,7 @@ def execute_case(
         model_provider=model.provider,
         tape=tape,
         throttles=suite.throttles,
+        mcp_live=suite.mcp_live,
     )
     progress = _Progress()
     outcome: dict[str, Any] = {}
@@ -256,6 +259,9 @@ def execute_case(
     if tape is not None and tape.failure:
         # The replay could not go on (stale, exhausted, unreadable): whatever the loop made of it, that is the news.
         execution.status, execution.reason = ERROR, tape.failure
+    if session.failure:
+        # A tool the harness had to block against the suite's settings: the case proves nothing about the agent.
+        execution.status, execution.reason = ERROR, session.failure
     for note in (session.rate_limit_note(), session.answer_note()):
         if note:
             execution.reason = f"{execution.reason}; {note}" if execution.reason else note
@@ -393,6 +399,10 @@ def _play(
     for index, turn_plan in enumerate(plan.turns):
         if session.expired:
             # The waiting side reports the timeout; no turn of a timed-out case may start.
+            return execution
+        if session.failure:
+            # The case ends Error (execute_case); its further turns would only spend model calls.
+            _finish(execution, session, results, state)
             return execution
         try:
             turn = held.send(turn_plan.user_message)

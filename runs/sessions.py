@@ -23,6 +23,7 @@ from typing import Any
 
 from agenthost.seams import (
     CONTROL_FLOW_FUNCTIONS,
+    LiveListings,
     ModelRequest,
     ModelResponse,
     ProviderError,
@@ -59,6 +60,8 @@ class BlockedBecause:
     OUTSIDE_EFFECTS = "outside-effects"
     TIMED_OUT = "timed-out"
     CANARY = "canary"
+    # An extra-allowed MCP tool whose server, listed live, no longer agrees with the cached listing.
+    LIVE_LISTING = "live-listing"
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,11 @@ class CaseSession:
     tape: Tape | None = None
     # The run's per-provider throttles (throttle.py); None outside a run, and then calls go straight through.
     throttles: Any = None
+    # The run's live MCP listings (one listing per server per run); a session outside a run lists for itself.
+    mcp_live: Any = None
+    # Why the harness could not let the case go on (an extra-allowed MCP tool whose live listing disagrees with the
+    # cache): the case's Error reason, whatever its assertions say.
+    failure: str = ""
     canary_token: str = field(default_factory=lambda: secrets.token_hex(8))
     observed: list[ObservedCall] = field(default_factory=list)
     # What the case's model calls used, judge apart; read by the runner once the case thread has ended.
@@ -139,6 +147,8 @@ class CaseSession:
         self.extra_allowed = frozenset(name.strip() for name in self.extra_allowed)
         # Legacy rows were stored as typed. Matching them loosely can only block more, which never lets a tool run.
         self._force_blocked = frozenset(name.strip().casefold() for name in self.force_blocked)
+        if self.mcp_live is None:
+            self.mcp_live = LiveListings()
 
     def is_force_blocked(self, name: str) -> bool:
         return name.strip().casefold() in self._force_blocked
@@ -151,6 +161,17 @@ class CaseSession:
         if name in ALLOWED_FUNCTIONS:
             return True
         return name in self.extra_allowed and function_is_effect_free(name, declaration)
+
+    def live_problem(self, declaration: dict[str, Any] | None) -> str:
+        """Why an allowed MCP tool must not run for real after all: its server, listed live (once per run), does not
+        list it as cached. The first such problem becomes the case's Error (`failure`). "" for anything else."""
+        if not isinstance(declaration, dict) or not isinstance(declaration.get("mcp"), dict):
+            return ""
+        problem = self.mcp_live.problem(declaration)
+        if problem:
+            with self._lock:
+                self.failure = self.failure or problem
+        return problem
 
     def take_canary(self, trigger: str) -> bool:
         """True once: for the harness's own direct invocation of the canary before the first turn. A model or a rule

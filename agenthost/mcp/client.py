@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import contextlib
 import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +37,11 @@ logger = logging.getLogger(__name__)
 # How much longer the sync side waits than the server's own timeouts before it gives up on the loop itself.
 _MARGIN = 5.0
 _STOP_SECONDS = 5.0
+# What a stdio server that dies at start is reported with: the last lines it wrote to stderr.
+_STDERR_LINES = 10
+_STDERR_CHARS = 1000
+# How long a failed start waits for the dead server's last stderr lines to arrive.
+_STDERR_WAIT = 1.0
 
 
 class McpCallFailed(Exception):
@@ -79,6 +86,46 @@ def _errlog() -> Any:
     return open(os.devnull, "w")  # noqa: SIM115 — lives as long as the process
 
 
+class _ServerStderr:
+    """A stdio server's stderr: passed on to ours as it comes (where the server's own logs belong), its last lines
+    kept, so that a server that dies at start is reported with what it said."""
+
+    def __init__(self, server: str) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer = os.fdopen(write_fd, "w")
+        self._lines: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
+        self._ended = threading.Event()
+        threading.Thread(target=self._pump, args=(read_fd,), name=f"mcp-stderr-{server}", daemon=True).start()
+
+    def _pump(self, read_fd: int) -> None:
+        out = _errlog()
+        try:
+            with os.fdopen(read_fd, "rb") as stream:
+                for raw in stream:
+                    line = raw.decode(errors="replace")
+                    self._lines.append(line.rstrip())
+                    with contextlib.suppress(OSError, ValueError):
+                        out.write(line)
+                        out.flush()
+        finally:
+            self._ended.set()
+
+    def spawned(self) -> None:
+        """The server process holds its own end of the pipe now (or was never started): ours is closed, so the pump
+        ends when the process does."""
+        with contextlib.suppress(OSError):
+            self.writer.close()
+
+    async def tail(self) -> str:
+        """The last lines the server wrote, once it has ended (waiting a moment for them)."""
+        self.spawned()
+        deadline = time.monotonic() + _STDERR_WAIT
+        while not self._ended.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        text = " | ".join(line for line in self._lines if line.strip())
+        return text if len(text) <= _STDERR_CHARS else "…" + text[-_STDERR_CHARS:]
+
+
 class _Connection:
     """One server's session, owned by its holder task on the supervisor's loop."""
 
@@ -89,6 +136,7 @@ class _Connection:
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._stderr: _ServerStderr | None = None
 
     @property
     def alive(self) -> bool:
@@ -115,9 +163,14 @@ class _Connection:
         import anyio
         from mcp import ClientSession
 
+        self._stderr = None
         try:
             async with contextlib.AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(self._transport())
+                try:
+                    read, write = await stack.enter_async_context(self._transport())
+                finally:
+                    if self._stderr is not None:
+                        self._stderr.spawned()
                 inner_send, inner_read = anyio.create_memory_object_stream(0)
                 group = await stack.enter_async_context(anyio.create_task_group())
 
@@ -144,7 +197,12 @@ class _Connection:
                 group.cancel_scope.cancel()
         except BaseException as exc:  # noqa: BLE001 — whatever ended the session, the caller gets a sentence
             if not ready.done():
-                ready.set_exception(McpCallFailed(f"MCP server {self.server!r} could not be started: {_describe(exc)}"))
+                dead = self._stderr is not None and not isinstance(exc, asyncio.CancelledError)
+                said = await self._stderr.tail() if dead else ""
+                said = f"; its stderr ended with: {said}" if said else ""
+                ready.set_exception(
+                    McpCallFailed(f"MCP server {self.server!r} could not be started: {_describe(exc)}{said}")
+                )
             if isinstance(exc, asyncio.CancelledError):
                 raise
             logger.warning("MCP server %s: session ended: %s", self.server, _describe(exc))
@@ -161,7 +219,8 @@ class _Connection:
             parameters = StdioServerParameters(
                 command=spec["command"], args=spec["args"], env=env or None, cwd=spec["cwd"] or None
             )
-            return stdio_client(parameters, errlog=_errlog())
+            self._stderr = _ServerStderr(self.server)
+            return stdio_client(parameters, errlog=self._stderr.writer)
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 

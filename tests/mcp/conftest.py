@@ -4,6 +4,7 @@ local; every server's tools leave marker files when really called, and the order
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -28,12 +29,25 @@ class Markers:
     def called(self, tool: str = "") -> list[Path]:
         return sorted(self.root.glob(f"called-{tool}-*" if tool else "called-*"))
 
+    def listed(self) -> list[Path]:
+        return sorted(self.root.glob("listed-*"))
+
     def started(self) -> list[Path]:
         return sorted(self.root.glob("started-*"))
 
     def clear(self) -> None:
         for path in self.root.iterdir():
             path.unlink()
+
+    @property
+    def listing_file(self) -> Path:
+        """What the running order server lists on top of its own tools (order_server.py, $MCP_LISTING_FILE); kept
+        beside the markers' directory, so clearing the markers leaves it."""
+        return self.root.with_name("listing.json")
+
+    def list(self, *, annotations: dict[str, Any] | None = None, extra: list[dict[str, Any]] | None = None) -> None:
+        """Change what the order server lists from its next tools/list on, without restarting it."""
+        self.listing_file.write_text(json.dumps({"annotations": annotations or {}, "extra": extra or []}))
 
 
 @pytest.fixture
@@ -46,7 +60,8 @@ def markers(tmp_path: Path) -> Markers:
 def order_server_spec(markers: Markers, *, variant: str = "1", call_timeout: float = 5.0) -> dict[str, Any]:
     return normalise({
         "transport": "stdio", "command": sys.executable, "args": [str(ORDER_SERVER), "stdio"],
-        "env": {"MCP_MARKER_DIR": str(markers.root), "MCP_ORDERS_VARIANT": variant},
+        "env": {"MCP_MARKER_DIR": str(markers.root), "MCP_ORDERS_VARIANT": variant,
+                "MCP_LISTING_FILE": str(markers.listing_file)},
         "connect_timeout": 20, "call_timeout": call_timeout,
     })
 
@@ -85,7 +100,8 @@ class HttpOrderServer:
     def start(self) -> None:
         self.process = subprocess.Popen(
             [sys.executable, str(ORDER_SERVER), "http", str(self.port)],
-            env={**os.environ, "MCP_MARKER_DIR": str(self.markers.root)},
+            env={**os.environ, "MCP_MARKER_DIR": str(self.markers.root),
+                 "MCP_LISTING_FILE": str(self.markers.listing_file)},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 30

@@ -1,8 +1,14 @@
 """A small MCP server for the tests, written with the SDK: `python order_server.py stdio` or `... http PORT`.
 
-Every real call of a tool writes a marker file `called-<tool>-<n>` into $MCP_MARKER_DIR, and the process writes
-`started-<pid>` when it starts, so a test can prove that a run neither called a tool nor started the server.
+Every real call of a tool writes a marker file `called-<tool>-<n>` into $MCP_MARKER_DIR, every tools/list one
+`listed-<n>`, and the process writes `started-<pid>` when it starts, so a test can prove that a run neither called a
+tool nor started the server.
 $MCP_ORDERS_VARIANT=2 changes lookup_order's input schema (tool-schema drift).
+
+$MCP_LISTING_FILE names a JSON file read on every tools/list, so a test can change what the running server lists
+between the agenttest cache and the run: {"annotations": {tool: annotations or null}} replaces the annotations of
+the tools below, and {"extra": [{"name", "annotations"?}]} lists more tools, each of which answers "done" and leaves
+a marker when called.
 """
 
 from __future__ import annotations
@@ -17,12 +23,47 @@ from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import Field
 
 MARKERS = Path(os.environ["MCP_MARKER_DIR"])
 VARIANT = os.environ.get("MCP_ORDERS_VARIANT", "1")
-server = MCPServer("orders")
+LISTING = os.environ.get("MCP_LISTING_FILE", "")
+
+
+def _listing() -> dict:
+    if not LISTING or not Path(LISTING).exists():
+        return {}
+    return json.loads(Path(LISTING).read_text())
+
+
+class OrderServer(MCPServer):
+    async def list_tools(self) -> list[Tool]:
+        (MARKERS / f"listed-{uuid.uuid4().hex}").write_text("")
+        listing = _listing()
+        tools = await super().list_tools()
+        overrides = listing.get("annotations", {})
+        for tool in tools:
+            if tool.name in overrides:
+                given = overrides[tool.name]
+                tool.annotations = ToolAnnotations.model_validate(given) if given is not None else None
+        for extra in listing.get("extra", []):
+            annotations = extra.get("annotations")
+            tools.append(Tool(
+                name=extra["name"], description=f"The tool {extra['name']}.",
+                input_schema={"type": "object", "properties": {}},
+                annotations=ToolAnnotations.model_validate(annotations) if annotations is not None else None,
+            ))
+        return tools
+
+    async def call_tool(self, name, arguments, context=None):
+        if any(extra["name"] == name for extra in _listing().get("extra", [])):
+            _called(name, arguments)
+            return CallToolResult(content=[TextContent(type="text", text="done")])
+        return await super().call_tool(name, arguments, context)
+
+
+server = OrderServer("orders")
 
 
 def _called(tool: str, arguments: dict) -> None:

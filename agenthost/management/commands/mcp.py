@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agenthost.functions import annotations_effect_free
 from agenthost.mcp.client import shutdown
-from agenthost.mcp.tools import function_name, refresh
+from agenthost.mcp.tools import function_name, name_clashes, refresh
 from agenthost.models import McpToolList
 
 
@@ -50,7 +50,18 @@ class Command(BaseCommand):
                 self.stdout.write(f"{server}: never listed (run 'agenttest mcp refresh {server}')")
                 continue
             self.stdout.write(f"{server}: listed {row.listed_at.isoformat(timespec='seconds')}")
+            # A listing cached before clashes were refused may hold two tools of one function name: shown once, as
+            # what it is — offered to no model.
+            clashes = name_clashes(server, row.tools)
+            shown: set[str] = set()
             for tool in row.tools:
+                name = function_name(server, str(tool.get("name")))
+                if name in shown:
+                    continue
+                shown.add(name)
+                if name in clashes:
+                    tools = " and ".join(repr(item) for item in clashes[name])
+                    self.stdout.write(f"  {name}  [name clash: {tools}; not offered — fix the server and refresh]")
+                    continue
                 flag = "read-only" if annotations_effect_free(tool.get("annotations")) else "side-effecting"
-                self.stdout.write(f"  {function_name(server, str(tool.get('name')))}  [{flag}]  "
-                                  f"{tool.get('description') or ''}".rstrip())
+                self.stdout.write(f"  {name}  [{flag}]  {tool.get('description') or ''}".rstrip())

@@ -5,6 +5,10 @@ it, applies DIR's files, imports DIR's recordings (`recordings/<suite>/`), runs 
 what CI wants: `--junit`, a Markdown `--summary` (for a pull-request comment or $GITHUB_STEP_SUMMARY) and `--results`
 (JSON), which a later run reads as `--baseline` to list the cases that flipped. `--mode record` writes the recordings
 back into DIR. Exit codes as run_suite: 0 passed, 1 a case failed, 2 anything else (bad files included).
+
+MCP servers: the agents' tool listings come from the recordings' manifests (`mcp_tools`), so a replay starts and
+contacts no server — one that is unreachable, or whose secret is unset, does not matter to it. Record and live mode
+list the servers DIR's agents declare first (a server that cannot be listed keeps its recorded listing).
 """
 
 from __future__ import annotations
@@ -17,13 +21,20 @@ from xml.etree import ElementTree
 from django.core.management import call_command
 from django.core.management.base import CommandParser
 
-from cases.files import FilesRejected, files_apply, suite_directory_name
+from agenthost.seams import mcp_refresh
+from cases.files import FilesRejected, files_apply, files_mcp_servers, suite_directory_name
 from cases.models import Suite
 from runs.junit import run_to_junit
 from runs.management.commands.run_suite import EXIT_ERROR, EXIT_PASSED, _Abort, _exit_code, _InlineRun
 from runs.management.commands.run_suite import Command as RunSuiteCommand
 from runs.models import CaseResult, Run
-from runs.recordings import RecordingFilesRejected, recordings_export, recordings_import
+from runs.recordings import (
+    RecordingFilesRejected,
+    recorded_mcp_listings,
+    recorded_mcp_listings_store,
+    recordings_export,
+    recordings_import,
+)
 from runs.selectors import run_summary
 from runs.services import RunError, run_claim, run_create
 
@@ -62,6 +73,7 @@ class Command(RunSuiteCommand):
         directory = Path(options["directory"])
         baseline = _read_baseline(options["baseline"]) if options["baseline"] else None
         call_command("migrate", verbosity=0, interactive=False)
+        self._mcp_listings(directory, options["mode"])
         try:
             report = files_apply(directory=directory)
         except FilesRejected as exc:
@@ -91,6 +103,20 @@ class Command(RunSuiteCommand):
         if options["summary"]:
             Path(options["summary"]).write_text(_summary(runs, results, baseline), encoding="utf-8")
         return max((_exit_code(run) for run in runs), default=EXIT_PASSED)
+
+    def _mcp_listings(self, directory: Path, mode: str) -> None:
+        """Cache the MCP tool listings the agents of DIR need before its files are applied (which contacts no
+        server): those kept with the recordings; in record and live mode, the servers listed now."""
+        folders = sorted(path for path in (directory / RECORDINGS).glob("*") if path.is_dir())
+        listings, problems = recorded_mcp_listings(directories=folders)
+        problems += recorded_mcp_listings_store(listings=listings)
+        if problems:
+            raise _Abort("the recordings' MCP tool listings cannot be used:\n" + "\n".join(problems))
+        if mode == Run.Mode.REPLAY:
+            return
+        for server, problem in mcp_refresh(files_mcp_servers(directory=directory)).items():
+            kept = " (the listing kept with the recordings is used)" if server in listings else ""
+            self.stderr.write(f"warning: MCP server {server!r} was not listed: {problem}{kept}")
 
     def _import_recordings(self, directory: Path, suite: Suite) -> None:
         folder = _recordings_dir(directory, suite)
