@@ -16,8 +16,8 @@ call fails as the provider said while the case can still report it. A call that 
 MAX_ATTEMPTS fails too, so a provider that never lets up still ends the case.
 
 A slot is held by the call in it until the call returns; a case the runner leaves behind (its call outlasted the
-timeout and the grace: a provider kind that ignores the request's deadline) gives its slots back (`release_slots`),
-so one stuck call does not starve the rest of the run.
+timeout and the grace: a provider kind that ignores the request's deadline) gives its slots back
+(`CaseSession.leave_behind`), so one stuck call does not starve the rest of the run.
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ RATE_LIMITED = "rate_limited"
 MAX_ATTEMPTS = 12
 FIRST_BACKOFF_SECONDS = 0.05
 MAX_BACKOFF_SECONDS = 2.0
-
-
+# The code of a call that was not made because its case timed out.
 CASE_TIMED_OUT = "case_timed_out"
 
 

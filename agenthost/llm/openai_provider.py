@@ -342,7 +342,8 @@ class OpenAIProvider(ModelProvider):
         while True:
             left = request.deadline - time.monotonic()
             if left <= 0:
-                raise self._error("no answer yet when the caller's deadline came", DEADLINE, request)
+                raise self._error("the caller's deadline passed before the request was sent; nothing was sent",
+                                  DEADLINE, request)
             timeout = min(self._timeout, left)
             try:
                 return self._client.post(
