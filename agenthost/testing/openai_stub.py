@@ -229,11 +229,10 @@ class OpenAIStub:
             self.most_in_flight = max(self.most_in_flight, len(self._working_on))
 
     def _answer_now(self, connection: socket.socket) -> bool:
-        """Wait out the delay before answering; False (and no longer in flight) when the client hung up meanwhile."""
+        """Wait out the delay before answering; False when the client hung up meanwhile."""
         end = time.monotonic() + self.delay
         while (left := end - time.monotonic()) > 0:
             if _hung_up(connection, min(left, 0.05)):
-                self._leave(connection)
                 return False
         return True
 
@@ -464,15 +463,13 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             self._send(error.status, payload, headers)
 
         def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-            if self.connection in stub._working_on and not stub._answer_now(self.connection):
-                self.close_connection = True
-                return
-            try:
-                self._write(status, payload, headers)
-            finally:
+            if self.connection in stub._working_on:
+                answered = stub._answer_now(self.connection)
+                # Done with before the answer goes out: the client may send its next request as soon as it has it.
                 stub._leave(self.connection)
-
-        def _write(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None) -> None:
+                if not answered:
+                    self.close_connection = True
+                    return
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
