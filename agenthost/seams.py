@@ -30,6 +30,7 @@ from agenthost.functions import (
 )
 from agenthost.held import HeldConversation
 from agenthost.llm.base import (
+    DEADLINE,
     ModelConfig,
     ModelProvider,
     ModelRequest,
@@ -106,6 +107,7 @@ invoke_function = conversation_invoke_function
 
 __all__ = [
     "CONTROL_FLOW_FUNCTIONS",
+    "DEADLINE",
     "FIRST_ORDER",
     "Agent",
     "ConcurrentTurn",

@@ -5,7 +5,8 @@ In live mode the agent-load hook (mocking.py) points every agent of the conversa
 calls the model under test; in record mode at `agenttest-record` and in replay mode at `agenttest-replay`, which
 answer through the case's tape (replay.py). Each finds the case session through the conversation id in the
 request's metadata (the process-wide registry, sessions.py) and makes the call through it, so no call starts once
-the case timed out and every finished one counts towards its usage.
+the case timed out, none outlasts it (the request carries the case's deadline) and every finished one counts towards
+its usage.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class _CaseProvider(ModelProvider):
                 provider=self.name,
                 model=request.model,
             )
-        return session.spend(request, lambda: self.answer(session, request))
+        bounded = session.bounded(request)
+        return session.spend(bounded, lambda: self.answer(session, bounded))
 
     def serves(self, session: CaseSession) -> bool:
         return True

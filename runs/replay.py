@@ -30,6 +30,7 @@ import threading
 from typing import Any
 
 from agenthost.seams import (
+    DEADLINE,
     ModelRequest,
     ModelResponse,
     ProviderError,
@@ -253,7 +254,11 @@ class Recorder(Tape):
         try:
             response = get_provider(config.provider).complete(request)
         except ProviderError as exc:
-            self._keep({**entry, "kind": ERROR, "error": redact({"code": exc.code, "message": str(exc)})})
+            if exc.code == DEADLINE:
+                # Ended by the case's timeout, not by the model: a replay must time out there too.
+                self._keep({**entry, "kind": HANG})
+            else:
+                self._keep({**entry, "kind": ERROR, "error": redact({"code": exc.code, "message": str(exc)})})
             raise
         self._keep(
             {

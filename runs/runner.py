@@ -7,8 +7,10 @@ when its last call has returned — never by the waiting side on timeout — so 
 Every model call of the conversation goes through one of the harness's runtime providers (runs/providers.py), and
 the judge's through the case session too (and, unless replayed, through the run's throttle for the judge model's
 provider, runs/throttle.py), so on timeout the session is expired and nothing of the case starts any more: no model
-call, no tool call, no turn. The waiting side then gives the call in flight a bounded grace to return, so what it
-used is in the result (and the run's budget) before the result is stored.
+call, no tool call, no turn. Every model request carries the case's deadline, so the call in flight ends with it (the
+openai provider caps each attempt's timeout at the time left and retries nothing past it): the case ends at its
+timeout, plus a short grace in which that call's answer, if it comes, is counted in the result (and the run's
+budget). A case thread still busy after the grace (a provider kind that ignores the deadline) is left behind.
 
 In record and replay mode the case gets a tape (runs/replay.py): every model call of the conversation, the judge's
 included, goes through it. On timeout the tape is abandoned, which releases a replayed hang so the thread can end.
@@ -27,7 +29,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.db import DatabaseError, connection
 
 from agenthost.seams import (
@@ -56,11 +57,10 @@ from runs.sessions import CaseSession, MockSpec, ObservedCall, Outcome, registry
 
 TEST_TAG = "agenttest"
 NO_ASSERTIONS = "the case has no assertions, so it verifies nothing"
-# What a provider's configuration leaves unsaid (agenthost/llm/config.py's defaults).
-DEFAULT_PROVIDER_TIMEOUT = 60.0
-DEFAULT_PROVIDER_RETRIES = 2
-# Between two attempts the SDK backs off (or honours Retry-After); a few seconds each is its usual ceiling.
-RETRY_BACKOFF_SECONDS = 8.0
+# How long a timed-out case waits for its call in flight, which its deadline has already ended: long enough for
+# the call to unwind (or for an answer that came at the deadline to be counted), short enough that a case's duration
+# is its timeout.
+LATE_ANSWER_GRACE_SECONDS = 2.0
 
 
 @dataclass
@@ -222,13 +222,15 @@ def execute_case(
     worker = worker or CaseWorker()
     session.deadline = time.monotonic() + suite.timeout_seconds
     future = worker.submit(work)
-    timed_out = not _wait(future, suite.timeout_seconds)
+    # The case thread may see the deadline first (its call ended there, or could not start in time).
+    timed_out = not _wait(future, suite.timeout_seconds) or session.ran_out
     if timed_out:
         session.expire()
         if tape is not None:
             tape.abandon()
-        if not _wait(future, _grace_seconds(model, suite, tape)):
-            # Still stuck past any call's own limit: leave the thread behind, the next case gets a fresh one.
+        if not _wait(future, LATE_ANSWER_GRACE_SECONDS):
+            # Stuck past its deadline: leave the thread behind, the next case gets a fresh one.
+            session.leave_behind()
             worker.abandon()
     if own_worker and future.done():
         worker.close()
@@ -310,25 +312,6 @@ def _cost(model: ModelConfig, usage: Usage) -> Decimal:
     return Decimal(str(round(model.cost(usage), 8)))
 
 
-def _grace_seconds(model: ModelConfig, suite: SuitePlan, tape: Tape | None) -> float:
-    """How long a timed-out case's call in flight may still take: as long as its provider lets one call take, all
-    attempts included, since after that the provider itself gives up. Waiting this long means what the call used
-    is counted before the result is stored; a call the provider would not end is a stuck thread, not spend."""
-    if tape is not None and not tape.spends:
-        # A replay calls nothing; abandoning the tape released its only wait (a recorded hang).
-        return DEFAULT_PROVIDER_TIMEOUT
-    # The judge's provider as written: a malformed key is the judge's error to report, not this wait's.
-    providers = [model.provider, suite.judge_model.partition(":")[0]]
-    configured = getattr(settings, "AGENTTEST_PROVIDERS", {}) or {}
-    longest = 0.0
-    for name in providers:
-        options = configured.get(name) or {}
-        timeout = float(options.get("timeout", DEFAULT_PROVIDER_TIMEOUT))
-        retries = int(options.get("max_retries", DEFAULT_PROVIDER_RETRIES))
-        longest = max(longest, timeout * (retries + 1) + RETRY_BACKOFF_SECONDS * retries)
-    return longest
-
-
 def _seal_reason(suite: SuitePlan) -> str:
     if suite.run_id is not None:
         return f"this conversation belongs to test run {suite.run_id}"
@@ -345,8 +328,9 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
             return session.spend(request, lambda: tape.complete(request, model_key), judge=True)
         # Within the judge provider's limit for the run, which its agent calls share, and backed off on its 429s.
         provider, _ = parse_model_key(model_key)
+        bounded = session.bounded(request)
         return session.spend(
-            request, lambda: session.throttled(lambda: live_judge(request, model_key), provider=provider), judge=True
+            bounded, lambda: session.throttled(lambda: live_judge(bounded, model_key), provider=provider), judge=True
         )
 
     def register(conversation: Any) -> None:

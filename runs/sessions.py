@@ -10,10 +10,13 @@ queue boundary, and losing a session would let a tool execute for real.
 
 A session also meters the case's model calls (`CaseSession.spend`), so that once the case timed out nothing of it
 starts any more — no tool call, no model call — while a call already in flight is still counted when it returns.
+Every request of the case carries its deadline (`bounded`): the provider ends the call there, so a call in flight
+at the timeout returns with it, rather than after its provider's timeout × attempts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 import time
@@ -23,6 +26,7 @@ from typing import Any
 
 from agenthost.seams import (
     CONTROL_FLOW_FUNCTIONS,
+    DEADLINE,
     LiveListings,
     ModelRequest,
     ModelResponse,
@@ -31,6 +35,7 @@ from agenthost.seams import (
     function_is_effect_free,
 )
 from runs.replay import Tape
+from runs.throttle import CASE_TIMED_OUT, Slot
 
 ALLOWED_FUNCTIONS = frozenset(CONTROL_FLOW_FUNCTIONS)
 # Without a Retry-After, a rate-limited case backs off 1, 2, 4 … s; no single wait is longer than a minute.
@@ -138,10 +143,15 @@ class CaseSession:
     rate_limit_wait_seconds: float = 0.0
     # What the provider layer bounded in the answers (ModelResponse.notes): absurd figures, reported on the result.
     answer_notes: list[str] = field(default_factory=list)
+    # A model call of the case ended (or was not made) because the deadline came: the case timed out, whichever
+    # side noticed first.
+    ran_out: bool = False
     _calls_per_function: dict[str, int] = field(default_factory=dict)
     _canary_open: bool = True
     _expired: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # The throttle slots the case's calls hold right now (throttle.py).
+    _slots: list[Slot] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.extra_allowed = frozenset(name.strip() for name in self.extra_allowed)
@@ -189,15 +199,29 @@ class CaseSession:
     def expired(self) -> bool:
         return self._expired.is_set()
 
+    def out_of_time(self) -> bool:
+        """The case timed out: the runner said so, or its deadline has passed and the runner is about to."""
+        return self.expired or (self.deadline is not None and time.monotonic() >= self.deadline)
+
+    def bounded(self, request: ModelRequest) -> ModelRequest:
+        """The request with the case's deadline, which the provider's call does not outlast."""
+        return dataclasses.replace(request, deadline=self.deadline)
+
+    def leave_behind(self) -> None:
+        """The runner stops waiting for the case thread: the slots its stuck calls hold are given back."""
+        for slot in list(self._slots):
+            slot.throttle.release_slot(slot, self._slots)
+
     def spend(self, request: ModelRequest, call: Callable[[], ModelResponse], *, judge: bool = False) -> ModelResponse:
         """Make one model call of the case. None starts once the case timed out; a call that finishes is counted
         even when it returns after the timeout, because it was paid for."""
         attempt = 0
         while True:
-            if self.expired:
+            if self.out_of_time():
+                self.ran_out = True
                 raise ProviderError(
                     "the case timed out; no further model call of it is made",
-                    code="case_timed_out",
+                    code=CASE_TIMED_OUT,
                     provider=self.provider,
                     model=request.model,
                 )
@@ -205,6 +229,9 @@ class CaseSession:
                 response = call()
                 break
             except ProviderError as exc:
+                if exc.code in (DEADLINE, CASE_TIMED_OUT):
+                    self.ran_out = True
+                    raise
                 if exc.code != "rate_limited" or not self._wait_out_rate_limit(exc, attempt):
                     raise
                 attempt += 1
@@ -271,7 +298,7 @@ class CaseSession:
         if self.throttles is None:
             return call()
         throttle = self.throttles.for_provider(provider or self.model_provider)
-        return throttle.call(call, given_up=lambda: self.expired, may_back_off=self.may_back_off)
+        return throttle.call(call, given_up=self.out_of_time, may_back_off=self.may_back_off, held=self._slots)
 
     def next_call_index(self, name: str) -> int:
         with self._lock:

@@ -3,15 +3,21 @@
 Every live (and recording) model call of a run's case — the llmJudge's included, on the judge model's provider,
 whose limit it shares with that provider's agent calls — goes through its provider's `ProviderThrottle`. At most
 `limit` calls of one provider are in flight at once; the limit starts at the provider's `max_concurrency` (its
-entry in AGENTTEST_PROVIDERS) or the suite's case concurrency, whichever is lower. A call the provider refuses as
+entry in AGENTTEST_PROVIDERS) or the suite's case concurrency, whichever is lower — one included: a provider
+limited to one call at a time gets one, however many cases run side by side. A call the provider refuses as
 rate limited (HTTP 429, after the SDK's own retries) halves the limit — once per round: 429s of calls that started
 before the last decrease say nothing new — and the call waits and is made again, so a storm slows a run down but
 does not turn its cases into Error. After `limit` successes in a row the limit grows by one, up to where it started.
-A provider limited to one call at a time (a serial run) is left alone: there is nothing to lower.
+At a limit of one there is nothing to lower: a 429 is left to the provider's retries and the case's own wait.
 
-A case that timed out makes no new attempt (the session's `expired`), nor does a case whose timeout a back-off would
-reach (`may_back_off`): its call fails as the provider said while the case can still report it. A call that keeps
-being refused past MAX_ATTEMPTS fails too, so a provider that never lets up still ends the case.
+No call of a case that gave up (its timeout came: the session's `out_of_time`) is made, nor waits longer for a slot:
+it fails with CASE_TIMED_OUT, having sent nothing. Nor does a case back off past its timeout (`may_back_off`): its
+call fails as the provider said while the case can still report it. A call that keeps being refused past
+MAX_ATTEMPTS fails too, so a provider that never lets up still ends the case.
+
+A slot is held by the call in it until the call returns; a case the runner leaves behind (its call outlasted the
+timeout and the grace: a provider kind that ignores the request's deadline) gives its slots back
+(`CaseSession.leave_behind`), so one stuck call does not starve the rest of the run.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -31,6 +38,17 @@ RATE_LIMITED = "rate_limited"
 MAX_ATTEMPTS = 12
 FIRST_BACKOFF_SECONDS = 0.05
 MAX_BACKOFF_SECONDS = 2.0
+# The code of a call that was not made because its case timed out.
+CASE_TIMED_OUT = "case_timed_out"
+
+
+@dataclass(eq=False)
+class Slot:
+    """One call's place within its provider's limit."""
+
+    throttle: ProviderThrottle
+    round: int
+    released: bool = False
 
 
 class ProviderThrottle:
@@ -52,22 +70,22 @@ class ProviderThrottle:
         *,
         given_up: Callable[[], bool] = lambda: False,
         may_back_off: Callable[[float], bool] = lambda seconds: True,
+        held: list[Slot] | None = None,
     ) -> T:
         """Make the call within the limit; on a 429 lower the limit, back off and make it again — unless a back-off
-        that long may not be taken (it would outlast the case): then the 429 is raised, as the provider said it."""
-        if self.ceiling == 1:
-            # One call at a time has nothing to lower: a 429 is the provider's to retry and the case's to report.
-            return make()
+        that long may not be taken (it would outlast the case): then the 429 is raised, as the provider said it.
+        While the call holds a slot, the slot is in `held` (the case's, so a case left behind can give it back)."""
         attempt = 0
         while True:
-            started_in = self._acquire(given_up)
+            slot = self._acquire(given_up, held)
             try:
                 result = make()
             except ProviderError as exc:
-                self._release(success=False)
-                if exc.code != RATE_LIMITED:
+                self.release_slot(slot, held, success=False)
+                if exc.code != RATE_LIMITED or self.ceiling == 1:
+                    # At one call at a time there is nothing to lower: the 429 is the case's to wait out.
                     raise
-                self._decrease(started_in)
+                self._decrease(slot.round)
                 attempt += 1
                 delay = min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2 ** (attempt - 1))
                 # Jitter: the calls refused together must not all come back at the same instant.
@@ -81,29 +99,51 @@ class ProviderThrottle:
                 time.sleep(delay)
                 continue
             except BaseException:
-                self._release(success=False)
+                self.release_slot(slot, held, success=False)
                 raise
-            self._release(success=True)
+            self.release_slot(slot, held, success=True)
             return result
 
-    def _acquire(self, given_up: Callable[[], bool]) -> int:
+    def _acquire(self, given_up: Callable[[], bool], held: list[Slot] | None) -> Slot:
         with self._condition:
-            # A case that gave up while waiting still makes its call: it fails fast on the expired session.
-            while self._in_flight >= self.limit and not given_up():
+            while True:
+                # Checked before every wait and once a slot is free: a case that gave up sends nothing.
+                if given_up():
+                    raise ProviderError(
+                        f"the case timed out before its call to {self.provider!r} could start (at most "
+                        f"{self.limit} of its calls at once); the call was not made",
+                        code=CASE_TIMED_OUT,
+                        provider=self.provider,
+                    )
+                if self._in_flight < self.limit:
+                    break
                 self._condition.wait(0.1)
             self._in_flight += 1
-            return self._round
+            slot = Slot(throttle=self, round=self._round)
+            if held is not None:
+                held.append(slot)
+            return slot
+
+    def release_slot(self, slot: Slot, held: list[Slot] | None = None, *, success: bool = False) -> None:
+        """Give the slot back, once: by the call that held it, or earlier for a case left behind."""
+        with self._condition:
+            if held is not None and slot in held:
+                held.remove(slot)
+            if slot.released:
+                return
+            slot.released = True
+            self._release(success=success)
 
     def _release(self, *, success: bool) -> None:
-        with self._condition:
-            self._in_flight -= 1
-            if success:
-                self._successes += 1
-                if self._successes >= self.limit and self.limit < self.ceiling:
-                    self.limit += 1
-                    self._successes = 0
-                    self._changed = True
-            self._condition.notify_all()
+        # Called with the condition held.
+        self._in_flight -= 1
+        if success:
+            self._successes += 1
+            if self._successes >= self.limit and self.limit < self.ceiling:
+                self.limit += 1
+                self._successes = 0
+                self._changed = True
+        self._condition.notify_all()
 
     def _decrease(self, started_in: int) -> None:
         with self._condition:

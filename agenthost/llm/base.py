@@ -73,6 +73,10 @@ class ModelRequest:
     response_schema: dict[str, Any] | None = None
     # Where the request comes from (conversation id, turn, step); never sent to the model.
     metadata: dict[str, Any] = field(default_factory=dict)
+    # When the caller stops waiting for the answer (time.monotonic()), e.g. a test case's timeout; never sent. A
+    # provider that can caps each attempt's timeout at the time left and starts no retry past it, failing with
+    # code DEADLINE. None: only the provider's own timeout and retries bound the call.
+    deadline: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,6 +127,10 @@ class ModelResponse:
             "latency_ms": self.latency_ms,
             "model": self.model,
         }
+
+
+# The code of a call that ended because its request's deadline came before an answer did.
+DEADLINE = "deadline"
 
 
 class ProviderError(Exception):

@@ -1,8 +1,11 @@
 """The `openai` provider: the official SDK against any OpenAI-compatible base URL (OpenAI, Azure OpenAI, vLLM, Ollama,
 llama.cpp, LiteLLM).
 
-Retries on 429/5xx and connection errors are the SDK's own (max_retries, honouring Retry-After); this module only turns
-what is left into a ProviderError whose message never carries the key or request headers.
+Retries on 429/5xx and connection errors are the SDK's own (max_retries, honouring Retry-After) — except for a request
+with a deadline (a test case's timeout): its attempts are made here, by the same rules, each one's timeout capped at
+the time left and none started past the deadline, since the SDK gives every attempt the whole timeout and a case
+would wait timeout × attempts. What is left becomes a ProviderError whose message never carries the key or request
+headers.
 
 What each model accepts differs (a reasoning model refuses `temperature`, takes `reasoning_effort` and
 `max_completion_tokens`), so every request is built from the model's own options in the providers file.
@@ -11,6 +14,7 @@ What each model accepts differs (a reasoning model refuses `temperature`, takes 
 from __future__ import annotations
 
 import os
+import random
 import re
 import time
 from typing import Any
@@ -18,7 +22,7 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion
 
-from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
+from agenthost.llm.base import DEADLINE, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
 from agenthost.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OPENAI_BASE_URL, is_number
 
 # Local servers (vLLM, Ollama, the test stub) ignore the key, but the SDK insists on having one.
@@ -29,6 +33,12 @@ _MAX_PROBLEM_LINE = 200
 _MAX_PROBLEMS = 8
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+# The SDK's retry rules, for the attempts made here: statuses worth another attempt, the back-off between attempts
+# (0.5, 1, 2 … s up to 8 s, less up to a quarter at random) and the longest Retry-After that is waited for.
+_RETRY_STATUSES = frozenset({408, 409, 429})
+_FIRST_RETRY_WAIT = 0.5
+_MAX_RETRY_WAIT = 8.0
+_MAX_RETRY_AFTER = 120.0
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 # The model option that changes a request parameter an endpoint may refuse as unsupported.
 _OPTION_FOR_PARAMETER = {
@@ -126,6 +136,25 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _retry_wait(exc: openai.OpenAIError, retry: int) -> float | None:
+    """How long to wait before retry number `retry` (from 0) of a request that failed with `exc`, as the SDK would;
+    None when the SDK would not retry it."""
+    if isinstance(exc, openai.APIStatusError):
+        retry_after = _retry_after(exc)
+        if retry_after is not None and retry_after > _MAX_RETRY_AFTER:
+            return None
+        should = exc.response.headers.get("x-should-retry")
+        if should == "false" or (
+            should != "true" and exc.status_code not in _RETRY_STATUSES and exc.status_code < 500
+        ):
+            return None
+        if retry_after:
+            return retry_after
+    elif not isinstance(exc, openai.APIConnectionError):
+        return None
+    return min(_FIRST_RETRY_WAIT * 2**retry, _MAX_RETRY_WAIT) * (1 - 0.25 * random.random())
+
+
 def _retry_after(exc: openai.APIStatusError) -> float | None:
     headers = exc.response.headers
     for name, divisor in (("retry-after-ms", 1000), ("retry-after", 1)):
@@ -184,14 +213,12 @@ class OpenAIProvider(ModelProvider):
             for model, spec in self._models.items()
         }
         self._default_headers = self._env_headers(options.get("headers_env") or {})
-        self._client = self._build_client(options) if self._api_key else None
+        self._timeout = float(options.get("timeout", DEFAULT_TIMEOUT))
+        self._max_retries = int(options.get("max_retries", DEFAULT_MAX_RETRIES))
+        self._client = self._build_client() if self._api_key else None
 
-    def _build_client(self, options: dict[str, Any]) -> openai.OpenAI:
-        common = {
-            "api_key": self._api_key,
-            "timeout": float(options.get("timeout", DEFAULT_TIMEOUT)),
-            "max_retries": int(options.get("max_retries", DEFAULT_MAX_RETRIES)),
-        }
+    def _build_client(self) -> openai.OpenAI:
+        common = {"api_key": self._api_key, "timeout": self._timeout, "max_retries": self._max_retries}
         if self.api_version:
             # Azure names the deployment in the URL; the SDK puts the request's model there.
             return openai.AzureOpenAI(azure_endpoint=self.base_url, api_version=self.api_version, **common)
@@ -264,9 +291,7 @@ class OpenAIProvider(ModelProvider):
             options["headers"] = params.pop("extra_headers")
         started = time.perf_counter()
         try:
-            completion = self._client.post(
-                "/chat/completions", cast_to=ChatCompletion, body=params, options=options  # type: ignore[arg-type]
-            )
+            completion = self._post(params, options, request)
         except openai.APITimeoutError:
             raise self._error(f"{self.base_url} did not answer within the timeout", "timeout", request) from None
         except openai.APIConnectionError:
@@ -305,6 +330,41 @@ class OpenAIProvider(ModelProvider):
             model=completion.model or request.model,
             refusal=getattr(message, "refusal", None) or "",
         )
+
+    def _post(self, params: dict[str, Any], options: dict[str, Any], request: ModelRequest) -> ChatCompletion:
+        """POST the request: the SDK's attempts, or — for a request with a deadline — attempts made here, each
+        within the time left, none started once a wait for it would reach the deadline."""
+        if request.deadline is None:
+            return self._client.post(
+                "/chat/completions", cast_to=ChatCompletion, body=params, options=options  # type: ignore[arg-type]
+            )
+        retry = 0
+        while True:
+            left = request.deadline - time.monotonic()
+            if left <= 0:
+                raise self._error("the caller's deadline passed before the request was sent; nothing was sent",
+                                  DEADLINE, request)
+            timeout = min(self._timeout, left)
+            try:
+                return self._client.post(
+                    "/chat/completions",
+                    cast_to=ChatCompletion,
+                    body=params,
+                    options={**options, "timeout": timeout, "max_retries": 0},  # type: ignore[arg-type]
+                )
+            except openai.OpenAIError as exc:
+                if isinstance(exc, openai.APITimeoutError) and timeout < self._timeout:
+                    raise self._error(
+                        f"{self.base_url} had not answered when the caller's deadline came ({timeout:.1f} s after "
+                        "the request was sent)",
+                        DEADLINE,
+                        request,
+                    ) from None
+                wait = _retry_wait(exc, retry)
+                if wait is None or retry >= self._max_retries or time.monotonic() + wait >= request.deadline:
+                    raise
+                retry += 1
+                time.sleep(wait)
 
     def _error(
         self, message: str, code: str, request: ModelRequest, *, retry_after: float | None = None

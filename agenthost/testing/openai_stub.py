@@ -13,8 +13,10 @@ It behaves like the OpenAI API where agenttest depends on it: a reasoning model 
 in `reasoning_models`) answers HTTP 400 to a `temperature` other than 1 and to `max_tokens`, as OpenAI does, and an
 ordinary model to `reasoning_effort`; a reasoning model spends reasoning tokens; a prompt that starts with one the
 model saw before is partly served from the prompt cache (`cached_tokens`); `refuse_null_content` answers HTTP 500 to
-an assistant message whose content is null, as llama-cpp-python does. Command line (serves the echo rules until
-stopped):
+an assistant message whose content is null, as llama-cpp-python does. `delay` makes every answer take that long, as a
+slow model's does; a client that hangs up meanwhile gets none, as a real server drops it. `in_flight` and
+`most_in_flight` count the requests the server is working on (received, client still there, no answer sent yet):
+what a provider's concurrency limit is about. Command line (serves the echo rules until stopped):
 
     python -m agenthost.testing.openai_stub --port 8001 --echo
 """
@@ -27,6 +29,7 @@ import hashlib
 import json
 import math
 import re
+import select
 import socket
 import sys
 import threading
@@ -131,6 +134,10 @@ class OpenAIStub:
         self._connections: set[socket.socket] = set()
         self._call_count = 0
         self._lock = threading.Lock()
+        # Seconds each answer takes; may be changed while serving.
+        self.delay = 0.0
+        self._working_on: set[socket.socket] = set()
+        self.most_in_flight = 0
         self._server = _Server((host, port), _handler_for(self))
         self._thread: threading.Thread | None = None
 
@@ -208,6 +215,30 @@ class OpenAIStub:
         """When each chat request arrived (time.monotonic()), in order: how long a client waited between them."""
         with self._lock:
             return list(self._times)
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._working_on)
+
+    def _arrive(self, connection: socket.socket) -> None:
+        with self._lock:
+            # A client that hung up before this request came is no longer waiting for its answer.
+            self._working_on = {other for other in self._working_on if not _hung_up(other, 0)}
+            self._working_on.add(connection)
+            self.most_in_flight = max(self.most_in_flight, len(self._working_on))
+
+    def _answer_now(self, connection: socket.socket) -> bool:
+        """Wait out the delay before answering; False when the client hung up meanwhile."""
+        end = time.monotonic() + self.delay
+        while (left := end - time.monotonic()) > 0:
+            if _hung_up(connection, min(left, 0.05)):
+                return False
+        return True
+
+    def _leave(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._working_on.discard(connection)
 
     def _note(self, body: dict[str, Any], headers: dict[str, str]) -> None:
         # A request the stub refused as the API would is still one it received.
@@ -335,6 +366,21 @@ class OpenAIStub:
         }
 
 
+def _hung_up(connection: socket.socket, wait: float) -> bool:
+    """Whether the client closed the connection, waiting up to `wait` seconds to find out."""
+    try:
+        readable, _, _ = select.select([connection], [], [], wait)
+        if not readable:
+            return False
+        if connection.recv(1, socket.MSG_PEEK) == b"":
+            return True
+    except (OSError, ValueError):
+        return True
+    # Bytes of a next request: the client is there.
+    time.sleep(wait)
+    return False
+
+
 def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -362,6 +408,7 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 self._error(HttpError(404, f"no route GET {self.path}"))
 
         def do_POST(self) -> None:
+            stub._arrive(self.connection)
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             # Azure OpenAI adds the deployment to the path and the API version to the query.
@@ -416,6 +463,13 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             self._send(error.status, payload, headers)
 
         def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            if self.connection in stub._working_on:
+                answered = stub._answer_now(self.connection)
+                # Done with before the answer goes out: the client may send its next request as soon as it has it.
+                stub._leave(self.connection)
+                if not answered:
+                    self.close_connection = True
+                    return
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
