@@ -149,8 +149,6 @@ def test_it_lets_the_harness_reach_the_host_only_through_the_seams_module():
 
 
 def test_it_runs_the_host_alone_when_the_harness_apps_are_removed(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTTEST_", "CELERY_", "DATABASE_URL"))}
-    env.update(AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_HARNESS_APPS="")
     script = (
         "import django; django.setup()\n"
         "from django.core.management import call_command\n"
@@ -169,10 +167,7 @@ def test_it_runs_the_host_alone_when_the_harness_apps_are_removed(tmp_path):
         "from django.test import Client\n"
         "assert Client(HTTP_HOST='localhost').get('/chat/').status_code == 302\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=BASE_DIR, env={**env,
-                            "DJANGO_SETTINGS_MODULE": "agenttest.settings"}, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr
+    result = _host_alone(tmp_path, script)
     assert "('util-email-handle_email_sender', 'executed')" in result.stdout
 
 
@@ -230,8 +225,6 @@ def test_it_refuses_a_second_app_taking_over_the_conversation_page():
 
 
 def test_it_keeps_the_hosts_conversation_browser_whole_when_the_harness_apps_are_removed(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTTEST_", "CELERY_", "DATABASE_URL"))}
-    env.update(AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_HARNESS_APPS="")
     script = (
         "import django; django.setup()\n"
         "from django.core.management import call_command\n"
@@ -250,10 +243,18 @@ def test_it_keeps_the_hosts_conversation_browser_whole_when_the_harness_apps_are
         "print('RESOLVED', client.get('/conversations/').resolver_match.func.__module__)\n"
         "print('DETAIL', client.get(f'/conversations/{conversation.pk}/').status_code)\n"
     )
+    result = _host_alone(tmp_path, script)
+    assert "RESOLVED agenthost.views" in result.stdout
+    assert 'class="conversation-title"><a href="/chat/?conversation=1">a customer chat</a>' in result.stdout
+    assert "DETAIL 404" in result.stdout, "without the harness there is no transcript page, and no link to one"
+
+
+def _host_alone(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
+    """Runs `script` in a fresh process whose settings install the host without the harness apps."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTTEST_", "CELERY_", "DATABASE_URL"))}
+    env.update(AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_HARNESS_APPS="")
     result = subprocess.run([sys.executable, "-c", script], cwd=BASE_DIR, env={**env,
                             "DJANGO_SETTINGS_MODULE": "agenttest.settings"}, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "RESOLVED agenthost.views" in result.stdout
-    assert 'class="conversation-title"><a href="/chat/?conversation=1">a customer chat</a>' in result.stdout
-    assert "DETAIL 404" in result.stdout, "without the harness there is no transcript page, and no link to one"
+    return result
