@@ -6,9 +6,12 @@
 - the conversation service: start, send, invoke_function (a conversation started with `seal=` refuses every send
   or invoke that does not present its `seal_key`);
 - MCP tools: `declared_functions` expands an agent's declarations of MCP servers' tools, from the cached listings;
+- the conversation browser: `conversation_list` (what a person may see, filtered) and `conversation_page_register`,
+  which makes the host's list open each conversation on a page of the registering app instead of the chat;
 - the model layer: configured models and providers, and runtime providers a plugin registers by name.
 """
 
+from agenthost.browser import conversation_page_register
 from agenthost.builtins.control import CONTROL_FLOW_FUNCTIONS
 from agenthost.executor import (
     FIRST_ORDER,
@@ -70,6 +73,7 @@ from agenthost.mcp.tools import (
 from agenthost.models import Agent, Conversation, Message, StateChange
 from agenthost.redaction import redact, redact_text
 from agenthost.selectors import (
+    conversation_list,
     conversation_messages,
     conversation_state,
     conversation_state_timeline,
@@ -146,11 +150,13 @@ __all__ = [
     "agent_update",
     "callable_function_names",
     "configured_models",
+    "conversation_list",
     "conversation_messages",
     "conversation_state",
     "conversation_state_timeline",
     "conversation_invoke_function",
     "conversation_open",
+    "conversation_page_register",
     "conversation_send",
     "conversation_start",
     "declared_functions",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -12,11 +13,19 @@ def agent_list() -> QuerySet[Agent]:
 
 
 def conversation_list(
-    *, user: Any, agent_id: int | None = None, tag: str = "", search: str = "", sealed: bool | None = None
-) -> QuerySet:
-    """Conversations a user may see: staff see all, others their own. `sealed` True/False keeps only sealed or only
-    unsealed ones; None keeps both."""
-    qs = Conversation.objects.select_related("agent", "owner")
+    *,
+    user: Any,
+    agent_id: int | None = None,
+    tag: str = "",
+    search: str = "",
+    started_from: datetime.date | None = None,
+    started_to: datetime.date | None = None,
+    sealed: bool | None = None,
+) -> QuerySet[Conversation]:
+    """Conversations a user may see — staff all, others their own — newest first. `sealed` True/False keeps only
+    sealed or only unsealed ones; None keeps both. `started_to` is inclusive; `search` matches the title or any
+    message's text."""
+    qs = Conversation.objects.select_related("agent", "current_agent", "owner")
     if not user.is_staff:
         qs = qs.filter(owner=user)
     if sealed is not None:
@@ -26,6 +35,10 @@ def conversation_list(
     if tag:
         # JSON containment is not on SQLite; a quoted substring match on the stored list works on both.
         qs = qs.filter(tags__icontains=f'"{tag}"')
+    if started_from:
+        qs = qs.filter(created_at__date__gte=started_from)
+    if started_to:
+        qs = qs.filter(created_at__date__lte=started_to)
     if search:
         qs = qs.filter(Q(title__icontains=search) | Q(messages__content__icontains=search)).distinct()
     return qs

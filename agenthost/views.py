@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
+
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET
 
+from agenthost.browser import conversation_page_url
 from agenthost.selectors import agent_list, conversation_list, sealed_filter
 from agenttest.inputs import parse_id, text_is_storable
 
@@ -38,31 +42,52 @@ def chat(request: HttpRequest) -> HttpResponse:
     return render(request, "agents/chat.html", context, status=404 if error else 200)
 
 
+def _date(value: str) -> datetime.date | None:
+    try:
+        return datetime.date.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+
+
+@require_GET
 @login_required
 def conversations(request: HttpRequest) -> HttpResponse:
-    agent_id = request.GET.get("agent", "")
-    tag = request.GET.get("tag", "").strip()
-    search = request.GET.get("search", "").strip()
-    sealed_raw = request.GET.get("sealed", "").strip()
+    """The one conversation browser. A filter that cannot be read is ignored and named on the page, so the list
+    still answers; rows open the page an installed app registered for a conversation (`browser`), else the chat."""
+    params = request.GET
+    filters = {"agent": params.get("agent", "")} | {
+        name: params.get(name, "").strip() for name in ("tag", "search", "from", "to", "sealed")
+    }
     try:
-        sealed = sealed_filter(sealed_raw)
-        error = ""
+        sealed = sealed_filter(filters["sealed"])
+        sealed_error = ""
     except ValueError as exc:
-        sealed, error = False, f"The sealed filter {exc}."
+        sealed, sealed_error = False, f"The test conversations filter (sealed) {exc}; it was ignored."
+        filters["sealed"] = ""
     queryset = conversation_list(
-        user=request.user, agent_id=parse_id(agent_id), tag=tag, search=search, sealed=sealed
-    ).select_related("current_agent")
-    if not (text_is_storable(tag) and text_is_storable(search)):
+        user=request.user,
+        agent_id=parse_id(filters["agent"]),
+        tag=filters["tag"],
+        search=filters["search"],
+        started_from=_date(filters["from"]),
+        started_to=_date(filters["to"]),
+        sealed=sealed,
+    )
+    if not (text_is_storable(filters["tag"]) and text_is_storable(filters["search"])):
         # No stored text holds NUL, and PostgreSQL refuses a query that does.
         queryset = queryset.none()
-    page = Paginator(queryset, CONVERSATIONS_PER_PAGE).get_page(request.GET.get("page"))
-    query = request.GET.copy()
+    page = Paginator(queryset, CONVERSATIONS_PER_PAGE).get_page(params.get("page"))
+    query = params.copy()
     query.pop("page", None)
     context = {
         "page": page,
+        "rows": [
+            (conversation, conversation_page_url(conversation_id=conversation.pk)) for conversation in page.object_list
+        ],
         "agents": agent_list(),
-        "filters": {"agent": agent_id, "tag": tag, "search": search, "sealed": sealed_raw},
+        "filters": filters,
+        "bad_dates": [name for name in ("from", "to") if filters[name] and _date(filters[name]) is None],
+        "sealed_error": sealed_error,
         "query": query.urlencode(),
-        "error": error,
     }
-    return render(request, "agents/conversations.html", context, status=400 if error else 200)
+    return render(request, "agents/conversations.html", context)

@@ -1,33 +1,25 @@
-"""The conversation pages: a filterable list, and one conversation's transcript with its tool calls and state timeline.
-Staff also get "Record as draft" and "Extract cases", which lead to the drafts they create in the admin."""
+"""One conversation's page: its transcript with its tool calls and state timeline; the host's conversation list opens
+it (registered through `agenthost.seams.conversation_page_register`). Staff also get "Record as draft" and "Extract
+cases", which lead to the drafts they create in the admin."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from rest_framework.throttling import ScopedRateThrottle
 
-from agenthost.seams import Conversation, configured_models, conversation_state, sealed_filter
+from agenthost.seams import Conversation, configured_models, conversation_state
 from agenttest.forms import unknown_fields_message, unknown_form_fields
-from agenttest.inputs import parse_id, text_is_storable
 from cases.models import Suite
 from recording.api import THROTTLE_SCOPE, suite_from_ref
-from recording.selectors import (
-    conversation_agents,
-    conversation_drafts,
-    conversation_for_user,
-    conversation_list,
-    suites_for_drafts,
-)
+from recording.selectors import conversation_drafts, conversation_for_user, suites_for_drafts
 from recording.services import (
     Drafts,
     ExtractionModelUnavailable,
@@ -38,56 +30,6 @@ from recording.services import (
     recording_create,
 )
 from recording.transcripts import START, transcript_load
-
-CONVERSATIONS_PER_PAGE = 25
-
-
-def _date(value: str) -> datetime.date | None:
-    try:
-        return datetime.date.fromisoformat(value.strip()) if value.strip() else None
-    except ValueError:
-        return None
-
-
-@require_GET
-@login_required
-def conversation_list_page(request: HttpRequest) -> HttpResponse:
-    params = request.GET
-    agent = params.get("agent", "")
-    filters = {
-        "agent": agent,
-        "tag": params.get("tag", "").strip(),
-        "search": params.get("search", "").strip(),
-        "from": params.get("from", "").strip(),
-        "to": params.get("to", "").strip(),
-        "sealed": params.get("sealed", "").strip(),
-    }
-    try:
-        sealed = sealed_filter(filters["sealed"])
-    except ValueError:
-        sealed, filters["sealed"] = False, ""
-    queryset = conversation_list(
-        user=request.user,
-        agent_id=parse_id(agent),
-        tag=filters["tag"],
-        search=filters["search"],
-        started_from=_date(filters["from"]),
-        started_to=_date(filters["to"]),
-        sealed=sealed,
-    )
-    if not all(text_is_storable(filters[name]) for name in ("tag", "search")):
-        queryset = queryset.none()
-    page = Paginator(queryset, CONVERSATIONS_PER_PAGE).get_page(params.get("page"))
-    query = params.copy()
-    query.pop("page", None)
-    context = {
-        "page": page,
-        "agents": conversation_agents(),
-        "filters": filters,
-        "bad_dates": [name for name in ("from", "to") if filters[name] and _date(filters[name]) is None],
-        "query": query.urlencode(),
-    }
-    return render(request, "recording/conversation_list.html", context)
 
 
 def _visible(request: HttpRequest, conversation_id: int) -> Conversation:

@@ -149,8 +149,6 @@ def test_it_lets_the_harness_reach_the_host_only_through_the_seams_module():
 
 
 def test_it_runs_the_host_alone_when_the_harness_apps_are_removed(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTTEST_", "CELERY_", "DATABASE_URL"))}
-    env.update(AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_HARNESS_APPS="")
     script = (
         "import django; django.setup()\n"
         "from django.core.management import call_command\n"
@@ -169,8 +167,94 @@ def test_it_runs_the_host_alone_when_the_harness_apps_are_removed(tmp_path):
         "from django.test import Client\n"
         "assert Client(HTTP_HOST='localhost').get('/chat/').status_code == 302\n"
     )
+    result = _host_alone(tmp_path, script)
+    assert "('util-email-handle_email_sender', 'executed')" in result.stdout
+
+
+# --- One conversation browser: the host's, which the harness extends through the seam (issue 22, point 3) -------
+
+
+def _url_patterns_serving(path: str) -> list[str]:
+    """Every view in the URL conf that would answer `path`, not only the first: a later one is shadowed, not gone."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    found: list[str] = []
+
+    def walk(patterns: list, remainder: str) -> None:
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                if (match := pattern.pattern.match(remainder)) is not None:
+                    walk(pattern.url_patterns, match[0])
+            elif isinstance(pattern, URLPattern) and pattern.pattern.match(remainder) is not None:
+                found.append(f"{pattern.callback.__module__}.{pattern.callback.__qualname__}")
+
+    walk(get_resolver().url_patterns, path.lstrip("/"))
+    return found
+
+
+def test_it_serves_the_conversation_list_from_the_hosts_one_view():
+    from django.urls import resolve
+
+    from agenthost import views
+
+    assert resolve("/conversations/").func is views.conversations
+    assert _url_patterns_serving("/conversations/") == ["agenthost.views.conversations"]
+
+
+def test_it_keeps_recording_out_of_the_hosts_code_and_pages():
+    imports = sorted((module, imported) for module, targets in _import_graph().items() if module.startswith(
+        "agenthost") for imported in targets if imported.split(".")[0] == "recording")
+    assert imports == []
+    # The host's pages render without the harness: none names a URL only the harness mounts.
+    host_templates = sorted((BASE_DIR / "agenttest" / "templates" / "agents").rglob("*.html"))
+    assert host_templates
+    assert [path.name for path in host_templates if "recording:" in path.read_text()] == []
+
+
+def test_it_refuses_a_second_app_taking_over_the_conversation_page():
+    import pytest
+    from django.core.exceptions import ImproperlyConfigured
+
+    from agenthost.browser import conversation_page_url
+    from agenthost.seams import conversation_page_register
+
+    conversation_page_register(url_name="recording:conversation")  # the harness again: nothing changes
+    with pytest.raises(ImproperlyConfigured, match="already 'recording:conversation'"):
+        conversation_page_register(url_name="other:conversation")
+    assert conversation_page_url(conversation_id=7) == "/conversations/7/"
+
+
+def test_it_keeps_the_hosts_conversation_browser_whole_when_the_harness_apps_are_removed(tmp_path):
+    script = (
+        "import django; django.setup()\n"
+        "from django.core.management import call_command\n"
+        "call_command('migrate', verbosity=0)\n"
+        "from django.contrib.auth.models import User\n"
+        "from django.test import Client\n"
+        "from agenthost.models import Agent\n"
+        "from agenthost.services import conversation_start\n"
+        "agent = Agent.objects.create(name='greeter')\n"
+        "conversation = conversation_start(agent=agent, title='a customer chat', tags=['demo'])\n"
+        "client = Client(HTTP_HOST='localhost')\n"
+        "client.force_login(User.objects.create_user('staff', is_staff=True))\n"
+        "page = client.get('/conversations/', {'tag': 'demo', 'from': '2000-01-01', 'sealed': 'all'})\n"
+        "assert page.status_code == 200, page.status_code\n"
+        "print(page.content.decode())\n"
+        "print('RESOLVED', client.get('/conversations/').resolver_match.func.__module__)\n"
+        "print('DETAIL', client.get(f'/conversations/{conversation.pk}/').status_code)\n"
+    )
+    result = _host_alone(tmp_path, script)
+    assert "RESOLVED agenthost.views" in result.stdout
+    assert 'class="conversation-title"><a href="/chat/?conversation=1">a customer chat</a>' in result.stdout
+    assert "DETAIL 404" in result.stdout, "without the harness there is no transcript page, and no link to one"
+
+
+def _host_alone(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
+    """Runs `script` in a fresh process whose settings install the host without the harness apps."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTTEST_", "CELERY_", "DATABASE_URL"))}
+    env.update(AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_HARNESS_APPS="")
     result = subprocess.run([sys.executable, "-c", script], cwd=BASE_DIR, env={**env,
                             "DJANGO_SETTINGS_MODULE": "agenttest.settings"}, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "('util-email-handle_email_sender', 'executed')" in result.stdout
+    return result

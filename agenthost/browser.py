@@ -1,0 +1,29 @@
+"""The conversation browser's seam. The host lists conversations (`views.conversations`) and opens each one in the
+chat; an installed app may register a page of its own that opens a conversation instead — the harness registers its
+transcript page, which carries the record and extract panel. The host never knows which app that is: with none
+registered, the browser is whole and its rows open the chat."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+from django.urls import reverse
+
+_conversation_page: dict[str, str] = {}
+
+
+def conversation_page_register(*, url_name: str) -> None:
+    """Rows of the conversation list open `url_name`, reversed with the conversation's `conversation_id`. One app
+    owns that page: a second, different registration is a configuration error, not a silent override."""
+    registered = _conversation_page.setdefault("url_name", url_name)
+    if registered != url_name:
+        raise ImproperlyConfigured(
+            f"The conversation page is already {registered!r}; {url_name!r} cannot take it over. "
+            "Install only one app that opens conversations from the conversation list."
+        )
+
+
+def conversation_page_url(*, conversation_id: int) -> str:
+    """Where the conversation list opens a conversation: the registered page, else the chat."""
+    if (url_name := _conversation_page.get("url_name")) is not None:
+        return reverse(url_name, kwargs={"conversation_id": conversation_id})
+    return f"{reverse('agents:chat')}?conversation={conversation_id}"
