@@ -86,7 +86,16 @@ from agenthost.turns import (
     ToolCallRecord,
     TurnResult,
 )
-from agenthost.validation import agent_problems, unstorable_paths
+from agenthost.validation import (
+    MAX_STEPS_MAX,
+    MAX_STEPS_MESSAGE,
+    MAX_STEPS_MIN,
+    TEMPERATURE_MAX,
+    TEMPERATURE_MESSAGE,
+    TEMPERATURE_MIN,
+    agent_problems,
+    unstorable_paths,
+)
 
 start = conversation_start
 send = conversation_send
@@ -94,6 +103,12 @@ invoke_function = conversation_invoke_function
 
 __all__ = [
     "CONTROL_FLOW_FUNCTIONS",
+    "MAX_STEPS_MAX",
+    "MAX_STEPS_MESSAGE",
+    "MAX_STEPS_MIN",
+    "TEMPERATURE_MAX",
+    "TEMPERATURE_MESSAGE",
+    "TEMPERATURE_MIN",
     "FIRST_ORDER",
     "Agent",
     "ConcurrentTurn",
