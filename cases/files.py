@@ -97,10 +97,18 @@ _Loader.yaml_implicit_resolvers = {
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|false)$"), list("tf")
 )
+# `1e-05` and `1.5e3` are numbers, as in YAML 1.2 and JSON (YAML 1.1 wants a dot and a signed exponent, and would
+# read them as text).
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$")
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
 
 
 class _Dumper(yaml.SafeDumper):
     pass
+
+
+# Text such as "1e5" is quoted when written, since _Loader reads it plain as a number.
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
 
 
 # What YAML reads as a line break or drops (NEL, the Unicode separators, CR, a BOM) and control characters: text
@@ -146,7 +154,14 @@ ALIAS_MESSAGE = (
     "uses a YAML anchor or alias ({what}): agenttest files allow neither, so that every value is read where it "
     "stands and a small file cannot expand into a huge one; write the value out"
 )
-_INT_TAG = "tag:yaml.org,2002:int"
+TAG_MESSAGE = (
+    "uses {what}: agenttest files hold plain data only — text, numbers, true/false, null, lists and mappings"
+)
+_YAML_TAG = "tag:yaml.org,2002:"
+_INT_TAG, _MERGE_TAG = f"{_YAML_TAG}int", f"{_YAML_TAG}merge"
+# What JSON holds: every other tag (!!binary, !!set, !!timestamp, !!omap, …) builds a value no database column of
+# JSON stores.
+_PLAIN_TAGS = frozenset(f"{_YAML_TAG}{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq"))
 
 
 @dataclass
@@ -171,9 +186,9 @@ class _Open:
 
 def _event_problem(text: str) -> tuple[str, str] | None:
     """(key path, message) for the first thing in the YAML text that agenttest refuses before building any value:
-    an anchor or alias, nesting deeper than MAX_JSON_DEPTH, a key written twice in one mapping, a key that is not
-    plain text, or a whole number too long to convert. Walks the parser's events, which neither expand aliases nor
-    recurse."""
+    an anchor or alias, a tag of something other than plain data, nesting deeper than MAX_JSON_DEPTH, a key written
+    twice in one mapping, a key that is not plain text, or a whole number too long to convert. Walks the parser's
+    events, which neither expand aliases nor recurse."""
     loader = _Loader(text)
     opened: list[_Open] = []
     try:
@@ -196,10 +211,13 @@ def _event_problem(text: str) -> tuple[str, str] | None:
                 return path, ALIAS_MESSAGE.format(what=f"{marker}{event.anchor}")
             if is_key and not isinstance(event, yaml.ScalarEvent):
                 return path, "a key must be plain text, not a list or a mapping"
+            tag = event.tag
+            if isinstance(event, yaml.ScalarEvent) and tag in (None, "!"):
+                tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+            if tag not in (None, "!", *_PLAIN_TAGS):
+                what = "a merge key (<<)" if tag == _MERGE_TAG else f"the tag {tag.replace(_YAML_TAG, '!!')}"
+                return path, TAG_MESSAGE.format(what=what)
             if isinstance(event, yaml.ScalarEvent):
-                tag = event.tag if event.tag not in (None, "!") else loader.resolve(
-                    yaml.ScalarNode, event.value, event.implicit
-                )
                 if tag == _INT_TAG and len(event.value.lstrip("+-").replace("_", "")) > sys.get_int_max_str_digits():
                     return path, INT_RANGE_PROBLEM
             elif isinstance(event, yaml.CollectionStartEvent):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agenthost.admin import AgentAdminForm
@@ -211,6 +211,7 @@ DOOR_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[
 
 
 @DOOR_SETTINGS
+@example(temperature=1e-05)  # YAML 1.1 reads `1e-05` as text
 @given(temperature=st.floats(min_value=-3, max_value=5) | st.sampled_from([0.0, 2.0, 2.0000001, -1e-9, 1e308]))
 def test_it_takes_the_same_temperatures_through_files_the_api_and_the_admin(
     tmp_path_factory, admin_client_api, temperature
@@ -326,3 +327,25 @@ def test_it_refuses_an_anchor_or_alias_wherever_it_stands_naming_its_key(tmp_pat
         assert "suites/support/cases/status.yaml: description: uses a YAML anchor or alias (&spot)" in err
     else:
         assert f"suites/support/cases/status.yaml: {where}: uses a YAML anchor or alias (&spot)" in err
+
+
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [
+        ("!!binary aGVsbG8=", "the tag !!binary"),
+        ("!!set {a: null}", "the tag !!set"),
+        ("!!timestamp 2024-05-01", "the tag !!timestamp"),
+        ("!!omap [{a: 1}]", "the tag !!omap"),
+        ("{<<: {a: 1}, b: 2}", "a merge key (<<)"),
+    ],
+)
+def test_it_refuses_a_yaml_tag_of_anything_but_plain_data_naming_its_key(tmp_path, value, what):
+    status = CASE.format(name="Status") + f"initial_state: {{x: {value}}}\n"
+    directory = repo(tmp_path / "repo", {"suites/support/cases/status.yaml": status})
+
+    code, err = _apply(directory)
+
+    assert code == 2
+    assert "suites/support/cases/status.yaml: initial_state.x" in err
+    assert f"uses {what}: agenttest files hold plain data only" in err
+    assert not Case.objects.exists()
