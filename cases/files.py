@@ -180,8 +180,9 @@ class _Open:
         if not self.is_mapping:
             self.index += 1
             return _join(self.path, self.index - 1), False
-        self.expecting_key = not self.expecting_key
-        return (self.path, True) if not self.expecting_key else (_join(self.path, self.key), False)
+        key_next = self.expecting_key
+        self.expecting_key = not key_next
+        return (self.path, True) if key_next else (_join(self.path, self.key), False)
 
 
 def _event_problem(text: str) -> tuple[str, str] | None:
