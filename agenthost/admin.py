@@ -12,7 +12,15 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from agenthost.models import Agent, Conversation, McpToolList, Message, StateChange
-from agenthost.validation import agent_problems
+from agenthost.validation import (
+    MAX_STEPS_MAX,
+    MAX_STEPS_MESSAGE,
+    MAX_STEPS_MIN,
+    TEMPERATURE_MAX,
+    TEMPERATURE_MESSAGE,
+    TEMPERATURE_MIN,
+    agent_problems,
+)
 from agenttest import admin_fields
 from agenttest.admin_ids import StrictIdsAdminMixin
 
@@ -39,6 +47,18 @@ JSON_FIELD_OVERRIDES: dict[type[models.Field], dict[str, Any]] = {
 
 
 class AgentAdminForm(forms.ModelForm):
+    # The limits every door shares (agenthost/validation.py); the model's columns alone would take 99 or 0.
+    temperature = forms.FloatField(
+        required=False, min_value=TEMPERATURE_MIN, max_value=TEMPERATURE_MAX,
+        help_text=Agent._meta.get_field("temperature").help_text,
+        error_messages=dict.fromkeys(("invalid", "min_value", "max_value"), TEMPERATURE_MESSAGE),
+    )
+    max_steps = forms.IntegerField(
+        required=False, min_value=MAX_STEPS_MIN, max_value=MAX_STEPS_MAX,
+        help_text=Agent._meta.get_field("max_steps").help_text,
+        error_messages=dict.fromkeys(("invalid", "min_value", "max_value"), MAX_STEPS_MESSAGE),
+    )
+
     class Meta:
         model = Agent
         fields = (

@@ -38,7 +38,17 @@ from agenthost.turns import (
     ModelCallFailed,
     StepLimitExceeded,
 )
-from agenthost.validation import UNSTORABLE_MESSAGE, agent_problems, unstorable_paths
+from agenthost.validation import (
+    MAX_STEPS_MAX,
+    MAX_STEPS_MESSAGE,
+    MAX_STEPS_MIN,
+    TEMPERATURE_MAX,
+    TEMPERATURE_MESSAGE,
+    TEMPERATURE_MIN,
+    UNSTORABLE_MESSAGE,
+    agent_problems,
+    unstorable_paths,
+)
 from agenttest.api import ApiPagination, IdField, IsStaffOrReadOnly, JSONInputField, StrictInputSerializer
 from agenttest.inputs import parse_id
 
@@ -105,11 +115,18 @@ class AgentCreateApi(APIView):
         provider = serializers.CharField(max_length=100)
         model = serializers.CharField(max_length=200)
         # null: the model's default — what a reasoning model needs, since it refuses any other.
-        temperature = serializers.FloatField(min_value=0.0, max_value=2.0, allow_null=True, default=0.0)
+        temperature = serializers.FloatField(
+            min_value=TEMPERATURE_MIN, max_value=TEMPERATURE_MAX, allow_null=True, default=0.0,
+            error_messages=dict.fromkeys(("invalid", "min_value", "max_value"), TEMPERATURE_MESSAGE),
+        )
         functions = JSONInputField(default=list)
         rules = JSONInputField(default=list)
         sub_agents = serializers.ListField(child=serializers.CharField(), default=list)
-        max_steps = serializers.IntegerField(min_value=1, max_value=MAX_POSITIVE_INT, allow_null=True, default=None)
+        max_steps = serializers.IntegerField(
+            min_value=MAX_STEPS_MIN, max_value=MAX_STEPS_MAX, allow_null=True, default=None,
+            error_messages=dict.fromkeys(("invalid", "min_value", "max_value", "max_string_length"),
+                                         MAX_STEPS_MESSAGE),
+        )
 
         def validate_name(self, value: str) -> str:
             others = Agent.objects.filter(name=value)

@@ -98,7 +98,16 @@ from agenthost.turns import (
     ToolCallRecord,
     TurnResult,
 )
-from agenthost.validation import agent_problems, unstorable_paths
+from agenthost.validation import (
+    MAX_STEPS_MAX,
+    MAX_STEPS_MESSAGE,
+    MAX_STEPS_MIN,
+    TEMPERATURE_MAX,
+    TEMPERATURE_MESSAGE,
+    TEMPERATURE_MIN,
+    agent_problems,
+    unstorable_paths,
+)
 
 start = conversation_start
 # MCP listings for the harness: cache one (refused on a name clash), list servers now, the servers an agent names.
@@ -112,6 +121,12 @@ invoke_function = conversation_invoke_function
 __all__ = [
     "CONTROL_FLOW_FUNCTIONS",
     "DEADLINE",
+    "MAX_STEPS_MAX",
+    "MAX_STEPS_MESSAGE",
+    "MAX_STEPS_MIN",
+    "TEMPERATURE_MAX",
+    "TEMPERATURE_MESSAGE",
+    "TEMPERATURE_MIN",
     "FIRST_ORDER",
     "Agent",
     "ConcurrentTurn",

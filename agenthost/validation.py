@@ -16,6 +16,16 @@ from agenthost.rules import rule_function_name
 from agenthost.templating import TemplateRefused, compile_template
 
 RULE_TRIGGERS = ("conversation_started", "state_changed")
+# An agent's numeric settings, defined once: the API, the admin form and the files' schema (cases/schema.py) all
+# enforce these, so an agent saved through any of them can be exported and applied again.
+TEMPERATURE_MIN, TEMPERATURE_MAX = 0.0, 2.0
+TEMPERATURE_MESSAGE = (
+    f"must be a number from {TEMPERATURE_MIN:g} to {TEMPERATURE_MAX:g}, or empty (null) for the model's default"
+)
+MAX_STEPS_MIN, MAX_STEPS_MAX = 1, 1000
+MAX_STEPS_MESSAGE = (
+    f"must be a whole number from {MAX_STEPS_MIN} to {MAX_STEPS_MAX}, or empty (null) for AGENTTEST_MAX_STEPS"
+)
 # Text no database stores: PostgreSQL refuses NUL in text and JSON, and a lone surrogate (which JSON text may escape,
 # e.g. in a form field parsed as JSON) is not Unicode at all.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from agenthost.seams import (
     mcp_servers_named,
     unstorable_paths,
 )
+from agenttest.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, json_value_issue
 from cases.models import Case, Suite
 from cases.schema import schema_problems
 from cases.services import (
@@ -103,10 +105,18 @@ _Loader.yaml_implicit_resolvers = {
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|false)$"), list("tf")
 )
+# `1e-05` and `1.5e3` are numbers, as in YAML 1.2 and JSON (YAML 1.1 wants a dot and a signed exponent, and would
+# read them as text).
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$")
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
 
 
 class _Dumper(yaml.SafeDumper):
     pass
+
+
+# Text such as "1e5" is quoted when written, since _Loader reads it plain as a number.
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
 
 
 # What YAML reads as a line break or drops (NEL, the Unicode separators, CR, a BOM) and control characters: text
@@ -133,12 +143,104 @@ def _read_yaml(path: Path, name: str) -> tuple[Any, FileProblem | None]:
     except UnicodeDecodeError:
         return None, FileProblem(name, "", "is not UTF-8 text")
     try:
+        # Checked on the parser's events, before anything is built: building is what an alias bomb, a deep nesting
+        # or a huge integer makes expensive or crash.
+        if (found := _event_problem(text)) is not None:
+            return None, FileProblem(name, *found)
         return yaml.load(text, Loader=_Loader), None  # a SafeLoader: plain data only
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         what = getattr(exc, "problem", None) or str(exc)
         return None, FileProblem(name, "", f"is not valid YAML: {where}{what}")
+    except (ValueError, RecursionError, OverflowError) as exc:
+        # What the event checks leave to the constructor should never raise; if it does, the file is still named.
+        return None, FileProblem(name, "", f"cannot be read as agenttest data ({type(exc).__name__}: {exc})")
+
+
+ALIAS_MESSAGE = (
+    "uses a YAML anchor or alias ({what}): agenttest files allow neither, so that every value is read where it "
+    "stands and a small file cannot expand into a huge one; write the value out"
+)
+TAG_MESSAGE = (
+    "uses {what}: agenttest files hold plain data only — text, numbers, true/false, null, lists and mappings"
+)
+_YAML_TAG = "tag:yaml.org,2002:"
+_INT_TAG, _MERGE_TAG = f"{_YAML_TAG}int", f"{_YAML_TAG}merge"
+# What JSON holds: every other tag (!!binary, !!set, !!timestamp, !!omap, …) builds a value no database column of
+# JSON stores.
+_PLAIN_TAGS = frozenset(f"{_YAML_TAG}{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq"))
+
+
+@dataclass
+class _Open:
+    """A mapping or list the parser is inside of."""
+
+    path: str
+    is_mapping: bool
+    index: int = 0
+    key: str = ""
+    expecting_key: bool = True
+    key_lines: dict[str, int] = field(default_factory=dict)
+
+    def enter(self) -> tuple[str, bool]:
+        """The key path of the node that starts next in here, and whether it is a key."""
+        if not self.is_mapping:
+            self.index += 1
+            return _join(self.path, self.index - 1), False
+        key_next = self.expecting_key
+        self.expecting_key = not key_next
+        return (self.path, True) if key_next else (_join(self.path, self.key), False)
+
+
+def _event_problem(text: str) -> tuple[str, str] | None:
+    """(key path, message) for the first thing in the YAML text that agenttest refuses before building any value:
+    an anchor or alias, a tag of something other than plain data, nesting deeper than MAX_JSON_DEPTH, a key written
+    twice in one mapping, a key that is not plain text, or a whole number too long to convert. Walks the parser's
+    events, which neither expand aliases nor recurse."""
+    loader = _Loader(text)
+    opened: list[_Open] = []
+    try:
+        while not isinstance(event := loader.get_event(), yaml.StreamEndEvent):
+            if isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+                opened.pop()
+                continue
+            if not isinstance(event, yaml.NodeEvent):
+                continue
+            path, is_key = opened[-1].enter() if opened else ("", False)
+            if is_key and isinstance(event, yaml.ScalarEvent):
+                here = opened[-1]
+                path = _join(here.path, event.value)
+                if event.value in here.key_lines:
+                    return path, (f"the key is written twice (lines {here.key_lines[event.value]} and "
+                                  f"{event.start_mark.line + 1}); YAML would silently keep only the last")
+                here.key, here.key_lines[event.value] = event.value, event.start_mark.line + 1
+            if isinstance(event, yaml.AliasEvent) or event.anchor is not None:
+                marker = "*" if isinstance(event, yaml.AliasEvent) else "&"
+                return path, ALIAS_MESSAGE.format(what=f"{marker}{event.anchor}")
+            if is_key and not isinstance(event, yaml.ScalarEvent):
+                return path, "a key must be plain text, not a list or a mapping"
+            tag = event.tag
+            if isinstance(event, yaml.ScalarEvent) and tag in (None, "!"):
+                tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+            if tag not in (None, "!", *_PLAIN_TAGS):
+                what = "a merge key (<<)" if tag == _MERGE_TAG else f"the tag {tag.replace(_YAML_TAG, '!!')}"
+                return path, TAG_MESSAGE.format(what=what)
+            if isinstance(event, yaml.ScalarEvent):
+                if tag == _INT_TAG and len(event.value.lstrip("+-").replace("_", "")) > sys.get_int_max_str_digits():
+                    return path, INT_RANGE_PROBLEM
+            elif isinstance(event, yaml.CollectionStartEvent):
+                if len(opened) >= MAX_JSON_DEPTH:
+                    # The path down to the limit would be 64 steps long: its first few say where.
+                    return f"{opened[min(len(opened) - 1, 6)].path}…", f"nested more than {MAX_JSON_DEPTH} levels deep"
+                opened.append(_Open(path, isinstance(event, yaml.MappingStartEvent)))
+    finally:
+        loader.dispose()
+    return None
+
+
+def _join(path: str, key: str | int) -> str:
+    return f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else str(key))
 
 
 # --- Reading a directory ------------------------------------------------------------------------------------------
@@ -173,12 +275,17 @@ def _load(root: Path, path: Path, kind: str, problems: list[FileProblem]) -> _So
     data, problem = _read_yaml(path, name)
     if problem is None and data is None:
         problem = FileProblem(name, "", f"is empty: a {kind} file holds a mapping of keys")
+    elif problem is None and not isinstance(data, dict):
+        what = {list: "a list", str: "text"}.get(type(data), "a single value")
+        problem = FileProblem(name, "", f"holds {what} where a {kind} file holds a mapping of keys (name: …)")
     if problem is not None:
         problems.append(problem)
         return None
     found = [FileProblem(name, where, message) for where, message in schema_problems(kind, data)]
-    if not found:
-        found = [FileProblem(name, where, UNSTORABLE_MESSAGE) for where in unstorable_paths(data, "") if where]
+    if not found and (issue := json_value_issue(data)) is not None:
+        # What the database could not store (NaN, 2**64, NUL), refused as the API refuses it in a JSON body.
+        where, message = issue
+        found = [FileProblem(name, "" if where == "(top level)" else where, message)]
     problems.extend(found)
     if found:
         return None

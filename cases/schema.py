@@ -15,12 +15,22 @@ Problems come back as (path, message) with paths in the style of the rest of age
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from functools import cache
 from typing import Annotated, Any, Literal
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
+
+from agenthost.seams import (
+    MAX_STEPS_MAX,
+    MAX_STEPS_MESSAGE,
+    MAX_STEPS_MIN,
+    TEMPERATURE_MAX,
+    TEMPERATURE_MESSAGE,
+    TEMPERATURE_MIN,
+)
 
 SCHEMA_ID = "https://agenttest.invalid/schema/{kind}.schema.json"
 KINDS = ("agent", "suite", "case")
@@ -39,6 +49,12 @@ NonEmpty = Field(min_length=1, pattern=BLANK)
 NonEmptyText = Annotated[str, Field(min_length=1, pattern=BLANK)]
 
 
+def _messages_for(**messages: str) -> dict[str, Any]:
+    """Our own wording for a keyword's failure (`required`, `type`, `minLength`, …), kept in the schema itself as
+    `x-messages`, so the message sits beside the rule it explains."""
+    return {"x-messages": messages}
+
+
 # --- Agents -------------------------------------------------------------------------------------------------------
 
 
@@ -51,10 +67,19 @@ class FunctionDeclaration(_Strict):
     output: Any = Field(None, description="A static answer instead of an implementation.")
 
 
+_MCP_NAME = (
+    "must name an MCP server configured in the MCP file (AGENTTEST_MCP_FILE); its command, address and tool "
+    "annotations come from there and from the server's own listing, never from the agent"
+)
+
+
 class McpServerTools(_Strict):
     """The tools of an MCP server: every one it lists, or the named subset; each is called `<server>__<tool>`."""
 
-    mcp: str = Field(min_length=1, description="A server configured in the MCP file (AGENTTEST_MCP_FILE).")
+    mcp: str = Field(
+        min_length=1, pattern=BLANK, description="A server configured in the MCP file (AGENTTEST_MCP_FILE).",
+        json_schema_extra=_messages_for(type=_MCP_NAME, minLength=_MCP_NAME, pattern=_MCP_NAME),
+    )
     tools: list[NonEmptyText] | None = Field(None, description="Only these of the server's tools; absent: all.")
 
 
@@ -78,8 +103,15 @@ class AgentFile(_Strict):
         None, description="A text file beside this one holding the instruction (instead of `instruction`)."
     )
     model: str = Field(pattern=MODEL_KEY, description="provider:model, e.g. openai:gpt-4o-mini.")
-    temperature: float | None = Field(0.0, description="Empty (null): the model's default; none is sent.")
-    max_steps: int | None = Field(None, ge=1, le=1000)
+    temperature: float | None = Field(
+        0.0, ge=TEMPERATURE_MIN, le=TEMPERATURE_MAX, description="Empty (null): the model's default; none is sent.",
+        json_schema_extra=_messages_for(type=TEMPERATURE_MESSAGE, minimum=TEMPERATURE_MESSAGE,
+                                        maximum=TEMPERATURE_MESSAGE),
+    )
+    max_steps: int | None = Field(
+        None, ge=MAX_STEPS_MIN, le=MAX_STEPS_MAX, description="Model steps per turn; empty: AGENTTEST_MAX_STEPS.",
+        json_schema_extra=_messages_for(type=MAX_STEPS_MESSAGE, minimum=MAX_STEPS_MESSAGE, maximum=MAX_STEPS_MESSAGE),
+    )
     functions: list[NonEmptyText | FunctionDeclaration | McpServerTools] = []
     rules: list[Rule] = []
     sub_agents: list[NonEmptyText] = []
@@ -120,12 +152,6 @@ BLOCK_ONLY_MESSAGE = (
     "must be 'block': it is the only policy, because a test must never run a real tool — a tool call that no mock "
     "answers is blocked and recorded"
 )
-
-
-def _messages_for(**messages: str) -> dict[str, Any]:
-    """Our own wording for a keyword's failure (`required`, `type`, `minLength`, …), kept in the schema itself as
-    `x-messages`, so the message sits beside the rule it explains."""
-    return {"x-messages": messages}
 
 
 def _params(kind: str) -> ConfigDict:
@@ -360,9 +386,13 @@ def schema_for(kind: str) -> dict[str, Any]:
 _ROOT_DEFS: dict[str, Any] = {}
 # A whole number is an int, never 1.0 or true: an IntegerField would store 1.5 as 1, and JSON Schema's own
 # "integer" accepts 1.0.
-_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-    "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
-)
+# A number is finite: NaN passes every minimum and maximum (each comparison is false), and no JSON holds it.
+_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many({
+    "integer": lambda _checker, value: isinstance(value, int) and not isinstance(value, bool),
+    "number": lambda _checker, value: (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ),
+})
 _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
 
 
@@ -410,6 +440,8 @@ def _kind_of(value: Any) -> str:
         return "true/false"
     if value is None:
         return "null"
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # nan, inf, -inf: named, or "must be a number, not a number" would be the news
     if isinstance(value, int | float):
         return "a number"
     return {str: "a string", dict: "an object", list: "a list"}.get(type(value), type(value).__name__)
@@ -452,9 +484,34 @@ def _matching_branch(error: jsonschema.ValidationError) -> list[jsonschema.Valid
         if kind and (_resolved(option).get("type") == kind or (kind == "integer" and _resolved(option).get("type")
                                                                 == "number"))
     ]
+    if len(options) > 1 and kind == "object":
+        # Several shapes of object (a function declared in full, an MCP server's tools): the one whose keys the
+        # instance uses most is the one meant, when there is exactly one such.
+        overlap = {index: len(_resolved(error.validator_value[index]).get("properties", {}).keys()
+                              & error.instance.keys()) for index in options}
+        best = max(overlap.values())
+        options = [index for index in options if overlap[index] == best] if best else options
     if len(options) != 1:
         return None
     return [inner for inner in error.context or [] if inner.relative_schema_path[0] == options[0]]
+
+
+def _shapes(error: jsonschema.ValidationError) -> str | None:
+    """For an object that fits none of several object shapes: each shape's keys (optional ones marked ?), and the
+    instance's own."""
+    shapes = []
+    for option in error.validator_value:
+        option = _resolved(option)
+        if option.get("type") == "object" and option.get("properties"):
+            required = option.get("required", [])
+            keys = [*required, *(f"{key}?" for key in option["properties"] if key not in required)]
+            shapes.append("{" + ", ".join(keys) + "}")
+    if len(shapes) < 2 or not isinstance(error.instance, dict):
+        return None
+    others = " or ".join(dict.fromkeys(item for item in _wanted(error.schema) if item != "a JSON object"))
+    has = f"the keys {', '.join(map(str, error.instance))}" if error.instance else "no keys"
+    return (f"must be {others + ' or ' if others else ''}an object of one of these shapes: {' or '.join(shapes)} "
+            f"(? marks an optional key); this one has {has}")
 
 
 def _own(schema: dict[str, Any], keyword: str) -> str | None:
@@ -488,6 +545,8 @@ def _messages(error: jsonschema.ValidationError) -> Iterator[tuple[list[Any], st
     elif keyword == "anyOf" and (branch := _matching_branch(error)) is not None:
         for inner in branch:
             yield from _messages(inner)
+    elif keyword == "anyOf" and (shapes := _shapes(error)) is not None:
+        yield path, shapes
     elif keyword in ("type", "anyOf"):
         wanted = " or ".join(dict.fromkeys(_wanted(schema)))
         yield path, f"must be {wanted}, not {_kind_of(error.instance)}"

@@ -24,6 +24,7 @@ from openai.types.chat import ChatCompletion
 
 from agenthost.llm.base import DEADLINE, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
 from agenthost.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OPENAI_BASE_URL, is_number
+from agenttest.inputs import json_value_issue
 
 # Local servers (vLLM, Ollama, the test stub) ignore the key, but the SDK insists on having one.
 _PLACEHOLDER_KEY = "not-needed"
@@ -78,6 +79,11 @@ def _model_option_problems(where: str, model: dict[str, Any]) -> list[str]:
         problems.append(f"{where}: field 'max_completion_tokens' must be a whole number ≥ 1, got {limit!r}")
     if "extra_body" in model:
         problems.extend(_table_problems(f"{where}: field 'extra_body'", model["extra_body"], env=False))
+        # Sent as JSON with every request: NaN or Infinity there would make every call on this model fail.
+        if isinstance(model["extra_body"], dict) and (issue := json_value_issue(
+            model["extra_body"], nul=False, int_range=False
+        )) is not None:
+            problems.append(f"{where}: field 'extra_body.{issue[0]}': {issue[1]}")
     if "headers_env" in model:
         problems.extend(_table_problems(f"{where}: field 'headers_env'", model["headers_env"], env=True))
     return problems

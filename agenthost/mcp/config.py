@@ -38,6 +38,9 @@ TRANSPORTS = ("stdio", "http")
 SERVER_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*$")
 MAX_SERVER_NAME = 30
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A process cannot be started with NUL in its command, arguments, directory or environment: the server would fail at
+# its first start, far from this file.
+_NUL = "must not contain NUL (\\u0000): no process can be started with it"
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 _COMMON = {"transport", "connect_timeout", "call_timeout"}
@@ -105,11 +108,17 @@ def _server_problems(name: Any, spec: Any) -> list[str]:
     if transport == "stdio":
         if not isinstance(spec.get("command"), str) or not spec["command"].strip():
             problems.append(f"{where}: field 'command' must name the program that starts the server")
+        elif "\x00" in spec["command"]:
+            problems.append(f"{where}: field 'command' {_NUL}")
         args = spec.get("args", [])
         if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
             problems.append(f"{where}: field 'args' must be a list of strings")
+        else:
+            problems.extend(f"{where}: args[{index}] {_NUL}" for index, arg in enumerate(args) if "\x00" in arg)
         if not isinstance(spec.get("cwd", ""), str):
             problems.append(f"{where}: field 'cwd' must be a directory path")
+        elif "\x00" in spec.get("cwd", ""):
+            problems.append(f"{where}: field 'cwd' {_NUL}")
         problems.extend(_mapping_problems(where, "env", spec.get("env", {}), _ENV_NAME, value_is_env=False))
         problems.extend(_mapping_problems(where, "env_from", spec.get("env_from", {}), _ENV_NAME, value_is_env=True))
     else:
@@ -134,6 +143,8 @@ def _mapping_problems(where: str, field: str, value: Any, key_pattern: re.Patter
             wanted = "the NAME of an environment variable holding the value (never the value itself)" \
                 if value_is_env else "a string"
             problems.append(f"{where}: {field}.{key} must be {wanted}")
+        elif "\x00" in item:
+            problems.append(f"{where}: {field}.{key} {_NUL}")
     return problems
 
 

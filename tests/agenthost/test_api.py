@@ -136,7 +136,7 @@ def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client,
         ({"temperature": 7}, "temperature", ""),
         ({"name": ""}, "name", ""),
         # Each of these was a 500: beyond what the database column holds, or text PostgreSQL cannot store.
-        ({"max_steps": 2**31}, "max_steps", "2147483647"),
+        ({"max_steps": 2**31}, "max_steps", "from 1 to 1000"),
         (
             {"functions": [{"name": "x", "description": "a\x00b"}]},
             "functions",

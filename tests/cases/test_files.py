@@ -158,7 +158,7 @@ def test_it_disables_cases_no_file_names_only_with_prune(repo):
         ("agents/support.yaml", AGENT.replace("simulated:sim-careful", "simulated:" + "m" * 201),
          "agents/support.yaml: model: the provider may have at most 100 characters and the model 200"),
         ("suites/support/suite.yaml", SUITE + "agent: twice\n",
-         "suites/support/suite.yaml: is not valid YAML: line 3, column 1: the key 'agent' is written twice"),
+         "suites/support/suite.yaml: agent: the key is written twice (lines 2 and 3)"),
     ],
 )
 def test_it_names_the_file_and_key_of_each_problem_and_changes_nothing(repo, file, text, problem):
