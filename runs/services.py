@@ -344,7 +344,7 @@ def run_requeue_lost(*, groups: list[str] | None = None, dispatch: Callable[[int
         try:
             (dispatch or run_dispatch)(run_id)
         except Exception:
-            logger.warning("could not queue pending run %s again; the next sweep tries again", run_id, exc_info=True)
+            logger.warning("could not queue pending run %s again; a later sweep tries again", run_id, exc_info=True)
             continue
         requeued.append(run_id)
     return requeued
