@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from agenthost.models import Conversation
 from runs.models import CaseResult, Run, RunLock, WorkerBeat
-from runs.services import run_create
+from runs.services import run_create, run_requeue_lost, run_wait_for_lock
 from tests.runs import test_lease as real_worker
 from tests.runs.test_lease import LEASE_SECONDS, broker, dispatch, trigger, wait_ready, worker_env
 from tests.workers import runs_worker, wait_for
@@ -166,3 +166,38 @@ def test_it_says_nothing_of_a_pending_run_queued_behind_a_live_holder_of_its_run
     RunLock.objects.filter(group="default").update(expires_at=Now() - timedelta(seconds=1))
     page = admin_client.get(reverse("runs:detail", args=[waiting.pk])).content.decode()
     assert re.search(r"No worker has picked this run up for 10 min 0[0-4] s\. Is a worker running", page), page
+
+
+def _times(run: Run, *, queued_ago: float, requeued_ago: float | None) -> None:
+    Run.objects.filter(pk=run.pk).update(
+        queued_at=Now() - timedelta(seconds=queued_ago),
+        requeued_at=None if requeued_ago is None else Now() - timedelta(seconds=requeued_ago),
+    )
+
+
+def test_it_sends_a_lost_run_again_after_a_lease_period_then_after_twice_as_long_each_time(order_suite, settings):
+    settings.AGENTTEST_RUN_LEASE_SECONDS = LEASE_SECONDS
+    sent: list[int] = []
+    run = _pending(order_suite, queued_ago=LEASE_SECONDS - 1)
+    assert run_requeue_lost(dispatch=sent.append) == [], "picked up within a lease period: nothing is lost yet"
+    _times(run, queued_ago=3.5, requeued_ago=None)
+    assert run_requeue_lost(dispatch=sent.append) == [run.pk]
+    assert run_requeue_lost(dispatch=sent.append) == [], "sent once, by one of the sweeps"
+    # Sent 3.5 s after it was queued, it is sent again 3.5 s later (7 s after), then 7 s later (14 s after) ...
+    _times(run, queued_ago=6, requeued_ago=2.5)
+    assert run_requeue_lost(dispatch=sent.append) == []
+    _times(run, queued_ago=7.5, requeued_ago=4)
+    assert run_requeue_lost(dispatch=sent.append) == [run.pk]
+    _times(run, queued_ago=12, requeued_ago=4.5)
+    assert run_requeue_lost(dispatch=sent.append) == []
+    # ... and never less often than every 10 minutes.
+    _times(run, queued_ago=7200, requeued_ago=601)
+    assert run_requeue_lost(dispatch=sent.append) == [run.pk]
+    assert sent == [run.pk] * 3
+
+    # Only the groups the sweeping worker serves; a worker that had it in hand (it waits its turn) picked it up.
+    _times(run, queued_ago=60, requeued_ago=None)
+    assert run_requeue_lost(groups=["gpu"], dispatch=sent.append) == []
+    run_wait_for_lock(run_id=run.pk, holder_id=None, note="waiting for run #1")
+    assert run_requeue_lost(groups=["default"], dispatch=sent.append) == []
+    assert len(sent) == 3
