@@ -117,6 +117,8 @@ def test_it_keeps_a_run_whose_first_delivery_met_a_database_error_and_the_groups
     assert (blipped.status, following.status) == ("passed", "passed"), (blipped.reason, following.reason)
     assert blipped.finished_at <= following.started_at
     assert (CaseResult.objects.filter(run=blipped).count(), executions(blipped)) == (2, 2)
+    # The task itself sent the run again; it did not wait for the sweep.
+    assert f"run {blipped.pk}: the database failed before the run was claimed" in log.read_text()
 
 
 def _pending(suite, *, queued_ago: float | None, requeued_ago: float | None = None) -> Run:
