@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.db.models.functions import Now
+
 from agenttest.celery import app
 from agenttest.cli import group_queue
 from runs.errors import QueueUnavailable
@@ -30,6 +32,8 @@ def queue_ping() -> None:
 
 
 def queue_or_undo(*, run: Run, dispatch: Callable[[int], None] | None, undo: Callable[[], Any]) -> None:
+    # From here a worker should pick the run up within a lease period, or the sweep sends it again.
+    Run.objects.filter(pk=run.pk).update(queued_at=Now(), requeued_at=None)
     try:
         (dispatch or run_dispatch)(run.pk)
     except Exception as exc:

@@ -4,6 +4,11 @@ A run is held by the executor that claimed it: a lease with a heartbeat in the d
 AGENTTEST_RUN_LEASE_SECONDS. Every write of a run's results and verdict is conditional on the lease, so an executor
 that lost it writes nothing more. Only an expired lease is swept. Runs of one isolation group never overlap: the
 group's run lock (RunLock) is taken with the run and let go with its verdict or its sweep.
+
+Every lease time is the database's (`Now()` inside the conditional update or filter), never an executor's clock:
+executors and sweepers run on different machines, and a clock 20 s behind would otherwise have its healthy run swept
+(or, ahead, keep a dead executor's lock for the skew on top of the lease). On SQLite, which one machine's processes
+share, the database's time is that machine's clock.
 """
 
 from __future__ import annotations
@@ -13,13 +18,16 @@ import os
 import socket
 import threading
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Q, QuerySet
+from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Now
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from runs.errors import RunConflict
 from runs.models import CaseResult, Run, RunLock
@@ -34,7 +42,7 @@ class RunLocked(RunConflict):
         started = started_at.isoformat(timespec="seconds") if started_at else "not started yet"
         super().__init__(f"run #{holder_id} holds the run lock (started {started}); wait for it or cancel it")
         self.holder_id = holder_id
-        self.retry_after = max(1.0, min(5.0, _lease_seconds() / 3))
+        self.retry_after = run_retry_after()
         self.waiting_note = ""
 
 
@@ -47,9 +55,36 @@ def _lease_seconds() -> float:
     return float(settings.AGENTTEST_RUN_LEASE_SECONDS)
 
 
-def _expired(now: Any) -> Q:
+def run_retry_after() -> float:
+    """Seconds before a run that could not be claimed yet asks again: well within a lease period."""
+    return max(1.0, min(5.0, _lease_seconds() / 3))
+
+
+def lease_period() -> timedelta:
+    return timedelta(seconds=_lease_seconds())
+
+
+def lease_end() -> CombinedExpression:
+    """When a lease taken or renewed now runs out, in the database's time."""
+    return Now() + lease_period()
+
+
+def database_now() -> datetime:
+    """The database's current time (what `Now()` is in a statement), for arithmetic a filter cannot express."""
+    compiler = Run.objects.none().query.get_compiler(connection=connection)
+    sql, params = compiler.compile(Now())
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {sql}", list(params))
+        value = cursor.fetchone()[0]
+    if isinstance(value, str):
+        # SQLite answers text in UTC, as Django stores datetimes there.
+        value = parse_datetime(value)
+    return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
+
+
+def _expired() -> Q:
     # A Running row without a lease predates leases (or its executor never got to renew): nobody holds it.
-    return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
+    return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=Now())
 
 
 class Lease:
@@ -83,11 +118,10 @@ class Lease:
             self._thread = None
 
     def renew(self) -> bool:
-        expires = timezone.now() + timedelta(seconds=_lease_seconds())
         with transaction.atomic():
-            held = self.held().filter(status=Run.Status.RUNNING).update(lease_expires_at=expires)
+            held = self.held().filter(status=Run.Status.RUNNING).update(lease_expires_at=lease_end())
             if held:
-                RunLock.objects.filter(group=self.group, run_id=self.run_id).update(expires_at=expires)
+                RunLock.objects.filter(group=self.group, run_id=self.run_id).update(expires_at=lease_end())
         return bool(held)
 
     def _beat(self) -> None:
@@ -141,8 +175,6 @@ def run_claim(*, run_id: int, group: str | None = None, in_order: bool = True) -
         group = Run.objects.filter(pk=run_id).values_list("isolation_group", flat=True).first() or RunLock.DEFAULT_GROUP
     RunLock.objects.get_or_create(group=group)
     owner = _executor_id()
-    now = timezone.now()
-    expires = now + timedelta(seconds=_lease_seconds())
     with transaction.atomic():
         if not Run.objects.filter(pk=run_id, status=Run.Status.PENDING).exists():
             return None
@@ -154,11 +186,11 @@ def run_claim(*, run_id: int, group: str | None = None, in_order: bool = True) -
         )
         if earlier:
             raise RunWaiting(earlier_id=earlier)
-        free = Q(run__isnull=True) | Q(expires_at__isnull=True) | Q(expires_at__lte=now)
-        if not RunLock.objects.filter(free, group=group).update(run_id=run_id, expires_at=expires):
+        free = Q(run__isnull=True) | Q(expires_at__isnull=True) | Q(expires_at__lte=Now())
+        if not RunLock.objects.filter(free, group=group).update(run_id=run_id, expires_at=lease_end()):
             raise _lock_holder_error(group)
         claimed = Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
-            status=Run.Status.RUNNING, started_at=now, current="", lease_owner=owner, lease_expires_at=expires
+            status=Run.Status.RUNNING, started_at=Now(), current="", lease_owner=owner, lease_expires_at=lease_end()
         )
         if claimed != 1:
             transaction.set_rollback(True)
@@ -167,22 +199,34 @@ def run_claim(*, run_id: int, group: str | None = None, in_order: bool = True) -
 
 
 def run_wait_for_lock(*, run_id: int, holder_id: int | None, note: str = "") -> None:
-    """Say on a Pending run why it has not started."""
+    """Say on a Pending run why it has not started. A worker had the run in hand just now and sends it again: it
+    counts as picked up (see run_requeue_lost)."""
     Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
-        current=note or f"waiting for run #{holder_id} to finish (it holds the run lock)"
+        current=note or f"waiting for run #{holder_id} to finish (it holds the run lock)",
+        queued_at=Now(),
+        requeued_at=None,
     )
+
+
+def unpicked_runs(*, groups: list[str] | None = None) -> QuerySet[Run]:
+    """Pending runs (of `groups`) that no worker has had in hand for a lease period while nothing held their group's
+    run lock: their message was most likely lost. A run queued behind a live holder is expected to wait."""
+    held = RunLock.objects.filter(run__isnull=False, expires_at__gt=Now()).values("group")
+    runs = Run.objects.filter(status=Run.Status.PENDING, queued_at__lte=Now() - lease_period()).exclude(
+        isolation_group__in=held
+    )
+    return runs if groups is None else runs.filter(isolation_group__in=groups)
 
 
 def run_sweep_expired() -> list[int]:
     """Every Running run whose lease expired (its executor was killed or hung) becomes Error, keeping every finished
     result, and lets go of the run lock. A run whose executor still renews its lease is never touched."""
-    now = timezone.now()
     swept = []
-    for run_id in Run.objects.filter(_expired(now), status=Run.Status.RUNNING).values_list("pk", flat=True):
+    for run_id in Run.objects.filter(_expired(), status=Run.Status.RUNNING).values_list("pk", flat=True):
         with transaction.atomic():
             # Clearing the owner first makes every later write of a stalled executor fail its lease check.
-            if not Run.objects.filter(_expired(now), pk=run_id, status=Run.Status.RUNNING).update(
-                status=Run.Status.ERROR, finished_at=now, current="", lease_owner="", lease_expires_at=None
+            if not Run.objects.filter(_expired(), pk=run_id, status=Run.Status.RUNNING).update(
+                status=Run.Status.ERROR, finished_at=Now(), current="", lease_owner="", lease_expires_at=None
             ):
                 continue
             run = Run.objects.get(pk=run_id)

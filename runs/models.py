@@ -73,6 +73,16 @@ class Run(models.Model):
         null=True, blank=True, db_index=True,
         help_text="Renewed by the executor's heartbeat; once past, the run may be swept as interrupted.",
     )
+    # A Pending run's message can be lost (a broker restart, a task that failed before its claim): the database
+    # knows when a worker last had the run in hand, and the sweep sends it again when none has for a lease period.
+    queued_at = models.DateTimeField(
+        null=True, blank=True, db_index=True,
+        help_text="When the run went on the queue, or a worker last had it in hand while it waited (database time).",
+    )
+    requeued_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When the sweep last sent the run again because no worker had picked it up since queued_at.",
+    )
     # The suite's known-good run: later runs compare with it by default (page and CLI). At most one per suite.
     blessed_at = models.DateTimeField(
         null=True, blank=True, help_text="Set while this run is its suite's blessed baseline."

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from agenthost.seams import Conversation, ConversationGone, conversation_messages, redact, redact_text
 from runs.leases import Lease, LeaseLost
@@ -184,7 +184,7 @@ def run_verdict(*, run: Run) -> tuple[str, str]:
 def run_finish(*, run: Run, lease: Lease, status: str, reason: str) -> Run:
     """The verdict, written only while this executor still holds the run; releases the lease and the run lock."""
     if not lease.held().update(
-        status=status, reason=reason, finished_at=timezone.now(), current="", lease_owner="", lease_expires_at=None
+        status=status, reason=reason, finished_at=Now(), current="", lease_owner="", lease_expires_at=None
     ):
         raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
     RunLock.objects.filter(group=lease.group, run_id=run.pk).update(run=None, expires_at=None)

@@ -5,15 +5,19 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import Q, QuerySet
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from agenthost.seams import Conversation
+from agenttest.cli import group_queue
+from runs.leases import unpicked_runs
 from runs.models import CaseResult, Run, RunLock
 from runs.runner import TEST_TAG
+from runs.workers import live_workers
 
 
 def run_list(*, suite_id: int | None = None, status: str = "") -> QuerySet[Run]:
@@ -31,8 +35,43 @@ def run_results(*, run: Run) -> QuerySet[CaseResult]:
 
 def run_lock_holder(*, group: str = RunLock.DEFAULT_GROUP) -> Run | None:
     """The run holding the run lock of `group`, while its hold has not expired."""
-    lock = RunLock.objects.filter(group=group, run__isnull=False, expires_at__gt=timezone.now()).first()
+    lock = RunLock.objects.filter(group=group, run__isnull=False, expires_at__gt=Now()).first()
     return Run.objects.filter(pk=lock.run_id).first() if lock is not None else None
+
+
+@dataclass
+class PickupStall:
+    """A Pending run no worker has picked up: for how long, when the sweep last sent it again, its queue, and the
+    live workers serving that queue."""
+
+    waited_seconds: float
+    requeued_at: datetime | None
+    queue: str
+    workers: list[str]
+
+
+def run_pickup_stall(*, run: Run) -> PickupStall | None:
+    """Why a Pending run has not started, when no worker has had it in hand for a lease period while nothing held its
+    group's run lock (the runs the sweep sends again: leases.unpicked_runs); None otherwise. Database time, as the
+    times it compares were written with."""
+    if run.status != Run.Status.PENDING:
+        return None
+    row = (
+        unpicked_runs()
+        .filter(pk=run.pk)
+        .annotate(now=Now())
+        .values_list("now", "queued_at", "requeued_at", "isolation_group")
+        .first()
+    )
+    if row is None:
+        return None
+    now, queued_at, requeued_at, group = row
+    return PickupStall(
+        waited_seconds=max((now - queued_at).total_seconds(), 0.0),
+        requeued_at=requeued_at,
+        queue=group_queue(group),
+        workers=live_workers(group=group),
+    )
 
 
 def run_tag(run_id: int) -> str:

@@ -16,7 +16,8 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from agenthost.seams import Conversation, agent_as_stored
@@ -24,7 +25,17 @@ from cases.models import Suite
 from runs.dispatch import queue_or_undo, queue_ping, run_dispatch
 from runs.errors import QueueUnavailable, RunConflict, RunError
 from runs.execution import run_execute_held
-from runs.leases import Lease, LeaseLost, RunLocked, run_claim, run_sweep_expired, run_wait_for_lock
+from runs.leases import (
+    Lease,
+    LeaseLost,
+    RunLocked,
+    database_now,
+    lease_period,
+    run_claim,
+    run_sweep_expired,
+    run_wait_for_lock,
+    unpicked_runs,
+)
 from runs.models import CaseResult, Run
 from runs.results import reconnecting, result_counts, run_fail
 from runs.selectors import prunable_test_conversation_ids, run_conversation_ids
@@ -46,6 +57,7 @@ __all__ = [
     "run_dispatch",
     "run_execute",
     "run_prepare_resume",
+    "run_requeue_lost",
     "run_resume",
     "run_sweep_expired",
     "run_sweep_interrupted",
@@ -125,7 +137,7 @@ def run_prepare_resume(*, run: Run) -> Run:
     # A run whose executor died is resumable at once, without waiting for a worker's sweep.
     run_sweep_expired()
     run = Run.objects.select_for_update().get(pk=run.pk)
-    if run.lease_expires_at is not None and run.lease_expires_at > timezone.now():
+    if Run.objects.filter(pk=run.pk, lease_expires_at__gt=Now()).exists():
         raise RunConflict(
             f"run #{run.pk} is still held by its executor (lease until "
             f"{run.lease_expires_at.isoformat(timespec='seconds')}); wait for it to stop, or cancel it"
@@ -219,7 +231,7 @@ def run_cancel(*, run: Run) -> Run:
         current="",
         cancel_requested=True,
         reason="cancelled before it started",
-        finished_at=timezone.now(),
+        finished_at=Now(),
     ):
         Run.objects.filter(pk=run.pk).update(cancelled=F("total"))
     else:
@@ -299,9 +311,40 @@ def run_sweep_interrupted(*, dispatch: Callable[[int], None] | None = None) -> t
     pending = list(Run.objects.filter(status=Run.Status.PENDING).values_list("pk", flat=True))
     redispatched = []
     for run_id in pending:
+        Run.objects.filter(pk=run_id).update(queued_at=Coalesce("queued_at", Now()), requeued_at=Now())
         try:
             (dispatch or run_dispatch)(run_id)
             redispatched.append(run_id)
         except Exception:
             logger.exception("could not re-dispatch pending run %s", run_id)
     return swept, redispatched
+
+
+# However long a run waits unpicked, it is sent again at least this often.
+REQUEUE_LONGEST = timedelta(minutes=10)
+
+
+def run_requeue_lost(*, groups: list[str] | None = None, dispatch: Callable[[int], None] | None = None) -> list[int]:
+    """Send again every Pending run (of `groups`) that no worker has picked up for a lease period while nothing held
+    its group's run lock (leases.unpicked_runs): its message was lost — a broker that restarted, a task that failed
+    before its claim. The database, not the broker, says what is still to run. A duplicate message is harmless: only
+    the claim of a Pending run executes it, once. A run is sent again one lease period after it was queued, then
+    after twice as long each time (at most REQUEUE_LONGEST), so one waiting behind a busy worker gathers few copies.
+    Returns the ids sent again."""
+    now, lease = database_now(), lease_period()
+    requeued = []
+    for run_id, queued_at, requeued_at in unpicked_runs(groups=groups).values_list("pk", "queued_at", "requeued_at"):
+        wait = lease if requeued_at is None else min(max(requeued_at - queued_at, lease), REQUEUE_LONGEST)
+        if now < (requeued_at or queued_at) + wait:
+            continue
+        # Conditional on what was read, so of several workers sweeping at once only one sends it.
+        due = Q(requeued_at__isnull=True) if requeued_at is None else Q(requeued_at__lte=Now() - wait)
+        if not unpicked_runs().filter(due, pk=run_id).update(requeued_at=Now()):
+            continue
+        try:
+            (dispatch or run_dispatch)(run_id)
+        except Exception:
+            logger.warning("could not queue pending run %s again; a later sweep tries again", run_id, exc_info=True)
+            continue
+        requeued.append(run_id)
+    return requeued

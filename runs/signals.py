@@ -5,7 +5,8 @@ every time it sweeps, so a run page can tell when no live worker serves a run's 
 Why a timer in every worker and not Celery beat: a SIGKILLed worker renews nothing, so its run must be taken by
 someone else within about one lease period — with or without a restart, and without an extra beat process that a
 deployment may forget. Each worker's main process re-checks every third of AGENTTEST_RUN_LEASE_SECONDS; the sweep is
-one conditional update per expired run, so several workers sweeping at once are harmless."""
+one conditional update per expired run, so several workers sweeping at once are harmless. The same timer sends again
+a Pending run of the worker's groups that no worker has picked up for a lease period (its message was lost)."""
 
 from __future__ import annotations
 
@@ -85,18 +86,22 @@ def _consumed_queues(consumer: Any) -> list[str]:
 
 
 def _keep_sweeping(name: str, groups: list[str]) -> None:
-    from runs.services import run_sweep_expired
+    from runs.services import run_requeue_lost, run_sweep_expired
     from runs.workers import worker_beat
 
     while not _stop_sweeping.wait(settings.AGENTTEST_RUN_LEASE_SECONDS / 3):
+        swept, requeued = [], []
         try:
             if groups:
                 worker_beat(name=name, groups=groups)
             swept = run_sweep_expired()
+            # Only the groups this worker serves: it knows their queues are consumed.
+            requeued = run_requeue_lost(groups=groups) if groups else []
         except DatabaseError:
             logger.warning("the lease sweep could not reach the database; trying again", exc_info=True)
-            swept = []
         finally:
             connection.close()
         if swept:
             logger.warning("runs %s set to Error: their executor stopped renewing its lease", swept)
+        if requeued:
+            logger.warning("pending runs %s queued again: no worker had picked them up for a lease period", requeued)

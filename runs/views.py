@@ -46,7 +46,7 @@ from runs.forms import RunTriggerForm
 from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
 from runs.numbers import format_cost, format_cost_delta, format_tokens, format_tokens_delta, models_priced
-from runs.selectors import ModelSummary, matrix_case_key, run_list, run_matrix, run_summary
+from runs.selectors import ModelSummary, matrix_case_key, run_list, run_matrix, run_pickup_stall, run_summary
 from runs.services import (
     QueueUnavailable,
     RunConflict,
@@ -502,6 +502,9 @@ def _run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "unserved_group": _unserved_group(run),
         "throttle_lines": throttle_lines(run.throttle),
     }
+    if not context["unserved_group"]:
+        stall = run_pickup_stall(run=run)
+        context["pickup_stall"] = stall and {**vars(stall), "waited": format_duration(stall.waited_seconds)}
     if run.is_finished:
         context.update(_results_context(request, run))
     else:

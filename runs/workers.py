@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from django.conf import settings
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from agenttest.cli import queue_group
 from runs.models import WorkerBeat
@@ -20,7 +20,7 @@ def served_groups(queues: Iterable[str]) -> list[str]:
 
 
 def worker_beat(*, name: str, groups: list[str]) -> None:
-    WorkerBeat.objects.update_or_create(name=name[:200], defaults={"groups": groups, "seen_at": timezone.now()})
+    WorkerBeat.objects.update_or_create(name=name[:200], defaults={"groups": groups, "seen_at": Now()})
 
 
 def worker_gone(*, name: str) -> None:
@@ -29,6 +29,7 @@ def worker_gone(*, name: str) -> None:
 
 def live_workers(*, group: str) -> list[str]:
     """The names of the live workers serving `group`: beats renewed within a lease period (three missed beats)."""
-    since = timezone.now() - timedelta(seconds=float(settings.AGENTTEST_RUN_LEASE_SECONDS))
+    # The database's time, as for leases: the beat was written with it, by a worker whose clock may be off.
+    since = Now() - timedelta(seconds=float(settings.AGENTTEST_RUN_LEASE_SECONDS))
     beats = WorkerBeat.objects.filter(seen_at__gte=since).values_list("name", "groups")
     return sorted(name for name, groups in beats if group in (groups or []))
