@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from django.conf import settings as django_settings
 from django.db.models.functions import Now
 from hypothesis import HealthCheck, given, settings, strategies
 from kombu import Connection
@@ -38,11 +37,9 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
 SKEW = 20
 # SQLite has no clock of its own: its CURRENT_TIMESTAMP is the clock of the process running the statement, and only
-# processes of one machine can share its file — one clock. Skewing one process's clock splits what cannot be split.
-on_a_database_server = pytest.mark.skipif(
-    django_settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"),
-    reason="clock skew between machines needs a database server with a clock of its own (PostgreSQL pass)",
-)
+# processes of one machine can share its file — one clock. Skewing one process's clock splits what cannot be split, so
+# these tests belong to the PostgreSQL pass (tests/conftest.py deselects them on SQLite).
+on_a_database_server = pytest.mark.database_server
 
 
 STUB = "stub:gpt-4o-mini"
