@@ -163,9 +163,9 @@ def test_it_answers_a_reviewers_questions_on_the_demo(
         passed_cells = page.locator("#matrix-table td.cell-passed")
         expect(passed_cells.locator(".cell-reason")).to_have_count(0)
 
-        # Numbers: simulated models are free ($0.00, never "unpriced"); tokens carry thousands separators.
+        # Numbers: simulated models are free ($0, never "unpriced"); tokens carry thousands separators.
         for row in page.locator(".summary-table tbody tr").all():
-            expect(row.locator("td.cost")).to_have_text("$0.00")
+            expect(row.locator("td.cost")).to_have_text("$0")
             expect(row.locator("td.tokens")).to_have_text(
                 re.compile(r"^\d{1,3}(,\d{3})* / \d{1,3}(,\d{3})*(\+ \d{1,3}(,\d{3})* judge)?$")
             )

@@ -16,6 +16,7 @@ from agenthost.models import Agent, Message
 from agenthost.testing.openai_stub import REASONING_TOKENS, HttpError, OpenAIStub, RawCompletion, rate_limited
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
+from runs.numbers import format_cost
 from runs.selectors import run_summary
 from runs.services import run_create
 from runs.tasks import run_execute
@@ -496,7 +497,9 @@ def test_it_stops_a_run_at_its_budget_counting_reasoning_tokens_at_their_price(s
     assert first.reasoning_tokens == 2 * REASONING_TOKENS
     assert first.cost >= Decimal(2 * REASONING_TOKENS * 1000) / 1_000_000
     assert run.status == Run.Status.ERROR
-    assert run.reason == f"budget exhausted after 1 of 3 results: ${first.cost:.4f} spent of a budget of $0.0400"
+    assert run.reason == (
+        f"budget exhausted after 1 of 3 results: {format_cost(first.cost)} spent of a budget of $0.04"
+    )
 
 
 def test_it_passes_a_case_whose_first_call_meets_a_5xx_the_sdk_retries(stub, settings):

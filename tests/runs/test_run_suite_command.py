@@ -43,7 +43,7 @@ def test_it_exits_0_on_the_agents_own_model_when_every_case_passes(make_suite, m
     run = Run.objects.get()
     assert run.model_keys == [CAREFUL] and run.status == Run.Status.PASSED
     assert "[1/1] PASSED  cancels the order  on simulated:sim-careful  (" in out
-    assert table_row(out, CAREFUL)[:6] == [CAREFUL, "100.0%", "1", "0", "0", "0"]
+    assert table_row(out, CAREFUL)[:6] == [CAREFUL, "100%", "1", "0", "0", "0"]
     assert f"Run #{run.pk} Passed: all 1 results passed" in out
 
 
@@ -57,12 +57,12 @@ def test_it_compares_with_the_blessed_run_by_default_and_names_what_broke(order_
 
     assert code == 1
     assert f"Compared with run #{blessed.pk} (the blessed baseline):" in out
-    assert f"  {CAREFUL}: pass rate 100.0% → 0.0% (−100.0 pts); 2 pass → fail" in out
+    assert f"  {CAREFUL}: pass rate 100% → 0% (−100.0 pts); 2 pass → fail" in out
     assert (
         "    pass → fail  looks the order up first: lookup_order is force-blocked by the suite (it has a mock; "
         "remove it from the suite's force-blocked functions to let the mock answer)"
     ) in out
-    assert f"  {HASTY}: pass rate - → 50.0%; 2 new" in out
+    assert f"  {HASTY}: pass rate — → 50%; 2 new" in out
     code, out, _ = run_suite("orders", "--models", CAREFUL, "--inline", "--baseline", "99999")
     assert "No comparison: there is no run #99999." in out
 
@@ -80,9 +80,9 @@ def test_it_exits_1_and_compares_the_models_when_one_fails_a_case(order_suite, t
     assert header.split()[:3] == ["model", "pass", "rate"]
     assert header.endswith("ms  tokens (incl. judge)  cost (incl. judge)")
     careful, hasty = table_row(out, CAREFUL), table_row(out, HASTY)
-    assert careful[1:6] == ["100.0%", "2", "0", "0", "0"]
-    assert hasty[1:6] == ["50.0%", "1", "1", "0", "0"]
-    assert int(careful[8].replace(",", "")) > 0 and careful[9] == "$0.00", "a simulated model is free, not unpriced"
+    assert careful[1:6] == ["100%", "2", "0", "0", "0"]
+    assert hasty[1:6] == ["50%", "1", "1", "0", "0"]
+    assert int(careful[8].replace(",", "")) > 0 and careful[9] == "$0", "a simulated model is free, not unpriced"
     assert "Failed: 1 of 4 results failed" in out
 
     root = ET.parse(junit).getroot()
@@ -222,7 +222,7 @@ def test_it_repeats_cases_for_each_trial(order_suite, tmp_path):
     assert "1 case(s) × 1 model(s) × 2 trials = 2 result(s)" in out
     assert "[2/2] PASSED  looks the order up first (trial 2 of 2)  on simulated:sim-careful" in out
     assert next(line for line in out.splitlines() if line.startswith("model")).split()[-2:] == ["pass^k", "flaky"]
-    assert table_row(out, CAREFUL)[-2:] == ["100.0%", "0"]
+    assert table_row(out, CAREFUL)[-2:] == ["100%", "0"]
     names = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
     assert names == ["looks the order up first (trial 1 of 2)", "looks the order up first (trial 2 of 2)"]
 

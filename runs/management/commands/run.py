@@ -23,6 +23,7 @@ from runs.junit import run_to_junit
 from runs.management.commands.run_suite import EXIT_ERROR, EXIT_PASSED, _Abort, _exit_code, _InlineRun
 from runs.management.commands.run_suite import Command as RunSuiteCommand
 from runs.models import CaseResult, Run
+from runs.numbers import format_cost, format_pass_rate, models_priced
 from runs.recordings import RecordingFilesRejected, recordings_export, recordings_import
 from runs.selectors import run_summary
 from runs.services import RunError, run_claim, run_create
@@ -169,14 +170,16 @@ def _summary(runs: list[Run], results: dict[str, Any], baseline: dict[tuple[str,
             lines += [f"{_cell(run.reason)} ({run.mode} mode)", ""]
         lines += ["| model | pass rate | passed | failed | error | p50 ms | p95 ms | tokens | cost |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for item in run_summary(run=run):
-            rate = "-" if item.pass_rate is None else f"{item.pass_rate * 100:.1f}%"
+        summaries = run_summary(run=run)
+        priced = models_priced(item.model for item in summaries)
+        for item in summaries:
             p50 = "-" if item.latency_p50_ms is None else f"{item.latency_p50_ms:.0f}"
             p95 = "-" if item.latency_p95_ms is None else f"{item.latency_p95_ms:.0f}"
+            rate = format_pass_rate(item.pass_rate)
             lines.append(
                 f"| {item.model} | {rate} | {item.passed} | {item.failed} | {item.errored} | {p50} | {p95} | "
                 f"{item.input_tokens + item.output_tokens + item.judge_tokens} | "
-                f"${float(item.cost + item.judge_cost):.4f} |"
+                f"{format_cost(item.total_cost, priced=priced[item.model])} |"
             )
         lines.append("")
     failures = [item for item in results["results"] if item["status"] in ("failed", "error")]

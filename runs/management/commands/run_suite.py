@@ -27,7 +27,7 @@ from cases.selectors import suite_by_reference, suite_list
 from runs.comparison import BROKE, FIXED, ComparisonError, baseline_get, default_baseline, run_compare
 from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
-from runs.numbers import format_cost, models_priced
+from runs.numbers import format_cost, format_pass_rate, models_priced
 from runs.selectors import ModelSummary, run_lock_holder, run_summary
 from runs.services import (
     Lease,
@@ -60,10 +60,6 @@ def _exit_code(run: Run) -> int:
     return EXIT_ERROR
 
 
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f}%"
-
-
 def _millis(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
@@ -80,9 +76,10 @@ def _amount(text: str) -> Decimal:
 
 def _pass_rate_change(before: float | None, after: float | None) -> str:
     if before is None or after is None:
-        return f"{_percent(before)} → {_percent(after)}"
+        return f"{format_pass_rate(before)} → {format_pass_rate(after)}"
     points = (after - before) * 100
-    return f"{_percent(before)} → {_percent(after)} ({'+' if points >= 0 else '−'}{abs(points):.1f} pts)"
+    change = f"{'+' if points >= 0 else '−'}{abs(points):.1f} pts"
+    return f"{format_pass_rate(before)} → {format_pass_rate(after)} ({change})"
 
 
 class Command(BaseCommand):
@@ -296,7 +293,10 @@ class Command(BaseCommand):
         if run.trials > 1:
             # Over repeated trials the pass rate hides flakiness: pass^k counts cases that passed every trial.
             header += ("pass^k", "flaky")
-            rows = [(*row, _percent(item.pass_k), str(item.flaky)) for row, item in zip(rows, summaries, strict=True)]
+            rows = [
+                (*row, format_pass_rate(item.pass_k), str(item.flaky))
+                for row, item in zip(rows, summaries, strict=True)
+            ]
         rows.insert(0, header)
         widths = [max(len(row[index]) for row in rows) for index in range(len(header))]
         self.stdout.write("")
@@ -323,7 +323,7 @@ class Command(BaseCommand):
     @staticmethod
     def _row(summary: ModelSummary, priced: bool = True) -> tuple[str, ...]:
         return (
-            summary.model, _percent(summary.pass_rate), str(summary.passed), str(summary.failed),
+            summary.model, format_pass_rate(summary.pass_rate), str(summary.passed), str(summary.failed),
             str(summary.errored), str(summary.cancelled), _millis(summary.latency_p50_ms),
             _millis(summary.latency_p95_ms), f"{summary.total_tokens:,}",
             format_cost(summary.total_cost, priced=priced),
