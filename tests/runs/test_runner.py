@@ -383,14 +383,30 @@ def test_it_scores_with_the_judge_seeing_only_criterion_and_reply(agent, scripte
     assert "secret question" not in text and "s3cr3t" not in text and judge_request.tools == []
 
 
-def test_it_fails_rather_than_errors_on_a_bad_regex(agent, scripted_model):
+def test_it_errors_rather_than_fails_on_a_regex_that_does_not_compile(agent, scripted_model):
+    # A pattern stored before patterns were checked at save: the agent did nothing wrong, the harness cannot judge.
     scripted_model.play(Answer("hello"))
     execution = execute_case(
         plan=plan(agent, TurnPlan("x", [AssertionPlan("outputRegex", {"pattern": "(unclosed"})])),
         model=get_model(scripted_model.key),
         suite=suite_plan(),
     )
-    assert execution.status == "failed" and "does not compile" in execution.reason
+    assert execution.status == "error" and "does not compile" in execution.reason
+
+
+def test_it_errors_rather_than_fails_when_a_regex_times_out_on_the_reply(agent, scripted_model):
+    # (a|aa)+$ backtracks exponentially on a run of a's that does not end the reply; it is refused at save today,
+    # but a case stored before that still runs. The agent did not regress: whether the reply matches is unknown.
+    scripted_model.play(Answer("a" * 60 + "!"))
+    started = time.monotonic()
+    execution = execute_case(
+        plan=plan(agent, TurnPlan("x", [AssertionPlan("outputRegex", {"pattern": "(a|aa)+$"})])),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
+    )
+    assert execution.status == "error", execution.reason
+    assert "could not tell whether the reply matches: the regex took longer than 1 s" in execution.reason
+    assert time.monotonic() - started < 15
 
 
 def test_it_skips_remaining_turns_after_a_fatal_failure(agent, scripted_model):
