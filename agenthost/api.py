@@ -39,7 +39,15 @@ from agenthost.turns import (
     StepLimitExceeded,
 )
 from agenthost.validation import UNSTORABLE_MESSAGE, agent_problems, unstorable_paths
-from agenttest.api import ApiPagination, IdField, IsStaffOrReadOnly, JSONInputField, StrictInputSerializer
+from agenttest.api import (
+    ApiPagination,
+    AsciiFloatField,
+    IdField,
+    IsStaffOrReadOnly,
+    JSONInputField,
+    StrictInputSerializer,
+    WholeNumberField,
+)
 from agenttest.inputs import parse_id
 
 # What a PositiveIntegerField holds on every database Django supports.
@@ -105,11 +113,11 @@ class AgentCreateApi(APIView):
         provider = serializers.CharField(max_length=100)
         model = serializers.CharField(max_length=200)
         # null: the model's default — what a reasoning model needs, since it refuses any other.
-        temperature = serializers.FloatField(min_value=0.0, max_value=2.0, allow_null=True, default=0.0)
+        temperature = AsciiFloatField(min_value=0.0, max_value=2.0, allow_null=True, default=0.0)
         functions = JSONInputField(default=list)
         rules = JSONInputField(default=list)
         sub_agents = serializers.ListField(child=serializers.CharField(), default=list)
-        max_steps = serializers.IntegerField(min_value=1, max_value=MAX_POSITIVE_INT, allow_null=True, default=None)
+        max_steps = WholeNumberField(min_value=1, max_value=MAX_POSITIVE_INT, allow_null=True, default=None)
 
         def validate_name(self, value: str) -> str:
             others = Agent.objects.filter(name=value)
