@@ -427,6 +427,7 @@ def _response(entry: dict[str, Any], request: ModelRequest) -> ModelResponse:
             _stored_tokens(usage, "reasoning_tokens"),
         ),
         refusal=response.get("refusal") or "",
+        length_limit=str(response.get("length_limit") or ""),
         # As recorded: a replayed comparison shows what the model took, not how fast a lookup is.
         latency_ms=float(entry.get("latency_ms", 0.0)),
         model=response.get("model") or request.model,

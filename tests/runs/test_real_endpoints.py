@@ -263,16 +263,32 @@ def test_it_errors_on_a_refusal_saying_what_the_model_said(stub):
     )
 
 
-def test_it_errors_on_an_answer_cut_off_at_the_length_limit_naming_the_option_to_raise(stub, settings):
-    configure(settings, stub, **{"gpt-5-mini": {"max_completion_tokens": 16}})
+@pytest.mark.parametrize(
+    ("options", "sent", "named"),
+    [
+        ({"max_completion_tokens": 16}, {"max_completion_tokens": 16},
+         "raise max_completion_tokens (set to 16) for model 'gpt-4o-mini' of provider 'stub' in the providers file"),
+        # llama-cpp-python ignores max_completion_tokens (753 tokens under a limit of 40) and honours max_tokens.
+        ({"extra_body": {"max_tokens": 40}}, {"max_tokens": 40},
+         "raise extra_body.max_tokens (set to 40) for model 'gpt-4o-mini' of provider 'stub' in the providers file"),
+        ({}, {}, "raise the server's own limit (none is set for model 'gpt-4o-mini' of provider 'stub' in the "
+                 "providers file: set max_completion_tokens, or extra_body.max_tokens for a server that ignores it)"),
+    ],
+)
+def test_it_errors_on_an_answer_cut_off_at_the_length_limit_naming_the_option_that_was_set(
+    stub, settings, options, sent, named
+):
+    configure(settings, stub, **{"gpt-4o-mini": options})
     stub.queue(Answer("Order 1043 is still proc", finish_reason="length"))
 
-    result = only_result(execute(make_suite(), (REASONING,)))
+    result = only_result(execute(make_suite()))
 
     assert result.status == "error"
     assert "the answer was cut off at the length limit (finish_reason: length)" in result.reason
-    assert "raise the model's max_completion_tokens in the providers file" in result.reason
-    assert reasoning_requests(stub)[0]["max_completion_tokens"] == 16
+    assert named in result.reason, result.reason
+    request = stub.requests[0]
+    assert {key: request.get(key) for key in sent} == sent
+    assert "max_completion_tokens" in request or "max_completion_tokens" not in options
     # The cut-off text is kept in the transcript, where it can be read.
     assert any(m["content"] == "Order 1043 is still proc" for m in result.transcript)
 
