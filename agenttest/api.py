@@ -36,6 +36,7 @@ from agenttest.inputs import (
     parse_whole_number,
     path_of,
     too_deep_text_where,
+    unstorable_text_path,
 )
 
 # Limits Django enforces while DRF reads a body. They are the client's doing, so they get the API's JSON 400 rather
@@ -89,7 +90,12 @@ class JSONParser(parsers.JSONParser):
             return data
         path, message = issue
         if message == UNICODE_PROBLEM:
-            raise ParseError(f"JSON parse error - a string is not valid Unicode: a lone surrogate at {path}")
+            # Named by the body's field that holds it, as every 400 is; the body's own fault when it is no object.
+            field = next(
+                (path_of([key]) for key, value in data.items() if unstorable_text_path({key: value}, nul=False)),
+                api_settings.NON_FIELD_ERRORS_KEY,
+            ) if isinstance(data, dict) else api_settings.NON_FIELD_ERRORS_KEY
+            raise ValidationError({field: [f"a string is not valid Unicode: a lone surrogate at {path}"]})
         key = api_settings.NON_FIELD_ERRORS_KEY if path == "(top level)" else path
         raise ValidationError({key: [json_value_problem(data, nul=False, int_range=False)]})
 
