@@ -6,6 +6,7 @@ the field before anything is stored.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
@@ -261,6 +262,15 @@ def parse_whole_number(raw: Any) -> int | None:
     if isinstance(raw, str) and _WHOLE_NUMBER.fullmatch(text := raw.strip()):
         return int(text)
     return None
+
+
+def whole_number_argument(text: str) -> int:
+    """An argparse `type` reading a command-line integer as every API does (parse_whole_number): `--trials ٣` is
+    refused, not read as 3."""
+    value = parse_whole_number(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{WHOLE_NUMBER_PROBLEM}, got {text!r}")
+    return value
 
 
 def number_text_is_ascii(raw: Any) -> bool:

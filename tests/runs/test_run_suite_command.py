@@ -5,11 +5,12 @@ Cases run for real on the offline simulated models; only the model is simulated,
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from cases.models import Suite
 from runs.models import CaseResult, Run
@@ -150,6 +151,23 @@ def test_it_exits_2_with_a_message_on_bad_arguments_and_starts_nothing(order_sui
     assert code == 2
     assert message in err
     assert out == ""
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--trials", "٣"], "argument --trials: must be a whole number written with the digits 0-9, e.g. 3"),
+        (["--budget-tokens", "١٠"], "argument --budget-tokens: must be a whole number written with the digits 0-9"),
+        (["--budget-cost", "١"], "argument --budget-cost: '١' is not an amount of money"),
+        (["--resume", "٣"], "argument --resume: must be a whole number written with the digits 0-9"),
+    ],
+)
+def test_it_reads_numbers_on_the_command_line_as_every_api_does(order_suite, arguments, message):
+    # int() read "٣" as 3 and started a run of 3 trials; argparse's own error is exit 2 in a shell.
+    with pytest.raises(CommandError, match=re.escape(message)):
+        run_suite("orders", "--inline", *arguments)
+
     assert not Run.objects.exists()
 
 

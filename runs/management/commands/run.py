@@ -17,6 +17,7 @@ from xml.etree import ElementTree
 from django.core.management import call_command
 from django.core.management.base import CommandParser
 
+from agenttest.inputs import whole_number_argument
 from cases.files import FilesRejected, files_apply, suite_directory_name
 from cases.models import Suite
 from runs.junit import run_to_junit
@@ -44,7 +45,7 @@ class Command(RunSuiteCommand):
         parser.add_argument("--models", default="", help="Comma-separated provider:model keys; default: the agent's.")
         parser.add_argument("--cases", default="", help="Case filter: a name substring, or tag:<tag>.")
         parser.add_argument("--mode", choices=Run.Mode.values, default=Run.Mode.LIVE)
-        parser.add_argument("--trials", type=int, default=1)
+        parser.add_argument("--trials", type=whole_number_argument, default=1)
         parser.add_argument("--junit", metavar="FILE", help="Write JUnit XML.")
         parser.add_argument("--summary", metavar="FILE", help="Write a Markdown summary.")
         parser.add_argument("--results", metavar="FILE", help="Write the results as JSON (a later --baseline).")

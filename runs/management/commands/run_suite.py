@@ -22,6 +22,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
+from agenttest.inputs import number_text_is_ascii, whole_number_argument
 from cases.models import Suite
 from cases.selectors import suite_by_reference, suite_list
 from runs.comparison import BROKE, FIXED, ComparisonError, baseline_get, default_baseline, run_compare
@@ -69,7 +70,7 @@ def _amount(text: str) -> Decimal:
         value = Decimal(text)
     except InvalidOperation:
         value = Decimal("NaN")
-    if not value.is_finite():
+    if not value.is_finite() or not number_text_is_ascii(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not an amount of money, e.g. 0.50")
     return value
 
@@ -92,7 +93,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("suite", nargs="?", default="", help="The suite's name or id (not with --resume).")
         parser.add_argument(
-            "--resume", type=int, metavar="RUN",
+            "--resume", type=whole_number_argument, metavar="RUN",
             help="Resume run RUN (ended in Error or Cancelled): only the case × model pairs without a result run.",
         )
         parser.add_argument(
@@ -104,8 +105,12 @@ class Command(BaseCommand):
             help="live: call the models; record: call them and keep every answer; replay: serve recorded answers "
             "(no key, no network).",
         )
-        parser.add_argument("--trials", type=int, default=1, help="Run each case this many times on each model.")
-        parser.add_argument("--budget-tokens", type=int, help="Stop the run once its results used this many tokens.")
+        parser.add_argument(
+            "--trials", type=whole_number_argument, default=1, help="Run each case this many times on each model."
+        )
+        parser.add_argument(
+            "--budget-tokens", type=whole_number_argument, help="Stop the run once its results used this many tokens."
+        )
         parser.add_argument("--budget-cost", type=_amount, help="Stop the run once its results cost this much.")
         parser.add_argument("--wait", action="store_true", help="Queue the run, then follow it until it finishes.")
         parser.add_argument(
@@ -114,7 +119,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--junit", metavar="FILE", help="Write the results as JUnit XML (with --wait/--inline).")
         parser.add_argument(
-            "--baseline", type=int, metavar="RUN",
+            "--baseline", type=whole_number_argument, metavar="RUN",
             help="Compare with run RUN (an earlier run of the suite); default: the suite's blessed run, else the "
             "previous run.",
         )
