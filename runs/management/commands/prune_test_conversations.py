@@ -9,15 +9,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agenttest.inputs import parse_whole_number
 from runs.services import MAX_PRUNE_DAYS, RunError, run_conversations_prune
 
 
 def _days(text: str) -> int:
-    days = parse_whole_number(text)
-    if days is None or not 1 <= days <= MAX_PRUNE_DAYS:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_PRUNE_DAYS:
         raise argparse.ArgumentTypeError(f"must be a whole number of days from 1 to {MAX_PRUNE_DAYS}, got {text!r}")
-    return days
+    return int(text)
 
 
 class Command(BaseCommand):
