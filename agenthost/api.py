@@ -49,7 +49,15 @@ from agenthost.validation import (
     agent_problems,
     unstorable_paths,
 )
-from agenttest.api import ApiPagination, IdField, IsStaffOrReadOnly, JSONInputField, StrictInputSerializer
+from agenttest.api import (
+    ApiPagination,
+    AsciiFloatField,
+    IdField,
+    IsStaffOrReadOnly,
+    JSONInputField,
+    StrictInputSerializer,
+    WholeNumberField,
+)
 from agenttest.inputs import parse_id
 
 # What a PositiveIntegerField holds on every database Django supports.
@@ -115,14 +123,14 @@ class AgentCreateApi(APIView):
         provider = serializers.CharField(max_length=100)
         model = serializers.CharField(max_length=200)
         # null: the model's default — what a reasoning model needs, since it refuses any other.
-        temperature = serializers.FloatField(
+        temperature = AsciiFloatField(
             min_value=TEMPERATURE_MIN, max_value=TEMPERATURE_MAX, allow_null=True, default=0.0,
             error_messages=dict.fromkeys(("invalid", "min_value", "max_value"), TEMPERATURE_MESSAGE),
         )
         functions = JSONInputField(default=list)
         rules = JSONInputField(default=list)
         sub_agents = serializers.ListField(child=serializers.CharField(), default=list)
-        max_steps = serializers.IntegerField(
+        max_steps = WholeNumberField(
             min_value=MAX_STEPS_MIN, max_value=MAX_STEPS_MAX, allow_null=True, default=None,
             error_messages=dict.fromkeys(("invalid", "min_value", "max_value", "max_string_length"),
                                          MAX_STEPS_MESSAGE),

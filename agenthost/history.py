@@ -18,11 +18,9 @@ def history_as_model_messages(messages: list[Message]) -> list[dict[str, Any]]:
     def flush() -> None:
         nonlocal block_calls, block_results, block_text, in_block
         if in_block:
-            # An empty content is left out, not sent as null: the spec allows either beside tool calls, and some
-            # servers (llama-cpp-python) answer null with HTTP 500.
-            entry: dict[str, Any] = {"role": "assistant"}
-            if block_text:
-                entry["content"] = block_text
+            # Beside tool calls an empty content is sent as "": the spec allows null or no key there too, but
+            # llama.cpp's chat templates read message.content and answer both with HTTP 500.
+            entry: dict[str, Any] = {"role": "assistant", "content": block_text or ""}
             if block_calls:
                 entry["tool_calls"] = block_calls
             if block_text or block_calls:

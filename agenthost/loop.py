@@ -114,12 +114,10 @@ def turn_run(
             model_messages.append({"role": "assistant", "content": text_out})
             result.output, result.finish = text_out, "answer"
             break
-        # An empty content is left out, not sent as null (see history.py).
-        assistant: dict[str, Any] = {"role": "assistant"}
-        if text_out:
-            assistant["content"] = text_out
-        assistant["tool_calls"] = [c.as_openai() for c in response.tool_calls]
-        model_messages.append(assistant)
+        # An empty content is sent as "", never null or left out (see history.py).
+        model_messages.append(
+            {"role": "assistant", "content": text_out, "tool_calls": [c.as_openai() for c in response.tool_calls]}
+        )
         step_calls.append(tuple((call.name, call.arguments) for call in response.tool_calls))
         # The next step is the routed-to agent's, if a call routed; this response's calls were all its caller's.
         stop_result, loaded = _run_tool_calls(session, loaded, response, turn, result, model_messages)

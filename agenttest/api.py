@@ -23,13 +23,20 @@ from rest_framework.utils import html
 from agenttest.inputs import (
     MAX_ID,
     MAX_JSON_DEPTH,
+    NUMBER_TEXT_PROBLEM,
     UNICODE_PROBLEM,
+    WHOLE_NUMBER_PROBLEM,
     SafeJSONDecoder,
     json_loads,
     json_text_too_deep,
     json_value_issue,
     json_value_problem,
+    number_text_is_ascii,
     parse_id,
+    parse_whole_number,
+    path_of,
+    too_deep_text_where,
+    unstorable_text_path,
 )
 
 # Limits Django enforces while DRF reads a body. They are the client's doing, so they get the API's JSON 400 rather
@@ -63,7 +70,16 @@ class JSONParser(parsers.JSONParser):
         except ValueError as exc:
             raise ParseError(f"JSON parse error - the body is not {encoding} text: {exc}") from None
         if json_text_too_deep(text):
-            raise ParseError(f"JSON parse error - nested more than {MAX_JSON_DEPTH} levels deep")
+            # Named like every other 400: by the field the nesting went too deep in, or as the body's own fault.
+            where = too_deep_text_where(text) or []
+            if not where or not isinstance(where[0], str):
+                raise ValidationError(
+                    {api_settings.NON_FIELD_ERRORS_KEY: [f"the body is nested more than {MAX_JSON_DEPTH} levels deep"]}
+                )
+            path = path_of(where)
+            shown = path if len(path) <= 200 else f"{path[:200]}…"
+            field = path_of(where[:1])
+            raise ValidationError({field: [f"nested more than {MAX_JSON_DEPTH} levels deep at {shown}"]})
         try:
             # NaN and Infinity decode like 1e999 does, so that all three are refused below, naming where they are.
             data = json_loads(text)
@@ -74,7 +90,12 @@ class JSONParser(parsers.JSONParser):
             return data
         path, message = issue
         if message == UNICODE_PROBLEM:
-            raise ParseError(f"JSON parse error - a string is not valid Unicode: a lone surrogate at {path}")
+            # Named by the body's field that holds it, as every 400 is; the body's own fault when it is no object.
+            field = next(
+                (path_of([key]) for key, value in data.items() if unstorable_text_path({key: value}, nul=False)),
+                api_settings.NON_FIELD_ERRORS_KEY,
+            ) if isinstance(data, dict) else api_settings.NON_FIELD_ERRORS_KEY
+            raise ValidationError({field: [f"a string is not valid Unicode: a lone surrogate at {path}"]})
         key = api_settings.NON_FIELD_ERRORS_KEY if path == "(top level)" else path
         raise ValidationError({key: [json_value_problem(data, nul=False, int_range=False)]})
 
@@ -175,6 +196,37 @@ class IdField(serializers.Field):
 
     def to_representation(self, value: Any) -> int:
         return int(value)
+
+
+class WholeNumberField(serializers.IntegerField):
+    """DRF's IntegerField reads text with int(), so `"trials": "٣"` was 3 where an id refuses it: this one reads by
+    agenttest.inputs.parse_whole_number, as every door does, then applies min_value/max_value."""
+
+    default_error_messages = {"invalid": WHOLE_NUMBER_PROBLEM}
+
+    def to_internal_value(self, data: Any) -> int:
+        value = parse_whole_number(data)
+        if value is None:
+            self.fail("invalid")
+        return value
+
+
+class AsciiFloatField(serializers.FloatField):
+    """DRF's FloatField, refusing text written with digits other than 0-9 (float() reads "٠٫٥" as 0.5)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if not number_text_is_ascii(data):
+            raise ValidationError(NUMBER_TEXT_PROBLEM)
+        return super().to_internal_value(data)
+
+
+class AsciiDecimalField(serializers.DecimalField):
+    """DRF's DecimalField, refusing text written with digits other than 0-9 (Decimal() reads "١٠" as 10)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not number_text_is_ascii(data):
+            raise ValidationError(NUMBER_TEXT_PROBLEM)
+        return super().to_internal_value(data)
 
 
 class JSONInputField(serializers.JSONField):

@@ -10,6 +10,7 @@ from typing import Any
 from django import forms
 
 from agenttest.api import unknown_field_message
+from agenttest.inputs import NUMBER_TEXT_PROBLEM, WHOLE_NUMBER_PROBLEM, number_text_is_ascii, parse_whole_number
 
 # Sent with every POST form; Django's CSRF middleware reads it, so it is never unknown.
 CSRF_FIELD = "csrfmiddlewaretoken"
@@ -61,3 +62,27 @@ class StrictForm(forms.Form):
         unknown = unknown_form_fields(self.data, known)
         if unknown:
             self.add_error(None, unknown_fields_message(unknown, known))
+
+
+class WholeNumberFormField(forms.IntegerField):
+    """Django's IntegerField reads with int(), which takes "٣" for 3: this one reads as every API does
+    (agenttest.inputs.parse_whole_number)."""
+
+    default_error_messages = {"invalid": WHOLE_NUMBER_PROBLEM[:1].upper() + WHOLE_NUMBER_PROBLEM[1:] + "."}
+
+    def to_python(self, value: Any) -> int | None:
+        if value in self.empty_values:
+            return None
+        number = parse_whole_number(value)
+        if number is None:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return number
+
+
+class AsciiDecimalFormField(forms.DecimalField):
+    """Django's DecimalField, refusing text written with digits other than 0-9 (Decimal() reads "١٠" as 10)."""
+
+    def to_python(self, value: Any) -> Any:
+        if not number_text_is_ascii(value):
+            raise forms.ValidationError(NUMBER_TEXT_PROBLEM[:1].upper() + NUMBER_TEXT_PROBLEM[1:] + ".", code="invalid")
+        return super().to_python(value)

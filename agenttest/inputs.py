@@ -6,6 +6,7 @@ the field before anything is stored.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
@@ -37,6 +38,51 @@ def json_text_too_deep(text: str | bytes, *, limit: int = MAX_JSON_DEPTH) -> boo
         else:
             depth -= 1
     return False
+
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:,]', re.DOTALL)
+
+
+def too_deep_text_where(text: str, *, limit: int = MAX_JSON_DEPTH) -> list[str | int] | None:
+    """Where JSON text first nests arrays/objects more than `limit` deep, as the keys and indices leading to the
+    container that is one too deep (`["description", "a", 0, 0, …]`; `[]` when the text itself is that container),
+    or None. Scans tokens without decoding the text, so it cannot hit the recursion limit; meant for text
+    json_text_too_deep has found too deep, whose decoding would."""
+    # One frame per open container: [is an object, its current key or index, a key comes next].
+    frames: list[list[Any]] = []
+    for match in _JSON_TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            if len(frames) >= limit:
+                return [frame[1] for frame in frames]
+            frames.append([token == "{", None if token == "{" else 0, token == "{"])
+        elif token in "]}":
+            if frames:
+                frames.pop()
+        elif not frames:
+            continue
+        elif token == ",":
+            frame = frames[-1]
+            if frame[0]:
+                frame[2] = True
+            elif isinstance(frame[1], int):
+                frame[1] += 1
+        elif token == ":":
+            frames[-1][2] = False
+        elif frames[-1][0] and frames[-1][2]:
+            try:
+                frames[-1][1] = json.loads(token)
+            except ValueError:
+                frames[-1][1] = token[1:-1]
+    return None
+
+
+def path_of(parts: list[str | int]) -> str:
+    """Keys and indices as a path, e.g. `functions[0].description`, in the form every message here uses."""
+    path = ""
+    for part in parts:
+        path = _join(path, part)
+    return path
 
 
 def too_deep_path(value: Any, *, limit: int = MAX_JSON_DEPTH) -> str | None:
@@ -199,23 +245,48 @@ def printable_json(value: Any, **kwargs: Any) -> str:
     return text
 
 
-def parse_id(raw: Any) -> int | None:
-    """A positive database id from a query string, form field or JSON value; None for anything else.
+# A whole number written as text: ASCII digits, an optional sign, no more digits than any column holds needs.
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]{1,30}")
+WHOLE_NUMBER_PROBLEM = "must be a whole number written with the digits 0-9, e.g. 3"
+NUMBER_TEXT_PROBLEM = "must be a number written with the digits 0-9, e.g. 0.5"
 
-    Only ASCII digits count ("³" and "٣" are digits to Python's int() but not ids), booleans are not numbers, and an
-    id beyond a 64-bit integer cannot exist."""
+
+def parse_whole_number(raw: Any) -> int | None:
+    """The one way agenttest reads an integer from a JSON value, a query string or a form field; None for anything
+    else. A JSON integer, or text of ASCII digits with an optional sign: "³" and "٣" are digits to Python's int()
+    (which reads "٣" as 3), not to agenttest; booleans and fractions are not whole numbers."""
     if isinstance(raw, bool):
         return None
     if isinstance(raw, int):
-        value = raw
-    elif isinstance(raw, str):
-        text = raw.strip()
-        if not _ASCII_DIGITS.fullmatch(text):
-            return None
-        value = int(text)
-    else:
+        return raw
+    if isinstance(raw, str) and _WHOLE_NUMBER.fullmatch(text := raw.strip()):
+        return int(text)
+    return None
+
+
+def whole_number_argument(text: str) -> int:
+    """An argparse `type` reading a command-line integer as every API does (parse_whole_number): `--trials ٣` is
+    refused, not read as 3."""
+    value = parse_whole_number(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{WHOLE_NUMBER_PROBLEM}, got {text!r}")
+    return value
+
+
+def number_text_is_ascii(raw: Any) -> bool:
+    """False for text float() or Decimal() would read with digits other than 0-9 ("٠٫٥", "１.５"): a number written
+    as text is read as agenttest reads integers (parse_whole_number)."""
+    return not isinstance(raw, str) or raw.isascii()
+
+
+def parse_id(raw: Any) -> int | None:
+    """A positive database id from a query string, form field or JSON value; None for anything else.
+
+    Read by parse_whole_number, unsigned when written as text, and an id beyond a 64-bit integer cannot exist."""
+    if isinstance(raw, str) and not _ASCII_DIGITS.fullmatch(raw.strip()):
         return None
-    return value if 0 < value <= MAX_ID else None
+    value = parse_whole_number(raw)
+    return value if value is not None and 0 < value <= MAX_ID else None
 
 
 def _join(path: str, key: Any) -> str:

@@ -47,6 +47,7 @@ from agenttest.inputs import (
     nonfinite_path,
     too_deep_path,
 )
+from agenttest.patterns import pattern_problem
 from cases.models import Assertion, Case, Suite
 from cases.schema import fields_problems, part_problems, schema_problems
 
@@ -427,11 +428,9 @@ def _mean_assertion(
     if isinstance(params, dict):
         pattern = params.get("pattern")
         if kind == Assertion.Type.OUTPUT_REGEX and isinstance(pattern, str) and pattern:
-            try:
-                # The runner matches case-insensitively with the `regex` package; compile it the same way.
-                regex.compile(pattern, flags=regex.IGNORECASE)
-            except regex.error as exc:
-                problems.add(_at(params_field, "pattern"), f"does not compile: {exc}")
+            # Compiled as the runner matches it, and tried on texts that make a catastrophic pattern explode.
+            if (problem := pattern_problem(pattern)) is not None:
+                problems.add(_at(params_field, "pattern"), problem)
         function = params.get("function")
         if kind in TOOL_ASSERTIONS and functions is not None and isinstance(function, str) and function.strip():
             if function not in functions.names:

@@ -24,10 +24,12 @@ from agenthost.seams import (
     response_problem,
     unfinished_answer,
 )
-from agenttest.inputs import MAX_JSON_DEPTH, json_text_too_deep
+from agenttest.inputs import MAX_JSON_DEPTH, json_text_too_deep, text_is_storable
+from cases.validation import NAME_MAX_LENGTH
 from recording.transcripts import Transcript
 
-SEGMENT_NAME_MAX_LENGTH = 60
+# The prompt asks for names of at most 60 characters. A longer one is kept whole up to the case name limit, never cut
+# silently; beyond that limit, or holding text no database stores, the answer is refused like any other bad answer.
 
 SYSTEM_PROMPT = """You split a support conversation into regression test cases, one case per user goal.
 You are given the conversation's turns in order. Each turn has its number, what the user said, and the names of the
@@ -146,7 +148,7 @@ def segments_ask(*, transcript: Transcript, model_key: str) -> list[Segment]:
     """Ask the extraction model `model_key` (provider:model) for the segments, verified. A one-turn conversation needs
     no model: it is one segment."""
     if len(transcript.turns) == 1:
-        name = transcript.label[:SEGMENT_NAME_MAX_LENGTH].strip() or "Turns 0–0"
+        name = transcript.label[:NAME_MAX_LENGTH].strip() or "Turns 0–0"
         return [Segment(name=name, first_turn=0, last_turn=0)]
     config = get_model(model_key)
     request = segments_request(transcript=transcript, model=config.model)
@@ -195,7 +197,15 @@ def _segment(item: Any, index: int) -> Segment:
     name = item.get("name")
     if name is not None and not isinstance(name, str):
         raise SegmentationError(f"the JSON is malformed: the name of segment {index} is not text")
-    name = " ".join((name or "").split())[:SEGMENT_NAME_MAX_LENGTH].strip()
+    name = " ".join((name or "").split())
+    if not text_is_storable(name):
+        raise SegmentationError(
+            f"the name of segment {index} contains NUL (\\u0000) or a lone surrogate, which no case name may hold"
+        )
+    if len(name) > NAME_MAX_LENGTH:
+        raise SegmentationError(
+            f"the name of segment {index} is {len(name):,} characters long; a case name has at most {NAME_MAX_LENGTH}"
+        )
     first, last = bounds
     return Segment(name=name or f"Turns {first}–{last}", first_turn=first, last_turn=last)
 

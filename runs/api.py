@@ -22,7 +22,15 @@ from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
 from rest_framework.views import APIView
 
 from agenthost.seams import configured_models
-from agenttest.api import ApiPagination, IdField, IsStaffOrReadOnly, StrictInputSerializer, validation_problems
+from agenttest.api import (
+    ApiPagination,
+    AsciiDecimalField,
+    IdField,
+    IsStaffOrReadOnly,
+    StrictInputSerializer,
+    WholeNumberField,
+    validation_problems,
+)
 from cases.models import Suite
 from cases.selectors import suite_detail
 from runs.models import CaseResult, Run
@@ -310,13 +318,13 @@ class RunTriggerApi(RunsApiView):
             required=False, default=Run.Mode.LIVE,
             help_text="live: call the models; record: call them and keep every answer; replay: serve kept answers.",
         )
-        trials = serializers.IntegerField(
+        trials = WholeNumberField(
             required=False, default=1, help_text="How many times each case runs on each model."
         )
-        budget_tokens = serializers.IntegerField(
+        budget_tokens = WholeNumberField(
             required=False, allow_null=True, default=None, help_text="Stop the run once its results used this many."
         )
-        budget_cost = serializers.DecimalField(
+        budget_cost = AsciiDecimalField(
             max_digits=12, decimal_places=4, required=False, allow_null=True, default=None,
             help_text="Stop the run once its results cost this much.",
         )

@@ -25,10 +25,10 @@ from agenthost.seams import (
     parse_model_key,
     unfinished_answer,
 )
+from agenttest import patterns
 from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep
 from runs.sessions import BlockedBecause, is_subset
 
-REGEX_TIMEOUT_SECONDS = 1.0
 DEFAULT_JUDGE_MIN_SCORE = 4
 
 PASSED, FAILED, ERROR = "passed", "failed", "error"
@@ -123,17 +123,21 @@ def _find(needle: str, haystack: str, case_sensitive: bool) -> bool:
 
 
 def _regex(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
+    # A pattern that does not compile or does not finish says nothing about the agent: the harness could not judge,
+    # so the assertion is an Error (exit 2), never a Failed (exit 1, "the agent regressed").
     pattern = params["pattern"]
     try:
-        match = regex.search(pattern, evidence.output, flags=regex.IGNORECASE, timeout=REGEX_TIMEOUT_SECONDS)
+        match = regex.search(pattern, evidence.output, flags=patterns.FLAGS, timeout=patterns.MATCH_TIMEOUT_SECONDS)
     except regex.error as exc:
-        return FAILED, pattern, _excerpt(evidence.output), f"the regex does not compile: {exc}"
+        return ERROR, pattern, _excerpt(evidence.output), f"the regex does not compile: {exc}; fix the assertion"
     except TimeoutError:
         return (
-            FAILED,
+            ERROR,
             pattern,
             _excerpt(evidence.output),
-            (f"the regex took longer than {REGEX_TIMEOUT_SECONDS:g} s on this reply; simplify it"),
+            f"could not tell whether the reply matches: the regex took longer than "
+            f"{patterns.MATCH_TIMEOUT_SECONDS:g} s on this reply ({len(evidence.output):,} characters), which "
+            "usually means it backtracks catastrophically; simplify it (e.g. (a|aa)+ → a+)",
         )
     if match:
         return PASSED, pattern, match.group(0), "the reply matches"

@@ -6,6 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from runs.models import Run
+from runs.numbers import format_cost
 
 
 class Spend:
@@ -23,5 +24,5 @@ class Spend:
         if run.budget_tokens is not None and self.tokens >= run.budget_tokens:
             return f"{self.tokens} tokens used of a budget of {run.budget_tokens}"
         if run.budget_cost is not None and self.cost >= run.budget_cost:
-            return f"${self.cost:.4f} spent of a budget of ${run.budget_cost:.4f}"
+            return f"{format_cost(self.cost)} spent of a budget of {format_cost(run.budget_cost)}"
         return ""

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from runs.numbers import format_pass_rate
 from runs.selectors import ModelSummary
 
 _LABEL_WIDTH = 210
@@ -44,10 +45,6 @@ def format_ms(value: float | None) -> str:
     if value >= 10:
         return f"{value:.0f} ms"
     return f"{value:.1f} ms"
-
-
-def format_percent(rate: float | None) -> str:
-    return "—" if rate is None else f"{rate * 100:.0f}%"
 
 
 def _nice_ceiling(value: float) -> float:
@@ -109,7 +106,7 @@ def model_chart(summaries: Sequence[ModelSummary]) -> SafeString:
 
 def _describe(summary: ModelSummary) -> str:
     return (
-        f"{summary.model}: pass rate {format_percent(summary.pass_rate)} ({summary.passed} passed, "
+        f"{summary.model}: pass rate {format_pass_rate(summary.pass_rate)} ({summary.passed} passed, "
         f"{summary.failed} failed, {summary.errored} error, {summary.cancelled} cancelled); model latency p50 "
         f"{format_ms(summary.latency_p50_ms)}, p95 {format_ms(summary.latency_p95_ms)}"
     )
@@ -131,7 +128,7 @@ def _row(summary: ModelSummary, top: int, scale: float) -> SafeString:
             '<text class="chart-value" x="{}" y="{}">{}</text>',
             _RATE_X, bar_top, _PANEL_WIDTH, _BAR_HEIGHT,
             pass_rate_band(summary.pass_rate), _RATE_X, bar_top, _n(rate_width), _BAR_HEIGHT,
-            _RATE_X + _PANEL_WIDTH + 8, middle + 4, format_percent(summary.pass_rate),
+            _RATE_X + _PANEL_WIDTH + 8, middle + 4, format_pass_rate(summary.pass_rate),
         ),
     ]
     p50, p95 = summary.latency_p50_ms, summary.latency_p95_ms

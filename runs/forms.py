@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 
 from agenthost.seams import configured_models
-from agenttest.forms import StrictForm
+from agenttest.forms import AsciiDecimalFormField, StrictForm, WholeNumberFormField
 from agenttest.inputs import parse_id
 from cases.models import Suite
 from runs.models import Run
@@ -70,15 +70,17 @@ class RunTriggerForm(StrictForm):
         required=False,
         help_text="Live calls the models; record also keeps every answer; replay serves kept answers (no key, free).",
     )
-    trials = forms.IntegerField(
+    trials = WholeNumberFormField(
         min_value=1,
         max_value=MAX_TRIALS,
         initial=1,
         required=False,
         help_text="Run each case this many times per model to see how flaky it is (pass^k).",
     )
-    budget_tokens = forms.IntegerField(min_value=1, required=False, help_text="Optional: stop after this many tokens.")
-    budget_cost = forms.DecimalField(
+    budget_tokens = WholeNumberFormField(
+        min_value=1, required=False, help_text="Optional: stop after this many tokens."
+    )
+    budget_cost = AsciiDecimalFormField(
         min_value=0, max_digits=12, decimal_places=4, required=False, help_text="Optional: stop after this cost (USD)."
     )
 

@@ -1,5 +1,6 @@
-"""How the run pages, the exports and the CLI write numbers: one cost format everywhere, "unpriced" for a model
-that has no price (rather than a $0 that reads as free), and tokens with thousands separators."""
+"""How the run pages, the exports, the Markdown summary and the CLI write numbers: one cost format everywhere,
+"unpriced" for a model that has no price (rather than a $0 that reads as free), one pass-rate format, and tokens
+with thousands separators."""
 
 from __future__ import annotations
 
@@ -23,22 +24,42 @@ def _amount(value: Decimal | float | int | None) -> Decimal:
 
 def format_cost(value: Decimal | float | int | None, *, priced: bool = True) -> str:
     """US dollars to four significant digits, at least cents, with thousands separators: $0.00012, $0.0123, $1.50,
-    $1,234.50. Nothing spent on a model without a price is "unpriced"."""
+    $1,234.50. Nothing spent is "$0" (free), never "$0.00" or "$0.0000"; a cost too small for eight decimal places
+    is "<$0.00000001", never zero. Nothing spent on a model without a price is "unpriced"."""
     amount = _amount(value)
     if amount == 0:
-        return "$0.00" if priced else UNPRICED
+        return "$0" if priced else UNPRICED
+    sign = "-" if amount < 0 else ""
     places = min(max(2, _SIGNIFICANT - 1 - amount.copy_abs().adjusted()), _MAX_PLACES)
-    rounded = amount.copy_abs().quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    smallest = Decimal(1).scaleb(-places)
+    rounded = amount.copy_abs().quantize(smallest, rounding=ROUND_HALF_UP)
+    if rounded == 0:
+        return f"{sign}<${smallest:f}"
     whole, _, fraction = f"{rounded:,.{places}f}".partition(".")
     fraction = fraction.rstrip("0").ljust(2, "0")
-    return f"{'-' if amount < 0 else ''}${whole}.{fraction}"
+    return f"{sign}${whole}.{fraction}"
 
 
 def format_cost_delta(value: Decimal | float | int | None) -> str:
     amount = _amount(value)
     if amount == 0:
-        return "±$0.00"
+        return "±$0"
     return ("+" if amount > 0 else "−") + format_cost(amount.copy_abs())
+
+
+def format_pass_rate(rate: float | None) -> str:
+    """A pass rate (0–1) as a percentage to one decimal place, rounded half up and without a trailing ".0": 100%,
+    12.5%, 33.3%, 0.1%; only all passed is 100% and only none 0%. The run pages, the charts, the CLI and the
+    Markdown summary all write it so: the same run never reads 12% in one place and 12.5% in another. None (nothing
+    ran) is "—"."""
+    if rate is None:
+        return "—"
+    # repr: the float's shortest decimal form, so 0.125 is exactly 12.5 before rounding.
+    percent = (Decimal(repr(float(rate))) * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+    # One failure in 2,000 is not "100%", one pass in 2,000 not "0%".
+    if 0 < rate < 1:
+        percent = min(max(percent, Decimal("0.1")), Decimal("99.9"))
+    return f"{percent.normalize():f}%" if percent != percent.to_integral() else f"{percent:.0f}%"
 
 
 def format_tokens(value: int | None) -> str:

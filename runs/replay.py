@@ -90,10 +90,15 @@ def normalise_request(request: ModelRequest, model_key: str) -> dict[str, Any]:
 
 
 def _with_content(message: Any) -> Any:
-    # An assistant message beside tool calls leaves out an empty content (servers refuse `null` there); recordings
-    # made when it was sent as null must still match, so both read as null here.
-    if isinstance(message, dict) and message.get("role") == "assistant" and "content" not in message:
-        return {"role": "assistant", "content": None, **message}
+    # An empty content beside tool calls has been sent as null, left out, and now as "" (what every server
+    # accepts); recordings made with any of them must still match, so all three read as null here.
+    if (
+        isinstance(message, dict)
+        and message.get("role") == "assistant"
+        and message.get("tool_calls")
+        and not message.get("content")
+    ):
+        return {**message, "content": None}
     return message
 
 
@@ -427,6 +432,7 @@ def _response(entry: dict[str, Any], request: ModelRequest) -> ModelResponse:
             _stored_tokens(usage, "reasoning_tokens"),
         ),
         refusal=response.get("refusal") or "",
+        length_limit=str(response.get("length_limit") or ""),
         # As recorded: a replayed comparison shows what the model took, not how fast a lookup is.
         latency_ms=float(entry.get("latency_ms", 0.0)),
         model=response.get("model") or request.model,

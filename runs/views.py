@@ -32,7 +32,7 @@ from agenttest.forms import unknown_fields_message, unknown_form_fields
 from agenttest.inputs import parse_id, printable_json, text_is_storable
 from cases.models import Case, Suite
 from cases.selectors import enabled_cases, suite_list
-from runs.charts import format_ms, format_percent, model_chart, pass_rate_band
+from runs.charts import format_ms, model_chart, pass_rate_band
 from runs.comparison import (
     ComparisonError,
     baseline_get,
@@ -45,7 +45,14 @@ from runs.comparison import (
 from runs.forms import RunTriggerForm
 from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
-from runs.numbers import format_cost, format_cost_delta, format_tokens, format_tokens_delta, models_priced
+from runs.numbers import (
+    format_cost,
+    format_cost_delta,
+    format_pass_rate,
+    format_tokens,
+    format_tokens_delta,
+    models_priced,
+)
 from runs.selectors import ModelSummary, matrix_case_key, run_list, run_matrix, run_pickup_stall, run_summary
 from runs.services import (
     QueueUnavailable,
@@ -122,7 +129,7 @@ def _pass_rates(runs: list[Run]) -> None:
             passed, ran = counts[(run.pk, model)]["passed"], counts[(run.pk, model)]["ran"]
             rate = passed / ran if ran else None
             run.pass_rates.append(
-                {"model": model, "passed": passed, "ran": ran, "percent": format_percent(rate),
+                {"model": model, "passed": passed, "ran": ran, "percent": format_pass_rate(rate),
                  "width": round((rate or 0) * 100), "band": pass_rate_band(rate)}
             )
 
@@ -447,9 +454,9 @@ def _summary_numbers(run: Run, summaries: list[ModelSummary]) -> None:
     priced = models_priced(summary.model for summary in summaries)
     for summary in summaries:
         summary.band = pass_rate_band(summary.pass_rate)
-        summary.percent = format_percent(summary.pass_rate)
+        summary.percent = format_pass_rate(summary.pass_rate)
         summary.width = round((summary.pass_rate or 0) * 100)
-        summary.pass_k_percent = format_percent(summary.pass_k)
+        summary.pass_k_percent = format_pass_rate(summary.pass_k)
         summary.p50 = format_ms(summary.latency_p50_ms)
         summary.p95 = format_ms(summary.latency_p95_ms)
         summary.tokens_text = f"{format_tokens(summary.input_tokens)} / {format_tokens(summary.output_tokens)}"

@@ -15,19 +15,25 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(
-    ("url", "body"),
+    ("url", "body", "field"),
     [
-        ("/api/agents/", '{"name": "x\\ud800", "instruction": "x", "provider": "simulated", "model": "sim-careful"}'),
-        ("/api/conversations/", '{"agent": "x\\ud800"}'),
-        ("/api/suites/", '{"name": "x\\ud800", "agent": "support"}'),
+        ("/api/agents/", '{"name": "x\\ud800", "instruction": "x", "provider": "simulated", "model": "sim-careful"}',
+         "name"),
+        ("/api/conversations/", '{"agent": "x\\ud800"}', "agent"),
+        ("/api/suites/", '{"name": "x", "description": {"a": ["\\ud800"]}, "agent": "support"}', "description"),
+        ("/api/suites/", '["\\ud800"]', "non_field_errors"),
     ],
 )
-def test_it_answers_400_to_json_text_that_is_not_unicode(admin_client_api, url, body):
-    # Python parses an escaped lone surrogate; the database cannot encode it: a 500 at the first query before.
+def test_it_answers_400_to_json_text_that_is_not_unicode_naming_the_field(admin_client_api, url, body, field):
+    # Python parses an escaped lone surrogate; the database cannot encode it: a 500 at the first query before, then
+    # a {"detail": ...} that named no field.
     response = admin_client_api.generic("POST", url, body, content_type="application/json")
 
     assert response.status_code == 400
-    assert "JSON parse error - a string is not valid Unicode" in str(response.json())
+    problems = response.json()
+    fields = {item["field"] for item in problems["errors"]} if "errors" in problems else set(problems)
+    assert fields == {"document" if field == "non_field_errors" and "errors" in problems else field}, problems
+    assert "a string is not valid Unicode: a lone surrogate at" in str(problems)
 
 
 def test_it_answers_a_form_with_too_many_fields_in_json(admin_client_api, settings):

@@ -110,7 +110,29 @@ def test_it_refuses_json_nested_too_deep_at_every_json_write_endpoint(staff_api,
 
     assert response.status_code == 400, response.text
     assert "nested more than 64 levels deep" in response.text
+    # Named by the field the nesting went too deep in, as every 400 is (it once answered {"detail": ...}).
+    assert _fields(response) == {"name"}, response.text
     assert fingerprint_changes(before, database_fingerprint()) == []
+
+
+@pytest.mark.parametrize(("content", "field"), [
+    (f'{{"name": "probe", "description": {{"a": [{deep_json(DEEP)}]}}}}', "description"),
+    (f'{{"name": "probe", "tags": ["a", {deep_json(DEEP)}]}}', "tags"),
+    (f'{{"na\\"me[": {deep_json(DEEP)}}}', 'na"me['),
+])
+def test_it_names_the_field_a_body_nests_too_deep_in(staff_api, world, content, field):
+    response = staff_api.post("/api/agents/", content=content, headers={"Content-Type": "application/json"})
+
+    assert response.status_code == 400, response.text
+    assert _fields(response) == {field}, response.text
+    assert "nested more than 64 levels deep" in response.text
+
+
+def test_it_names_the_body_when_the_body_itself_nests_too_deep(staff_api, world):
+    response = staff_api.post("/api/agents/", content=deep_json(DEEP), headers={"Content-Type": "application/json"})
+
+    assert response.status_code == 400, response.text
+    assert response.json() == {"non_field_errors": ["the body is nested more than 64 levels deep"]}
 
 
 @pytest.mark.parametrize("path", ["/api/conversations/", "/api/conversations/{conversation_id}/messages/"])
@@ -334,6 +356,69 @@ def test_it_refuses_a_recording_page_post_whose_suite_is_no_id(staff_pages, worl
     assert response.status_code == 400, response.text[:2000]
     assert f"no suite {bad!r}" in response.text.replace("&#x27;", "'")
     assert fingerprint_changes(before, database_fingerprint()) == []
+
+
+# --- Issue 27, item 18: one integer parser at every door ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [*NON_ASCII_DIGITS, "٣.٥", "1 2", "3.5", 3.5, True, ""])
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/api/runs/", {"trials": "{bad}"}, "trials"),
+        ("/api/runs/", {"budget_tokens": "{bad}"}, "budget_tokens"),
+        ("/api/agents/", {"max_steps": "{bad}"}, "max_steps"),
+    ],
+)
+def test_it_reads_every_whole_number_as_ids_are_read(staff_api, world, bad, path, body, field):
+    # "trials": "٣" started a run of 3 trials and "budget_tokens": "١٠" a budget of 10, where ids and
+    # case_concurrency refuse digits other than 0-9.
+    before = database_fingerprint()
+    base = {"suite": world.suite_id, "models": [SIMULATED]} if path == "/api/runs/" else _agent_body()
+    filled = {**base, **{key: bad for key in body}}
+
+    response = staff_api.post(path, json=filled)
+
+    assert response.status_code == 400, response.text
+    assert _fields(response) == {field}, response.text
+    assert "whole number written with the digits 0-9" in response.text
+    assert fingerprint_changes(before, database_fingerprint()) == []
+
+
+@pytest.mark.parametrize(("path", "field", "bad"), [
+    ("/api/runs/", "budget_cost", "١٠"), ("/api/agents/", "temperature", "٠٫٥"), ("/api/agents/", "temperature", "１"),
+])
+def test_it_refuses_a_number_written_with_other_digits(staff_api, world, path, field, bad):
+    before = database_fingerprint()
+    base = {"suite": world.suite_id, "models": [SIMULATED]} if path == "/api/runs/" else _agent_body()
+
+    response = staff_api.post(path, json={**base, field: bad})
+
+    assert response.status_code == 400, response.text
+    assert _fields(response) == {field} and "digits 0-9" in response.text
+    assert fingerprint_changes(before, database_fingerprint()) == []
+
+
+@pytest.mark.parametrize(("field", "bad"), [("trials", "٣"), ("budget_tokens", "١٠"), ("budget_cost", "١")])
+def test_it_refuses_other_digits_in_the_trigger_form(staff_pages, world, field, bad):
+    before = database_fingerprint()
+
+    response = staff_pages.post("/runs/new/", data={
+        "suite": world.suite_id, "models": SIMULATED, field: bad, "csrfmiddlewaretoken": "t" * 32,
+    })
+
+    assert response.status_code == 400, response.text[:2000]
+    assert "written with the digits 0-9" in response.text
+    assert fingerprint_changes(before, database_fingerprint()) == []
+
+
+def test_it_still_reads_ascii_digits_as_whole_numbers(staff_api, world):
+    response = staff_api.post("/api/runs/", json={
+        "suite": world.suite_id, "models": [SIMULATED], "trials": " 2 ", "budget_tokens": "+100000",
+    })
+
+    assert response.status_code == 201, response.text
+    assert (response.json()["trials"], response.json()["budget_tokens"]) == (2, 100000)
 
 
 # --- 15: unknown fields --------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def test_it_replays_records_and_round_trips_the_example(package_env: PackageEnv,
     cases = {case.get("name"): case for case in suites.iter("testcase")}
     assert len(cases) == 2 and not any(case.find("failure") is not None for case in cases.values())
     summary = (repo / "summary.md").read_text()
-    assert "| local:gpt-4o-mini | 100.0% | 2 | 0 | 0 |" in summary
+    assert "| local:gpt-4o-mini | 100% | 2 | 0 | 0 |" in summary
 
     instruction = repo / "agents" / "order-support.md"
     instruction.write_text(instruction.read_text() + "Always answer in one sentence.\n")

@@ -55,7 +55,9 @@ def test_it_names_the_variable_of_a_malformed_value(tmp_path):
     result = manage("check", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_DEBUG="perhaps")
     assert "AGENTTEST_DEBUG must be a boolean" in result.stderr
     result = manage("check", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_DEBUG="1", AGENTTEST_MAX_STEPS="ten")
-    assert "AGENTTEST_MAX_STEPS must be a whole number, got 'ten'" in result.stderr
+    assert "AGENTTEST_MAX_STEPS must be a whole number (digits 0-9), got 'ten'" in result.stderr
+    result = manage("check", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_DEBUG="1", AGENTTEST_MAX_STEPS="٣")
+    assert "AGENTTEST_MAX_STEPS must be a whole number (digits 0-9), got '٣'" in result.stderr
 
 
 def test_it_reports_a_broken_providers_file_naming_file_and_field(tmp_path):

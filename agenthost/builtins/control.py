@@ -1,5 +1,9 @@
 """The five control-flow functions. They steer the conversation and touch nothing outside it, which is why they are
-the only functions a test run lets through to their real implementation."""
+the only functions a test run lets through to their real implementation.
+
+What they give back is bounded: four of them answer with a fixed text or with the model's own arguments, which are
+refused beyond agenthost.calls.MAX_RAW_ARGUMENTS_CHARS; util-instruct-execute_template's render stops at
+agenthost.templating.MAX_RENDERED_CHARS (and MAX_RENDER_STEPS) before it builds more, answering a tool error."""
 
 from __future__ import annotations
 
@@ -80,7 +84,8 @@ def human_intervention_needed(context: FunctionContext, reason: str) -> Function
     },
 )
 def execute_template(context: FunctionContext, template: str, variables: dict | None = None) -> str:
-    # The instructions' engine: the state and the variables only, nothing loaded or shown of the process.
+    # The instructions' engine: the state and the variables only, nothing loaded or shown of the process; the
+    # render is bounded, so a template asking for gigabytes is answered with why, before anything is built.
     try:
         return render_template(template, {**context.state, **(variables or {})})
     except TemplateRefused as exc:

@@ -92,6 +92,9 @@ class ModelResponse:
     model: str = ""
     # The model declined to answer (the OpenAI API's `refusal`): the answer is the refusal, not `text`.
     refusal: str = ""
+    # For an answer cut off at its length limit: what set that limit, as the provider knows it (the option of the
+    # providers file that was sent, or the server's own limit); "" when the provider does not say.
+    length_limit: str = ""
     # What was wrong with the answer's figures without making it unusable (an absurd usage, bounded), for whoever
     # reads the result; never part of the answer itself.
     notes: list[str] = field(default_factory=list)
@@ -118,7 +121,7 @@ class ModelResponse:
             self.notes.append(f"a latency of {latency:g} ms (counted as {MAX_ANSWER_LATENCY_MS:g} ms)")
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "text": self.text,
             "refusal": self.refusal,
             "tool_calls": [asdict(call) for call in self.tool_calls],
@@ -127,6 +130,9 @@ class ModelResponse:
             "latency_ms": self.latency_ms,
             "model": self.model,
         }
+        if self.length_limit:
+            data["length_limit"] = self.length_limit
+        return data
 
 
 # The code of a call that ended because its request's deadline came before an answer did.
@@ -246,10 +252,12 @@ def unfinished_answer(response: ModelResponse) -> str:
     if response.refusal:
         return f"the model refused to answer: {response.refusal[:500]}"
     if response.finish_reason == "length":
+        limit = response.length_limit or (
+            "the model's max_completion_tokens in the providers file (or the server's own limit)"
+        )
         return (
             f"the answer was cut off at the length limit (finish_reason: length) after "
-            f"{response.usage.output_tokens} output tokens; raise the model's max_completion_tokens in the providers "
-            "file (or the server's own limit) if it needs more"
+            f"{response.usage.output_tokens} output tokens; raise {limit} if it needs more"
         )
     if response.finish_reason == "content_filter":
         return "the endpoint's content filter stopped the answer (finish_reason: content_filter)"

@@ -41,6 +41,8 @@ _FIRST_RETRY_WAIT = 0.5
 _MAX_RETRY_WAIT = 8.0
 _MAX_RETRY_AFTER = 120.0
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+# Request fields an OpenAI-compatible server may read as the answer's length limit, when set through extra_body.
+_LENGTH_FIELDS = ("max_tokens", "max_completion_tokens", "n_predict")
 # The model option that changes a request parameter an endpoint may refuse as unsupported.
 _OPTION_FOR_PARAMETER = {
     "temperature": ("accepts_temperature = false", "the model accepts only its default temperature"),
@@ -335,6 +337,23 @@ class OpenAIProvider(ModelProvider):
             latency_ms=latency_ms,
             model=completion.model or request.model,
             refusal=getattr(message, "refusal", None) or "",
+            length_limit=self._length_limit(request) if choice.finish_reason == "length" else "",
+        )
+
+    def _length_limit(self, request: ModelRequest) -> str:
+        """What set the length limit an answer was cut off at, naming the options that were sent: some servers
+        (llama-cpp-python) ignore max_completion_tokens and honour only extra_body's max_tokens."""
+        options = self._models.get(request.model, {})
+        extra = options.get("extra_body") if isinstance(options.get("extra_body"), dict) else {}
+        sent = [f"extra_body.{key} (set to {extra[key]})" for key in _LENGTH_FIELDS if key in extra]
+        if "max_completion_tokens" in options:
+            sent.insert(0, f"max_completion_tokens (set to {options['max_completion_tokens']})")
+        where = f"for model {request.model!r} of provider {self.name!r} in the providers file"
+        if sent:
+            return f"{' and '.join(sent)} {where}"
+        return (
+            f"the server's own limit (none is set {where}: set max_completion_tokens, or extra_body.max_tokens for a "
+            "server that ignores it)"
         )
 
     def _post(self, params: dict[str, Any], options: dict[str, Any], request: ModelRequest) -> ChatCompletion:

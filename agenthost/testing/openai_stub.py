@@ -12,11 +12,14 @@ with Retry-After) or a `RawCompletion` sent as it is (an empty `choices`, say).
 It behaves like the OpenAI API where agenttest depends on it: a reasoning model (o-series, gpt-5 family, or one named
 in `reasoning_models`) answers HTTP 400 to a `temperature` other than 1 and to `max_tokens`, as OpenAI does, and an
 ordinary model to `reasoning_effort`; a reasoning model spends reasoning tokens; a prompt that starts with one the
-model saw before is partly served from the prompt cache (`cached_tokens`); `refuse_null_content` answers HTTP 500 to
-an assistant message whose content is null, as llama-cpp-python does. `delay` makes every answer take that long, as a
-slow model's does; a client that hangs up meanwhile gets none, as a real server drops it. `in_flight` and
-`most_in_flight` count the requests the server is working on (received, client still there, no answer sent yet):
-what a provider's concurrency limit is about. Command line (serves the echo rules until stopped):
+model saw before is partly served from the prompt cache (`cached_tokens`). It is as strict as the strictest server
+agenttest meets, llama.cpp's (llama-cpp-python), whose chat templates read every message's `content`: a message
+without a `content` key, or with `content: null` (even an assistant message beside tool calls, where the OpenAI spec
+allows both), is answered HTTP 500 with that server's words; `strict_content=False` accepts them as OpenAI does.
+`delay` makes every answer take that long, as a slow model's does; a client that hangs up meanwhile gets none, as a
+real server drops it. `in_flight` and `most_in_flight` count the requests the server is working on (received, client
+still there, no answer sent yet): what a provider's concurrency limit is about. Command line (serves the echo rules
+until stopped):
 
     python -m agenthost.testing.openai_stub --port 8001 --echo
 """
@@ -115,11 +118,11 @@ class OpenAIStub:
         models: tuple[str, ...] = ("gpt-4o-mini",),
         record: bool = True,
         reasoning_models: tuple[str, ...] = (),
-        refuse_null_content: bool = False,
+        strict_content: bool = True,
     ) -> None:
         self.models = models
         self.reasoning_models = reasoning_models
-        self.refuse_null_content = refuse_null_content
+        self.strict_content = strict_content
         # Hashes of the prompts (model + messages) seen, for the prompt cache.
         self._prompts: set[str] = set()
         # A long benchmark run would otherwise keep every request body in memory.
@@ -290,9 +293,14 @@ class OpenAIStub:
                 param="reasoning_effort",
                 code="unsupported_parameter",
             )
-        if self.refuse_null_content:
+        if self.strict_content:
             for index, message in enumerate(body.get("messages") or []):
-                if isinstance(message, dict) and "content" in message and message["content"] is None:
+                if not isinstance(message, dict):
+                    continue
+                if "content" not in message:
+                    # The chat template's Jinja error, as llama-cpp-python answers it.
+                    return HttpError(500, "'dict object' has no attribute 'content'", {"x-should-retry": "true"})
+                if message["content"] is None:
                     # llama-cpp-python's answer, a pydantic validation list inside a 500.
                     return HttpError(
                         500,

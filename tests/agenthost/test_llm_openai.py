@@ -64,7 +64,7 @@ def test_it_round_trips_a_tool_call(provider, openai_stub):
     first = ask(provider, USER, tools=[LOOKUP_TOOL])
     call = first.tool_calls[0]
     result = {"role": "tool", "tool_call_id": call.id, "content": '{"status": "shipped"}'}
-    second = ask(provider, USER, {"role": "assistant", "content": None, "tool_calls": [call.as_openai()]}, result,
+    second = ask(provider, USER, {"role": "assistant", "content": "", "tool_calls": [call.as_openai()]}, result,
                  tools=[LOOKUP_TOOL])
 
     assert (call.name, json.loads(call.arguments), first.finish_reason) == (
@@ -236,7 +236,7 @@ def test_it_sends_the_request_the_sdks_create_would_send(settings, openai_stub, 
         messages=[
             {"role": "system", "content": "Help Ada."},
             USER,
-            {"role": "assistant", "tool_calls": [{
+            {"role": "assistant", "content": "", "tool_calls": [{
                 "id": "call_1", "type": "function",
                 "function": {"name": "lookup_order", "arguments": "{\"order_id\": \"1042\"}"},
             }]},
@@ -263,3 +263,29 @@ def test_it_sends_the_request_the_sdks_create_would_send(settings, openai_stub, 
     assert [{name: h.get(name) for name in header_names} for h in openai_stub.headers] == [
         {"authorization": f"Bearer {SECRET}", "content-type": "application/json", "x-org": "team-blue"}
     ] * 2
+
+
+CALLED = [{"id": "call_1", "type": "function", "function": {"name": "lookup_order", "arguments": "{}"}}]
+
+
+@pytest.mark.parametrize(
+    ("assistant", "words"),
+    [
+        ({"role": "assistant", "tool_calls": CALLED}, "'dict object' has no attribute 'content'"),
+        ({"role": "assistant", "content": None, "tool_calls": CALLED}, "Input should be a valid string"),
+    ],
+)
+def test_it_is_answered_http_500_by_the_stub_as_by_llama_cpp_without_a_string_content(provider, assistant, words):
+    with pytest.raises(ProviderError) as raised:
+        ask(provider, USER, assistant, {"role": "tool", "tool_call_id": "call_1", "content": "{}"}, tools=[LOOKUP_TOOL])
+
+    assert "HTTP 500" in str(raised.value) and words in str(raised.value)
+
+
+def test_it_is_answered_by_the_stub_with_an_empty_string_content_beside_tool_calls(provider, openai_stub):
+    openai_stub.queue("It has shipped.")
+    assistant = {"role": "assistant", "content": "", "tool_calls": CALLED}
+
+    answer = ask(provider, USER, assistant, {"role": "tool", "tool_call_id": "call_1", "content": "{}"})
+
+    assert answer.text == "It has shipped."

@@ -163,9 +163,9 @@ def test_it_answers_a_reviewers_questions_on_the_demo(
         passed_cells = page.locator("#matrix-table td.cell-passed")
         expect(passed_cells.locator(".cell-reason")).to_have_count(0)
 
-        # Numbers: simulated models are free ($0.00, never "unpriced"); tokens carry thousands separators.
+        # Numbers: simulated models are free ($0, never "unpriced"); tokens carry thousands separators.
         for row in page.locator(".summary-table tbody tr").all():
-            expect(row.locator("td.cost")).to_have_text("$0.00")
+            expect(row.locator("td.cost")).to_have_text("$0")
             expect(row.locator("td.tokens")).to_have_text(
                 re.compile(r"^\d{1,3}(,\d{3})* / \d{1,3}(,\d{3})*(\+ \d{1,3}(,\d{3})* judge)?$")
             )
@@ -224,10 +224,10 @@ def test_it_answers_a_reviewers_questions_on_the_demo(
         deltas = page.locator(".deltas-table tbody tr")
         expect(deltas).to_have_count(2)
         careful = page.locator(f'.deltas-table tr[data-model="{CAREFUL}"]')
-        expect(careful.locator(".delta-rate")).to_contain_text(re.compile(r"\d+% → \d+%\s*−\d+ pts"))
+        expect(careful.locator(".delta-rate")).to_contain_text(re.compile(r"[\d.]+% → [\d.]+%\s*−[\d.]+ pts"))
         expect(careful.locator(".delta-latency")).to_contain_text("→")
         expect(careful.locator(".delta-tokens")).to_contain_text("→")
-        expect(careful.locator(".delta-cost")).to_have_text(re.compile(r"^\$0\.00 → \$0\.00"))
+        expect(careful.locator(".delta-cost")).to_have_text(re.compile(r"^\$0 → \$0"))
         instruction = page.locator('[data-difference="instruction"]')
         expect(instruction).to_contain_text("Instruction changed")
         expect(instruction.locator(".diff-add")).to_have_text("+Always greet the customer by name.")

@@ -19,6 +19,7 @@ from agenttest.celery import app
 from cases.demo import demo_suite_ensure
 from cases.models import Suite
 from runs.models import CaseResult, Run
+from runs.numbers import format_pass_rate
 from runs.selectors import run_summary
 from tests.workers import runs_worker
 
@@ -137,7 +138,7 @@ def test_it_triggers_a_two_model_run_and_follows_it_to_the_failing_assertion(
     for row, model in zip(rows.all(), (CAREFUL, HASTY), strict=True):
         summary = summaries[model]
         expect(row.locator("th")).to_have_text(model)
-        expect(row.locator(".rate-text")).to_have_text(f"{summary.pass_rate * 100:.0f}%")
+        expect(row.locator(".rate-text")).to_have_text(format_pass_rate(summary.pass_rate))
         expect(row.locator(".count-failed")).to_have_text(str(summary.failed))
     expect(page.locator("svg.chart")).to_be_visible()
 

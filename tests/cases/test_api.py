@@ -100,6 +100,19 @@ def test_it_names_the_field_of_each_problem_in_a_400(admin_client_api, suite, ca
     assert not Case.objects.exists()
 
 
+def test_it_refuses_a_catastrophic_regex_at_save_naming_the_assertion_field(admin_client_api, suite, case_document):
+    document = case_document()
+    document["turns"][0]["assertions"][1]["params"]["pattern"] = "(a|aa)+$"
+
+    response = admin_client_api.post("/api/cases/", {"suite": suite.pk, **document}, format="json")
+
+    assert response.status_code == 400
+    fields = {error["field"]: error["message"] for error in response.json()["errors"]}
+    assert list(fields) == ["turns[0].assertions[1].params.pattern"]
+    assert "backtracks catastrophically" in fields["turns[0].assertions[1].params.pattern"]
+    assert not Case.objects.exists()
+
+
 def test_it_reports_a_missing_suite_together_with_document_problems(admin_client_api, case_document):
     response = admin_client_api.post("/api/cases/", case_document(name=""), format="json")
 

@@ -85,6 +85,43 @@ def test_it_rejects_a_bad_segmentation_with_400_and_stores_nothing(admin_client_
     assert not Case.objects.exists() and not Suite.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        (
+            "Order\x00status",
+            "the name of segment 0 contains NUL (\\u0000) or a lone surrogate, which no case name may hold",
+        ),
+        ("x" * 201, "the name of segment 0 is 201 characters long; a case name has at most 200"),
+    ],
+)
+def test_it_rejects_a_segment_name_no_case_may_have_as_a_bad_model_answer(
+    admin_client_api, three_topics, scripted_model, name, why
+):
+    # A NUL once came back as a 400 on `conversation`, without the prefix every other bad model answer has.
+    scripted_model.play(segments_answer((name, 0, 1), ("Cancel an order", 2, 3)))
+
+    response = admin_client_api.post(
+        EXTRACTIONS, {"conversation": three_topics.pk, "extraction_model": scripted_model.key}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert response.data == {"errors": [{"field": "extraction_model", "message": f"AI extraction failed: {why}"}]}
+    assert not Case.objects.exists() and not Suite.objects.exists()
+
+
+def test_it_keeps_a_long_segment_name_whole(admin_client_api, three_topics, scripted_model):
+    name = "Ask where order 1042 is and when the parcel with the winter jackets will arrive"
+    scripted_model.play(segments_answer((name, 0, 1), ("Cancel an order", 2, 3)))
+
+    response = admin_client_api.post(
+        EXTRACTIONS, {"conversation": three_topics.pk, "extraction_model": scripted_model.key}, format="json"
+    )
+
+    assert response.status_code == 201, response.data
+    assert [case["name"] for case in response.data["cases"]] == [name, "Cancel an order"] and len(name) > 60
+
+
 def test_it_answers_502_when_the_extraction_model_fails(admin_client_api, three_topics, scripted_model):
     scripted_model.play(Fail(code="timeout", message="the model timed out"))
 

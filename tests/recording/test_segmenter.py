@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -93,7 +94,8 @@ def test_it_reads_the_json_out_of_prose_and_code_fences():
     assert parse(answer) == [Segment("Everything", 0, 3)]
 
 
-def test_it_names_a_blank_segment_after_its_turns_and_cuts_long_names():
+def test_it_names_a_blank_segment_after_its_turns_and_keeps_a_long_name_whole():
+    # A 70-character name was cut to 60 without a word; it is kept whole, as a case name of up to 200 is.
     long_name = "Cancel an order that was placed by mistake and ask for the refund to go to a gift card"
     answer = json.dumps(
         {
@@ -108,7 +110,22 @@ def test_it_names_a_blank_segment_after_its_turns_and_cuts_long_names():
     blank, missing, long = parse(answer)
 
     assert blank.name == "Turns 0–1" and missing.name == "Turns 2–2"
-    assert long.name == long_name[:60].strip() and len(long.name) <= 60
+    assert long.name == long_name and len(long_name) > 60
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("x" * 201, "the name of segment 0 is 201 characters long; a case name has at most 200"),
+        ("Order\x00status", "the name of segment 0 contains NUL"),
+        ("Order \ud800", "the name of segment 0 contains NUL (\\u0000) or a lone surrogate"),
+    ],
+)
+def test_it_refuses_a_segment_name_no_case_may_have(name, words):
+    answer = json.dumps({"segments": [{"name": name, "firstTurn": 0, "lastTurn": 3}]})
+
+    with pytest.raises(SegmentationError, match=re.escape(words)):
+        parse(answer)
 
 
 @pytest.mark.django_db

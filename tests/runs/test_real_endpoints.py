@@ -16,6 +16,7 @@ from agenthost.models import Agent, Message
 from agenthost.testing.openai_stub import REASONING_TOKENS, HttpError, OpenAIStub, RawCompletion, rate_limited
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
+from runs.numbers import format_cost
 from runs.selectors import run_summary
 from runs.services import run_create
 from runs.tasks import run_execute
@@ -225,14 +226,16 @@ def test_it_answers_every_call_of_parallel_tool_calls(stub):
     assert [m["tool_call_id"] for m in answered[-2:]] == [c["id"] for c in answered[-3]["tool_calls"]]
 
 
-def test_it_takes_content_null_beside_tool_calls_and_leaves_content_out_when_it_sends_them_back(settings):
-    # llama-cpp-python answers HTTP 500 to an assistant message whose content is null.
-    with OpenAIStub(refuse_null_content=True) as stub:
+@pytest.mark.parametrize("content", [None, ""])
+def test_it_takes_an_empty_content_beside_tool_calls_and_sends_it_back_as_an_empty_string(settings, content):
+    # The stub is as strict as llama.cpp's server, whose chat template needs a string content on every message: a
+    # missing key and null both answer HTTP 500 ("'dict object' has no attribute 'content'"), "" answers.
+    with OpenAIStub() as stub:
         configure(settings, stub)
         stub.queue(RawCompletion({
             "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
             "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-                "role": "assistant", "content": None, "tool_calls": [{
+                "role": "assistant", "content": content, "tool_calls": [{
                     "id": "call_a", "type": "function",
                     "function": {"name": "lookup_order", "arguments": '{"order_id": "1043"}'},
                 }],
@@ -246,7 +249,7 @@ def test_it_takes_content_null_beside_tool_calls_and_leaves_content_out_when_it_
 
     assert result.status == "passed", result.reason
     assistant = next(m for m in sent_back if m["role"] == "assistant")
-    assert "content" not in assistant and assistant["tool_calls"][0]["id"] == "call_a"
+    assert assistant["content"] == "" and assistant["tool_calls"][0]["id"] == "call_a"
 
 
 def test_it_errors_on_a_refusal_saying_what_the_model_said(stub):
@@ -260,16 +263,32 @@ def test_it_errors_on_a_refusal_saying_what_the_model_said(stub):
     )
 
 
-def test_it_errors_on_an_answer_cut_off_at_the_length_limit_naming_the_option_to_raise(stub, settings):
-    configure(settings, stub, **{"gpt-5-mini": {"max_completion_tokens": 16}})
+@pytest.mark.parametrize(
+    ("options", "sent", "named"),
+    [
+        ({"max_completion_tokens": 16}, {"max_completion_tokens": 16},
+         "raise max_completion_tokens (set to 16) for model 'gpt-4o-mini' of provider 'stub' in the providers file"),
+        # llama-cpp-python ignores max_completion_tokens (753 tokens under a limit of 40) and honours max_tokens.
+        ({"extra_body": {"max_tokens": 40}}, {"max_tokens": 40},
+         "raise extra_body.max_tokens (set to 40) for model 'gpt-4o-mini' of provider 'stub' in the providers file"),
+        ({}, {}, "raise the server's own limit (none is set for model 'gpt-4o-mini' of provider 'stub' in the "
+                 "providers file: set max_completion_tokens, or extra_body.max_tokens for a server that ignores it)"),
+    ],
+)
+def test_it_errors_on_an_answer_cut_off_at_the_length_limit_naming_the_option_that_was_set(
+    stub, settings, options, sent, named
+):
+    configure(settings, stub, **{"gpt-4o-mini": options})
     stub.queue(Answer("Order 1043 is still proc", finish_reason="length"))
 
-    result = only_result(execute(make_suite(), (REASONING,)))
+    result = only_result(execute(make_suite()))
 
     assert result.status == "error"
     assert "the answer was cut off at the length limit (finish_reason: length)" in result.reason
-    assert "raise the model's max_completion_tokens in the providers file" in result.reason
-    assert reasoning_requests(stub)[0]["max_completion_tokens"] == 16
+    assert named in result.reason, result.reason
+    request = stub.requests[0]
+    assert {key: request.get(key) for key in sent} == sent
+    assert "max_completion_tokens" in request or "max_completion_tokens" not in options
     # The cut-off text is kept in the transcript, where it can be read.
     assert any(m["content"] == "Order 1043 is still proc" for m in result.transcript)
 
@@ -494,7 +513,9 @@ def test_it_stops_a_run_at_its_budget_counting_reasoning_tokens_at_their_price(s
     assert first.reasoning_tokens == 2 * REASONING_TOKENS
     assert first.cost >= Decimal(2 * REASONING_TOKENS * 1000) / 1_000_000
     assert run.status == Run.Status.ERROR
-    assert run.reason == f"budget exhausted after 1 of 3 results: ${first.cost:.4f} spent of a budget of $0.0400"
+    assert run.reason == (
+        f"budget exhausted after 1 of 3 results: {format_cost(first.cost)} spent of a budget of $0.04"
+    )
 
 
 def test_it_passes_a_case_whose_first_call_meets_a_5xx_the_sdk_retries(stub, settings):

@@ -5,11 +5,12 @@ Cases run for real on the offline simulated models; only the model is simulated,
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from cases.models import Suite
 from runs.models import CaseResult, Run
@@ -43,7 +44,7 @@ def test_it_exits_0_on_the_agents_own_model_when_every_case_passes(make_suite, m
     run = Run.objects.get()
     assert run.model_keys == [CAREFUL] and run.status == Run.Status.PASSED
     assert "[1/1] PASSED  cancels the order  on simulated:sim-careful  (" in out
-    assert table_row(out, CAREFUL)[:6] == [CAREFUL, "100.0%", "1", "0", "0", "0"]
+    assert table_row(out, CAREFUL)[:6] == [CAREFUL, "100%", "1", "0", "0", "0"]
     assert f"Run #{run.pk} Passed: all 1 results passed" in out
 
 
@@ -57,12 +58,12 @@ def test_it_compares_with_the_blessed_run_by_default_and_names_what_broke(order_
 
     assert code == 1
     assert f"Compared with run #{blessed.pk} (the blessed baseline):" in out
-    assert f"  {CAREFUL}: pass rate 100.0% → 0.0% (−100.0 pts); 2 pass → fail" in out
+    assert f"  {CAREFUL}: pass rate 100% → 0% (−100.0 pts); 2 pass → fail" in out
     assert (
         "    pass → fail  looks the order up first: lookup_order is force-blocked by the suite (it has a mock; "
         "remove it from the suite's force-blocked functions to let the mock answer)"
     ) in out
-    assert f"  {HASTY}: pass rate - → 50.0%; 2 new" in out
+    assert f"  {HASTY}: pass rate — → 50%; 2 new" in out
     code, out, _ = run_suite("orders", "--models", CAREFUL, "--inline", "--baseline", "99999")
     assert "No comparison: there is no run #99999." in out
 
@@ -80,9 +81,9 @@ def test_it_exits_1_and_compares_the_models_when_one_fails_a_case(order_suite, t
     assert header.split()[:3] == ["model", "pass", "rate"]
     assert header.endswith("ms  tokens (incl. judge)  cost (incl. judge)")
     careful, hasty = table_row(out, CAREFUL), table_row(out, HASTY)
-    assert careful[1:6] == ["100.0%", "2", "0", "0", "0"]
-    assert hasty[1:6] == ["50.0%", "1", "1", "0", "0"]
-    assert int(careful[8].replace(",", "")) > 0 and careful[9] == "$0.00", "a simulated model is free, not unpriced"
+    assert careful[1:6] == ["100%", "2", "0", "0", "0"]
+    assert hasty[1:6] == ["50%", "1", "1", "0", "0"]
+    assert int(careful[8].replace(",", "")) > 0 and careful[9] == "$0", "a simulated model is free, not unpriced"
     assert "Failed: 1 of 4 results failed" in out
 
     root = ET.parse(junit).getroot()
@@ -150,6 +151,23 @@ def test_it_exits_2_with_a_message_on_bad_arguments_and_starts_nothing(order_sui
     assert code == 2
     assert message in err
     assert out == ""
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--trials", "٣"], "argument --trials: must be a whole number written with the digits 0-9, e.g. 3"),
+        (["--budget-tokens", "١٠"], "argument --budget-tokens: must be a whole number written with the digits 0-9"),
+        (["--budget-cost", "١"], "argument --budget-cost: '١' is not an amount of money"),
+        (["--resume", "٣"], "argument --resume: must be a whole number written with the digits 0-9"),
+    ],
+)
+def test_it_reads_numbers_on_the_command_line_as_every_api_does(order_suite, arguments, message):
+    # int() read "٣" as 3 and started a run of 3 trials; argparse's own error is exit 2 in a shell.
+    with pytest.raises(CommandError, match=re.escape(message)):
+        run_suite("orders", "--inline", *arguments)
+
     assert not Run.objects.exists()
 
 
@@ -222,7 +240,7 @@ def test_it_repeats_cases_for_each_trial(order_suite, tmp_path):
     assert "1 case(s) × 1 model(s) × 2 trials = 2 result(s)" in out
     assert "[2/2] PASSED  looks the order up first (trial 2 of 2)  on simulated:sim-careful" in out
     assert next(line for line in out.splitlines() if line.startswith("model")).split()[-2:] == ["pass^k", "flaky"]
-    assert table_row(out, CAREFUL)[-2:] == ["100.0%", "0"]
+    assert table_row(out, CAREFUL)[-2:] == ["100%", "0"]
     names = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
     assert names == ["looks the order up first (trial 1 of 2)", "looks the order up first (trial 2 of 2)"]
 

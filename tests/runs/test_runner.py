@@ -161,6 +161,48 @@ def test_it_allows_exactly_the_five_control_flow_functions():
     assert all(session.is_allowed(name) for name in ALLOWED_FUNCTIONS)
 
 
+@pytest.mark.parametrize(
+    ("template", "words"),
+    [
+        ('{{ order|ljust:"3000000" }}', '|ljust:"3000000" asks for 3,000,000'),
+        ("{% for a in long %}{% for b in long %}{{ a }}{{ b }}{% endfor %}{% endfor %}", "renders more than 100,000"),
+        ("{% for a in long %}{% for b in long %}{% for c in long %}{% endfor %}{% endfor %}{% endfor %}",
+         "takes more than 200,000 rendering steps"),
+    ],
+)
+def test_it_answers_a_template_that_would_render_too_much_with_a_tool_error_and_goes_on(
+    agent, scripted_model, template, words
+):
+    # util-instruct-execute_template runs for real under test: `ljust:"300000000"` once returned 300,000,000
+    # characters (690 MB). The render stops before building the text; the model reads why and the case goes on.
+    call = Call("util-instruct-execute_template", {"template": template, "variables": {"long": "x" * 1000}})
+    scripted_model.play(Answer(tool_calls=[call]), Answer("done"))
+    started = time.monotonic()
+    execution = execute_case(
+        plan=plan(agent, "x", assertions=[replies("done")], initial_state={"order": "1042"}),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
+    )
+    result = execution.tool_calls[0]["result"]
+    assert execution.status == "passed", execution.reason
+    assert words in result and len(result) < 1000, result[:300]
+    assert time.monotonic() - started < 10
+    assert scripted_model.requests[1].messages[-1]["content"] == result
+
+
+def test_it_bounds_a_template_rendering_a_state_value_beyond_the_limit(agent, scripted_model):
+    # The arguments a model sends are refused beyond 100,000 characters, but the state a template reads is not.
+    call = Call("util-instruct-execute_template", {"template": "Notes: {{ notes }}"})
+    scripted_model.play(Answer(tool_calls=[call]), Answer("done"))
+    execution = execute_case(
+        plan=plan(agent, "x", assertions=[replies("done")], initial_state={"notes": "n" * 100_001}),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
+    )
+    result = execution.tool_calls[0]["result"]
+    assert "renders more than 100,000 characters" in result and len(result) < 1000
+
+
 def test_it_lets_the_suite_allow_more_and_force_block_wins(agent, scripted_model):
     session = CaseSession(
         mocks=[MockSpec("lookup_order", "mocked")],
@@ -383,14 +425,30 @@ def test_it_scores_with_the_judge_seeing_only_criterion_and_reply(agent, scripte
     assert "secret question" not in text and "s3cr3t" not in text and judge_request.tools == []
 
 
-def test_it_fails_rather_than_errors_on_a_bad_regex(agent, scripted_model):
+def test_it_errors_rather_than_fails_on_a_regex_that_does_not_compile(agent, scripted_model):
+    # A pattern stored before patterns were checked at save: the agent did nothing wrong, the harness cannot judge.
     scripted_model.play(Answer("hello"))
     execution = execute_case(
         plan=plan(agent, TurnPlan("x", [AssertionPlan("outputRegex", {"pattern": "(unclosed"})])),
         model=get_model(scripted_model.key),
         suite=suite_plan(),
     )
-    assert execution.status == "failed" and "does not compile" in execution.reason
+    assert execution.status == "error" and "does not compile" in execution.reason
+
+
+def test_it_errors_rather_than_fails_when_a_regex_times_out_on_the_reply(agent, scripted_model):
+    # (a|aa)+$ backtracks exponentially on a run of a's that does not end the reply; it is refused at save today,
+    # but a case stored before that still runs. The agent did not regress: whether the reply matches is unknown.
+    scripted_model.play(Answer("a" * 60 + "!"))
+    started = time.monotonic()
+    execution = execute_case(
+        plan=plan(agent, TurnPlan("x", [AssertionPlan("outputRegex", {"pattern": "(a|aa)+$"})])),
+        model=get_model(scripted_model.key),
+        suite=suite_plan(),
+    )
+    assert execution.status == "error", execution.reason
+    assert "could not tell whether the reply matches: the regex took longer than 1 s" in execution.reason
+    assert time.monotonic() - started < 15
 
 
 def test_it_skips_remaining_turns_after_a_fatal_failure(agent, scripted_model):

@@ -14,7 +14,10 @@ import pytest
 from django.contrib.staticfiles import finders
 
 from cases.models import Case
+from runs.management.commands.run import _summary
+from runs.management.commands.run_suite import Command as RunSuite
 from runs.models import CaseResult, Run
+from runs.selectors import run_summary
 from tests.runs.conftest import CAREFUL, HASTY
 
 pytestmark = pytest.mark.django_db
@@ -325,6 +328,22 @@ def test_it_summarises_each_model_with_a_chart(admin_client, finished_run):
     chart = re.search(r"<svg class=\"chart\".*?</svg>", html, re.S).group(0)
     assert f"{CAREFUL}: pass rate 100%" in chart and f"{HASTY}: pass rate 50%" in chart
     assert 'class="chart-bar rate-good"' in chart and 'class="chart-bar rate-mixed"' in chart
+
+
+def test_it_writes_pass_rates_and_costs_as_the_cli_and_the_markdown_summary_do(admin_client, order_suite, make_run):
+    run = make_run(order_suite, status=Run.Status.FAILED, results=((CAREFUL, PASSED),) + ((CAREFUL, FAILED),) * 7)
+    CaseResult.objects.filter(run=run).update(cost=0)
+
+    page = text_of(admin_client.get(f"/runs/{run.pk}/"))
+    listing = text_of(admin_client.get("/runs/"))
+    cli_row = RunSuite._row(run_summary(run=run)[0])
+    markdown = _summary([run], {"results": []}, None)
+
+    # 1 of 8 is 12.5% everywhere (the page rounded it half-to-even to "12%"); nothing spent is "$0" everywhere.
+    assert f"{CAREFUL} 12.5% 1 · 7 · 0 · 0" in page and f"{CAREFUL} 12.5%" in listing
+    assert cli_row[1] == "12.5%" and cli_row[-1] == "$0"
+    assert f"| {CAREFUL} | 12.5% | 1 | 7 | 0 |" in markdown and markdown.splitlines()[4].endswith("| $0 |")
+    assert " $0 " in page and "$0.00" not in page
 
 
 def test_it_shows_the_case_by_model_matrix_with_links_and_filters(admin_client, finished_run):

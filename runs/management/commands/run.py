@@ -22,12 +22,14 @@ from django.core.management import call_command
 from django.core.management.base import CommandParser
 
 from agenthost.seams import mcp_refresh
+from agenttest.inputs import whole_number_argument
 from cases.files import FilesRejected, files_apply, files_mcp_servers, suite_directory_name
 from cases.models import Suite
 from runs.junit import run_to_junit
 from runs.management.commands.run_suite import EXIT_ERROR, EXIT_PASSED, _Abort, _exit_code, _InlineRun
 from runs.management.commands.run_suite import Command as RunSuiteCommand
 from runs.models import CaseResult, Run
+from runs.numbers import format_cost, format_pass_rate, models_priced
 from runs.recordings import (
     RecordingFilesRejected,
     recorded_mcp_listings,
@@ -54,7 +56,7 @@ class Command(RunSuiteCommand):
         parser.add_argument("--models", default="", help="Comma-separated provider:model keys; default: the agent's.")
         parser.add_argument("--cases", default="", help="Case filter: a name substring, or tag:<tag>.")
         parser.add_argument("--mode", choices=Run.Mode.values, default=Run.Mode.LIVE)
-        parser.add_argument("--trials", type=int, default=1)
+        parser.add_argument("--trials", type=whole_number_argument, default=1)
         parser.add_argument("--junit", metavar="FILE", help="Write JUnit XML.")
         parser.add_argument("--summary", metavar="FILE", help="Write a Markdown summary.")
         parser.add_argument("--results", metavar="FILE", help="Write the results as JSON (a later --baseline).")
@@ -195,14 +197,16 @@ def _summary(runs: list[Run], results: dict[str, Any], baseline: dict[tuple[str,
             lines += [f"{_cell(run.reason)} ({run.mode} mode)", ""]
         lines += ["| model | pass rate | passed | failed | error | p50 ms | p95 ms | tokens | cost |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for item in run_summary(run=run):
-            rate = "-" if item.pass_rate is None else f"{item.pass_rate * 100:.1f}%"
+        summaries = run_summary(run=run)
+        priced = models_priced(item.model for item in summaries)
+        for item in summaries:
             p50 = "-" if item.latency_p50_ms is None else f"{item.latency_p50_ms:.0f}"
             p95 = "-" if item.latency_p95_ms is None else f"{item.latency_p95_ms:.0f}"
+            rate = format_pass_rate(item.pass_rate)
             lines.append(
                 f"| {item.model} | {rate} | {item.passed} | {item.failed} | {item.errored} | {p50} | {p95} | "
                 f"{item.input_tokens + item.output_tokens + item.judge_tokens} | "
-                f"${float(item.cost + item.judge_cost):.4f} |"
+                f"{format_cost(item.total_cost, priced=priced[item.model])} |"
             )
         lines.append("")
     failures = [item for item in results["results"] if item["status"] in ("failed", "error")]

@@ -22,12 +22,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
+from agenttest.inputs import number_text_is_ascii, whole_number_argument
 from cases.models import Suite
 from cases.selectors import suite_by_reference, suite_list
 from runs.comparison import BROKE, FIXED, ComparisonError, baseline_get, default_baseline, run_compare
 from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
-from runs.numbers import format_cost, models_priced
+from runs.numbers import format_cost, format_pass_rate, models_priced
 from runs.selectors import ModelSummary, run_lock_holder, run_summary
 from runs.services import (
     Lease,
@@ -60,10 +61,6 @@ def _exit_code(run: Run) -> int:
     return EXIT_ERROR
 
 
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f}%"
-
-
 def _millis(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
@@ -73,16 +70,17 @@ def _amount(text: str) -> Decimal:
         value = Decimal(text)
     except InvalidOperation:
         value = Decimal("NaN")
-    if not value.is_finite():
+    if not value.is_finite() or not number_text_is_ascii(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not an amount of money, e.g. 0.50")
     return value
 
 
 def _pass_rate_change(before: float | None, after: float | None) -> str:
     if before is None or after is None:
-        return f"{_percent(before)} → {_percent(after)}"
+        return f"{format_pass_rate(before)} → {format_pass_rate(after)}"
     points = (after - before) * 100
-    return f"{_percent(before)} → {_percent(after)} ({'+' if points >= 0 else '−'}{abs(points):.1f} pts)"
+    change = f"{'+' if points >= 0 else '−'}{abs(points):.1f} pts"
+    return f"{format_pass_rate(before)} → {format_pass_rate(after)} ({change})"
 
 
 class Command(BaseCommand):
@@ -95,7 +93,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("suite", nargs="?", default="", help="The suite's name or id (not with --resume).")
         parser.add_argument(
-            "--resume", type=int, metavar="RUN",
+            "--resume", type=whole_number_argument, metavar="RUN",
             help="Resume run RUN (ended in Error or Cancelled): only the case × model pairs without a result run.",
         )
         parser.add_argument(
@@ -107,8 +105,12 @@ class Command(BaseCommand):
             help="live: call the models; record: call them and keep every answer; replay: serve recorded answers "
             "(no key, no network).",
         )
-        parser.add_argument("--trials", type=int, default=1, help="Run each case this many times on each model.")
-        parser.add_argument("--budget-tokens", type=int, help="Stop the run once its results used this many tokens.")
+        parser.add_argument(
+            "--trials", type=whole_number_argument, default=1, help="Run each case this many times on each model."
+        )
+        parser.add_argument(
+            "--budget-tokens", type=whole_number_argument, help="Stop the run once its results used this many tokens."
+        )
         parser.add_argument("--budget-cost", type=_amount, help="Stop the run once its results cost this much.")
         parser.add_argument("--wait", action="store_true", help="Queue the run, then follow it until it finishes.")
         parser.add_argument(
@@ -117,7 +119,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--junit", metavar="FILE", help="Write the results as JUnit XML (with --wait/--inline).")
         parser.add_argument(
-            "--baseline", type=int, metavar="RUN",
+            "--baseline", type=whole_number_argument, metavar="RUN",
             help="Compare with run RUN (an earlier run of the suite); default: the suite's blessed run, else the "
             "previous run.",
         )
@@ -296,7 +298,10 @@ class Command(BaseCommand):
         if run.trials > 1:
             # Over repeated trials the pass rate hides flakiness: pass^k counts cases that passed every trial.
             header += ("pass^k", "flaky")
-            rows = [(*row, _percent(item.pass_k), str(item.flaky)) for row, item in zip(rows, summaries, strict=True)]
+            rows = [
+                (*row, format_pass_rate(item.pass_k), str(item.flaky))
+                for row, item in zip(rows, summaries, strict=True)
+            ]
         rows.insert(0, header)
         widths = [max(len(row[index]) for row in rows) for index in range(len(header))]
         self.stdout.write("")
@@ -323,7 +328,7 @@ class Command(BaseCommand):
     @staticmethod
     def _row(summary: ModelSummary, priced: bool = True) -> tuple[str, ...]:
         return (
-            summary.model, _percent(summary.pass_rate), str(summary.passed), str(summary.failed),
+            summary.model, format_pass_rate(summary.pass_rate), str(summary.passed), str(summary.failed),
             str(summary.errored), str(summary.cancelled), _millis(summary.latency_p50_ms),
             _millis(summary.latency_p95_ms), f"{summary.total_tokens:,}",
             format_cost(summary.total_cost, priced=priced),
