@@ -132,8 +132,8 @@ class AgentCreateApi(APIView):
         sub_agents = serializers.ListField(child=serializers.CharField(), default=list)
         max_steps = WholeNumberField(
             min_value=MAX_STEPS_MIN, max_value=MAX_STEPS_MAX, allow_null=True, default=None,
-            error_messages=dict.fromkeys(("invalid", "min_value", "max_value", "max_string_length"),
-                                         MAX_STEPS_MESSAGE),
+            # Text that is no whole number keeps the one integer parser's message; a number out of range gets the limit.
+            error_messages=dict.fromkeys(("min_value", "max_value", "max_string_length"), MAX_STEPS_MESSAGE),
         )
 
         def validate_name(self, value: str) -> str:
