@@ -32,6 +32,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 PACKAGES = ("agenttest", "agenthost", "cases", "runs", "recording")
 COMMANDS = ("migrate", "run_suite", "worker", "serve", "demo_setup", "cases", "recordings", "collectstatic", "check")
 DEBUG = {"AGENTTEST_DEBUG": "1"}
+# The demo ships in the wheel as a plugin a deployment turns on.
+DEMO = {**DEBUG, "AGENTTEST_DEMO": "1"}
 
 
 def requirement_name(requirement: str) -> str:
@@ -205,10 +207,15 @@ def test_it_installs_beside_the_openai_agents_sdk_without_either_shadowing_the_o
 
 @pytest.mark.slow
 def test_it_lists_every_command_in_agenttest_help_once_installed(package_env, tmp_path):
-    done = package_env.run_in_venv(["agenttest", "--help"], cwd=tmp_path, env=DEBUG)
+    done = package_env.run_in_venv(["agenttest", "--help"], cwd=tmp_path, env=DEMO)
+    without_demo = package_env.run_in_venv(["agenttest", "--help"], cwd=tmp_path, env=DEBUG)
 
     assert done.returncode == 0, done.stderr
     assert set(COMMANDS) <= set(re.findall(r"^    (\w+)$", done.stdout, re.MULTILINE))
+    assert without_demo.returncode == 0, without_demo.stderr
+    assert set(re.findall(r"^    (\w+)$", without_demo.stdout, re.MULTILINE)) & set(COMMANDS) == set(COMMANDS) - {
+        "demo_setup"
+    }
 
 
 @pytest.mark.slow
@@ -228,7 +235,7 @@ def demo_dir(package_env: PackageEnv, tmp_path_factory: pytest.TempPathFactory) 
     cwd = tmp_path_factory.mktemp("team")
     for command in (["migrate", "--noinput"], ["demo_setup"]):
         done = package_env.run_in_venv(
-            ["agenttest", *command], cwd=cwd, env={**DEBUG, "AGENTTEST_ADMIN_PASSWORD": "demo-password-1"}
+            ["agenttest", *command], cwd=cwd, env={**DEMO, "AGENTTEST_ADMIN_PASSWORD": "demo-password-1"}
         )
         assert done.returncode == 0, done.stderr
     return cwd
@@ -253,7 +260,7 @@ def test_it_keeps_its_database_and_broker_in_var_of_the_working_directory_never_
 def test_it_runs_a_suite_inline_with_the_installed_command(package_env, demo_dir):
     done = package_env.run_in_venv(
         ["agenttest", "run_suite", "Order support demo", "--models", "simulated:sim-careful", "--inline"],
-        cwd=demo_dir, env=DEBUG,
+        cwd=demo_dir, env=DEMO,
     )
 
     # The demo suite has one case that fails on purpose (an unmocked email is blocked): exit 1, every case ran.
@@ -268,7 +275,7 @@ def test_it_executes_the_queued_demo_run_on_agenttest_worker(package_env, demo_d
     with log_path.open("wb") as log:
         worker = subprocess.Popen(
             [str(package_env.bin / "agenttest"), "worker", "--loglevel", "INFO"], cwd=demo_dir,
-            env={**package_env.environment(), **DEBUG}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**package_env.environment(), **DEMO}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
     try:
         deadline = time.monotonic() + 120
