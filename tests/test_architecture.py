@@ -188,6 +188,22 @@ def test_it_keeps_the_demo_out_of_the_host_the_harness_and_the_project_package()
     assert offending == []
 
 
+def test_it_keeps_every_part_of_the_demo_in_the_demo_package():
+    demo_parts = {"SimulatedProvider", "lookup_order", "cancel_order", "demo_agents_ensure", "demo_suite_ensure"}
+    defined_elsewhere = [
+        (str(path.relative_to(BASE_DIR)), node.name)
+        for package in PROJECT
+        for path in sorted((BASE_DIR / package).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+        if isinstance(node, ast.ClassDef | ast.FunctionDef) and node.name in demo_parts
+    ]
+    commands = [path.name for package in PROJECT for path in (BASE_DIR / package).glob("management/commands/*.py")]
+
+    assert defined_elsewhere == []
+    assert "demo_setup.py" not in commands
+    assert not (BASE_DIR / "recordings").exists(), "the demo's recordings live in agenttest_demo/recordings/"
+
+
 def test_it_registers_the_hosts_own_provider_kinds_through_the_plugin_call():
     tree = ast.parse((BASE_DIR / "agenthost" / "llm" / "registry.py").read_text())
     kinds_literal = [

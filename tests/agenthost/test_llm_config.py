@@ -192,7 +192,7 @@ def test_it_reads_a_kind_that_no_plugin_has_registered_yet_keeping_its_own_field
     ],
 )
 def test_it_reports_what_a_kind_refuses_as_a_system_check_error(tmp_path, settings, monkeypatch, text, expected):
-    # Only the built-in kinds, whatever plugins other tests of this process loaded.
+    # Only the host's kinds and the demo's (on in the tests), whatever plugins other tests of this process loaded.
     built_in = {kind: registry.PROVIDER_KINDS[kind] for kind in ("openai", "scripted", "simulated")}
     monkeypatch.setattr(registry, "PROVIDER_KINDS", built_in)
     settings.AGENTTEST_PROVIDERS = load_providers(write(tmp_path, text))
