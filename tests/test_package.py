@@ -29,7 +29,7 @@ from agenttest.cli import worker_command
 from tests.package_env import CHECKOUT_VARIABLES, PackageEnv, package_env_fixture  # noqa: F401  (`package_env`)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-PACKAGES = ("agenttest", "agenthost", "cases", "runs", "recording")
+PACKAGES = ("agenttest", "agenthost", "cases", "runs", "recording", "agenttest_demo")
 COMMANDS = ("migrate", "run_suite", "worker", "serve", "demo_setup", "cases", "recordings", "collectstatic", "check")
 DEBUG = {"AGENTTEST_DEBUG": "1"}
 # The demo ships in the wheel as a plugin a deployment turns on.
@@ -101,7 +101,7 @@ def test_it_declares_every_distribution_the_packages_import():
 
 
 def test_it_lists_every_command_in_its_help_run_from_the_checkout(tmp_path):
-    done = checkout_python(["-m", "agenttest", "--help"], tmp_path, **DEBUG)
+    done = checkout_python(["-m", "agenttest", "--help"], tmp_path, **DEMO)
 
     assert done.returncode == 0, done.stderr
     assert "Type 'agenttest help <subcommand>'" in done.stdout
@@ -188,6 +188,9 @@ def test_it_builds_a_wheel_of_agenttests_packages_with_their_templates_static_fi
         assert migration in names
     assert {"cases/migrations/0001_initial.py", "runs/migrations/0001_initial.py"} <= set(names)
     assert "agenttest/cli.py" in names and not any("__pycache__" in name for name in names)
+    # The demo plugin with its models' configuration and its recordings (scripts/demo and a team's CI replay them).
+    assert "agenttest_demo/providers.toml" in names
+    assert "agenttest_demo/recordings/order-support-demo/recordings.json" in names
 
 
 @pytest.mark.slow
