@@ -6,8 +6,7 @@ class AgentHostConfig(AppConfig):
     verbose_name = "Agents (host runtime)"
 
     def ready(self) -> None:
-        # Built-in functions register themselves on import; the demo's tools too, so a worker knows them.
-        from agenthost import demo_functions  # noqa: F401
+        # Built-in functions register themselves on import, so a worker knows them.
         from agenthost.builtins import control, effects  # noqa: F401
         from agenthost.llm import registry
 

@@ -27,6 +27,10 @@ if not SECRET_KEY:
         )
     SECRET_KEY = "django-insecure-agenttest-local-development-only"
 
+# The order-support demo (agenttest_demo): its app (demo_setup), its plugin (the simulated models and the order tools)
+# and, without a providers file, its models. Off, a deployment has none of them.
+AGENTTEST_DEMO = env_bool("AGENTTEST_DEMO", False)
+
 ALLOWED_HOSTS = env_list("AGENTTEST_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("AGENTTEST_CSRF_TRUSTED_ORIGINS")
 
@@ -45,6 +49,7 @@ INSTALLED_APPS = [
     "agenthost",
     "agenttest",
     *env_list("AGENTTEST_HARNESS_APPS", ["cases", "runs", "recording"]),
+    *(["agenttest_demo"] if AGENTTEST_DEMO else []),
 ]
 
 MIDDLEWARE = [
@@ -220,8 +225,8 @@ CELERY_TASK_ROUTES = {"runs.tasks.*": {"queue": "runs"}}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # Plugins (module paths) to import at start-up, besides the installed `agenttest.plugins` entry points.
-AGENTTEST_PLUGINS = env_list("AGENTTEST_PLUGINS")
-# Model providers: a TOML file, or the offline simulated models (plus OpenAI when its key is set).
+AGENTTEST_PLUGINS = [*(["agenttest_demo.registration"] if AGENTTEST_DEMO else []), *env_list("AGENTTEST_PLUGINS")]
+# Model providers: a TOML file, or OpenAI when its key is set, after the demo's simulated models when the demo is on.
 AGENTTEST_PROVIDERS_FILE = env_str("AGENTTEST_PROVIDERS_FILE")
 # MCP servers whose tools agents may declare: a TOML (or .json) file of [servers.<name>] tables; "" = none.
 AGENTTEST_MCP_FILE = env_str("AGENTTEST_MCP_FILE")
@@ -256,9 +261,15 @@ LOGGING = {
                 "mcp": {"level": "WARNING"}},
 }
 
-from agenthost.llm.config import load_providers  # noqa: E402  (a pure module: no models, safe at settings time)
+from agenthost.llm.config import default_providers, load_providers  # noqa: E402  (a pure module, safe here)
 
-AGENTTEST_PROVIDERS = load_providers(AGENTTEST_PROVIDERS_FILE)
+# The demo's file is found by path, not imported: settings must not import the demo, which imports agenttest.plugin.
+_DEMO_PROVIDERS_FILE = BASE_DIR / "agenttest_demo" / "providers.toml"
+AGENTTEST_PROVIDERS = (
+    load_providers(AGENTTEST_PROVIDERS_FILE)
+    if AGENTTEST_PROVIDERS_FILE
+    else {**(load_providers(str(_DEMO_PROVIDERS_FILE)) if AGENTTEST_DEMO else {}), **default_providers()}
+)
 
 from agenthost.mcp.config import load_mcp_servers  # noqa: E402  (pure, like the providers' file)
 

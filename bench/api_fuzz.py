@@ -158,8 +158,8 @@ def fuzz_data_ensure() -> Any:
     case thread see this thread's writes: committed, not inside a test transaction."""
     from django.contrib.auth import get_user_model
 
-    from agenthost.demo import demo_agents_ensure, demo_conversations_create
-    from cases.demo import demo_suite_ensure
+    from agenttest_demo.agents import demo_agents_ensure, demo_conversations_create
+    from agenttest_demo.suite import demo_suite_ensure
     from runs.models import Run
     from runs.services import run_create, run_execute
 
@@ -510,6 +510,7 @@ def format_report(report: FuzzReport, *, database: str = "") -> str:
 def setup_django(database_url: str, var_dir: str) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "agenttest.settings"
     os.environ["AGENTTEST_DEBUG"] = "1"
+    os.environ["AGENTTEST_DEMO"] = "1"
     os.environ["DATABASE_URL"] = database_url
     os.environ["AGENTTEST_VAR_DIR"] = var_dir
     for name in ("AGENTTEST_PROVIDERS_FILE", "AGENTTEST_HARNESS_APPS", "AGENTTEST_BROKER_URL"):

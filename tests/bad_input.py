@@ -36,9 +36,9 @@ class World:
 
 
 def world_create(*, owner: Any) -> World:
-    from agenthost.demo import demo_agents_ensure
     from agenthost.services import conversation_start
-    from cases.demo import demo_suite_ensure
+    from agenttest_demo.agents import demo_agents_ensure
+    from agenttest_demo.suite import demo_suite_ensure
     from runs.services import run_create
 
     agents = {agent.name: agent for agent, _ in demo_agents_ensure()}

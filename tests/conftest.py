@@ -9,8 +9,8 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from agenthost.demo import demo_agents_ensure
 from agenthost.models import Agent
+from agenttest_demo.agents import demo_agents_ensure
 
 pytest_plugins = ["agenthost.testing.fixtures"]
 

@@ -157,7 +157,7 @@ def test_it_runs_the_host_alone_when_the_harness_apps_are_removed(tmp_path):
         "assert not any(apps.is_installed(a) for a in ('cases', 'runs', 'recording'))\n"
         "from agenthost.seams import executor_providers\n"
         "assert executor_providers() == [], executor_providers()\n"
-        "from agenthost.demo import demo_agents_ensure\n"
+        "from agenttest_demo.agents import demo_agents_ensure\n"
         "demo_agents_ensure()\n"
         "from agenthost.models import Agent\n"
         "from agenthost.services import conversation_start, conversation_send\n"
@@ -252,9 +252,49 @@ def test_it_keeps_the_hosts_conversation_browser_whole_when_the_harness_apps_are
 def _host_alone(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
     """Runs `script` in a fresh process whose settings install the host without the harness apps."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTTEST_", "CELERY_", "DATABASE_URL"))}
-    env.update(AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_HARNESS_APPS="")
+    env.update(AGENTTEST_DEBUG="1", AGENTTEST_DEMO="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_HARNESS_APPS="")
     result = subprocess.run([sys.executable, "-c", script], cwd=BASE_DIR, env={**env,
                             "DJANGO_SETTINGS_MODULE": "agenttest.settings"}, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
     return result
+
+
+# --- The demo as a plugin (issue 22, point 5) ---------------------------------------------------------------------
+
+DEMO = "agenttest_demo"
+
+
+def test_it_keeps_the_demo_out_of_the_host_the_harness_and_the_project_package():
+    # Settings finds the demo's providers file by path: an import from agenttest would close a cycle through
+    # agenttest.plugin, and one from the host would put the demo back into every deployment.
+    offending = [(f, m) for package in PROJECT for f, m in _imports(package) if m.split(".")[0] == DEMO]
+    assert offending == []
+
+
+def test_it_keeps_every_part_of_the_demo_in_the_demo_package():
+    demo_parts = {"SimulatedProvider", "lookup_order", "cancel_order", "demo_agents_ensure", "demo_suite_ensure"}
+    defined_elsewhere = [
+        (str(path.relative_to(BASE_DIR)), node.name)
+        for package in PROJECT
+        for path in sorted((BASE_DIR / package).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+        if isinstance(node, ast.ClassDef | ast.FunctionDef) and node.name in demo_parts
+    ]
+    commands = [path.name for package in PROJECT for path in (BASE_DIR / package).glob("management/commands/*.py")]
+
+    assert defined_elsewhere == []
+    assert "demo_setup.py" not in commands
+    assert not (BASE_DIR / "recordings").exists(), "the demo's recordings live in agenttest_demo/recordings/"
+
+
+def test_it_registers_the_hosts_own_provider_kinds_through_the_plugin_call():
+    tree = ast.parse((BASE_DIR / "agenthost" / "llm" / "registry.py").read_text())
+    kinds_literal = [
+        ast.unparse(node.value) for node in tree.body
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "PROVIDER_KINDS"
+    ]
+    calls = [node.value for node in tree.body if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)]
+    registered = [ast.unparse(call.args[0]) for call in calls if ast.unparse(call.func) == "register_provider_kind"]
+    assert kinds_literal == ["{}"]
+    assert registered == ["OpenAIProvider.kind", "ScriptedProvider.kind"]

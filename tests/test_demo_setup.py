@@ -137,7 +137,10 @@ def test_it_queues_the_first_run_of_the_demo_suite_once(tmp_path):
 
     base = Path(__file__).resolve().parent.parent
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "DATABASE_URL", "AGENTTEST_"))}
-    env.update(AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_ADMIN_PASSWORD="demo-password-1")
+    env.update(
+        AGENTTEST_DEBUG="1", AGENTTEST_DEMO="1", AGENTTEST_VAR_DIR=str(tmp_path),
+        AGENTTEST_ADMIN_PASSWORD="demo-password-1",
+    )
 
     def manage(*args):
         result = subprocess.run(

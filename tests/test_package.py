@@ -29,9 +29,11 @@ from agenttest.cli import worker_command
 from tests.package_env import CHECKOUT_VARIABLES, PackageEnv, package_env_fixture  # noqa: F401  (`package_env`)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-PACKAGES = ("agenttest", "agenthost", "cases", "runs", "recording")
+PACKAGES = ("agenttest", "agenthost", "cases", "runs", "recording", "agenttest_demo")
 COMMANDS = ("migrate", "run_suite", "worker", "serve", "demo_setup", "cases", "recordings", "collectstatic", "check")
 DEBUG = {"AGENTTEST_DEBUG": "1"}
+# The demo ships in the wheel as a plugin a deployment turns on.
+DEMO = {**DEBUG, "AGENTTEST_DEMO": "1"}
 
 
 def requirement_name(requirement: str) -> str:
@@ -99,7 +101,7 @@ def test_it_declares_every_distribution_the_packages_import():
 
 
 def test_it_lists_every_command_in_its_help_run_from_the_checkout(tmp_path):
-    done = checkout_python(["-m", "agenttest", "--help"], tmp_path, **DEBUG)
+    done = checkout_python(["-m", "agenttest", "--help"], tmp_path, **DEMO)
 
     assert done.returncode == 0, done.stderr
     assert "Type 'agenttest help <subcommand>'" in done.stdout
@@ -186,6 +188,9 @@ def test_it_builds_a_wheel_of_agenttests_packages_with_their_templates_static_fi
         assert migration in names
     assert {"cases/migrations/0001_initial.py", "runs/migrations/0001_initial.py"} <= set(names)
     assert "agenttest/cli.py" in names and not any("__pycache__" in name for name in names)
+    # The demo plugin with its models' configuration and its recordings (scripts/demo and a team's CI replay them).
+    assert "agenttest_demo/providers.toml" in names
+    assert "agenttest_demo/recordings/order-support-demo/recordings.json" in names
 
 
 @pytest.mark.slow
@@ -205,10 +210,15 @@ def test_it_installs_beside_the_openai_agents_sdk_without_either_shadowing_the_o
 
 @pytest.mark.slow
 def test_it_lists_every_command_in_agenttest_help_once_installed(package_env, tmp_path):
-    done = package_env.run_in_venv(["agenttest", "--help"], cwd=tmp_path, env=DEBUG)
+    done = package_env.run_in_venv(["agenttest", "--help"], cwd=tmp_path, env=DEMO)
+    without_demo = package_env.run_in_venv(["agenttest", "--help"], cwd=tmp_path, env=DEBUG)
 
     assert done.returncode == 0, done.stderr
     assert set(COMMANDS) <= set(re.findall(r"^    (\w+)$", done.stdout, re.MULTILINE))
+    assert without_demo.returncode == 0, without_demo.stderr
+    assert set(re.findall(r"^    (\w+)$", without_demo.stdout, re.MULTILINE)) & set(COMMANDS) == set(COMMANDS) - {
+        "demo_setup"
+    }
 
 
 @pytest.mark.slow
@@ -228,7 +238,7 @@ def demo_dir(package_env: PackageEnv, tmp_path_factory: pytest.TempPathFactory) 
     cwd = tmp_path_factory.mktemp("team")
     for command in (["migrate", "--noinput"], ["demo_setup"]):
         done = package_env.run_in_venv(
-            ["agenttest", *command], cwd=cwd, env={**DEBUG, "AGENTTEST_ADMIN_PASSWORD": "demo-password-1"}
+            ["agenttest", *command], cwd=cwd, env={**DEMO, "AGENTTEST_ADMIN_PASSWORD": "demo-password-1"}
         )
         assert done.returncode == 0, done.stderr
     return cwd
@@ -253,7 +263,7 @@ def test_it_keeps_its_database_and_broker_in_var_of_the_working_directory_never_
 def test_it_runs_a_suite_inline_with_the_installed_command(package_env, demo_dir):
     done = package_env.run_in_venv(
         ["agenttest", "run_suite", "Order support demo", "--models", "simulated:sim-careful", "--inline"],
-        cwd=demo_dir, env=DEBUG,
+        cwd=demo_dir, env=DEMO,
     )
 
     # The demo suite has one case that fails on purpose (an unmocked email is blocked): exit 1, every case ran.
@@ -268,7 +278,7 @@ def test_it_executes_the_queued_demo_run_on_agenttest_worker(package_env, demo_d
     with log_path.open("wb") as log:
         worker = subprocess.Popen(
             [str(package_env.bin / "agenttest"), "worker", "--loglevel", "INFO"], cwd=demo_dir,
-            env={**package_env.environment(), **DEBUG}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**package_env.environment(), **DEMO}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
     try:
         deadline = time.monotonic() + 120

@@ -38,17 +38,10 @@ _DETAIL_PRICES = ("cached_input_price", "reasoning_price")
 _PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-SIMULATED_MODELS = [
-    {"name": "sim-careful", "input_price": 0.0, "output_price": 0.0, "label": "Simulated: careful (offline)"},
-    {"name": "sim-hasty", "input_price": 0.0, "output_price": 0.0, "label": "Simulated: hasty (offline)"},
-]
-
 
 def default_providers() -> dict[str, dict[str, Any]]:
-    """The offline simulated models, plus OpenAI when OPENAI_API_KEY is set."""
-    providers: dict[str, dict[str, Any]] = {
-        "simulated": _normalise({"kind": "simulated", "models": [dict(model) for model in SIMULATED_MODELS]})
-    }
+    """OpenAI when OPENAI_API_KEY is set, else none (the demo's simulated models come with the demo plugin)."""
+    providers: dict[str, dict[str, Any]] = {}
     if os.environ.get("OPENAI_API_KEY", "").strip():
         providers["openai"] = _normalise(
             {

@@ -17,7 +17,6 @@ from agenthost.llm.base import ModelConfig, ModelProvider, ProviderError
 from agenthost.llm.config import validate_providers
 from agenthost.llm.openai_provider import OpenAIProvider
 from agenthost.llm.scripted import ScriptedProvider
-from agenthost.llm.simulated import SimulatedProvider
 
 
 class UnknownModel(ValueError):
@@ -36,11 +35,8 @@ class ProviderMisconfigured(ProviderError, ImproperlyConfigured):
         super().__init__(message, code="provider_misconfigured", provider=provider)
 
 
-PROVIDER_KINDS: dict[str, type[ModelProvider]] = {
-    OpenAIProvider.kind: OpenAIProvider,
-    ScriptedProvider.kind: ScriptedProvider,
-    SimulatedProvider.kind: SimulatedProvider,
-}
+# Filled by register_provider_kind alone: the host's own kinds (below) as any plugin's.
+PROVIDER_KINDS: dict[str, type[ModelProvider]] = {}
 
 _instances: dict[str, ModelProvider] = {}
 # Instances a plugin built itself (e.g. the harness's record/replay providers); they are not configured models, so
@@ -67,8 +63,12 @@ def _class_path(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+register_provider_kind(OpenAIProvider.kind, OpenAIProvider)
+register_provider_kind(ScriptedProvider.kind, ScriptedProvider)
+
+
 def provider_kinds() -> dict[str, type[ModelProvider]]:
-    """The registered kinds: the built-in ones and those plugins registered."""
+    """The registered kinds: the host's own and those plugins registered."""
     with _lock:
         return dict(PROVIDER_KINDS)
 

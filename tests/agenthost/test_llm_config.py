@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
 from agenthost.llm import registry
 from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage
 from agenthost.llm.config import load_providers, validate_providers
-from agenthost.llm.simulated import SimulatedProvider
 from agenttest.checks import check_agenttest_settings
+from agenttest_demo.simulated import SimulatedProvider
 
 GOOD_FILE = """
 [providers.local]
@@ -45,10 +47,14 @@ def write(tmp_path, text):
     return str(path)
 
 
-def test_it_defaults_to_the_offline_simulated_models(monkeypatch):
+def test_it_defaults_to_no_model_without_the_demo_or_an_openai_key(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
 
-    providers = load_providers("")
+    assert load_providers("") == {}
+
+
+def test_it_gives_the_demo_the_offline_simulated_models():
+    providers = load_providers(str(Path(django_settings.BASE_DIR) / "agenttest_demo" / "providers.toml"))
 
     assert list(providers) == ["simulated"]
     assert providers["simulated"]["kind"] == "simulated"
@@ -186,7 +192,7 @@ def test_it_reads_a_kind_that_no_plugin_has_registered_yet_keeping_its_own_field
     ],
 )
 def test_it_reports_what_a_kind_refuses_as_a_system_check_error(tmp_path, settings, monkeypatch, text, expected):
-    # Only the built-in kinds, whatever plugins other tests of this process loaded.
+    # Only the host's kinds and the demo's (on in the tests), whatever plugins other tests of this process loaded.
     built_in = {kind: registry.PROVIDER_KINDS[kind] for kind in ("openai", "scripted", "simulated")}
     monkeypatch.setattr(registry, "PROVIDER_KINDS", built_in)
     settings.AGENTTEST_PROVIDERS = load_providers(write(tmp_path, text))
@@ -218,7 +224,7 @@ def test_it_refuses_another_class_under_a_registered_kind_and_accepts_the_same_o
 
     monkeypatch.setattr(registry, "PROVIDER_KINDS", dict(registry.PROVIDER_KINDS))
 
-    with pytest.raises(ValueError, match="'simulated' is already registered by agenthost.llm.simulated.Simul"):
+    with pytest.raises(ValueError, match="'simulated' is already registered by agenttest_demo.simulated.Simul"):
         registry.register_provider_kind("simulated", Impostor)
     registry.register_provider_kind("simulated", SimulatedProvider)
 

@@ -27,7 +27,7 @@ def write(tmp_path, text, name="providers.toml"):
 
 @pytest.fixture
 def built_in_kinds(monkeypatch):
-    # Only the built-in kinds, whatever plugins other tests of this process loaded.
+    # Only the host's kinds and the demo's (on in the tests), whatever plugins other tests of this process loaded.
     kinds = {kind: registry.PROVIDER_KINDS[kind] for kind in ("openai", "scripted", "simulated")}
     monkeypatch.setattr(registry, "PROVIDER_KINDS", kinds)
 

@@ -289,7 +289,7 @@ def test_the_demo_agents_behave_differently_in_a_real_conversation(model, expect
 
 def test_it_cuts_a_conversation_into_one_segment_per_order_for_case_extraction():
     from agenthost.llm.base import ModelRequest
-    from agenthost.llm.simulated import SimulatedProvider
+    from agenttest_demo.simulated import SimulatedProvider
 
     turns = [
         {"turn": 0, "user": "Where is order 1041?", "tools": ["lookup_order"]},

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from agenthost.demo import demo_conversations_create
 from agenthost.services import conversation_send, conversation_start
+from agenttest_demo.agents import demo_conversations_create
 from cases.models import Case
 from recording.services import recording_create
 from tests.recording.conftest import THREE_TOPICS

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from agenthost.demo import demo_conversations_create
 from agenthost.models import Conversation
 from agenthost.services import conversation_start
+from agenttest_demo.agents import demo_conversations_create
 from cases.models import Case
 from runs.models import Run
 from tests.browser.test_review_pages import assert_fits, wait_until_finished

@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import expect
 
 from agenttest.celery import app
-from cases.demo import demo_suite_ensure
+from agenttest_demo.suite import demo_suite_ensure
 from cases.models import Suite
 from runs.models import CaseResult, Run
 from runs.numbers import format_pass_rate

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cases.demo import demo_suite_ensure
+from agenttest_demo.suite import demo_suite_ensure
 from cases.review import SHORT_JSON_LENGTH, case_review, shown_json, shown_result
 
 pytestmark = pytest.mark.django_db

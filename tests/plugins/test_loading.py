@@ -31,7 +31,8 @@ def distribution(site: Path, entry_points: str) -> Path:
 def start(tmp_path: Path, *args: str, plugins: str = "", site: Path | None = None, providers: bool = True):
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AGENTTEST_", "DATABASE_URL"))}
     env.update(
-        AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path / "var"), DJANGO_SETTINGS_MODULE="agenttest.settings"
+        AGENTTEST_DEBUG="1", AGENTTEST_DEMO="1", AGENTTEST_VAR_DIR=str(tmp_path / "var"),
+        DJANGO_SETTINGS_MODULE="agenttest.settings",
     )
     if plugins:
         env["AGENTTEST_PLUGINS"] = plugins
@@ -85,10 +86,10 @@ def test_it_loads_plugins_in_the_web_process(tmp_path):
     [
         ("tests.plugins.nowhere", "ModuleNotFoundError: No module named 'tests.plugins.nowhere'"),
         ("tests.plugins.broken_plugin", "RuntimeError: the ticket system's URL is not configured"),
-        # Built-ins are registered before plugins load, so the clash names the plugin, not the built-in.
+        # The demo's plugin loads before those AGENTTEST_PLUGINS names, so the clash names the later plugin.
         (
             "tests.plugins.clashing_plugin",
-            "ValueError: function 'lookup_order' is already registered by agenthost.demo_functions",
+            "ValueError: function 'lookup_order' is already registered by agenttest_demo.tools",
         ),
     ],
 )

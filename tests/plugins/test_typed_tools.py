@@ -241,7 +241,7 @@ def test_it_refuses_a_name_that_a_built_in_function_has():
         """Another look-up."""
         return order_id
 
-    with pytest.raises(ValueError, match="'lookup_order' is already registered by agenthost.demo_functions"):
+    with pytest.raises(ValueError, match="'lookup_order' is already registered by agenttest_demo.tools"):
         tool(outside_effects=False)(lookup_order)
 
 

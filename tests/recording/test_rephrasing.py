@@ -9,9 +9,9 @@ from django.core import mail
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenthost.demo import demo_conversations_create
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
+from agenttest_demo.agents import demo_conversations_create
 from cases.models import Suite
 from cases.services import case_enable
 from recording.drafts import IDENTIFYING_TEXT_MAX_LENGTH, identifying_arguments

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.core import mail
 
-from agenthost.demo import demo_conversations_create
 from agenthost.llm.scripted import Answer, Call
+from agenttest_demo.agents import demo_conversations_create
 from cases.models import Suite
 from cases.services import case_enable
 from recording.services import extraction_create, recording_create

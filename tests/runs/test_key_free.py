@@ -1,8 +1,8 @@
 """Key-free by construction: with OPENAI_API_KEY set to a poisoned value and every outbound connection refused, replay
 and scripted runs complete without a single connection attempt, and the poisoned value is stored nowhere.
 
-It also replays the demo suite's committed recordings (recordings/order-support-demo/) the way CI does: import the
-files, replay, no key, no network.
+It also replays the demo suite's committed recordings (agenttest_demo/recordings/order-support-demo/) the way CI
+does: import the files, replay, no key, no network.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.core.management import call_command
 from agenthost.llm.scripted import Answer
 from agenthost.models import Agent
 from agenthost.testing.openai_stub import echo_reply
-from cases.demo import demo_suite_ensure
+from agenttest_demo.suite import demo_suite_ensure
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 POISON = "sk-poisoned-" + "5f1e" * 8
 OPENAI = "openai:gpt-4o-mini"
-DEMO_RECORDINGS = Path(django_settings.BASE_DIR) / "recordings" / "order-support-demo"
+DEMO_RECORDINGS = Path(django_settings.BASE_DIR) / "agenttest_demo" / "recordings" / "order-support-demo"
 DEMO_MODELS = ["simulated:sim-careful", "simulated:sim-hasty"]
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 

@@ -1,11 +1,12 @@
-"""The order-support demo's tools. They compute answers from the order number so the demo needs no data set."""
+"""The order-support demo's tools, registered when the demo plugin loads (agenttest_demo.registration). They compute
+answers from the order number so the demo needs no data set."""
 
 from __future__ import annotations
 
 import json
 import re
 
-from agenthost.functions import FunctionContext, FunctionError, FunctionResult, register_function
+from agenttest.plugin import FunctionContext, FunctionError, FunctionResult, register_function
 
 _STATUSES = ["processing", "shipped", "delivered", "processing", "shipped"]
 

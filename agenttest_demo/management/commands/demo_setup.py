@@ -1,7 +1,8 @@
 """Set up the order-support demo: an admin, optionally a member, the demo agents, a few sample conversations and —
 when the harness is installed — the demo suite with a run queued over the two simulated models.
 
-It lives in the project package, not in the host: the host must not import the harness.
+It lives in the demo package, above host and harness alike: the host must import neither the harness nor the demo,
+and a deployment without the demo has no such command.
 Idempotent: a second run creates nothing, changes nothing and never resets a password.
 """
 
@@ -16,7 +17,7 @@ from django.core import mail
 from django.core.management.base import BaseCommand, CommandParser
 from django.test.utils import override_settings
 
-from agenthost.demo import (
+from agenttest_demo.agents import (
     DEMO_TAG,
     demo_agents_ensure,
     demo_conversations_create,
@@ -52,7 +53,7 @@ class Command(BaseCommand):
             self._suite(admin, queue_run=not options["no_run"])
 
     def _suite(self, admin: Any, *, queue_run: bool) -> None:
-        from cases.demo import demo_suite_ensure
+        from agenttest_demo.suite import demo_suite_ensure
         from runs.models import Run
         from runs.services import RunError, run_trigger
 

@@ -1,6 +1,6 @@
 """The order-support demo: its users, agents and sample conversations, as data plus the functions that create them.
 
-`python manage.py demo_setup` calls these; tests build the same agents through them. Everything here is idempotent:
+`agenttest demo_setup` calls these; tests build the same agents through them. Everything here is idempotent:
 what exists is left as it is, so an admin's edits to a demo agent survive a re-run.
 """
 
