@@ -296,6 +296,11 @@ ASSERTION_PARAMS: dict[str, type[BaseModel]] = {
 }
 
 
+# Named, so the OpenAPI description can name their enums (ENUM_NAME_OVERRIDES in settings).
+ASSERTION_TYPES = tuple(ASSERTION_PARAMS)
+CASE_TYPES = ("agent", "routing")
+
+
 def _params_per_type() -> list[dict[str, Any]]:
     # One if/then per type: a wrong parameter is reported at its own path, not as "matches none of ten shapes".
     return [
@@ -308,10 +313,7 @@ def _params_per_type() -> list[dict[str, Any]]:
 
 
 class AssertionEntry(_Strict):
-    type: Literal[
-        "outputContains", "outputNotContains", "outputRegex", "toolCalled", "toolNotCalled", "stateEquals",
-        "routedToAgent", "agentChain", "llmJudge", "noBlockedTools",
-    ]
+    type: Literal[ASSERTION_TYPES]
     params: JsonObject = {}
     fatal: bool = False
 
@@ -375,7 +377,7 @@ class _CaseFields(_Strict):
     description: str = ""
     enabled: bool = True
     source: Literal["manual", "recorded", "extracted"] = "manual"
-    type: Literal["agent", "routing"] = "agent"
+    type: Literal[CASE_TYPES] = "agent"
     entry_agent: str | None = Field(
         None, description="The agent the conversation starts with; empty: the suite's.",
         json_schema_extra=_messages_for(type="must be an agent name or null"),
