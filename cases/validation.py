@@ -1,9 +1,10 @@
 """The rules a suite and a case must meet, in one place: the API, the admin, import and recording all apply these.
 
-A case travels as a JSON document whose shape is the JSON Schema `case-document` of cases/schema.py — generated from
-the same definition as the published schema of case files, and checked by jsonschema, not by hand here; this module
-adds what a schema cannot know (see "Cases: shape from the schema, then meaning"). Validation never stops at the
-first problem: every
+A suite's shape and limits are the JSON Schema `suite-document` of cases/schema.py, checked first; what follows here
+is only what needs the database. A case travels as a JSON document whose shape is the JSON Schema `case-document` of
+cases/schema.py — generated from the same definition as the published schema of case files, and checked by
+jsonschema, not by hand here; this module adds what a schema cannot know (see "Cases: shape from the schema, then
+meaning"). Validation never stops at the first problem: every
 problem is reported with the path of the field it concerns (`turns[1].assertions[0].params.pattern`), because the
 person fixing a recorded draft or an import file wants the whole list at once.
 
