@@ -26,7 +26,7 @@ from collections.abc import Sequence
 RUNS_QUEUE = "runs"
 DEFAULT_GROUP = "default"
 GROUPS_OPTION = "--groups"
-# As cases/validation.py's ISOLATION_GROUP: a suite's group is always one a worker can name.
+# As cases/schema.py's ISOLATION_GROUP_PATTERN: a suite's group is always one a worker can name.
 _GROUP = re.compile(r"[a-z0-9][a-z0-9_-]{0,49}")
 
 

@@ -189,8 +189,9 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Served by the app itself: agenttest must work offline, with no CDN.
     "ENUM_NAME_OVERRIDES": {
-        "CaseTypeEnum": "cases.models.Case.Type",
-        "AssertionTypeEnum": "cases.models.Assertion.Type",
+        # The case document's enums are cases/schema.py's (values, no labels): its pydantic models describe the API.
+        "CaseTypeEnum": "cases.schema.CASE_TYPES",
+        "AssertionTypeEnum": "cases.schema.ASSERTION_TYPES",
         "CaseSourceEnum": "cases.models.Case.Source",
         "RunStatusEnum": "runs.models.Run.Status",
         "RunModeEnum": "runs.models.Run.Mode",

@@ -29,11 +29,10 @@ from agenttest.admin_ids import StrictIdsAdminMixin
 from cases.files import files_render, files_zip
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.review import case_review
+from cases.schema import EXTRA_ALLOWED_HELP, FORCE_BLOCKED_HELP
 from cases.selectors import CASE_PARTS
 from cases.services import case_disable, case_enable, case_to_document
 from cases.validation import (
-    EXTRA_ALLOWED_HELP,
-    FORCE_BLOCKED_HELP,
     SUITE_DOCUMENT_FIELDS,
     CallableFunctions,
     CaseValidationError,

@@ -3,15 +3,17 @@
 Actions that share a URL are combined into one mounted view, as in the host's API. Any signed-in user may read;
 only staff may change suites and cases. A request body that breaks a rule gets 400 with
 `{"errors": [{"field": "turns[0].assertions[1].params.pattern", "message": "..."}]}` — every error names its field.
-Request bodies are checked by cases/validation.py (the admin, import and recording use the same rules); the input
-serializers here describe the bodies for the schema.
+Request bodies are checked by cases/validation.py (the admin, import and recording use the same rules) against the
+shapes of cases/schema.py, and the same pydantic models describe the bodies in the OpenAPI schema.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from pydantic import Field
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.request import Request
@@ -21,8 +23,8 @@ from rest_framework.views import APIView
 from agenttest.api import ApiPagination, IdField, IsStaffOrReadOnly, StrictInputSerializer, validation_problems
 from agenttest.inputs import parse_id
 from cases.models import Case, Suite
+from cases.schema import CaseDocument, SuiteDocument
 from cases.selectors import case_detail, case_list, suite_detail, suite_list
-from cases.serializers import CaseDocumentSerializer, SuiteDocumentSerializer
 from cases.services import (
     case_copy,
     case_create,
@@ -140,12 +142,8 @@ class SuiteListApi(CasesApiView):
 
 
 class SuiteCreateApi(CasesApiView):
-    class InputSerializer(SuiteDocumentSerializer):
-        class Meta:
-            ref_name = "SuiteCreate"
-
     @extend_schema(
-        tags=["suites"], operation_id="suites_create", request=InputSerializer,
+        tags=["suites"], operation_id="suites_create", request=SuiteDocument,
         responses={201: SuiteOutputSerializer, 400: ErrorSerializer},
     )
     def post(self, request: Request) -> Response:
@@ -164,14 +162,8 @@ class SuiteDetailApi(CasesApiView):
 
 
 class SuiteUpdateApi(CasesApiView):
-    class InputSerializer(SuiteDocumentSerializer):
-        """The suite fields, all optional: a PATCH changes only what it sends."""
-
-        class Meta:
-            ref_name = "SuiteUpdate"
-
     @extend_schema(
-        tags=["suites"], operation_id="suites_partial_update", request=InputSerializer,
+        tags=["suites"], operation_id="suites_partial_update", request=SuiteDocument,
         responses={200: SuiteOutputSerializer, 400: ErrorSerializer},
     )
     def patch(self, request: Request, suite_id: int) -> Response:
@@ -193,31 +185,40 @@ class SuiteApi(SuiteDetailApi, SuiteUpdateApi, SuiteDeleteApi):
 # --- Cases --------------------------------------------------------------------------------------------------------
 
 
-class CaseOutputSerializer(CaseDocumentSerializer):
-    class Meta:
-        ref_name = "Case"
+class CaseOutput(CaseDocument):
+    """A case as the API returns it: the case document and where it lives."""
 
-    id = serializers.IntegerField()
-    suite = serializers.IntegerField(help_text="Suite id.")
-    suite_name = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
+    warnings: list[str] = Field(
+        [], description="Notes for a reviewer, then what is wrong with the case as it stands, e.g. enabled with no "
+        "assertions (a run ends it Error); that one is never stored.",
+    )
+    id: int
+    suite: int = Field(description="Suite id.")
+    suite_name: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class CaseCreateInput(CaseDocument):
+    suite: int = Field(description="The id of the suite the case joins.")
+
+
+_TIME = serializers.DateTimeField()
 
 
 def _case_output(case: Case) -> dict[str, Any]:
     document = case_to_document(case=case)
-    data = {
-        "id": case.pk,
-        "suite": case.suite_id,
-        "suite_name": case.suite.name,
+    return {
         **document,
         # The stored notes, then what is wrong with the case as it stands (e.g. enabled with nothing to check); the
         # latter is never stored, so sending the case back does not turn it into a note.
         "warnings": [*document["warnings"], *case_warnings(document)],
-        "created_at": case.created_at,
-        "updated_at": case.updated_at,
+        "id": case.pk,
+        "suite": case.suite_id,
+        "suite_name": case.suite.name,
+        "created_at": _TIME.to_representation(case.created_at),
+        "updated_at": _TIME.to_representation(case.updated_at),
     }
-    return CaseOutputSerializer(data).data
 
 
 def _case_or_404(case_id: int) -> Case:
@@ -250,7 +251,7 @@ class CaseListApi(CasesApiView):
 
     @extend_schema(
         tags=["cases"], operation_id="cases_list", parameters=[FilterSerializer],
-        responses={200: CaseOutputSerializer(many=True), 400: ErrorSerializer},
+        responses={200: {"type": "array", "items": {"$ref": "#/components/schemas/CaseOutput"}}, 400: ErrorSerializer},
     )
     def get(self, request: Request) -> Response:
         filters = CaseListApi.FilterSerializer(data=request.query_params)
@@ -261,15 +262,9 @@ class CaseListApi(CasesApiView):
 
 
 class CaseCreateApi(CasesApiView):
-    class InputSerializer(CaseDocumentSerializer):
-        class Meta:
-            ref_name = "CaseCreate"
-
-        suite = serializers.IntegerField(help_text="The id of the suite the case joins.")
-
     @extend_schema(
-        tags=["cases"], operation_id="cases_create", request=InputSerializer,
-        responses={201: CaseOutputSerializer, 400: ErrorSerializer},
+        tags=["cases"], operation_id="cases_create", request=CaseCreateInput,
+        responses={201: CaseOutput, 400: ErrorSerializer},
     )
     def post(self, request: Request) -> Response:
         document = _body(request, output_only=CASE_OUTPUT_ONLY_KEYS)
@@ -290,21 +285,15 @@ class CasesApi(CaseListApi, CaseCreateApi):
 
 
 class CaseDetailApi(CasesApiView):
-    @extend_schema(tags=["cases"], operation_id="cases_retrieve", responses=CaseOutputSerializer)
+    @extend_schema(tags=["cases"], operation_id="cases_retrieve", responses=CaseOutput)
     def get(self, request: Request, case_id: int) -> Response:
         return Response(_case_output(_case_or_404(case_id)))
 
 
 class CaseReplaceApi(CasesApiView):
-    class InputSerializer(CaseDocumentSerializer):
-        """The whole case; history, turns, mocks and assertions replace the stored ones."""
-
-        class Meta:
-            ref_name = "CaseReplace"
-
     @extend_schema(
-        tags=["cases"], operation_id="cases_update", request=InputSerializer,
-        responses={200: CaseOutputSerializer, 400: ErrorSerializer},
+        tags=["cases"], operation_id="cases_update", request=CaseDocument,
+        responses={200: CaseOutput, 400: ErrorSerializer},
     )
     def put(self, request: Request, case_id: int) -> Response:
         case = _case_or_404(case_id)
@@ -314,15 +303,9 @@ class CaseReplaceApi(CasesApiView):
 
 
 class CaseUpdateApi(CasesApiView):
-    class InputSerializer(CaseDocumentSerializer):
-        """Any of the case's fields; those sent replace the stored ones (a list, e.g. turns, replaces it whole)."""
-
-        class Meta:
-            ref_name = "CasePartialUpdate"
-
     @extend_schema(
-        tags=["cases"], operation_id="cases_partial_update", request=InputSerializer,
-        responses={200: CaseOutputSerializer, 400: ErrorSerializer},
+        tags=["cases"], operation_id="cases_partial_update", request=CaseDocument,
+        responses={200: CaseOutput, 400: ErrorSerializer},
     )
     def patch(self, request: Request, case_id: int) -> Response:
         case = _case_or_404(case_id)
@@ -346,7 +329,7 @@ class CaseCopyApi(CasesApiView):
     @extend_schema(
         tags=["cases"], operation_id="cases_copy", request=None,
         responses={
-            201: OpenApiResponse(CaseOutputSerializer, description="A disabled copy named '<name> (copy)'."),
+            201: OpenApiResponse(CaseOutput, description="A disabled copy named '<name> (copy)'."),
             400: OpenApiResponse(ErrorSerializer, description="A body with any field: this takes none."),
         },
     )
@@ -360,7 +343,7 @@ class CaseEnableApi(CasesApiView):
     @extend_schema(
         tags=["cases"], operation_id="cases_enable", request=None,
         responses={
-            200: CaseOutputSerializer,
+            200: CaseOutput,
             400: OpenApiResponse(ErrorSerializer, description="A body with any field: this takes none."),
             409: OpenApiResponse(
                 StoredCaseErrorSerializer,
@@ -390,7 +373,7 @@ class CaseDisableApi(CasesApiView):
     @extend_schema(
         tags=["cases"], operation_id="cases_disable", request=None,
         responses={
-            200: CaseOutputSerializer,
+            200: CaseOutput,
             400: OpenApiResponse(ErrorSerializer, description="A body with any field: this takes none."),
         },
     )

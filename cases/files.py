@@ -40,7 +40,7 @@ from agenthost.seams import (
 )
 from agenttest.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, json_value_issue
 from cases.models import Case, Suite
-from cases.schema import schema_problems
+from cases.schema import AgentFile, AssertionEntry, CaseFile, MockEntry, SuiteFile, defaults, schema_problems
 from cases.services import (
     case_create,
     case_disable,
@@ -364,21 +364,14 @@ def _duplicates(sources: Iterable[_Source], what: str, problems: list[FileProble
             first[name] = source.file
 
 
-SUITE_DEFAULTS: dict[str, Any] = {
-    "description": "", "judge_model": "", "extra_allowed_functions": [], "force_blocked_functions": [],
-    "case_timeout_seconds": 120, "enabled": True, "isolation_group": "default", "case_concurrency": 1,
-}
-AGENT_DEFAULTS: dict[str, Any] = {
-    "description": "", "temperature": 0.0, "max_steps": None, "functions": [], "rules": [], "sub_agents": [],
-}
-CASE_DEFAULTS: dict[str, Any] = {
-    "description": "", "enabled": True, "source": "manual", "type": "agent", "entry_agent": None, "priority": 0,
-    "tags": [], "initial_state": {}, "history": [], "assertions": [], "mocks": [], "warnings": [],
-}
+# A file leaves out what equals the default; the defaults are the schema's.
+SUITE_DEFAULTS = defaults(SuiteFile)
+AGENT_DEFAULTS = defaults(AgentFile)
+CASE_DEFAULTS = defaults(CaseFile)
 CASE_ORDER = ("name", "description", "enabled", "source", "type", "entry_agent", "priority", "tags", "initial_state",
               "history", "turns", "assertions", "mocks", "warnings")
-MOCK_DEFAULTS: dict[str, Any] = {"arguments": None, "call_index": None, "result": "", "stop": False, "state_writes": {}}
-ASSERTION_DEFAULTS: dict[str, Any] = {"params": {}, "fatal": False}
+MOCK_DEFAULTS = defaults(MockEntry)
+ASSERTION_DEFAULTS = defaults(AssertionEntry)
 
 
 # --- From files to service arguments, and back --------------------------------------------------------------------

@@ -120,34 +120,92 @@ class AgentFile(_Strict):
 # --- Suites -------------------------------------------------------------------------------------------------------
 
 
-class SuiteFile(_Strict):
+# The limits of a suite, here and nowhere else: the API, the admin, `agenttest apply` and the OpenAPI description all
+# read them from SuiteDocument.
+NAME_MAX_LENGTH = 200
+TIMEOUT_RANGE = (1, 3600)
+CASE_CONCURRENCY_RANGE = (1, 64)
+# A group names a Celery queue (runs.<group>) and appears in `agenttest worker --groups a,b`: no commas, no spaces.
+ISOLATION_GROUP_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,49}$"
+
+EXTRA_ALLOWED_HELP = (
+    "Functions allowed to really execute during a test, on top of the five control-flow ones: only functions "
+    "declared free of effects outside agenttest (or answered by a static output) that the suite's agents can call; "
+    "mock the rest."
+)
+FORCE_BLOCKED_HELP = (
+    "Functions always blocked, even when allowed or mocked; each must be a function the suite's agents can call "
+    "(surrounding space is dropped)."
+)
+_AGENT_REQUIRED = "is required: the name of the agent this suite tests"
+_TIMEOUT_MESSAGE = f"must be between {TIMEOUT_RANGE[0]} and {TIMEOUT_RANGE[1]} seconds"
+_CONCURRENCY_MESSAGE = f"must be between {CASE_CONCURRENCY_RANGE[0]} and {CASE_CONCURRENCY_RANGE[1]}"
+_GROUP_MESSAGE = (
+    "must be 1 to 50 lowercase letters, digits, '-' or '_', starting with a letter or digit (it names the worker "
+    "queue), got {got}"
+)
+FunctionName = Annotated[str, Field(
+    min_length=1, pattern=BLANK, json_schema_extra=_messages_for(type="must be a non-empty string"),
+)]
+
+
+class SuiteDocument(_Strict):
+    """A suite as the API, the admin and import take it."""
+
+    model_config = ConfigDict(
+        extra="forbid", title="agenttest suite document",
+        json_schema_extra=_messages_for(type="must be a suite (a JSON object)"),
+    )
+    name: str = Field(
+        min_length=1, max_length=NAME_MAX_LENGTH, pattern=BLANK,
+        json_schema_extra=_messages_for(required="is required", minLength="is required", pattern="is required",
+                                        type="is required"),
+    )
+    description: str = Field("", json_schema_extra=_messages_for(type="must be text"))
+    agent: str = Field(
+        min_length=1, pattern=BLANK, description="The name of the agent the suite tests.",
+        json_schema_extra=_messages_for(required=_AGENT_REQUIRED, minLength=_AGENT_REQUIRED, pattern=_AGENT_REQUIRED,
+                                        type=_AGENT_REQUIRED),
+    )
+    judge_model: str | None = Field(
+        "", description="provider:model that scores llmJudge assertions; empty: none.",
+        json_schema_extra=_messages_for(type="must be a 'provider:model' key or empty"),
+    )
+    extra_allowed_functions: list[FunctionName] = Field([], description=EXTRA_ALLOWED_HELP)
+    force_blocked_functions: list[FunctionName] = Field([], description=FORCE_BLOCKED_HELP)
+    case_timeout_seconds: int = Field(
+        120, ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1], description="How long one case may run.",
+        json_schema_extra=_messages_for(minimum=_TIMEOUT_MESSAGE, maximum=_TIMEOUT_MESSAGE),
+    )
+    enabled: bool = Field(True, json_schema_extra=_messages_for(type="must be true or false"))
+    isolation_group: str = Field(
+        "default", pattern=ISOLATION_GROUP_PATTERN,
+        description="Runs of one group execute one at a time; a worker serves the groups it names.",
+        json_schema_extra=_messages_for(type=_GROUP_MESSAGE, pattern=_GROUP_MESSAGE),
+    )
+    case_concurrency: int = Field(
+        1, ge=CASE_CONCURRENCY_RANGE[0], le=CASE_CONCURRENCY_RANGE[1],
+        description="Case × model pairs run at once; above 1 only for a hermetic suite.",
+        json_schema_extra=_messages_for(minimum=_CONCURRENCY_MESSAGE, maximum=_CONCURRENCY_MESSAGE),
+    )
+
+
+class SuiteFile(SuiteDocument):
     """A suite: `suites/<name>/suite.yaml`; its cases are the files in `suites/<name>/cases/`."""
 
     model_config = ConfigDict(extra="forbid", title="agenttest suite")
 
     schema_: str | None = Field(None, alias="$schema", description="Where the schema is, for editors; ignored.")
-    name: str = Field(min_length=1, max_length=200, pattern=BLANK)
-    description: str = ""
-    agent: str = Field(min_length=1, pattern=BLANK, description="The name of the agent the suite tests.")
-    judge_model: str = Field("", description="provider:model that scores llmJudge assertions; empty: none.")
-    extra_allowed_functions: list[NonEmptyText] = []
-    force_blocked_functions: list[NonEmptyText] = []
-    case_timeout_seconds: int = Field(120, ge=1, le=3600)
-    enabled: bool = True
-    isolation_group: str = Field(
-        "default", pattern=r"^[a-z0-9][a-z0-9_-]{0,49}$",
-        description="Runs of one group execute one at a time; a worker serves the groups it names.",
-    )
-    case_concurrency: int = Field(
-        1, ge=1, le=64, description="Case × model pairs run at once; above 1 only for a hermetic suite.",
-    )
 
 
 # --- Cases --------------------------------------------------------------------------------------------------------
 # The case document the API, the admin and import take, and the case file, share these models: the file differs only
 # in that a mock's result may be written as the JSON value it is, and that it carries no conversation id.
 
-INT_MAX = 2**31 - 1
+# What an IntegerField holds on every database Django supports; a larger number would fail at the database.
+INT_RANGE = (-(2**31), 2**31 - 1)
+INT_MAX = INT_RANGE[1]
+FUNCTION_NAME_MAX_LENGTH = 200
 BLOCK_ONLY_MESSAGE = (
     "must be 'block': it is the only policy, because a test must never run a real tool — a tool call that no mock "
     "answers is blocked and recorded"
@@ -238,6 +296,11 @@ ASSERTION_PARAMS: dict[str, type[BaseModel]] = {
 }
 
 
+# Named, so the OpenAPI description can name their enums (ENUM_NAME_OVERRIDES in settings).
+ASSERTION_TYPES = tuple(ASSERTION_PARAMS)
+CASE_TYPES = ("agent", "routing")
+
+
 def _params_per_type() -> list[dict[str, Any]]:
     # One if/then per type: a wrong parameter is reported at its own path, not as "matches none of ten shapes".
     return [
@@ -250,10 +313,7 @@ def _params_per_type() -> list[dict[str, Any]]:
 
 
 class AssertionEntry(_Strict):
-    type: Literal[
-        "outputContains", "outputNotContains", "outputRegex", "toolCalled", "toolNotCalled", "stateEquals",
-        "routedToAgent", "agentChain", "llmJudge", "noBlockedTools",
-    ]
+    type: Literal[ASSERTION_TYPES]
     params: JsonObject = {}
     fatal: bool = False
 
@@ -284,7 +344,7 @@ _FUNCTION_NAME = "must be a non-empty function name"
 
 class MockEntry(_Strict):
     function_name: str = Field(
-        min_length=1, max_length=200, pattern=BLANK,
+        min_length=1, max_length=FUNCTION_NAME_MAX_LENGTH, pattern=BLANK,
         json_schema_extra=_messages_for(required=_FUNCTION_NAME, minLength=_FUNCTION_NAME, pattern=_FUNCTION_NAME,
                                         type=_FUNCTION_NAME),
     )
@@ -305,7 +365,7 @@ class MockFileEntry(MockEntry):
 
 
 _NAME = Field(
-    min_length=1, max_length=200, pattern=BLANK,
+    min_length=1, max_length=NAME_MAX_LENGTH, pattern=BLANK,
     json_schema_extra=_messages_for(required="is required", minLength="is required", pattern="is required",
                                     type="is required"),
 )
@@ -317,12 +377,12 @@ class _CaseFields(_Strict):
     description: str = ""
     enabled: bool = True
     source: Literal["manual", "recorded", "extracted"] = "manual"
-    type: Literal["agent", "routing"] = "agent"
+    type: Literal[CASE_TYPES] = "agent"
     entry_agent: str | None = Field(
         None, description="The agent the conversation starts with; empty: the suite's.",
         json_schema_extra=_messages_for(type="must be an agent name or null"),
     )
-    priority: int = Field(0, ge=-(2**31), le=INT_MAX)
+    priority: int = Field(0, ge=INT_RANGE[0], le=INT_MAX)
     tags: list[NonEmptyText] = []
     initial_state: JsonObject = {}
     unmocked_policy: Literal["block"] = Field(
@@ -358,7 +418,17 @@ class CaseFile(_CaseFields):
 
 MODELS: dict[str, type[BaseModel]] = {
     "agent": AgentFile, "suite": SuiteFile, "case": CaseFile, "case-document": CaseDocument,
+    "suite-document": SuiteDocument,
 }
+
+
+def defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """What a document of `model` holds for each field it may leave out (the `$schema` hint aside)."""
+    return {
+        name: field.get_default(call_default_factory=True)
+        for name, field in model.model_fields.items()
+        if not field.is_required() and name != "schema_"
+    }
 
 
 # --- Schemas and checks -------------------------------------------------------------------------------------------
@@ -541,7 +611,8 @@ def _messages(error: jsonschema.ValidationError) -> Iterator[tuple[list[Any], st
             else:
                 yield [*path, key], f"unknown field {key!r}; it takes no fields"
     elif (message := _own(schema, "type" if keyword == "anyOf" else keyword)) is not None:
-        yield path, message
+        # {got} in our own wording names the value given, where seeing it is the quickest way to the fix.
+        yield path, message.replace("{got}", repr(error.instance))
     elif keyword == "anyOf" and (branch := _matching_branch(error)) is not None:
         for inner in branch:
             yield from _messages(inner)

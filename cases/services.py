@@ -13,9 +13,9 @@ from django.db import IntegrityError, transaction
 from agenthost.seams import Agent, Conversation
 from agenttest.inputs import parse_id
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
+from cases.schema import NAME_MAX_LENGTH
 from cases.selectors import case_list
 from cases.validation import (
-    NAME_MAX_LENGTH,
     CaseValidationError,
     Problem,
     SuiteValidationError,

@@ -1,9 +1,10 @@
 """The rules a suite and a case must meet, in one place: the API, the admin, import and recording all apply these.
 
-A case travels as a JSON document whose shape is the JSON Schema `case-document` of cases/schema.py — generated from
-the same definition as the published schema of case files, and checked by jsonschema, not by hand here; this module
-adds what a schema cannot know (see "Cases: shape from the schema, then meaning"). Validation never stops at the
-first problem: every
+A suite's shape and limits are the JSON Schema `suite-document` of cases/schema.py, checked first; what follows here
+is only what needs the database. A case travels as a JSON document whose shape is the JSON Schema `case-document` of
+cases/schema.py — generated from the same definition as the published schema of case files, and checked by
+jsonschema, not by hand here; this module adds what a schema cannot know (see "Cases: shape from the schema, then
+meaning"). Validation never stops at the first problem: every
 problem is reported with the path of the field it concerns (`turns[1].assertions[0].params.pattern`), because the
 person fixing a recorded draft or an import file wants the whole list at once.
 
@@ -49,16 +50,16 @@ from agenttest.inputs import (
 )
 from agenttest.patterns import pattern_problem
 from cases.models import Assertion, Case, Suite
-from cases.schema import fields_problems, part_problems, schema_problems
+from cases.schema import (
+    FUNCTION_NAME_MAX_LENGTH,
+    NAME_MAX_LENGTH,
+    SuiteDocument,
+    defaults,
+    fields_problems,
+    part_problems,
+    schema_problems,
+)
 
-NAME_MAX_LENGTH = 200
-FUNCTION_NAME_MAX_LENGTH = 200
-TIMEOUT_RANGE = (1, 3600)
-# A group names a Celery queue (runs.<group>) and appears in `agenttest worker --groups a,b`: no commas, no spaces.
-ISOLATION_GROUP = regex.compile(r"[a-z0-9][a-z0-9_-]{0,49}")
-CASE_CONCURRENCY_RANGE = (1, 64)
-# What an IntegerField holds on every database Django supports; a larger number would fail at the database.
-INT_RANGE = (-(2**31), 2**31 - 1)
 # Text no database stores: PostgreSQL refuses NUL in text and JSON, even in a lookup, and a lone surrogate (which JSON
 # text may escape) is not Unicode at all.
 _UNSTORABLE = regex.compile("[\x00\ud800-\udfff]")
@@ -66,25 +67,14 @@ UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud80
 ROUTING_ASSERTIONS = (Assertion.Type.ROUTED_TO_AGENT, Assertion.Type.AGENT_CHAIN)
 TOOL_ASSERTIONS = (Assertion.Type.TOOL_CALLED, Assertion.Type.TOOL_NOT_CALLED)
 
-SUITE_DOCUMENT_FIELDS = (
-    "name", "description", "agent", "judge_model", "extra_allowed_functions", "force_blocked_functions",
-    "case_timeout_seconds", "enabled", "isolation_group", "case_concurrency",
-)
+SUITE_DOCUMENT_FIELDS = tuple(SuiteDocument.model_fields)
+SUITE_DEFAULTS = defaults(SuiteDocument)
 DEPTH_MESSAGE = f"nests more than {MAX_JSON_DEPTH} levels deep (the most a JSON value may)"
 NONFINITE_MESSAGE = "must hold only finite numbers: NaN and Infinity (or 1e999) are not JSON"
 NO_ASSERTIONS_WARNING = (
     "the case has no assertions, so it verifies nothing: a run ends it Error; add at least one assertion"
 )
 
-EXTRA_ALLOWED_HELP = (
-    "Functions allowed to really execute during a test, on top of the five control-flow ones: only functions "
-    "declared free of effects outside agenttest (or answered by a static output) that the suite's agents can call; "
-    "mock the rest."
-)
-FORCE_BLOCKED_HELP = (
-    "Functions always blocked, even when allowed or mocked; each must be a function the suite's agents can call "
-    "(surrounding space is dropped)."
-)
 
 @dataclass(frozen=True)
 class Problem:
@@ -231,56 +221,11 @@ def _json_type(value: Any) -> str:
 _INVALID = object()
 
 
-def _json_field(value: Any, *, field: str, expected: type, nullable: bool, problems: _Problems) -> Any:
-    """The value of an object/list field, parsed first when it was given as JSON text; `_INVALID` when it is wrong."""
-    value = _from_text(value, field=field, expected=expected, nullable=nullable, problems=problems)
-    if value is _INVALID:
-        return _INVALID
-    if value is None and nullable:
-        return None
-    if not isinstance(value, expected):
-        wanted = "a JSON object" if expected is dict else "a JSON list"
-        problems.add(field, f"must be {wanted}{' or null' if nullable else ''}, not {_json_type(value)}")
-        return _INVALID
-    return value
-
-
-def _unknown_keys(data: dict[str, Any], known: tuple[str, ...], *, prefix: str, problems: _Problems) -> None:
-    for key in data:
-        if key not in known:
-            problems.add(_at(prefix, str(key)), f"unknown field {key!r}; known fields: {', '.join(known)}")
-
-
 def _object_or_problem(value: Any, *, field: str, what: str, problems: _Problems) -> dict[str, Any] | None:
     if isinstance(value, dict):
         return value
     problems.add(field or "document", f"must be {what} (a JSON object), not {_json_type(value)}")
     return None
-
-
-def _list_of_strings(value: Any, *, field: str, problems: _Problems, non_empty_items: bool = True) -> list[str]:
-    value = _json_field(value, field=field, expected=list, nullable=False, problems=problems)
-    if value is _INVALID:
-        return []
-    for index, item in enumerate(value):
-        if not isinstance(item, str) or (non_empty_items and not item.strip()):
-            problems.add(_at(field, index), "must be a non-empty string" if non_empty_items else "must be a string")
-    return value
-
-
-def _int_or_problem(
-    value: Any, *, field: str, problems: _Problems, minimum: int | None = None, maximum: int | None = None
-) -> int | None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        problems.add(field, f"must be a whole number, not {_json_type(value)}")
-        return None
-    if minimum is not None and value < minimum:
-        problems.add(field, f"must be {minimum} or more")
-        return None
-    if maximum is not None and value > maximum:
-        problems.add(field, f"must be {maximum} or less")
-        return None
-    return value
 
 
 def _too_deep(data: dict[str, Any], *, problems: _Problems) -> bool:
@@ -668,45 +613,47 @@ def validate_turn(turn: dict[str, Any]) -> list[Problem]:
 # --- Suites -------------------------------------------------------------------------------------------------------
 
 
+SUITE_KIND = "suite-document"
+
+
 def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], list[Problem]]:
+    """Shape from the schema (cases/schema.py's SuiteDocument), then what needs the database: the name free, the
+    agent there, the judge model configured, and every function name one the suite's agents can call."""
     problems = _Problems()
-    data = _object_or_problem(data, field="", what="a suite", problems=problems)
+    data = _storable(data, what="a suite", problems=problems)
     if data is None:
         return {}, problems.items
-    if _too_deep(data, problems=problems):
-        return {}, problems.items
-    _unstorable_problems(data, field="", problems=problems)
-    if problems.items:
-        # The checks below look names up in the database, which such text would break.
-        return {}, problems.items
-    _unknown_keys(data, SUITE_DOCUMENT_FIELDS, prefix="", problems=problems)
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
-        problems.add("name", "is required")
-    elif len(name.strip()) > NAME_MAX_LENGTH:
-        problems.add("name", f"must be at most {NAME_MAX_LENGTH} characters")
-    else:
-        name = name.strip()
+    prepared = _Prepared(problems)
+    data = {**SUITE_DEFAULTS, "name": None, "agent": None, **data}
+    for key in ("extra_allowed_functions", "force_blocked_functions"):
+        prepared.field(data, key, at=key, expected=list)
+    shape = dict(data)
+    if isinstance(data["agent"], Agent):
+        # The admin hands over the agent itself; its shape is its name's.
+        shape["agent"] = data["agent"].name
+    if isinstance(data["name"], str):
+        # Stored stripped, so measured stripped.
+        shape["name"] = data["name"].strip()
+    prepared.add_schema_problems(schema_problems(SUITE_KIND, shape))
+    wrong = {problem.field.split("[")[0] for problem in problems.items}
+
+    name = data["name"].strip() if isinstance(data["name"], str) else data["name"]
+    if "name" not in wrong:
         taken = Suite.objects.filter(name=name)
         if instance is not None and instance.pk is not None:
             taken = taken.exclude(pk=instance.pk)
         if taken.exists():
             problems.add("name", f"a suite named {name!r} already exists")
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        problems.add("description", "must be text")
 
-    agent = data.get("agent")
-    if isinstance(agent, str) and agent.strip():
+    agent = data["agent"]
+    if "agent" not in wrong and not isinstance(agent, Agent):
         agent = Agent.objects.filter(name=agent.strip()).first() or agent
         if not isinstance(agent, Agent):
             problems.add("agent", f"no agent named {data['agent']!r}")
-    elif not isinstance(agent, Agent):
-        problems.add("agent", "is required: the name of the agent this suite tests")
 
-    judge_model = data.get("judge_model", "") or ""
-    if not isinstance(judge_model, str):
-        problems.add("judge_model", "must be a 'provider:model' key or empty")
+    judge_model = data["judge_model"] or ""
+    if "judge_model" in wrong:
+        pass
     elif judge_model:
         configured = [config.key for config in configured_models()]
         if judge_model not in configured:
@@ -727,12 +674,9 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
             )
 
     functions = suite_callable_functions(agent=agent, suite=instance) if isinstance(agent, Agent) else None
-    extra_allowed = _function_names(
-        data.get("extra_allowed_functions", []), field="extra_allowed_functions", functions=functions,
-        problems=problems,
-    )
+    extra_allowed = _function_names(data, "extra_allowed_functions", functions=functions, problems=problems)
     for index, function in enumerate(extra_allowed):
-        # A non-string entry is already a problem of _function_names; it cannot name a function (nor be hashed).
+        # A name the schema refused (not a string) cannot name a function, nor be hashed.
         if (
             functions is not None
             and isinstance(function, str)
@@ -743,43 +687,19 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
                 _at("extra_allowed_functions", index),
                 _effects_message(function, functions.declarations.get(function, ())),
             )
-    force_blocked = _function_names(
-        data.get("force_blocked_functions", []), field="force_blocked_functions", functions=functions,
-        problems=problems,
-    )
-    timeout = _int_or_problem(data.get("case_timeout_seconds", 120), field="case_timeout_seconds", problems=problems)
-    low, high = TIMEOUT_RANGE
-    if timeout is not None and not low <= timeout <= high:
-        problems.add("case_timeout_seconds", f"must be between {low} and {high} seconds")
-    enabled = data.get("enabled", True)
-    if not isinstance(enabled, bool):
-        problems.add("enabled", "must be true or false")
-    group = data.get("isolation_group", "default")
-    if not isinstance(group, str) or not ISOLATION_GROUP.fullmatch(group):
-        problems.add(
-            "isolation_group",
-            "must be 1 to 50 lowercase letters, digits, '-' or '_', starting with a letter or digit "
-            f"(it names the worker queue), got {group!r}",
-        )
-    concurrency = _int_or_problem(data.get("case_concurrency", 1), field="case_concurrency", problems=problems)
-    low, high = CASE_CONCURRENCY_RANGE
-    if concurrency is not None and not low <= concurrency <= high:
-        problems.add("case_concurrency", f"must be between {low} and {high}")
-    elif concurrency is not None and concurrency > 1 and functions is not None:
+    force_blocked = _function_names(data, "force_blocked_functions", functions=functions, problems=problems)
+    concurrency = data["case_concurrency"]
+    if "case_concurrency" not in wrong and concurrency > 1 and functions is not None:
         problem = _hermetic_problem(extra_allowed, functions)
         if problem:
             problems.add("case_concurrency", f"{problem}; keep 1 or allow only functions declared free of them")
     cleaned = {
+        **{key: data.get(key) for key in SUITE_DOCUMENT_FIELDS},
         "name": name,
-        "description": description,
         "agent": agent,
         "judge_model": judge_model,
         "extra_allowed_functions": extra_allowed,
         "force_blocked_functions": force_blocked,
-        "case_timeout_seconds": timeout,
-        "enabled": enabled,
-        "isolation_group": group,
-        "case_concurrency": concurrency,
     }
     return cleaned, problems.items
 
@@ -821,14 +741,17 @@ def _hermetic_problem(extra_allowed: list[Any], functions: CallableFunctions) ->
 
 
 def _function_names(
-    value: Any, *, field: str, functions: CallableFunctions | None, problems: _Problems
+    data: dict[str, Any], field: str, *, functions: CallableFunctions | None, problems: _Problems
 ) -> list[str]:
-    """A list of function names, stripped as mock names are, each one a function the suite's agents can call: a name
-    that matches nothing would silently allow or block nothing."""
-    names = [name.strip() if isinstance(name, str) else name for name in
-             _list_of_strings(value, field=field, problems=problems)]
+    """The names in `data[field]`, stripped as mock names are, each one a function the suite's agents can call: a name
+    that matches nothing would silently allow or block nothing. Empty when the schema already refused the list (its
+    problems are reported) or there is no agent to ask."""
+    names = data.get(field)
+    if not isinstance(names, list) or not all(isinstance(name, str) and name.strip() for name in names):
+        return names if isinstance(names, list) else []
+    names = [name.strip() for name in names]
     for index, name in enumerate(names):
-        if functions is not None and isinstance(name, str) and name and name not in functions.names:
+        if functions is not None and name not in functions.names:
             problems.add(_at(field, index), functions.not_callable(name))
     return names
 

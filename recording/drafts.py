@@ -28,9 +28,9 @@ from collections import Counter
 from typing import Any
 
 from agenthost.seams import CONTROL_FLOW_FUNCTIONS
+from cases.schema import NAME_MAX_LENGTH
 from recording.transcripts import START, Block, RecordedCall, Transcript
 
-NAME_MAX_LENGTH = 200
 # Longer text, or any with a space in it, is wording rather than an identifier.
 IDENTIFYING_TEXT_MAX_LENGTH = 64
 _CONTROL_FLOW = frozenset(CONTROL_FLOW_FUNCTIONS)

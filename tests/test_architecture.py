@@ -298,3 +298,53 @@ def test_it_registers_the_hosts_own_provider_kinds_through_the_plugin_call():
     registered = [ast.unparse(call.args[0]) for call in calls if ast.unparse(call.func) == "register_provider_kind"]
     assert kinds_literal == ["{}"]
     assert registered == ["OpenAIProvider.kind", "ScriptedProvider.kind"]
+
+
+# --- Issue 22, point 2: a suite's shape is written once -----------------------------------------------------------
+# cases/schema.py holds the shapes and limits of agents, suites and cases; the API, the admin, the files and the
+# OpenAPI description read them from there, and cases/validation.py adds only what needs the database.
+
+LIMIT_KEYWORDS = {"ge", "le", "gt", "lt", "min_length", "max_length", "min_value", "max_value"}
+
+
+def _suite_limits() -> dict[str, tuple[int, int]]:
+    from cases.schema import schema_for
+
+    return {
+        name: (field["minimum"], field["maximum"])
+        for name, field in schema_for("suite-document")["properties"].items()
+        if "minimum" in field
+    }
+
+
+def test_it_writes_the_limits_of_suites_and_cases_only_in_the_schema_module():
+    # The suite's upper limits as numbers, and any field limit as a keyword, appear in no other module of cases/
+    # (models.py aside: its column sizes are the database's).
+    numbers = {high for _, high in _suite_limits().values()}
+    assert numbers >= {3600, 64}
+    found = []
+    for path in sorted((BASE_DIR / "cases").rglob("*.py")):
+        if "migrations" in path.parts or path.name in ("schema.py", "models.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Constant) and type(node.value) is int and node.value in numbers:
+                found.append(f"{path.name}:{node.lineno}: {node.value}")
+            if isinstance(node, ast.keyword) and node.arg in LIMIT_KEYWORDS:
+                found.append(f"{path.name}:{node.lineno}: {node.arg}=")
+    assert found == [], "limits belong in cases/schema.py"
+    assert not (BASE_DIR / "cases" / "serializers.py").exists()
+
+
+def test_it_publishes_in_the_openapi_schema_the_suite_limits_the_api_enforces(admin_client_api):
+    schema = admin_client_api.get("/api/schema/", {"format": "json"}).json()
+    operation = schema["paths"]["/api/suites/"]["post"]
+    reference = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    described = schema["components"]["schemas"][reference.rsplit("/", 1)[1]]["properties"]
+    for name, (low, high) in _suite_limits().items():
+        assert (described[name]["minimum"], described[name]["maximum"]) == (low, high), name
+        for value in (low - 1, high + 1):
+            body = {"name": f"Limits {name} {value}", "agent": "nobody", name: value}
+            response = admin_client_api.post("/api/suites/", body, format="json")
+            assert response.status_code == 400
+            assert any(error["field"] == name and str(high) in error["message"]
+                       for error in response.json()["errors"]), response.json()
