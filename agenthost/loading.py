@@ -43,6 +43,9 @@ class LoadedAgent:
     # The model as its user configured it, when a hook runs the agent through another provider (a test harness's):
     # what reasons name, so a failure reads the same whichever provider carried the call.
     shown_model_key: str = ""
+    # Whose loop runs the agent: "native" (agenttest's, turn_run) or a runtime running the team's code at `entry`.
+    runtime: str = "native"
+    entry: str = ""
 
     @property
     def model_key(self) -> str:
@@ -130,6 +133,8 @@ def agent_as_stored(agent: Agent) -> LoadedAgent:
         rules=[dict(item) for item in agent.rules or []],
         sub_agents=[(sub.name, sub.description) for sub in agent.sub_agents.all()],
         max_steps=agent.max_steps or settings.AGENTTEST_MAX_STEPS,
+        runtime=agent.runtime or Agent.Runtime.NATIVE,
+        entry=agent.entry,
     )
 
 

@@ -80,6 +80,11 @@ class AgentFile(_Strict):
     model: str = Field(pattern=MODEL_KEY, description="provider:model, e.g. openai:gpt-4o-mini.")
     temperature: float | None = Field(0.0, description="Empty (null): the model's default; none is sent.")
     max_steps: int | None = Field(None, ge=1, le=1000)
+    # Issue 26: an agent whose own code runs it (agenthost/runtimes); instruction and tools are then that code's.
+    runtime: Literal["native", "openai-agents", "pydantic-ai", "python"] = Field(
+        "native", description="Whose loop runs the agent: native (agenttest's) or the team's code at `entry`."
+    )
+    entry: str = Field("", description='The team\'s code a non-native runtime runs, "module:attribute".')
     functions: list[NonEmptyText | FunctionDeclaration | McpServerTools] = []
     rules: list[Rule] = []
     sub_agents: list[NonEmptyText] = []
