@@ -10,6 +10,6 @@ class AgentHostConfig(AppConfig):
         from agenthost import demo_functions  # noqa: F401
         from agenthost.builtins import control, effects  # noqa: F401
         from agenthost.llm import registry
-        from agenthost.runtimes import python  # noqa: F401  (registers the built-in `python` runtime)
+        from agenthost.runtimes import openai_agents, python  # noqa: F401  (register the built-in runtimes)
 
         registry.connect_signals()

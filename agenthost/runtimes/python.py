@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import pydantic
@@ -100,37 +100,37 @@ def _completion(response: ModelResponse, *, model: str, call_id: str) -> ChatCom
     )
 
 
+def chat_completion(turn: RuntimeTurn, parameters: dict[str, Any], *, agent: str = "") -> ChatCompletion:
+    """A chat-completions call as the caller built it, answered through the turn's model layer: the carried
+    parameters become the ModelRequest; any other that is set is refused by name."""
+    unsupported = sorted(
+        name for name, value in parameters.items() if name not in CARRIED_PARAMETERS and _given(value)
+    )
+    if unsupported:
+        raise TypeError(
+            f"agenttest's model layer does not carry {', '.join(unsupported)} yet (it carries "
+            f"{', '.join(CARRIED_PARAMETERS)}): the request would not be the one the agent's code sends"
+        )
+    tools, temperature = parameters.get("tools"), parameters.get("temperature")
+    response = turn.complete(
+        messages=_plain(list(parameters.get("messages") or [])),
+        tools=_plain(list(tools)) if _given(tools) else [],
+        temperature=float(temperature) if _given(temperature) else None,
+        response_schema=_response_schema(parameters.get("response_format")),
+        agent=agent,
+    )
+    return _completion(
+        response, model=turn.loaded.model,
+        call_id=f"chatcmpl-agenttest-{turn.conversation_id}-{turn.turn}-{turn.steps}",
+    )
+
+
 class _Completions:
     def __init__(self, turn: RuntimeTurn) -> None:
         self._turn = turn
 
-    def create(
-        self,
-        *,
-        model: str,
-        messages: Iterable[Any],
-        tools: Any = None,
-        temperature: Any = None,
-        response_format: Any = None,
-        **other: Any,
-    ) -> ChatCompletion:
-        unsupported = sorted(name for name, value in other.items() if _given(value))
-        if unsupported:
-            raise TypeError(
-                f"agenttest's model layer does not carry {', '.join(unsupported)} yet (it carries "
-                f"{', '.join(CARRIED_PARAMETERS)}): the request would not be the one the agent's code sends"
-            )
-        turn = self._turn
-        response = turn.complete(
-            messages=_plain(list(messages)),
-            tools=_plain(list(tools)) if _given(tools) else [],
-            temperature=float(temperature) if _given(temperature) else None,
-            response_schema=_response_schema(response_format),
-        )
-        return _completion(
-            response, model=turn.loaded.model, call_id=f"chatcmpl-agenttest-{turn.conversation_id}-{turn.turn}-"
-            f"{turn.steps}"
-        )
+    def create(self, **parameters: Any) -> ChatCompletion:
+        return chat_completion(self._turn, parameters)
 
 
 class _Chat:
