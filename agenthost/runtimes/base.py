@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from agenthost import executor
-from agenthost.calls import parse_arguments
+from agenthost.calls import parse_arguments, record_call
 from agenthost.functions import FunctionContext, FunctionResult
 from agenthost.history import history_as_model_messages
 from agenthost.llm.base import ModelRequest, ModelResponse
@@ -160,6 +160,21 @@ class RuntimeTurn:
             self.stopped = outcome
             raise TurnStopped(outcome)
         return outcome
+
+    def record_routing(self, *, from_agent: str, to_agent: str, name: str, call_id: str = "") -> None:
+        """A hand-off the framework made itself (it runs no tool of the team's): written as a routing call of
+        `from_agent`, and `to_agent` added to the turn's agent chain, as agenttest's own loop records a route."""
+        if not call_id:
+            self._calls += 1
+            call_id = f"{self.loaded.runtime}_{self.conversation_id}_{self.turn}_{self._calls}"
+        caller = _as_agent(self.loaded, from_agent)
+        record_call(self.session, caller, self.turn, call_id, name, {}, "{}", "model")
+        record_result(
+            self.session, caller, self.turn, call_id=call_id, name=name, raw_arguments="{}", arguments={},
+            problem=None, outcome=FunctionResult(content=f"Handed over to {to_agent}.", outcome="routed"),
+            result=self.result,
+        )
+        self.result.agent_chain.append(to_agent)
 
     def _unrecorded(
         self, name: str, raw: str, call_id: str, caller: LoadedAgent, declared: dict[str, Any], implementation: Any

@@ -180,6 +180,13 @@ class OpenAIAgentsRuntime(Runtime):
             async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
                 current["agent"] = agent.name
 
+            async def on_handoff(self, context: Any, from_agent: Any, to_agent: Any) -> None:
+                current["agent"] = to_agent.name
+                await sync_to_async(turn.record_routing, thread_sensitive=True)(
+                    from_agent=from_agent.name, to_agent=to_agent.name,
+                    name=sdk.Handoff.default_tool_name(to_agent),
+                )
+
         config = sdk.RunConfig(model=model, tracing_disabled=True)
         return agent, (config, Hooks()), current
 

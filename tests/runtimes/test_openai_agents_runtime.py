@@ -83,8 +83,11 @@ def test_it_runs_the_sdks_loop_with_the_real_tools_in_chat_and_names_the_agent_o
 
     assert result.output == "Done: I emailed you."
     assert [(call.name, call.agent, call.outcome) for call in result.tool_calls] == [
-        ("find_order", "triage", "executed"), ("send_email", "billing", "executed")
+        ("find_order", "triage", "executed"), ("transfer_to_billing", "triage", "routed"),
+        ("send_email", "billing", "executed"),
     ]
+    # The hand-off is routing, as agenttest's own loop records a route.
+    assert result.agent_chain == ["shop", "billing"]
     assert len(markers(tmp_path)) == 1
     first, after_handoff = scripted_model.requests[0], scripted_model.requests[2]
     # The SDK's own request: its instructions, its tool and hand-off schemas, its settings.
