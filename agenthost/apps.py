@@ -11,5 +11,8 @@ class AgentHostConfig(AppConfig):
         from agenthost.builtins import control, effects  # noqa: F401
         from agenthost.llm import registry
         from agenthost.runtimes import openai_agents, python  # noqa: F401  (register the built-in runtimes)
+        from agenthost.runtimes.guard import install_guards
 
         registry.connect_signals()
+        # A model provider is only a model: a framework run inside one is refused (runtimes/guard.py).
+        install_guards()

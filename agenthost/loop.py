@@ -22,6 +22,7 @@ from agenthost.models import Message
 from agenthost.redaction import redact_text
 from agenthost.routing import route
 from agenthost.rules import fire_rules
+from agenthost.runtimes.guard import ProviderRanTools, provider_call
 from agenthost.session import ConversationSession, claim_lost
 from agenthost.templating import TemplateRefused, render_template
 from agenthost.turns import InvalidInput, ModelCallFailed, StepLimitExceeded, ToolCallRecord, TurnResult
@@ -103,7 +104,14 @@ def call_model(
     throttles, budgets and deadlines apply), its answer checked, counted and written as an assistant message. Every
     runtime's model calls come here, agenttest's loop and a team's own alike."""
     try:
-        response = get_provider(loaded.provider).complete(request)
+        with provider_call(loaded.provider):
+            response = get_provider(loaded.provider).complete(request)
+    except ProviderRanTools as exc:
+        raise ModelCallFailed(
+            f"the model {loaded.model_named} failed at turn {turn} step {step}: {exc}",
+            provider_code="provider_ran_tools",
+            partial=result,
+        ) from None
     except ProviderError as exc:
         raise ModelCallFailed(
             f"the model {loaded.model_named} failed at turn {turn} step {step}: {redact_text(str(exc))}",

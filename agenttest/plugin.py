@@ -26,7 +26,8 @@ agenttest/plugins.py for how they load). It registers:
 - model-provider kinds — `register_provider_kind("acme-llm", AcmeProvider)` with a ModelProvider subclass
   (`complete(ModelRequest) -> ModelResponse`, raise ProviderError); it names its extra keys in `option_keys` /
   `model_option_keys` and checks them in the classmethod `validate_options(spec) -> list[str]`. The providers file
-  may then say `kind = "acme-llm"`.
+  may then say `kind = "acme-llm"`. A provider is only a model: one that runs a framework's agent (which would run
+  tools itself, outside the seam) is refused — bring such an agent in as a runtime (below).
 - executor providers — objects with `name`, `order` and `resolve(name, context)`, asked before anything else which
   executor handles a function name (`register_executor_provider` / `unregister_executor_provider`).
 - agent runtimes — `register_runtime(runtime)` with a `Runtime` subclass instance (agenthost/runtimes/base.py): an
