@@ -42,8 +42,8 @@ class AgentAdminForm(forms.ModelForm):
     class Meta:
         model = Agent
         fields = (
-            "name", "description", "runtime", "entry", "instruction", "provider", "model", "temperature",
-            "max_steps", "functions", "rules", "sub_agents",
+            "name", "description", "runtime", "entry", "outside_effects", "instruction", "provider", "model",
+            "temperature", "max_steps", "functions", "rules", "sub_agents",
         )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -55,16 +55,23 @@ class AgentAdminForm(forms.ModelForm):
     def clean_runtime(self) -> str:
         return self.cleaned_data.get("runtime") or Agent.Runtime.NATIVE
 
+    def clean_outside_effects(self) -> Any:
+        # Left empty: no tool declared, not a null the column cannot hold.
+        value = self.cleaned_data.get("outside_effects")
+        return {} if value in (None, "") else value
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         # Fields shown read-only (an agent whose runtime is the team's code) are not in the form: as stored.
         values = {
             field: cleaned[field] if field in self.fields else getattr(self.instance, field)
-            for field in ("name", "instruction", "provider", "model", "functions", "rules", "runtime", "entry")
+            for field in (
+                "name", "instruction", "provider", "model", "functions", "rules", "runtime", "entry", "outside_effects"
+            )
             if field in cleaned or field not in self.fields
         }
         # Fields that already failed their own validation are missing here; check only when all are present.
-        if len(values) == 8:
+        if len(values) == 9:
             subs = cleaned.get("sub_agents") if "sub_agents" in self.fields else self.instance.sub_agents.all()
             sub_agents = [agent.name for agent in subs or []]
             problems = agent_problems(**values, sub_agents=sub_agents)
@@ -83,7 +90,7 @@ class AgentAdmin(StrictIdsAdminMixin, admin.ModelAdmin):
     formfield_overrides = JSON_FIELD_OVERRIDES
     readonly_fields = ("created_at", "updated_at")
     fieldsets = (
-        (None, {"fields": ("name", "description", "runtime", "entry", "instruction")}),
+        (None, {"fields": ("name", "description", "runtime", "entry", "outside_effects", "instruction")}),
         ("Model", {"fields": ("provider", "model", "temperature", "max_steps")}),
         ("Tools and routing", {"fields": ("functions", "rules", "sub_agents")}),
         ("History", {"fields": ("created_at", "updated_at")}),

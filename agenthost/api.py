@@ -68,6 +68,7 @@ class AgentOutputSerializer(serializers.Serializer):
     functions = serializers.JSONField()
     runtime = serializers.CharField(help_text="Whose loop runs the agent: native (agenttest's) or the team's code.")
     entry = serializers.CharField(help_text='The team\'s code a non-native runtime runs, "module:attribute".')
+    outside_effects = serializers.JSONField(help_text="Tool name → whether it has effects outside agenttest.")
     sub_agents = serializers.SerializerMethodField(help_text="Names of the agents this one may route to.")
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
@@ -107,6 +108,7 @@ class AgentCreateApi(APIView):
         instruction = serializers.CharField(trim_whitespace=False, allow_blank=True, default="")
         runtime = serializers.CharField(max_length=50, default=Agent.Runtime.NATIVE)
         entry = serializers.CharField(max_length=300, allow_blank=True, default="")
+        outside_effects = JSONInputField(default=dict)
         provider = serializers.CharField(max_length=100)
         model = serializers.CharField(max_length=200)
         # null: the model's default — what a reasoning model needs, since it refuses any other.
@@ -128,7 +130,10 @@ class AgentCreateApi(APIView):
             current = self.instance
             merged = {
                 field: attrs[field] if field in attrs else getattr(current, field, "")
-                for field in ("name", "instruction", "provider", "model", "functions", "rules", "runtime", "entry")
+                for field in (
+                    "name", "instruction", "provider", "model", "functions", "rules", "runtime", "entry",
+                    "outside_effects",
+                )
             }
             if "sub_agents" in attrs:
                 merged["sub_agents"] = attrs["sub_agents"]

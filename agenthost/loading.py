@@ -46,6 +46,8 @@ class LoadedAgent:
     # Whose loop runs the agent: "native" (agenttest's, turn_run) or a runtime running the team's code at `entry`.
     runtime: str = "native"
     entry: str = ""
+    # Tool name → whether it has effects outside agenttest, for the tools of the team's code (undeclared: it has).
+    outside_effects: dict[str, bool] = field(default_factory=dict)
 
     @property
     def model_key(self) -> str:
@@ -135,6 +137,7 @@ def agent_as_stored(agent: Agent) -> LoadedAgent:
         max_steps=agent.max_steps or settings.AGENTTEST_MAX_STEPS,
         runtime=agent.runtime or Agent.Runtime.NATIVE,
         entry=agent.entry,
+        outside_effects=dict(agent.outside_effects or {}),
     )
 
 

@@ -31,6 +31,12 @@ class Agent(models.Model):
         help_text='The team\'s code a non-native runtime runs, "module:attribute" (e.g. "shop.bot:respond"); '
         "imported like a plugin, from the current directory.",
     )
+    outside_effects = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='For an agent of the team\'s code: which of its tools have effects outside agenttest, e.g. '
+        '{"find_order": false}. A tool not named counts as having them (tests must mock it).',
+    )
     provider = models.CharField(max_length=100, help_text="A configured model provider, e.g. 'simulated'.")
     model = models.CharField(max_length=200)
     temperature = models.FloatField(

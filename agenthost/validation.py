@@ -132,6 +132,7 @@ def agent_problems(
     list_servers: bool = True,
     runtime: str = Agent.Runtime.NATIVE,
     entry: str = "",
+    outside_effects: Any = None,
 ) -> dict[str, list[str]]:
     """What is wrong with an agent's configuration, keyed by field name; empty when the agent can run. Without
     `list_servers` no MCP server is contacted: its declarations are checked against the cached listing (files).
@@ -148,6 +149,16 @@ def agent_problems(
                 )
     elif not isinstance(instruction, str) or not instruction.strip():
         problems["instruction"] = ["must not be empty: it is the system instruction agenttest's loop sends"]
+    if outside_effects:
+        if runtime == Agent.Runtime.NATIVE:
+            problems["outside_effects"] = [
+                "is for the tools of an agent's own code; a native agent's functions declare their effects themselves"
+            ]
+        elif not isinstance(outside_effects, dict) or not all(
+            isinstance(name, str) and name.strip() and isinstance(value, bool)
+            for name, value in outside_effects.items()
+        ):
+            problems["outside_effects"] = ['must map tool names to true or false, e.g. {"find_order": false}']
     try:
         compile_template(instruction)
     except TemplateRefused as exc:

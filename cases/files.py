@@ -266,7 +266,7 @@ SUITE_DEFAULTS: dict[str, Any] = {
     "case_timeout_seconds": 120, "enabled": True, "isolation_group": "default", "case_concurrency": 1,
 }
 AGENT_DEFAULTS: dict[str, Any] = {
-    "runtime": "native", "entry": "",
+    "runtime": "native", "entry": "", "outside_effects": {},
     "description": "", "temperature": 0.0, "max_steps": None, "functions": [], "rules": [], "sub_agents": [],
 }
 CASE_DEFAULTS: dict[str, Any] = {
@@ -296,12 +296,13 @@ def _agent_fields(data: dict[str, Any]) -> dict[str, Any]:
         "rules": data.get("rules", []),
         "runtime": data.get("runtime", "native"),
         "entry": data.get("entry", ""),
+        "outside_effects": data.get("outside_effects", {}),
     }
 
 
 def _agent_state(agent: Agent) -> dict[str, Any]:
     fields = ("name", "description", "instruction", "provider", "model", "temperature", "max_steps", "functions",
-              "rules", "runtime", "entry")
+              "rules", "runtime", "entry", "outside_effects")
     return {
         **{name: getattr(agent, name) for name in fields},
         "sub_agents": sorted(agent.sub_agents.values_list("name", flat=True)),
@@ -441,7 +442,7 @@ def _apply_agents(sources: list[_Source], report: ApplyReport, problems: list[Fi
         found = agent_problems(
             name=agent.name, instruction=agent.instruction, provider=agent.provider, model=agent.model,
             functions=agent.functions, rules=agent.rules, sub_agents=sub_agents, list_servers=False,
-            runtime=agent.runtime, entry=agent.entry,
+            runtime=agent.runtime, entry=agent.entry, outside_effects=agent.outside_effects,
         )
         for key, messages in found.items():
             for message in messages:
@@ -526,6 +527,7 @@ def agent_file(agent: Agent, instruction_file: str) -> dict[str, Any]:
         "description": agent.description,
         "runtime": agent.runtime,
         "entry": agent.entry,
+        "outside_effects": agent.outside_effects or {},
         "model": agent.model_key,
         "temperature": agent.temperature,
         "max_steps": agent.max_steps,

@@ -85,6 +85,9 @@ class AgentFile(_Strict):
         "native", description="Whose loop runs the agent: native (agenttest's) or the team's code at `entry`."
     )
     entry: str = Field("", description='The team\'s code a non-native runtime runs, "module:attribute".')
+    outside_effects: dict[NonEmptyText, bool] = Field(
+        {}, description="For the tools of the team's code: name → whether it has effects outside agenttest."
+    )
     functions: list[NonEmptyText | FunctionDeclaration | McpServerTools] = []
     rules: list[Rule] = []
     sub_agents: list[NonEmptyText] = []

@@ -30,6 +30,16 @@ class Migration(migrations.Migration):
                 max_length=300,
             ),
         ),
+        migrations.AddField(
+            model_name="agent",
+            name="outside_effects",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="For an agent of the team's code: which of its tools have effects outside agenttest, e.g. "
+                '{"find_order": false}. A tool not named counts as having them (tests must mock it).',
+            ),
+        ),
         migrations.AlterField(
             model_name="agent",
             name="instruction",

@@ -140,6 +140,9 @@ class RuntimeTurn:
             self._calls += 1
             call_id = f"{self.loaded.runtime}_{self.conversation_id}_{self.turn}_{self._calls}"
         declared = {"name": name, "runtime": self.loaded.runtime, **(declaration or {})}
+        if isinstance(self.loaded.outside_effects.get(name), bool):
+            # Declared in the agent file, without touching the team's code.
+            declared["outside_effects"] = self.loaded.outside_effects[name]
         caller = _as_agent(self.loaded, agent)
         if not self.record:
             outcome = self._unrecorded(name, raw, call_id, caller, declared, implementation)

@@ -94,3 +94,30 @@ def test_it_answers_with_mocks_and_blocks_an_unmocked_tool_under_test(scripted_m
         "content": '{"order_id": "1042", "status": "lost"}',
     }
     assert "send_email" in outcome.reason
+
+
+def test_it_lets_an_extra_allowed_tool_run_only_when_the_agent_file_declares_it_free_of_outside_effects(
+    scripted_model, team_repo, tmp_path
+):
+    agent = _agent(team_repo())
+    agent.outside_effects = {"find_order": False}
+    agent.save()
+    scripted_model.play(
+        Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]),
+        Answer(tool_calls=[Call("send_email", EMAIL)]),
+        "never asked",
+    )
+    plan = _plan(agent, "Where is order 1042? Email me.",
+                 assertions=[AssertionPlan("toolCalled", {"function": "find_order"})])
+    suite = SuitePlan(extra_allowed=frozenset({"find_order", "send_email"}), force_blocked=frozenset(),
+                      judge_model="", timeout_seconds=20.0)
+
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
+
+    # find_order ran for real (declared effect-free); send_email, extra-allowed but undeclared, stayed blocked.
+    assert [(c["name"], c["outcome"]) for c in outcome.tool_calls] == [
+        ("find_order", "allowed"), ("send_email", "blocked")
+    ]
+    assert json.loads(outcome.tool_calls[0]["result"]) == {"order_id": "1042", "status": "shipped"}
+    assert outcome.tool_calls[1]["blocked_because"] == "outside-effects"
+    assert markers(tmp_path) == []

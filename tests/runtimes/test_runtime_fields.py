@@ -38,6 +38,8 @@ def test_it_creates_an_agent_whose_runtime_is_the_teams_code(admin_client_api, t
          "entry point 'no_such_shop_module.bot:respond' failed to import: ModuleNotFoundError"),
         ({"runtime": "native", "entry": "x.y:z", "instruction": "Help."}, "entry", "must be empty"),
         ({"runtime": "native"}, "instruction", "must not be empty"),
+        ({"runtime": "native", "instruction": "Help.", "outside_effects": {"find_order": False}}, "outside_effects",
+         "a native agent's functions declare their effects themselves"),
     ],
 )
 def test_it_names_the_field_of_each_runtime_error(admin_client_api, overrides, field, fragment):
@@ -80,7 +82,8 @@ def test_it_applies_and_exports_an_agent_file_naming_a_runtime(team_repo, tmp_pa
     package = team_repo()
     (tmp_path / "files" / "agents").mkdir(parents=True)
     document = {
-        "name": "shop", "runtime": "python", "entry": f"{package}.bot:respond", "model": "simulated:sim-careful"
+        "name": "shop", "runtime": "python", "entry": f"{package}.bot:respond", "model": "simulated:sim-careful",
+        "outside_effects": {"find_order": False},
     }
     (tmp_path / "files" / "agents" / "shop.yaml").write_text(yaml.safe_dump(document))
 
@@ -88,6 +91,7 @@ def test_it_applies_and_exports_an_agent_file_naming_a_runtime(team_repo, tmp_pa
 
     agent = Agent.objects.get(name="shop")
     assert (agent.runtime, agent.entry, agent.instruction) == ("python", f"{package}.bot:respond", "")
+    assert agent.outside_effects == {"find_order": False}
     # Exported as it was written: no instruction file, the entry point named.
     assert agent_file(agent, "") == document
 
