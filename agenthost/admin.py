@@ -74,7 +74,7 @@ class AgentAdminForm(forms.ModelForm):
         if len(values) == 9:
             subs = cleaned.get("sub_agents") if "sub_agents" in self.fields else self.instance.sub_agents.all()
             sub_agents = [agent.name for agent in subs or []]
-            problems = agent_problems(**values, sub_agents=sub_agents)
+            problems = agent_problems(**values, sub_agents=sub_agents, instruction_required=True)
             for field, messages in problems.items():
                 self.add_error(field if field in self.fields else None, messages)
         return cleaned

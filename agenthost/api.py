@@ -139,7 +139,7 @@ class AgentCreateApi(APIView):
                 merged["sub_agents"] = attrs["sub_agents"]
             else:
                 merged["sub_agents"] = [sub.name for sub in current.sub_agents.all()] if current else []
-            if problems := agent_problems(**merged):
+            if problems := agent_problems(**merged, instruction_required=True):
                 raise serializers.ValidationError(problems)
             return attrs
 

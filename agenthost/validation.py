@@ -133,6 +133,7 @@ def agent_problems(
     runtime: str = Agent.Runtime.NATIVE,
     entry: str = "",
     outside_effects: Any = None,
+    instruction_required: bool = False,
 ) -> dict[str, list[str]]:
     """What is wrong with an agent's configuration, keyed by field name; empty when the agent can run. Without
     `list_servers` no MCP server is contacted: its declarations are checked against the cached listing (files).
@@ -147,7 +148,8 @@ def agent_problems(
                 problems.setdefault(field, []).append(
                     f"must be empty for runtime {runtime!r}: the agent's code at its entry point defines it"
                 )
-    elif not isinstance(instruction, str) or not instruction.strip():
+    elif instruction_required and (not isinstance(instruction, str) or not instruction.strip()):
+        # The API and the admin form require it of a native agent, as they did before runtimes existed.
         problems["instruction"] = ["must not be empty: it is the system instruction agenttest's loop sends"]
     if outside_effects:
         if runtime == Agent.Runtime.NATIVE:
