@@ -62,37 +62,66 @@ class AgentAdminForm(forms.ModelForm):
     class Meta:
         model = Agent
         fields = (
-            "name", "description", "instruction", "provider", "model", "temperature", "max_steps", "functions",
-            "rules", "sub_agents",
+            "name", "description", "runtime", "entry", "outside_effects", "instruction", "provider", "model",
+            "temperature", "max_steps", "functions", "rules", "sub_agents",
         )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "runtime" in self.fields:
+            # Left out (a form written before runtimes existed): agenttest's own loop, as before.
+            self.fields["runtime"].required = False
+
+    def clean_runtime(self) -> str:
+        return self.cleaned_data.get("runtime") or Agent.Runtime.NATIVE
+
+    def clean_outside_effects(self) -> Any:
+        # Left empty: no tool declared, not a null the column cannot hold.
+        value = self.cleaned_data.get("outside_effects")
+        return {} if value in (None, "") else value
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        # Fields shown read-only (an agent whose runtime is the team's code) are not in the form: as stored.
+        values = {
+            field: cleaned[field] if field in self.fields else getattr(self.instance, field)
+            for field in (
+                "name", "instruction", "provider", "model", "functions", "rules", "runtime", "entry", "outside_effects"
+            )
+            if field in cleaned or field not in self.fields
+        }
         # Fields that already failed their own validation are missing here; check only when all are present.
-        needed = ("name", "instruction", "provider", "model", "functions", "rules")
-        if all(field in cleaned for field in needed):
-            sub_agents = [agent.name for agent in cleaned.get("sub_agents") or []]
-            problems = agent_problems(**{field: cleaned[field] for field in needed}, sub_agents=sub_agents)
+        if len(values) == 9:
+            subs = cleaned.get("sub_agents") if "sub_agents" in self.fields else self.instance.sub_agents.all()
+            sub_agents = [agent.name for agent in subs or []]
+            problems = agent_problems(**values, sub_agents=sub_agents, instruction_required=True)
             for field, messages in problems.items():
-                self.add_error(field, messages)
+                self.add_error(field if field in self.fields else None, messages)
         return cleaned
 
 
 @admin.register(Agent)
 class AgentAdmin(StrictIdsAdminMixin, admin.ModelAdmin):
     form = AgentAdminForm
-    list_display = ("name", "provider", "model", "temperature", "updated_at")
-    list_filter = ("provider",)
+    list_display = ("name", "runtime", "provider", "model", "temperature", "updated_at")
+    list_filter = ("provider", "runtime")
     search_fields = ("name", "description", "instruction")
     filter_horizontal = ("sub_agents",)
     formfield_overrides = JSON_FIELD_OVERRIDES
     readonly_fields = ("created_at", "updated_at")
     fieldsets = (
-        (None, {"fields": ("name", "description", "instruction")}),
+        (None, {"fields": ("name", "description", "runtime", "entry", "outside_effects", "instruction")}),
         ("Model", {"fields": ("provider", "model", "temperature", "max_steps")}),
         ("Tools and routing", {"fields": ("functions", "rules", "sub_agents")}),
         ("History", {"fields": ("created_at", "updated_at")}),
     )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> tuple[str, ...]:
+        if obj is not None and obj.runtime != Agent.Runtime.NATIVE:
+            # The team's code defines them (its entry point): there is nothing here to edit, and an edit here would
+            # be a second copy that runs nowhere.
+            return (*self.readonly_fields, "runtime", "entry", "instruction", "functions", "rules", "sub_agents")
+        return self.readonly_fields
 
 
 def _pretty_json(value: Any) -> SafeString | str:

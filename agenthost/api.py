@@ -84,6 +84,9 @@ class AgentOutputSerializer(serializers.Serializer):
     model_key = serializers.CharField()
     temperature = serializers.FloatField(allow_null=True)
     functions = serializers.JSONField()
+    runtime = serializers.CharField(help_text="Whose loop runs the agent: native (agenttest's) or the team's code.")
+    entry = serializers.CharField(help_text='The team\'s code a non-native runtime runs, "module:attribute".')
+    outside_effects = serializers.JSONField(help_text="Tool name → whether it has effects outside agenttest.")
     sub_agents = serializers.SerializerMethodField(help_text="Names of the agents this one may route to.")
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
@@ -119,7 +122,11 @@ class AgentCreateApi(APIView):
 
         name = serializers.CharField(max_length=100)
         description = serializers.CharField(allow_blank=True, default="")
-        instruction = serializers.CharField(trim_whitespace=False)
+        # Empty for an agent whose runtime is the team's code (its instruction is there); required otherwise.
+        instruction = serializers.CharField(trim_whitespace=False, allow_blank=True, default="")
+        runtime = serializers.CharField(max_length=50, default=Agent.Runtime.NATIVE)
+        entry = serializers.CharField(max_length=300, allow_blank=True, default="")
+        outside_effects = JSONInputField(default=dict)
         provider = serializers.CharField(max_length=100)
         model = serializers.CharField(max_length=200)
         # null: the model's default — what a reasoning model needs, since it refuses any other.
@@ -148,13 +155,16 @@ class AgentCreateApi(APIView):
             current = self.instance
             merged = {
                 field: attrs[field] if field in attrs else getattr(current, field, "")
-                for field in ("name", "instruction", "provider", "model", "functions", "rules")
+                for field in (
+                    "name", "instruction", "provider", "model", "functions", "rules", "runtime", "entry",
+                    "outside_effects",
+                )
             }
             if "sub_agents" in attrs:
                 merged["sub_agents"] = attrs["sub_agents"]
             else:
                 merged["sub_agents"] = [sub.name for sub in current.sub_agents.all()] if current else []
-            if problems := agent_problems(**merged):
+            if problems := agent_problems(**merged, instruction_required=True):
                 raise serializers.ValidationError(problems)
             return attrs
 

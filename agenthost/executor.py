@@ -3,6 +3,8 @@
 Resolution order (ARCHITECTURE.md, a contract):
   1. a blank or missing name is rejected before anything else sees it;
   2. registered executor providers, ascending `order`, ties broken by provider name; first non-None wins;
+  2b. the team's own implementation of a tool of an agent whose runtime is the team's code (agenthost/runtimes):
+      the function its framework would have called, so nothing registered under the same name answers for it;
   3. a registered Python function with exactly that name;
   4. a function the agent declares with a static output;
   4b. an MCP tool the agent declares (agenthost/mcp): called on its server, for real — the last stage, so a provider
@@ -120,7 +122,9 @@ def _provided(name: str, executor: Executor) -> Executor:
 
 
 def _pre_seam_executor(name: str, context: FunctionContext) -> Executor:
-    """Steps 3–5: exactly what resolution was before providers existed."""
+    """Steps 3–5: exactly what resolution was before providers existed (2b only for a runtime's own tool)."""
+    if context.implementation is not None:
+        return _implementation_executor(name, context.implementation)
     registered = get_function(name)
     if registered is not None:
         return _registered_executor(name)
@@ -178,6 +182,21 @@ def _result_problem(result: object) -> str:
         return f"state_writes that are not JSON ({exc})"
     problem = json_value_problem(result.state_writes)
     return f"state_writes that cannot be stored ({problem})" if problem else ""
+
+
+def _implementation_executor(name: str, implementation: Executor) -> Executor:
+    def run(context: FunctionContext) -> FunctionResult:
+        try:
+            result = implementation(context)
+        except FunctionError as exc:
+            return FunctionResult(content=f"{name} failed: {exc}", error=True)
+        except (Exception, SystemExit) as exc:  # the team's tool must not crash the turn, nor exit the web worker
+            logger.exception("function %s raised", name)
+            return FunctionResult(content=f"{name} failed: {type(exc).__name__}: {exc}", error=True)
+        problem = _result_problem(result)
+        return FunctionResult(content=f"{name} failed: it returned {problem}", error=True) if problem else result
+
+    return run
 
 
 def _registered_executor(name: str) -> Executor:

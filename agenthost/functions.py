@@ -40,6 +40,9 @@ class FunctionContext:
     trigger: str = "model"
     # The agent's own declaration of this function, if it declared one.
     declaration: dict[str, Any] | None = None
+    # The team's own implementation, for a tool of an agent whose runtime is the team's code (agenthost/runtimes):
+    # run as the call's real implementation only when no executor provider answered it.
+    implementation: Callable[[FunctionContext], FunctionResult] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -130,6 +133,10 @@ def function_is_effect_free(name: str, declaration: dict[str, Any] | None = None
     """True only for a function declared free of outside effects: a registered one that says so, or an agent
     declaration answered by its static `output` with no registered implementation behind it, or an MCP tool its server
     annotates read-only (the declaration as expanded from the server's listing, agenthost/mcp/tools.py)."""
+    if isinstance(declaration, dict) and declaration.get("runtime") and declaration.get("name") == name:
+        # A tool of the team's own code (agenthost/runtimes): only its own declaration counts, never a registered
+        # function that happens to share its name.
+        return declaration.get("outside_effects") is False
     registered = _functions.get(name)
     if registered is not None:
         return registered.effect_free
@@ -234,7 +241,7 @@ def tool(
                 )
             arguments = {param.name: getattr(validated, f"p{index}") for index, param in enumerate(params)}
         result = func(context, **arguments) if takes_context else func(**arguments)
-        return _as_result(result)
+        return as_function_result(result)
 
     register_function(
         name=tool_name, description=tool_description, parameters=schema, outside_effects=outside_effects
@@ -311,7 +318,8 @@ def _first_error(exc: pydantic.ValidationError) -> str:
 _ANY = pydantic.TypeAdapter(Any)
 
 
-def _as_result(value: Any) -> FunctionResult:
+def as_function_result(value: Any) -> FunctionResult:
+    """What a tool returned as its result: a str as is, a FunctionResult as is, anything else as JSON."""
     if isinstance(value, FunctionResult):
         return value
     if isinstance(value, str):

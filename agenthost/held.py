@@ -13,6 +13,7 @@ from agenthost.loading import load_agent
 from agenthost.loop import turn_run
 from agenthost.models import Agent, Message
 from agenthost.rules import invoke
+from agenthost.runtimes.base import runtime_invoke, runtime_turn_run
 from agenthost.session import ConversationSession, SessionCheckpoint, release_claim
 from agenthost.turns import ConversationError, InvalidInput, TurnResult
 
@@ -29,8 +30,10 @@ def run_send(session: ConversationSession, text: str, *, flush: bool) -> TurnRes
     current = conversation.current_agent or session.entry_agent
     loaded = load_agent(current, conversation)
     result.agent_chain.append(loaded.name)
+    # The agent's runtime: agenttest's own loop, or the team's code (agenthost/runtimes).
+    run = turn_run if loaded.runtime == Agent.Runtime.NATIVE else runtime_turn_run
     try:
-        loaded = turn_run(session, loaded, turn, text, result)
+        loaded = run(session, loaded, turn, text, result)
     except ConversationError as exc:
         # Whatever stopped the turn (a broken instruction, a lost claim), the caller is shown how far it got.
         if exc.partial is None:
@@ -54,6 +57,14 @@ def run_invoke(
     """A function called without the model, in a session that holds the conversation."""
     conversation = session.conversation
     loaded = load_agent(conversation.current_agent or session.entry_agent, conversation)
+    if loaded.runtime != Agent.Runtime.NATIVE:
+        # Through the runtime's own tool routing, so the harness's canary proves that routing live.
+        outcome = runtime_invoke(
+            session, loaded, name, arguments or {}, turn=max(conversation.turn_count - 1, PRE_TURN), record=record
+        )
+        if flush:
+            session.flush(release=True)
+        return outcome
     outcome = invoke(
         session,
         loaded,

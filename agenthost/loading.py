@@ -43,6 +43,11 @@ class LoadedAgent:
     # The model as its user configured it, when a hook runs the agent through another provider (a test harness's):
     # what reasons name, so a failure reads the same whichever provider carried the call.
     shown_model_key: str = ""
+    # Whose loop runs the agent: "native" (agenttest's, turn_run) or a runtime running the team's code at `entry`.
+    runtime: str = "native"
+    entry: str = ""
+    # Tool name → whether it has effects outside agenttest, for the tools of the team's code (undeclared: it has).
+    outside_effects: dict[str, bool] = field(default_factory=dict)
 
     @property
     def model_key(self) -> str:
@@ -130,6 +135,9 @@ def agent_as_stored(agent: Agent) -> LoadedAgent:
         rules=[dict(item) for item in agent.rules or []],
         sub_agents=[(sub.name, sub.description) for sub in agent.sub_agents.all()],
         max_steps=agent.max_steps or settings.AGENTTEST_MAX_STEPS,
+        runtime=agent.runtime or Agent.Runtime.NATIVE,
+        entry=agent.entry,
+        outside_effects=dict(agent.outside_effects or {}),
     )
 
 

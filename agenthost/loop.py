@@ -8,6 +8,7 @@ An agent calls only what it declares plus the control-flow functions: any other 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from agenthost import executor
@@ -21,6 +22,7 @@ from agenthost.models import Message
 from agenthost.redaction import redact_text
 from agenthost.routing import route
 from agenthost.rules import fire_rules
+from agenthost.runtimes.guard import ProviderRanTools, provider_call
 from agenthost.session import ConversationSession, claim_lost
 from agenthost.templating import TemplateRefused, render_template
 from agenthost.turns import InvalidInput, ModelCallFailed, StepLimitExceeded, ToolCallRecord, TurnResult
@@ -59,57 +61,8 @@ def turn_run(
             temperature=loaded.temperature,
             metadata={"conversation_id": conversation.pk, "turn": turn, "step": step, "agent": loaded.name},
         )
-        try:
-            response = get_provider(loaded.provider).complete(request)
-        except ProviderError as exc:
-            raise ModelCallFailed(
-                f"the model {loaded.model_named} failed at turn {turn} step {step}: {redact_text(str(exc))}",
-                provider_code=exc.code,
-                partial=result,
-            ) from exc
-        except UnknownModel:
-            raise ModelCallFailed(
-                f"agent {loaded.name!r} uses provider {loaded.provider!r}, which is not configured", partial=result
-            ) from None
-        except Exception as exc:  # a plugin's provider kind may raise anything; the turn must still end cleanly
-            logger.exception("provider %s raised", loaded.provider)
-            raise ModelCallFailed(
-                f"the model {loaded.model_named} failed at turn {turn} step {step}: the provider raised "
-                f"{type(exc).__name__}: {redact_text(str(exc))[:500]}",
-                provider_code="provider_crash",
-                partial=result,
-            ) from exc
-        problem = response_problem(response)
-        if problem:
-            raise ModelCallFailed(
-                f"the model {loaded.model_named} failed at turn {turn} step {step}: the provider answered something "
-                f"that is not a model response ({problem})",
-                provider_code="bad_response",
-                partial=result,
-            )
-        result.steps = step + 1
-        result.usage = result.usage + response.usage
-        result.model_latency_ms += response.latency_ms
-        if loaded.model_key not in result.models:
-            result.models.append(loaded.model_key)
+        response = call_model(session, loaded, request, turn=turn, step=step, result=result)
         text_out = redact_text(response.text or "")
-        session.add_message(
-            turn=turn,
-            role=Message.Role.ASSISTANT,
-            content=text_out,
-            agent_id=loaded.id,
-            model=loaded.model_key,
-            input_tokens=_storable_count(response.usage.input_tokens),
-            output_tokens=_storable_count(response.usage.output_tokens),
-            latency_ms=response.latency_ms,
-        )
-        unfinished = unfinished_answer(response)
-        if unfinished:
-            raise ModelCallFailed(
-                f"the model {loaded.model_named} failed at turn {turn} step {step}: {redact_text(unfinished)}",
-                provider_code="refusal" if response.refusal else str(response.finish_reason),
-                partial=result,
-            )
         if not response.tool_calls:
             model_messages.append({"role": "assistant", "content": text_out})
             result.output, result.finish = text_out, "answer"
@@ -134,6 +87,78 @@ def turn_run(
             partial=result,
         )
     return loaded
+
+
+def call_model(
+    session: ConversationSession,
+    loaded: LoadedAgent,
+    request: ModelRequest,
+    *,
+    turn: int,
+    step: int,
+    result: TurnResult,
+) -> ModelResponse:
+    """One model call of a turn through the agent's provider (so the harness's model override, record/replay,
+    throttles, budgets and deadlines apply), its answer checked, counted and written as an assistant message. Every
+    runtime's model calls come here, agenttest's loop and a team's own alike."""
+    try:
+        with provider_call(loaded.provider):
+            response = get_provider(loaded.provider).complete(request)
+    except ProviderRanTools as exc:
+        raise ModelCallFailed(
+            f"the model {loaded.model_named} failed at turn {turn} step {step}: {exc}",
+            provider_code="provider_ran_tools",
+            partial=result,
+        ) from None
+    except ProviderError as exc:
+        raise ModelCallFailed(
+            f"the model {loaded.model_named} failed at turn {turn} step {step}: {redact_text(str(exc))}",
+            provider_code=exc.code,
+            partial=result,
+        ) from exc
+    except UnknownModel:
+        raise ModelCallFailed(
+            f"agent {loaded.name!r} uses provider {loaded.provider!r}, which is not configured", partial=result
+        ) from None
+    except Exception as exc:  # a plugin's provider kind may raise anything; the turn must still end cleanly
+        logger.exception("provider %s raised", loaded.provider)
+        raise ModelCallFailed(
+            f"the model {loaded.model_named} failed at turn {turn} step {step}: the provider raised "
+            f"{type(exc).__name__}: {redact_text(str(exc))[:500]}",
+            provider_code="provider_crash",
+            partial=result,
+        ) from exc
+    problem = response_problem(response)
+    if problem:
+        raise ModelCallFailed(
+            f"the model {loaded.model_named} failed at turn {turn} step {step}: the provider answered something "
+            f"that is not a model response ({problem})",
+            provider_code="bad_response",
+            partial=result,
+        )
+    result.steps = step + 1
+    result.usage = result.usage + response.usage
+    result.model_latency_ms += response.latency_ms
+    if loaded.model_key not in result.models:
+        result.models.append(loaded.model_key)
+    session.add_message(
+        turn=turn,
+        role=Message.Role.ASSISTANT,
+        content=redact_text(response.text or ""),
+        agent_id=loaded.id,
+        model=loaded.model_key,
+        input_tokens=_storable_count(response.usage.input_tokens),
+        output_tokens=_storable_count(response.usage.output_tokens),
+        latency_ms=response.latency_ms,
+    )
+    unfinished = unfinished_answer(response)
+    if unfinished:
+        raise ModelCallFailed(
+            f"the model {loaded.model_named} failed at turn {turn} step {step}: {redact_text(unfinished)}",
+            provider_code="refusal" if response.refusal else str(response.finish_reason),
+            partial=result,
+        )
+    return response
 
 
 def repetition(steps: list[tuple[tuple[str, str], ...]]) -> str:
@@ -204,34 +229,9 @@ def _run_tool_calls(
             )
             model_messages.append({"role": "tool", "tool_call_id": call.id, "content": skipped})
             continue
-        # Checked before anything runs or is recorded: arguments no tool may see and no database can store make
-        # the call "invalid"; the raw text is stored made storable.
-        arguments, problem = parse_arguments(call.arguments)
-        record_call(session, caller, turn, call.id, call.name, arguments, call.arguments, "model")
-        refusal = refusal_for(call.name, caller)
-        if refusal is not None:
-            # The model may correct itself, so the turn goes on; the step limit bounds a model that keeps trying.
-            outcome = refusal
-        elif problem:
-            outcome = FunctionResult(
-                content=f"Invalid arguments for {call.name}: {problem}. Send the arguments as a JSON object.",
-                error=True,
-                outcome="invalid",
-            )
-        else:
-            context = FunctionContext(
-                name=call.name,
-                arguments=arguments,
-                conversation_id=session.conversation.pk,
-                agent_name=caller.name,
-                entry_agent_name=session.entry_agent.name,
-                turn=turn,
-                tool_call_id=call.id,
-                state=dict(session.state),
-                trigger="model",
-                declaration=caller.declaration(call.name),
-            )
-            outcome = executor.execute(call.name, context)
+        outcome, arguments, problem = answer_call(
+            session, caller, turn, call_id=call.id, name=call.name, raw_arguments=call.arguments
+        )
         if outcome.route_to:
             if next_agent is not caller:
                 outcome = FunctionResult(
@@ -242,35 +242,106 @@ def _run_tool_calls(
                 )
             else:
                 next_agent, outcome = route(session, caller, outcome, result)
-        content = redact_text(outcome.content)
-        message = session.add_message(
-            turn=turn,
-            role=Message.Role.TOOL_RESULT,
-            content=content,
-            function_name=stored_name(call.name),
-            tool_call_id=stored_name(call.id),
-            agent_id=caller.id,
-            outcome=outcome.outcome,
+        content = record_result(
+            session, caller, turn, call_id=call.id, name=call.name, raw_arguments=call.arguments,
+            arguments=arguments, problem=problem, outcome=outcome, result=result,
         )
         model_messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-        result.tool_calls.append(
-            ToolCallRecord(
-                # What the API answers and a run stores: made storable like the messages.
-                name=redact_text(call.name or ""),
-                arguments=arguments if not problem else storable_raw_arguments(call.arguments),
-                result=content,
-                outcome=outcome.outcome,
-                agent=caller.name,
-                tool_call_id=stored_name(call.id),
-                error=outcome.error,
-                stop=outcome.stop,
-            )
-        )
-        if outcome.state_writes:
-            changed = session.write_state(outcome.state_writes, message)
-            fire_rules(session, caller, trigger="state_changed", turn=turn, changed=changed)
         if outcome.stop:
             stop_result = outcome
     if lost:
         raise claim_lost(partial=result)
     return stop_result, next_agent
+
+
+def answer_call(
+    session: ConversationSession,
+    caller: LoadedAgent,
+    turn: int,
+    *,
+    call_id: str,
+    name: str,
+    raw_arguments: Any,
+    declared_only: bool = True,
+    declaration: dict[str, Any] | None = None,
+    implementation: Callable[..., Any] | None = None,
+) -> tuple[FunctionResult, dict[str, Any], str | None]:
+    """One tool call the agent's model asked for, through the function-executor factory: its call message recorded,
+    the call answered (refused when the agent does not declare the name and `declared_only`, "invalid" when its
+    arguments cannot be used). Returns the outcome, the parsed arguments and their problem, if any.
+
+    A runtime running the team's own loop passes the tool's declaration as its framework describes it and the team's
+    `implementation`, which the factory runs only when no executor provider (the harness's mocks) took the call."""
+    # Checked before anything runs or is recorded: arguments no tool may see and no database can store make the call
+    # "invalid"; the raw text is stored made storable.
+    arguments, problem = parse_arguments(raw_arguments)
+    record_call(session, caller, turn, call_id, name, arguments, raw_arguments, "model")
+    refusal = refusal_for(name, caller) if declared_only else None
+    if refusal is not None:
+        # The model may correct itself, so the turn goes on; the step limit bounds a model that keeps trying.
+        return refusal, arguments, problem
+    if problem:
+        outcome = FunctionResult(
+            content=f"Invalid arguments for {name}: {problem}. Send the arguments as a JSON object.",
+            error=True,
+            outcome="invalid",
+        )
+        return outcome, arguments, problem
+    context = FunctionContext(
+        name=name,
+        arguments=arguments,
+        conversation_id=session.conversation.pk,
+        agent_name=caller.name,
+        entry_agent_name=session.entry_agent.name,
+        turn=turn,
+        tool_call_id=call_id,
+        state=dict(session.state),
+        trigger="model",
+        declaration=declaration if declaration is not None else caller.declaration(name),
+        implementation=implementation,
+    )
+    return executor.execute(name, context), arguments, problem
+
+
+def record_result(
+    session: ConversationSession,
+    caller: LoadedAgent,
+    turn: int,
+    *,
+    call_id: str,
+    name: str,
+    raw_arguments: Any,
+    arguments: dict[str, Any],
+    problem: str | None,
+    outcome: FunctionResult,
+    result: TurnResult,
+) -> str:
+    """Write a tool call's result (message, the turn's call record, its state writes and the rules they fire);
+    returns the content as the model is to read it."""
+    content = redact_text(outcome.content)
+    message = session.add_message(
+        turn=turn,
+        role=Message.Role.TOOL_RESULT,
+        content=content,
+        function_name=stored_name(name),
+        tool_call_id=stored_name(call_id),
+        agent_id=caller.id,
+        outcome=outcome.outcome,
+    )
+    result.tool_calls.append(
+        ToolCallRecord(
+            # What the API answers and a run stores: made storable like the messages.
+            name=redact_text(name or ""),
+            arguments=arguments if not problem else storable_raw_arguments(raw_arguments),
+            result=content,
+            outcome=outcome.outcome,
+            agent=caller.name,
+            tool_call_id=stored_name(call_id),
+            error=outcome.error,
+            stop=outcome.stop,
+        )
+    )
+    if outcome.state_writes:
+        changed = session.write_state(outcome.state_writes, message)
+        fire_rules(session, caller, trigger="state_changed", turn=turn, changed=changed)
+    return content

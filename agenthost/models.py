@@ -5,10 +5,37 @@ from django.db import models
 
 
 class Agent(models.Model):
+    class Runtime(models.TextChoices):
+        # agenttest's own loop, over the instruction, model and functions below.
+        NATIVE = "native", "native (agenttest's loop)"
+        OPENAI_AGENTS = "openai-agents", "OpenAI Agents SDK"
+        PYDANTIC_AI = "pydantic-ai", "pydantic-ai"
+        PYTHON = "python", "plain Python function"
+
     name = models.CharField(max_length=100, unique=True)
     description = models.TextField(blank=True, help_text="What this agent handles; a router reads it to choose.")
     instruction = models.TextField(
-        help_text="System instruction. A Django template rendered with the conversation state, e.g. {{ customer }}."
+        blank=True,
+        help_text="System instruction. A Django template rendered with the conversation state, e.g. {{ customer }}. "
+        "Empty for an agent whose runtime is the team's own code: its instruction is in that code.",
+    )
+    runtime = models.CharField(
+        max_length=50,
+        choices=Runtime.choices,
+        default=Runtime.NATIVE,
+        help_text="Whose loop runs the agent: agenttest's own (native), or the team's code named by `entry`.",
+    )
+    entry = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text='The team\'s code a non-native runtime runs, "module:attribute" (e.g. "shop.bot:respond"); '
+        "imported like a plugin, from the current directory.",
+    )
+    outside_effects = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='For an agent of the team\'s code: which of its tools have effects outside agenttest, e.g. '
+        '{"find_order": false}. A tool not named counts as having them (tests must mock it).',
     )
     provider = models.CharField(max_length=100, help_text="A configured model provider, e.g. 'simulated'.")
     model = models.CharField(max_length=200)

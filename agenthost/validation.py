@@ -13,6 +13,7 @@ from agenthost.loading import callable_function_names
 from agenthost.mcp.tools import declared_functions, is_server_entry, server_entry_problems
 from agenthost.models import Agent
 from agenthost.rules import rule_function_name
+from agenthost.runtimes.base import entry_problems
 from agenthost.templating import TemplateRefused, compile_template
 
 RULE_TRIGGERS = ("conversation_started", "state_changed")
@@ -139,14 +140,41 @@ def agent_problems(
     rules: Any,
     sub_agents: list[str],
     list_servers: bool = True,
+    runtime: str = Agent.Runtime.NATIVE,
+    entry: str = "",
+    outside_effects: Any = None,
+    instruction_required: bool = False,
 ) -> dict[str, list[str]]:
     """What is wrong with an agent's configuration, keyed by field name; empty when the agent can run. Without
-    `list_servers` no MCP server is contacted: its declarations are checked against the cached listing (files)."""
-    problems: dict[str, list[str]] = {}
+    `list_servers` no MCP server is contacted: its declarations are checked against the cached listing (files).
+    An agent whose runtime runs the team's code has its entry point imported (once per process) to check it."""
+    problems: dict[str, list[str]] = entry_problems(runtime, entry)
+    if runtime != Agent.Runtime.NATIVE:
+        # Instruction, tools and hand-offs are the team's code's: declaring them here too would be a second copy
+        # that runs nowhere.
+        for field, value in (("instruction", instruction), ("functions", functions), ("rules", rules),
+                             ("sub_agents", sub_agents)):
+            if value:
+                problems.setdefault(field, []).append(
+                    f"must be empty for runtime {runtime!r}: the agent's code at its entry point defines it"
+                )
+    elif instruction_required and (not isinstance(instruction, str) or not instruction.strip()):
+        # The API and the admin form require it of a native agent, as they did before runtimes existed.
+        problems["instruction"] = ["must not be empty: it is the system instruction agenttest's loop sends"]
+    if outside_effects:
+        if runtime == Agent.Runtime.NATIVE:
+            problems["outside_effects"] = [
+                "is for the tools of an agent's own code; a native agent's functions declare their effects themselves"
+            ]
+        elif not isinstance(outside_effects, dict) or not all(
+            isinstance(name, str) and name.strip() and isinstance(value, bool)
+            for name, value in outside_effects.items()
+        ):
+            problems["outside_effects"] = ['must map tool names to true or false, e.g. {"find_order": false}']
     try:
         compile_template(instruction)
     except TemplateRefused as exc:
-        problems["instruction"] = [str(exc)]
+        problems.setdefault("instruction", []).append(str(exc))
     providers = list(dict.fromkeys(config.provider for config in configured_models()))
     if provider not in providers:
         configured = ", ".join(providers) or "none"

@@ -26,9 +26,14 @@ agenttest/plugins.py for how they load). It registers:
 - model-provider kinds — `register_provider_kind("acme-llm", AcmeProvider)` with a ModelProvider subclass
   (`complete(ModelRequest) -> ModelResponse`, raise ProviderError); it names its extra keys in `option_keys` /
   `model_option_keys` and checks them in the classmethod `validate_options(spec) -> list[str]`. The providers file
-  may then say `kind = "acme-llm"`.
+  may then say `kind = "acme-llm"`. A provider is only a model: one that runs a framework's agent (which would run
+  tools itself, outside the seam) is refused — bring such an agent in as a runtime (below).
 - executor providers — objects with `name`, `order` and `resolve(name, context)`, asked before anything else which
   executor handles a function name (`register_executor_provider` / `unregister_executor_provider`).
+- agent runtimes — `register_runtime(runtime)` with a `Runtime` subclass instance (agenthost/runtimes/base.py): an
+  agent whose `runtime` is its name runs the team's code at its `entry` through it, every model call through
+  `RuntimeTurn.complete` and every tool invocation through `RuntimeTurn.call_tool`. A model-provider kind is only
+  a model: a framework that runs tools itself is brought in as a runtime, never wrapped in a provider.
 - agent-load hooks — `hook(loaded_agent, conversation)`, run each time an agent enters a conversation
   (`register_agent_load_hook` / `unregister_agent_load_hook`).
 """
@@ -38,8 +43,14 @@ from agenthost.functions import FunctionContext, FunctionError, FunctionResult, 
 from agenthost.llm.base import ModelConfig, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
 from agenthost.llm.registry import register_provider_kind
 from agenthost.loading import register_agent_load_hook, unregister_agent_load_hook
+from agenthost.runtimes.base import Runtime, RuntimeTurn, TurnStopped, register_runtime, unregister_runtime
+from agenthost.runtimes.python import DirectTools
 
 __all__ = [
+    "DirectTools",
+    "Runtime",
+    "RuntimeTurn",
+    "TurnStopped",
     "FunctionContext",
     "FunctionError",
     "FunctionResult",
@@ -54,7 +65,9 @@ __all__ = [
     "register_executor_provider",
     "register_function",
     "register_provider_kind",
+    "register_runtime",
     "tool",
     "unregister_agent_load_hook",
     "unregister_executor_provider",
+    "unregister_runtime",
 ]

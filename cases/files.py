@@ -327,6 +327,10 @@ def _read_tree(root: Path) -> _Tree:
 def _instruction(root: Path, path: Path, source: _Source, problems: list[FileProblem]) -> bool:
     """Reads `instruction_file` into `instruction`: exactly one of the two must be given."""
     data = source.data
+    if "instruction" not in data and "instruction_file" not in data and data.get("runtime", "native") != "native":
+        # The team's code at `entry` holds the instruction of an agent with its own runtime.
+        data["instruction"] = ""
+        return True
     if ("instruction" in data) == ("instruction_file" in data):
         problems.append(FileProblem(
             source.file, "instruction", "give either `instruction` (the text) or `instruction_file` (a file beside "
@@ -389,12 +393,15 @@ def _agent_fields(data: dict[str, Any]) -> dict[str, Any]:
         "max_steps": data.get("max_steps"),
         "functions": [{"name": item} if isinstance(item, str) else item for item in data.get("functions", [])],
         "rules": data.get("rules", []),
+        "runtime": data.get("runtime", "native"),
+        "entry": data.get("entry", ""),
+        "outside_effects": data.get("outside_effects", {}),
     }
 
 
 def _agent_state(agent: Agent) -> dict[str, Any]:
     fields = ("name", "description", "instruction", "provider", "model", "temperature", "max_steps", "functions",
-              "rules")
+              "rules", "runtime", "entry", "outside_effects")
     return {
         **{name: getattr(agent, name) for name in fields},
         "sub_agents": sorted(agent.sub_agents.values_list("name", flat=True)),
@@ -534,6 +541,7 @@ def _apply_agents(sources: list[_Source], report: ApplyReport, problems: list[Fi
         found = agent_problems(
             name=agent.name, instruction=agent.instruction, provider=agent.provider, model=agent.model,
             functions=agent.functions, rules=agent.rules, sub_agents=sub_agents, list_servers=False,
+            runtime=agent.runtime, entry=agent.entry, outside_effects=agent.outside_effects,
         )
         for key, messages in found.items():
             for message in messages:
@@ -616,6 +624,9 @@ def agent_file(agent: Agent, instruction_file: str) -> dict[str, Any]:
     data = {
         "name": agent.name,
         "description": agent.description,
+        "runtime": agent.runtime,
+        "entry": agent.entry,
+        "outside_effects": agent.outside_effects or {},
         "model": agent.model_key,
         "temperature": agent.temperature,
         "max_steps": agent.max_steps,
@@ -624,6 +635,8 @@ def agent_file(agent: Agent, instruction_file: str) -> dict[str, Any]:
         "rules": agent.rules or [],
         "sub_agents": sorted(agent.sub_agents.values_list("name", flat=True)),
     }
+    if not instruction_file:
+        del data["instruction_file"]
     return _without_defaults(data, AGENT_DEFAULTS)
 
 
@@ -692,6 +705,10 @@ def files_render(*, suites: Iterable[Suite], cases: Iterable[Case] | None = None
     used: set[str] = set()
     for agent in sorted(agents.values(), key=lambda item: item.name):
         stem = _stem(agent.name, used)
+        if agent.runtime != "native" and not agent.instruction:
+            # Its instruction is in the team's code: no instruction file to write.
+            out[f"{AGENTS}/{stem}.yaml"] = yaml_text(agent_file(agent, ""))
+            continue
         out[f"{AGENTS}/{stem}.yaml"] = yaml_text(agent_file(agent, f"{stem}.md"))
         out[f"{AGENTS}/{stem}.md"] = agent.instruction
     suite_names: set[str] = set()

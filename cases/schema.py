@@ -112,6 +112,14 @@ class AgentFile(_Strict):
         None, ge=MAX_STEPS_MIN, le=MAX_STEPS_MAX, description="Model steps per turn; empty: AGENTTEST_MAX_STEPS.",
         json_schema_extra=_messages_for(type=MAX_STEPS_MESSAGE, minimum=MAX_STEPS_MESSAGE, maximum=MAX_STEPS_MESSAGE),
     )
+    # Issue 26: an agent whose own code runs it (agenthost/runtimes); instruction and tools are then that code's.
+    runtime: Literal["native", "openai-agents", "pydantic-ai", "python"] = Field(
+        "native", description="Whose loop runs the agent: native (agenttest's) or the team's code at `entry`."
+    )
+    entry: str = Field("", description='The team\'s code a non-native runtime runs, "module:attribute".')
+    outside_effects: dict[NonEmptyText, bool] = Field(
+        {}, description="For the tools of the team's code: name → whether it has effects outside agenttest."
+    )
     functions: list[NonEmptyText | FunctionDeclaration | McpServerTools] = []
     rules: list[Rule] = []
     sub_agents: list[NonEmptyText] = []

@@ -76,7 +76,10 @@ def test_it_declares_in_pyproject_exactly_the_ranges_ci_installs():
 def test_it_declares_every_distribution_the_packages_import():
     declared = {requirement_name(line) for line in requirements_in("base.in")}
     # The pytest plugin for users' own tests runs only under their pytest.
-    optional = {("pytest", Path("agenthost/testing/fixtures.py"))}
+    optional = {("pytest", Path("agenthost/testing/fixtures.py")),
+                # The `openai-agents` runtime, imported only for an agent naming it: the `openai-agents` extra.
+                ("agents", Path("agenthost/runtimes/openai_agents.py")),
+                ("agents", Path("agenthost/runtimes/guard.py"))}
     distributions = packages_distributions()
     undeclared = set()
     for package in PACKAGES:

@@ -14,6 +14,8 @@ PUBLIC = {
     "tool", "register_function", "register_provider_kind", "register_executor_provider", "unregister_executor_provider",
     "register_agent_load_hook", "unregister_agent_load_hook", "FunctionContext", "FunctionResult", "FunctionError",
     "ModelProvider", "ModelRequest", "ModelResponse", "ToolCall", "Usage", "ProviderError", "ModelConfig",
+    # Agent runtimes (issue 26): a framework's agent is brought in as a runtime, never wrapped in a provider.
+    "Runtime", "RuntimeTurn", "TurnStopped", "register_runtime", "unregister_runtime", "DirectTools",
 }
 
 

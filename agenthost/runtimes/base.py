@@ -1,0 +1,361 @@
+"""The runtime interface: what a runtime running the team's own agent code gets from agenttest for one turn, and the
+registry of runtimes by name.
+
+A runtime (`Runtime`) adapts one framework. For each turn it is handed a `RuntimeTurn`, through which — and only
+through which — the team's code reaches a model and its tools:
+
+- `RuntimeTurn.complete` turns the framework's model call into a `ModelRequest` and sends it through the agent's
+  provider exactly as agenttest's own loop does (loop.call_model): the harness's model override, scripted and
+  simulated providers, record and replay with stale detection, throttles, budgets, usage and deadlines apply
+  unchanged, and each call is written to the transcript as an assistant message;
+- `RuntimeTurn.call_tool` sends the framework's tool invocation through the function-executor factory with the
+  team's function as its implementation: under test a mock answers or the call is blocked and never runs; in chat
+  the team's function runs. A call answered with a stop (blocked, or a mock that stops) ends the turn, as it does
+  natively: `TurnStopped` is raised into the framework's loop, and every later model or tool call raises it again.
+
+`Runtime.invoke` makes a direct call (the harness's canary) through the same routing the runtime gives the team's
+tools, so the canary proves that routing live for every runtime.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from agenthost import executor
+from agenthost.calls import parse_arguments, record_call
+from agenthost.functions import FunctionContext, FunctionResult
+from agenthost.history import history_as_model_messages
+from agenthost.llm.base import ModelRequest, ModelResponse
+from agenthost.loading import LoadedAgent
+from agenthost.loop import answer_call, call_model, record_result
+from agenthost.models import Agent, Message
+from agenthost.redaction import redact_text
+from agenthost.runtimes.entry import EntryPointError, load_entry
+from agenthost.session import ConversationSession, claim_lost
+from agenthost.turns import ConversationError, InvalidInput, StepLimitExceeded, TurnResult
+
+
+class AgentCodeFailed(ConversationError):
+    """The team's own agent code raised: the turn ends, with what it did before."""
+
+    code = "agent_code_error"
+
+
+class TurnStopped(BaseException):  # noqa: N818 — a signal through the team's loop, not an error it should handle
+    """Raised into the team's code when a tool call stopped the turn (blocked under test, or a stop-completion).
+
+    A BaseException, so that the `except Exception` of a framework's tool-error handling does not swallow it and
+    carry on asking the model: after a blocked call the turn stops, as in agenttest's own loop."""
+
+    def __init__(self, result: FunctionResult) -> None:
+        super().__init__(result.content)
+        self.result = result
+
+
+Implementation = Callable[[FunctionContext], FunctionResult]
+
+
+class RuntimeTurn:
+    """One turn (or one direct call) of an agent whose runtime runs the team's code. One thread at a time."""
+
+    def __init__(
+        self, session: ConversationSession, loaded: LoadedAgent, turn: int, result: TurnResult, *, record: bool = True
+    ) -> None:
+        self.session = session
+        self.loaded = loaded
+        self.turn = turn
+        self.result = result
+        self.record = record
+        self.steps = 0
+        self.stopped: FunctionResult | None = None
+        self._calls = 0
+
+    @property
+    def conversation_id(self) -> int:
+        return self.session.conversation.pk
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation so far as OpenAI chat messages (user, assistant, tool calls and results), this turn's user
+        message last."""
+        return history_as_model_messages(self.session.transcript())
+
+    def complete(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float | None = None,
+        response_schema: dict[str, Any] | None = None,
+        agent: str = "",
+    ) -> ModelResponse:
+        """One model call of the team's loop, as the framework built it, through the agent's provider."""
+        self._check_open()
+        if self.steps >= self.loaded.max_steps:
+            raise StepLimitExceeded(
+                f"the agent did not finish turn {self.turn} within {self.loaded.max_steps} model calls (raise the "
+                "agent's max_steps or AGENTTEST_MAX_STEPS if it needs more)",
+                partial=self.result,
+            )
+        self.session.hold_claim(partial=self.result)
+        step = self.steps
+        request = ModelRequest(
+            model=self.loaded.model,
+            messages=messages,
+            tools=tools or [],
+            temperature=temperature,
+            response_schema=response_schema,
+            metadata={
+                "conversation_id": self.conversation_id,
+                "turn": self.turn,
+                "step": step,
+                "agent": agent or self.loaded.name,
+                "runtime": self.loaded.runtime,
+            },
+        )
+        self.steps += 1
+        return call_model(self.session, self.loaded, request, turn=self.turn, step=step, result=self.result)
+
+    def call_tool(
+        self,
+        *,
+        name: str,
+        arguments: str | dict[str, Any] | None,
+        implementation: Implementation,
+        declaration: dict[str, Any] | None = None,
+        call_id: str = "",
+        agent: str = "",
+    ) -> FunctionResult:
+        """One tool invocation of the team's loop through the function-executor factory; `implementation` runs only
+        when nothing under test answers it. Raises TurnStopped when the call stops the turn."""
+        self._check_open()
+        if not self.session.renew_claim():
+            raise claim_lost(partial=self.result)
+        raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+        if not call_id:
+            self._calls += 1
+            call_id = f"{self.loaded.runtime}_{self.conversation_id}_{self.turn}_{self._calls}"
+        declared = {"name": name, "runtime": self.loaded.runtime, **(declaration or {})}
+        if isinstance(self.loaded.outside_effects.get(name), bool):
+            # Declared in the agent file, without touching the team's code.
+            declared["outside_effects"] = self.loaded.outside_effects[name]
+        caller = _as_agent(self.loaded, agent)
+        if not self.record:
+            outcome = self._unrecorded(name, raw, call_id, caller, declared, implementation)
+        else:
+            outcome, parsed, problem = answer_call(
+                self.session, caller, self.turn, call_id=call_id, name=name, raw_arguments=raw,
+                declared_only=False, declaration=declared, implementation=implementation,
+            )
+            content = record_result(
+                self.session, caller, self.turn, call_id=call_id, name=name, raw_arguments=raw, arguments=parsed,
+                problem=problem, outcome=outcome, result=self.result,
+            )
+            outcome = FunctionResult(
+                content=content, stop=outcome.stop, state_writes=outcome.state_writes, error=outcome.error,
+                outcome=outcome.outcome,
+            )
+        if outcome.stop:
+            self.stopped = outcome
+            raise TurnStopped(outcome)
+        return outcome
+
+    def record_routing(self, *, from_agent: str, to_agent: str, name: str, call_id: str = "") -> None:
+        """A hand-off the framework made itself (it runs no tool of the team's): written as a routing call of
+        `from_agent`, and `to_agent` added to the turn's agent chain, as agenttest's own loop records a route."""
+        if not call_id:
+            self._calls += 1
+            call_id = f"{self.loaded.runtime}_{self.conversation_id}_{self.turn}_{self._calls}"
+        caller = _as_agent(self.loaded, from_agent)
+        record_call(self.session, caller, self.turn, call_id, name, {}, "{}", "model")
+        record_result(
+            self.session, caller, self.turn, call_id=call_id, name=name, raw_arguments="{}", arguments={},
+            problem=None, outcome=FunctionResult(content=f"Handed over to {to_agent}.", outcome="routed"),
+            result=self.result,
+        )
+        self.result.agent_chain.append(to_agent)
+
+    def _unrecorded(
+        self, name: str, raw: str, call_id: str, caller: LoadedAgent, declared: dict[str, Any], implementation: Any
+    ) -> FunctionResult:
+        # A direct call that leaves no trace in the conversation (the harness's canary): through the factory all
+        # the same, which is the point.
+        arguments, problem = parse_arguments(raw)
+        if problem:
+            return FunctionResult(content=f"Invalid arguments for {name}: {problem}", error=True, outcome="invalid")
+        context = FunctionContext(
+            name=name, arguments=arguments, conversation_id=self.conversation_id, agent_name=caller.name,
+            entry_agent_name=self.session.entry_agent.name, turn=self.turn, tool_call_id=call_id,
+            state=dict(self.session.state), trigger="direct", declaration=declared, implementation=implementation,
+        )
+        return executor.execute(name, context)
+
+    def _check_open(self) -> None:
+        if self.stopped is not None:
+            # The team's code caught the stop and carried on: nothing more of the turn runs.
+            raise TurnStopped(self.stopped)
+
+
+def _as_agent(loaded: LoadedAgent, agent: str) -> LoadedAgent:
+    """The agent a call is made as: the entry agent, or (a framework's handoff) one of its agents by name, which is
+    what the harness observes and the turn's call record names."""
+    if not agent or agent == loaded.name:
+        return loaded
+    return replace(loaded, name=agent)
+
+
+class Runtime(abc.ABC):
+    """One framework's way of running the team's agent. Instances are shared by the whole process: thread-safe."""
+
+    name: str = ""
+
+    def entry_problem(self, target: Any, entry: str) -> str:
+        """What makes the imported `target` unusable by this runtime, or "" (checked when the agent is saved)."""
+        return ""
+
+    @abc.abstractmethod
+    def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
+        """Run the team's agent on the conversation for one turn; returns its final answer. Every model call goes
+        through `turn.complete`, every tool invocation through `turn.call_tool`."""
+
+    @abc.abstractmethod
+    def invoke(self, turn: RuntimeTurn, target: Any, name: str, arguments: dict[str, Any]) -> FunctionResult:
+        """Call function `name` directly (the harness's canary) through the same tool routing the runtime gives the
+        team's tools, so that a routing not in place shows here before any turn runs."""
+
+
+_runtimes: dict[str, Runtime] = {}
+_runtimes_lock = threading.Lock()
+
+
+def register_runtime(runtime: Runtime) -> None:
+    """Make agents whose `runtime` is `runtime.name` run through it. A name is taken once: no plugin silently
+    replaces a runtime (the same class again is harmless)."""
+    name = getattr(runtime, "name", "")
+    if not isinstance(runtime, Runtime) or not isinstance(name, str) or not name.strip():
+        raise ValueError("register_runtime needs a Runtime instance with a non-empty name")
+    if name == Agent.Runtime.NATIVE:
+        raise ValueError("runtime 'native' is agenttest's own loop; choose another name")
+    with _runtimes_lock:
+        existing = _runtimes.get(name)
+        if existing is not None and type(existing).__qualname__ != type(runtime).__qualname__:
+            raise ValueError(f"runtime {name!r} is already registered by {type(existing).__qualname__}")
+        _runtimes[name] = runtime
+
+
+def unregister_runtime(name: str) -> None:
+    with _runtimes_lock:
+        _runtimes.pop(name, None)
+
+
+def runtime_names() -> list[str]:
+    """Every runtime an agent may name: native and the registered ones."""
+    with _runtimes_lock:
+        return [Agent.Runtime.NATIVE, *sorted(_runtimes)]
+
+
+def get_runtime(name: str) -> Runtime:
+    with _runtimes_lock:
+        runtime = _runtimes.get(name)
+    if runtime is None:
+        known = ", ".join(runtime_names())
+        raise InvalidInput(f"runtime {name!r} is not available in this installation (available: {known})")
+    return runtime
+
+
+def entry_problems(runtime: str, entry: Any) -> dict[str, list[str]]:
+    """What is wrong with an agent's runtime and entry, keyed by field; imports the entry point (once)."""
+    if runtime == Agent.Runtime.NATIVE:
+        if entry:
+            return {"entry": ["must be empty for the native runtime (agenttest's own loop runs the agent)"]}
+        return {}
+    if runtime not in runtime_names():
+        return {"runtime": [f"must be one of: {', '.join(runtime_names())}; {runtime!r} is not available here"]}
+    if not entry:
+        return {"entry": [f"runtime {runtime!r} needs the team's code to run: an entry point like "
+                          '"shop.bot:respond"']}
+    try:
+        target = load_entry(entry)
+    except EntryPointError as exc:
+        return {"entry": [str(exc)]}
+    problem = get_runtime(runtime).entry_problem(target, entry)
+    return {"entry": [problem]} if problem else {}
+
+
+def _target(loaded: LoadedAgent, result: TurnResult | None) -> tuple[Runtime, Any]:
+    runtime = get_runtime(loaded.runtime)
+    try:
+        target = load_entry(loaded.entry)
+    except EntryPointError as exc:
+        raise InvalidInput(f"agent {loaded.name!r} cannot run: {exc}", partial=result) from None
+    problem = runtime.entry_problem(target, loaded.entry)
+    if problem:
+        raise InvalidInput(f"agent {loaded.name!r} cannot run: {problem}", partial=result)
+    return runtime, target
+
+
+def runtime_turn_run(
+    session: ConversationSession, loaded: LoadedAgent, turn: int, text: str, result: TurnResult
+) -> LoadedAgent:
+    """One turn of an agent whose runtime runs the team's code; the counterpart of loop.turn_run."""
+    session.add_message(turn=turn, role=Message.Role.USER, content=redact_text(text), agent_id=loaded.id)
+    runtime, target = _target(loaded, result)
+    runtime_turn = RuntimeTurn(session, loaded, turn, result)
+    try:
+        output = runtime.run_turn(runtime_turn, target)
+    except TurnStopped as stop:
+        result.output, result.finish = stop.result.content, (
+            "missing_function" if stop.result.outcome == "missing" else "stop_completion"
+        )
+        return loaded
+    except ConversationError as exc:
+        if exc.partial is None:
+            exc.partial = result
+        raise
+    except Exception as exc:
+        if runtime_turn.stopped is not None:
+            # The stop surfaced wrapped in the framework's own error: the turn stopped all the same.
+            result.output, result.finish = runtime_turn.stopped.content, "stop_completion"
+            return loaded
+        raise AgentCodeFailed(
+            f"the agent's code ({loaded.entry}, runtime {loaded.runtime}) raised at turn {turn}: "
+            f"{type(exc).__name__}: {redact_text(str(exc))[:500]}",
+            partial=result,
+        ) from exc
+    if runtime_turn.stopped is not None:
+        # The team's code swallowed the stop and returned: the turn ended at the call that stopped it.
+        result.output, result.finish = runtime_turn.stopped.content, "stop_completion"
+        return loaded
+    if not isinstance(output, str):
+        raise AgentCodeFailed(
+            f"the agent's code ({loaded.entry}) returned a {type(output).__name__}, not the answer's text",
+            partial=result,
+        )
+    output = redact_text(output)
+    last = next(
+        (m for m in reversed(session.transcript()) if m.turn == turn and m.role == Message.Role.ASSISTANT), None
+    )
+    if last is None or last.content != output:
+        # The team's loop answered something else than its model's last text (it post-processed it): the answer the
+        # user got is the transcript's last word.
+        session.add_message(turn=turn, role=Message.Role.ASSISTANT, content=output, agent_id=loaded.id)
+    result.output, result.finish = output, "answer"
+    return loaded
+
+
+def runtime_invoke(
+    session: ConversationSession, loaded: LoadedAgent, name: str, arguments: dict[str, Any], *, turn: int,
+    record: bool,
+) -> FunctionResult:
+    """A direct call (the harness's canary) through the runtime's own tool routing."""
+    runtime, target = _target(loaded, None)
+    runtime_turn = RuntimeTurn(session, loaded, turn, TurnResult(conversation_id=session.conversation.pk, turn=turn),
+                               record=record)
+    try:
+        return runtime.invoke(runtime_turn, target, name, arguments)
+    except TurnStopped as stop:
+        return stop.result

@@ -1,0 +1,56 @@
+"""Importing an agent's entry point ("module:attribute"), once per process, like a plugin: from the installed
+packages, then the current directory (the team's repository), which comes after them so that a team's `cases/` or
+`runs/` folder cannot shadow agenttest's."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from importlib import import_module
+from typing import Any
+
+ENTRY_PATTERN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+ENTRY_FORMAT = '"module:attribute", e.g. "shop.bot:respond"'
+
+_loaded: dict[str, Any] = {}
+# Re-entrant: a team module whose import loads another agent's entry must not deadlock.
+_lock = threading.RLock()
+
+
+class EntryPointError(Exception):
+    """The entry point is malformed, or importing it failed; the message names the entry point and the error."""
+
+
+def entry_format_problem(entry: Any) -> str:
+    if not isinstance(entry, str) or not ENTRY_PATTERN.match(entry):
+        return f"entry {entry!r} must look like {ENTRY_FORMAT}"
+    return ""
+
+
+def load_entry(entry: str) -> Any:
+    """The object the entry point names, imported the first time it is asked for and kept for the process."""
+    if problem := entry_format_problem(entry):
+        raise EntryPointError(problem)
+    with _lock:
+        if entry in _loaded:
+            return _loaded[entry]
+        module_name, _, attribute = entry.partition(":")
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
+        try:
+            target: Any = import_module(module_name)
+        except Exception as exc:
+            raise EntryPointError(
+                f"entry point {entry!r} failed to import: {type(exc).__name__}: {exc}"
+            ) from exc
+        for part in attribute.split("."):
+            try:
+                target = getattr(target, part)
+            except AttributeError:
+                raise EntryPointError(
+                    f"entry point {entry!r}: module {module_name!r} has no attribute {attribute!r}"
+                ) from None
+        _loaded[entry] = target
+        return target

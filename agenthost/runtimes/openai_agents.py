@@ -1,0 +1,228 @@
+"""The `openai-agents` runtime: the team's OpenAI Agents SDK agent runs with the SDK's own loop, `entry:
+"shop.agents:triage"` naming an `agents.Agent` or a zero-argument factory returning one.
+
+- Model: the SDK's own chat-completions model (`OpenAIChatCompletionsModel`) is handed, through
+  `RunConfig(model=…)`, a client of agenttest's: the SDK builds each request exactly as it would send it (its
+  instructions, its converted tools and hand-offs, its settings) and agenttest's client answers it through the
+  turn's model layer instead of the network.
+- Tools: the agent is cloned (`Agent.clone(tools=…, handoffs=…)`, hand-off agents recursively) with every
+  `FunctionTool.on_invoke_tool` routed through the function-executor factory; the SDK's own invocation is the
+  implementation, run only when nothing under test answers the call. Tools the SDK would run itself (hosted tools,
+  MCP servers it connects to, hand-offs given as `Handoff` objects) cannot be routed: an agent with any refuses to run
+  where the conversation's calls are owned by an executor provider (under test), naming them.
+- Which agent made each call: the SDK's `RunHooks.on_llm_start` / `on_tool_start` name it.
+
+The SDK is async; Django's ORM is not. The run happens on asgiref's `async_to_sync`, and everything that touches the
+conversation (`RuntimeTurn.complete`, `call_tool`) runs back on the calling thread (`sync_to_async(thread_sensitive)`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+
+from agenthost.executor import executor_providers
+from agenthost.functions import FunctionContext, FunctionResult
+from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
+from agenthost.runtimes.python import chat_completion
+from agenthost.turns import InvalidInput
+
+# Not part of the request body: the SDK always names itself in a User-Agent header.
+_TRANSPORT_PARAMETERS = frozenset({"extra_headers", "extra_query", "extra_body", "stream", "stream_options"})
+_NOWHERE = "http://agenttest.invalid/v1/"
+
+
+def _sdk() -> Any:
+    import agents
+
+    return agents
+
+
+class _AsyncCompletions:
+    def __init__(self, turn: RuntimeTurn, current: dict[str, str]) -> None:
+        self._turn = turn
+        self._current = current
+
+    async def create(self, **parameters: Any) -> Any:
+        if any(value for name, value in parameters.items() if name in ("extra_body", "extra_query") and value):
+            raise TypeError("agenttest's model layer does not carry extra_body or extra_query yet")
+        carried = {name: value for name, value in parameters.items() if name not in _TRANSPORT_PARAMETERS}
+        return await sync_to_async(chat_completion, thread_sensitive=True)(
+            self._turn, carried, agent=self._current.get("agent", "")
+        )
+
+
+class _AsyncChat:
+    def __init__(self, turn: RuntimeTurn, current: dict[str, str]) -> None:
+        self.completions = _AsyncCompletions(turn, current)
+
+
+class AgenttestAsyncClient:
+    """What the SDK's chat-completions model takes for an `AsyncOpenAI`: `chat.completions.create` answered by the
+    turn's model layer. Its base URL goes nowhere (never contacted), so the SDK adds no OpenAI-only defaults."""
+
+    base_url = _NOWHERE
+
+    def __init__(self, turn: RuntimeTurn, current: dict[str, str]) -> None:
+        self.chat = _AsyncChat(turn, current)
+
+
+def _routed_tool(tool: Any, turn: RuntimeTurn, current: dict[str, str]) -> Any:
+    original = tool.on_invoke_tool
+
+    async def on_invoke_tool(context: Any, input_json: str) -> Any:
+        def implementation(_context: FunctionContext) -> FunctionResult:
+            # The SDK's own invocation of the team's function: only here, when nothing under test answered. Its value
+            # becomes the text the SDK itself would send the model (a plain value stringified, as the SDK does).
+            value = async_to_sync(original)(context, input_json)
+            return FunctionResult(content=value if isinstance(value, str) else str(value))
+
+        result = await sync_to_async(turn.call_tool, thread_sensitive=True)(
+            name=tool.name, arguments=input_json or "{}", implementation=implementation,
+            call_id=getattr(context, "tool_call_id", "") or "", agent=current.get("agent", ""),
+        )
+        return result.content
+
+    return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+
+
+def _routed_agent(agent: Any, turn: RuntimeTurn, current: dict[str, str], unroutable: list[str],
+                  seen: dict[int, Any]) -> Any:
+    sdk = _sdk()
+    if id(agent) in seen:
+        return seen[id(agent)]
+    tools = []
+    for tool in agent.tools:
+        if isinstance(tool, sdk.FunctionTool):
+            tools.append(_routed_tool(tool, turn, current))
+        else:
+            named = getattr(tool, "name", "")
+            unroutable.append(f"{agent.name}: {type(tool).__name__}" + (f" {named!r}" if named else ""))
+            tools.append(tool)
+    unroutable.extend(
+        f"{agent.name}: MCP server {getattr(server, 'name', type(server).__name__)!r}" for server in agent.mcp_servers
+    )
+    clone = agent.clone(tools=tools)
+    seen[id(agent)] = clone
+    handoffs = []
+    for handoff in agent.handoffs:
+        if isinstance(handoff, sdk.Agent):
+            handoffs.append(_routed_agent(handoff, turn, current, unroutable, seen))
+        else:
+            unroutable.append(f"{agent.name}: hand-off {getattr(handoff, 'agent_name', '')!r} given as a Handoff")
+            handoffs.append(handoff)
+    clone.handoffs = handoffs
+    return clone
+
+
+def _owned(turn: RuntimeTurn) -> bool:
+    """Whether an executor provider owns this conversation's calls (the harness's mocks do under test)."""
+    context = FunctionContext(name="agenttest-probe", arguments={}, conversation_id=turn.conversation_id)
+    return any(provider.resolve("agenttest-probe", context) is not None for provider in executor_providers())
+
+
+def _history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation's chat messages as the SDK's input items (Responses format)."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] == "tool":
+            items.append({"type": "function_call_output", "call_id": message["tool_call_id"],
+                          "output": message["content"]})
+            continue
+        if message.get("content"):
+            items.append({"role": message["role"], "content": message["content"]})
+        for call in message.get("tool_calls") or []:
+            items.append({"type": "function_call", "call_id": call["id"], "name": call["function"]["name"],
+                          "arguments": call["function"]["arguments"]})
+    return items
+
+
+class OpenAIAgentsRuntime(Runtime):
+    name = "openai-agents"
+
+    def _agent(self, target: Any) -> Any:
+        sdk = _sdk()
+        agent = target if isinstance(target, sdk.Agent) else target()
+        if not isinstance(agent, sdk.Agent):
+            raise TypeError(f"the entry point's factory returned a {type(agent).__name__}, not an agents.Agent")
+        return agent
+
+    def entry_problem(self, target: Any, entry: str) -> str:
+        try:
+            sdk = _sdk()
+        except ImportError:
+            return "runtime 'openai-agents' needs the OpenAI Agents SDK: pip install 'agenttest[openai-agents]'"
+        if isinstance(target, sdk.Agent) or (callable(target) and not isinstance(target, type)):
+            return ""
+        return f"entry point {entry!r} must be an agents.Agent or a zero-argument function returning one"
+
+    def _prepared(self, turn: RuntimeTurn, target: Any) -> tuple[Any, Any, dict[str, str]]:
+        sdk = _sdk()
+        current: dict[str, str] = {}
+        unroutable: list[str] = []
+        agent = _routed_agent(self._agent(target), turn, current, unroutable, {})
+        if unroutable and _owned(turn):
+            raise InvalidInput(
+                "the agent uses tools the OpenAI Agents SDK would run itself, outside agenttest's seam, so it does "
+                f"not run under test: {'; '.join(unroutable)}",
+                partial=turn.result,
+            )
+        client = AgenttestAsyncClient(turn, current)
+        model = sdk.OpenAIChatCompletionsModel(model=turn.loaded.model, openai_client=client)
+
+        class Hooks(sdk.RunHooks):
+            async def on_llm_start(self, context: Any, agent: Any, *args: Any) -> None:
+                current["agent"] = agent.name
+
+            async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+                current["agent"] = agent.name
+
+            async def on_handoff(self, context: Any, from_agent: Any, to_agent: Any) -> None:
+                current["agent"] = to_agent.name
+                await sync_to_async(turn.record_routing, thread_sensitive=True)(
+                    from_agent=from_agent.name, to_agent=to_agent.name,
+                    name=sdk.Handoff.default_tool_name(to_agent),
+                )
+
+        config = sdk.RunConfig(model=model, tracing_disabled=True)
+        return agent, (config, Hooks()), current
+
+    def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
+        sdk = _sdk()
+        agent, (config, hooks), _current = self._prepared(turn, target)
+        # Read here, on the calling thread: inside the SDK's event loop the ORM refuses to run.
+        history = _history(turn.messages())
+
+        async def run() -> Any:
+            return await sdk.Runner.run(
+                agent, history, run_config=config, hooks=hooks, max_turns=turn.loaded.max_steps
+            )
+
+        result = async_to_sync(run)()
+        output = result.final_output
+        return output if isinstance(output, str) else json.dumps(
+            output.model_dump(mode="json") if hasattr(output, "model_dump") else output
+        )
+
+    def invoke(self, turn: RuntimeTurn, target: Any, name: str, arguments: dict[str, Any]) -> FunctionResult:
+        sdk = _sdk()
+
+        async def stand_in(_context: Any, _input: str) -> str:
+            return f"[{name} ran outside agenttest's seam]"
+
+        probe = sdk.FunctionTool(
+            name=name, description="agenttest's canary", params_json_schema={"type": "object", "properties": {}},
+            on_invoke_tool=stand_in,
+        )
+        routed = _routed_tool(probe, turn, {})
+        raw = json.dumps(arguments)
+        from agents.tool_context import ToolContext
+
+        context = ToolContext(context=None, tool_name=name, tool_call_id="agenttest-canary", tool_arguments=raw)
+        return FunctionResult(content=async_to_sync(routed.on_invoke_tool)(context, raw))
+
+
+register_runtime(OpenAIAgentsRuntime())

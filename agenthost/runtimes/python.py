@@ -1,0 +1,219 @@
+"""The `python` runtime: the team's agent is a plain function, `entry: "shop.bot:respond"`::
+
+    def respond(messages, client, tools):
+        ...
+        return "the answer's text"
+
+- `messages`: the conversation so far as OpenAI chat messages (user, assistant, tool calls and results), this turn's
+  user message last; the function adds its own instruction;
+- `client`: an OpenAI-compatible client agenttest provides. `client.chat.completions.create(model=…, messages=…,
+  tools=…, temperature=…)` returns the openai SDK's own `ChatCompletion`; each call goes through agenttest's model
+  layer (the model named is the agent's, or the model under test in a run);
+- `tools`: a helper through which the function calls its tools: `tools.call(function, arguments, call_id=…)`
+  returns the tool's result as text. Under test a mock answers or the call is blocked and `function` never runs; in
+  chat `function(**arguments)` runs. `DirectTools()` is the same helper running the functions directly, for running
+  the function on its own.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pydantic
+from openai import NotGiven
+from openai.types.chat import ChatCompletion
+
+from agenthost.functions import FunctionContext, FunctionResult, as_function_result
+from agenthost.llm.base import ModelResponse
+from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
+
+# What the model layer carries of a chat-completions call; anything else the function passes is refused by name, so
+# that no setting the team's code relies on is dropped silently.
+CARRIED_PARAMETERS = ("model", "messages", "tools", "temperature", "response_format")
+_FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_call")
+
+
+def _given(value: Any) -> bool:
+    return value is not None and not isinstance(value, NotGiven) and type(value).__name__ != "Omit"
+
+
+def _plain(item: Any) -> Any:
+    """A message or tool as the openai SDK would send it: a pydantic object (e.g. the ChatCompletionMessage the
+    function got back) as its set fields, the way the SDK's own request transform dumps it."""
+    if isinstance(item, pydantic.BaseModel):
+        return item.model_dump(exclude_unset=True, mode="json", exclude=getattr(item, "__api_exclude__", None))
+    if isinstance(item, dict):
+        return {key: _plain(value) for key, value in item.items()}
+    if isinstance(item, list | tuple):
+        return [_plain(value) for value in item]
+    return item
+
+
+def _response_schema(response_format: Any) -> dict[str, Any] | None:
+    if not _given(response_format):
+        return None
+    if (
+        isinstance(response_format, dict)
+        and response_format.get("type") == "json_schema"
+        and isinstance(response_format.get("json_schema"), dict)
+        and response_format["json_schema"].get("strict") is True
+    ):
+        schema = response_format["json_schema"]
+        return {"name": schema.get("name", ""), "schema": schema.get("schema", {})}
+    raise TypeError(
+        "agenttest's model layer carries response_format only as {'type': 'json_schema', 'json_schema': {'name', "
+        "'schema', 'strict': True}}"
+    )
+
+
+def _completion(response: ModelResponse, *, model: str, call_id: str) -> ChatCompletion:
+    tool_calls = [
+        {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+        for call in response.tool_calls
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": response.text or None}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    finish = response.finish_reason if response.finish_reason in _FINISH_REASONS else (
+        "tool_calls" if tool_calls else "stop"
+    )
+    usage = response.usage
+    return ChatCompletion.model_validate(
+        {
+            "id": call_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": response.model or model,
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+            "usage": {
+                "prompt_tokens": usage.input_tokens,
+                "completion_tokens": usage.output_tokens,
+                "total_tokens": usage.total_tokens,
+                "prompt_tokens_details": {"cached_tokens": usage.cached_input_tokens},
+                "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+            },
+        }
+    )
+
+
+def chat_completion(turn: RuntimeTurn, parameters: dict[str, Any], *, agent: str = "") -> ChatCompletion:
+    """A chat-completions call as the caller built it, answered through the turn's model layer: the carried
+    parameters become the ModelRequest; any other that is set is refused by name."""
+    unsupported = sorted(
+        name for name, value in parameters.items() if name not in CARRIED_PARAMETERS and _given(value)
+    )
+    if unsupported:
+        raise TypeError(
+            f"agenttest's model layer does not carry {', '.join(unsupported)} yet (it carries "
+            f"{', '.join(CARRIED_PARAMETERS)}): the request would not be the one the agent's code sends"
+        )
+    tools, temperature = parameters.get("tools"), parameters.get("temperature")
+    response = turn.complete(
+        messages=_plain(list(parameters.get("messages") or [])),
+        tools=_plain(list(tools)) if _given(tools) else [],
+        temperature=float(temperature) if _given(temperature) else None,
+        response_schema=_response_schema(parameters.get("response_format")),
+        agent=agent,
+    )
+    return _completion(
+        response, model=turn.loaded.model,
+        call_id=f"chatcmpl-agenttest-{turn.conversation_id}-{turn.turn}-{turn.steps}",
+    )
+
+
+class _Completions:
+    def __init__(self, turn: RuntimeTurn) -> None:
+        self._turn = turn
+
+    def create(self, **parameters: Any) -> ChatCompletion:
+        return chat_completion(self._turn, parameters)
+
+
+class _Chat:
+    def __init__(self, turn: RuntimeTurn) -> None:
+        self.completions = _Completions(turn)
+
+
+class AgenttestClient:
+    """The OpenAI-compatible client the function is handed: `client.chat.completions.create(...)`."""
+
+    def __init__(self, turn: RuntimeTurn) -> None:
+        self.chat = _Chat(turn)
+
+
+def _tool_name(function: Callable[..., Any]) -> str:
+    name = getattr(function, "__name__", "")
+    if not callable(function) or not isinstance(name, str) or not name or name == "<lambda>":
+        raise TypeError(f"tools.call needs the tool's function (a named Python function), got {function!r}")
+    return name
+
+
+def _arguments(arguments: str | dict[str, Any] | None) -> dict[str, Any]:
+    if arguments is None or arguments == "":
+        return {}
+    value = json.loads(arguments) if isinstance(arguments, str) else arguments
+    if not isinstance(value, dict):
+        raise TypeError(f"a tool's arguments must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+class DirectTools:
+    """The tools helper without agenttest: each call runs the function. For running the team's function on its own."""
+
+    def call(self, function: Callable[..., Any], arguments: str | dict[str, Any] | None = None, *,
+             call_id: str = "") -> str:
+        _tool_name(function)
+        return as_function_result(function(**_arguments(arguments))).content
+
+
+class RoutedTools:
+    """The tools helper agenttest hands the function: each call through the function-executor factory."""
+
+    def __init__(self, turn: RuntimeTurn) -> None:
+        self._turn = turn
+
+    def call(self, function: Callable[..., Any], arguments: str | dict[str, Any] | None = None, *,
+             call_id: str = "") -> str:
+        name = _tool_name(function)
+
+        def implementation(context: FunctionContext) -> FunctionResult:
+            return as_function_result(function(**context.arguments))
+
+        raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+        return self._turn.call_tool(name=name, arguments=raw, implementation=implementation, call_id=call_id).content
+
+
+class PythonRuntime(Runtime):
+    name = "python"
+
+    def entry_problem(self, target: Any, entry: str) -> str:
+        if not callable(target) or inspect.isclass(target):
+            return f"entry point {entry!r} must be a function respond(messages, client, tools), got {target!r}"
+        if inspect.iscoroutinefunction(target):
+            return f"entry point {entry!r} is async; the python runtime calls a plain function"
+        try:
+            inspect.signature(target).bind(None, None, None)
+        except TypeError:
+            return f"entry point {entry!r} must accept (messages, client, tools)"
+        except ValueError:
+            return ""
+        return ""
+
+    def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
+        return target(turn.messages(), AgenttestClient(turn), RoutedTools(turn))
+
+    def invoke(self, turn: RuntimeTurn, target: Any, name: str, arguments: dict[str, Any]) -> FunctionResult:
+        def stand_in(**_arguments: Any) -> str:
+            # Runs only when the helper's call did not go through the seam: the canary then reads this, not its token.
+            return f"[{name} ran outside agenttest's seam]"
+
+        stand_in.__name__ = name
+        content = RoutedTools(turn).call(stand_in, arguments)
+        return FunctionResult(content=content)
+
+
+register_runtime(PythonRuntime())

@@ -1,0 +1,95 @@
+"""A team's repository on disk, importable the way an agent's entry point is (from the current directory)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+# The team's plain-Python agent, as a team writes it against the openai SDK: its own instruction, tool schemas and
+# loop. `send_email` has an effect outside the program (it writes a marker file); `find_order` only reads.
+SHOP_BOT = '''
+import json
+import os
+from pathlib import Path
+
+INSTRUCTION = "You are the shop's assistant. Look orders up before answering."
+MARKERS = Path(os.environ.get("SHOP_MARKERS", "markers"))
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "find_order", "description": "Find an order by its number.",
+        "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}},
+    {"type": "function", "function": {
+        "name": "send_email", "description": "Email the customer.",
+        "parameters": {"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+                       "required": ["to", "body"]}}},
+]
+
+
+def find_order(order_id):
+    return {"order_id": order_id, "status": "shipped"}
+
+
+def send_email(to, body):
+    MARKERS.mkdir(parents=True, exist_ok=True)
+    (MARKERS / f"email-{len(list(MARKERS.iterdir()))}").write_text(f"{to}: {body}")
+    return "sent"
+
+
+FUNCTIONS = {"find_order": find_order, "send_email": send_email}
+
+
+def respond(messages, client, tools):
+    conversation = [{"role": "system", "content": INSTRUCTION}, *messages]
+    for _ in range(5):
+        completion = client.chat.completions.create(
+            model="gpt-4o-mini", messages=conversation, tools=TOOLS, temperature=0.2
+        )
+        message = completion.choices[0].message
+        if not message.tool_calls:
+            return message.content or ""
+        conversation.append({
+            "role": "assistant", "content": message.content,
+            "tool_calls": [call.model_dump() for call in message.tool_calls],
+        })
+        for call in message.tool_calls:
+            result = tools.call(FUNCTIONS[call.function.name], call.function.arguments, call_id=call.id)
+            conversation.append({"role": "tool", "tool_call_id": call.id, "content": result})
+    return "I could not finish."
+'''
+
+
+@pytest.fixture
+def team_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], str]]:
+    """Writes the team's package (a fresh module name per test: an entry point is imported once per process) into a
+    directory that becomes the current directory, and returns a writer: source → the package name."""
+    monkeypatch.chdir(tmp_path)
+    markers = tmp_path / "markers"
+    monkeypatch.setenv("SHOP_MARKERS", str(markers))
+    names: list[str] = []
+
+    def write(source: str = SHOP_BOT) -> str:
+        package = f"shop_{uuid.uuid4().hex[:8]}"
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+        (tmp_path / package / "bot.py").write_text(textwrap.dedent(source))
+        names.append(package)
+        return package
+
+    yield write
+    for package in names:
+        for name in [name for name in sys.modules if name == package or name.startswith(f"{package}.")]:
+            del sys.modules[name]
+    if str(tmp_path) in sys.path and os.getcwd() != str(tmp_path):
+        sys.path.remove(str(tmp_path))
+
+
+def markers(root: Path) -> list[Path]:
+    folder = root / "markers"
+    return sorted(folder.iterdir()) if folder.exists() else []

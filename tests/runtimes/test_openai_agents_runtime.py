@@ -1,0 +1,231 @@
+"""The `openai-agents` runtime: a team's OpenAI Agents SDK agent, written as the SDK's documentation writes it, runs
+with the SDK's own loop — its model calls through agenttest's model layer, its function tools through the seam."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from agents import AsyncOpenAI, OpenAIChatCompletionsModel, RunConfig, Runner
+
+from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent
+from agenthost.seams import conversation_send, conversation_start, get_model
+from cases.models import Assertion, Case, Mock, Suite, Turn
+from runs.models import CaseResult, Run
+from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.services import run_create, run_execute
+from runs.sessions import MockSpec
+from tests.runtimes.conftest import markers
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SHOP_AGENTS = '''
+import os
+from pathlib import Path
+
+from agents import Agent, ModelSettings, function_tool
+
+MARKERS = Path(os.environ["SHOP_MARKERS"])
+
+
+@function_tool
+def find_order(order_id: str) -> dict:
+    """Find an order by its number."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+@function_tool
+def send_email(to: str, body: str) -> str:
+    """Email the customer."""
+    MARKERS.mkdir(parents=True, exist_ok=True)
+    (MARKERS / f"email-{len(list(MARKERS.iterdir()))}").write_text(f"{to}: {body}")
+    return "sent"
+
+
+billing = Agent(name="billing", instructions="You email customers about their orders.", tools=[send_email])
+triage = Agent(
+    name="triage",
+    instructions="You are the shop's triage agent. Look orders up; hand emails to billing.",
+    tools=[find_order],
+    handoffs=[billing],
+    model_settings=ModelSettings(temperature=0.3),
+)
+'''
+EMAIL = {"to": "ana@example.com", "body": "Your order has shipped."}
+QUESTION = "Where is order 1042? Email me."
+
+
+def _agent(package: str, **fields) -> Agent:
+    return Agent.objects.create(
+        name="shop", runtime="openai-agents", entry=f"{package}.bot:triage",
+        **{"provider": "scripted", "model": "scripted", **fields},
+    )
+
+
+def _script(scripted_model) -> None:
+    scripted_model.play(
+        Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]),
+        Answer(tool_calls=[Call("transfer_to_billing", {})]),
+        Answer(tool_calls=[Call("send_email", EMAIL)]),
+        "Done: I emailed you.",
+    )
+
+
+def test_it_runs_the_sdks_loop_with_the_real_tools_in_chat_and_names_the_agent_of_each_call(
+    scripted_model, team_repo, tmp_path
+):
+    agent = _agent(team_repo(SHOP_AGENTS))
+    _script(scripted_model)
+
+    result = conversation_send(conversation=conversation_start(agent=agent), text=QUESTION)
+
+    assert result.output == "Done: I emailed you."
+    assert [(call.name, call.agent, call.outcome) for call in result.tool_calls] == [
+        ("find_order", "triage", "executed"), ("transfer_to_billing", "triage", "routed"),
+        ("send_email", "billing", "executed"),
+    ]
+    # The hand-off is routing, as agenttest's own loop records a route.
+    assert result.agent_chain == ["shop", "billing"]
+    assert len(markers(tmp_path)) == 1
+    first, after_handoff = scripted_model.requests[0], scripted_model.requests[2]
+    # The SDK's own request: its instructions, its tool and hand-off schemas, its settings.
+    assert first.messages[0] == {"role": "system", "content": "You are the shop's triage agent. Look orders up; "
+                                                             "hand emails to billing."}
+    assert [tool["function"]["name"] for tool in first.tools] == ["find_order", "transfer_to_billing"]
+    assert first.temperature == 0.3
+    assert first.metadata["agent"] == "triage" and after_handoff.metadata["agent"] == "billing"
+    assert after_handoff.messages[0]["content"] == "You email customers about their orders."
+
+
+def test_it_mocks_and_blocks_the_sdks_tool_calls_under_test_and_stops_the_turn(scripted_model, team_repo, tmp_path):
+    agent = _agent(team_repo(SHOP_AGENTS))
+    _script(scripted_model)
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan(QUESTION)], mocks=[MockSpec("find_order", '{"status": "lost"}')],
+        assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert markers(tmp_path) == []
+    assert execution.status == "failed", execution.reason
+    assert [(c["name"], c["agent"], c["outcome"]) for c in execution.tool_calls] == [
+        ("find_order", "triage", "mocked"), ("send_email", "billing", "blocked")
+    ]
+    assert "send_email" in execution.reason
+    # After the blocked call the SDK's loop did not ask the model again: the turn stopped, as natively.
+    assert len(scripted_model.requests) == 3
+
+
+def test_it_refuses_under_test_an_agent_with_a_tool_the_sdk_would_run_itself(scripted_model, team_repo, tmp_path):
+    package = team_repo(
+        SHOP_AGENTS
+        + "\nfrom agents import WebSearchTool\n\nsearcher = triage.clone(tools=[find_order, WebSearchTool()])\n"
+    )
+    agent = Agent.objects.create(name="shop", runtime="openai-agents", entry=f"{package}.bot:searcher",
+                                 provider="scripted", model="scripted")
+    _script(scripted_model)
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={}, turns=[TurnPlan(QUESTION)],
+        mocks=[], assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert execution.status == "error"
+    assert "would run itself, outside agenttest's seam" in execution.reason
+    assert "triage: WebSearchTool 'web_search'" in execution.reason
+    assert scripted_model.requests == []
+
+
+def _stub_provider(base_url: str) -> dict:
+    return {
+        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": 10.0, "max_retries": 0,
+        "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}],
+    }
+
+
+def _answer(body: dict) -> Answer | str:
+    if body["messages"][-1]["role"] == "tool":
+        return f"Your order: {body['messages'][-1]['content']}"
+    return Answer(tool_calls=[Call("find_order", {"order_id": "1042"})])
+
+
+@pytest.fixture
+def stub(openai_stub, settings):
+    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": _stub_provider(openai_stub.base_url)}
+    openai_stub.respond_with(_answer)
+    return openai_stub
+
+
+def _suite(package: str) -> Suite:
+    suite = Suite.objects.create(name="shop", agent=_agent(package, provider="stub", model="gpt-4o-mini"),
+                                 case_timeout_seconds=20)
+    case = Case.objects.create(suite=suite, name="finds the order")
+    Turn.objects.create(case=case, position=0, user_message="Where is order 1042?")
+    Mock.objects.create(case=case, position=0, function_name="find_order", result='{"status": "in transit"}')
+    Assertion.objects.create(case=case, position=0, type="toolCalled", params={"function": "find_order"})
+    Assertion.objects.create(case=case, position=1, type="outputContains", params={"text": "in transit"})
+    return suite
+
+
+def _execute(suite: Suite, mode: str) -> CaseResult:
+    return CaseResult.objects.get(run=run_execute(run_id=run_create(suite=suite, model_keys=["stub:gpt-4o-mini"],
+                                                                    mode=mode).pk))
+
+
+def test_it_records_the_sdks_loop_replays_it_offline_and_reports_a_changed_instruction_stale(stub, team_repo):
+    suite = _suite(team_repo(SHOP_AGENTS))
+    recorded = _execute(suite, Run.Mode.RECORD)
+    assert recorded.status == "passed", recorded.reason
+    sent = len(stub.requests)
+    stub.stop()
+
+    replayed = _execute(suite, Run.Mode.REPLAY)
+
+    assert replayed.status == "passed", replayed.reason
+    assert len(stub.requests) == sent == 2
+    changed = team_repo(SHOP_AGENTS.replace("Look orders up;", "Always look orders up first;"))
+    Agent.objects.filter(pk=suite.agent_id).update(entry=f"{changed}.bot:triage")
+    stale = _execute(suite, Run.Mode.REPLAY)
+    assert stale.status == "error"
+    assert stale.reason.startswith("stale recording: the request at turn 0 step 0 differs from the recording")
+    assert "First difference: messages[0].content" in stale.reason
+    assert "Always look orders up first" in stale.reason
+
+
+def _without_call_ids(requests: list[dict]) -> list[dict]:
+    text = json.dumps(requests)
+    for position, call_id in enumerate(dict.fromkeys(re.findall(r'"(call_\d+)"', text))):
+        text = text.replace(f'"{call_id}"', f'"call-{position}"')
+    return json.loads(text)
+
+
+def test_it_sends_the_request_the_sdk_sends_when_the_agent_runs_on_its_own(stub, team_repo):
+    package = team_repo(SHOP_AGENTS)
+    agent = _agent(package, provider="stub", model="gpt-4o-mini")
+    under_agenttest = conversation_send(conversation=conversation_start(agent=agent), text="Where is order 1042?")
+    through_agenttest = stub.requests
+
+    module = __import__(f"{package}.bot", fromlist=["triage"])
+    model = OpenAIChatCompletionsModel(model="gpt-4o-mini",
+                                       openai_client=AsyncOpenAI(base_url=stub.base_url, api_key="unused"))
+    alone = Runner.run_sync(module.triage, "Where is order 1042?",
+                            run_config=RunConfig(model=model, tracing_disabled=True))
+
+    assert alone.final_output == under_agenttest.output
+    on_its_own = stub.requests[len(through_agenttest):]
+    assert len(through_agenttest) == len(on_its_own) == 2
+    for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
+        assert sorted(mine) == sorted(theirs)
+        for field in theirs:
+            assert mine[field] == theirs[field], field

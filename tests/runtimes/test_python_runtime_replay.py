@@ -1,0 +1,171 @@
+"""The `python` runtime against a real OpenAI-compatible server (the local stub): record then replay with the server
+gone, stale detection when the team's own code changes, the request equal field by field to the one the team's
+function sends on its own, and the canary proving the tool routing live."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import openai
+import pytest
+
+from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent
+from agenthost.seams import conversation_send, conversation_start
+from agenttest.plugin import DirectTools, FunctionResult, Runtime, register_runtime, unregister_runtime
+from cases.models import Assertion, Case, Mock, Suite, Turn
+from runs.models import CaseResult, Run
+from runs.services import run_create, run_execute
+from tests.runtimes.conftest import SHOP_BOT, markers
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+STUB = "stub:gpt-4o-mini"
+QUESTION = "Where is order 1042?"
+
+
+def _stub_provider(base_url: str) -> dict:
+    return {
+        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": 10.0, "max_retries": 0,
+        "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}],
+    }
+
+
+def _answer(body: dict) -> Answer | str:
+    # The team's loop: look the order up, then answer with what the tool said.
+    if body["messages"][-1]["role"] == "tool":
+        return f"Your order: {body['messages'][-1]['content']}"
+    return Answer(tool_calls=[Call("find_order", {"order_id": "1042"})])
+
+
+@pytest.fixture
+def stub(openai_stub, settings):
+    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": _stub_provider(openai_stub.base_url)}
+    openai_stub.respond_with(_answer)
+    return openai_stub
+
+
+def _suite(package: str) -> Suite:
+    agent = Agent.objects.create(
+        name="shop", runtime="python", entry=f"{package}.bot:respond", provider="stub", model="gpt-4o-mini"
+    )
+    suite = Suite.objects.create(name="shop", agent=agent, case_timeout_seconds=20)
+    case = Case.objects.create(suite=suite, name="finds the order")
+    Turn.objects.create(case=case, position=0, user_message=QUESTION)
+    Mock.objects.create(case=case, position=0, function_name="find_order", result='{"status": "in transit"}')
+    Assertion.objects.create(case=case, position=0, type="toolCalled", params={"function": "find_order"})
+    Assertion.objects.create(case=case, position=1, type="outputContains", params={"text": "in transit"})
+    return suite
+
+
+def _execute(suite: Suite, mode: str) -> CaseResult:
+    run = run_execute(run_id=run_create(suite=suite, model_keys=[STUB], mode=mode).pk)
+    return CaseResult.objects.get(run=run)
+
+
+def test_it_records_the_teams_loop_and_replays_it_with_the_server_gone(stub, team_repo, tmp_path):
+    suite = _suite(team_repo())
+
+    recorded = _execute(suite, Run.Mode.RECORD)
+    assert recorded.status == "passed", recorded.reason
+    sent = len(stub.requests)
+    stub.stop()
+
+    replayed = _execute(suite, Run.Mode.REPLAY)
+
+    assert replayed.status == "passed", replayed.reason
+    assert len(stub.requests) == sent == 2
+    # The team's loop ran again step by step against the recorded answers: one model call per recorded step.
+    assert [m["role"] for m in replayed.transcript] == [m["role"] for m in recorded.transcript]
+    assert [c["outcome"] for c in replayed.tool_calls] == ["mocked"]
+    assert markers(tmp_path) == []
+
+
+def test_it_reports_the_replay_stale_naming_the_change_in_the_teams_code(stub, team_repo):
+    suite = _suite(team_repo())
+    assert _execute(suite, Run.Mode.RECORD).status == "passed"
+    stub.stop()
+    # The team edits its instruction (a changed module: an entry point is imported once per process).
+    changed = team_repo(SHOP_BOT.replace("Look orders up before answering.", "Always answer in one sentence."))
+    Agent.objects.filter(pk=suite.agent_id).update(entry=f"{changed}.bot:respond")
+
+    stale = _execute(suite, Run.Mode.REPLAY)
+
+    assert stale.status == "error"
+    assert stale.reason.startswith("stale recording: the request at turn 0 step 0 differs from the recording")
+    assert "messages[0].content: recorded \"You are the shop's assistant. Look orders up" in stale.reason
+
+
+def test_it_sends_the_request_the_teams_function_sends_on_its_own(stub, team_repo):
+    package = team_repo()
+    agent = Agent.objects.create(
+        name="shop", runtime="python", entry=f"{package}.bot:respond", provider="stub", model="gpt-4o-mini"
+    )
+    under_agenttest = conversation_send(conversation=conversation_start(agent=agent), text=QUESTION)
+    through_agenttest = stub.requests
+
+    module = __import__(f"{package}.bot", fromlist=["respond"])
+    on_its_own = module.respond(
+        [{"role": "user", "content": QUESTION}], openai.OpenAI(base_url=stub.base_url, api_key="unused"), DirectTools()
+    )
+
+    assert on_its_own == under_agenttest.output == 'Your order: {"order_id":"1042","status":"shipped"}'
+    alone = stub.requests[len(through_agenttest):]
+    assert len(through_agenttest) == len(alone) == 2
+    for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(alone), strict=True):
+        assert sorted(mine) == sorted(theirs)
+        for field in theirs:
+            assert mine[field] == theirs[field], field
+
+
+def _without_call_ids(requests: list[dict]) -> list[dict]:
+    """The requests with the server's own tool-call ids (the stub numbers them across all its answers) replaced by
+    their position: the one value neither the team's code nor agenttest chooses."""
+    text = json.dumps(requests)
+    for position, call_id in enumerate(dict.fromkeys(re.findall(r'"(call_\d+)"', text))):
+        text = text.replace(f'"{call_id}"', f'"call-{position}"')
+    return json.loads(text)
+
+
+class _UnroutedRuntime(Runtime):
+    """A runtime whose tool routing is not in place (as with a framework version whose tool invocation it cannot
+    wrap): it runs the team's function itself."""
+
+    name = "unrouted-python"
+
+    def run_turn(self, turn, target):
+        return target(turn.messages(), None, DirectTools())
+
+    def invoke(self, turn, target, name, arguments):
+        return FunctionResult(content=DirectTools().call(lambda_named(name), arguments))
+
+
+def lambda_named(name):
+    def function(**_arguments):
+        return "ran for real"
+
+    function.__name__ = name
+    return function
+
+
+def test_it_errors_on_a_dead_canary_when_a_runtimes_tool_routing_is_not_in_place(stub, team_repo, tmp_path):
+    suite = _suite(team_repo())
+    register_runtime(_UnroutedRuntime())
+    try:
+        Agent.objects.filter(pk=suite.agent_id).update(runtime="unrouted-python")
+        result = _execute(suite, Run.Mode.LIVE)
+    finally:
+        unregister_runtime("unrouted-python")
+
+    assert result.status == "error"
+    assert "the mock seam is not live: the canary function answered 'ran for real'" in result.reason
+    assert stub.requests == [] and markers(tmp_path) == []
+
+
+def test_it_passes_the_canary_through_the_python_runtimes_tools_helper(stub, team_repo):
+    suite = _suite(team_repo())
+
+    result = _execute(suite, Run.Mode.LIVE)
+
+    assert result.status == "passed", result.reason
