@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from agenthost.testing.openai_stub import OpenAIStub
+
 # The team's plain-Python agent, as a team writes it against the openai SDK: its own instruction, tool schemas and
 # loop. `send_email` has an effect outside the program (it writes a marker file); `find_order` only reads.
 SHOP_BOT = '''
@@ -93,3 +95,12 @@ def team_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Calla
 def markers(root: Path) -> list[Path]:
     folder = root / "markers"
     return sorted(folder.iterdir()) if folder.exists() else []
+
+
+@pytest.fixture
+def openai_stub() -> Iterator[OpenAIStub]:
+    # A runtime sends the request the team's code built, as it built it: the Agents SDK writes `content: null` beside
+    # tool calls, which OpenAI takes and llama.cpp refuses — the framework's choice, the same when it runs alone. So
+    # these tests talk to a stub as lenient as OpenAI; the native loop's requests are held to the strict one elsewhere.
+    with OpenAIStub(strict_content=False) as stub:
+        yield stub
