@@ -10,7 +10,7 @@ class AgentHostConfig(AppConfig):
         from agenthost import demo_functions  # noqa: F401
         from agenthost.builtins import control, effects  # noqa: F401
         from agenthost.llm import registry
-        from agenthost.runtimes import openai_agents, python  # noqa: F401  (register the built-in runtimes)
+        from agenthost.runtimes import openai_agents, pydantic_ai, python  # noqa: F401  (register the built-in runtimes)
         from agenthost.runtimes.guard import install_guards
 
         registry.connect_signals()
