@@ -48,6 +48,12 @@ class _Completions:
             # pydantic-ai spells out the API's default whenever it offers tools; the model layer carries no
             # tool_choice, and "auto" with tools is what a request without one means.
             del parameters["tool_choice"]
+        elif parameters.get("tool_choice") == "required":
+            raise TypeError(
+                "pydantic-ai forces a tool call here (tool_choice 'required': an output_type given as an output tool, "
+                "its default) and agenttest's model layer does not carry tool_choice yet, so the request would not "
+                "be the agent's; an output_type given as NativeOutput(...) is carried (as a strict JSON schema)"
+            )
         return await self._inner.create(**parameters)
 
 
@@ -167,6 +173,11 @@ class PydanticAIRuntime(Runtime):
             return ""
         return f"entry point {entry!r} must be a pydantic_ai.Agent or a zero-argument function returning one"
 
+    def routed(self, toolset: Any, turn: RuntimeTurn) -> Any:
+        """The toolset pydantic-ai is given in place of the agent's: `toolset` with every call through the seam.
+        The canary goes through it too, so a routing not in place shows before any turn runs."""
+        return _routed_toolset(toolset, turn)
+
     def _model(self, turn: RuntimeTurn) -> Any:
         from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.openai import OpenAIProvider
@@ -185,7 +196,7 @@ class PydanticAIRuntime(Runtime):
         from pydantic_ai.toolsets import CombinedToolset
 
         toolsets: Sequence[Any] = list(agent.toolsets)
-        routed = _routed_toolset(CombinedToolset(toolsets), turn)
+        routed = self.routed(CombinedToolset(toolsets), turn)
         # Read here, on the calling thread: inside pydantic-ai's event loop the ORM refuses to run.
         prompt, history = _history(turn.messages())
         model = self._model(turn)
@@ -218,7 +229,7 @@ class PydanticAIRuntime(Runtime):
             return f"[{name} ran outside agenttest's seam]"
 
         probe = FunctionToolset([stand_in])
-        routed = _routed_toolset(probe, turn)
+        routed = self.routed(probe, turn)
         context = RunContext(deps=None, model=self._model(turn), usage=RunUsage(), tool_call_id="agenttest-canary",
                              tool_name=name)
 
