@@ -28,7 +28,7 @@ import pydantic_core
 from asgiref.sync import async_to_sync, sync_to_async
 
 from agenthost.functions import FunctionContext, FunctionResult, as_function_result
-from agenthost.runtimes.base import Runtime, RuntimeTurn, TurnStopped, register_runtime
+from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.openai_agents import AgenttestAsyncClient, _owned
 from agenthost.turns import InvalidInput
 
@@ -143,17 +143,6 @@ def _history(messages: list[dict[str, Any]]) -> tuple[str, list[Any]]:
     return last.get("content") or "", history
 
 
-def _stop_inside(error: BaseException) -> TurnStopped | None:
-    """A stop raised inside pydantic-ai's concurrent tool calls surfaces wrapped in an exception group."""
-    if isinstance(error, TurnStopped):
-        return error
-    for inner in getattr(error, "exceptions", ()):
-        if found := _stop_inside(inner):
-            return found
-    cause = error.__cause__ or error.__context__
-    return _stop_inside(cause) if isinstance(cause, BaseException) and cause is not error else None
-
-
 class PydanticAIRuntime(Runtime):
     name = "pydantic-ai"
 
@@ -207,13 +196,7 @@ class PydanticAIRuntime(Runtime):
             with agent.override(model=model, toolsets=[routed], tools=[]):
                 return await agent.run(prompt, message_history=history or None)
 
-        try:
-            result = async_to_sync(run)()
-        except BaseException as error:
-            stop = _stop_inside(error)
-            if stop is None:
-                raise
-            raise stop from None
+        result = async_to_sync(run)()
         output = result.output
         if isinstance(output, str):
             return output

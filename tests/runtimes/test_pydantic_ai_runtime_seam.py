@@ -17,6 +17,7 @@ from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.services import run_create, run_execute
+from runs.sessions import MockSpec
 from tests.runtimes.conftest import markers
 from tests.runtimes.test_pydantic_ai_runtime import EMAIL, SHOP_AGENT
 
@@ -207,3 +208,55 @@ def test_it_ends_pydantic_ais_loop_at_the_case_deadline_with_the_usage_of_the_ca
     assert elapsed < 5.5, "the case waited for the model's late answer"
     assert result.input_tokens > 0 and result.output_tokens > 0
     assert len(openai_stub.requests) == 2
+
+
+def test_it_creates_a_pydantic_ai_agent_through_the_api_naming_the_teams_agent(admin_client_api, team_repo):
+    package = team_repo(SHOP_AGENT)
+
+    response = admin_client_api.post("/api/agents/", {
+        "name": "shop", "provider": "simulated", "model": "sim-careful", "runtime": "pydantic-ai",
+        "entry": f"{package}.bot:agent", "outside_effects": {"find_order": False},
+    }, format="json")
+
+    assert response.status_code == 201, response.data
+    assert (response.data["runtime"], response.data["entry"]) == ("pydantic-ai", f"{package}.bot:agent")
+
+
+def test_it_refuses_through_the_api_an_entry_that_is_no_pydantic_ai_agent(admin_client_api, team_repo):
+    package = team_repo(SHOP_AGENT + "\n\nclass NotAnAgent:\n    pass\n")
+
+    response = admin_client_api.post("/api/agents/", {
+        "name": "shop", "provider": "simulated", "model": "sim-careful", "runtime": "pydantic-ai",
+        "entry": f"{package}.bot:NotAnAgent",
+    }, format="json")
+
+    assert response.status_code == 400
+    assert "must be a pydantic_ai.Agent or a zero-argument function returning one" in str(response.data["entry"])
+    assert not Agent.objects.filter(name="shop").exists()
+
+
+def test_it_stops_the_turn_when_one_of_pydantic_ais_concurrent_tool_calls_is_blocked(
+    scripted_model, team_repo, tmp_path
+):
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{team_repo(SHOP_AGENT)}.bot:agent",
+                                 provider="scripted", model="scripted")
+    # One answer, two calls: pydantic-ai runs them concurrently.
+    scripted_model.play(
+        Answer(tool_calls=[Call("send_email", EMAIL), Call("find_order", {"order_id": "1042"})]), "never asked",
+    )
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("Where is order 1042? Email me.")], mocks=[MockSpec("find_order", '{"status": "lost"}')],
+        assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
+    )
+
+    outcome = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert outcome.status == "failed", outcome.reason
+    assert ("send_email", "blocked") in [(c["name"], c["outcome"]) for c in outcome.tool_calls]
+    assert "send_email" in outcome.reason
+    assert markers(tmp_path) == []
+    assert len(scripted_model.requests) == 1
