@@ -19,6 +19,7 @@ pydantic-ai is async; Django's ORM is not. As for the openai-agents runtime, the
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,31 +71,48 @@ class PydanticAIClient(AgenttestAsyncClient):
         self.chat = _Chat(self.chat)
 
 
-def _routed_toolset(wrapped: Any, turn: RuntimeTurn) -> Any:
+@functools.cache
+def _routed_toolset_class() -> type:
+    from pydantic_ai import ModelRetry
     from pydantic_ai.toolsets import WrapperToolset
 
     @dataclass
     class RoutedToolset(WrapperToolset):
         """Every tool call pydantic-ai makes, through the turn's `call_tool`."""
 
+        turn: Any = None
+
         async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> Any:
             inner = self.wrapped
+            retries: list[ModelRetry] = []
 
             def implementation(_context: FunctionContext) -> FunctionResult:
                 # pydantic-ai's own call of the team's tool, with its RunContext and deps: only here, when nothing
                 # under test answered.
-                return as_function_result(async_to_sync(inner.call_tool)(name, tool_args, ctx, tool))
+                try:
+                    return as_function_result(async_to_sync(inner.call_tool)(name, tool_args, ctx, tool))
+                except ModelRetry as retry:
+                    # The tool asks the model to try again: recorded as the call's error, then handed back to
+                    # pydantic-ai, which prompts the model its own way and counts the retry.
+                    retries.append(retry)
+                    return FunctionResult(content=retry.message, error=True)
 
             definition = tool.tool_def
-            result = await sync_to_async(turn.call_tool, thread_sensitive=True)(
+            result = await sync_to_async(self.turn.call_tool, thread_sensitive=True)(
                 name=name, arguments=json.dumps(pydantic_core.to_jsonable_python(tool_args)),
                 implementation=implementation, call_id=getattr(ctx, "tool_call_id", None) or "",
                 declaration={"description": definition.description or "",
                              "parameters": definition.parameters_json_schema},
             )
+            if retries:
+                raise retries[0]
             return result.content
 
-    return RoutedToolset(wrapped)
+    return RoutedToolset
+
+
+def _routed_toolset(wrapped: Any, turn: RuntimeTurn) -> Any:
+    return _routed_toolset_class()(wrapped, turn=turn)
 
 
 def _unroutable(agent: Any) -> list[str]:

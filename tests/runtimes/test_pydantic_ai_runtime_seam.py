@@ -260,3 +260,40 @@ def test_it_stops_the_turn_when_one_of_pydantic_ais_concurrent_tool_calls_is_blo
     assert "send_email" in outcome.reason
     assert markers(tmp_path) == []
     assert len(scripted_model.requests) == 1
+
+
+RETRYING_AGENT = '''
+from pydantic_ai import Agent, ModelRetry
+
+agent = Agent(instructions="Look orders up.")
+
+
+@agent.tool_plain
+def find_order(order_id: str) -> str:
+    """Find an order by its number."""
+    if not order_id.isdigit():
+        raise ModelRetry("an order number is digits only")
+    return "shipped"
+'''
+
+
+def test_it_hands_a_tools_model_retry_back_to_pydantic_ai_in_chat(scripted_model, team_repo):
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{team_repo(RETRYING_AGENT)}.bot:agent",
+                                 provider="scripted", model="scripted")
+    scripted_model.play(
+        Answer(tool_calls=[Call("find_order", {"order_id": "#1042"})]),
+        Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]),
+        "It has shipped.",
+    )
+
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Where is order #1042?")
+
+    assert result.output == "It has shipped."
+    assert [(call.name, call.outcome) for call in result.tool_calls] == [
+        ("find_order", "executed"), ("find_order", "executed"),
+    ]
+    # pydantic-ai's own retry prompt (its chat model sends a tool's retry as {"error": …}), not a failed call's text.
+    retried = scripted_model.requests[1].messages[-1]
+    assert retried["role"] == "tool"
+    assert json.loads(retried["content"]) == {"error": "an order number is digits only"}
+    assert scripted_model.requests[2].messages[-1]["content"] == "shipped"
