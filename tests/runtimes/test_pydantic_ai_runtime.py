@@ -13,7 +13,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from agenthost.llm.scripted import Answer, Call
-from agenthost.models import Agent
+from agenthost.models import Agent, Message
 from agenthost.runtimes.entry import load_entry
 from agenthost.seams import conversation_send, conversation_start, get_model
 from cases.models import Assertion, Case, Mock, Suite, Turn
@@ -215,6 +215,11 @@ def _execute(suite: Suite, mode: str) -> CaseResult:
                                                                     mode=mode).pk))
 
 
+def _model_calls(result: CaseResult) -> int:
+    """The model calls the team's loop made in the case: each is written as one assistant message."""
+    return result.conversation.messages.filter(role=Message.Role.ASSISTANT).count()
+
+
 def test_it_records_pydantic_ais_loop_replays_it_offline_and_reports_a_changed_instruction_stale(stub, team_repo):
     suite = _suite(team_repo(SHOP_AGENT))
     recorded = _execute(suite, Run.Mode.RECORD)
@@ -227,6 +232,7 @@ def test_it_records_pydantic_ais_loop_replays_it_offline_and_reports_a_changed_i
     assert replayed.status == "passed", replayed.reason
     # pydantic-ai's loop re-ran step by step against the recordings: as many model calls, none of them sent.
     assert len(stub.requests) == sent == 2
+    assert _model_calls(replayed) == _model_calls(recorded) == 2
     changed = team_repo(SHOP_AGENT.replace("Look orders up before", "Always look orders up before"))
     Agent.objects.filter(pk=suite.agent_id).update(entry=f"{changed}.bot:agent")
     stale = _execute(suite, Run.Mode.REPLAY)
