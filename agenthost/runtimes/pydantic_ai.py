@@ -118,7 +118,7 @@ def _routed_toolset(wrapped: Any, turn: RuntimeTurn) -> Any:
 def _unroutable(agent: Any) -> list[str]:
     """What of the agent pydantic-ai or the model provider would run outside the seam."""
     found: list[str] = []
-    for native in getattr(agent, "_cap_native_tools", []):
+    for native in agent.root_capability.get_native_tools():
         kind = getattr(native, "kind", "") or type(native).__name__
         if kind == "tool_search":
             # Injected into every agent; without a provider that searches tools itself (the chat-completions model
