@@ -7,12 +7,14 @@ import json
 import time
 
 import pytest
+import yaml
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.runtimes.pydantic_ai import PydanticAIRuntime
 from agenthost.seams import conversation_send, conversation_start, get_model
 from agenttest.plugin import register_runtime, unregister_runtime
+from cases.files import agent_file, files_apply
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
@@ -297,3 +299,20 @@ def test_it_hands_a_tools_model_retry_back_to_pydantic_ai_in_chat(scripted_model
     assert retried["role"] == "tool"
     assert json.loads(retried["content"]) == {"error": "an order number is digits only"}
     assert scripted_model.requests[2].messages[-1]["content"] == "shipped"
+
+
+def test_it_applies_an_agent_file_naming_a_pydantic_ai_agent_and_runs_it(scripted_model, team_repo, tmp_path):
+    package = team_repo(SHOP_AGENT)
+    (tmp_path / "files" / "agents").mkdir(parents=True)
+    document = {"name": "shop", "runtime": "pydantic-ai", "entry": f"{package}.bot:shop_agent",
+                "model": "scripted:scripted", "outside_effects": {"find_order": False}}
+    (tmp_path / "files" / "agents" / "shop.yaml").write_text(yaml.safe_dump(document))
+
+    files_apply(directory=tmp_path / "files")
+
+    agent = Agent.objects.get(name="shop")
+    assert agent_file(agent, "") == document
+    scripted_model.play("Hello from the shop.")
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Hi")
+    assert result.output == "Hello from the shop."
+    assert scripted_model.requests[0].messages[0]["content"].startswith("You are the shop's assistant.")
