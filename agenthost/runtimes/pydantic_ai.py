@@ -1,0 +1,244 @@
+"""The `pydantic-ai` runtime: the team's pydantic-ai agent runs with pydantic-ai's own loop, `entry:
+"shop.agents:agent"` naming a `pydantic_ai.Agent` or a zero-argument factory returning one.
+
+- Model: `Agent.override(model=…)` puts pydantic-ai's own chat-completions model (`OpenAIChatModel`) in, its provider
+  given agenttest's client (the one the openai-agents runtime uses): pydantic-ai builds each request exactly as it
+  would send it (its instructions, its tool schemas, its settings) and the client answers it through the turn's
+  model layer instead of the network.
+- Tools: `Agent.override(toolsets=[…], tools=[])` replaces the agent's toolsets by one `WrapperToolset` around all of
+  them (its function tools, its toolsets, its capabilities' toolsets): pydantic-ai discovers, validates and offers
+  every tool as usual (name, description, JSON schema; tools taking `RunContext` and deps unchanged), and every call
+  it makes goes through the function-executor factory, the wrapped toolset's own call being the implementation run
+  only when nothing under test answers it. Tools pydantic-ai or the model provider would run themselves (native
+  tools such as web search, MCP servers it connects to) cannot be routed: an agent with any refuses to run where the
+  conversation's calls are owned by an executor provider (under test), naming them.
+
+pydantic-ai is async; Django's ORM is not. As for the openai-agents runtime, the run happens on asgiref's
+`async_to_sync`, and everything that touches the conversation runs back on the calling thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic_core
+from asgiref.sync import async_to_sync, sync_to_async
+
+from agenthost.functions import FunctionContext, FunctionResult, as_function_result
+from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
+from agenthost.runtimes.openai_agents import AgenttestAsyncClient, _owned
+from agenthost.turns import InvalidInput
+
+
+def _framework() -> Any:
+    import pydantic_ai
+
+    return pydantic_ai
+
+
+class _Completions:
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def create(self, **parameters: Any) -> Any:
+        if parameters.get("tool_choice") == "auto" and parameters.get("tools"):
+            # pydantic-ai spells out the API's default whenever it offers tools; the model layer carries no
+            # tool_choice, and "auto" with tools is what a request without one means.
+            del parameters["tool_choice"]
+        elif parameters.get("tool_choice") == "required":
+            raise TypeError(
+                "pydantic-ai forces a tool call here (tool_choice 'required': an output_type given as an output tool, "
+                "its default) and agenttest's model layer does not carry tool_choice yet, so the request would not "
+                "be the agent's; an output_type given as NativeOutput(...) is carried (as a strict JSON schema)"
+            )
+        return await self._inner.create(**parameters)
+
+
+class _Chat:
+    def __init__(self, inner: Any) -> None:
+        self.completions = _Completions(inner.completions)
+
+
+class PydanticAIClient(AgenttestAsyncClient):
+    """agenttest's client as pydantic-ai's OpenAI provider takes it (an `AsyncOpenAI`)."""
+
+    def __init__(self, turn: RuntimeTurn) -> None:
+        super().__init__(turn, {})
+        self.chat = _Chat(self.chat)
+
+
+@functools.cache
+def _routed_toolset_class() -> type:
+    from pydantic_ai import ModelRetry
+    from pydantic_ai.toolsets import WrapperToolset
+
+    @dataclass
+    class RoutedToolset(WrapperToolset):
+        """Every tool call pydantic-ai makes, through the turn's `call_tool`."""
+
+        turn: Any = None
+
+        async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> Any:
+            inner = self.wrapped
+            retries: list[ModelRetry] = []
+
+            def implementation(_context: FunctionContext) -> FunctionResult:
+                # pydantic-ai's own call of the team's tool, with its RunContext and deps: only here, when nothing
+                # under test answered.
+                try:
+                    return as_function_result(async_to_sync(inner.call_tool)(name, tool_args, ctx, tool))
+                except ModelRetry as retry:
+                    # The tool asks the model to try again: recorded as the call's error, then handed back to
+                    # pydantic-ai, which prompts the model its own way and counts the retry.
+                    retries.append(retry)
+                    return FunctionResult(content=retry.message, error=True)
+
+            definition = tool.tool_def
+            result = await sync_to_async(self.turn.call_tool, thread_sensitive=True)(
+                name=name, arguments=json.dumps(pydantic_core.to_jsonable_python(tool_args)),
+                implementation=implementation, call_id=getattr(ctx, "tool_call_id", None) or "",
+                declaration={"description": definition.description or "",
+                             "parameters": definition.parameters_json_schema},
+            )
+            if retries:
+                raise retries[0]
+            return result.content
+
+    return RoutedToolset
+
+
+def _routed_toolset(wrapped: Any, turn: RuntimeTurn) -> Any:
+    return _routed_toolset_class()(wrapped, turn=turn)
+
+
+def _unroutable(agent: Any) -> list[str]:
+    """What of the agent pydantic-ai or the model provider would run outside the seam."""
+    found: list[str] = []
+    for native in agent.root_capability.get_native_tools():
+        kind = getattr(native, "kind", "") or type(native).__name__
+        if kind == "tool_search":
+            # Injected into every agent; without a provider that searches tools itself (the chat-completions model
+            # is not one) pydantic-ai searches locally, through a function tool that is routed like any other.
+            continue
+        found.append(f"native tool {kind!r}")
+
+    def visit(toolset: Any) -> None:
+        # By name: pydantic_ai.mcp needs the optional fastmcp client even to be imported.
+        if any("MCP" in kind.__name__ for kind in type(toolset).__mro__):
+            found.append(f"MCP server {getattr(toolset, 'id', None) or type(toolset).__name__!r}")
+
+    for toolset in agent.toolsets:
+        toolset.apply(visit)
+    return found
+
+
+def _history(messages: list[dict[str, Any]]) -> tuple[str, list[Any]]:
+    """The conversation's chat messages as pydantic-ai's message history, and this turn's user prompt."""
+    from pydantic_ai import messages as parts
+
+    *earlier, last = messages
+    history: list[Any] = []
+    for message in earlier:
+        role = message["role"]
+        if role == "user":
+            history.append(parts.ModelRequest(parts=[parts.UserPromptPart(content=message["content"] or "")]))
+        elif role == "tool":
+            history.append(parts.ModelRequest(parts=[parts.ToolReturnPart(
+                tool_name=message.get("name") or "", content=message["content"], tool_call_id=message["tool_call_id"],
+            )]))
+        elif role == "assistant":
+            response: list[Any] = [parts.TextPart(content=message["content"])] if message.get("content") else []
+            response.extend(
+                parts.ToolCallPart(tool_name=call["function"]["name"], args=call["function"]["arguments"],
+                                   tool_call_id=call["id"])
+                for call in message.get("tool_calls") or []
+            )
+            history.append(parts.ModelResponse(parts=response))
+    return last.get("content") or "", history
+
+
+class PydanticAIRuntime(Runtime):
+    name = "pydantic-ai"
+
+    def _agent(self, target: Any) -> Any:
+        framework = _framework()
+        agent = target if isinstance(target, framework.Agent) else target()
+        if not isinstance(agent, framework.Agent):
+            raise TypeError(f"the entry point's factory returned a {type(agent).__name__}, not a pydantic_ai.Agent")
+        return agent
+
+    def entry_problem(self, target: Any, entry: str) -> str:
+        try:
+            framework = _framework()
+        except ImportError:
+            return "runtime 'pydantic-ai' needs pydantic-ai: pip install 'agenttest[pydantic-ai]'"
+        if isinstance(target, framework.Agent) or (callable(target) and not isinstance(target, type)):
+            return ""
+        return f"entry point {entry!r} must be a pydantic_ai.Agent or a zero-argument function returning one"
+
+    def routed(self, toolset: Any, turn: RuntimeTurn) -> Any:
+        """The toolset pydantic-ai is given in place of the agent's: `toolset` with every call through the seam.
+        The canary goes through it too, so a routing not in place shows before any turn runs."""
+        return _routed_toolset(toolset, turn)
+
+    def _model(self, turn: RuntimeTurn) -> Any:
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        return OpenAIChatModel(turn.loaded.model, provider=OpenAIProvider(openai_client=PydanticAIClient(turn)))
+
+    def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
+        agent = self._agent(target)
+        unroutable = _unroutable(agent)
+        if unroutable and _owned(turn):
+            raise InvalidInput(
+                "the agent uses tools pydantic-ai or its model provider would run itself, outside agenttest's seam, "
+                f"so it does not run under test: {'; '.join(unroutable)}",
+                partial=turn.result,
+            )
+        from pydantic_ai.toolsets import CombinedToolset
+
+        toolsets: Sequence[Any] = list(agent.toolsets)
+        routed = self.routed(CombinedToolset(toolsets), turn)
+        # Read here, on the calling thread: inside pydantic-ai's event loop the ORM refuses to run.
+        prompt, history = _history(turn.messages())
+        model = self._model(turn)
+
+        async def run() -> Any:
+            # `tools=[]` as well: the agent's own function toolset would otherwise be offered beside the routed one
+            # and clash with it by name.
+            with agent.override(model=model, toolsets=[routed], tools=[]):
+                return await agent.run(prompt, message_history=history or None)
+
+        result = async_to_sync(run)()
+        output = result.output
+        if isinstance(output, str):
+            return output
+        return pydantic_core.to_json(output).decode()
+
+    def invoke(self, turn: RuntimeTurn, target: Any, name: str, arguments: dict[str, Any]) -> FunctionResult:
+        from pydantic_ai import RunContext
+        from pydantic_ai.toolsets import FunctionToolset
+        from pydantic_ai.usage import RunUsage
+
+        def stand_in() -> str:
+            # Runs only when the call did not go through the seam: the canary then reads this, not its token.
+            return f"[{name} ran outside agenttest's seam]"
+
+        probe = FunctionToolset([stand_in])
+        routed = self.routed(probe, turn)
+        context = RunContext(deps=None, model=self._model(turn), usage=RunUsage(), tool_call_id="agenttest-canary",
+                             tool_name=name)
+
+        async def call() -> Any:
+            tools = await routed.get_tools(context)
+            return await routed.call_tool(name, arguments, context, tools["stand_in"])
+
+        return FunctionResult(content=async_to_sync(call)())
+
+
+register_runtime(PydanticAIRuntime())

@@ -1,0 +1,318 @@
+"""The `pydantic-ai` runtime beyond one turn: the canary through its tool routing (and loudly dead without it), the
+agent file's outside_effects, a conversation over several turns, structured output, and the case deadline."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import yaml
+
+from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent
+from agenthost.runtimes.pydantic_ai import PydanticAIRuntime
+from agenthost.seams import conversation_send, conversation_start, get_model
+from agenttest.plugin import register_runtime, unregister_runtime
+from cases.files import agent_file, files_apply
+from cases.models import Assertion, Case, Mock, Suite, Turn
+from runs.models import CaseResult, Run
+from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.services import run_create, run_execute
+from runs.sessions import MockSpec
+from tests.runtimes.conftest import markers
+from tests.runtimes.test_pydantic_ai_runtime import EMAIL, SHOP_AGENT
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _stub_provider(base_url: str, timeout: float = 10.0) -> dict:
+    return {
+        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": timeout, "max_retries": 0,
+        "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}],
+    }
+
+
+def _suite(package: str, *, runtime: str = "pydantic-ai", timeout: int = 20) -> Suite:
+    agent = Agent.objects.create(name="shop", runtime=runtime, entry=f"{package}.bot:agent", provider="stub",
+                                 model="gpt-4o-mini")
+    suite = Suite.objects.create(name="shop", agent=agent, case_timeout_seconds=timeout)
+    case = Case.objects.create(suite=suite, name="finds the order")
+    Turn.objects.create(case=case, position=0, user_message="Where is order 1042?")
+    Mock.objects.create(case=case, position=0, function_name="find_order", result='{"status": "in transit"}')
+    Assertion.objects.create(case=case, position=0, type="toolCalled", params={"function": "find_order"})
+    return suite
+
+
+def _execute(suite: Suite, mode: str = Run.Mode.LIVE) -> CaseResult:
+    return CaseResult.objects.get(run=run_execute(run_id=run_create(suite=suite, model_keys=["stub:gpt-4o-mini"],
+                                                                    mode=mode).pk))
+
+
+def _answer(body: dict) -> Answer | str:
+    if body["messages"][-1]["role"] == "tool":
+        return f"Your order: {body['messages'][-1]['content']}"
+    return Answer(tool_calls=[Call("find_order", {"order_id": "1042"})])
+
+
+@pytest.fixture
+def stub(openai_stub, settings):
+    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": _stub_provider(openai_stub.base_url)}
+    openai_stub.respond_with(_answer)
+    return openai_stub
+
+
+class _UnwrappedRuntime(PydanticAIRuntime):
+    """pydantic-ai as a version whose tool calls the runtime cannot wrap would leave it: the agent's own toolsets,
+    running the team's functions themselves."""
+
+    name = "unrouted-pydantic-ai"
+
+    def routed(self, toolset, turn):
+        return toolset
+
+
+def test_it_errors_on_a_dead_canary_when_pydantic_ais_tool_routing_is_not_in_place(stub, team_repo, tmp_path):
+    suite = _suite(team_repo(SHOP_AGENT), runtime="unrouted-pydantic-ai")
+    register_runtime(_UnwrappedRuntime())
+    try:
+        result = _execute(suite)
+    finally:
+        unregister_runtime("unrouted-pydantic-ai")
+
+    assert result.status == "error"
+    assert "the mock seam is not live: the canary function answered" in result.reason
+    assert "ran outside agenttest's seam" in result.reason
+    assert stub.requests == [] and markers(tmp_path) == []
+
+
+def test_it_passes_the_canary_through_pydantic_ais_routed_toolset_and_the_case_with_it(stub, team_repo):
+    result = _execute(_suite(team_repo(SHOP_AGENT)))
+
+    assert result.status == "passed", result.reason
+    assert len(stub.requests) == 2
+
+
+def test_it_lets_an_extra_allowed_tool_run_only_when_the_agent_file_declares_it_free_of_outside_effects(
+    scripted_model, team_repo, tmp_path
+):
+    package = team_repo(SHOP_AGENT)
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{package}.bot:agent",
+                                 provider="scripted", model="scripted", outside_effects={"find_order": False})
+    scripted_model.play(
+        Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]),
+        Answer(tool_calls=[Call("send_email", EMAIL)]),
+        "never asked",
+    )
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("Where is order 1042? Email me.")], mocks=[],
+        assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
+    )
+    suite = SuitePlan(extra_allowed=frozenset({"find_order", "send_email"}), force_blocked=frozenset(),
+                      judge_model="", timeout_seconds=20.0)
+
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
+
+    # find_order ran for real through pydantic-ai (declared effect-free); send_email, extra-allowed but undeclared,
+    # stayed blocked and never ran.
+    assert [(c["name"], c["outcome"]) for c in outcome.tool_calls] == [
+        ("find_order", "allowed"), ("send_email", "blocked")
+    ]
+    assert json.loads(outcome.tool_calls[0]["result"]) == {"order_id": "1042", "status": "shipped"}
+    assert outcome.tool_calls[1]["blocked_because"] == "outside-effects"
+    assert markers(tmp_path) == []
+
+
+def test_it_carries_the_conversation_into_pydantic_ais_next_turn(scripted_model, team_repo):
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{team_repo(SHOP_AGENT)}.bot:agent",
+                                 provider="scripted", model="scripted")
+    scripted_model.play(
+        Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]), "It has shipped.", "You are welcome.",
+    )
+    conversation = conversation_start(agent=agent)
+    conversation_send(conversation=conversation, text="Where is order 1042?")
+
+    second = conversation_send(conversation=conversation, text="Thanks!")
+
+    assert second.output == "You are welcome."
+    sent = scripted_model.requests[2].messages
+    assert [message["role"] for message in sent] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert sent[2]["tool_calls"][0]["function"]["name"] == "find_order"
+    assert json.loads(sent[2]["tool_calls"][0]["function"]["arguments"]) == {"order_id": "1042"}
+    assert json.loads(sent[3]["content"]) == {"order_id": "1042", "status": "shipped"}
+    assert sent[3]["tool_call_id"] == sent[2]["tool_calls"][0]["id"]
+    assert sent[4]["content"] == "It has shipped." and sent[5]["content"] == "Thanks!"
+
+
+STRUCTURED_AGENT = '''
+from pydantic import BaseModel
+from pydantic_ai import Agent, NativeOutput
+
+
+class Verdict(BaseModel):
+    order_id: str
+    late: bool
+
+
+agent = Agent(instructions="Say whether the order is late.", output_type=NativeOutput(Verdict))
+tool_output = Agent(instructions="Say whether the order is late.", output_type=Verdict)
+'''
+
+
+def test_it_runs_an_agent_with_native_structured_output_and_answers_its_json(scripted_model, team_repo):
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{team_repo(STRUCTURED_AGENT)}.bot:agent",
+                                 provider="scripted", model="scripted")
+    scripted_model.play('{"order_id": "1042", "late": true}')
+
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Is 1042 late?")
+
+    assert json.loads(result.output) == {"order_id": "1042", "late": True}
+    # pydantic-ai's own JSON schema for the output type, carried by the model layer.
+    schema = scripted_model.requests[0].response_schema
+    assert schema["name"] == "Verdict"
+    assert sorted(schema["schema"]["properties"]) == ["late", "order_id"]
+
+
+def test_it_refuses_a_forced_output_tool_naming_what_the_model_layer_lacks(scripted_model, team_repo):
+    package = team_repo(STRUCTURED_AGENT)
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{package}.bot:tool_output",
+                                 provider="scripted", model="scripted")
+    scripted_model.play(Answer(tool_calls=[Call("final_result", {"order_id": "1042", "late": True})]))
+
+    with pytest.raises(Exception, match=r"tool_choice 'required'.*NativeOutput") as raised:
+        conversation_send(conversation=conversation_start(agent=agent), text="Is 1042 late?")
+
+    assert "pydantic-ai" in str(raised.value)
+    # Refused before anything was sent: a request without the forcing would not be the agent's.
+    assert scripted_model.requests == []
+
+
+def test_it_ends_pydantic_ais_loop_at_the_case_deadline_with_the_usage_of_the_calls_that_answered(
+    openai_stub, settings, team_repo
+):
+    def answer(body: dict) -> Answer | str:
+        if body["messages"][-1]["role"] == "tool":
+            time.sleep(6)  # the model is still thinking when the case's 2 s are up
+            return "too late"
+        return Answer(tool_calls=[Call("find_order", {"order_id": "1042"})])
+
+    openai_stub.respond_with(answer)
+    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS,
+                                    "stub": _stub_provider(openai_stub.base_url, timeout=60.0)}
+    suite = _suite(team_repo(SHOP_AGENT), timeout=2)
+
+    started = time.monotonic()
+    result = _execute(suite)
+    elapsed = time.monotonic() - started
+
+    assert (result.status, result.reason) == ("error", "the case timed out after 2 s")
+    assert elapsed < 5.5, "the case waited for the model's late answer"
+    assert result.input_tokens > 0 and result.output_tokens > 0
+    assert len(openai_stub.requests) == 2
+
+
+def test_it_creates_a_pydantic_ai_agent_through_the_api_naming_the_teams_agent(admin_client_api, team_repo):
+    package = team_repo(SHOP_AGENT)
+
+    response = admin_client_api.post("/api/agents/", {
+        "name": "shop", "provider": "simulated", "model": "sim-careful", "runtime": "pydantic-ai",
+        "entry": f"{package}.bot:agent", "outside_effects": {"find_order": False},
+    }, format="json")
+
+    assert response.status_code == 201, response.data
+    assert (response.data["runtime"], response.data["entry"]) == ("pydantic-ai", f"{package}.bot:agent")
+
+
+def test_it_refuses_through_the_api_an_entry_that_is_no_pydantic_ai_agent(admin_client_api, team_repo):
+    package = team_repo(SHOP_AGENT + "\n\nclass NotAnAgent:\n    pass\n")
+
+    response = admin_client_api.post("/api/agents/", {
+        "name": "shop", "provider": "simulated", "model": "sim-careful", "runtime": "pydantic-ai",
+        "entry": f"{package}.bot:NotAnAgent",
+    }, format="json")
+
+    assert response.status_code == 400
+    assert "must be a pydantic_ai.Agent or a zero-argument function returning one" in str(response.data["entry"])
+    assert not Agent.objects.filter(name="shop").exists()
+
+
+def test_it_stops_the_turn_when_one_of_pydantic_ais_concurrent_tool_calls_is_blocked(
+    scripted_model, team_repo, tmp_path
+):
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{team_repo(SHOP_AGENT)}.bot:agent",
+                                 provider="scripted", model="scripted")
+    # One answer, two calls: pydantic-ai runs them concurrently.
+    scripted_model.play(
+        Answer(tool_calls=[Call("send_email", EMAIL), Call("find_order", {"order_id": "1042"})]), "never asked",
+    )
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("Where is order 1042? Email me.")], mocks=[MockSpec("find_order", '{"status": "lost"}')],
+        assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
+    )
+
+    outcome = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert outcome.status == "failed", outcome.reason
+    assert ("send_email", "blocked") in [(c["name"], c["outcome"]) for c in outcome.tool_calls]
+    assert "send_email" in outcome.reason
+    assert markers(tmp_path) == []
+    assert len(scripted_model.requests) == 1
+
+
+RETRYING_AGENT = '''
+from pydantic_ai import Agent, ModelRetry
+
+agent = Agent(instructions="Look orders up.")
+
+
+@agent.tool_plain
+def find_order(order_id: str) -> str:
+    """Find an order by its number."""
+    if not order_id.isdigit():
+        raise ModelRetry("an order number is digits only")
+    return "shipped"
+'''
+
+
+def test_it_hands_a_tools_model_retry_back_to_pydantic_ai_in_chat(scripted_model, team_repo):
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{team_repo(RETRYING_AGENT)}.bot:agent",
+                                 provider="scripted", model="scripted")
+    scripted_model.play(
+        Answer(tool_calls=[Call("find_order", {"order_id": "#1042"})]),
+        Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]),
+        "It has shipped.",
+    )
+
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Where is order #1042?")
+
+    assert result.output == "It has shipped."
+    assert [(call.name, call.outcome) for call in result.tool_calls] == [
+        ("find_order", "executed"), ("find_order", "executed"),
+    ]
+    # pydantic-ai's own retry prompt (its chat model sends a tool's retry as {"error": …}), not a failed call's text.
+    retried = scripted_model.requests[1].messages[-1]
+    assert retried["role"] == "tool"
+    assert json.loads(retried["content"]) == {"error": "an order number is digits only"}
+    assert scripted_model.requests[2].messages[-1]["content"] == "shipped"
+
+
+def test_it_applies_an_agent_file_naming_a_pydantic_ai_agent_and_runs_it(scripted_model, team_repo, tmp_path):
+    package = team_repo(SHOP_AGENT)
+    (tmp_path / "files" / "agents").mkdir(parents=True)
+    document = {"name": "shop", "runtime": "pydantic-ai", "entry": f"{package}.bot:shop_agent",
+                "model": "scripted:scripted", "outside_effects": {"find_order": False}}
+    (tmp_path / "files" / "agents" / "shop.yaml").write_text(yaml.safe_dump(document))
+
+    files_apply(directory=tmp_path / "files")
+
+    agent = Agent.objects.get(name="shop")
+    assert agent_file(agent, "") == document
+    scripted_model.play("Hello from the shop.")
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Hi")
+    assert result.output == "Hello from the shop."
+    assert scripted_model.requests[0].messages[0]["content"].startswith("You are the shop's assistant.")
