@@ -22,10 +22,9 @@ from django.utils import timezone
 
 from agenthost.seams import Conversation, agent_as_stored
 from cases.models import Suite
-from runs.dispatch import queue_or_undo, queue_ping, run_dispatch
-from runs.errors import QueueUnavailable, RunConflict, RunError
-from runs.execution import run_execute_held
-from runs.leases import (
+from runs.engine.dispatch import queue_or_undo, queue_ping, run_dispatch
+from runs.engine.errors import QueueUnavailable, RunConflict, RunError
+from runs.engine.leases import (
     Lease,
     LeaseLost,
     RunLocked,
@@ -36,10 +35,11 @@ from runs.leases import (
     run_wait_for_lock,
     unpicked_runs,
 )
+from runs.engine.results import reconnecting, result_counts, run_fail
+from runs.engine.run_checks import run_options_validate, run_validate
+from runs.engine.run_loop import run_execute_held
 from runs.models import CaseResult, Run
-from runs.results import reconnecting, result_counts, run_fail
 from runs.selectors import prunable_test_conversation_ids, run_conversation_ids
-from runs.validation import run_options_validate, run_validate
 
 __all__ = [
     "MAX_PRUNE_DAYS",

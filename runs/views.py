@@ -42,6 +42,8 @@ from runs.comparison import (
     run_compare,
     run_differences,
 )
+from runs.engine.throttle import throttle_lines
+from runs.engine.workers import live_workers
 from runs.forms import RunTriggerForm
 from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
@@ -57,8 +59,6 @@ from runs.services import (
     run_trigger,
     run_unbless,
 )
-from runs.throttle import throttle_lines
-from runs.workers import live_workers
 
 RUNS_PER_PAGE = 25
 MATRIX_FILTERS = {"all": "All cases", "failures": "Failures only", "disagree": "Where models disagree"}

@@ -34,8 +34,8 @@ from agenthost.seams import (
     Usage,
     function_is_effect_free,
 )
+from runs.engine.throttle import CASE_TIMED_OUT, Slot
 from runs.replay import Tape
-from runs.throttle import CASE_TIMED_OUT, Slot
 
 ALLOWED_FUNCTIONS = frozenset(CONTROL_FLOW_FUNCTIONS)
 # Without a Retry-After, a rate-limited case backs off 1, 2, 4 … s; no single wait is longer than a minute.

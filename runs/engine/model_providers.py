@@ -23,8 +23,8 @@ from agenthost.seams import (
     get_provider,
     register_runtime_provider,
 )
+from runs.engine.case_session import CaseSession, registry
 from runs.replay import RECORD_PROVIDER, REPLAY_PROVIDER, Recorder, Replayer, Tape
-from runs.sessions import CaseSession, registry
 
 LIVE_PROVIDER = "agenttest-live"
 

@@ -26,7 +26,7 @@ from agenthost.seams import (
     unfinished_answer,
 )
 from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep
-from runs.sessions import BlockedBecause, is_subset
+from runs.engine.case_session import BlockedBecause, is_subset
 
 REGEX_TIMEOUT_SECONDS = 1.0
 DEFAULT_JUDGE_MIN_SCORE = 4

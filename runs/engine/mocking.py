@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agenthost.seams import FIRST_ORDER, Conversation, FunctionContext, FunctionResult, LoadedAgent, PassThrough
-from runs.sessions import BlockedBecause, CaseSession, ObservedCall, Outcome, registry
+from runs.engine.case_session import BlockedBecause, CaseSession, ObservedCall, Outcome, registry
 
 CANARY_FUNCTION = "agenttest-canary"
 BLOCKED_PREFIX = "[agenttest] blocked unmocked tool: "
