@@ -102,8 +102,8 @@ def test_it_finds_no_import_cycle_among_project_modules():
 
 def test_it_finds_an_import_cycle_when_two_modules_import_each_other():
     # The finder itself, on the shapes the project once had: a pair, and a longer loop beside a clean chain.
-    assert _cycles({"runs.engine.mocking": {"runs.replay"}, "runs.replay": {"runs.engine.mocking"}}) == [
-        ["runs.engine.mocking", "runs.replay"]
+    assert _cycles({"runs.engine.mocking": {"runs.tapes.replay"}, "runs.tapes.replay": {"runs.engine.mocking"}}) == [
+        ["runs.engine.mocking", "runs.tapes.replay"]
     ]
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert _cycles(graph) == [["a", "b", "c"]]

@@ -13,7 +13,7 @@ retries nothing past it): the case ends at its timeout, plus a short grace in wh
 is counted in the result (and the run's budget). A case thread still busy after the grace (a provider kind that
 ignores the deadline) is left behind.
 
-In record and replay mode the case gets a tape (runs/replay.py): every model call of the conversation, the judge's
+In record and replay mode the case gets a tape (runs/tapes/replay.py): every model call of the conversation, the judge's
 included, goes through it. On timeout the tape is abandoned, which releases a replayed hang so the thread can end.
 
 The conversation is sealed: its key lives only here, while the case runs, so nothing can be sent to it afterwards
@@ -54,7 +54,7 @@ from runs.engine.case_session import CaseSession, MockSpec, ObservedCall, Outcom
 from runs.engine.durability import relax_case_commits
 from runs.engine.mocking import CANARY_FUNCTION
 from runs.engine.model_providers import LIVE_PROVIDER, install_providers
-from runs.replay import Replayer, Tape
+from runs.tapes.replay import Replayer, Tape
 
 TEST_TAG = "agenttest"
 NO_ASSERTIONS = "the case has no assertions, so it verifies nothing"

@@ -35,7 +35,7 @@ from agenthost.seams import (
     function_is_effect_free,
 )
 from runs.engine.throttle import CASE_TIMED_OUT, Slot
-from runs.replay import Tape
+from runs.tapes.replay import Tape
 
 ALLOWED_FUNCTIONS = frozenset(CONTROL_FLOW_FUNCTIONS)
 # Without a Retry-After, a rate-limited case backs off 1, 2, 4 … s; no single wait is longer than a minute.

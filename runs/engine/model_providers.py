@@ -24,7 +24,7 @@ from agenthost.seams import (
     register_runtime_provider,
 )
 from runs.engine.case_session import CaseSession, registry
-from runs.replay import RECORD_PROVIDER, REPLAY_PROVIDER, Recorder, Replayer, Tape
+from runs.tapes.replay import RECORD_PROVIDER, REPLAY_PROVIDER, Recorder, Replayer, Tape
 
 LIVE_PROVIDER = "agenttest-live"
 

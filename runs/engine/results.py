@@ -15,7 +15,7 @@ from agenthost.seams import Conversation, ConversationGone, conversation_message
 from runs.engine.case_runner import CaseExecution, CasePlan, note_conversation_gone
 from runs.engine.leases import Lease, LeaseLost
 from runs.models import CaseResult, Run, RunLock
-from runs.recordings import recording_save
+from runs.tapes.files import recording_save
 
 # The Run counter each result status adds to.
 COUNTER = {"passed": "passed", "failed": "failed", "error": "errored", "cancelled": "cancelled"}

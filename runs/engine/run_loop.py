@@ -26,7 +26,7 @@ from runs.engine.planning import model_config, pending_pairs, run_suite_plan
 from runs.engine.results import reconnecting, result_store, results_cancel_remaining, run_finish, run_verdict
 from runs.engine.throttle import RunThrottles
 from runs.models import CaseResult, Recording, Run
-from runs.replay import Recorder, Replayer, Tape
+from runs.tapes.replay import Recorder, Replayer, Tape
 
 
 def run_execute_held(*, lease: Lease) -> Run:

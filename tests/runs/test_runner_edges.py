@@ -37,7 +37,7 @@ from agenthost.seams import (
 from runs.engine.case_runner import AssertionPlan, CasePlan, CaseWorker, SuitePlan, TurnPlan, execute_case
 from runs.engine.case_session import CaseSession, MockSpec, registry
 from runs.engine.mocking import BLOCKED_PREFIX, CANARY_FUNCTION, HAS_OUTSIDE_EFFECTS, apply_model_override
-from runs.replay import Recorder, Replayer
+from runs.tapes.replay import Recorder, Replayer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -28,15 +28,15 @@ from runs.junit import run_to_junit
 from runs.management.commands.run_suite import EXIT_ERROR, EXIT_PASSED, _Abort, _exit_code, _InlineRun
 from runs.management.commands.run_suite import Command as RunSuiteCommand
 from runs.models import CaseResult, Run
-from runs.recordings import (
+from runs.selectors import run_summary
+from runs.services import RunError, run_claim, run_create
+from runs.tapes.files import (
     RecordingFilesRejected,
     recorded_mcp_listings,
     recorded_mcp_listings_store,
     recordings_export,
     recordings_import,
 )
-from runs.selectors import run_summary
-from runs.services import RunError, run_claim, run_create
 
 RECORDINGS = "recordings"
 RESULTS_FORMAT = 1
