@@ -24,7 +24,6 @@ from django.core.management.base import CommandParser
 from agenthost.seams import mcp_refresh
 from cases.files import FilesRejected, files_apply, files_mcp_servers, suite_directory_name
 from cases.models import Suite
-from runs.junit import run_to_junit
 from runs.management.commands.run_suite import EXIT_ERROR, EXIT_PASSED, _Abort, _exit_code, _InlineRun
 from runs.management.commands.run_suite import Command as RunSuiteCommand
 from runs.models import CaseResult, Run
@@ -37,6 +36,7 @@ from runs.tapes.files import (
     recordings_export,
     recordings_import,
 )
+from runs.web.junit import run_to_junit
 
 RECORDINGS = "recordings"
 RESULTS_FORMAT = 1
