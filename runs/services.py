@@ -1,9 +1,9 @@
 """Run lifecycle, the public services: create (validated at trigger time), trigger and resume through the queue,
 execute under a lease, cancel, delete, prune and the worker-start sweep. Every transition is guarded here.
 
-The machinery lives beside it: validation.py (trigger-time checks), dispatch.py (the queue), leases.py (claim,
-lease, heartbeat, run lock, sweep), planning.py (case plans), execution.py (the loop), budget.py (spend against the
-budget) and results.py (storing results and the verdict).
+The machinery lives in the engine room, runs/engine/: run_checks.py (trigger-time checks), dispatch.py (the queue),
+leases.py (claim, lease, heartbeat, run lock, sweep), planning.py (case plans), run_loop.py (the loop), budget.py
+(spend against the budget) and results.py (storing results and the verdict).
 """
 
 from __future__ import annotations
