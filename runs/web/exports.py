@@ -12,11 +12,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
+from runs.engine.numbers import models_priced
 from runs.models import Run
 from runs.selectors import run_matrix
 from runs.web.junit import run_to_junit
 from runs.web.matrix import results_base
-from runs.web.numbers import models_priced
 
 # Spreadsheets run a cell that starts with one of these as a formula; case names can come from recorded chats.
 _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")

@@ -1,6 +1,6 @@
 """The run pages: list, trigger, the run itself (live progress, then summary, chart and case × model matrix), one
 result, run vs baseline. The matrix cells are built in runs/web/matrix.py, the CSV / JUnit downloads in
-runs/web/exports.py, the figures written by runs/web/numbers.py and runs/web/charts.py.
+runs/web/exports.py, the figures written by runs/engine/numbers.py and runs/web/charts.py.
 
 Any signed-in user may look; only staff may trigger or cancel, because a run spends token quota — members are shown
 no button and get 403 when they post anyway. Each page runs a fixed number of queries whatever the number of cases and
@@ -28,6 +28,15 @@ from agenttest.forms import unknown_fields_message, unknown_form_fields
 from agenttest.inputs import parse_id, printable_json, text_is_storable
 from cases.models import Suite
 from cases.selectors import enabled_cases, suite_list
+from runs.engine.numbers import (
+    format_cost,
+    format_cost_delta,
+    format_duration,
+    format_signed,
+    format_tokens,
+    format_tokens_delta,
+    models_priced,
+)
 from runs.engine.throttle import throttle_lines
 from runs.engine.workers import live_workers
 from runs.models import CaseResult, Run
@@ -54,15 +63,6 @@ from runs.web.comparison import (
 )
 from runs.web.forms import RunTriggerForm
 from runs.web.matrix import CASE_TIME_TITLE, live_matrix, matrix_body, new_cells, results_base
-from runs.web.numbers import (
-    format_cost,
-    format_cost_delta,
-    format_duration,
-    format_signed,
-    format_tokens,
-    format_tokens_delta,
-    models_priced,
-)
 
 RUNS_PER_PAGE = 25
 MATRIX_FILTERS = {"all": "All cases", "failures": "Failures only", "disagree": "Where models disagree"}

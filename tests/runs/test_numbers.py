@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runs.web.numbers import format_cost, format_cost_delta, format_tokens, format_tokens_delta, model_is_priced
+from runs.engine.numbers import format_cost, format_cost_delta, format_tokens, format_tokens_delta, model_is_priced
 
 COST = re.compile(r"^\$\d{1,3}(,\d{3})*\.\d{2,8}$")
 

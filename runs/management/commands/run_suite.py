@@ -24,6 +24,7 @@ from django.db import connection
 
 from cases.models import Suite
 from cases.selectors import suite_by_reference, suite_list
+from runs.engine.numbers import format_cost, models_priced
 from runs.models import CaseResult, Run
 from runs.selectors import ModelSummary, run_lock_holder, run_summary
 from runs.services import (
@@ -42,7 +43,6 @@ from runs.services import (
 )
 from runs.web.comparison import BROKE, FIXED, ComparisonError, baseline_get, default_baseline, run_compare
 from runs.web.junit import run_to_junit
-from runs.web.numbers import format_cost, models_priced
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 POLL_SECONDS = 0.3
