@@ -1,7 +1,7 @@
 """The public plugin module: the only import a plugin needs. Nothing else of agenttest is a plugin's to import.
 
 A plugin is a module named in AGENTTEST_PLUGINS or by an installed `agenttest.plugins` entry point (see
-agenttest/plugins.py for how they load). It registers:
+agenttest/plugin_loading.py for how they load). It registers:
 
 - tools — typed Python functions::
 

@@ -551,7 +551,7 @@ def format_report(figures: Figures, *, database: str, stub: str, rss_mb: float) 
         _row("SQL queries per case", f"{figures.queries / cases:.1f}   ({figures.queries} in the counted pass)"),
         _row("  of which writes", f"{writes / cases:.1f}   (INSERT/UPDATE/DELETE)"),
         _row("commits per case", f"{figures.commits / cases:.1f}   (on PostgreSQL only the result's waits for its "
-                                 "log flush: runs/durability.py)"),
+                                 "log flush: runs/engine/durability.py)"),
         _row("DB connections opened per case", f"{figures.connections / cases:.2f}"),
         _row("peak RSS", f"{rss_mb:.1f} MB"),
     ]

@@ -5,7 +5,7 @@
         agents/<agent>.md              (export writes every instruction to its own file, beside the agent's)
         suites/<suite>/suite.yaml      one suite
         suites/<suite>/cases/*.yaml    its cases, one per file
-        recordings/<suite>/            recorded model answers (runs/recordings.py), for `agenttest run --mode replay`
+        recordings/<suite>/            recorded model answers (runs/tapes/files.py), for `agenttest run --mode replay`
 
 `files_apply` makes the database match the files, all or nothing; `files_export` writes them from the database so
 that export → apply into an empty database → export gives the same bytes. The shape of each file is its JSON Schema

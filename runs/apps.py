@@ -11,7 +11,7 @@ class RunsConfig(AppConfig):
             signals,  # noqa: F401  (worker start: sweep and concurrency warning)
             tasks,  # noqa: F401  (registers the run task, which the services dispatch by name)
         )
-        from runs.mocking import apply_model_override, mock_provider
+        from runs.engine.mocking import apply_model_override, mock_provider
 
         if mock_provider not in executor_providers():
             register_executor_provider(mock_provider)

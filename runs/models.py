@@ -206,7 +206,7 @@ class RunLock(models.Model):
 
 class Recording(models.Model):
     """One case's model traffic on one model, recorded once and replayed after: every model request — normalised,
-    hashed — and what came back, in call order. Entries are documents (see runs/replay.py for their shape)."""
+    hashed — and what came back, in call order. Entries are documents (see runs/tapes/replay.py for their shape)."""
 
     class Source(models.TextChoices):
         RUN = "run", "Recorded by a run"

@@ -14,10 +14,10 @@ from django.db.models.functions import Now
 
 from agenthost.seams import Conversation
 from agenttest.cli import group_queue
-from runs.leases import unpicked_runs
+from runs.engine.case_runner import TEST_TAG
+from runs.engine.leases import unpicked_runs
+from runs.engine.workers import live_workers
 from runs.models import CaseResult, Run, RunLock
-from runs.runner import TEST_TAG
-from runs.workers import live_workers
 
 
 def run_list(*, suite_id: int | None = None, status: str = "") -> QuerySet[Run]:
@@ -75,7 +75,7 @@ def run_pickup_stall(*, run: Run) -> PickupStall | None:
 
 
 def run_tag(run_id: int) -> str:
-    """The tag a run's test conversations carry besides TEST_TAG (runs/planning.py passes it to the runner)."""
+    """The tag a run's test conversations carry besides TEST_TAG (runs/engine/planning.py passes it to the runner)."""
     return f"run:{run_id}"
 
 

@@ -1,9 +1,9 @@
 """Run lifecycle, the public services: create (validated at trigger time), trigger and resume through the queue,
 execute under a lease, cancel, delete, prune and the worker-start sweep. Every transition is guarded here.
 
-The machinery lives beside it: validation.py (trigger-time checks), dispatch.py (the queue), leases.py (claim,
-lease, heartbeat, run lock, sweep), planning.py (case plans), execution.py (the loop), budget.py (spend against the
-budget) and results.py (storing results and the verdict).
+The machinery lives in the engine room, runs/engine/: run_checks.py (trigger-time checks), dispatch.py (the queue),
+leases.py (claim, lease, heartbeat, run lock, sweep), planning.py (case plans), run_loop.py (the loop), budget.py
+(spend against the budget) and results.py (storing results and the verdict).
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from django.utils import timezone
 
 from agenthost.seams import Conversation, agent_as_stored
 from cases.models import Suite
-from runs.dispatch import queue_or_undo, queue_ping, run_dispatch
-from runs.errors import QueueUnavailable, RunConflict, RunError
-from runs.execution import run_execute_held
-from runs.leases import (
+from runs.engine.dispatch import queue_or_undo, queue_ping, run_dispatch
+from runs.engine.errors import QueueUnavailable, RunConflict, RunError
+from runs.engine.leases import (
     Lease,
     LeaseLost,
     RunLocked,
@@ -36,10 +35,11 @@ from runs.leases import (
     run_wait_for_lock,
     unpicked_runs,
 )
+from runs.engine.results import reconnecting, result_counts, run_fail
+from runs.engine.run_checks import run_options_validate, run_validate
+from runs.engine.run_loop import run_execute_held
 from runs.models import CaseResult, Run
-from runs.results import reconnecting, result_counts, run_fail
 from runs.selectors import prunable_test_conversation_ids, run_conversation_ids
-from runs.validation import run_options_validate, run_validate
 
 __all__ = [
     "MAX_PRUNE_DAYS",

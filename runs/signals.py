@@ -1,5 +1,5 @@
 """Worker start-up: warn when the runs worker could run cases concurrently, sweep interrupted runs, and keep
-sweeping while the worker lives; say which isolation groups this worker serves (its liveness, runs/workers.py)
+sweeping while the worker lives; say which isolation groups this worker serves (its liveness, runs/engine/workers.py)
 every time it sweeps, so a run page can tell when no live worker serves a run's group.
 
 Why a timer in every worker and not Celery beat: a SIGKILLed worker renews nothing, so its run must be taken by
@@ -35,8 +35,8 @@ def warn_about_concurrency(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 @worker_ready.connect
 def sweep_interrupted_runs(sender: Any = None, **kwargs: Any) -> None:
+    from runs.engine.workers import served_groups, worker_beat
     from runs.services import run_sweep_interrupted
-    from runs.workers import served_groups, worker_beat
 
     name = getattr(sender, "hostname", "") or "worker"
     groups = served_groups(_consumed_queues(sender))
@@ -61,7 +61,7 @@ def sweep_interrupted_runs(sender: Any = None, **kwargs: Any) -> None:
 
 @worker_shutdown.connect
 def stop_sweeping(sender: Any = None, **kwargs: Any) -> None:
-    from runs.workers import worker_gone
+    from runs.engine.workers import worker_gone
 
     _stop_sweeping.set()
     for name in _beating:
@@ -86,8 +86,8 @@ def _consumed_queues(consumer: Any) -> list[str]:
 
 
 def _keep_sweeping(name: str, groups: list[str]) -> None:
+    from runs.engine.workers import worker_beat
     from runs.services import run_requeue_lost, run_sweep_expired
-    from runs.workers import worker_beat
 
     while not _stop_sweeping.wait(settings.AGENTTEST_RUN_LEASE_SECONDS / 3):
         swept, requeued = [], []

@@ -3,8 +3,8 @@ import logging
 from celery import Task, shared_task
 from django.db import DatabaseError, connection
 
-from runs.dispatch import EXECUTE_RUN, run_dispatch
-from runs.leases import RunLocked, run_retry_after
+from runs.engine.dispatch import EXECUTE_RUN, run_dispatch
+from runs.engine.leases import RunLocked, run_retry_after
 from runs.services import run_execute, run_wait_for_lock
 
 logger = logging.getLogger(__name__)

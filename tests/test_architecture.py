@@ -102,8 +102,8 @@ def test_it_finds_no_import_cycle_among_project_modules():
 
 def test_it_finds_an_import_cycle_when_two_modules_import_each_other():
     # The finder itself, on the shapes the project once had: a pair, and a longer loop beside a clean chain.
-    assert _cycles({"runs.mocking": {"runs.replay"}, "runs.replay": {"runs.mocking"}}) == [
-        ["runs.mocking", "runs.replay"]
+    assert _cycles({"runs.engine.mocking": {"runs.tapes.replay"}, "runs.tapes.replay": {"runs.engine.mocking"}}) == [
+        ["runs.engine.mocking", "runs.tapes.replay"]
     ]
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert _cycles(graph) == [["a", "b", "c"]]
@@ -348,3 +348,97 @@ def test_it_publishes_in_the_openapi_schema_the_suite_limits_the_api_enforces(ad
             assert response.status_code == 400
             assert any(error["field"] == name and str(high) in error["message"]
                        for error in response.json()["errors"]), response.json()
+
+
+# --- issue 22, point 4: runs/ in three rooms, and names no two rooms share ------------------------------------------
+
+RUNS = BASE_DIR / "runs"
+# The door: what the rest of the project and Django reach runs/ by. Django's own module names (models, admin, apps…)
+# are every app's vocabulary, so they are the only names runs/ may share with the host.
+RUNS_DOOR_MODULES = {"__init__", "models", "services", "selectors", "api", "tasks", "signals", "admin", "urls",
+                     "urls_api", "apps"}
+RUNS_DOOR_PACKAGES = {"migrations", "management", "templatetags"}
+RUNS_ROOMS = {"engine": "the run loop and the case", "tapes": "recorded answers", "web": "pages and exports"}
+
+
+def _stems(package: Path) -> dict[str, str]:
+    """Module path relative to the project → module name, for every module of `package` but its migrations."""
+    return {
+        str(path.relative_to(BASE_DIR)): path.stem
+        for path in sorted(package.rglob("*.py"))
+        if "migrations" not in path.parts and path.stem != "__init__"
+    }
+
+
+def _same_name(one: str, other: str) -> bool:
+    """Two module names that say the same thing: equal but for a plural (`sessions`/`session`), or one word each
+    with the same stem (`execution`/`executor`). A qualified name (`case_session`) says which one it is."""
+    words = [[word.removesuffix("s") for word in name.split("_")] for name in (one, other)]
+    if words[0] == words[1]:
+        return True
+    return len(words[0]) == len(words[1]) == 1 and words[0][0][:6] == words[1][0][:6]
+
+
+def test_it_keeps_the_top_of_runs_to_its_door_and_its_rooms():
+    modules = {path.stem for path in RUNS.glob("*.py")}
+    packages = {path.name for path in RUNS.iterdir() if (path / "__init__.py").is_file()}
+    assert sorted(modules - RUNS_DOOR_MODULES) == []
+    assert packages == RUNS_DOOR_PACKAGES | set(RUNS_ROOMS)
+
+
+def test_it_names_no_runs_module_after_a_host_module():
+    host = set(_stems(BASE_DIR / "agenthost").values()) | {
+        path.name for path in (BASE_DIR / "agenthost").rglob("*") if (path / "__init__.py").is_file()
+    }
+    clashes = sorted(
+        (path, theirs)
+        for path, ours in _stems(RUNS).items()
+        if ours not in RUNS_DOOR_MODULES
+        for theirs in host
+        if _same_name(ours, theirs)
+    )
+    assert clashes == []
+
+
+def test_it_leaves_the_recording_apps_word_to_the_recording_app():
+    """runs/ calls its recorded model answers tapes; only the command users type keeps its name (`agenttest
+    recordings export|import`)."""
+    users_type = "runs/management/commands/recordings.py"
+    assert sorted(path for path, name in _stems(RUNS).items() if "recording" in name and path != users_type) == []
+
+
+def test_it_keeps_the_engine_and_the_tapes_from_importing_the_web_room():
+    graph = _import_graph()
+    lower = ("runs.engine.", "runs.tapes.")
+    assert {module.split(".")[1] for module in graph if module.startswith(lower)} == {"engine", "tapes"}
+    offending = sorted(
+        (module, imported)
+        for module, imports in graph.items()
+        if module.startswith(lower)
+        for imported in imports
+        if imported == "runs.web" or imported.startswith("runs.web.")
+    )
+    assert offending == []
+    # The engine plays tapes; the tapes know nothing of the engine that plays them.
+    assert sorted(
+        (module, imported)
+        for module, imports in graph.items()
+        if module.startswith("runs.tapes.")
+        for imported in imports
+        if imported.startswith("runs.engine")
+    ) == []
+
+
+def test_it_gives_the_plugin_loader_a_name_apart_from_the_public_plugin_module():
+    names = list(_stems(BASE_DIR / "agenttest").values())
+    assert sorted((one, other) for one in names for other in names if one < other and _same_name(one, other)) == []
+    assert (BASE_DIR / "agenttest" / "plugin.py").is_file(), "plugins import agenttest.plugin: it stays"
+
+
+def test_it_tells_names_that_say_the_same_thing_from_qualified_ones():
+    assert _same_name("sessions", "session")
+    assert _same_name("execution", "executor")
+    assert _same_name("plugins", "plugin")
+    assert not _same_name("case_session", "session")
+    assert not _same_name("run_loop", "loop")
+    assert not _same_name("replay", "registry")

@@ -12,9 +12,9 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message, StateChange
 from agenthost.redaction import RedactingLogFilter
 from cases.models import Assertion, Case, Mock, Suite, Turn
-from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
+from runs.web.junit import run_to_junit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -26,7 +26,7 @@ from agenthost.llm.base import ModelRequest
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
 from cases.models import Assertion, Case, Mock, Suite, Turn
-from runs.mocking import CANARY_FUNCTION
+from runs.engine.mocking import CANARY_FUNCTION
 from runs.models import CaseResult
 from runs.services import run_create, run_execute
 

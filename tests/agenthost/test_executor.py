@@ -213,7 +213,7 @@ def test_it_lets_no_provider_be_asked_before_the_one_holding_the_first_order(pro
 
 
 def test_it_registers_the_harness_mock_provider_at_the_first_order():
-    from runs.mocking import mock_provider
+    from runs.engine.mocking import mock_provider
 
     assert mock_provider.order == executor.FIRST_ORDER
 

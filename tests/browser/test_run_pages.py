@@ -18,8 +18,8 @@ from playwright.sync_api import expect
 from agenttest.celery import app
 from agenttest_demo.suite import demo_suite_ensure
 from cases.models import Suite
+from runs.engine.numbers import format_pass_rate
 from runs.models import CaseResult, Run
-from runs.numbers import format_pass_rate
 from runs.selectors import run_summary
 from tests.workers import runs_worker
 

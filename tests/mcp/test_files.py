@@ -17,8 +17,8 @@ from agenthost.models import Agent, Conversation, McpToolList
 from cases.files import files_export
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import Recording, Run
-from runs.recordings import recordings_export
 from runs.services import run_create, run_execute
+from runs.tapes.files import recordings_export
 from tests.mcp.conftest import order_server_spec
 from tests.mcp.test_runs import server_processes
 

@@ -1,5 +1,6 @@
-"""The sample plugin loaded the way start-up loads it (AGENTTEST_PLUGINS, then agenttest.plugins.plugins_load), its
-provider kind configured as a providers file would, and the outbox its sending tool writes to."""
+"""The sample plugin loaded the way start-up loads it (AGENTTEST_PLUGINS, then
+agenttest.plugin_loading.plugins_load), its provider kind configured as a providers file would, and the outbox its
+sending tool writes to."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from django.core.cache import cache
 
 from agenthost.models import Agent
-from agenttest.plugins import plugins_load
+from agenttest.plugin_loading import plugins_load
 
 PLUGIN = "tests.plugins.sample_plugin"
 KIND = "sample-rules"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agenthost.functions import get_function
-from agenttest.plugins import plugins_load
+from agenttest.plugin_loading import plugins_load
 from tests.plugins import callable_plugin
 from tests.plugins.conftest import PROVIDERS_FILE
 

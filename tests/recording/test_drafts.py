@@ -10,7 +10,7 @@ from agenthost.models import Agent, Message
 from agenthost.services import conversation_send, conversation_start
 from recording.drafts import NothingToRecord, draft_document
 from recording.transcripts import transcript_load
-from runs.sessions import CaseSession, registry
+from runs.engine.case_session import CaseSession, registry
 from tests.recording.conftest import CANCEL_1043, SEEDED_STATE, THREE_TOPICS, WHERE_IS_1042
 
 pytestmark = pytest.mark.django_db

@@ -25,10 +25,10 @@ from agenthost.llm.scripted import Answer, Call, Hang
 from agenthost.models import Agent
 from agenthost.testing.openai_stub import HttpError, OpenAIStub, echo_reply
 from cases.models import Assertion, Case, Mock, Suite, Turn
+from runs.engine.case_runner import LATE_ANSWER_GRACE_SECONDS
 from runs.models import CaseResult, Recording, Run
-from runs.replay import HANG
-from runs.runner import LATE_ANSWER_GRACE_SECONDS
 from runs.services import run_create, run_execute
+from runs.tapes.replay import HANG
 from tests.runs.test_concurrency import stub_provider
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs.comparison import ComparisonError, baseline_get, default_baseline, earlier_runs, run_compare
 from runs.models import CaseResult, Run
+from runs.web.comparison import ComparisonError, baseline_get, default_baseline, earlier_runs, run_compare
 from tests.runs.conftest import CAREFUL, HASTY
 
 pytestmark = pytest.mark.django_db

@@ -16,9 +16,9 @@ from agenthost.llm.scripted import Answer
 from agenthost.models import Agent
 from agenthost.testing.openai_stub import HttpError, OpenAIStub, echo_reply
 from cases.models import Assertion, Case, Mock, Suite, Turn
-from runs.junit import run_to_junit
 from runs.models import CaseResult, Recording, Run
 from runs.services import run_cancel, run_create, run_execute
+from runs.web.junit import run_to_junit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,10 +14,10 @@ from kombu import Connection
 from agenthost.models import Agent
 from agenttest.cli import group_queue, worker_command
 from cases.models import Assertion, Case, Mock, Suite, Turn
+from runs.engine.workers import live_workers
 from runs.models import Run, WorkerBeat
 from runs.services import run_create, run_trigger
 from runs.tasks import execute_run
-from runs.workers import live_workers
 from tests.workers import REDIS_URL, flush_redis_queue, group_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

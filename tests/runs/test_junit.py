@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from django.utils import timezone
 
-from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
+from runs.web.junit import run_to_junit
 from tests.runs.conftest import CAREFUL, HASTY
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runs.numbers import (
+from runs.engine.numbers import (
     format_cost,
     format_cost_delta,
     format_pass_rate,

@@ -19,7 +19,8 @@ from tests.runs.conftest import CAREFUL
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# Only the harness seals a conversation (runs/runner.py); a test conversation stood in for here carries a seal.
+# Only the harness seals a conversation (runs/engine/case_runner.py); a test conversation stood in for here carries
+# a seal.
 SEALED = "0" * 64
 
 

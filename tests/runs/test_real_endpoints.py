@@ -15,8 +15,8 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
 from agenthost.testing.openai_stub import REASONING_TOKENS, HttpError, OpenAIStub, RawCompletion, rate_limited
 from cases.models import Assertion, Case, Mock, Suite, Turn
+from runs.engine.numbers import format_cost
 from runs.models import CaseResult, Run
-from runs.numbers import format_cost
 from runs.selectors import run_summary
 from runs.services import run_create
 from runs.tasks import run_execute

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.seams import get_model
-from runs.assertions import AssertionOutcome
-from runs.mocking import BLOCKED_PREFIX, FORCE_BLOCKED, FORCE_BLOCKED_PREFIX
-from runs.runner import execute_case, failure_reason
-from runs.sessions import MockSpec
+from runs.engine.assertions import AssertionOutcome
+from runs.engine.case_runner import execute_case, failure_reason
+from runs.engine.case_session import MockSpec
+from runs.engine.mocking import BLOCKED_PREFIX, FORCE_BLOCKED, FORCE_BLOCKED_PREFIX
 from tests.runs.test_runner import called, plan, replies, suite_plan
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from agenthost.llm.scripted import Answer
 from agenthost.models import Agent, Conversation
 from agenthost.seams import Usage, get_model
-from runs.assertions import _parse_verdict
+from runs.engine.assertions import _parse_verdict
+from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.models import CaseResult, Recording, Run
-from runs.recordings import MANIFEST, RecordingFilesRejected, recordings_import
-from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.services import run_create, run_execute
+from runs.tapes.files import MANIFEST, RecordingFilesRejected, recordings_import
 from tests.bad_input import database_fingerprint, fingerprint_changes, session_client, token_client
 from tests.runs.conftest import CAREFUL
 

@@ -11,11 +11,11 @@ from agenthost.llm.scripted import Answer, Hang
 from agenthost.models import Agent
 from agenthost.testing.openai_stub import HttpError, echo_reply, rate_limited
 from cases.models import Assertion, Case, Mock, Suite, Turn
+from runs.engine.case_session import registry
 from runs.models import CaseResult, Recording, Run
-from runs.replay import HANG, REPLAY_PROVIDER
 from runs.selectors import REPLAY_COST_NOTE, run_summary
 from runs.services import RunError, run_create, run_execute
-from runs.sessions import registry
+from runs.tapes.replay import HANG, REPLAY_PROVIDER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

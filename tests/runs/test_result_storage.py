@@ -22,7 +22,7 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Conversation, Message
 from agenthost.testing.openai_stub import OpenAIStub
 from cases.models import Assertion, Case, Mock, Suite, Turn
-from runs.leases import run_sweep_expired
+from runs.engine.leases import run_sweep_expired
 from runs.models import CaseResult, Recording, Run
 from runs.services import run_create, run_execute
 

@@ -20,9 +20,9 @@ from agenthost.seams import (
     register_executor_provider,
     unregister_executor_provider,
 )
-from runs.mocking import BLOCKED_PREFIX, mock_provider
-from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
-from runs.sessions import ALLOWED_FUNCTIONS, CaseSession, MockSpec, registry
+from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_session import ALLOWED_FUNCTIONS, CaseSession, MockSpec, registry
+from runs.engine.mocking import BLOCKED_PREFIX, mock_provider
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

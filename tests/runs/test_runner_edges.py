@@ -34,10 +34,10 @@ from agenthost.seams import (
     registered_functions,
     unregister_agent_load_hook,
 )
-from runs.mocking import BLOCKED_PREFIX, CANARY_FUNCTION, HAS_OUTSIDE_EFFECTS, apply_model_override
-from runs.replay import Recorder, Replayer
-from runs.runner import AssertionPlan, CasePlan, CaseWorker, SuitePlan, TurnPlan, execute_case
-from runs.sessions import CaseSession, MockSpec, registry
+from runs.engine.case_runner import AssertionPlan, CasePlan, CaseWorker, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_session import CaseSession, MockSpec, registry
+from runs.engine.mocking import BLOCKED_PREFIX, CANARY_FUNCTION, HAS_OUTSIDE_EFFECTS, apply_model_override
+from runs.tapes.replay import Recorder, Replayer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,10 +11,10 @@ import pytest
 from agenthost.llm.scripted import Answer
 from agenthost.models import Agent
 from cases.models import Suite
-from runs.junit import run_to_junit
 from runs.models import CaseResult, Run
 from runs.selectors import FLAKY, STABLE_FAIL, STABLE_PASS, run_matrix, run_summary, run_trials
 from runs.services import run_create, run_execute
+from runs.web.junit import run_to_junit
 from tests.runs.conftest import CAREFUL
 
 SCRIPTED = "scripted:scripted"

@@ -13,10 +13,10 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.seams import conversation_send, conversation_start, get_model
 from cases.models import Assertion, Case, Mock, Suite, Turn
+from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_session import MockSpec
 from runs.models import CaseResult, Run
-from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.services import run_create, run_execute
-from runs.sessions import MockSpec
 from tests.runtimes.conftest import markers
 
 pytestmark = pytest.mark.django_db(transaction=True)

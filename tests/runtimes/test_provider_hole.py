@@ -15,7 +15,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agenthost.models import Agent
 from agenthost.seams import ConversationError, conversation_send, conversation_start, get_model
 from agenttest.plugin import ModelProvider, ModelRequest, ModelResponse, register_provider_kind
-from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,10 +16,10 @@ from agenthost.seams import conversation_send, conversation_start, get_model
 from agenttest.plugin import register_runtime, unregister_runtime
 from cases.files import agent_file, files_apply
 from cases.models import Assertion, Case, Mock, Suite, Turn
+from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_session import MockSpec
 from runs.models import CaseResult, Run
-from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.services import run_create, run_execute
-from runs.sessions import MockSpec
 from tests.runtimes.conftest import markers
 from tests.runtimes.test_pydantic_ai_runtime import EMAIL, SHOP_AGENT
 

@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from cases.selectors import suite_by_reference
-from runs.recordings import RecordingFilesRejected, default_directory, recordings_export, recordings_import
+from runs.tapes.files import RecordingFilesRejected, default_directory, recordings_export, recordings_import
 
 
 class Command(BaseCommand):

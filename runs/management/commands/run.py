@@ -25,20 +25,20 @@ from agenthost.seams import mcp_refresh
 from agenttest.inputs import whole_number_argument
 from cases.files import FilesRejected, files_apply, files_mcp_servers, suite_directory_name
 from cases.models import Suite
-from runs.junit import run_to_junit
+from runs.engine.numbers import format_cost, format_pass_rate, models_priced
 from runs.management.commands.run_suite import EXIT_ERROR, EXIT_PASSED, _Abort, _exit_code, _InlineRun
 from runs.management.commands.run_suite import Command as RunSuiteCommand
 from runs.models import CaseResult, Run
-from runs.numbers import format_cost, format_pass_rate, models_priced
-from runs.recordings import (
+from runs.selectors import run_summary
+from runs.services import RunError, run_claim, run_create
+from runs.tapes.files import (
     RecordingFilesRejected,
     recorded_mcp_listings,
     recorded_mcp_listings_store,
     recordings_export,
     recordings_import,
 )
-from runs.selectors import run_summary
-from runs.services import RunError, run_claim, run_create
+from runs.web.junit import run_to_junit
 
 RECORDINGS = "recordings"
 RESULTS_FORMAT = 1

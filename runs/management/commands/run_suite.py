@@ -25,10 +25,8 @@ from django.db import connection
 from agenttest.inputs import number_text_is_ascii, whole_number_argument
 from cases.models import Suite
 from cases.selectors import suite_by_reference, suite_list
-from runs.comparison import BROKE, FIXED, ComparisonError, baseline_get, default_baseline, run_compare
-from runs.junit import run_to_junit
+from runs.engine.numbers import format_cost, format_pass_rate, models_priced
 from runs.models import CaseResult, Run
-from runs.numbers import format_cost, format_pass_rate, models_priced
 from runs.selectors import ModelSummary, run_lock_holder, run_summary
 from runs.services import (
     Lease,
@@ -44,6 +42,8 @@ from runs.services import (
     run_resume,
     run_trigger,
 )
+from runs.web.comparison import BROKE, FIXED, ComparisonError, baseline_get, default_baseline, run_compare
+from runs.web.junit import run_to_junit
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 POLL_SECONDS = 0.3

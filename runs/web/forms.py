@@ -12,9 +12,9 @@ from agenthost.seams import configured_models
 from agenttest.forms import AsciiDecimalFormField, StrictForm, WholeNumberFormField
 from agenttest.inputs import parse_id
 from cases.models import Suite
+from runs.engine.run_checks import MAX_TRIALS
 from runs.models import Run
 from runs.services import RunError
-from runs.validation import MAX_TRIALS
 
 # RunError.field → the form field it belongs on.
 _FIELDS = {

@@ -87,3 +87,26 @@ def model_is_priced(key: str) -> bool:
 
 def models_priced(keys: Iterable[str]) -> dict[str, bool]:
     return {key: model_is_priced(key) for key in dict.fromkeys(keys)}
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def format_signed(value: float | None, unit: str, *, digits: int | None = None) -> str:
+    if value is None:
+        return ""
+    if digits is None:
+        digits = 1 if abs(value) < 10 and unit == " ms" else 0
+    if round(value, digits) == 0:
+        return f"±0{unit}"
+    return f"{'+' if value > 0 else '−'}{abs(value):.{digits}f}{unit}"
+

@@ -27,7 +27,7 @@ from agenthost.seams import (
 )
 from agenttest import patterns
 from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep
-from runs.sessions import BlockedBecause, is_subset
+from runs.engine.case_session import BlockedBecause, is_subset
 
 DEFAULT_JUDGE_MIN_SCORE = 4
 

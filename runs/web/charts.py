@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from runs.numbers import format_pass_rate
+from runs.engine.numbers import format_pass_rate
 from runs.selectors import ModelSummary
 
 _LABEL_WIDTH = 210

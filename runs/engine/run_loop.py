@@ -18,15 +18,15 @@ from typing import Any
 from agenthost.seams import ModelConfig, UnknownModel
 from cases.models import Case
 from cases.validation import suite_hermetic_problem
-from runs.budget import Spend
-from runs.durability import relaxed_commit
-from runs.leases import Lease, LeaseLost
+from runs.engine.budget import Spend
+from runs.engine.case_runner import ERROR, CaseExecution, CasePlan, CaseWorker, SuitePlan, execute_case
+from runs.engine.durability import relaxed_commit
+from runs.engine.leases import Lease, LeaseLost
+from runs.engine.planning import model_config, pending_pairs, run_suite_plan
+from runs.engine.results import reconnecting, result_store, results_cancel_remaining, run_finish, run_verdict
+from runs.engine.throttle import RunThrottles
 from runs.models import CaseResult, Recording, Run
-from runs.planning import model_config, pending_pairs, run_suite_plan
-from runs.replay import Recorder, Replayer, Tape
-from runs.results import reconnecting, result_store, results_cancel_remaining, run_finish, run_verdict
-from runs.runner import ERROR, CaseExecution, CasePlan, CaseWorker, SuitePlan, execute_case
-from runs.throttle import RunThrottles
+from runs.tapes.replay import Recorder, Replayer, Tape
 
 
 def run_execute_held(*, lease: Lease) -> Run:

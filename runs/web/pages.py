@@ -1,5 +1,6 @@
 """The run pages: list, trigger, the run itself (live progress, then summary, chart and case × model matrix), one
-result, run vs baseline, and the CSV / JUnit exports.
+result, run vs baseline. The matrix cells are built in runs/web/matrix.py, the CSV / JUnit downloads in
+runs/web/exports.py, the figures written by runs/engine/numbers.py and runs/web/charts.py.
 
 Any signed-in user may look; only staff may trigger or cancel, because a run spends token quota — members are shown
 no button and get 403 when they post anyway. Each page runs a fixed number of queries whatever the number of cases and
@@ -8,12 +9,9 @@ models: results are read as plain values without their transcripts, and only the
 
 from __future__ import annotations
 
-import csv
 import json
 from collections import defaultdict
-from collections.abc import Callable
 from datetime import datetime, timedelta
-from decimal import Decimal
 from html import escape as html_escape
 from typing import Any
 
@@ -23,37 +21,27 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.utils import timezone
-from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agenttest.forms import unknown_fields_message, unknown_form_fields
 from agenttest.inputs import parse_id, printable_json, text_is_storable
-from cases.models import Case, Suite
+from cases.models import Suite
 from cases.selectors import enabled_cases, suite_list
-from runs.charts import format_ms, model_chart, pass_rate_band
-from runs.comparison import (
-    ComparisonError,
-    baseline_get,
-    default_baseline,
-    earlier_runs,
-    model_deltas,
-    run_compare,
-    run_differences,
-)
-from runs.forms import RunTriggerForm
-from runs.junit import run_to_junit
-from runs.models import CaseResult, Run
-from runs.numbers import (
+from runs.engine.numbers import (
     format_cost,
     format_cost_delta,
+    format_duration,
     format_pass_rate,
+    format_signed,
     format_tokens,
     format_tokens_delta,
     models_priced,
 )
-from runs.selectors import ModelSummary, matrix_case_key, run_list, run_matrix, run_pickup_stall, run_summary
+from runs.engine.throttle import throttle_lines
+from runs.engine.workers import live_workers
+from runs.models import CaseResult, Run
+from runs.selectors import ModelSummary, run_list, run_pickup_stall, run_summary
 from runs.services import (
     QueueUnavailable,
     RunConflict,
@@ -64,13 +52,21 @@ from runs.services import (
     run_trigger,
     run_unbless,
 )
-from runs.throttle import throttle_lines
-from runs.workers import live_workers
+from runs.web.charts import format_ms, model_chart, pass_rate_band
+from runs.web.comparison import (
+    ComparisonError,
+    baseline_get,
+    default_baseline,
+    earlier_runs,
+    model_deltas,
+    run_compare,
+    run_differences,
+)
+from runs.web.forms import RunTriggerForm
+from runs.web.matrix import CASE_TIME_TITLE, live_matrix, matrix_body, new_cells, results_base
 
 RUNS_PER_PAGE = 25
 MATRIX_FILTERS = {"all": "All cases", "failures": "Failures only", "disagree": "Where models disagree"}
-# Spreadsheets run a cell that starts with one of these as a formula; case names can come from recorded chats.
-_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _forbidden(request: HttpRequest, message: str, *, status: int = 403) -> HttpResponse:
@@ -84,18 +80,6 @@ def _unknown_fields(request: HttpRequest, nothing_done: str) -> HttpResponse | N
     if not unknown:
         return None
     return _forbidden(request, f"{unknown_fields_message(unknown, ())} {nothing_done}", status=400)
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(int(round(seconds)), 60)
-    if minutes < 60:
-        return f"{minutes} min {rest:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 def _elapsed(run: Run, now: datetime | None = None) -> float | None:
@@ -304,149 +288,9 @@ def _progress(run: Run, since: int | None = None) -> dict[str, Any]:
             }
             for model in run.model_keys
         ],
-        **(_new_cells(run, since) if since is not None else {}),
+        **(new_cells(run, since) if since is not None else {}),
     }
 
-
-def _new_cells(run: Run, since: int) -> dict[str, Any]:
-    """The cells (and row flags) of every case × model with a result newer than `since`. With several trials a
-    cell sums up all of them, so the whole cell is sent again."""
-    fresh = list(CaseResult.objects.filter(run=run, pk__gt=since).order_by().values_list("pk", "case_id", "case_name"))
-    if not fresh:
-        return {"cells": [], "rows": [], "last_result": since}
-    rows = run_matrix(
-        run=run,
-        case_ids={case_id for _, case_id, _ in fresh if case_id is not None},
-        case_names={name for _, case_id, name in fresh if case_id is None},
-    )
-    base = html_escape(_results_base(run))
-    cells, flags = [], []
-    for row in rows:
-        key = matrix_case_key(row)
-        flags.append({"key": key, "classes": _row_classes(row)})
-        for model, cell in row["cells"].items():
-            cells.append({"key": f"{key}|{model}", "html": _cell_html(key, model, cell, run.trials, base)})
-    return {"cells": cells, "rows": flags, "last_result": max(pk for pk, _, _ in fresh)}
-
-
-
-
-_STATUS_LABELS = dict(CaseResult.Status.choices)
-# With several trials a cell shows how the case held up over all of them; it links to the first trial.
-_STABILITY = {"stable-pass": ("passed", "Stable pass"), "stable-fail": ("failed", "Stable fail"),
-              "flaky": ("flaky", "Flaky"), "": ("cancelled", "Incomplete")}
-# A matrix cell shows the start of a result's reason: enough to tell causes apart; the result page has all of it.
-CELL_REASON_CHARS = 90
-CASE_TIME_TITLE = "case: the case's wall time (every turn, mocks and assertions); model: the model's own latency"
-
-
-def short_reason(reason: str, limit: int = CELL_REASON_CHARS) -> str:
-    """The reason cut at a word to at most `limit` characters, with an ellipsis when cut."""
-    text = " ".join(reason.split())
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    if " " in cut[limit // 2 :]:
-        cut = cut[: cut.rindex(" ")]
-    return cut.rstrip(" ,;:—-(") + "…"
-
-
-def _cell(cell: dict[str, Any], trials: int) -> dict[str, Any]:
-    if trials > 1:
-        cell["css"], cell["label"] = _STABILITY.get(cell.get("stability", ""), _STABILITY[""])
-        ran = [status for status in cell["trials"] if status != CaseResult.Status.CANCELLED]
-        cell["detail"] = f"{ran.count(CaseResult.Status.PASSED)}/{len(ran)} passed"
-    else:
-        cell["css"], cell["label"] = cell["status"], _STATUS_LABELS.get(cell["status"], cell["status"])
-        cell["detail"] = f"case {format_ms(cell['duration_ms'])} · model {format_ms(cell['model_latency_ms'])}"
-    return cell
-
-
-def _row_classes(row: dict[str, Any]) -> str:
-    flags = (("has-failure", row["any_failure"]), ("disagree", row["disagree"]))
-    return " ".join(name for name, on in flags if on)
-
-
-def _cell_html(key: str, model: str, cell: dict[str, Any], trials: int, results_base: str) -> str:
-    cell = _cell(cell, trials)
-    reason = cell["reason"] if cell["status"] != CaseResult.Status.PASSED or trials > 1 else ""
-    title = f' title="{html_escape(reason)}"' if reason else ""
-    shown = f'<span class="cell-reason">{html_escape(short_reason(reason))}</span>' if reason else ""
-    return (
-        f'<td class="cell cell-{html_escape(cell["css"])}" data-cell="{html_escape(f"{key}|{model}")}">'
-        f'<a href="{results_base}{cell["id"]}/"{title}><span class="cell-head"><span class="cell-verdict">'
-        f'{html_escape(cell["label"])}</span><small class="cell-times">{html_escape(cell["detail"])}</small></span>'
-        f"{shown}</a></td>"
-    )
-
-
-def _matrix_rows_html(
-    rows: list[dict[str, Any]], models: list[str], trials: int, results_base: str, *, live: bool = False
-) -> SafeString:
-    """The matrix body. Built here rather than in the template: at 1,000 cases × 5 models the template engine spends
-    most of the page's time on these cells, plain string building a tenth of it. Every value is escaped (the
-    standard library's escape: Django's lazy-aware wrapper costs more than the escaping itself here). While the run
-    is live a cell without a result is "not run yet", and the poller replaces it once its result lands."""
-    missing = '<td class="cell cell-missing" title="no result">—</td>'
-    lines = []
-    for row in rows:
-        key = matrix_case_key(row)
-        cells = []
-        for model in models:
-            cell = row["cells"].get(model)
-            if cell is not None:
-                cells.append(_cell_html(key, model, cell, trials, results_base))
-            elif live:
-                cells.append(
-                    f'<td class="cell cell-pending" data-cell="{html_escape(f"{key}|{model}")}">'
-                    '<span class="cell-head"><span class="cell-verdict">Not run yet</span></span></td>'
-                )
-            else:
-                cells.append(missing)
-        lines.append(
-            f'<tr class="{_row_classes(row)}" data-row="{html_escape(key)}"><th scope="row">'
-            f'{html_escape(row["case_name"])}</th>{"".join(cells)}</tr>'
-        )
-    return mark_safe("\n".join(lines))
-
-
-def _results_base(run: Run) -> str:
-    return reverse("runs:detail", kwargs={"run_id": run.pk}) + "results/"
-
-
-def _matrix(run: Run, models: list[str], results_base: str) -> tuple[SafeString, dict[str, int]]:
-    """The matrix body, and how many rows each filter shows."""
-    rows = run_matrix(run=run)
-    counts = {
-        "all": len(rows),
-        "failures": sum(1 for row in rows if row["any_failure"]),
-        "disagree": sum(1 for row in rows if row["disagree"]),
-    }
-    return _matrix_rows_html(rows, models, run.trials, results_base), counts
-
-
-def _live_matrix(run: Run) -> dict[str, Any]:
-    """The matrix of a run in progress: every selected case in the run's order, its finished cells linked, the rest
-    waiting. Two queries (the cases' names, the results so far)."""
-    names = dict(Case.objects.filter(pk__in=run.case_ids or []).values_list("pk", "name"))
-    rows = {matrix_case_key(row): row for row in run_matrix(run=run)}
-    ordered = []
-    for pk in run.case_ids or []:
-        key = str(pk)
-        if key in rows:
-            ordered.append(rows.pop(key))
-        elif pk in names:
-            ordered.append({"case_id": pk, "case_name": names[pk], "cells": {}, "any_failure": False,
-                            "disagree": False})
-    ordered.extend(rows.values())
-    last = max((cell["last_id"] for row in ordered for cell in row["cells"].values()), default=0)
-    return {
-        "models": list(run.model_keys),
-        "rows": _matrix_rows_html(ordered, list(run.model_keys), run.trials, html_escape(_results_base(run)),
-                                  live=True),
-        "last_result": last,
-        "case_time_title": CASE_TIME_TITLE,
-    }
 
 
 def _summary_numbers(run: Run, summaries: list[ModelSummary]) -> None:
@@ -474,7 +318,7 @@ def _summary_numbers(run: Run, summaries: list[ModelSummary]) -> None:
 def _results_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     summaries = run_summary(run=run)
     models = [summary.model for summary in summaries]
-    rows, counts = _matrix(run, models, html_escape(_results_base(run)))
+    rows, counts = matrix_body(run, models, html_escape(results_base(run)))
     _summary_numbers(run, summaries)
     show = request.GET.get("show", "all")
     results = sum(summary.total for summary in summaries)
@@ -515,7 +359,7 @@ def _run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     if run.is_finished:
         context.update(_results_context(request, run))
     else:
-        context.update({"progress": _progress(run), "live": _live_matrix(run)})
+        context.update({"progress": _progress(run), "live": live_matrix(run)})
     return context
 
 
@@ -727,16 +571,6 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
 # --- Run vs baseline ----------------------------------------------------------------------------------------------
 
 
-def _signed(value: float | None, unit: str, *, digits: int | None = None) -> str:
-    if value is None:
-        return ""
-    if digits is None:
-        digits = 1 if abs(value) < 10 and unit == " ms" else 0
-    if round(value, digits) == 0:
-        return f"±0{unit}"
-    return f"{'+' if value > 0 else '−'}{abs(value):.{digits}f}{unit}"
-
-
 def _delta_rows(run: Run, baseline: Run) -> list[dict[str, Any]]:
     """Per model, the baseline's and the run's figures and how they moved; a rise in pass rate is good, a rise in
     latency, tokens or cost is not."""
@@ -750,10 +584,10 @@ def _delta_rows(run: Run, baseline: Run) -> list[dict[str, Any]]:
             "model": delta.model,
             "baseline": delta.baseline,
             "current": delta.current,
-            "pass_rate": _signed(points, " pts"),
+            "pass_rate": format_signed(points, " pts"),
             "pass_rate_trend": "" if points is None or round(points) == 0 else ("better" if points > 0 else "worse"),
-            "p50": _signed(delta.p50_ms, " ms"),
-            "p95": _signed(delta.p95_ms, " ms"),
+            "p50": format_signed(delta.p50_ms, " ms"),
+            "p95": format_signed(delta.p95_ms, " ms"),
             "tokens": "" if delta.tokens is None else format_tokens_delta(delta.tokens),
             "cost": "" if delta.cost is None else (
                 format_cost_delta(delta.cost) if delta.baseline.priced and delta.current.priced else "unpriced"
@@ -788,74 +622,8 @@ def run_compare_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "deltas": _delta_rows(run, baseline) if baseline else [],
         "differences": run_differences(run=run, baseline=baseline) if baseline else None,
         "error": error,
-        "results_base": _results_base(run),
-        "baseline_results_base": _results_base(baseline) if baseline else "",
+        "results_base": results_base(run),
+        "baseline_results_base": results_base(baseline) if baseline else "",
         "can_manage": request.user.is_staff,
     }
     return render(request, "runs/run_compare.html", context, status=status)
-
-
-# --- Exports ------------------------------------------------------------------------------------------------------
-
-
-def _csv_text(value: Any) -> str:
-    text = "" if value is None else str(value)
-    return "'" + text if text.startswith(_FORMULA_PREFIXES) else text
-
-
-# Per model, the columns of the matrix CSV: (header suffix, value of a cell). A pair without a result leaves them
-# all empty. Add a column here and every model gets it.
-def _csv_cost(cell: dict[str, Any]) -> str:
-    return "" if not cell["priced"] and not cell["cost"] else f"{Decimal(cell['cost'] or 0).normalize():f}"
-
-
-_CSV_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
-    ("status", lambda cell: cell["status"]),
-    ("duration_ms", lambda cell: f"{cell['duration_ms']:.0f}"),
-    ("model_latency_ms", lambda cell: f"{cell['model_latency_ms']:.0f}"),
-    ("input_tokens", lambda cell: cell["input_tokens"]),
-    ("output_tokens", lambda cell: cell["output_tokens"]),
-    ("cached_input_tokens", lambda cell: cell["cached_input_tokens"]),
-    ("reasoning_tokens", lambda cell: cell["reasoning_tokens"]),
-    # USD; empty for a model without a price (the page says "unpriced").
-    ("cost_usd", _csv_cost),
-    ("reason", lambda cell: _csv_text(cell["reason"])),
-    ("result_url", lambda cell: cell["url"]),
-]
-
-
-@login_required
-@require_GET
-def matrix_csv(request: HttpRequest, run_id: int) -> HttpResponse:
-    """One row per case; per model the _CSV_COLUMNS of its result (the first trial's with several). An empty group
-    is a case × model with no result."""
-    run = get_object_or_404(Run.objects.defer("agent_snapshot", "case_ids"), pk=run_id)
-    rows = run_matrix(run=run)
-    models = list(dict.fromkeys([*run.model_keys, *(model for row in rows for model in row["cells"])]))
-    priced = models_priced(models)
-    results_base = request.build_absolute_uri(_results_base(run))
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-matrix.csv"'
-    writer = csv.writer(response)
-    writer.writerow(["case_id", "case", *(f"{model} {name}" for model in models for name, _ in _CSV_COLUMNS)])
-    for row in rows:
-        values = []
-        for model in models:
-            cell = row["cells"].get(model)
-            if cell is None:
-                values += [""] * len(_CSV_COLUMNS)
-                continue
-            is_priced = priced[model] or run.mode == Run.Mode.REPLAY
-            cell = {**cell, "priced": is_priced, "url": f"{results_base}{cell['id']}/"}
-            values += [value(cell) for _, value in _CSV_COLUMNS]
-        writer.writerow([row["case_id"] or "", _csv_text(row["case_name"]), *values])
-    return response
-
-
-@login_required
-@require_GET
-def junit_xml(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("suite"), pk=run_id)
-    response = HttpResponse(run_to_junit(run), content_type="application/xml; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-junit.xml"'
-    return response

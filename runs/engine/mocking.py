@@ -1,6 +1,6 @@
 """The mock seam: a very-low-order executor provider that owns every function of a conversation under test.
 
-It finds the conversation's case session in the process-wide registry (sessions.py) and answers each call with a
+It finds the conversation's case session in the process-wide registry (case_session.py) and answers each call with a
 mock, a refusal (blocked), or — for control flow and an extra-allowed effect-free function — by letting that call
 through to its real implementation (`PassThrough`). Conversations not under test it passes (None).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agenthost.seams import FIRST_ORDER, Conversation, FunctionContext, FunctionResult, LoadedAgent, PassThrough
-from runs.sessions import BlockedBecause, CaseSession, ObservedCall, Outcome, registry
+from runs.engine.case_session import BlockedBecause, CaseSession, ObservedCall, Outcome, registry
 
 CANARY_FUNCTION = "agenttest-canary"
 BLOCKED_PREFIX = "[agenttest] blocked unmocked tool: "

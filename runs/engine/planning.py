@@ -11,10 +11,10 @@ from typing import Any
 
 from agenthost.seams import Agent, LiveListings, ModelConfig, UnknownModel, get_model, parse_model_key
 from cases.models import Case
+from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan
+from runs.engine.case_session import MockSpec
 from runs.models import Run
-from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.selectors import run_tag
-from runs.sessions import MockSpec
 
 PLAN_CHUNK = 100
 

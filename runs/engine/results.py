@@ -12,10 +12,10 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from agenthost.seams import Conversation, ConversationGone, conversation_messages, redact, redact_text
-from runs.leases import Lease, LeaseLost
+from runs.engine.case_runner import CaseExecution, CasePlan, note_conversation_gone
+from runs.engine.leases import Lease, LeaseLost
 from runs.models import CaseResult, Run, RunLock
-from runs.recordings import recording_save
-from runs.runner import CaseExecution, CasePlan, note_conversation_gone
+from runs.tapes.files import recording_save
 
 # The Run counter each result status adds to.
 COUNTER = {"passed": "passed", "failed": "failed", "error": "errored", "cancelled": "cancelled"}

@@ -2,7 +2,7 @@
 
 A session is what the harness knows of one conversation under test: its mocks, the suite's allow and force-block
 lists, the model it runs on (and its tape in record and replay mode), the calls observed at the seam and what its
-model calls used. The mock seam (mocking.py), the runtime providers (providers.py) and the runner find it by
+model calls used. The mock seam (mocking.py), the runtime providers (model_providers.py) and the runner find it by
 conversation id in `registry`.
 
 The registry is process-wide, not a context variable or thread-local: those are silently lost across a thread or
@@ -34,8 +34,8 @@ from agenthost.seams import (
     Usage,
     function_is_effect_free,
 )
-from runs.replay import Tape
-from runs.throttle import CASE_TIMED_OUT, Slot
+from runs.engine.throttle import CASE_TIMED_OUT, Slot
+from runs.tapes.replay import Tape
 
 ALLOWED_FUNCTIONS = frozenset(CONTROL_FLOW_FUNCTIONS)
 # Without a Retry-After, a rate-limited case backs off 1, 2, 4 … s; no single wait is longer than a minute.
@@ -116,7 +116,7 @@ class CaseSession:
     mocks: list[MockSpec]
     extra_allowed: frozenset[str] = frozenset()
     force_blocked: frozenset[str] = frozenset()
-    # The provider every agent of the conversation runs on: one of the harness's runtime providers (providers.py),
+    # The provider every agent of the conversation runs on: one of the harness's runtime providers (model_providers.py),
     # which answers through `model_provider` (live), or through the session's tape (record, replay). The model name
     # is always the real one.
     provider: str = ""

@@ -8,7 +8,7 @@ from typing import Any
 from agenthost.seams import UnknownModel, get_model
 from cases.models import Suite
 from cases.selectors import enabled_cases
-from runs.errors import RunError
+from runs.engine.errors import RunError
 from runs.models import Recording, Run
 
 MAX_TRIALS = 20

@@ -4,15 +4,16 @@ assertions.
 The case runs on its own thread so a per-case timeout can be enforced. Its registry entry is removed by that thread
 when its last call has returned — never by the waiting side on timeout — so a late tool call is still mocked.
 
-Every model call of the conversation goes through one of the harness's runtime providers (runs/providers.py), and
-the judge's through the case session too (and, unless replayed, through the run's throttle for the judge model's
-provider, runs/throttle.py), so on timeout the session is expired and nothing of the case starts any more: no model
-call, no tool call, no turn. Every model request carries the case's deadline, so the call in flight ends with it (the
-openai provider caps each attempt's timeout at the time left and retries nothing past it): the case ends at its
-timeout, plus a short grace in which that call's answer, if it comes, is counted in the result (and the run's
-budget). A case thread still busy after the grace (a provider kind that ignores the deadline) is left behind.
+Every model call of the conversation goes through one of the harness's runtime providers
+(runs/engine/model_providers.py), and the judge's through the case session too (and, unless replayed, through the
+run's throttle for the judge model's provider, runs/engine/throttle.py), so on timeout the session is expired and
+nothing of the case starts any more: no model call, no tool call, no turn. Every model request carries the case's
+deadline, so the call in flight ends with it (the openai provider caps each attempt's timeout at the time left and
+retries nothing past it): the case ends at its timeout, plus a short grace in which that call's answer, if it comes,
+is counted in the result (and the run's budget). A case thread still busy after the grace (a provider kind that
+ignores the deadline) is left behind.
 
-In record and replay mode the case gets a tape (runs/replay.py): every model call of the conversation, the judge's
+In record and replay mode the case gets a tape (runs/tapes/replay.py): every model call of the conversation, the judge's
 included, goes through it. On timeout the tape is abandoned, which releases a replayed hang so the thread can end.
 
 The conversation is sealed: its key lives only here, while the case runs, so nothing can be sent to it afterwards
@@ -48,12 +49,12 @@ from agenthost.seams import (
     get_model,
     parse_model_key,
 )
-from runs import assertions as checks
-from runs.durability import relax_case_commits
-from runs.mocking import CANARY_FUNCTION
-from runs.providers import LIVE_PROVIDER, install_providers
-from runs.replay import Replayer, Tape
-from runs.sessions import CaseSession, MockSpec, ObservedCall, Outcome, registry
+from runs.engine import assertions as checks
+from runs.engine.case_session import CaseSession, MockSpec, ObservedCall, Outcome, registry
+from runs.engine.durability import relax_case_commits
+from runs.engine.mocking import CANARY_FUNCTION
+from runs.engine.model_providers import LIVE_PROVIDER, install_providers
+from runs.tapes.replay import Replayer, Tape
 
 TEST_TAG = "agenttest"
 NO_ASSERTIONS = "the case has no assertions, so it verifies nothing"
@@ -101,7 +102,7 @@ class SuitePlan:
     tags: tuple[str, ...] = ()
     # The run the cases belong to: named by the seal of each test conversation.
     run_id: int | None = None
-    # The run's per-provider concurrency limits (runs/throttle.py), shared by its cases.
+    # The run's per-provider concurrency limits (runs/engine/throttle.py), shared by its cases.
     throttles: Any = None
     # The run's live MCP listings (agenthost LiveListings), shared by its cases: each server listed once per run.
     mcp_live: Any = None

@@ -29,7 +29,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from runs.errors import RunConflict
+from runs.engine.errors import RunConflict
 from runs.models import CaseResult, Run, RunLock
 
 logger = logging.getLogger(__name__)

@@ -3,8 +3,8 @@ modes.
 
 In live mode the agent-load hook (mocking.py) points every agent of the conversation at `agenttest-live`, which
 calls the model under test; in record mode at `agenttest-record` and in replay mode at `agenttest-replay`, which
-answer through the case's tape (replay.py). Each finds the case session through the conversation id in the
-request's metadata (the process-wide registry, sessions.py) and makes the call through it, so no call starts once
+answer through the case's tape (runs/tapes/replay.py). Each finds the case session through the conversation id in the
+request's metadata (the process-wide registry, case_session.py) and makes the call through it, so no call starts once
 the case timed out, none outlasts it (the request carries the case's deadline) and every finished one counts towards
 its usage.
 """
@@ -23,8 +23,8 @@ from agenthost.seams import (
     get_provider,
     register_runtime_provider,
 )
-from runs.replay import RECORD_PROVIDER, REPLAY_PROVIDER, Recorder, Replayer, Tape
-from runs.sessions import CaseSession, registry
+from runs.engine.case_session import CaseSession, registry
+from runs.tapes.replay import RECORD_PROVIDER, REPLAY_PROVIDER, Recorder, Replayer, Tape
 
 LIVE_PROVIDER = "agenttest-live"
 

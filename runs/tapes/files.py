@@ -36,7 +36,7 @@ from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep, jso
 from cases.models import Case, Suite
 from cases.validation import suite_callable_functions
 from runs.models import Recording, Run
-from runs.replay import AGENT, ANSWER, ERROR, HANG, JUDGE, KINDS, MAX_TOKENS, request_hash
+from runs.tapes.replay import AGENT, ANSWER, ERROR, HANG, JUDGE, KINDS, MAX_TOKENS, request_hash
 
 FORMAT = 1
 MANIFEST = "recordings.json"
@@ -340,7 +340,7 @@ def _read_recording(path: Path, item: dict[str, Any], suite: Suite, cases: dict[
 
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 
-# What a recording may hold, as recordings_export writes it (runs/replay.py describes an entry). Anything else is
+# What a recording may hold, as recordings_export writes it (runs/tapes/replay.py describes an entry). Anything else is
 # refused by name: the file is hand-editable, and an unknown key is a misspelling or a format this version does not
 # read, never something to drop silently.
 _MANIFEST_KEYS = ("format", "suite", "recordings", "mcp_tools")

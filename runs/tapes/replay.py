@@ -1,10 +1,10 @@
 """Record once, replay deterministically: the tapes a case's model traffic goes through in record and replay mode.
 
 A tape belongs to one case × model conversation. In record mode the runtime provider `agenttest-record`
-(providers.py) answers every model call of the conversation through a Recorder, which calls the real model and keeps
-each exchange; in replay mode `agenttest-replay` answers through a Replayer, which serves the kept exchanges by
-position and never builds a network client or reads a key. The judge of llmJudge assertions is handed the same tape,
-so its exchanges are kept and served too.
+(runs/engine/model_providers.py) answers every model call of the conversation through a Recorder, which calls the
+real model and keeps each exchange; in replay mode `agenttest-replay` answers through a Replayer, which serves the
+kept exchanges by position and never builds a network client or reads a key. The judge of llmJudge assertions is
+handed the same tape, so its exchanges are kept and served too.
 
 An entry (one model call), as stored and as written to the JSONL files:
 
@@ -50,7 +50,7 @@ AGENT, JUDGE = "agent", "judge"
 
 # A hang is released when the runner abandons the case; this only bounds a tape nobody abandons.
 MAX_HANG_SECONDS = 3600.0
-# The most tokens one entry (and one case's tape, recordings.py) may say it used: results store token counts in
+# The most tokens one entry (and one case's tape, files.py) may say it used: results store token counts in
 # columns that hold less than 2**31.
 MAX_TOKENS = 2**31 - 1
 
@@ -387,7 +387,7 @@ class Replayer(Tape):
 
 class UnreadableEntry(ValueError):
     """A stored entry holds what no recording does (checked where it is read, for tapes stored before import checked
-    them, recordings.py)."""
+    them, files.py)."""
 
 
 def _stored_tokens(usage: dict[str, Any], key: str) -> int:

@@ -9,7 +9,7 @@ from django.db.models.functions import Now
 
 from agenttest.celery import app
 from agenttest.cli import group_queue
-from runs.errors import QueueUnavailable
+from runs.engine.errors import QueueUnavailable
 from runs.models import Run
 
 EXECUTE_RUN = "runs.tasks.execute_run"

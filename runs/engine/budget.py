@@ -5,8 +5,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from runs.engine.numbers import format_cost
 from runs.models import Run
-from runs.numbers import format_cost
 
 
 class Spend:

@@ -1,0 +1,155 @@
+"""The run page's case × model matrix: its cells as HTML, whole for the page and one by one for the live poller."""
+
+from __future__ import annotations
+
+from html import escape as html_escape
+from typing import Any
+
+from django.urls import reverse
+from django.utils.safestring import SafeString, mark_safe
+
+from cases.models import Case
+from runs.models import CaseResult, Run
+from runs.selectors import matrix_case_key, run_matrix
+from runs.web.charts import format_ms
+
+
+def new_cells(run: Run, since: int) -> dict[str, Any]:
+    """The cells (and row flags) of every case × model with a result newer than `since`. With several trials a
+    cell sums up all of them, so the whole cell is sent again."""
+    fresh = list(CaseResult.objects.filter(run=run, pk__gt=since).order_by().values_list("pk", "case_id", "case_name"))
+    if not fresh:
+        return {"cells": [], "rows": [], "last_result": since}
+    rows = run_matrix(
+        run=run,
+        case_ids={case_id for _, case_id, _ in fresh if case_id is not None},
+        case_names={name for _, case_id, name in fresh if case_id is None},
+    )
+    base = html_escape(results_base(run))
+    cells, flags = [], []
+    for row in rows:
+        key = matrix_case_key(row)
+        flags.append({"key": key, "classes": _row_classes(row)})
+        for model, cell in row["cells"].items():
+            cells.append({"key": f"{key}|{model}", "html": _cell_html(key, model, cell, run.trials, base)})
+    return {"cells": cells, "rows": flags, "last_result": max(pk for pk, _, _ in fresh)}
+
+
+
+
+_STATUS_LABELS = dict(CaseResult.Status.choices)
+# With several trials a cell shows how the case held up over all of them; it links to the first trial.
+_STABILITY = {"stable-pass": ("passed", "Stable pass"), "stable-fail": ("failed", "Stable fail"),
+              "flaky": ("flaky", "Flaky"), "": ("cancelled", "Incomplete")}
+# A matrix cell shows the start of a result's reason: enough to tell causes apart; the result page has all of it.
+CELL_REASON_CHARS = 90
+CASE_TIME_TITLE = "case: the case's wall time (every turn, mocks and assertions); model: the model's own latency"
+
+
+def short_reason(reason: str, limit: int = CELL_REASON_CHARS) -> str:
+    """The reason cut at a word to at most `limit` characters, with an ellipsis when cut."""
+    text = " ".join(reason.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if " " in cut[limit // 2 :]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:—-(") + "…"
+
+
+def _cell(cell: dict[str, Any], trials: int) -> dict[str, Any]:
+    if trials > 1:
+        cell["css"], cell["label"] = _STABILITY.get(cell.get("stability", ""), _STABILITY[""])
+        ran = [status for status in cell["trials"] if status != CaseResult.Status.CANCELLED]
+        cell["detail"] = f"{ran.count(CaseResult.Status.PASSED)}/{len(ran)} passed"
+    else:
+        cell["css"], cell["label"] = cell["status"], _STATUS_LABELS.get(cell["status"], cell["status"])
+        cell["detail"] = f"case {format_ms(cell['duration_ms'])} · model {format_ms(cell['model_latency_ms'])}"
+    return cell
+
+
+def _row_classes(row: dict[str, Any]) -> str:
+    flags = (("has-failure", row["any_failure"]), ("disagree", row["disagree"]))
+    return " ".join(name for name, on in flags if on)
+
+
+def _cell_html(key: str, model: str, cell: dict[str, Any], trials: int, results_base: str) -> str:
+    cell = _cell(cell, trials)
+    reason = cell["reason"] if cell["status"] != CaseResult.Status.PASSED or trials > 1 else ""
+    title = f' title="{html_escape(reason)}"' if reason else ""
+    shown = f'<span class="cell-reason">{html_escape(short_reason(reason))}</span>' if reason else ""
+    return (
+        f'<td class="cell cell-{html_escape(cell["css"])}" data-cell="{html_escape(f"{key}|{model}")}">'
+        f'<a href="{results_base}{cell["id"]}/"{title}><span class="cell-head"><span class="cell-verdict">'
+        f'{html_escape(cell["label"])}</span><small class="cell-times">{html_escape(cell["detail"])}</small></span>'
+        f"{shown}</a></td>"
+    )
+
+
+def _matrix_rows_html(
+    rows: list[dict[str, Any]], models: list[str], trials: int, results_base: str, *, live: bool = False
+) -> SafeString:
+    """The matrix body. Built here rather than in the template: at 1,000 cases × 5 models the template engine spends
+    most of the page's time on these cells, plain string building a tenth of it. Every value is escaped (the
+    standard library's escape: Django's lazy-aware wrapper costs more than the escaping itself here). While the run
+    is live a cell without a result is "not run yet", and the poller replaces it once its result lands."""
+    missing = '<td class="cell cell-missing" title="no result">—</td>'
+    lines = []
+    for row in rows:
+        key = matrix_case_key(row)
+        cells = []
+        for model in models:
+            cell = row["cells"].get(model)
+            if cell is not None:
+                cells.append(_cell_html(key, model, cell, trials, results_base))
+            elif live:
+                cells.append(
+                    f'<td class="cell cell-pending" data-cell="{html_escape(f"{key}|{model}")}">'
+                    '<span class="cell-head"><span class="cell-verdict">Not run yet</span></span></td>'
+                )
+            else:
+                cells.append(missing)
+        lines.append(
+            f'<tr class="{_row_classes(row)}" data-row="{html_escape(key)}"><th scope="row">'
+            f'{html_escape(row["case_name"])}</th>{"".join(cells)}</tr>'
+        )
+    return mark_safe("\n".join(lines))
+
+
+def results_base(run: Run) -> str:
+    return reverse("runs:detail", kwargs={"run_id": run.pk}) + "results/"
+
+
+def matrix_body(run: Run, models: list[str], results_base: str) -> tuple[SafeString, dict[str, int]]:
+    """The matrix body, and how many rows each filter shows."""
+    rows = run_matrix(run=run)
+    counts = {
+        "all": len(rows),
+        "failures": sum(1 for row in rows if row["any_failure"]),
+        "disagree": sum(1 for row in rows if row["disagree"]),
+    }
+    return _matrix_rows_html(rows, models, run.trials, results_base), counts
+
+
+def live_matrix(run: Run) -> dict[str, Any]:
+    """The matrix of a run in progress: every selected case in the run's order, its finished cells linked, the rest
+    waiting. Two queries (the cases' names, the results so far)."""
+    names = dict(Case.objects.filter(pk__in=run.case_ids or []).values_list("pk", "name"))
+    rows = {matrix_case_key(row): row for row in run_matrix(run=run)}
+    ordered = []
+    for pk in run.case_ids or []:
+        key = str(pk)
+        if key in rows:
+            ordered.append(rows.pop(key))
+        elif pk in names:
+            ordered.append({"case_id": pk, "case_name": names[pk], "cells": {}, "any_failure": False,
+                            "disagree": False})
+    ordered.extend(rows.values())
+    last = max((cell["last_id"] for row in ordered for cell in row["cells"].values()), default=0)
+    return {
+        "models": list(run.model_keys),
+        "rows": _matrix_rows_html(ordered, list(run.model_keys), run.trials, html_escape(results_base(run)),
+                                  live=True),
+        "last_result": last,
+        "case_time_title": CASE_TIME_TITLE,
+    }
