@@ -72,6 +72,7 @@ from agenthost.mcp.tools import (
 )
 from agenthost.models import Agent, Conversation, Message, StateChange
 from agenthost.redaction import redact, redact_text
+from agenthost.runtimes.base import runtime_tool_declarations
 from agenthost.selectors import (
     conversation_list,
     conversation_messages,
@@ -194,6 +195,7 @@ __all__ = [
     "register_function",
     "register_provider_kind",
     "register_runtime_provider",
+    "runtime_tool_declarations",
     "registered_functions",
     "response_problem",
     "sealed_filter",

@@ -37,6 +37,7 @@ from agenthost.seams import (
     declared_functions,
     function_is_effect_free,
     get_function,
+    runtime_tool_declarations,
 )
 from agenttest.inputs import (
     INT_RANGE_PROBLEM,
@@ -163,7 +164,10 @@ def callable_functions(entry_agents: list[Agent]) -> CallableFunctions:
     declarations: dict[str, list[dict[str, Any] | None]] = {}
     for agent in reached.values():
         declared = [item for item in declared_functions(agent.functions or []) if isinstance(item, dict)]
-        for name in agent_callable_functions(agent):
+        # A runtime agent's tools are its code's, discovered from the framework object.
+        from_code = runtime_tool_declarations(agent)
+        declared += from_code
+        for name in [*agent_callable_functions(agent), *(item["name"] for item in from_code)]:
             own = [item for item in declared if item.get("name") == name]
             declarations.setdefault(name, []).extend(own or [None])
     return CallableFunctions(

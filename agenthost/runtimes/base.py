@@ -217,6 +217,12 @@ class Runtime(abc.ABC):
         """What makes the imported `target` unusable by this runtime, or "" (checked when the agent is saved)."""
         return ""
 
+    def tool_declarations(self, target: Any) -> list[dict[str, Any]]:
+        """The tools the team's agent offers its models ({name, description, parameters}), discovered from the
+        framework object and never re-declared: what a case may mock and assert on. [] when the runtime cannot tell
+        before the code runs (a plain function's tools are whatever it calls)."""
+        return []
+
     @abc.abstractmethod
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         """Run the team's agent on the conversation for one turn; returns its final answer. Every model call goes
@@ -284,6 +290,29 @@ def entry_problems(runtime: str, entry: Any) -> dict[str, list[str]]:
         return {"entry": [str(exc)]}
     problem = get_runtime(runtime).entry_problem(target, entry)
     return {"entry": [problem]} if problem else {}
+
+
+def runtime_tool_declarations(agent: Agent) -> list[dict[str, Any]]:
+    """The tools of a non-native agent's code as agenttest declarations, each carrying its runtime and the effect the
+    agent file declares for it; [] for a native agent, or one whose entry point does not load (its own validation
+    names why)."""
+    if agent.runtime == Agent.Runtime.NATIVE or agent.runtime not in runtime_names() or not agent.entry:
+        return []
+    runtime = get_runtime(agent.runtime)
+    try:
+        target = load_entry(agent.entry)
+    except EntryPointError:
+        return []
+    if runtime.entry_problem(target, agent.entry):
+        return []
+    effects = agent.outside_effects or {}
+    declarations = []
+    for declared in runtime.tool_declarations(target):
+        declared = {**declared, "runtime": agent.runtime}
+        if isinstance(effects.get(declared["name"]), bool):
+            declared["outside_effects"] = effects[declared["name"]]
+        declarations.append(declared)
+    return declarations
 
 
 def _target(loaded: LoadedAgent, result: TurnResult | None) -> tuple[Runtime, Any]:

@@ -159,6 +159,23 @@ class OpenAIAgentsRuntime(Runtime):
             return ""
         return f"entry point {entry!r} must be an agents.Agent or a zero-argument function returning one"
 
+    def tool_declarations(self, target: Any) -> list[dict[str, Any]]:
+        sdk = _sdk()
+        declarations: dict[str, dict[str, Any]] = {}
+        waiting, seen = [self._agent(target)], set()
+        while waiting:
+            agent = waiting.pop(0)
+            if id(agent) in seen:
+                continue
+            seen.add(id(agent))
+            for tool in agent.tools:
+                if isinstance(tool, sdk.FunctionTool):
+                    declarations.setdefault(tool.name, {
+                        "name": tool.name, "description": tool.description, "parameters": tool.params_json_schema,
+                    })
+            waiting.extend(handoff for handoff in agent.handoffs if isinstance(handoff, sdk.Agent))
+        return list(declarations.values())
+
     def _prepared(self, turn: RuntimeTurn, target: Any) -> tuple[Any, Any, dict[str, str]]:
         sdk = _sdk()
         current: dict[str, str] = {}

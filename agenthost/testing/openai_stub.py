@@ -22,6 +22,12 @@ still there, no answer sent yet): what a provider's concurrency limit is about. 
 until stopped):
 
     python -m agenthost.testing.openai_stub --port 8001 --echo
+    python -m agenthost.testing.openai_stub --port 8001 --script script.json --lenient-content
+
+`--script` answers from a script file in the scripted provider's format (`load_script_file`: rules on the last
+message, then answers in order), so one script serves a team's example on the scripted provider and over HTTP alike;
+`--lenient-content` is `strict_content=False` (a framework that writes `content: null` beside tool calls, as OpenAI
+allows).
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from agenthost.llm.base import ModelRequest, ToolCall, Usage
-from agenthost.llm.scripted import Answer, Call, estimate_usage
+from agenthost.llm.scripted import Answer, Call, Fail, Hang, estimate_usage, load_script_file
 
 
 @dataclass(frozen=True)
@@ -490,17 +496,42 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def script_reply(path: str) -> Responder:
+    """The answers of a scripted-provider script file, over HTTP: an entry's failure becomes a 500 the client sees."""
+    responder = load_script_file(path)
+
+    def reply(body: dict[str, Any]) -> Reply:
+        entry = responder(ModelRequest(model=str(body.get("model") or ""), messages=list(body.get("messages") or []),
+                                       tools=list(body.get("tools") or [])))
+        if isinstance(entry, Fail):
+            return HttpError(500, f"{entry.code}: {entry.message}", {"x-should-retry": "false"})
+        if isinstance(entry, Hang):
+            return HttpError(500, "the script hangs here; the stub does not", {"x-should-retry": "false"})
+        return entry
+
+    return reply
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="A local OpenAI-compatible chat completions server.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--echo", action="store_true", help="answer every request with the deterministic echo rules")
+    parser.add_argument("--script", metavar="FILE", help="answer from a script file in the scripted provider's format")
+    parser.add_argument("--lenient-content", action="store_true",
+                        help="accept content: null and missing content, as OpenAI does (default: as llama.cpp)")
     parser.add_argument("--model", action="append", dest="models", help="a model name for GET /v1/models")
     options = parser.parse_args(argv)
-    stub = OpenAIStub(options.host, options.port, models=tuple(options.models or ("gpt-4o-mini",)), record=False)
+    if options.echo and options.script:
+        parser.error("give --echo or --script, not both")
+    stub = OpenAIStub(options.host, options.port, models=tuple(options.models or ("gpt-4o-mini",)), record=False,
+                      strict_content=not options.lenient_content)
     if options.echo:
         stub.respond_with(echo_reply)
-    print(f"OpenAI stub listening on {stub.base_url}" + (" (echo)" if options.echo else ""), flush=True)
+    if options.script:
+        stub.respond_with(script_reply(options.script))
+    how = " (echo)" if options.echo else f" (script {options.script})" if options.script else ""
+    print(f"OpenAI stub listening on {stub.base_url}{how}", flush=True)
     try:
         stub.serve_forever()
     except KeyboardInterrupt:

@@ -1,0 +1,227 @@
+"""Agents SDK overhead: what running a team's OpenAI Agents SDK agent through agenttest (`runtime: openai-agents`)
+costs per case on top of the same agent run bare, beside what agenttest's own loop (`native`) costs on top of a bare
+openai-SDK loop.
+
+    python bench/agents_sdk_overhead.py [--cases 200] [--turns 3] [--repeat 3] [--database-url postgres://…]
+
+Everything talks to one local OpenAI-compatible stub in a subprocess (harness_overhead.py's rules: a user turn is
+answered with a `lookup_order` tool call, a tool result with a short text; content null accepted, as the SDK sends
+it). The four sides, one warm-up pass each, then `--repeat` interleaved timed passes:
+
+- SDK bare: `Runner.run` on the agent of bench/agents_sdk_agent.py with the SDK's own chat-completions model and
+  `AsyncOpenAI` client, one conversation per case carried over its turns (`to_input_list()`), the tool run for real;
+- SDK under agenttest: the same agent as `entry: agents_sdk_agent:agent`, `run_create` + `run_execute`, the tool
+  mocked with the same result;
+- native bare and native under agenttest: harness_overhead.py's baseline loop and harness pass.
+
+See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+for path in (str(ROOT), str(BENCH)):
+    if path not in sys.path:
+        # Run as a script, Python puts bench/ first on the path; the project packages live one level up.
+        sys.path.insert(0, path)
+
+import harness_overhead as native  # noqa: E402  (bench/ on the path first)
+
+ENTRY = "agents_sdk_agent:agent"
+
+
+def serve_stub() -> int:
+    """harness_overhead's stub rules, accepting `content: null` beside tool calls as OpenAI does (the SDK sends it)."""
+    from agenthost.testing.openai_stub import OpenAIStub
+
+    stub = OpenAIStub(models=(native.MODEL,), record=False, strict_content=False)
+    stub.respond_with(native.stub_reply)
+    stub.start()
+    print(stub.base_url, flush=True)
+    sys.stdin.read()
+    stub.stop()
+    return 0
+
+
+@contextlib.contextmanager
+def stub_server() -> Iterator[tuple[str, str]]:
+    process = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--serve-stub"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    try:
+        line = process.stdout.readline() if process.stdout else ""
+        match = re.search(r"http://\S+", line)
+        if not match:
+            raise native.BenchError(f"the stub subprocess did not print its URL (got {line!r})")
+        yield match.group(0), f"subprocess pid {process.pid}"
+    finally:
+        if process.stdin:
+            process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            process.wait()
+
+
+def create_sdk_suite(cases: int, turns: int) -> Any:
+    from agenthost.models import Agent
+    from cases.models import Suite
+    from cases.services import case_create
+
+    agent = Agent.objects.create(
+        name="bench-sdk", runtime="openai-agents", entry=ENTRY, provider=native.PROVIDER, model=native.MODEL,
+        outside_effects={native.TOOL: False},
+    )
+    suite = Suite.objects.create(name="bench-sdk", agent=agent)
+    for index in range(cases):
+        case_create(suite=suite, document={
+            "name": f"bench sdk case {index:05d}",
+            "turns": [
+                {"user_message": native.user_message(index, turn),
+                 "assertions": [{"type": "toolCalled", "params": {"function": native.TOOL}}]}
+                for turn in range(turns)
+            ],
+            "mocks": [{"function_name": native.TOOL, "result": native.TOOL_RESULT}],
+            "assertions": [{"type": "outputContains", "params": {"text": "has shipped"}}],
+        })
+    return suite
+
+
+def run_sdk_bare(base_url: str, cases: int, turns: int) -> float:
+    """Seconds for the agent run bare: the SDK's own model and client, its own tool invocation."""
+    from agents import AsyncOpenAI, OpenAIChatCompletionsModel, RunConfig, Runner
+    from agents_sdk_agent import agent
+
+    async def run() -> float:
+        client = AsyncOpenAI(base_url=base_url, api_key="not-needed")
+        config = RunConfig(model=OpenAIChatCompletionsModel(model=native.MODEL, openai_client=client),
+                           tracing_disabled=True)
+        started = time.perf_counter()
+        for index in range(cases):
+            items: list[Any] = []
+            for turn in range(turns):
+                items.append({"role": "user", "content": native.user_message(index, turn)})
+                result = await Runner.run(agent, items, run_config=config)
+                if "has shipped" not in str(result.final_output):
+                    raise native.BenchError(f"SDK bare: case {index} turn {turn} answered {result.final_output!r}")
+                items = result.to_input_list()
+        elapsed = time.perf_counter() - started
+        await client.close()
+        return elapsed
+
+    return asyncio.run(run())
+
+
+@dataclass
+class Figures:
+    cases: int
+    turns: int
+    sdk_bare_s: list[float] = field(default_factory=list)
+    sdk_harness_s: list[float] = field(default_factory=list)
+    native_bare_s: list[float] = field(default_factory=list)
+    native_harness_s: list[float] = field(default_factory=list)
+
+    def ms(self, seconds: list[float]) -> float:
+        return statistics.median(seconds) * 1000 / self.cases
+
+
+def measure(sdk_suite: Any, native_suite: Any, base_url: str, cases: int, turns: int, repeat: int) -> Figures:
+    figures = Figures(cases=cases, turns=turns)
+    sides = [
+        (figures.sdk_bare_s, lambda: run_sdk_bare(base_url, cases, turns)),
+        (figures.sdk_harness_s, lambda: native.run_harness(sdk_suite, cases).seconds),
+        (figures.native_bare_s, lambda: native.run_baseline(base_url, cases, turns)),
+        (figures.native_harness_s, lambda: native.run_harness(native_suite, cases).seconds),
+    ]
+    for _, side in sides:
+        side()  # warm-up: imports, connection pools, the entry point's import
+    for _ in range(repeat):
+        for timings, side in sides:
+            timings.append(side())
+    return figures
+
+
+def _row(label: str, value: str) -> str:
+    return f"{label:<40}{value}"
+
+
+def _passes(figures: Figures, seconds: list[float]) -> str:
+    return ", ".join(f"{s * 1000 / figures.cases:.2f}" for s in seconds)
+
+
+def format_report(figures: Figures, *, database: str, stub: str) -> str:
+    sdk_overhead = figures.ms(figures.sdk_harness_s) - figures.ms(figures.sdk_bare_s)
+    native_overhead = figures.ms(figures.native_harness_s) - figures.ms(figures.native_bare_s)
+    lines = [
+        "Agents SDK overhead: a team's Agents SDK agent under agenttest vs the same agent bare",
+        _row("cases", str(figures.cases)),
+        _row("turns per case", str(figures.turns)),
+        _row("timed passes", str(len(figures.sdk_bare_s))),
+        _row("database", database),
+        _row("stub", stub),
+        "",
+        _row("ms per case (SDK bare)", f"{figures.ms(figures.sdk_bare_s):.2f}   passes: "
+             f"{_passes(figures, figures.sdk_bare_s)}"),
+        _row("ms per case (SDK under agenttest)", f"{figures.ms(figures.sdk_harness_s):.2f}   passes: "
+             f"{_passes(figures, figures.sdk_harness_s)}"),
+        _row("ms per case (native bare loop)", f"{figures.ms(figures.native_bare_s):.2f}   passes: "
+             f"{_passes(figures, figures.native_bare_s)}"),
+        _row("ms per case (native under agenttest)", f"{figures.ms(figures.native_harness_s):.2f}   passes: "
+             f"{_passes(figures, figures.native_harness_s)}"),
+        "",
+        _row("overhead ms per case (openai-agents)", f"{sdk_overhead:.2f}"),
+        _row("overhead ms per case (native)", f"{native_overhead:.2f}"),
+        _row("openai-agents over native", f"{sdk_overhead - native_overhead:.2f}"),
+    ]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="agenttest's overhead per case on an Agents SDK agent vs native.")
+    parser.add_argument("--cases", type=native._positive, default=200, help="cases in each suite (default 200)")
+    parser.add_argument("--turns", type=native._positive, default=3, help="user turns per case (default 3)")
+    parser.add_argument("--repeat", type=native._positive, default=3, help="timed passes per side (default 3)")
+    parser.add_argument("--database-url", default="", help="a PostgreSQL URL; a scratch database is created on it "
+                                                           "and dropped (default: a temporary SQLite file)")
+    parser.add_argument("--serve-stub", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    if options.serve_stub:
+        return serve_stub()
+    try:
+        with stub_server() as (base_url, stub_description):
+            with native.scratch_database(options.database_url, purpose="bench_sdk") as (database_url, var_dir,
+                                                                                         database):
+                native.setup_django(database_url, var_dir)
+                native.configure_provider(base_url)
+                sdk_suite = create_sdk_suite(options.cases, options.turns)
+                native_suite = native.create_suite(options.cases, options.turns)
+                figures = measure(sdk_suite, native_suite, base_url, options.cases, options.turns, options.repeat)
+                print(format_report(figures, database=database, stub=stub_description), flush=True)
+    except native.BenchError as exc:
+        print(f"benchmark failed: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
