@@ -13,7 +13,7 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
 from agenthost.seams import Conversation
-from agenttest.cli import group_queue
+from common.queues import group_queue
 from runs.leases import unpicked_runs
 from runs.models import CaseResult, Run, RunLock
 from runs.runner import TEST_TAG

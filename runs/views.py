@@ -28,10 +28,10 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agenttest.forms import unknown_fields_message, unknown_form_fields
-from agenttest.inputs import parse_id, printable_json, text_is_storable
 from cases.models import Case, Suite
 from cases.selectors import enabled_cases, suite_list
+from common.forms import unknown_fields_message, unknown_form_fields
+from common.inputs import parse_id, printable_json, text_is_storable
 from runs.charts import format_ms, model_chart, pass_rate_band
 from runs.comparison import (
     ComparisonError,
