@@ -348,3 +348,58 @@ def test_it_publishes_in_the_openapi_schema_the_suite_limits_the_api_enforces(ad
             assert response.status_code == 400
             assert any(error["field"] == name and str(high) in error["message"]
                        for error in response.json()["errors"]), response.json()
+
+
+# --- The rooms: common/ is the shared floor, agenttest/ the roof (issue 22, point 1) ----------------------------------
+COMMON = "common"
+APPS = ("agenthost", *HARNESS)
+PACKAGES = ("agenttest", COMMON, *APPS, DEMO)
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """Top-level package → the project packages its modules import, an import inside a function included."""
+    graph: dict[str, set[str]] = {package: set() for package in PACKAGES}
+    for package in PACKAGES:
+        for _, module in _imports(package):
+            top = module.split(".")[0]
+            if top in PACKAGES and top != package:
+                graph[package].add(top)
+    return graph
+
+
+def test_it_keeps_the_shared_room_free_of_every_project_package():
+    assert any(m == "common.inputs" for _, m in _imports(COMMON)), "the shared helpers live in common/"
+    offending = [(f, m) for f, m in _imports(COMMON) if m.split(".")[0] in PACKAGES and m.split(".")[0] != COMMON]
+    assert offending == []
+
+
+def test_it_keeps_every_app_off_the_project_package():
+    # agenttest/ is the composition root (settings, urls, Celery, CLI, plugin loading): an app that imported it would
+    # load the Celery app and the settings' wiring with it. Apps reach shared helpers through common/ and send tasks
+    # by name. Only a plugin (the demo) imports agenttest, and only its public module agenttest.plugin.
+    offending = [(f, m) for package in APPS for f, m in _imports(package) if m.split(".")[0] == "agenttest"]
+    assert offending == []
+    plugin_imports = {m for f, m in _imports(DEMO) if m.split(".")[0] == "agenttest"}
+    assert plugin_imports <= {"agenttest.plugin"}
+
+
+def test_it_keeps_cases_and_recording_off_runs():
+    offending = [(f, m) for package in ("cases", "recording") for f, m in _imports(package) if m.startswith("runs")]
+    assert offending == []
+
+
+def test_it_finds_no_import_cycle_among_the_packages():
+    assert _cycles(_package_graph()) == []
+
+
+def test_it_loads_the_shared_helpers_without_celery_or_settings():
+    # Importing a helper must not build the project's Celery app nor configure Django: the room stands on its own.
+    script = (
+        "import sys\n"
+        "import common.inputs, common.queues, common.patterns\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('celery', 'agenttest', 'agenthost')))\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=BASE_DIR, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
