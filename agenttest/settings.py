@@ -262,7 +262,7 @@ LOGGING = {
                 "mcp": {"level": "WARNING"}},
 }
 
-from agenthost.llm.config import default_providers, load_providers  # noqa: E402  (a pure module, safe here)
+from common.provider_config import default_providers, load_providers  # noqa: E402  (a pure module, safe here)
 
 # The demo's file is found by path, not imported: settings must not import the demo, which imports agenttest.plugin.
 _DEMO_PROVIDERS_FILE = BASE_DIR / "agenttest_demo" / "providers.toml"
@@ -272,6 +272,6 @@ AGENTTEST_PROVIDERS = (
     else {**(load_providers(str(_DEMO_PROVIDERS_FILE)) if AGENTTEST_DEMO else {}), **default_providers()}
 )
 
-from agenthost.mcp.config import load_mcp_servers  # noqa: E402  (pure, like the providers' file)
+from common.mcp_config import load_mcp_servers  # noqa: E402  (pure, like the providers' file)
 
 AGENTTEST_MCP_SERVERS = load_mcp_servers(AGENTTEST_MCP_FILE)

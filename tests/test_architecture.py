@@ -356,6 +356,10 @@ APPS = ("agenthost", *HARNESS)
 PACKAGES = ("agenttest", COMMON, *APPS, DEMO)
 
 
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
 def _package_graph() -> dict[str, set[str]]:
     """Top-level package → the project packages its modules import, an import inside a function included."""
     graph: dict[str, set[str]] = {package: set() for package in PACKAGES}
@@ -384,7 +388,7 @@ def test_it_keeps_every_app_off_the_project_package():
 
 
 def test_it_keeps_cases_and_recording_off_runs():
-    offending = [(f, m) for package in ("cases", "recording") for f, m in _imports(package) if m.startswith("runs")]
+    offending = [(f, m) for package in ("cases", "recording") for f, m in _imports(package) if _top(m) == "runs"]
     assert offending == []
 
 
@@ -403,3 +407,13 @@ def test_it_loads_the_shared_helpers_without_celery_or_settings():
     done = subprocess.run([sys.executable, "-c", script], cwd=BASE_DIR, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_it_builds_the_settings_from_the_shared_room_not_from_host_code():
+    # Settings load before any app: the provider and MCP files are read by common/, so the composition root's first
+    # module pulls in no app (and no app's import-time side effects).
+    tree = ast.parse((BASE_DIR / "agenttest" / "settings.py").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert {_top(m) for m in imported} & {*APPS, DEMO} == set()
+    assert {"common.provider_config", "common.mcp_config"} <= imported
