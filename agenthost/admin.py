@@ -21,8 +21,8 @@ from agenthost.validation import (
     TEMPERATURE_MIN,
     agent_problems,
 )
-from agenttest import admin_fields
-from agenttest.admin_ids import StrictIdsAdminMixin
+from common import admin_fields
+from common.admin_ids import StrictIdsAdminMixin
 
 
 class PrettyJSONWidget(admin_fields.PrettyJSONWidget):

@@ -45,11 +45,10 @@ from agenthost.validation import (
     TEMPERATURE_MAX,
     TEMPERATURE_MESSAGE,
     TEMPERATURE_MIN,
-    UNSTORABLE_MESSAGE,
     agent_problems,
     unstorable_paths,
 )
-from agenttest.api import (
+from common.api import (
     ApiPagination,
     AsciiFloatField,
     IdField,
@@ -58,7 +57,7 @@ from agenttest.api import (
     StrictInputSerializer,
     WholeNumberField,
 )
-from agenttest.inputs import parse_id
+from common.inputs import UNSTORABLE_MESSAGE, parse_id
 
 # What a PositiveIntegerField holds on every database Django supports.
 MAX_POSITIVE_INT = 2**31 - 1
@@ -518,7 +517,7 @@ class MessagesApi(MessageListApi, MessageSendApi):
 
 class MessageSeqField(serializers.IntegerField):
     """A message seq (0 and up) in a query string, ASCII digits only: DRF's IntegerField reads any Unicode digit
-    ("٣" is 3 to it), and ids and seqs are parsed one way everywhere (agenttest.inputs.parse_id)."""
+    ("٣" is 3 to it), and ids and seqs are parsed one way everywhere (common.inputs.parse_id)."""
 
     def to_internal_value(self, data: Any) -> int:
         if isinstance(data, str) and not (data.strip().isascii() and data.strip().isdigit()):

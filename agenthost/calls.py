@@ -10,7 +10,7 @@ from agenthost.loading import LoadedAgent
 from agenthost.models import Message
 from agenthost.redaction import redact, redact_text
 from agenthost.session import ConversationSession
-from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep, json_value_problem
+from common.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep, json_value_problem
 
 # Far more than any function's arguments need; a model that writes more is refused, and the text stored cut short,
 # so one runaway answer cannot fill the database or a page.

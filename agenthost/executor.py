@@ -35,7 +35,7 @@ from agenthost.functions import (
     validate_arguments,
 )
 from agenthost.mcp import tools as mcp_tools
-from agenttest.inputs import json_value_problem
+from common.inputs import json_value_problem
 
 logger = logging.getLogger(__name__)
 

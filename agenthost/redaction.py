@@ -14,10 +14,9 @@ from typing import Any
 
 from django.conf import settings
 
+from common.inputs import UNSTORABLE_TEXT
+
 MARKER = "[redacted]"
-# Characters no database stores and no page can encode: NUL (PostgreSQL refuses it in text and jsonb) and lone
-# surrogates (a JSON string may escape one, "\ud800"; it is not Unicode, so encoding it raises).
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _BUILTIN_PATTERNS = [
     r"(?i)(authorization\s*[:=]\s*)(bearer\s+|basic\s+)?[^\s\"',;]+",
     r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{8,}=*",
@@ -69,7 +68,7 @@ def _redact_text(text: str, secrets: list[str]) -> str:
     if not text:
         return text
     # Not a secret, but unstorable, and a model or tool can produce either: replaced, so a turn's flush cannot fail.
-    text = _UNSTORABLE.sub("\ufffd", text)
+    text = UNSTORABLE_TEXT.sub("\ufffd", text)
     for value in secrets:
         text = text.replace(value, MARKER)
     for pattern in _patterns(text):
@@ -87,7 +86,7 @@ def _redact(value: Any, secrets: list[str]) -> Any:
         return _redact_text(value, secrets)
     if isinstance(value, dict):
         return {
-            _UNSTORABLE.sub("\ufffd", key) if isinstance(key, str) else key: _redact(item, secrets)
+            UNSTORABLE_TEXT.sub("\ufffd", key) if isinstance(key, str) else key: _redact(item, secrets)
             for key, item in value.items()
         }
     if isinstance(value, list | tuple):

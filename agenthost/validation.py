@@ -3,7 +3,6 @@ an agent saved either way runs)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import jsonschema
@@ -15,6 +14,7 @@ from agenthost.models import Agent
 from agenthost.rules import rule_function_name
 from agenthost.runtimes.base import entry_problems
 from agenthost.templating import TemplateRefused, compile_template
+from common.inputs import UNSTORABLE_MESSAGE, text_is_storable
 
 RULE_TRIGGERS = ("conversation_started", "state_changed")
 # An agent's numeric settings, defined once: the API, the admin form and the files' schema (cases/schema.py) all
@@ -27,10 +27,6 @@ MAX_STEPS_MIN, MAX_STEPS_MAX = 1, 1000
 MAX_STEPS_MESSAGE = (
     f"must be a whole number from {MAX_STEPS_MIN} to {MAX_STEPS_MAX}, or empty (null) for AGENTTEST_MAX_STEPS"
 )
-# Text no database stores: PostgreSQL refuses NUL in text and JSON, and a lone surrogate (which JSON text may escape,
-# e.g. in a form field parsed as JSON) is not Unicode at all.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
 
 
 def _function_problems(functions: Any, *, list_servers: bool = True) -> list[str]:
@@ -83,15 +79,15 @@ def _schema_problems(schema: Any) -> list[str]:
 
 
 def unstorable_paths(value: Any, where: str) -> list[str]:
-    """Where a JSON value holds text no database stores (see _UNSTORABLE)."""
+    """Where a JSON value holds text no database stores (common.inputs.text_is_storable)."""
     if isinstance(value, str):
-        return [where] if _UNSTORABLE.search(value) else []
+        return [] if text_is_storable(value) else [where]
     if isinstance(value, dict):
         return [
             path
             for key, item in value.items()
             for path in (
-                [f"{where} (a key)"] if _UNSTORABLE.search(str(key)) else unstorable_paths(item, f"{where}.{key}")
+                [f"{where} (a key)"] if not text_is_storable(str(key)) else unstorable_paths(item, f"{where}.{key}")
             )
         ]
     if isinstance(value, list):

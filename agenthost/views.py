@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 
 from agenthost.browser import conversation_page_url
 from agenthost.selectors import agent_list, conversation_list, sealed_filter
-from agenttest.inputs import parse_id, text_is_storable
+from common.inputs import parse_id, text_is_storable
 
 CONVERSATIONS_PER_PAGE = 25
 

@@ -24,7 +24,7 @@ def check_agenttest_settings(app_configs: Any = None, **kwargs: Any) -> list:
     provider_problems = configuration_problems(settings.AGENTTEST_PROVIDERS)
     for problem in provider_problems:
         problems.append(Error(f"model providers: {problem}", id="agenttest.E001"))
-    from agenthost.mcp.config import validate_mcp_servers
+    from common.mcp_config import validate_mcp_servers
 
     # The file is checked when read; a mapping set in code (a deployment's settings module) is checked here.
     for problem in validate_mcp_servers(settings.AGENTTEST_MCP_SERVERS):
@@ -166,7 +166,7 @@ def _directory_problem(path: str) -> str:
 
 def _request_time_problems() -> list:
     """An openai provider whose one call may outlast the web request that waits for it (a chat turn, an extraction)."""
-    from agenthost.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
+    from common.provider_config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 
     limit = settings.AGENTTEST_REQUEST_TIMEOUT
     problems: list = []

@@ -23,25 +23,11 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-RUNS_QUEUE = "runs"
-DEFAULT_GROUP = "default"
+from common.queues import RUNS_QUEUE, group_queue
+
 GROUPS_OPTION = "--groups"
 # As cases/schema.py's ISOLATION_GROUP_PATTERN: a suite's group is always one a worker can name.
 _GROUP = re.compile(r"[a-z0-9][a-z0-9_-]{0,49}")
-
-
-def group_queue(group: str) -> str:
-    """The Celery queue of an isolation group's runs: `runs` for the default group (what a worker started before
-    groups existed consumes), `runs.<group>` for every other."""
-    return RUNS_QUEUE if group == DEFAULT_GROUP else f"{RUNS_QUEUE}.{group}"
-
-
-def queue_group(queue: str) -> str | None:
-    """The isolation group a queue serves, or None for a queue that carries no runs."""
-    if queue == RUNS_QUEUE:
-        return DEFAULT_GROUP
-    prefix = f"{RUNS_QUEUE}."
-    return queue[len(prefix):] or None if queue.startswith(prefix) else None
 
 
 def main(argv: Sequence[str] | None = None) -> None:

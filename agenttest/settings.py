@@ -167,11 +167,11 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": [
-        "agenttest.api.JSONParser",
+        "common.api.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "EXCEPTION_HANDLER": "agenttest.api.exception_handler",
+    "EXCEPTION_HANDLER": "common.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
@@ -262,7 +262,7 @@ LOGGING = {
                 "mcp": {"level": "WARNING"}},
 }
 
-from agenthost.llm.config import default_providers, load_providers  # noqa: E402  (a pure module, safe here)
+from common.provider_config import default_providers, load_providers  # noqa: E402  (a pure module, safe here)
 
 # The demo's file is found by path, not imported: settings must not import the demo, which imports agenttest.plugin.
 _DEMO_PROVIDERS_FILE = BASE_DIR / "agenttest_demo" / "providers.toml"
@@ -272,6 +272,6 @@ AGENTTEST_PROVIDERS = (
     else {**(load_providers(str(_DEMO_PROVIDERS_FILE)) if AGENTTEST_DEMO else {}), **default_providers()}
 )
 
-from agenthost.mcp.config import load_mcp_servers  # noqa: E402  (pure, like the providers' file)
+from common.mcp_config import load_mcp_servers  # noqa: E402  (pure, like the providers' file)
 
 AGENTTEST_MCP_SERVERS = load_mcp_servers(AGENTTEST_MCP_FILE)

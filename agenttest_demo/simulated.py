@@ -29,9 +29,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from agenthost.llm.config import is_number
 from agenthost.llm.scripted import estimate_usage
 from agenttest.plugin import ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall
+from common.provider_config import is_number
 
 CAREFUL = "sim-careful"
 HASTY = "sim-hasty"

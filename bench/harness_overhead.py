@@ -199,8 +199,8 @@ def setup_django(database_url: str, var_dir: str) -> None:
 def configure_provider(base_url: str) -> None:
     from django.conf import settings
 
-    from agenthost.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, validate_providers
     from agenthost.llm.registry import clear_cache
+    from common.provider_config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, validate_providers
 
     providers = {
         PROVIDER: {
@@ -262,7 +262,7 @@ def run_baseline(base_url: str, cases: int, turns: int, *, direct: bool = False)
     import openai
     from openai.types.chat import ChatCompletion
 
-    from agenthost.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
+    from common.provider_config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 
     client = openai.OpenAI(
         base_url=base_url, api_key="not-needed", timeout=DEFAULT_TIMEOUT, max_retries=DEFAULT_MAX_RETRIES

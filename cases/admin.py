@@ -24,8 +24,6 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from agenthost.seams import configured_models
-from agenttest.admin_fields import PrettyJSONWidget, SafeJSONField
-from agenttest.admin_ids import StrictIdsAdminMixin
 from cases.files import files_render, files_zip
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.review import case_review
@@ -47,6 +45,8 @@ from cases.validation import (
     validate_mock,
     validate_turn,
 )
+from common.admin_fields import PrettyJSONWidget, SafeJSONField
+from common.admin_ids import StrictIdsAdminMixin
 
 # --- JSON as readable text ----------------------------------------------------------------------------------------
 

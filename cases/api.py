@@ -20,8 +20,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agenttest.api import ApiPagination, IdField, IsStaffOrReadOnly, StrictInputSerializer, validation_problems
-from agenttest.inputs import parse_id
 from cases.models import Case, Suite
 from cases.schema import CaseDocument, SuiteDocument
 from cases.selectors import case_detail, case_list, suite_detail, suite_list
@@ -38,24 +36,19 @@ from cases.services import (
     suite_update,
 )
 from cases.validation import CaseValidationError, Problem, case_warnings, validate_case_document
+from common.api import (
+    ApiPagination,
+    ErrorSerializer,
+    IdField,
+    IsStaffOrReadOnly,
+    StrictInputSerializer,
+    validation_problems,
+)
+from common.inputs import parse_id
 
 # Read-only keys of a case as the API returns it; a client may send a fetched case back with them unchanged.
 CASE_OUTPUT_ONLY_KEYS = ("id", "suite", "suite_name", "created_at", "updated_at")
 SUITE_OUTPUT_ONLY_KEYS = ("id", "case_count", "enabled_case_count", "created_at", "updated_at")
-
-
-class ErrorSerializer(serializers.Serializer):
-    class Meta:
-        ref_name = "ValidationErrors"
-
-    class ProblemSerializer(serializers.Serializer):
-        class Meta:
-            ref_name = "ValidationProblem"
-
-        field = serializers.CharField(help_text="A path into the body, e.g. turns[1].assertions[0].params.pattern.")
-        message = serializers.CharField()
-
-    errors = ProblemSerializer(many=True)
 
 
 class StoredCaseErrorSerializer(serializers.Serializer):

@@ -38,7 +38,6 @@ from agenthost.seams import (
     mcp_servers_named,
     unstorable_paths,
 )
-from agenttest.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, json_value_issue
 from cases.models import Case, Suite
 from cases.schema import AgentFile, AssertionEntry, CaseFile, MockEntry, SuiteFile, defaults, schema_problems
 from cases.services import (
@@ -51,11 +50,11 @@ from cases.services import (
     suite_update,
 )
 from cases.validation import CaseValidationError, clean_case_document
+from common.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, UNSTORABLE_MESSAGE, json_value_issue
 
 AGENTS, SUITES, CASES, SUITE_FILE = "agents", "suites", "cases", "suite.yaml"
 YAML_SUFFIXES = (".yaml", ".yml")
 PROVIDER_MAX_LENGTH, MODEL_MAX_LENGTH = 100, 200  # Agent.provider, Agent.model
-UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
 
 
 @dataclass(frozen=True)

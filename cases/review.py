@@ -14,8 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from agenttest.inputs import json_loads, printable_json
 from cases.models import Assertion, Case, HistoryMessage, Mock, Turn
+from common.inputs import json_loads, printable_json
 
 # JSON longer than this, or on more than one line, is folded under its first characters.
 SHORT_JSON_LENGTH = 80

@@ -9,8 +9,8 @@ from django.db import connection
 from django.db.models import Count, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
-from agenttest.inputs import parse_id, text_is_storable
 from cases.models import Case, Suite
+from common.inputs import parse_id, text_is_storable
 
 CASE_PARTS = ("history", "turns", "mocks", "assertions")
 TAG_FILTER_PREFIX = "tag:"

@@ -11,7 +11,6 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agenthost.seams import Agent, Conversation
-from agenttest.inputs import parse_id
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.schema import NAME_MAX_LENGTH
 from cases.selectors import case_list
@@ -23,6 +22,7 @@ from cases.validation import (
     clean_suite_data,
     validate_case_document,
 )
+from common.inputs import parse_id
 
 # --- Suites -------------------------------------------------------------------------------------------------------
 

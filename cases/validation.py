@@ -27,8 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import regex
-
 from agenthost.seams import (
     Agent,
     Conversation,
@@ -39,17 +37,6 @@ from agenthost.seams import (
     get_function,
     runtime_tool_declarations,
 )
-from agenttest.inputs import (
-    INT_RANGE_PROBLEM,
-    MAX_ID,
-    MAX_JSON_DEPTH,
-    int_out_of_range_path,
-    json_loads,
-    json_text_too_deep,
-    nonfinite_path,
-    too_deep_path,
-)
-from agenttest.patterns import pattern_problem
 from cases.models import Assertion, Case, Suite
 from cases.schema import (
     FUNCTION_NAME_MAX_LENGTH,
@@ -60,11 +47,20 @@ from cases.schema import (
     part_problems,
     schema_problems,
 )
+from common.inputs import (
+    INT_RANGE_PROBLEM,
+    MAX_ID,
+    MAX_JSON_DEPTH,
+    UNSTORABLE_MESSAGE,
+    int_out_of_range_path,
+    json_loads,
+    json_text_too_deep,
+    nonfinite_path,
+    text_is_storable,
+    too_deep_path,
+)
+from common.patterns import pattern_problem
 
-# Text no database stores: PostgreSQL refuses NUL in text and JSON, even in a lookup, and a lone surrogate (which JSON
-# text may escape) is not Unicode at all.
-_UNSTORABLE = regex.compile("[\x00\ud800-\udfff]")
-UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
 ROUTING_ASSERTIONS = (Assertion.Type.ROUTED_TO_AGENT, Assertion.Type.AGENT_CHAIN)
 TOOL_ASSERTIONS = (Assertion.Type.TOOL_CALLED, Assertion.Type.TOOL_NOT_CALLED)
 
@@ -209,7 +205,7 @@ def _at(prefix: str, key: str | int) -> str:
 
 
 def _under(field: str, path: str) -> str:
-    """`field` joined with a path from agenttest.inputs ("a.b[0]", "[2].c" or "(top level)")."""
+    """`field` joined with a path from common.inputs ("a.b[0]", "[2].c" or "(top level)")."""
     if path == "(top level)":
         return field or "document"
     if not field or path.startswith("["):
@@ -241,13 +237,13 @@ def _too_deep(data: dict[str, Any], *, problems: _Problems) -> bool:
 
 
 def _unstorable_problems(value: Any, *, field: str, problems: _Problems) -> None:
-    """Every string (or object key) holding text no database stores (see _UNSTORABLE)."""
+    """Every string (or object key) holding text no database stores (common.inputs.text_is_storable)."""
     if isinstance(value, str):
-        if _UNSTORABLE.search(value):
+        if not text_is_storable(value):
             problems.add(field or "document", UNSTORABLE_MESSAGE)
     elif isinstance(value, dict):
         for key, item in value.items():
-            if _UNSTORABLE.search(str(key)):
+            if not text_is_storable(str(key)):
                 problems.add(field or "document", f"has a key that {UNSTORABLE_MESSAGE}")
             else:
                 _unstorable_problems(item, field=_at(field, str(key)), problems=problems)

@@ -14,14 +14,13 @@ from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from agenttest.api import IdField, StrictInputSerializer, validation_problems
 from cases.models import Case, Suite
+from common.api import ErrorSerializer, IdField, IsStaff, StrictInputSerializer, validation_problems
 from recording.services import (
     Drafts,
     ExtractionModelUnavailable,
@@ -38,28 +37,6 @@ SUITE_HELP = (
     "A suite id or name. Empty: the one suite that tests the conversation's agent; when none does, a suite "
     '"Recorded: <agent>" is created; when several do, 400 "choose a suite: …" names them.'
 )
-
-
-class IsStaff(BasePermission):
-    message = "Only staff users may record conversations or extract cases."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        user = request.user
-        return bool(user and user.is_authenticated and user.is_staff)
-
-
-class ErrorSerializer(serializers.Serializer):
-    class Meta:
-        ref_name = "RecordingErrors"
-
-    class ProblemSerializer(serializers.Serializer):
-        class Meta:
-            ref_name = "RecordingProblem"
-
-        field = serializers.CharField(help_text="The input at fault: conversation, suite or extraction_model.")
-        message = serializers.CharField()
-
-    errors = ProblemSerializer(many=True)
 
 
 class DraftSerializer(serializers.Serializer):
@@ -113,6 +90,7 @@ class ExtractionOutputSerializer(DraftsOutputSerializer):
 
 class RecordingApiView(APIView):
     permission_classes = [IsStaff]
+    staff_only_message = "Only staff users may record conversations or extract cases."
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = THROTTLE_SCOPE
 

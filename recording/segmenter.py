@@ -24,8 +24,8 @@ from agenthost.seams import (
     response_problem,
     unfinished_answer,
 )
-from agenttest.inputs import MAX_JSON_DEPTH, json_text_too_deep, text_is_storable
 from cases.validation import NAME_MAX_LENGTH
+from common.inputs import MAX_JSON_DEPTH, json_text_too_deep, text_is_storable
 from recording.transcripts import Transcript
 
 # The prompt asks for names of at most 60 characters. A longer one is kept whole up to the case name limit, never cut

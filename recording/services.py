@@ -16,12 +16,12 @@ from django.conf import settings
 from django.db import transaction
 
 from agenthost.seams import Agent, Conversation, UnknownModel, configured_models, get_model
-from agenttest.inputs import parse_id
 from cases.models import Case, Suite
 from cases.schema import NAME_MAX_LENGTH
 from cases.selectors import suite_by_reference
 from cases.services import case_create, suite_create
 from cases.validation import CaseValidationError, SuiteValidationError
+from common.inputs import parse_id
 from recording.drafts import NothingToRecord, draft_document
 from recording.segmenter import ModelUnavailable, Segment, SegmentationError, segments_ask
 from recording.transcripts import Transcript, transcript_load

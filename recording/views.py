@@ -16,8 +16,8 @@ from django.views.decorators.http import require_GET, require_POST
 from rest_framework.throttling import ScopedRateThrottle
 
 from agenthost.seams import Conversation, configured_models, conversation_state
-from agenttest.forms import unknown_fields_message, unknown_form_fields
 from cases.models import Suite
+from common.forms import unknown_fields_message, unknown_form_fields
 from recording.api import THROTTLE_SCOPE, suite_from_ref
 from recording.selectors import conversation_drafts, conversation_for_user, suites_for_drafts
 from recording.services import (

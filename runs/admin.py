@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from agenttest.admin_ids import StrictIdsAdminMixin
+from common.admin_ids import StrictIdsAdminMixin
 from runs.models import CaseResult, Run
 
 

@@ -22,17 +22,18 @@ from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
 from rest_framework.views import APIView
 
 from agenthost.seams import configured_models
-from agenttest.api import (
+from cases.models import Suite
+from cases.selectors import suite_detail
+from common.api import (
     ApiPagination,
     AsciiDecimalField,
+    ErrorSerializer,
     IdField,
     IsStaffOrReadOnly,
     StrictInputSerializer,
     WholeNumberField,
     validation_problems,
 )
-from cases.models import Suite
-from cases.selectors import suite_detail
 from runs.models import CaseResult, Run
 from runs.selectors import run_list, run_results, run_summary
 from runs.services import (
@@ -48,20 +49,6 @@ from runs.services import (
 )
 
 TRIGGER_THROTTLE_SCOPE = "run_trigger"
-
-
-class ErrorSerializer(serializers.Serializer):
-    class Meta:
-        ref_name = "RunErrors"
-
-    class ProblemSerializer(serializers.Serializer):
-        class Meta:
-            ref_name = "RunProblem"
-
-        field = serializers.CharField(help_text="The input at fault, e.g. models or case_filter.")
-        message = serializers.CharField()
-
-    errors = ProblemSerializer(many=True)
 
 
 class DetailSerializer(serializers.Serializer):

@@ -13,7 +13,7 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
 from agenthost.seams import Conversation
-from agenttest.cli import group_queue
+from common.queues import group_queue
 from runs.engine.case_runner import TEST_TAG
 from runs.engine.leases import unpicked_runs
 from runs.engine.workers import live_workers

@@ -47,12 +47,12 @@ def test_it_answers_a_form_with_too_many_fields_in_json(admin_client_api, settin
 
 
 def test_it_loads_the_shared_api_module_before_drf_views(tmp_path):
-    # DRF's views module reads DEFAULT_PARSER_CLASSES as it loads; a worker that imported agenttest.api first could not
+    # DRF's views module reads DEFAULT_PARSER_CLASSES as it loads; a worker that imported common.api first could not
     # start when that module imported DRF's views at the top.
     script = (
         "from django.conf import settings\n"
         "settings.INSTALLED_APPS\n"
-        "import agenttest.api\n"
+        "import common.api\n"
         "from rest_framework.views import APIView\n"
         "print(APIView.parser_classes[0].__module__)\n"
     )
@@ -62,4 +62,4 @@ def test_it_loads_the_shared_api_module_before_drf_views(tmp_path):
                           timeout=60, check=False)
 
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "agenttest.api"
+    assert done.stdout.strip() == "common.api"

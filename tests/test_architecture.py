@@ -442,3 +442,72 @@ def test_it_tells_names_that_say_the_same_thing_from_qualified_ones():
     assert not _same_name("case_session", "session")
     assert not _same_name("run_loop", "loop")
     assert not _same_name("replay", "registry")
+
+
+# --- The rooms: common/ is the shared floor, agenttest/ the roof (issue 22, point 1) ----------------------------------
+COMMON = "common"
+APPS = ("agenthost", *HARNESS)
+PACKAGES = ("agenttest", COMMON, *APPS, DEMO)
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """Top-level package → the project packages its modules import, an import inside a function included."""
+    graph: dict[str, set[str]] = {package: set() for package in PACKAGES}
+    for package in PACKAGES:
+        for _, module in _imports(package):
+            top = module.split(".")[0]
+            if top in PACKAGES and top != package:
+                graph[package].add(top)
+    return graph
+
+
+def test_it_keeps_the_shared_room_free_of_every_project_package():
+    assert any(m == "common.inputs" for _, m in _imports(COMMON)), "the shared helpers live in common/"
+    offending = [(f, m) for f, m in _imports(COMMON) if m.split(".")[0] in PACKAGES and m.split(".")[0] != COMMON]
+    assert offending == []
+
+
+def test_it_keeps_every_app_off_the_project_package():
+    # agenttest/ is the composition root (settings, urls, Celery, CLI, plugin loading): an app that imported it would
+    # load the Celery app and the settings' wiring with it. Apps reach shared helpers through common/ and send tasks
+    # by name. Only a plugin (the demo) imports agenttest, and only its public module agenttest.plugin.
+    offending = [(f, m) for package in APPS for f, m in _imports(package) if m.split(".")[0] == "agenttest"]
+    assert offending == []
+    plugin_imports = {m for f, m in _imports(DEMO) if m.split(".")[0] == "agenttest"}
+    assert plugin_imports <= {"agenttest.plugin"}
+
+
+def test_it_keeps_cases_and_recording_off_runs():
+    offending = [(f, m) for package in ("cases", "recording") for f, m in _imports(package) if _top(m) == "runs"]
+    assert offending == []
+
+
+def test_it_finds_no_import_cycle_among_the_packages():
+    assert _cycles(_package_graph()) == []
+
+
+def test_it_loads_the_shared_helpers_without_celery_or_settings():
+    # Importing a helper must not build the project's Celery app nor configure Django: the room stands on its own.
+    script = (
+        "import sys\n"
+        "import common.inputs, common.queues, common.patterns\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('celery', 'agenttest', 'agenthost')))\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=BASE_DIR, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_it_builds_the_settings_from_the_shared_room_not_from_host_code():
+    # Settings load before any app: the provider and MCP files are read by common/, so the composition root's first
+    # module pulls in no app (and no app's import-time side effects).
+    tree = ast.parse((BASE_DIR / "agenttest" / "settings.py").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert {_top(m) for m in imported} & {*APPS, DEMO} == set()
+    assert {"common.provider_config", "common.mcp_config"} <= imported

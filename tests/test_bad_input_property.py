@@ -21,7 +21,7 @@ from tests.bad_input import World, database_fingerprint, fingerprint_changes, to
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WRITE_METHODS = ("post", "put", "patch", "delete")
-LIMIT = 64  # agenttest.inputs.MAX_JSON_DEPTH, as documented
+LIMIT = 64  # common.inputs.MAX_JSON_DEPTH, as documented
 NONFINITE = ("1e999", "-1e999", "NaN", "Infinity", "-Infinity")
 # Fields whose value is an id in some endpoint's body, whatever the schema says of its type.
 ID_NAMES = frozenset({"suite", "conversation", "agent", "ids", "source_conversation", "sub_agents"})

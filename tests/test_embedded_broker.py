@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from kombu import Connection
 
-from agenttest.broker import BrokerUnavailable, broker_ping
+from common.broker import BrokerUnavailable, broker_ping
 from tests.broker_tasks import record
 
 BASE_DIR = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Red-team findings 3, 4 and 5 where they are shared: agenttest.inputs refuses lone surrogates and integers beyond
+"""Red-team findings 3, 4 and 5 where they are shared: common.inputs refuses lone surrogates and integers beyond
 what agenttest stores, and never hands int() a text of more than 4,300 digits; the API's JSON parser and the admin's
 JSON fields (agents, conversations) refuse the same; every admin changelist reads action ids, id filters and
 date-hierarchy parts as ASCII digits."""
@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agenthost.models import Agent, Conversation
-from agenttest.admin_fields import PrettyJSONWidget, SafeJSONField
-from agenttest.inputs import (
+from common.admin_fields import PrettyJSONWidget, SafeJSONField
+from common.inputs import (
     MAX_JSON_INT,
     TooLongInteger,
     json_loads,
@@ -36,7 +36,7 @@ from tests.bad_input import (
 
 LONG_INTEGER = "1" + "0" * 5000
 
-# --- agenttest.inputs ---------------------------------------------------------------------------------------------
+# --- common.inputs ---------------------------------------------------------------------------------------------
 
 json_leaves = st.none() | st.booleans() | st.integers(-MAX_JSON_INT, MAX_JSON_INT) | st.floats(
     allow_nan=False, allow_infinity=False

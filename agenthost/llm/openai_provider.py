@@ -23,8 +23,8 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from agenthost.llm.base import DEADLINE, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
-from agenthost.llm.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OPENAI_BASE_URL, is_number
-from agenttest.inputs import json_value_issue
+from common.inputs import json_value_issue
+from common.provider_config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OPENAI_BASE_URL, is_number
 
 # Local servers (vLLM, Ollama, the test stub) ignore the key, but the SDK insists on having one.
 _PLACEHOLDER_KEY = "not-needed"

@@ -14,9 +14,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 from agenthost.llm.base import ModelConfig, ModelProvider, ProviderError
-from agenthost.llm.config import validate_providers
 from agenthost.llm.openai_provider import OpenAIProvider
 from agenthost.llm.scripted import ScriptedProvider
+from common.provider_config import validate_providers
 
 
 class UnknownModel(ValueError):

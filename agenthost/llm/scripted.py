@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
-from agenthost.llm.config import is_number
+from common.provider_config import is_number
 
 
 @dataclass(frozen=True)

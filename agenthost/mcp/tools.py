@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from agenthost.functions import FunctionContext, FunctionResult, validate_arguments
 from agenthost.models import McpToolList
-from agenttest.inputs import json_value_problem
+from common.inputs import json_value_problem
 
 logger = logging.getLogger(__name__)
 

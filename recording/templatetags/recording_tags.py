@@ -7,7 +7,7 @@ from typing import Any
 
 from django import template
 
-from agenttest.inputs import json_loads, printable_json
+from common.inputs import json_loads, printable_json
 
 register = template.Library()
 

@@ -25,8 +25,8 @@ from agenthost.seams import (
     parse_model_key,
     unfinished_answer,
 )
-from agenttest import patterns
-from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep
+from common import patterns
+from common.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep
 from runs.engine.case_session import BlockedBecause, is_subset
 
 DEFAULT_JUDGE_MIN_SCORE = 4

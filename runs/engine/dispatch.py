@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from celery import current_app
 from django.db.models.functions import Now
 
-from agenttest.celery import app
-from agenttest.cli import group_queue
+from common.queues import group_queue
 from runs.engine.errors import QueueUnavailable
 from runs.models import Run
 
@@ -18,12 +18,15 @@ EXECUTE_RUN = "runs.tasks.execute_run"
 def run_dispatch(run_id: int, countdown: float | None = None) -> None:
     """Queue the run on its isolation group's queue, which only workers serving that group consume."""
     group = Run.objects.filter(pk=run_id).values_list("isolation_group", flat=True).first() or "default"
-    # By name, not by importing the task: the task module imports the services, which dispatch through here.
-    app.tasks[EXECUTE_RUN].apply_async(args=[run_id], queue=group_queue(group), countdown=countdown, retry=False)
+    # By name, not by importing the task (whose module imports the services, which dispatch through here) nor the
+    # project's Celery app (the composition root, which no app imports): the current app is the one it built.
+    current_app.tasks[EXECUTE_RUN].apply_async(
+        args=[run_id], queue=group_queue(group), countdown=countdown, retry=False
+    )
 
 
 def queue_ping() -> None:
-    from agenttest.broker import BrokerUnavailable, broker_ping
+    from common.broker import BrokerUnavailable, broker_ping
 
     try:
         broker_ping(timeout=3.0)

@@ -9,7 +9,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models.functions import Now
 
-from agenttest.cli import queue_group
+from common.queues import queue_group
 from runs.models import WorkerBeat
 
 

@@ -31,10 +31,10 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from agenthost.seams import mcp_cached_listings, mcp_listing_store
-from agenttest.api import unknown_field_message
-from agenttest.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep, json_value_problem
 from cases.models import Case, Suite
 from cases.validation import suite_callable_functions
+from common.api import unknown_field_message
+from common.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep, json_value_problem
 from runs.models import Recording, Run
 from runs.tapes.replay import AGENT, ANSWER, ERROR, HANG, JUDGE, KINDS, MAX_TOKENS, request_hash
 

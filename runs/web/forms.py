@@ -9,9 +9,9 @@ from typing import Any
 from django import forms
 
 from agenthost.seams import configured_models
-from agenttest.forms import AsciiDecimalFormField, StrictForm, WholeNumberFormField
-from agenttest.inputs import parse_id
 from cases.models import Suite
+from common.forms import AsciiDecimalFormField, StrictForm, WholeNumberFormField
+from common.inputs import parse_id
 from runs.engine.run_checks import MAX_TRIALS
 from runs.models import Run
 from runs.services import RunError
@@ -38,7 +38,7 @@ class ModelsField(forms.MultipleChoiceField):
 
 
 class SuiteChoiceField(forms.ModelChoiceField):
-    """A suite by id, read as every id is (agenttest.inputs.parse_id): int() would take "٣" for 3."""
+    """A suite by id, read as every id is (common.inputs.parse_id): int() would take "٣" for 3."""
 
     def to_python(self, value: Any) -> Suite | None:
         if value not in self.empty_values and parse_id(value) is None:

@@ -24,10 +24,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agenttest.forms import unknown_fields_message, unknown_form_fields
-from agenttest.inputs import parse_id, printable_json, text_is_storable
 from cases.models import Suite
 from cases.selectors import enabled_cases, suite_list
+from common.forms import unknown_fields_message, unknown_form_fields
+from common.inputs import parse_id, printable_json, text_is_storable
 from runs.engine.numbers import (
     format_cost,
     format_cost_delta,

@@ -11,9 +11,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from agenthost.llm import registry
 from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage
-from agenthost.llm.config import load_providers, validate_providers
 from agenttest.checks import check_agenttest_settings
 from agenttest_demo.simulated import SimulatedProvider
+from common.provider_config import load_providers, validate_providers
 
 GOOD_FILE = """
 [providers.local]

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from agenthost.llm import registry
 from agenthost.llm.base import ModelRequest, ProviderError
-from agenthost.llm.config import load_providers
 from agenthost.llm.openai_provider import readable_server_message
 from agenthost.llm.scripted import ScriptedProvider
 from agenttest.checks import check_agenttest_settings
+from common.provider_config import load_providers
 
 
 def write(tmp_path, text, name="providers.toml"):

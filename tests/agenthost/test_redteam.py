@@ -27,7 +27,7 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Conversation, Message
 from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
 from agenthost.turns import ConcurrentTurn, InvalidInput, TurnClaimLost
-from agenttest.inputs import MAX_JSON_DEPTH
+from common.inputs import MAX_JSON_DEPTH
 from tests.bad_input import token_client
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 from agenthost.models import Agent
 from agenthost.seams import CONTROL_FLOW_FUNCTIONS, FunctionContext, register_function
-from agenttest.inputs import MAX_JSON_DEPTH
 from cases.models import Case, Mock, Suite
 from cases.services import case_create, suite_create, suite_update
 from cases.validation import NO_ASSERTIONS_WARNING, CaseValidationError, SuiteValidationError, validate_suite
+from common.inputs import MAX_JSON_DEPTH
 from tests.cases.conftest import SUPPORT_FUNCTIONS
 from tests.cases.test_admin import change_form, change_url, changelist_action
 

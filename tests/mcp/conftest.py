@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from agenthost.mcp import client
-from agenthost.mcp.config import normalise
+from common.mcp_config import normalise
 
 ORDER_SERVER = Path(__file__).with_name("order_server.py")
 

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as settings_profile
 from hypothesis import strategies as st
 
-from agenthost.mcp.config import load_mcp_servers, validate_mcp_servers
 from agenthost.models import Agent, McpToolList
+from common.mcp_config import load_mcp_servers, validate_mcp_servers
 
 
 def write(tmp_path, text, name="mcp.toml"):
@@ -196,7 +196,7 @@ def mcp_cache(settings, db):
     """Configured servers that cannot start (refreshing fails at once), with listings already cached."""
     from django.utils import timezone
 
-    from agenthost.mcp.config import normalise
+    from common.mcp_config import normalise
 
     settings.AGENTTEST_MCP_SERVERS = {
         name: normalise({"command": "/nonexistent/mcp-server", "connect_timeout": 5}) for name in ("orders", "time")

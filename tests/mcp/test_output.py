@@ -11,8 +11,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from agenthost.mcp import client
-from agenthost.mcp.config import normalise
 from agenthost.models import McpToolList
+from common.mcp_config import normalise
 
 pytestmark = pytest.mark.django_db
 

@@ -23,8 +23,8 @@ from kombu import Connection
 
 from agenthost.models import Agent
 from agenthost.testing.openai_stub import OpenAIStub, echo_reply
-from agenttest.cli import group_queue
 from cases.models import Assertion, Case, Mock, Suite, Turn
+from common.queues import group_queue
 from runs.models import CaseResult, Run, RunLock
 from runs.services import run_create, run_sweep_expired, run_trigger
 from runs.tasks import execute_run

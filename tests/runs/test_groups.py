@@ -12,8 +12,9 @@ from django.urls import reverse
 from kombu import Connection
 
 from agenthost.models import Agent
-from agenttest.cli import group_queue, worker_command
+from agenttest.cli import worker_command
 from cases.models import Assertion, Case, Mock, Suite, Turn
+from common.queues import group_queue
 from runs.engine.workers import live_workers
 from runs.models import Run, WorkerBeat
 from runs.services import run_create, run_trigger

@@ -12,9 +12,9 @@ import time
 import pytest
 from kombu import Connection
 
-from agenthost.llm.config import load_providers
 from agenthost.models import Agent, Message
 from cases.models import Assertion, Case, Suite, Turn
+from common.provider_config import load_providers
 from runs.models import CaseResult, Run
 from runs.services import run_trigger
 from runs.tasks import execute_run

@@ -9,10 +9,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agenttest.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, int_out_of_range_path, json_loads, json_text_too_deep
 from cases.models import Suite
 from cases.services import suite_export, suite_import
 from cases.validation import CaseValidationError
+from common.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, int_out_of_range_path, json_loads, json_text_too_deep
 
 
 class Command(BaseCommand):

@@ -22,9 +22,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandParser
 
 from agenthost.seams import mcp_refresh
-from agenttest.inputs import whole_number_argument
 from cases.files import FilesRejected, files_apply, files_mcp_servers, suite_directory_name
 from cases.models import Suite
+from common.inputs import whole_number_argument
 from runs.engine.numbers import format_cost, format_pass_rate, models_priced
 from runs.management.commands.run_suite import EXIT_ERROR, EXIT_PASSED, _Abort, _exit_code, _InlineRun
 from runs.management.commands.run_suite import Command as RunSuiteCommand

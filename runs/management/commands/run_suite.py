@@ -22,9 +22,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
-from agenttest.inputs import number_text_is_ascii, whole_number_argument
 from cases.models import Suite
 from cases.selectors import suite_by_reference, suite_list
+from common.inputs import number_text_is_ascii, whole_number_argument
 from runs.engine.numbers import format_cost, format_pass_rate, models_priced
 from runs.models import CaseResult, Run
 from runs.selectors import ModelSummary, run_lock_holder, run_summary

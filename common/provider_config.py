@@ -1,7 +1,8 @@
 """Reading and checking the model-provider configuration.
 
-A pure module (no Django models, no SDK): settings.py imports it to build AGENTTEST_PROVIDERS, and the system check
-re-validates whatever the setting holds. Keys never live in the file, only the name of the env var that holds one.
+A pure module (no Django models, no SDK, no app) in the shared room: settings.py imports it to build
+AGENTTEST_PROVIDERS, and the system check re-validates whatever the setting holds. Keys never live in the file, only
+the name of the env var that holds one.
 
 The file is read at settings time, before any plugin could register its provider kind, so reading it checks only
 what every kind shares (the table's shape, the common fields, the models' names and prices). Whether the kind exists
@@ -15,13 +16,10 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from django.core.exceptions import ImproperlyConfigured
-
-if TYPE_CHECKING:
-    from agenthost.llm.base import ModelProvider
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = 60.0
@@ -37,6 +35,17 @@ _DETAIL_PRICES = ("cached_input_price", "reasoning_price")
 
 _PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ProviderKind(Protocol):
+    """What checking a provider needs from its kind's class (the host's ModelProvider and every plugin's)."""
+
+    kind: str
+    option_keys: frozenset[str]
+    model_option_keys: frozenset[str]
+
+    @classmethod
+    def validate_options(cls, spec: dict[str, Any]) -> Iterable[str]: ...
 
 
 def default_providers() -> dict[str, dict[str, Any]]:
@@ -84,7 +93,7 @@ def load_providers(path: str) -> dict[str, dict[str, Any]]:
 
 
 def validate_providers(
-    config: dict[str, Any], kinds: Mapping[str, type[ModelProvider]] | None = None
+    config: dict[str, Any], kinds: Mapping[str, type[ProviderKind]] | None = None
 ) -> list[str]:
     """Every problem with a providers mapping (raw from the file or normalised), each naming provider and field.
 
@@ -98,7 +107,7 @@ def validate_providers(
     return problems
 
 
-def _provider_problems(name: Any, spec: Any, kinds: Mapping[str, type[ModelProvider]] | None) -> list[str]:
+def _provider_problems(name: Any, spec: Any, kinds: Mapping[str, type[ProviderKind]] | None) -> list[str]:
     where = f"provider {name!r}"
     if not isinstance(name, str) or not _PROVIDER_NAME.match(name):
         # The name is the part before ':' in a model key, so it may not contain one.
@@ -165,7 +174,7 @@ def _provider_problems(name: Any, spec: Any, kinds: Mapping[str, type[ModelProvi
     return problems
 
 
-def _kind_problems(cls: type[ModelProvider], spec: dict[str, Any]) -> list[str]:
+def _kind_problems(cls: type[ProviderKind], spec: dict[str, Any]) -> list[str]:
     try:
         return list(cls.validate_options(spec))
     except Exception as exc:  # a plugin's validator that breaks must not hide the provider's other problems

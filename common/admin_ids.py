@@ -1,5 +1,5 @@
 """Ids an admin changelist reads from the request, read as every other way into agenttest reads them
-(agenttest.inputs.parse_id): ASCII digits, at most a 64-bit integer.
+(common.inputs.parse_id): ASCII digits, at most a 64-bit integer.
 
 Django's admin hands the selected rows of an action (`_selected_action`) and a list filter's value
 (`?suite__id__exact=`) to the database as they come: `int("³")` raises ValueError and an id of 23 digits overflows
@@ -17,7 +17,7 @@ from django.contrib.admin.views.main import ERROR_FLAG
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from agenttest.inputs import parse_id
+from common.inputs import parse_id
 
 # Query-string lookups whose value is an id: `pk`, `id`, `suite__id__exact`, `agent_id__in`, ...
 _ID_LOOKUPS = ("exact", "in")

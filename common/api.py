@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.utils import html
 
-from agenttest.inputs import (
+from common.inputs import (
     MAX_ID,
     MAX_JSON_DEPTH,
     NUMBER_TEXT_PROBLEM,
@@ -100,6 +100,38 @@ class JSONParser(parsers.JSONParser):
         raise ValidationError({key: [json_value_problem(data, nul=False, int_range=False)]})
 
 
+class ErrorSerializer(serializers.Serializer):
+    """The one shape of a 400 (and of a model that did not answer) across the APIs: every problem names its input."""
+
+    class Meta:
+        ref_name = "ValidationErrors"
+
+    class ProblemSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ValidationProblem"
+
+        field = serializers.CharField(
+            help_text="The input at fault: a field (e.g. models, suite) or a path into the body, e.g. "
+            "turns[1].assertions[0].params.pattern."
+        )
+        message = serializers.CharField()
+
+    errors = ProblemSerializer(many=True)
+
+
+class IsStaff(BasePermission):
+    """Only staff may use the view, reading or writing. A view says what is refused in `staff_only_message`."""
+
+    message = "Only staff users may make this change."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        user = request.user
+        if not (user and user.is_authenticated and user.is_staff):
+            self.message = getattr(view, "staff_only_message", self.message)
+            return False
+        return True
+
+
 class IsStaffOrReadOnly(BasePermission):
     """Any signed-in user may read; only staff may write. One URL serves both, so the check is per method.
     A view says what is refused in `staff_only_message`."""
@@ -171,7 +203,7 @@ class StrictInputSerializer(serializers.Serializer):
 
 @extend_schema_field(OpenApiTypes.INT)
 class IdField(serializers.Field):
-    """A database id in a body or query string, read by agenttest.inputs.parse_id: a JSON integer or ASCII digits.
+    """A database id in a body or query string, read by common.inputs.parse_id: a JSON integer or ASCII digits.
     An id beyond any the database can hold names no `thing` rather than overflowing the query."""
 
     default_error_messages = {
@@ -200,7 +232,7 @@ class IdField(serializers.Field):
 
 class WholeNumberField(serializers.IntegerField):
     """DRF's IntegerField reads text with int(), so `"trials": "٣"` was 3 where an id refuses it: this one reads by
-    agenttest.inputs.parse_whole_number, as every door does, then applies min_value/max_value."""
+    common.inputs.parse_whole_number, as every door does, then applies min_value/max_value."""
 
     default_error_messages = {"invalid": WHOLE_NUMBER_PROBLEM}
 

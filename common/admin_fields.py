@@ -4,7 +4,7 @@ uses these for a model JSONField.
 Django's own JSON form field decodes with Python's recursive decoder (text nested ~1,000 deep raises RecursionError,
 a 500), accepts NaN and Infinity (which no JSON column stores) and decodes the text again each time the form is shown.
 Here the depth is checked on the text before any decoding, and the decoded value is checked as the API checks a body
-(agenttest.inputs), each refusal a form error on the field.
+(common.inputs), each refusal a form error on the field.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
 
-from agenttest.inputs import (
+from common.inputs import (
     MAX_JSON_DEPTH,
     SafeJSONDecoder,
     json_loads,

@@ -1,4 +1,4 @@
-"""What every HTML form agenttest serves shares with its APIs (agenttest.api.StrictInputSerializer): a field it does
+"""What every HTML form agenttest serves shares with its APIs (common.api.StrictInputSerializer): a field it does
 not know is refused, naming it, rather than dropped — a misspelt `budget_token` would otherwise start a run without
 the budget its sender asked for, and a page's POST would do what was asked minus the part it did not understand."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 from django import forms
 
-from agenttest.api import unknown_field_message
-from agenttest.inputs import NUMBER_TEXT_PROBLEM, WHOLE_NUMBER_PROBLEM, number_text_is_ascii, parse_whole_number
+from common.api import unknown_field_message
+from common.inputs import NUMBER_TEXT_PROBLEM, WHOLE_NUMBER_PROBLEM, number_text_is_ascii, parse_whole_number
 
 # Sent with every POST form; Django's CSRF middleware reads it, so it is never unknown.
 CSRF_FIELD = "csrfmiddlewaretoken"
@@ -66,7 +66,7 @@ class StrictForm(forms.Form):
 
 class WholeNumberFormField(forms.IntegerField):
     """Django's IntegerField reads with int(), which takes "٣" for 3: this one reads as every API does
-    (agenttest.inputs.parse_whole_number)."""
+    (common.inputs.parse_whole_number)."""
 
     default_error_messages = {"invalid": WHOLE_NUMBER_PROBLEM[:1].upper() + WHOLE_NUMBER_PROBLEM[1:] + "."}
 

@@ -176,7 +176,7 @@ def unstorable_text_path(value: Any, *, nul: bool = True) -> str | None:
     """The path of the first string or object key holding a lone surrogate (Python decodes "\\ud800", but it is
     not Unicode: encoding it for the database or a page raises UnicodeEncodeError) or, with `nul`, a NUL (which
     PostgreSQL refuses in any text or jsonb), or None. A bad key is named by its parent's path."""
-    pattern = _UNSTORABLE_TEXT if nul else _SURROGATE
+    pattern = UNSTORABLE_TEXT if nul else _SURROGATE
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         item, path = stack.pop()
@@ -198,7 +198,7 @@ INT_RANGE_PROBLEM = f"integers must be between -{MAX_JSON_INT} and {MAX_JSON_INT
 # Worded as every field validator words it (cases/validation.py, agent validation), so a message reads the same
 # whichever check met the text first.
 UNICODE_PROBLEM = "must not contain a lone surrogate (\\ud800-\\udfff): it is not Unicode"
-NUL_PROBLEM = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
+UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"
 
 
 def json_value_issue(
@@ -215,7 +215,7 @@ def json_value_issue(
     if (path := int_out_of_range_path(value, bound=MAX_JSON_INT if int_range else None)) is not None:
         return path, INT_RANGE_PROBLEM
     if (path := unstorable_text_path(value, nul=nul)) is not None:
-        return path, NUL_PROBLEM if nul else UNICODE_PROBLEM
+        return path, UNSTORABLE_MESSAGE if nul else UNICODE_PROBLEM
     return None
 
 
@@ -293,16 +293,17 @@ def _join(path: str, key: Any) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
     # A path ends up in an error message, which must itself be storable and printable: bad characters escaped.
-    key = _UNSTORABLE_TEXT.sub(lambda match: f"\\u{ord(match.group()):04x}", str(key))
+    key = UNSTORABLE_TEXT.sub(lambda match: f"\\u{ord(match.group()):04x}", str(key))
     return f"{path}.{key}" if path else key
 
 
-# PostgreSQL refuses NUL in any text it is sent, a filter's included; a lone surrogate is not Unicode at all.
-_UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
+# Text no database stores, the one rule every door applies: PostgreSQL refuses NUL in any text or jsonb it is sent, a
+# filter's included; a lone surrogate (which JSON text may escape, "\ud800") is not Unicode at all.
+UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def text_is_storable(text: str) -> bool:
     """Whether `text` can be stored in, or compared with, a text column on every database agenttest runs on. No stored
     text holds such characters, so a filter that contains one matches nothing."""
-    return not _UNSTORABLE_TEXT.search(text)
+    return not UNSTORABLE_TEXT.search(text)

@@ -1,6 +1,6 @@
 """Reading and checking the MCP server configuration (AGENTTEST_MCP_FILE, TOML, or JSON when the name ends in .json).
 
-A pure module (no Django models, no SDK), read at settings time like the model providers' file:
+A pure module (no Django models, no SDK, no app) in the shared room, read at settings time like the providers' file:
 
     [servers.time]
     transport = "stdio"                 # the default
