@@ -7,9 +7,11 @@
   turn's model layer instead of the network.
 - Tools: the agent is cloned (`Agent.clone(tools=…, handoffs=…)`, hand-off agents recursively) with every
   `FunctionTool.on_invoke_tool` routed through the function-executor factory; the SDK's own invocation is the
-  implementation, run only when nothing under test answers the call. Tools the SDK would run itself (hosted tools,
-  MCP servers it connects to, hand-offs given as `Handoff` objects) cannot be routed: an agent with any refuses to run
-  where the conversation's calls are owned by an executor provider (under test), naming them.
+  implementation, run only when nothing under test answers the call. A hosted tool (web search, code interpreter,
+  computer use, …) the case mocks by its name is replaced by a function tool of that name routed the same way, so
+  the mock answers it. Tools the SDK would run itself otherwise (hosted tools not mocked, MCP servers it connects to,
+  hand-offs given as `Handoff` objects) cannot be routed: an agent with any refuses to run where the conversation's
+  calls are owned by an executor provider (under test), naming them.
 - Which agent made each call: the SDK's `RunHooks.on_llm_start` / `on_tool_start` name it.
 
 The SDK is async; Django's ORM is not. The run happens on asgiref's `async_to_sync`, and everything that touches the
@@ -24,7 +26,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 
-from agenthost.executor import executor_providers
+from agenthost.executor import executor_providers, mocked_by_name
 from agenthost.functions import FunctionContext, FunctionResult
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.python import chat_completion
@@ -89,6 +91,36 @@ def _routed_tool(tool: Any, turn: RuntimeTurn, current: dict[str, str]) -> Any:
     return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
 
 
+# What the model is offered for a hosted tool the case mocks by name: the arguments the hosted tool takes, as a
+# function's (the SDK's chat-completions model cannot send a hosted tool at all).
+_HOSTED_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "web_search": {"query": {"type": "string", "description": "What to search the web for."}},
+    "file_search": {"query": {"type": "string", "description": "What to search the files for."}},
+    "code_interpreter": {"code": {"type": "string", "description": "The Python code to run."}},
+    "image_generation": {"prompt": {"type": "string", "description": "The image to generate."}},
+    "local_shell": {"command": {"type": "array", "items": {"type": "string"}}},
+    "shell": {"commands": {"type": "array", "items": {"type": "string"}}},
+}
+
+
+def _mocked_hosted_tool(tool: Any, turn: RuntimeTurn, current: dict[str, str]) -> Any:
+    """A hosted tool the case mocks by name, as a function tool of the same name routed through the seam: the mock
+    answers; a call no mock matches is blocked. Its own implementation never reaches the hosted service."""
+    sdk = _sdk()
+    name = tool.name
+
+    async def nowhere(_context: Any, _input: str) -> str:
+        return f"{name} is a hosted tool of the OpenAI Agents SDK; agenttest does not run it outside the SDK"
+
+    properties = _HOSTED_ARGUMENTS.get(name)
+    schema = {"type": "object", "properties": properties or {}, "additionalProperties": properties is None}
+    stand_in = sdk.FunctionTool(
+        name=name, description=f"The hosted tool {name} ({type(tool).__name__}), answered by the case's mock.",
+        params_json_schema=schema, on_invoke_tool=nowhere, strict_json_schema=False,
+    )
+    return _routed_tool(stand_in, turn, current)
+
+
 def _routed_agent(agent: Any, turn: RuntimeTurn, current: dict[str, str], unroutable: list[str],
                   seen: dict[int, Any]) -> Any:
     sdk = _sdk()
@@ -96,10 +128,12 @@ def _routed_agent(agent: Any, turn: RuntimeTurn, current: dict[str, str], unrout
         return seen[id(agent)]
     tools = []
     for tool in agent.tools:
+        named = getattr(tool, "name", "")
         if isinstance(tool, sdk.FunctionTool):
             tools.append(_routed_tool(tool, turn, current))
+        elif isinstance(named, str) and named and mocked_by_name(named, turn.conversation_id):
+            tools.append(_mocked_hosted_tool(tool, turn, current))
         else:
-            named = getattr(tool, "name", "")
             unroutable.append(f"{agent.name}: {type(tool).__name__}" + (f" {named!r}" if named else ""))
             tools.append(tool)
     unroutable.extend(
@@ -167,7 +201,8 @@ class OpenAIAgentsRuntime(Runtime):
         if unroutable and _owned(turn):
             raise InvalidInput(
                 "the agent uses tools the OpenAI Agents SDK would run itself, outside agenttest's seam, so it does "
-                f"not run under test: {'; '.join(unroutable)}",
+                f"not run under test: {'; '.join(unroutable)} (a hosted tool runs under test when the case mocks it "
+                "by its name)",
                 partial=turn.result,
             )
         client = AgenttestAsyncClient(turn, current)
