@@ -79,14 +79,16 @@ def normalise_request(request: ModelRequest, model_key: str) -> dict[str, Any]:
             return [stable(item) for item in value]
         return value
 
-    return redact(
-        {
-            "model": model_key,
-            "temperature": request.temperature,
-            "messages": stable([_with_content(message) for message in request.messages]),
-            "tools": stable(request.tools),
-        }
-    )
+    normalised = {
+        "model": model_key,
+        "temperature": request.temperature,
+        "messages": stable([_with_content(message) for message in request.messages]),
+        "tools": stable(request.tools),
+    }
+    if request.settings:
+        # Only when set, so that every recording made without settings keeps its key.
+        normalised["settings"] = stable(request.settings)
+    return redact(normalised)
 
 
 def _with_content(message: Any) -> Any:

@@ -91,6 +91,7 @@ class RuntimeTurn:
         tools: list[dict[str, Any]] | None = None,
         temperature: float | None = None,
         response_schema: dict[str, Any] | None = None,
+        settings: dict[str, Any] | None = None,
         agent: str = "",
     ) -> ModelResponse:
         """One model call of the team's loop, as the framework built it, through the agent's provider."""
@@ -109,6 +110,7 @@ class RuntimeTurn:
             tools=tools or [],
             temperature=temperature,
             response_schema=response_schema,
+            settings=dict(settings or {}),
             metadata={
                 "conversation_id": self.conversation_id,
                 "turn": self.turn,

@@ -28,12 +28,13 @@ from openai import NotGiven
 from openai.types.chat import ChatCompletion
 
 from agenthost.functions import FunctionContext, FunctionResult, as_function_result
-from agenthost.llm.base import ModelResponse
+from agenthost.llm.base import CHAT_SETTINGS, ModelResponse
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 
-# What the model layer carries of a chat-completions call; anything else the function passes is refused by name, so
-# that no setting the team's code relies on is dropped silently.
-CARRIED_PARAMETERS = ("model", "messages", "tools", "temperature", "response_format")
+# What the model layer carries of a chat-completions call (the request's own fields, and its settings sent as given);
+# anything else the function passes is refused by name, so that no setting the team's code relies on is dropped
+# silently.
+CARRIED_PARAMETERS = ("model", "messages", "tools", "temperature", "response_format", *CHAT_SETTINGS)
 _FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_call")
 
 
@@ -112,11 +113,13 @@ def chat_completion(turn: RuntimeTurn, parameters: dict[str, Any], *, agent: str
             f"{', '.join(CARRIED_PARAMETERS)}): the request would not be the one the agent's code sends"
         )
     tools, temperature = parameters.get("tools"), parameters.get("temperature")
+    settings = {name: _plain(parameters[name]) for name in CHAT_SETTINGS if _given(parameters.get(name))}
     response = turn.complete(
         messages=_plain(list(parameters.get("messages") or [])),
         tools=_plain(list(tools)) if _given(tools) else [],
         temperature=float(temperature) if _given(temperature) else None,
         response_schema=_response_schema(parameters.get("response_format")),
+        settings=settings,
         agent=agent,
     )
     return _completion(
