@@ -88,6 +88,10 @@ def normalise_request(request: ModelRequest, model_key: str) -> dict[str, Any]:
     if request.settings:
         # Only when set, so that every recording made without settings keeps its key.
         normalised["settings"] = stable(request.settings)
+    if request.response_schema and request.metadata.get("runtime"):
+        # A runtime's structured output type is part of the request its framework built (a changed output_type makes
+        # the replay stale); the judge's fixed schema stays out, so its recordings keep their keys.
+        normalised["response_schema"] = stable(request.response_schema)
     return redact(normalised)
 
 

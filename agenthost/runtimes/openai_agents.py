@@ -20,10 +20,12 @@ conversation (`RuntimeTurn.complete`, `call_tool`) runs back on the calling thre
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from typing import Any
 
+import pydantic
 from asgiref.sync import async_to_sync, sync_to_async
 
 from agenthost.executor import executor_providers, mocked_by_name
@@ -31,10 +33,12 @@ from agenthost.functions import FunctionContext, FunctionResult
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.python import chat_completion
 from agenthost.turns import InvalidInput
+from agenttest.inputs import json_value_problem
 
 # Not part of the request body: the SDK always names itself in a User-Agent header.
 _TRANSPORT_PARAMETERS = frozenset({"extra_headers", "extra_query", "extra_body", "stream", "stream_options"})
 _NOWHERE = "http://agenttest.invalid/v1/"
+_UNSET = object()
 
 
 def _sdk() -> Any:
@@ -174,6 +178,60 @@ def _history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
+def _tripped(trip: Any, agent: str) -> str:
+    """A guardrail's tripwire is the agent's answer for the turn: the SDK stopped the run there, as the team's agent
+    does in production. The text names the guardrail and what it reported, so that assertions can judge it."""
+    sdk = _sdk()
+    found = trip.guardrail_result
+    kind = "input" if isinstance(trip, sdk.InputGuardrailTripwireTriggered) else "output"
+    by = getattr(getattr(found, "agent", None), "name", "") or agent
+    info = found.output.output_info
+    shown = ""
+    if info is not None:
+        try:
+            shown = info if isinstance(info, str) else pydantic.TypeAdapter(Any).dump_json(info).decode()
+        except (TypeError, ValueError, pydantic.PydanticSerializationError):
+            shown = repr(info)
+        shown = f": {shown[:2000]}"
+    return f"[guardrail] the {kind} guardrail {found.guardrail.get_name()!r} of agent {by!r} tripped{shown}"
+
+
+def _final_text(turn: RuntimeTurn, output: Any) -> str:
+    """The run's final output as the assistant's message: text as it is; a structured `output_type` as its JSON —
+    the model's own JSON text when it says the same (so the transcript keeps one message), else the output dumped."""
+    if isinstance(output, str):
+        return output
+    text = pydantic.TypeAdapter(type(output)).dump_json(output).decode()
+    last = next(
+        (m.content for m in reversed(turn.session.transcript()) if m.turn == turn.turn and m.role == "assistant"), ""
+    )
+    try:
+        if last and json.loads(last) == json.loads(text):
+            return last
+    except ValueError:
+        pass
+    return text
+
+
+def _write_context(turn: RuntimeTurn, before: dict[str, Any], context: dict[str, Any]) -> None:
+    """What the agent's code changed in its run context (the conversation's state as the run began), written as
+    state; a key it left alone keeps what tool results wrote meanwhile."""
+    writes = {
+        key: value for key, value in context.items()
+        if isinstance(key, str) and before.get(key, _UNSET) != value and _storable(value)
+    }
+    if writes:
+        turn.session.write_state(writes, None)
+
+
+def _storable(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return json_value_problem(value) is None
+
+
 class OpenAIAgentsRuntime(Runtime):
     name = "openai-agents"
 
@@ -227,20 +285,26 @@ class OpenAIAgentsRuntime(Runtime):
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         sdk = _sdk()
-        agent, (config, hooks), _current = self._prepared(turn, target)
+        agent, (config, hooks), current = self._prepared(turn, target)
         # Read here, on the calling thread: inside the SDK's event loop the ORM refuses to run.
         history = _history(turn.messages())
+        # The run context is the conversation's state, as a dict: what the agent's code (tools, dynamic instructions,
+        # guardrails) writes into it becomes state once the run ends, which state assertions read.
+        before = copy.deepcopy(turn.session.state)
+        context = copy.deepcopy(before)
 
         async def run() -> Any:
             return await sdk.Runner.run(
-                agent, history, run_config=config, hooks=hooks, max_turns=turn.loaded.max_steps
+                agent, history, context=context, run_config=config, hooks=hooks, max_turns=turn.loaded.max_steps
             )
 
-        result = async_to_sync(run)()
-        output = result.final_output
-        return output if isinstance(output, str) else json.dumps(
-            output.model_dump(mode="json") if hasattr(output, "model_dump") else output
-        )
+        try:
+            result = async_to_sync(run)()
+        except (sdk.InputGuardrailTripwireTriggered, sdk.OutputGuardrailTripwireTriggered) as trip:
+            return _tripped(trip, current.get("agent") or agent.name)
+        finally:
+            _write_context(turn, before, context)
+        return _final_text(turn, result.final_output)
 
     def invoke(self, turn: RuntimeTurn, target: Any, name: str, arguments: dict[str, Any]) -> FunctionResult:
         sdk = _sdk()
