@@ -72,6 +72,7 @@ from agenthost.mcp.tools import (
 )
 from agenthost.models import Agent, Conversation, Message, StateChange
 from agenthost.redaction import redact, redact_text
+from agenthost.runtimes.base import runtime_tool_names
 from agenthost.selectors import (
     conversation_list,
     conversation_messages,
@@ -160,6 +161,7 @@ __all__ = [
     "Usage",
     "agent_as_stored",
     "agent_callable_functions",
+    "runtime_tool_names",
     "agent_create",
     "agent_problems",
     "agent_update",

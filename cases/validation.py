@@ -37,6 +37,7 @@ from agenthost.seams import (
     declared_functions,
     function_is_effect_free,
     get_function,
+    runtime_tool_names,
 )
 from agenttest.inputs import (
     INT_RANGE_PROBLEM,
@@ -163,7 +164,7 @@ def callable_functions(entry_agents: list[Agent]) -> CallableFunctions:
     declarations: dict[str, list[dict[str, Any] | None]] = {}
     for agent in reached.values():
         declared = [item for item in declared_functions(agent.functions or []) if isinstance(item, dict)]
-        for name in agent_callable_functions(agent):
+        for name in agent_callable_functions(agent) | runtime_tool_names(agent):
             own = [item for item in declared if item.get("name") == name]
             declarations.setdefault(name, []).extend(own or [None])
     return CallableFunctions(

@@ -219,6 +219,11 @@ class Runtime(abc.ABC):
         """What makes the imported `target` unusable by this runtime, or "" (checked when the agent is saved)."""
         return ""
 
+    def tool_names(self, target: Any) -> frozenset[str]:
+        """The names of the tools the team's code offers its model, as far as the runtime can tell from the imported
+        `target`: what a case may mock and assert on, beside the agent file's `outside_effects` names."""
+        return frozenset()
+
     @abc.abstractmethod
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         """Run the team's agent on the conversation for one turn; returns its final answer. Every model call goes
@@ -286,6 +291,21 @@ def entry_problems(runtime: str, entry: Any) -> dict[str, list[str]]:
         return {"entry": [str(exc)]}
     problem = get_runtime(runtime).entry_problem(target, entry)
     return {"entry": [problem]} if problem else {}
+
+
+def runtime_tool_names(agent: Agent) -> frozenset[str]:
+    """The tools of a runtime agent's code (empty for a native agent, or when its entry point does not load — saving
+    the agent says why): the names its cases may mock and assert on."""
+    if agent.runtime in ("", Agent.Runtime.NATIVE):
+        return frozenset()
+    declared = frozenset(name for name in (agent.outside_effects or {}) if isinstance(name, str))
+    try:
+        runtime = get_runtime(agent.runtime)
+        return declared | runtime.tool_names(load_entry(agent.entry))
+    except (InvalidInput, EntryPointError):
+        return declared
+    except Exception:  # the team's factory raised: the agent cannot run, and its cases say so when it is run
+        return declared
 
 
 def _target(loaded: LoadedAgent, result: TurnResult | None) -> tuple[Runtime, Any]:

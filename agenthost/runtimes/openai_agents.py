@@ -251,6 +251,24 @@ class OpenAIAgentsRuntime(Runtime):
             return ""
         return f"entry point {entry!r} must be an agents.Agent or a zero-argument function returning one"
 
+    def tool_names(self, target: Any) -> frozenset[str]:
+        sdk = _sdk()
+        names: set[str] = set()
+        waiting, seen = [self._agent(target)], set()
+        while waiting:
+            agent = waiting.pop()
+            if id(agent) in seen:
+                continue
+            seen.add(id(agent))
+            names.update(name for name in (getattr(tool, "name", "") for tool in agent.tools) if isinstance(name, str))
+            for handoff in agent.handoffs:
+                if isinstance(handoff, sdk.Agent):
+                    names.add(sdk.Handoff.default_tool_name(handoff))
+                    waiting.append(handoff)
+                else:
+                    names.add(handoff.tool_name)
+        return frozenset(name for name in names if name)
+
     def _prepared(self, turn: RuntimeTurn, target: Any) -> tuple[Any, Any, dict[str, str]]:
         sdk = _sdk()
         current: dict[str, str] = {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -205,6 +206,17 @@ class PythonRuntime(Runtime):
         except ValueError:
             return ""
         return ""
+
+    def tool_names(self, target: Any) -> frozenset[str]:
+        # A plain loop names its tools only when it calls them (tools.call(function)): the functions of the entry
+        # point's module — defined or imported there — are what it can hand the helper.
+        module = sys.modules.get(getattr(target, "__module__", "") or "")
+        if module is None:
+            return frozenset()
+        return frozenset(
+            name for name, value in vars(module).items()
+            if inspect.isfunction(value) and not name.startswith("_") and value is not target
+        )
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         return target(turn.messages(), AgenttestClient(turn), RoutedTools(turn))
