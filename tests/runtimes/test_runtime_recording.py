@@ -9,7 +9,9 @@ import pytest
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
 from agenthost.seams import conversation_send, conversation_start
-from cases.models import Case
+from cases.models import Case, Suite
+from cases.services import case_create
+from cases.validation import CaseValidationError
 from recording.services import extraction_create, recording_create
 from runs.models import CaseResult
 from runs.services import run_create, run_execute
@@ -94,3 +96,23 @@ def test_it_extracts_drafts_from_a_runtime_chat(scripted_model, team_repo, tmp_p
     first = drafts.cases[0]
     assert sorted(first.mocks.values_list("function_name", flat=True)) == ["find_order", "send_email"]
     assert list(drafts.cases[1].mocks.values_list("function_name", flat=True)) == []
+
+
+def test_it_accepts_a_case_mocking_the_team_codes_tools_by_name_and_refuses_an_unknown_one(team_repo):
+    searcher = SHOP_AGENTS + "\nfrom agents import WebSearchTool\n\nsearcher = triage.clone(tools=[find_order, " \
+        "WebSearchTool()])\n"
+    agent = Agent.objects.create(name="shop", runtime="openai-agents", entry=f"{team_repo(searcher)}.bot:searcher",
+                                 provider="scripted", model="scripted")
+    suite = Suite.objects.create(name="shop", agent=agent)
+
+    def document(*names: str) -> dict:
+        return {"name": "-".join(names), "turns": [{"user_message": QUESTION}],
+                "mocks": [{"function_name": name, "result": "ok"} for name in names],
+                "assertions": [{"type": "toolCalled", "params": {"function": names[0]}}]}
+
+    # The SDK agent's function tool, its hosted tool, and a hand-off agent's tool (send_email, of billing).
+    case = case_create(suite=suite, document=document("find_order", "web_search", "send_email"))
+    assert sorted(case.mocks.values_list("function_name", flat=True)) == ["find_order", "send_email", "web_search"]
+    with pytest.raises(CaseValidationError, match="'find_ordr' is not a function the agent under test can call.*"
+                                                  "did you mean 'find_order'"):
+        case_create(suite=suite, document=document("find_ordr"))
