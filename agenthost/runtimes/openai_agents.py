@@ -13,6 +13,9 @@
   hand-offs given as `Handoff` objects) cannot be routed: an agent with any refuses to run where the conversation's
   calls are owned by an executor provider (under test), naming them.
 - Which agent made each call: the SDK's `RunHooks.on_llm_start` / `on_tool_start` name it.
+- The run's outcome on the transcript: a tripped guardrail is the turn's answer, naming it (assertions judge it); a
+  structured `output_type` is the assistant's message as its JSON; the run context is a copy of the conversation's
+  state (a dict), and what the run changed in it is written back as state.
 
 The SDK is async; Django's ORM is not. The run happens on asgiref's `async_to_sync`, and everything that touches the
 conversation (`RuntimeTurn.complete`, `call_tool`) runs back on the calling thread (`sync_to_async(thread_sensitive)`).

@@ -7,8 +7,9 @@
 - `messages`: the conversation so far as OpenAI chat messages (user, assistant, tool calls and results), this turn's
   user message last; the function adds its own instruction;
 - `client`: an OpenAI-compatible client agenttest provides. `client.chat.completions.create(model=…, messages=…,
-  tools=…, temperature=…)` returns the openai SDK's own `ChatCompletion`; each call goes through agenttest's model
-  layer (the model named is the agent's, or the model under test in a run);
+  tools=…, temperature=…, max_tokens=…, …)` returns the openai SDK's own `ChatCompletion`; each call goes through
+  agenttest's model layer (the model named is the agent's, or the model under test in a run), its settings
+  (CHAT_SETTINGS) sent as given;
 - `tools`: a helper through which the function calls its tools: `tools.call(function, arguments, call_id=…)`
   returns the tool's result as text. Under test a mock answers or the call is blocked and `function` never runs; in
   chat `function(**arguments)` runs. `DirectTools()` is the same helper running the functions directly, for running
