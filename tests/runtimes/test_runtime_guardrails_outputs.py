@@ -13,8 +13,7 @@ from agenthost.models import Agent, Message
 from agenthost.seams import conversation_send, conversation_start, get_model
 from cases.models import Assertion, Case, Suite, Turn
 from runs.models import Run
-from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
-from runs.sessions import MockSpec
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
 from tests.runtimes.test_openai_agents_runtime import _execute, _stub_provider
 
 pytestmark = pytest.mark.django_db(transaction=True)

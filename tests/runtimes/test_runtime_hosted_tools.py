@@ -9,9 +9,8 @@ import pytest
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.seams import get_model
-from runs.runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
-from runs.sessions import MockSpec
 from tests.runtimes.conftest import markers
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
 from tests.runtimes.test_openai_agents_runtime import SHOP_AGENTS
 
 pytestmark = pytest.mark.django_db(transaction=True)

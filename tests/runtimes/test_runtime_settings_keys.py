@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from agenthost.llm.base import CHAT_SETTINGS, ModelRequest
 from agenthost.llm.openai_provider import OpenAIProvider
-from runs.replay import normalise_request, request_hash
+from tests.runtimes.harness import normalise_request, request_hash
 
 VALUES = {
     "max_tokens": st.integers(1, 4096), "max_completion_tokens": st.integers(1, 4096),
