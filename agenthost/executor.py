@@ -96,6 +96,18 @@ def executor_providers() -> list[ExecutorProvider]:
         return sorted(_providers, key=lambda provider: (provider.order, provider.name))
 
 
+def mocked_by_name(name: str, conversation_id: int | None) -> bool:
+    """Whether a provider says a call of `name` in this conversation would be answered by a mock (the harness's
+    provider does for a case that mocks `name`). A provider asks this of itself through an optional
+    `mocks(name, conversation_id) -> bool`; a runtime asks it before offering a tool its framework would otherwise
+    run itself (a hosted tool), since such a tool can only be answered, never executed, through the seam."""
+    for provider in executor_providers():
+        mocks = getattr(provider, "mocks", None)
+        if callable(mocks) and mocks(name, conversation_id):
+            return True
+    return False
+
+
 def missing_function_result(name: str) -> FunctionResult:
     return FunctionResult(content=f"Can't find function implementation of {name}", stop=True, outcome="missing")
 

@@ -61,6 +61,15 @@ _USAGE_FIGURES = (
 )
 
 
+# The chat-completions parameters a ModelRequest carries in `settings`, beside its own fields: what the OpenAI Agents
+# SDK's ModelSettings put in a request, and what a team's plain loop commonly sets. Anything else a caller sets is
+# refused by name, so that no setting the team's code relies on is dropped silently.
+CHAT_SETTINGS = (
+    "max_tokens", "max_completion_tokens", "top_p", "frequency_penalty", "presence_penalty", "tool_choice",
+    "parallel_tool_calls", "seed", "stop", "reasoning_effort", "verbosity", "logprobs", "top_logprobs", "store",
+)
+
+
 @dataclass
 class ModelRequest:
     model: str
@@ -71,6 +80,10 @@ class ModelRequest:
     # A JSON Schema the answer must follow ({"name", "schema"}), for the providers and models that support
     # structured output; the others get the same request without it and the caller parses the text as before.
     response_schema: dict[str, Any] | None = None
+    # Further chat-completions parameters the caller set, sent as given (a runtime's framework builds them: the
+    # Agents SDK's `max_tokens`, `top_p`, `tool_choice`, `parallel_tool_calls` …; see CHAT_SETTINGS). Part of what
+    # decides the answer, so record and replay key on them.
+    settings: dict[str, Any] = field(default_factory=dict)
     # Where the request comes from (conversation id, turn, step); never sent to the model.
     metadata: dict[str, Any] = field(default_factory=dict)
     # When the caller stops waiting for the answer (time.monotonic()), e.g. a test case's timeout; never sent. A

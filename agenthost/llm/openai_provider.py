@@ -248,10 +248,13 @@ class OpenAIProvider(ModelProvider):
             params["tools"] = request.tools
         if request.temperature is not None and options.get("accepts_temperature", True):
             params["temperature"] = request.temperature
+        # The settings the caller's own code set are sent as it built them; the providers file's options for the
+        # model fill in only what they leave unset.
+        params.update(request.settings)
         if "reasoning_effort" in options:
-            params["reasoning_effort"] = options["reasoning_effort"]
-        if "max_completion_tokens" in options:
-            params["max_completion_tokens"] = options["max_completion_tokens"]
+            params.setdefault("reasoning_effort", options["reasoning_effort"])
+        if "max_completion_tokens" in options and "max_tokens" not in params:
+            params.setdefault("max_completion_tokens", options["max_completion_tokens"])
         if request.response_schema and options.get("structured_output", True):
             params["response_format"] = {
                 "type": "json_schema",

@@ -91,6 +91,7 @@ class RuntimeTurn:
         tools: list[dict[str, Any]] | None = None,
         temperature: float | None = None,
         response_schema: dict[str, Any] | None = None,
+        settings: dict[str, Any] | None = None,
         agent: str = "",
     ) -> ModelResponse:
         """One model call of the team's loop, as the framework built it, through the agent's provider."""
@@ -109,6 +110,7 @@ class RuntimeTurn:
             tools=tools or [],
             temperature=temperature,
             response_schema=response_schema,
+            settings=dict(settings or {}),
             metadata={
                 "conversation_id": self.conversation_id,
                 "turn": self.turn,
@@ -218,10 +220,12 @@ class Runtime(abc.ABC):
         return ""
 
     def tool_declarations(self, target: Any) -> list[dict[str, Any]]:
-        """The tools the team's agent offers its models ({name, description, parameters}), discovered from the
-        framework object and never re-declared: what a case may mock and assert on. [] when the runtime cannot tell
-        before the code runs (a plain function's tools are whatever it calls)."""
+        """The tools the team's code offers its model ({name, description, parameters}), as far as the runtime can
+        tell from the imported `target`, never re-declared: what a case may mock and assert on. A tool whose schema
+        the runtime cannot know before the code runs (a hosted tool, a plain function's helper) has empty
+        `parameters`."""
         return []
+
 
     @abc.abstractmethod
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
@@ -294,25 +298,28 @@ def entry_problems(runtime: str, entry: Any) -> dict[str, list[str]]:
 
 def runtime_tool_declarations(agent: Agent) -> list[dict[str, Any]]:
     """The tools of a non-native agent's code as agenttest declarations, each carrying its runtime and the effect the
-    agent file declares for it; [] for a native agent, or one whose entry point does not load (its own validation
-    names why)."""
-    if agent.runtime == Agent.Runtime.NATIVE or agent.runtime not in runtime_names() or not agent.entry:
+    agent file declares for it, plus every name the file's `outside_effects` declares that the code did not show;
+    [] for a native agent. When the entry point does not load, only the file's names (its own validation says why)."""
+    if agent.runtime in ("", Agent.Runtime.NATIVE) or agent.runtime not in runtime_names() or not agent.entry:
         return []
-    runtime = get_runtime(agent.runtime)
+    effects = {name: value for name, value in (agent.outside_effects or {}).items() if isinstance(name, str)}
     try:
+        runtime = get_runtime(agent.runtime)
         target = load_entry(agent.entry)
-    except EntryPointError:
-        return []
-    if runtime.entry_problem(target, agent.entry):
-        return []
-    effects = agent.outside_effects or {}
-    declarations = []
-    for declared in runtime.tool_declarations(target):
-        declared = {**declared, "runtime": agent.runtime}
+        found = [] if runtime.entry_problem(target, agent.entry) else runtime.tool_declarations(target)
+    except (InvalidInput, EntryPointError):
+        found = []
+    except Exception:  # the team's factory raised: the agent cannot run, and its cases say so when it is run
+        found = []
+    declarations: dict[str, dict[str, Any]] = {}
+    for declared in found:
+        declarations.setdefault(declared["name"], {**declared, "runtime": agent.runtime})
+    for name in effects:
+        declarations.setdefault(name, {"name": name, "description": "", "parameters": {}, "runtime": agent.runtime})
+    for declared in declarations.values():
         if isinstance(effects.get(declared["name"]), bool):
             declared["outside_effects"] = effects[declared["name"]]
-        declarations.append(declared)
-    return declarations
+    return list(declarations.values())
 
 
 def _target(loaded: LoadedAgent, result: TurnResult | None) -> tuple[Runtime, Any]:

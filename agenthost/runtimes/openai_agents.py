@@ -7,10 +7,15 @@
   turn's model layer instead of the network.
 - Tools: the agent is cloned (`Agent.clone(tools=…, handoffs=…)`, hand-off agents recursively) with every
   `FunctionTool.on_invoke_tool` routed through the function-executor factory; the SDK's own invocation is the
-  implementation, run only when nothing under test answers the call. Tools the SDK would run itself (hosted tools,
-  MCP servers it connects to, hand-offs given as `Handoff` objects) cannot be routed: an agent with any refuses to run
-  where the conversation's calls are owned by an executor provider (under test), naming them.
+  implementation, run only when nothing under test answers the call. A hosted tool (web search, code interpreter,
+  computer use, …) the case mocks by its name is replaced by a function tool of that name routed the same way, so
+  the mock answers it. Tools the SDK would run itself otherwise (hosted tools not mocked, MCP servers it connects to,
+  hand-offs given as `Handoff` objects) cannot be routed: an agent with any refuses to run where the conversation's
+  calls are owned by an executor provider (under test), naming them.
 - Which agent made each call: the SDK's `RunHooks.on_llm_start` / `on_tool_start` name it.
+- The run's outcome on the transcript: a tripped guardrail is the turn's answer, naming it (assertions judge it); a
+  structured `output_type` is the assistant's message as its JSON; the run context is a copy of the conversation's
+  state (a dict), and what the run changed in it is written back as state.
 
 The SDK is async; Django's ORM is not. The run happens on asgiref's `async_to_sync`, and everything that touches the
 conversation (`RuntimeTurn.complete`, `call_tool`) runs back on the calling thread (`sync_to_async(thread_sensitive)`).
@@ -18,13 +23,16 @@ conversation (`RuntimeTurn.complete`, `call_tool`) runs back on the calling thre
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from typing import Any
 
+import pydantic
+from agenttest.inputs import json_value_problem
 from asgiref.sync import async_to_sync, sync_to_async
 
-from agenthost.executor import executor_providers
+from agenthost.executor import executor_providers, mocked_by_name
 from agenthost.functions import FunctionContext, FunctionResult
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.python import chat_completion
@@ -33,6 +41,7 @@ from agenthost.turns import InvalidInput
 # Not part of the request body: the SDK always names itself in a User-Agent header.
 _TRANSPORT_PARAMETERS = frozenset({"extra_headers", "extra_query", "extra_body", "stream", "stream_options"})
 _NOWHERE = "http://agenttest.invalid/v1/"
+_UNSET = object()
 
 
 def _sdk() -> Any:
@@ -89,6 +98,36 @@ def _routed_tool(tool: Any, turn: RuntimeTurn, current: dict[str, str]) -> Any:
     return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
 
 
+# What the model is offered for a hosted tool the case mocks by name: the arguments the hosted tool takes, as a
+# function's (the SDK's chat-completions model cannot send a hosted tool at all).
+_HOSTED_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "web_search": {"query": {"type": "string", "description": "What to search the web for."}},
+    "file_search": {"query": {"type": "string", "description": "What to search the files for."}},
+    "code_interpreter": {"code": {"type": "string", "description": "The Python code to run."}},
+    "image_generation": {"prompt": {"type": "string", "description": "The image to generate."}},
+    "local_shell": {"command": {"type": "array", "items": {"type": "string"}}},
+    "shell": {"commands": {"type": "array", "items": {"type": "string"}}},
+}
+
+
+def _mocked_hosted_tool(tool: Any, turn: RuntimeTurn, current: dict[str, str]) -> Any:
+    """A hosted tool the case mocks by name, as a function tool of the same name routed through the seam: the mock
+    answers; a call no mock matches is blocked. Its own implementation never reaches the hosted service."""
+    sdk = _sdk()
+    name = tool.name
+
+    async def nowhere(_context: Any, _input: str) -> str:
+        return f"{name} is a hosted tool of the OpenAI Agents SDK; agenttest does not run it outside the SDK"
+
+    properties = _HOSTED_ARGUMENTS.get(name)
+    schema = {"type": "object", "properties": properties or {}, "additionalProperties": properties is None}
+    stand_in = sdk.FunctionTool(
+        name=name, description=f"The hosted tool {name} ({type(tool).__name__}), answered by the case's mock.",
+        params_json_schema=schema, on_invoke_tool=nowhere, strict_json_schema=False,
+    )
+    return _routed_tool(stand_in, turn, current)
+
+
 def _routed_agent(agent: Any, turn: RuntimeTurn, current: dict[str, str], unroutable: list[str],
                   seen: dict[int, Any]) -> Any:
     sdk = _sdk()
@@ -96,10 +135,12 @@ def _routed_agent(agent: Any, turn: RuntimeTurn, current: dict[str, str], unrout
         return seen[id(agent)]
     tools = []
     for tool in agent.tools:
+        named = getattr(tool, "name", "")
         if isinstance(tool, sdk.FunctionTool):
             tools.append(_routed_tool(tool, turn, current))
+        elif isinstance(named, str) and named and mocked_by_name(named, turn.conversation_id):
+            tools.append(_mocked_hosted_tool(tool, turn, current))
         else:
-            named = getattr(tool, "name", "")
             unroutable.append(f"{agent.name}: {type(tool).__name__}" + (f" {named!r}" if named else ""))
             tools.append(tool)
     unroutable.extend(
@@ -140,6 +181,60 @@ def _history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
+def _tripped(trip: Any, agent: str) -> str:
+    """A guardrail's tripwire is the agent's answer for the turn: the SDK stopped the run there, as the team's agent
+    does in production. The text names the guardrail and what it reported, so that assertions can judge it."""
+    sdk = _sdk()
+    found = trip.guardrail_result
+    kind = "input" if isinstance(trip, sdk.InputGuardrailTripwireTriggered) else "output"
+    by = getattr(getattr(found, "agent", None), "name", "") or agent
+    info = found.output.output_info
+    shown = ""
+    if info is not None:
+        try:
+            shown = info if isinstance(info, str) else pydantic.TypeAdapter(Any).dump_json(info).decode()
+        except (TypeError, ValueError, pydantic.PydanticSerializationError):
+            shown = repr(info)
+        shown = f": {shown[:2000]}"
+    return f"[guardrail] the {kind} guardrail {found.guardrail.get_name()!r} of agent {by!r} tripped{shown}"
+
+
+def _final_text(turn: RuntimeTurn, output: Any) -> str:
+    """The run's final output as the assistant's message: text as it is; a structured `output_type` as its JSON —
+    the model's own JSON text when it says the same (so the transcript keeps one message), else the output dumped."""
+    if isinstance(output, str):
+        return output
+    text = pydantic.TypeAdapter(type(output)).dump_json(output).decode()
+    last = next(
+        (m.content for m in reversed(turn.session.transcript()) if m.turn == turn.turn and m.role == "assistant"), ""
+    )
+    try:
+        if last and json.loads(last) == json.loads(text):
+            return last
+    except ValueError:
+        pass
+    return text
+
+
+def _write_context(turn: RuntimeTurn, before: dict[str, Any], context: dict[str, Any]) -> None:
+    """What the agent's code changed in its run context (the conversation's state as the run began), written as
+    state; a key it left alone keeps what tool results wrote meanwhile."""
+    writes = {
+        key: value for key, value in context.items()
+        if isinstance(key, str) and before.get(key, _UNSET) != value and _storable(value)
+    }
+    if writes:
+        turn.session.write_state(writes, None)
+
+
+def _storable(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return json_value_problem(value) is None
+
+
 class OpenAIAgentsRuntime(Runtime):
     name = "openai-agents"
 
@@ -162,6 +257,12 @@ class OpenAIAgentsRuntime(Runtime):
     def tool_declarations(self, target: Any) -> list[dict[str, Any]]:
         sdk = _sdk()
         declarations: dict[str, dict[str, Any]] = {}
+
+        def add(name: Any, description: str = "", parameters: dict[str, Any] | None = None) -> None:
+            if isinstance(name, str) and name:
+                declarations.setdefault(name, {"name": name, "description": description or "",
+                                               "parameters": parameters or {}})
+
         waiting, seen = [self._agent(target)], set()
         while waiting:
             agent = waiting.pop(0)
@@ -170,10 +271,15 @@ class OpenAIAgentsRuntime(Runtime):
             seen.add(id(agent))
             for tool in agent.tools:
                 if isinstance(tool, sdk.FunctionTool):
-                    declarations.setdefault(tool.name, {
-                        "name": tool.name, "description": tool.description, "parameters": tool.params_json_schema,
-                    })
-            waiting.extend(handoff for handoff in agent.handoffs if isinstance(handoff, sdk.Agent))
+                    add(tool.name, tool.description, tool.params_json_schema)
+                else:  # a hosted tool: mockable by its name, never run under test
+                    add(getattr(tool, "name", ""))
+            for handoff in agent.handoffs:
+                if isinstance(handoff, sdk.Agent):
+                    add(sdk.Handoff.default_tool_name(handoff), sdk.Handoff.default_tool_description(handoff))
+                    waiting.append(handoff)
+                else:
+                    add(handoff.tool_name, handoff.tool_description, handoff.input_json_schema)
         return list(declarations.values())
 
     def _prepared(self, turn: RuntimeTurn, target: Any) -> tuple[Any, Any, dict[str, str]]:
@@ -184,7 +290,8 @@ class OpenAIAgentsRuntime(Runtime):
         if unroutable and _owned(turn):
             raise InvalidInput(
                 "the agent uses tools the OpenAI Agents SDK would run itself, outside agenttest's seam, so it does "
-                f"not run under test: {'; '.join(unroutable)}",
+                f"not run under test: {'; '.join(unroutable)} (a hosted tool runs under test when the case mocks it "
+                "by its name)",
                 partial=turn.result,
             )
         client = AgenttestAsyncClient(turn, current)
@@ -209,20 +316,26 @@ class OpenAIAgentsRuntime(Runtime):
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         sdk = _sdk()
-        agent, (config, hooks), _current = self._prepared(turn, target)
+        agent, (config, hooks), current = self._prepared(turn, target)
         # Read here, on the calling thread: inside the SDK's event loop the ORM refuses to run.
         history = _history(turn.messages())
+        # The run context is the conversation's state, as a dict: what the agent's code (tools, dynamic instructions,
+        # guardrails) writes into it becomes state once the run ends, which state assertions read.
+        before = copy.deepcopy(turn.session.state)
+        context = copy.deepcopy(before)
 
         async def run() -> Any:
             return await sdk.Runner.run(
-                agent, history, run_config=config, hooks=hooks, max_turns=turn.loaded.max_steps
+                agent, history, context=context, run_config=config, hooks=hooks, max_turns=turn.loaded.max_steps
             )
 
-        result = async_to_sync(run)()
-        output = result.final_output
-        return output if isinstance(output, str) else json.dumps(
-            output.model_dump(mode="json") if hasattr(output, "model_dump") else output
-        )
+        try:
+            result = async_to_sync(run)()
+        except (sdk.InputGuardrailTripwireTriggered, sdk.OutputGuardrailTripwireTriggered) as trip:
+            return _tripped(trip, current.get("agent") or agent.name)
+        finally:
+            _write_context(turn, before, context)
+        return _final_text(turn, result.final_output)
 
     def invoke(self, turn: RuntimeTurn, target: Any, name: str, arguments: dict[str, Any]) -> FunctionResult:
         sdk = _sdk()

@@ -7,8 +7,9 @@
 - `messages`: the conversation so far as OpenAI chat messages (user, assistant, tool calls and results), this turn's
   user message last; the function adds its own instruction;
 - `client`: an OpenAI-compatible client agenttest provides. `client.chat.completions.create(model=…, messages=…,
-  tools=…, temperature=…)` returns the openai SDK's own `ChatCompletion`; each call goes through agenttest's model
-  layer (the model named is the agent's, or the model under test in a run);
+  tools=…, temperature=…, max_tokens=…, …)` returns the openai SDK's own `ChatCompletion`; each call goes through
+  agenttest's model layer (the model named is the agent's, or the model under test in a run), its settings
+  (CHAT_SETTINGS) sent as given;
 - `tools`: a helper through which the function calls its tools: `tools.call(function, arguments, call_id=…)`
   returns the tool's result as text. Under test a mock answers or the call is blocked and `function` never runs; in
   chat `function(**arguments)` runs. `DirectTools()` is the same helper running the functions directly, for running
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,12 +30,13 @@ from openai import NotGiven
 from openai.types.chat import ChatCompletion
 
 from agenthost.functions import FunctionContext, FunctionResult, as_function_result
-from agenthost.llm.base import ModelResponse
+from agenthost.llm.base import CHAT_SETTINGS, ModelResponse
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 
-# What the model layer carries of a chat-completions call; anything else the function passes is refused by name, so
-# that no setting the team's code relies on is dropped silently.
-CARRIED_PARAMETERS = ("model", "messages", "tools", "temperature", "response_format")
+# What the model layer carries of a chat-completions call (the request's own fields, and its settings sent as given);
+# anything else the function passes is refused by name, so that no setting the team's code relies on is dropped
+# silently.
+CARRIED_PARAMETERS = ("model", "messages", "tools", "temperature", "response_format", *CHAT_SETTINGS)
 _FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_call")
 
 
@@ -112,11 +115,13 @@ def chat_completion(turn: RuntimeTurn, parameters: dict[str, Any], *, agent: str
             f"{', '.join(CARRIED_PARAMETERS)}): the request would not be the one the agent's code sends"
         )
     tools, temperature = parameters.get("tools"), parameters.get("temperature")
+    settings = {name: _plain(parameters[name]) for name in CHAT_SETTINGS if _given(parameters.get(name))}
     response = turn.complete(
         messages=_plain(list(parameters.get("messages") or [])),
         tools=_plain(list(tools)) if _given(tools) else [],
         temperature=float(temperature) if _given(temperature) else None,
         response_schema=_response_schema(parameters.get("response_format")),
+        settings=settings,
         agent=agent,
     )
     return _completion(
@@ -202,6 +207,18 @@ class PythonRuntime(Runtime):
         except ValueError:
             return ""
         return ""
+
+    def tool_declarations(self, target: Any) -> list[dict[str, Any]]:
+        # A plain loop names its tools only when it calls them (tools.call(function)): the functions of the entry
+        # point's module — defined or imported there — are what it can hand the helper.
+        module = sys.modules.get(getattr(target, "__module__", "") or "")
+        if module is None:
+            return []
+        return [
+            {"name": name, "description": inspect.getdoc(value) or "", "parameters": {}}
+            for name, value in vars(module).items()
+            if inspect.isfunction(value) and not name.startswith("_") and value is not target
+        ]
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         return target(turn.messages(), AgenttestClient(turn), RoutedTools(turn))

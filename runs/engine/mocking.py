@@ -37,6 +37,12 @@ class MockExecutorProvider:
             return None
         return lambda ctx: _answer(session, name, ctx)
 
+    def mocks(self, name: str, conversation_id: int | None) -> bool:
+        """Whether the case mocks `name` (by name; which mock answers is chosen per call) and does not force-block
+        it: the host offers a framework's hosted tool under test only then (agenthost.executor.mocked_by_name)."""
+        session = registry.get(conversation_id)
+        return session is not None and session.has_mock(name) and not session.is_force_blocked(name)
+
 
 def _answer(session: CaseSession, name: str, context: FunctionContext) -> FunctionResult | PassThrough:
     if session.expired:

@@ -348,7 +348,7 @@ _MANIFEST_ITEM_KEYS = ("case", "model", "file")
 _HEADER_KEYS = ("format", "suite", "case", "model", "entries", "recorded_at")
 _ENTRY_KEYS = ("purpose", "turn", "step", "agent", "scope", "model", "request_hash", "request", "kind")
 _KIND_KEYS = {ANSWER: ("response", "latency_ms"), ERROR: ("error",), HANG: ()}
-_REQUEST_KEYS = ("model", "temperature", "messages", "tools")
+_REQUEST_KEYS = ("model", "temperature", "messages", "tools", "settings", "response_schema")
 _RESPONSE_KEYS = ("text", "tool_calls", "finish_reason", "usage", "model", "refusal")
 _CALL_KEYS = ("id", "name", "arguments")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
@@ -475,6 +475,8 @@ def _request_problem(request: dict[str, Any]) -> str:
     for key in ("messages", "tools"):
         if not isinstance(request.get(key, []), list):
             return f"request.{key} must be a list"
+    if not isinstance(request.get("settings", {}), dict):
+        return "request.settings must be an object of chat-completions parameters"
     return ""
 
 

@@ -79,14 +79,20 @@ def normalise_request(request: ModelRequest, model_key: str) -> dict[str, Any]:
             return [stable(item) for item in value]
         return value
 
-    return redact(
-        {
-            "model": model_key,
-            "temperature": request.temperature,
-            "messages": stable([_with_content(message) for message in request.messages]),
-            "tools": stable(request.tools),
-        }
-    )
+    normalised = {
+        "model": model_key,
+        "temperature": request.temperature,
+        "messages": stable([_with_content(message) for message in request.messages]),
+        "tools": stable(request.tools),
+    }
+    if request.settings:
+        # Only when set, so that every recording made without settings keeps its key.
+        normalised["settings"] = stable(request.settings)
+    if request.response_schema and request.metadata.get("runtime"):
+        # A runtime's structured output type is part of the request its framework built (a changed output_type makes
+        # the replay stale); the judge's fixed schema stays out, so its recordings keep their keys.
+        normalised["response_schema"] = stable(request.response_schema)
+    return redact(normalised)
 
 
 def _with_content(message: Any) -> Any:

@@ -1,0 +1,11 @@
+"""The harness's parts the runtime tests drive, imported in one place so that a move of the runs package's modules
+is one edit here."""
+
+from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_session import MockSpec
+from runs.tapes.replay import normalise_request, request_hash
+
+__all__ = [
+    "AssertionPlan", "CasePlan", "MockSpec", "SuitePlan", "TurnPlan", "execute_case", "normalise_request",
+    "request_hash",
+]
