@@ -29,7 +29,6 @@ import json
 from typing import Any
 
 import pydantic
-from agenttest.inputs import json_value_problem
 from asgiref.sync import async_to_sync, sync_to_async
 
 from agenthost.executor import executor_providers, mocked_by_name
@@ -37,6 +36,7 @@ from agenthost.functions import FunctionContext, FunctionResult
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.python import chat_completion
 from agenthost.turns import InvalidInput
+from common.inputs import json_value_problem
 
 # Not part of the request body: the SDK always names itself in a User-Agent header.
 _TRANSPORT_PARAMETERS = frozenset({"extra_headers", "extra_query", "extra_body", "stream", "stream_options"})
