@@ -511,3 +511,27 @@ def test_it_builds_the_settings_from_the_shared_room_not_from_host_code():
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert {_top(m) for m in imported} & {*APPS, DEMO} == set()
     assert {"common.provider_config", "common.mcp_config"} <= imported
+
+
+# --- The seam holds what the harness uses (issue 22) ----------------------------------------------------------------
+
+
+def _seams_exports() -> list[str]:
+    tree = ast.parse((BASE_DIR / "agenthost" / "seams.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", "") == "__all__" for target in node.targets):
+            return [element.value for element in node.value.elts]
+    raise AssertionError("agenthost/seams.py has no __all__")
+
+
+def test_it_exports_from_the_seam_only_what_the_harness_uses():
+    # A name the harness does not import is host surface nobody is held to: tests import it from its own module.
+    used: set[str] = set()
+    for package in HARNESS:
+        for path in (BASE_DIR / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.ImportFrom) and node.module == "agenthost.seams":
+                    used.update(alias.name for alias in node.names)
+    exports = _seams_exports()
+    assert sorted(set(exports) - used) == []
+    assert len(exports) == len(set(exports))

@@ -13,7 +13,9 @@ from django.utils import timezone
 from agenthost.functions import FunctionContext, register_function
 from agenthost.llm.scripted import Answer, Call, Fail
 from agenthost.models import Agent, Conversation, Message, StateChange
-from agenthost.seams import ConcurrentTurn, ModelCallFailed, conversation_send, conversation_start
+from agenthost.seams import ModelCallFailed
+from agenthost.services import conversation_send, conversation_start
+from agenthost.turns import ConcurrentTurn
 
 COUNTED = "test-counted_tool"
 PROBE = "test-committed_probe"

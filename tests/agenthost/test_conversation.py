@@ -6,21 +6,14 @@ import json
 
 import pytest
 
+from agenthost.executor import unregister_executor_provider
 from agenthost.functions import FunctionResult
 from agenthost.llm.scripted import Answer, Call, Fail
+from agenthost.loading import unregister_agent_load_hook
 from agenthost.models import Agent, Message
-from agenthost.seams import (
-    ModelCallFailed,
-    StepLimitExceeded,
-    conversation_invoke_function,
-    conversation_send,
-    conversation_start,
-    register_agent_load_hook,
-    register_executor_provider,
-    unregister_agent_load_hook,
-    unregister_executor_provider,
-)
+from agenthost.seams import ModelCallFailed, StepLimitExceeded, register_agent_load_hook, register_executor_provider
 from agenthost.selectors import conversation_state
+from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
 
 pytestmark = pytest.mark.django_db
 

@@ -10,19 +10,13 @@ from hypothesis import HealthCheck, assume, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from agenthost.executor import unregister_executor_provider
+from agenthost.functions import registered_functions
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
-from agenthost.seams import (
-    CONTROL_FLOW_FUNCTIONS,
-    StepLimitExceeded,
-    conversation_invoke_function,
-    conversation_send,
-    conversation_start,
-    register_executor_provider,
-    registered_functions,
-    unregister_executor_provider,
-)
+from agenthost.seams import CONTROL_FLOW_FUNCTIONS, StepLimitExceeded, register_executor_provider
 from agenthost.selectors import conversation_state
+from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
 
 pytestmark = pytest.mark.django_db
 

@@ -7,8 +7,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from agenthost import executor, seams
+from agenthost.executor import unregister_executor_provider
 from agenthost.functions import FunctionContext, FunctionResult, register_function, registered_functions
-from agenthost.seams import PassThrough, register_executor_provider, unregister_executor_provider
+from agenthost.seams import PassThrough, register_executor_provider
 
 
 @register_function(

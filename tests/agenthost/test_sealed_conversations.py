@@ -14,7 +14,8 @@ from rest_framework.authtoken.models import Token
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Conversation, Message
-from agenthost.seams import ConversationSealed, conversation_invoke_function, conversation_send, conversation_start
+from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
+from agenthost.turns import ConversationSealed
 
 pytestmark = pytest.mark.django_db
 

@@ -19,8 +19,9 @@ from django.core.management import CommandError, call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agenthost.functions import register_function
 from agenthost.models import Agent
-from agenthost.seams import CONTROL_FLOW_FUNCTIONS, FunctionContext, register_function
+from agenthost.seams import CONTROL_FLOW_FUNCTIONS, FunctionContext
 from cases.models import Case, Mock, Suite
 from cases.services import case_create, suite_create, suite_update
 from cases.validation import NO_ASSERTIONS_WARNING, CaseValidationError, SuiteValidationError, validate_suite

@@ -17,23 +17,20 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from agenthost.executor import execute
+from agenthost.functions import register_function, registered_functions
 from agenthost.llm.scripted import Answer, Call
+from agenthost.loading import unregister_agent_load_hook
 from agenthost.models import Agent, Conversation, Message
 from agenthost.seams import (
     CONTROL_FLOW_FUNCTIONS,
-    ConversationSealed,
     FunctionContext,
     Usage,
-    conversation_invoke_function,
-    conversation_send,
-    conversation_start,
     get_function,
     get_model,
     register_agent_load_hook,
-    register_function,
-    registered_functions,
-    unregister_agent_load_hook,
 )
+from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
+from agenthost.turns import ConversationSealed
 from runs.engine.case_runner import AssertionPlan, CasePlan, CaseWorker, SuitePlan, TurnPlan, execute_case
 from runs.engine.case_session import CaseSession, MockSpec, registry
 from runs.engine.mocking import BLOCKED_PREFIX, CANARY_FUNCTION, HAS_OUTSIDE_EFFECTS, apply_model_override

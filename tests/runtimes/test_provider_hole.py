@@ -13,7 +13,8 @@ from agents import RunConfig, Runner, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agenthost.models import Agent
-from agenthost.seams import ConversationError, conversation_send, conversation_start, get_model
+from agenthost.seams import ConversationError, get_model
+from agenthost.services import conversation_send, conversation_start
 from agenttest.plugin import ModelProvider, ModelRequest, ModelResponse, register_provider_kind
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 

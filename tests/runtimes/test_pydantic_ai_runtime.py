@@ -15,7 +15,8 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
 from agenthost.runtimes.entry import load_entry
-from agenthost.seams import conversation_send, conversation_start, get_model
+from agenthost.seams import get_model
+from agenthost.services import conversation_send, conversation_start
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.engine.case_session import MockSpec

@@ -12,7 +12,8 @@ import yaml
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.runtimes.pydantic_ai import PydanticAIRuntime
-from agenthost.seams import conversation_send, conversation_start, get_model
+from agenthost.seams import get_model
+from agenthost.services import conversation_send, conversation_start
 from agenttest.plugin import register_runtime, unregister_runtime
 from cases.files import agent_file, files_apply
 from cases.models import Assertion, Case, Mock, Suite, Turn

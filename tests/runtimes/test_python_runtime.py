@@ -9,7 +9,8 @@ import pytest
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
-from agenthost.seams import conversation_send, conversation_start, get_model
+from agenthost.seams import get_model
+from agenthost.services import conversation_send, conversation_start
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.engine.case_session import MockSpec
 from tests.runtimes.conftest import markers

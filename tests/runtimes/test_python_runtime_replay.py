@@ -12,7 +12,7 @@ import pytest
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
-from agenthost.seams import conversation_send, conversation_start
+from agenthost.services import conversation_send, conversation_start
 from agenttest.plugin import DirectTools, FunctionResult, Runtime, register_runtime, unregister_runtime
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run

@@ -10,7 +10,8 @@ import pytest
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
-from agenthost.seams import conversation_send, conversation_start, get_model
+from agenthost.seams import get_model
+from agenthost.services import conversation_send, conversation_start
 from cases.models import Assertion, Case, Suite, Turn
 from runs.models import Run
 from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case

@@ -8,7 +8,7 @@ from agents import AsyncOpenAI, OpenAIChatCompletionsModel, RunConfig, Runner
 
 from agenthost.models import Agent
 from agenthost.runtimes.base import AgentCodeFailed
-from agenthost.seams import conversation_send, conversation_start
+from agenthost.services import conversation_send, conversation_start
 from runs.models import Run
 from tests.runtimes.test_openai_agents_runtime import (
     SHOP_AGENTS,

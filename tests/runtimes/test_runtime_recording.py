@@ -8,7 +8,7 @@ import pytest
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
-from agenthost.seams import conversation_send, conversation_start
+from agenthost.services import conversation_send, conversation_start
 from cases.models import Case, Suite
 from cases.services import case_create
 from cases.validation import CaseValidationError
