@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent
 from agenthost.testing.openai_stub import OpenAIStub
+from cases.models import Assertion, Case, Mock, Suite, Turn
+from runs.models import CaseResult
+from runs.services import run_create, run_execute
 
 # The team's plain-Python agent, as a team writes it against the openai SDK: its own instruction, tool schemas and
 # loop. `send_email` has an effect outside the program (it writes a marker file); `find_order` only reads.
@@ -104,3 +109,46 @@ def openai_stub() -> Iterator[OpenAIStub]:
     # these tests talk to a stub as lenient as OpenAI; the native loop's requests are held to the strict one elsewhere.
     with OpenAIStub(strict_content=False) as stub:
         yield stub
+
+
+STUB_MODEL = "stub:gpt-4o-mini"
+
+
+def stub_provider(base_url: str, timeout: float = 10.0) -> dict:
+    """The local stub as a configured openai provider named `stub`, serving gpt-4o-mini."""
+    return {
+        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": timeout, "max_retries": 0,
+        "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}],
+    }
+
+
+def find_order_answer(body: dict) -> Answer | str:
+    """The model of every runtime's shop: look the order up, then answer with what the tool said."""
+    if body["messages"][-1]["role"] == "tool":
+        return f"Your order: {body['messages'][-1]['content']}"
+    return Answer(tool_calls=[Call("find_order", {"order_id": "1042"})])
+
+
+@pytest.fixture
+def stub(openai_stub, settings) -> OpenAIStub:
+    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": stub_provider(openai_stub.base_url)}
+    openai_stub.respond_with(find_order_answer)
+    return openai_stub
+
+
+def suite_finding_order(agent: Agent, *, timeout: int = 20, expects_text: bool = True) -> Suite:
+    """A suite of one case: "Where is order 1042?", find_order mocked "in transit", and asserted called."""
+    suite = Suite.objects.create(name="shop", agent=agent, case_timeout_seconds=timeout)
+    case = Case.objects.create(suite=suite, name="finds the order")
+    Turn.objects.create(case=case, position=0, user_message="Where is order 1042?")
+    Mock.objects.create(case=case, position=0, function_name="find_order", result='{"status": "in transit"}')
+    Assertion.objects.create(case=case, position=0, type="toolCalled", params={"function": "find_order"})
+    if expects_text:
+        Assertion.objects.create(case=case, position=1, type="outputContains", params={"text": "in transit"})
+    return suite
+
+
+def execute_suite(suite: Suite, mode: str = "live") -> CaseResult:
+    """Runs the suite's one case on the stub in `mode`, in this process, and gives its result."""
+    run = run_execute(run_id=run_create(suite=suite, model_keys=[STUB_MODEL], mode=mode).pk)
+    return CaseResult.objects.get(run=run)

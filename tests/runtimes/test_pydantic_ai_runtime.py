@@ -17,12 +17,11 @@ from agenthost.models import Agent, Message
 from agenthost.runtimes.entry import load_entry
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
-from cases.models import Assertion, Case, Mock, Suite, Turn
+from cases.models import Suite
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.engine.case_session import MockSpec
 from runs.models import CaseResult, Run
-from runs.services import run_create, run_execute
-from tests.runtimes.conftest import markers
+from tests.runtimes.conftest import execute_suite, markers, suite_finding_order
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -180,40 +179,8 @@ def test_it_refuses_under_test_an_agent_with_a_tool_pydantic_ai_would_leave_to_t
     assert scripted_model.requests == []
 
 
-def _stub_provider(base_url: str) -> dict:
-    return {
-        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": 10.0, "max_retries": 0,
-        "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}],
-    }
-
-
-def _answer(body: dict) -> Answer | str:
-    if body["messages"][-1]["role"] == "tool":
-        return f"Your order: {body['messages'][-1]['content']}"
-    return Answer(tool_calls=[Call("find_order", {"order_id": "1042"})])
-
-
-@pytest.fixture
-def stub(openai_stub, settings):
-    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": _stub_provider(openai_stub.base_url)}
-    openai_stub.respond_with(_answer)
-    return openai_stub
-
-
 def _suite(package: str) -> Suite:
-    suite = Suite.objects.create(name="shop", agent=_agent(package, provider="stub", model="gpt-4o-mini"),
-                                 case_timeout_seconds=20)
-    case = Case.objects.create(suite=suite, name="finds the order")
-    Turn.objects.create(case=case, position=0, user_message="Where is order 1042?")
-    Mock.objects.create(case=case, position=0, function_name="find_order", result='{"status": "in transit"}')
-    Assertion.objects.create(case=case, position=0, type="toolCalled", params={"function": "find_order"})
-    Assertion.objects.create(case=case, position=1, type="outputContains", params={"text": "in transit"})
-    return suite
-
-
-def _execute(suite: Suite, mode: str) -> CaseResult:
-    return CaseResult.objects.get(run=run_execute(run_id=run_create(suite=suite, model_keys=["stub:gpt-4o-mini"],
-                                                                    mode=mode).pk))
+    return suite_finding_order(_agent(package, provider="stub", model="gpt-4o-mini"))
 
 
 def _model_calls(result: CaseResult) -> int:
@@ -223,12 +190,12 @@ def _model_calls(result: CaseResult) -> int:
 
 def test_it_records_pydantic_ais_loop_replays_it_offline_and_reports_a_changed_instruction_stale(stub, team_repo):
     suite = _suite(team_repo(SHOP_AGENT))
-    recorded = _execute(suite, Run.Mode.RECORD)
+    recorded = execute_suite(suite, Run.Mode.RECORD)
     assert recorded.status == "passed", recorded.reason
     sent = len(stub.requests)
     stub.stop()
 
-    replayed = _execute(suite, Run.Mode.REPLAY)
+    replayed = execute_suite(suite, Run.Mode.REPLAY)
 
     assert replayed.status == "passed", replayed.reason
     # pydantic-ai's loop re-ran step by step against the recordings: as many model calls, none of them sent.
@@ -236,7 +203,7 @@ def test_it_records_pydantic_ais_loop_replays_it_offline_and_reports_a_changed_i
     assert _model_calls(replayed) == _model_calls(recorded) == 2
     changed = team_repo(SHOP_AGENT.replace("Look orders up before", "Always look orders up before"))
     Agent.objects.filter(pk=suite.agent_id).update(entry=f"{changed}.bot:agent")
-    stale = _execute(suite, Run.Mode.REPLAY)
+    stale = execute_suite(suite, Run.Mode.REPLAY)
     assert stale.status == "error"
     assert stale.reason.startswith("stale recording: the request at turn 0 step 0 differs from the recording")
     assert "First difference: messages[0].content" in stale.reason

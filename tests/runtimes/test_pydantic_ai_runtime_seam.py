@@ -16,51 +16,19 @@ from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
 from agenttest.plugin import register_runtime, unregister_runtime
 from cases.files import agent_file, files_apply
-from cases.models import Assertion, Case, Mock, Suite, Turn
+from cases.models import Suite
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.engine.case_session import MockSpec
-from runs.models import CaseResult, Run
-from runs.services import run_create, run_execute
-from tests.runtimes.conftest import markers
+from tests.runtimes.conftest import execute_suite, markers, stub_provider, suite_finding_order
 from tests.runtimes.test_pydantic_ai_runtime import EMAIL, SHOP_AGENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _stub_provider(base_url: str, timeout: float = 10.0) -> dict:
-    return {
-        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": timeout, "max_retries": 0,
-        "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}],
-    }
-
-
 def _suite(package: str, *, runtime: str = "pydantic-ai", timeout: int = 20) -> Suite:
     agent = Agent.objects.create(name="shop", runtime=runtime, entry=f"{package}.bot:agent", provider="stub",
                                  model="gpt-4o-mini")
-    suite = Suite.objects.create(name="shop", agent=agent, case_timeout_seconds=timeout)
-    case = Case.objects.create(suite=suite, name="finds the order")
-    Turn.objects.create(case=case, position=0, user_message="Where is order 1042?")
-    Mock.objects.create(case=case, position=0, function_name="find_order", result='{"status": "in transit"}')
-    Assertion.objects.create(case=case, position=0, type="toolCalled", params={"function": "find_order"})
-    return suite
-
-
-def _execute(suite: Suite, mode: str = Run.Mode.LIVE) -> CaseResult:
-    return CaseResult.objects.get(run=run_execute(run_id=run_create(suite=suite, model_keys=["stub:gpt-4o-mini"],
-                                                                    mode=mode).pk))
-
-
-def _answer(body: dict) -> Answer | str:
-    if body["messages"][-1]["role"] == "tool":
-        return f"Your order: {body['messages'][-1]['content']}"
-    return Answer(tool_calls=[Call("find_order", {"order_id": "1042"})])
-
-
-@pytest.fixture
-def stub(openai_stub, settings):
-    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": _stub_provider(openai_stub.base_url)}
-    openai_stub.respond_with(_answer)
-    return openai_stub
+    return suite_finding_order(agent, timeout=timeout, expects_text=False)
 
 
 class _UnwrappedRuntime(PydanticAIRuntime):
@@ -77,7 +45,7 @@ def test_it_errors_on_a_dead_canary_when_pydantic_ais_tool_routing_is_not_in_pla
     suite = _suite(team_repo(SHOP_AGENT), runtime="unrouted-pydantic-ai")
     register_runtime(_UnwrappedRuntime())
     try:
-        result = _execute(suite)
+        result = execute_suite(suite)
     finally:
         unregister_runtime("unrouted-pydantic-ai")
 
@@ -88,7 +56,7 @@ def test_it_errors_on_a_dead_canary_when_pydantic_ais_tool_routing_is_not_in_pla
 
 
 def test_it_passes_the_canary_through_pydantic_ais_routed_toolset_and_the_case_with_it(stub, team_repo):
-    result = _execute(_suite(team_repo(SHOP_AGENT)))
+    result = execute_suite(_suite(team_repo(SHOP_AGENT)))
 
     assert result.status == "passed", result.reason
     assert len(stub.requests) == 2
@@ -200,11 +168,11 @@ def test_it_ends_pydantic_ais_loop_at_the_case_deadline_with_the_usage_of_the_ca
 
     openai_stub.respond_with(answer)
     settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS,
-                                    "stub": _stub_provider(openai_stub.base_url, timeout=60.0)}
+                                    "stub": stub_provider(openai_stub.base_url, timeout=60.0)}
     suite = _suite(team_repo(SHOP_AGENT), timeout=2)
 
     started = time.monotonic()
-    result = _execute(suite)
+    result = execute_suite(suite)
     elapsed = time.monotonic() - started
 
     assert (result.status, result.reason) == ("error", "the case timed out after 2 s")

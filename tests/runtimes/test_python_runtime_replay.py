@@ -10,14 +10,12 @@ import re
 import openai
 import pytest
 
-from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.services import conversation_send, conversation_start
 from agenttest.plugin import DirectTools, FunctionResult, Runtime, register_runtime, unregister_runtime
-from cases.models import Assertion, Case, Mock, Suite, Turn
-from runs.models import CaseResult, Run
-from runs.services import run_create, run_execute
-from tests.runtimes.conftest import SHOP_BOT, markers
+from cases.models import Suite
+from runs.models import Run
+from tests.runtimes.conftest import SHOP_BOT, execute_suite, markers, suite_finding_order
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,54 +23,21 @@ STUB = "stub:gpt-4o-mini"
 QUESTION = "Where is order 1042?"
 
 
-def _stub_provider(base_url: str) -> dict:
-    return {
-        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": 10.0, "max_retries": 0,
-        "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}],
-    }
-
-
-def _answer(body: dict) -> Answer | str:
-    # The team's loop: look the order up, then answer with what the tool said.
-    if body["messages"][-1]["role"] == "tool":
-        return f"Your order: {body['messages'][-1]['content']}"
-    return Answer(tool_calls=[Call("find_order", {"order_id": "1042"})])
-
-
-@pytest.fixture
-def stub(openai_stub, settings):
-    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": _stub_provider(openai_stub.base_url)}
-    openai_stub.respond_with(_answer)
-    return openai_stub
-
-
 def _suite(package: str) -> Suite:
-    agent = Agent.objects.create(
+    return suite_finding_order(Agent.objects.create(
         name="shop", runtime="python", entry=f"{package}.bot:respond", provider="stub", model="gpt-4o-mini"
-    )
-    suite = Suite.objects.create(name="shop", agent=agent, case_timeout_seconds=20)
-    case = Case.objects.create(suite=suite, name="finds the order")
-    Turn.objects.create(case=case, position=0, user_message=QUESTION)
-    Mock.objects.create(case=case, position=0, function_name="find_order", result='{"status": "in transit"}')
-    Assertion.objects.create(case=case, position=0, type="toolCalled", params={"function": "find_order"})
-    Assertion.objects.create(case=case, position=1, type="outputContains", params={"text": "in transit"})
-    return suite
-
-
-def _execute(suite: Suite, mode: str) -> CaseResult:
-    run = run_execute(run_id=run_create(suite=suite, model_keys=[STUB], mode=mode).pk)
-    return CaseResult.objects.get(run=run)
+    ))
 
 
 def test_it_records_the_teams_loop_and_replays_it_with_the_server_gone(stub, team_repo, tmp_path):
     suite = _suite(team_repo())
 
-    recorded = _execute(suite, Run.Mode.RECORD)
+    recorded = execute_suite(suite, Run.Mode.RECORD)
     assert recorded.status == "passed", recorded.reason
     sent = len(stub.requests)
     stub.stop()
 
-    replayed = _execute(suite, Run.Mode.REPLAY)
+    replayed = execute_suite(suite, Run.Mode.REPLAY)
 
     assert replayed.status == "passed", replayed.reason
     assert len(stub.requests) == sent == 2
@@ -84,13 +49,13 @@ def test_it_records_the_teams_loop_and_replays_it_with_the_server_gone(stub, tea
 
 def test_it_reports_the_replay_stale_naming_the_change_in_the_teams_code(stub, team_repo):
     suite = _suite(team_repo())
-    assert _execute(suite, Run.Mode.RECORD).status == "passed"
+    assert execute_suite(suite, Run.Mode.RECORD).status == "passed"
     stub.stop()
     # The team edits its instruction (a changed module: an entry point is imported once per process).
     changed = team_repo(SHOP_BOT.replace("Look orders up before answering.", "Always answer in one sentence."))
     Agent.objects.filter(pk=suite.agent_id).update(entry=f"{changed}.bot:respond")
 
-    stale = _execute(suite, Run.Mode.REPLAY)
+    stale = execute_suite(suite, Run.Mode.REPLAY)
 
     assert stale.status == "error"
     assert stale.reason.startswith("stale recording: the request at turn 0 step 0 differs from the recording")
@@ -154,7 +119,7 @@ def test_it_errors_on_a_dead_canary_when_a_runtimes_tool_routing_is_not_in_place
     register_runtime(_UnroutedRuntime())
     try:
         Agent.objects.filter(pk=suite.agent_id).update(runtime="unrouted-python")
-        result = _execute(suite, Run.Mode.LIVE)
+        result = execute_suite(suite, Run.Mode.LIVE)
     finally:
         unregister_runtime("unrouted-python")
 
@@ -166,6 +131,6 @@ def test_it_errors_on_a_dead_canary_when_a_runtimes_tool_routing_is_not_in_place
 def test_it_passes_the_canary_through_the_python_runtimes_tools_helper(stub, team_repo):
     suite = _suite(team_repo())
 
-    result = _execute(suite, Run.Mode.LIVE)
+    result = execute_suite(suite, Run.Mode.LIVE)
 
     assert result.status == "passed", result.reason

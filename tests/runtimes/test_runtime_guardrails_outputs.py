@@ -14,8 +14,8 @@ from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
 from cases.models import Assertion, Case, Suite, Turn
 from runs.models import Run
+from tests.runtimes.conftest import execute_suite, stub_provider
 from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
-from tests.runtimes.test_openai_agents_runtime import _execute, _stub_provider
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -140,7 +140,7 @@ def test_it_records_a_structured_output_as_the_assistants_json_and_the_run_conte
 def test_it_replays_a_structured_output_keyed_on_its_type_and_names_a_changed_type_stale(
     openai_stub, settings, team_repo
 ):
-    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": _stub_provider(openai_stub.base_url)}
+    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": stub_provider(openai_stub.base_url)}
     openai_stub.respond_with(lambda body: '{"order_id": "1042", "status": "shipped"}')
     agent = Agent.objects.create(name="shop", runtime="openai-agents", entry=f"{team_repo(SHOP)}.bot:status",
                                  provider="stub", model="gpt-4o-mini")
@@ -148,13 +148,13 @@ def test_it_replays_a_structured_output_keyed_on_its_type_and_names_a_changed_ty
     case = Case.objects.create(suite=suite, name="status")
     Turn.objects.create(case=case, position=0, user_message="Where is order 1042?")
     Assertion.objects.create(case=case, position=0, type="outputContains", params={"text": '"status": "shipped"'})
-    assert _execute(suite, Run.Mode.RECORD).status == "passed"
+    assert execute_suite(suite, Run.Mode.RECORD).status == "passed"
     openai_stub.stop()
-    assert _execute(suite, Run.Mode.REPLAY).status == "passed"
+    assert execute_suite(suite, Run.Mode.REPLAY).status == "passed"
 
     changed = team_repo(SHOP.replace("    status: str\n", "    status: str\n    eta: str = ''\n"))
     Agent.objects.filter(pk=agent.pk).update(entry=f"{changed}.bot:status")
-    stale = _execute(suite, Run.Mode.REPLAY)
+    stale = execute_suite(suite, Run.Mode.REPLAY)
 
     assert stale.status == "error"
     assert "First difference: response_schema.schema" in stale.reason

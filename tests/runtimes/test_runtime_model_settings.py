@@ -10,11 +10,9 @@ from agenthost.models import Agent
 from agenthost.runtimes.base import AgentCodeFailed
 from agenthost.services import conversation_send, conversation_start
 from runs.models import Run
+from tests.runtimes.conftest import execute_suite
 from tests.runtimes.test_openai_agents_runtime import (
     SHOP_AGENTS,
-    _answer,
-    _execute,
-    _stub_provider,
     _suite,
     _without_call_ids,
 )
@@ -28,13 +26,6 @@ SETTINGS = (
 TUNED = SHOP_AGENTS.replace("model_settings=ModelSettings(temperature=0.3)", SETTINGS)
 SENT = {"top_p": 0.9, "max_tokens": 300, "parallel_tool_calls": False, "frequency_penalty": 0.1,
         "presence_penalty": 0.2}
-
-
-@pytest.fixture
-def stub(openai_stub, settings):
-    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": _stub_provider(openai_stub.base_url)}
-    openai_stub.respond_with(_answer)
-    return openai_stub
 
 
 def test_it_sends_the_sdks_model_settings_as_the_sdk_sends_them_alone(stub, team_repo):
@@ -59,14 +50,14 @@ def test_it_sends_the_sdks_model_settings_as_the_sdk_sends_them_alone(stub, team
 
 def test_it_replays_keyed_on_the_settings_and_names_a_changed_one_stale(stub, team_repo):
     suite = _suite(team_repo(TUNED))
-    recorded = _execute(suite, Run.Mode.RECORD)
+    recorded = execute_suite(suite, Run.Mode.RECORD)
     assert recorded.status == "passed", recorded.reason
     stub.stop()
 
-    assert _execute(suite, Run.Mode.REPLAY).status == "passed"
+    assert execute_suite(suite, Run.Mode.REPLAY).status == "passed"
     changed = team_repo(TUNED.replace("max_tokens=300", "max_tokens=50"))
     Agent.objects.filter(pk=suite.agent_id).update(entry=f"{changed}.bot:triage")
-    stale = _execute(suite, Run.Mode.REPLAY)
+    stale = execute_suite(suite, Run.Mode.REPLAY)
 
     assert stale.status == "error"
     assert "First difference: settings.max_tokens: recorded 300 now 50" in stale.reason
