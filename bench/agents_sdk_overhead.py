@@ -22,12 +22,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import re
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,26 +54,8 @@ def serve_stub() -> int:
     return 0
 
 
-@contextlib.contextmanager
-def stub_server() -> Iterator[tuple[str, str]]:
-    process = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--serve-stub"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
-    )
-    try:
-        line = process.stdout.readline() if process.stdout else ""
-        match = re.search(r"http://\S+", line)
-        if not match:
-            raise native.BenchError(f"the stub subprocess did not print its URL (got {line!r})")
-        yield match.group(0), f"subprocess pid {process.pid}"
-    finally:
-        if process.stdin:
-            process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.terminate()
-            process.wait()
+def stub_server() -> contextlib.AbstractContextManager[tuple[str, str]]:
+    return native.stub_subprocess(Path(__file__))
 
 
 def create_sdk_suite(cases: int, turns: int) -> Any:

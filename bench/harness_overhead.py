@@ -112,8 +112,16 @@ def stub_server(mode: str, url: str) -> Iterator[tuple[str, str]]:
         with stub:
             yield stub.base_url, "in-process (its threads share the GIL with the measured loop)"
         return
+    with stub_subprocess(Path(__file__)) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def stub_subprocess(script: Path) -> Iterator[tuple[str, str]]:
+    """(base URL, how it runs) of the stub that `script --serve-stub` serves in a child process of its own, so its CPU
+    does not share the GIL with the loop being measured."""
     process = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--serve-stub"],
+        [sys.executable, str(script.resolve()), "--serve-stub"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
     )
     try:
@@ -290,7 +298,8 @@ def run_baseline(base_url: str, cases: int, turns: int, *, direct: bool = False)
             ]
             if not calls:
                 raise BenchError(f"baseline: the stub answered turn {turn} of case {index} without a tool call")
-            messages.append({"role": "assistant", "content": asked.content, "tool_calls": calls})
+            # A string beside tool calls, as agenttest sends: every OpenAI-compatible server (llama.cpp too) takes it.
+            messages.append({"role": "assistant", "content": asked.content or "", "tool_calls": calls})
             messages.extend({"role": "tool", "tool_call_id": call["id"], "content": TOOL_RESULT} for call in calls)
             second = complete(messages)
             messages.append({"role": "assistant", "content": second.choices[0].message.content or ""})
