@@ -9,6 +9,7 @@ from django.contrib.staticfiles import finders
 
 from agenthost.models import Agent
 from agenthost.services import conversation_send, conversation_start
+from agenthost.views import CONVERSATIONS_PER_PAGE
 
 pytestmark = pytest.mark.django_db
 
@@ -100,6 +101,21 @@ def test_it_lists_only_the_members_own_conversations(client, member, outsider, d
     filtered = client.get("/conversations/?tag=demo").content.decode()
     assert "Mine about refunds" in filtered and "Mine without tag" not in filtered
     assert "No conversations match" in client.get("/conversations/?search=nothing-like-this").content.decode()
+
+
+def test_it_pages_the_conversations_keeping_the_filter_in_the_links(client, member, demo_agents):
+    router = demo_agents["order-router"]
+    for number in range(CONVERSATIONS_PER_PAGE + 2):
+        conversation_start(agent=router, owner=member, title=f"Refund question {number}", tags=["demo"])
+    client.force_login(member)
+
+    first = client.get("/conversations/?tag=demo").content.decode()
+    second = client.get("/conversations/?tag=demo&page=2").content.decode()
+
+    assert "Page 1 of 2" in first and 'href="?tag=demo&amp;page=2">Older →</a>' in first
+    assert "← Newer" not in first
+    assert "Page 2 of 2" in second and 'href="?tag=demo&amp;page=1">← Newer</a>' in second
+    assert second.count("Refund question") == 2
 
 
 # --- Admin ------------------------------------------------------------------------------------------------------
