@@ -121,7 +121,7 @@ def test_it_runs_the_teams_real_tools_in_chat_and_names_the_agent_of_each_call(p
     chat = _shell(package_env, repo, """
         import json
         from agenthost.models import Agent
-        from agenthost.seams import conversation_send, conversation_start
+        from agenthost.services import conversation_send, conversation_start
         result = conversation_send(conversation=conversation_start(agent=Agent.objects.get(name="shop")),
                                    text="Please cancel order 1043, I ordered the wrong size.")
         print(json.dumps({"output": result.output, "chain": result.agent_chain,
