@@ -79,7 +79,10 @@ def test_it_declares_every_distribution_the_packages_import():
     optional = {("pytest", Path("agenthost/testing/fixtures.py")),
                 # The `openai-agents` runtime, imported only for an agent naming it: the `openai-agents` extra.
                 ("agents", Path("agenthost/runtimes/openai_agents.py")),
-                ("agents", Path("agenthost/runtimes/guard.py"))}
+                ("agents", Path("agenthost/runtimes/guard.py")),
+                # The `pydantic-ai` runtime, likewise: the `pydantic-ai` extra (pydantic-core comes with it).
+                ("pydantic_ai", Path("agenthost/runtimes/pydantic_ai.py")),
+                ("pydantic_core", Path("agenthost/runtimes/pydantic_ai.py"))}
     distributions = packages_distributions()
     undeclared = set()
     for package in PACKAGES:

@@ -66,7 +66,6 @@ def test_it_queues_again_a_run_whose_message_was_deleted_from_redis_and_the_grou
     assert (CaseResult.objects.filter(run=lost).count(), executions(lost)) == (2, 2), "each case ran once"
     assert (CaseResult.objects.filter(run=following).count(), executions(following)) == (2, 2)
     assert lost.requeued_at is not None and lost.reason == "all 2 results passed"
-    assert f"pending runs [{lost.pk}] queued again: no worker had picked them up for a lease period" in log.read_text()
 
 
 def _refuse_run_locks() -> None:
