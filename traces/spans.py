@@ -1,0 +1,75 @@
+"""The two shapes the traces app is built around: a span as the receiver decodes it from OTLP (protobuf or JSON,
+whichever exporter sent it), and a conversation as a dialect module maps a group of spans into the host's terms.
+
+The receiver and `agenttest traces import` produce `SpanRecord`s; `traces.dialects` turns the spans of one
+conversation into a `MappedConversation`. Neither side knows the other's wire format or attribute names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SpanEvent:
+    name: str
+    time_ns: int
+    # OTLP AnyValues decoded to JSON values (str, int, float, bool, None, list, dict); bytes as base64 text.
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SpanRecord:
+    trace_id: str  # 32 lowercase hex digits
+    span_id: str  # 16 lowercase hex digits
+    parent_span_id: str  # "" for a root span
+    name: str
+    start_ns: int
+    end_ns: int
+    service_name: str = ""  # the resource's service.name
+    scope_name: str = ""  # the instrumentation scope's name, e.g. "pydantic-ai", "openinference.instrumentation…"
+    kind: int = 0  # OTLP SpanKind
+    status_code: int = 0  # OTLP Status.code: 0 unset, 1 ok, 2 error
+    status_message: str = ""
+    attributes: dict[str, Any] = field(default_factory=dict)
+    resource: dict[str, Any] = field(default_factory=dict)
+    events: tuple[SpanEvent, ...] = ()
+
+
+@dataclass(frozen=True)
+class MappedMessage:
+    """One message in the host's conversation shape (agenthost.models.Message): role is "user", "assistant",
+    "tool_call" or "tool_result"; a tool call carries function_name, arguments (a JSON object, or None when the
+    model's text did not parse — raw_arguments keeps the text) and tool_call_id, its result the same tool_call_id and
+    the result text as content."""
+
+    role: str
+    content: str = ""
+    function_name: str = ""
+    arguments: dict[str, Any] | None = None
+    raw_arguments: str = ""
+    tool_call_id: str = ""
+    agent_name: str = ""  # which agent made it (invoke_agent / the agent's name attribute), "" if not known
+    model: str = ""  # "provider:model" for an assistant message, as the call's span names them
+    input_tokens: int = 0
+    output_tokens: int = 0
+    span_id: str = ""  # the span it was read from, so a page can link to it
+    # A tool call the model provider ran itself (no local span executed it): named, never mocked as a local tool.
+    provider_executed: bool = False
+
+
+@dataclass(frozen=True)
+class MappedConversation:
+    key: str  # gen_ai.conversation.id when the spans carry one, else the trace id
+    dialect: str  # "genai", "openinference" or "openllmetry"
+    service_name: str = ""
+    trace_ids: tuple[str, ...] = ()
+    agent_name: str = ""  # the entry agent (the first invoke_agent), "" if not known
+    system_instruction: str = ""
+    messages: tuple[MappedMessage, ...] = ()
+    # Tool definitions the model was offered ({"name", "description", "parameters"}), when the spans carry them.
+    tools: tuple[dict[str, Any], ...] = ()
+    # Set when the spans carry no message content (content capture was off): which setting of which exporter turns
+    # it on. Such a conversation is listed with this note and never recorded into a draft.
+    content_missing: str = ""
