@@ -1,0 +1,169 @@
+"""What every dialect module reads a span into, so one assembler can build a conversation from any of them.
+
+A dialect module turns one `SpanRecord` into a `Step`: a model call (its input and output messages, system
+instruction, tools offered, model, usage), a tool execution, an agent invocation, or nothing it knows. Messages are
+normalized to `Msg` (role, text, tool calls, tool results) whatever the wire shape was. Nothing here raises on odd
+input: attribute values come from other people's exporters and are read defensively.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from traces.spans import SpanRecord
+
+MODEL = "model"
+TOOL = "tool"
+AGENT = "agent"
+OTHER = "other"
+
+# What instrumentations write in place of content they were told to hide: OpenInference's sentinel and the
+# openai-agents-v2 instrumentation's (sic).
+REDACTED = frozenset({"__REDACTED__", "readacted"})
+
+
+@dataclass
+class Call:
+    id: str
+    name: str
+    arguments: Any = None  # a JSON object, the text the model wrote, or None when not captured
+    provider_executed: bool = False
+
+
+@dataclass
+class Result:
+    id: str
+    name: str
+    content: Any = None  # None when not captured
+    provider_executed: bool = False
+
+
+@dataclass
+class Msg:
+    role: str  # "system", "user", "assistant" or "tool"
+    text: str = ""
+    calls: list[Call] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
+
+    def fingerprint(self) -> tuple:
+        """What makes two copies of a message in different spans' histories the same message."""
+        return (
+            self.role,
+            self.text,
+            tuple((c.id, c.name) for c in self.calls),
+            tuple(r.id for r in self.results),
+        )
+
+
+@dataclass
+class Step:
+    span: SpanRecord
+    dialect: str
+    kind: str = OTHER
+    agent_name: str = ""  # an agent span: the agent it runs; any other: the name the span itself claims, if any
+    conversation_id: str = ""
+    system: list[str] = field(default_factory=list)
+    input: list[Msg] | None = None
+    output: list[Msg] | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    provider: str = ""
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_name: str = ""
+    tool_call_id: str = ""
+    tool_arguments: Any = None
+    tool_result: Any = None
+    # Whether the span carried any message content at all (text, arguments, results, instructions).
+    content: bool = False
+
+
+def text(value: Any) -> str:
+    """A value as text: strings as they are, anything else as compact JSON (how a tool result reached the model)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def parse_json(value: Any) -> Any:
+    """A JSON attribute's value decoded; the value itself when it is already decoded (OTLP arrays and kvlists) or is
+    not JSON. Never raises."""
+    if isinstance(value, (bytes, bytearray)):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        return value
+    stripped = value.strip()
+    if not stripped or stripped[0] not in "[{\"":
+        return value
+    try:
+        return json.loads(stripped)
+    except (ValueError, RecursionError):
+        return value
+
+
+def as_str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def as_int(value: Any) -> int:
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float) and value == value and 0 <= value < 2**63:
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return 0
+
+
+def has_content(value: Any) -> bool:
+    """Whether a captured value is real content: not missing, empty or a redaction sentinel."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return bool(value) and value not in REDACTED
+    return value != {} and value != []
+
+
+def arguments(value: Any) -> Any:
+    """Tool call arguments as the exporter wrote them: a JSON object stays an object, JSON text is decoded when it
+    is an object, any other text is kept as text (the model's own words), absent stays None."""
+    if value is None or isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        decoded = parse_json(value)
+        return decoded if isinstance(decoded, dict) else value
+    return text(value)
+
+
+def msg_has_content(msg: Msg) -> bool:
+    return (
+        has_content(msg.text)
+        or any(has_content(c.arguments) for c in msg.calls)
+        or any(has_content(r.content) for r in msg.results)
+    )
+
+
+def indexed(attributes: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
+    """Flattened indexed attributes (`prefix.N.rest`) grouped by N, each as {rest: value}, in one pass."""
+    found: dict[int, dict[str, Any]] = {}
+    cut = len(prefix) + 1
+    for key, value in attributes.items():
+        if not key.startswith(prefix) or key[len(prefix) : cut] != ".":
+            continue
+        head, dot, rest = key[cut:].partition(".")
+        if dot and head.isdigit() and len(head) < 7:
+            found.setdefault(int(head), {})[rest] = value
+    return found
+
+
+def ordered(groups: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [groups[index] for index in sorted(groups)]
