@@ -46,7 +46,7 @@ def assemble(group: Group) -> MappedConversation | None:
         "trace_ids": tuple(dict.fromkeys(step.span.trace_id for step in group.steps)),
         "agent_name": entry_agent,
     }
-    if not any(step.content for step in steps):
+    if not any(step.has_content() for step in steps):
         return MappedConversation(**base, content_missing=capture_hint(steps))
     history, sources = _history(model_calls)
     messages = _messages(history, sources, model_calls, [s for s in steps if s.kind == TOOL], agents)
@@ -62,7 +62,7 @@ def _history(model_calls: list[Step]) -> tuple[list[Msg], list[Step]]:
     """The transcript (messages without the system ones) and, for each message, the step it was read from."""
     last_of_trace: dict[str, Step] = {}
     for call in model_calls:
-        if call.input or call.output:
+        if call.output or call.load_input is not None:
             last_of_trace[call.span.trace_id] = call
     position = {id(call): index for index, call in enumerate(model_calls)}
     turns = sorted(last_of_trace.values(), key=lambda call: position[id(call)])
@@ -70,14 +70,14 @@ def _history(model_calls: list[Step]) -> tuple[list[Msg], list[Step]]:
     fingerprints: list[tuple] = []
     sources: list[Step] = []
     for call in turns:
-        incoming = call.input or []
+        incoming = call.input
         incoming_fingerprints = [msg.fingerprint() for msg in incoming]
         known = _known_prefix(fingerprints, incoming_fingerprints)
         for msg, fingerprint in zip(incoming[known:], incoming_fingerprints[known:], strict=True):
             history.append(msg)
             fingerprints.append(fingerprint)
             sources.append(call)
-        for msg in call.output or []:
+        for msg in call.output:
             history.append(msg)
             fingerprints.append(msg.fingerprint())
             sources.append(call)
@@ -109,7 +109,7 @@ def _messages(
 ) -> list[MappedMessage]:
     produced: dict[tuple, deque[Step]] = {}
     for call in model_calls:
-        for msg in call.output or []:
+        for msg in call.output:
             if msg.role == "assistant":
                 produced.setdefault(msg.fingerprint(), deque()).append(call)
     executed = _executions(history, tool_steps)

@@ -9,6 +9,7 @@ input: attribute values come from other people's exporters and are read defensiv
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,15 +47,18 @@ class Msg:
     text: str = ""
     calls: list[Call] = field(default_factory=list)
     results: list[Result] = field(default_factory=list)
+    _fingerprint: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def fingerprint(self) -> tuple:
         """What makes two copies of a message in different spans' histories the same message."""
-        return (
-            self.role,
-            self.text,
-            tuple((c.id, c.name) for c in self.calls),
-            tuple(r.id for r in self.results),
-        )
+        if self._fingerprint is None:
+            self._fingerprint = (
+                self.role,
+                self.text,
+                tuple((c.id, c.name) for c in self.calls) if self.calls else (),
+                tuple(r.id for r in self.results) if self.results else (),
+            )
+        return self._fingerprint
 
 
 @dataclass
@@ -64,9 +68,11 @@ class Step:
     kind: str = OTHER
     agent_name: str = ""  # an agent span: the agent it runs; any other: the name the span itself claims, if any
     conversation_id: str = ""
-    system: list[str] = field(default_factory=list)
-    input: list[Msg] | None = None
-    output: list[Msg] | None = None
+    instructions: list[str] = field(default_factory=list)  # the system instruction attribute's texts
+    # A model call's input is read only when needed: every call repeats the history, and only the last call of a turn
+    # (and the first call's system messages) make the conversation.
+    load_input: Callable[[], list[Msg]] | None = None
+    output: list[Msg] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)
     provider: str = ""
     model: str = ""
@@ -76,8 +82,31 @@ class Step:
     tool_call_id: str = ""
     tool_arguments: Any = None
     tool_result: Any = None
-    # Whether the span carried any message content at all (text, arguments, results, instructions).
+    # Whether the span's tool arguments or result are content (a model call's content is `has_content()`).
     content: bool = False
+    _input: list[Msg] | None = field(default=None, init=False, repr=False)
+    _system: list[str] = field(default_factory=list, init=False, repr=False)
+
+    @property
+    def input(self) -> list[Msg]:
+        """The messages the model was sent, without the system ones."""
+        if self._input is None:
+            loaded = self.load_input() if self.load_input else []
+            self._system = [m.text for m in loaded if m.role == "system" and m.text]
+            self._input = [m for m in loaded if m.role != "system"]
+        return self._input
+
+    @property
+    def system(self) -> list[str]:
+        """The system instruction: the input's system messages, then the instruction attribute's texts."""
+        self.input  # noqa: B018 - reads the input, which holds the system messages
+        return [*self._system, *self.instructions]
+
+    def has_content(self) -> bool:
+        """Whether the span carried any message content at all (text, arguments, results, instructions)."""
+        if self.content or any(has_content(t) for t in self.instructions) or any(map(msg_has_content, self.output)):
+            return True
+        return self.load_input is not None and (bool(self.system) or any(map(msg_has_content, self.input)))
 
 
 def text(value: Any) -> str:

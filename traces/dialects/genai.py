@@ -35,7 +35,6 @@ from traces.dialects._common import (
     as_int,
     as_str,
     has_content,
-    msg_has_content,
     parse_json,
     text,
 )
@@ -175,17 +174,16 @@ def _read_model_call(step: Step, attributes: dict[str, Any]) -> None:
     )
     step.tools = tool_definitions(attributes.get(TOOL_DEFINITIONS))
     if INPUT_MESSAGES in attributes or OUTPUT_MESSAGES in attributes:
-        inputs = messages(attributes.get(INPUT_MESSAGES), default_role="user")
+        raw = attributes.get(INPUT_MESSAGES)
+        if raw is not None:
+            step.load_input = lambda: messages(raw, default_role="user")
         outputs = messages(attributes.get(OUTPUT_MESSAGES), default_role="assistant")
     else:
         inputs, outputs = _event_messages(step.span)
-    step.system = [m.text for m in inputs if m.role == "system" and m.text]
-    step.system.extend(system_texts(attributes.get(SYSTEM_INSTRUCTIONS)))
-    step.input = [m for m in inputs if m.role != "system"]
+        if inputs:
+            step.load_input = lambda: inputs
+    step.instructions = system_texts(attributes.get(SYSTEM_INSTRUCTIONS))
     step.output = [m for m in outputs if m.role != "system"]
-    step.content = any(has_content(s) for s in step.system) or any(
-        msg_has_content(m) for m in (*step.input, *step.output)
-    )
 
 
 def messages(value: Any, *, default_role: str) -> list[Msg]:
@@ -201,14 +199,25 @@ def messages(value: Any, *, default_role: str) -> list[Msg]:
 
 
 def message(item: dict[str, Any], *, default_role: str) -> Msg:
-    role = as_str(item.get("role")) or default_role
+    role = item.get("role")
+    if not role or not isinstance(role, str):
+        role = default_role
     parts = item.get("parts")
     if not isinstance(parts, list):
         return openai_message(item, default_role=default_role)
     msg = Msg(role=role)
     texts: list[str] = []
     for part in parts:
-        if isinstance(part, str):
+        if part.__class__ is dict:
+            if part.get("type") == "text":  # the common case, read inline: histories run to thousands of messages
+                content = part.get("content", part.get("text"))
+                if content.__class__ is str:
+                    texts.append(content)
+                elif content is not None:
+                    texts.append(text(content))
+            else:
+                _read_part(part, msg, texts)
+        elif isinstance(part, str):
             texts.append(part)
         elif isinstance(part, dict):
             _read_part(part, msg, texts)
@@ -219,7 +228,8 @@ def message(item: dict[str, Any], *, default_role: str) -> Msg:
                                   content="\n".join(texts)))
         texts = []
     msg.text = "\n".join(texts)
-    if role == "assistant" and not msg.calls and _REPR_MESSAGE.match(msg.text) and len(msg.text) < _MAX_REPR:
+    if (role == "assistant" and not msg.calls and msg.text.startswith("{'content': ")
+            and len(msg.text) < _MAX_REPR and _REPR_MESSAGE.match(msg.text)):
         return _repr_message(msg.text) or msg
     return msg
 

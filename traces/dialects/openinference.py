@@ -28,7 +28,6 @@ from traces.dialects._common import (
     as_str,
     has_content,
     indexed,
-    msg_has_content,
     ordered,
     parse_json,
 )
@@ -107,16 +106,12 @@ def _read_model_call(step: Step, attributes: dict[str, Any]) -> None:
     step.output_tokens = as_int(attributes.get("llm.token_count.completion"))
     schemas = [parse_json(group.get("tool.json_schema")) for group in ordered(indexed(attributes, "llm.tools"))]
     step.tools = tool_definitions(schemas)
-    inputs = [_message(fields, "user") for fields in ordered(indexed(attributes, INPUT_MESSAGES))]
-    outputs = [_message(fields, "assistant") for fields in ordered(indexed(attributes, OUTPUT_MESSAGES))]
-    if not inputs:
-        inputs = _request_messages(attributes.get("input.value"))
-    if not outputs:
-        outputs = _response_messages(attributes.get("output.value"))
-    step.system = [m.text for m in inputs if m.role == "system" and m.text]
-    step.input = [m for m in inputs if m.role != "system"]
-    step.output = outputs
-    step.content = bool(step.system) or any(msg_has_content(m) for m in (*step.input, *step.output))
+    step.load_input = lambda: [
+        _message(fields, "user") for fields in ordered(indexed(attributes, INPUT_MESSAGES))
+    ] or _request_messages(attributes.get("input.value"))
+    step.output = [
+        _message(fields, "assistant") for fields in ordered(indexed(attributes, OUTPUT_MESSAGES))
+    ] or _response_messages(attributes.get("output.value"))
 
 
 def _message(fields: dict[str, Any], default_role: str) -> Msg:

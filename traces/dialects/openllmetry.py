@@ -31,7 +31,6 @@ from traces.dialects._common import (
     as_str,
     has_content,
     indexed,
-    msg_has_content,
     ordered,
     parse_json,
 )
@@ -111,11 +110,8 @@ def _read_model_call(step: Step, attributes: dict[str, Any]) -> None:
             parameters = parse_json(function.get("parameters"))
             step.tools.append({"name": name, "description": as_str(function.get("description")),
                                "parameters": parameters if isinstance(parameters, dict) else {}})
-    inputs = [_message(fields, "user") for fields in ordered(indexed(attributes, PROMPTS))]
-    step.system = [m.text for m in inputs if m.role == "system" and m.text]
-    step.input = [m for m in inputs if m.role != "system"]
+    step.load_input = lambda: [_message(fields, "user") for fields in ordered(indexed(attributes, PROMPTS))]
     step.output = [_message(fields, "assistant") for fields in ordered(indexed(attributes, COMPLETIONS))]
-    step.content = bool(step.system) or any(msg_has_content(m) for m in (*step.input, *step.output))
 
 
 def _message(fields: dict[str, Any], default_role: str) -> Msg:

@@ -46,7 +46,7 @@ def span(
     span_id: str,
     *,
     parent: str = "",
-    trace: str = "a" * 32,
+    trace: str = "a",
     start: int = 0,
     name: str = "span",
     scope: str = "",

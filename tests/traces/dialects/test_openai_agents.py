@@ -4,7 +4,7 @@ the local stub: a triage agent hands off to an orders agent, which calls a funct
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from agents import Agent, AsyncOpenAI, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
@@ -38,7 +38,7 @@ def shop_model(body: dict) -> Answer | str:
 
 
 @pytest.fixture
-def instrumented(otel, exporter, model_server, monkeypatch) -> Iterator[callable]:
+def instrumented(otel, exporter, model_server, monkeypatch) -> Iterator[Callable[[str], list]]:
     """Runs TRIAGE on the stub with the instrumentation on (content capture as `capture` says); the SDK's own
     processors (its OpenAI exporter) are put back afterwards."""
     model_server.respond_with(shop_model)

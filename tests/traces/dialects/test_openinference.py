@@ -5,7 +5,7 @@ joined by `session.id`, run on the local stub."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import openai
 import pytest
@@ -29,7 +29,7 @@ def orders_model(body: dict) -> Answer | str:
 
 
 @pytest.fixture
-def shop(otel, exporter, model_server) -> Iterator[callable]:
+def shop(otel, exporter, model_server) -> Iterator[Callable[..., list]]:
     """The app: `shop(config, *questions)` asks each question in a turn of its own, within one session, with the
     openai SDK instrumented under `config`; gives the spans."""
     model_server.respond_with(orders_model)
