@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from traces.dialects import attribute_kept
 from traces.spans import SpanEvent, SpanRecord
 
 
@@ -66,4 +68,16 @@ def transcript(conversation: Any) -> list[tuple]:
     return [
         (m.role, m.function_name or m.content, m.arguments if m.role == "tool_call" else None, m.agent_name)
         for m in conversation.messages
+    ]
+
+
+def kept_only(spans: list[SpanRecord]) -> list[SpanRecord]:
+    """The spans as the store keeps them: only the attributes the mapping reads."""
+    def kept(attributes: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in attributes.items() if attribute_kept(key)}
+
+    return [
+        replace(s, attributes=kept(s.attributes),
+                events=tuple(replace(e, attributes=kept(e.attributes)) for e in s.events))
+        for s in spans
     ]

@@ -15,7 +15,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
-from tests.traces.dialects.spans import records, span, transcript
+from tests.traces.dialects.spans import kept_only, records, span, transcript
 from traces.dialects import conversations_from_spans
 from traces.spans import SpanRecord
 
@@ -71,6 +71,7 @@ def test_it_maps_a_two_turn_pydantic_ai_conversation_at_every_instrumentation_ve
 
     [conversation] = conversations_from_spans(spans)
 
+    assert conversations_from_spans(kept_only(spans)) == [conversation]  # the store keeps all the mapping reads
     assert len({s.trace_id for s in spans}) == 2  # each run is a trace of its own; the conversation id joins them
     assert conversation.key == second.conversation_id == first.conversation_id
     assert conversation.trace_ids == tuple(dict.fromkeys(s.trace_id for s in sorted(spans, key=lambda s: s.start_ns)))
@@ -117,7 +118,10 @@ def fixture_spans(name: str) -> list[SpanRecord]:
 
 
 def test_it_reads_the_event_based_form_of_pydantic_ai_instrumentation_version_1():
-    [conversation] = conversations_from_spans(fixture_spans("pydantic_ai_v1_events.json"))
+    spans = fixture_spans("pydantic_ai_v1_events.json")
+    [conversation] = conversations_from_spans(spans)
+
+    assert conversations_from_spans(kept_only(spans)) == [conversation]
 
     assert conversation.system_instruction == "Look orders up before answering."
     assert conversation.agent_name == "shop"

@@ -12,7 +12,7 @@ from agents.tracing import get_trace_provider, set_trace_processors
 from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
 from agenthost.llm.scripted import Answer, Call
-from tests.traces.dialects.spans import records, transcript
+from tests.traces.dialects.spans import kept_only, records, transcript
 from traces.dialects import conversations_from_spans
 
 
@@ -68,6 +68,7 @@ def test_it_maps_an_agents_sdk_run_with_a_handoff_and_a_tool(instrumented):
 
     [conversation] = conversations_from_spans(spans)
 
+    assert conversations_from_spans(kept_only(spans)) == [conversation]
     assert conversation.dialect == "genai"
     assert conversation.key == spans[0].trace_id  # no conversation id: the trace is the conversation
     assert conversation.agent_name == "triage"

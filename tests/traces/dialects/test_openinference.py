@@ -13,7 +13,7 @@ from openinference.instrumentation import OITracer, TraceConfig, using_session
 from openinference.instrumentation.openai import OpenAIInstrumentor
 
 from agenthost.llm.scripted import Answer, Call
-from tests.traces.dialects.spans import records, transcript
+from tests.traces.dialects.spans import kept_only, records, transcript
 from traces.dialects import conversations_from_spans
 
 TOOLS = [{"type": "function", "function": {
@@ -77,6 +77,7 @@ def test_it_maps_openinference_spans_of_a_two_turn_session(shop):
 
     [conversation] = conversations_from_spans(spans)
 
+    assert conversations_from_spans(kept_only(spans)) == [conversation]
     assert len({s.trace_id for s in spans}) == 2
     assert conversation.key == "session-7"
     assert conversation.dialect == "openinference"

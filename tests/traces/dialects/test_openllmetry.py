@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.traces.dialects.spans import span, transcript
+from tests.traces.dialects.spans import kept_only, span, transcript
 from traces.dialects import conversations_from_spans
 from traces.spans import SpanRecord
 
@@ -31,6 +31,7 @@ def test_it_maps_openllmetrys_indexed_layout():
 
     [conversation] = conversations_from_spans(spans)
 
+    assert conversations_from_spans(kept_only(spans)) == [conversation]
     assert conversation.dialect == "openllmetry"
     assert conversation.agent_name == "shop"
     assert conversation.system_instruction == "Look orders up."
@@ -61,7 +62,10 @@ def test_it_names_traceloops_setting_when_openllmetry_traced_no_content():
 
 
 def test_it_maps_the_current_openllmetry_output():
-    [conversation] = conversations_from_spans(fixture_spans(CURRENT))
+    spans = fixture_spans(CURRENT)
+    [conversation] = conversations_from_spans(spans)
+
+    assert conversations_from_spans(kept_only(spans)) == [conversation]
 
     assert conversation.dialect == "genai"
     assert conversation.system_instruction == "Look orders up."
