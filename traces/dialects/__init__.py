@@ -11,6 +11,7 @@ import gc
 import logging
 import re
 from collections.abc import Iterable
+from types import ModuleType
 
 from traces.dialects import genai, openinference, openllmetry
 from traces.dialects._assemble import Group, assemble
@@ -85,7 +86,7 @@ def _read(span: SpanRecord) -> Step:
         return Step(span=span, dialect=module.NAME, kind=OTHER)
 
 
-def _dialect(span: SpanRecord):  # noqa: ANN202 - one of the dialect modules
+def _dialect(span: SpanRecord) -> ModuleType | None:
     if openinference.detect(span):
         return openinference
     if genai.INPUT_MESSAGES in span.attributes or genai.OUTPUT_MESSAGES in span.attributes:
