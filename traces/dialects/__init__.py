@@ -7,7 +7,6 @@ span into a `Step` (`genai`, `openinference`, `openllmetry`); `_assemble` builds
 
 from __future__ import annotations
 
-import gc
 import logging
 import re
 from collections.abc import Iterable
@@ -36,18 +35,6 @@ def conversations_from_spans(spans: Iterable[SpanRecord]) -> list[MappedConversa
     """The conversations the spans hold, in the order they started: grouped by `gen_ai.conversation.id`
     (OpenInference: `session.id`; a span without one takes its nearest ancestor's, then its trace's), else by trace.
     Spans of no known dialect shape the tree but make no conversation of their own."""
-    # Mapping allocates hundreds of thousands of small acyclic objects (decoded histories); in a process with a large
-    # heap each full garbage collection they trigger scans all of it, which made a long conversation 4x slower.
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        return _conversations(spans)
-    finally:
-        if paused:
-            gc.enable()
-
-
-def _conversations(spans: Iterable[SpanRecord]) -> list[MappedConversation]:
     unique: dict[tuple[str, str], SpanRecord] = {}
     for span in spans:
         key = (span.trace_id, span.span_id)

@@ -4,8 +4,8 @@ traces, orphans, duplicates, text that is not JSON, very long conversations and 
 from __future__ import annotations
 
 import json
-import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -165,7 +165,8 @@ def test_it_keeps_the_text_of_messages_that_are_not_json():
     ]
 
 
-def test_it_maps_ten_thousand_messages_in_well_under_a_second():
+@pytest.mark.timeout(20)
+def test_it_maps_a_conversation_of_ten_thousand_messages_in_one_pass():
     history = [text("user" if i % 2 == 0 else "assistant", f"message {i}") for i in range(9_999)]
     one_trace = [
         chat("1", history[:-1], history[-1:], start=1, conversation="long"),
@@ -180,13 +181,10 @@ def test_it_maps_ten_thousand_messages_in_well_under_a_second():
     ]
 
     for spans, check in ((one_trace, "the end"), (many_traces, "!")):
-        began = time.perf_counter()
+        # A quadratic dedupe or stitch takes minutes here, past the timeout; bench/traces_ingest.py prints the time.
         [conversation] = conversations_from_spans(spans)
-        took = time.perf_counter() - began
 
         assert len(conversation.messages) == 10_000 and conversation.messages[-1].content == check
-        # a quadratic dedupe or stitch takes minutes here; the bound leaves room for a busy two-core CI machine
-        assert took < 1.0, f"{took:.2f} s"
 
 
 _KNOWN_KEYS = sorted(genai.KEPT_NAMES | openinference.KEPT_NAMES | openllmetry.KEPT_NAMES) + [
