@@ -1,0 +1,106 @@
+"""What the traces tests share: OTLP requests built with opentelemetry-proto's own types, API tokens, and the
+attribute policy the receiver keeps by.
+
+The policy the receiver applies is traces.dialects.attribute_kept (the dialect mapping's). Where a test names one, it
+is `kept` below — a small real policy — passed explicitly; the tests that go through the view use the dialects'
+own, and only while that module is absent a stand-in with `kept`'s policy takes its place."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from rest_framework.authtoken.models import Token
+
+from traces.models import TraceSpan
+
+KEPT_PREFIXES = ("gen_ai.", "llm.", "openinference.", "input.", "output.", "tool.", "session.")
+CONTENT = "gen_ai.input.messages"  # read by every mapping of the GenAI conventions: kept
+NOT_KEPT = "http.request.header.authorization"  # read by none: never stored
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+TRACES = "/v1/traces"
+
+
+def kept(name: str) -> bool:
+    return name.startswith(KEPT_PREFIXES)
+
+
+@pytest.fixture(autouse=True)
+def dialect_policy(monkeypatch) -> Iterator[None]:
+    if importlib.util.find_spec("traces.dialects") is None:
+        stand_in = types.ModuleType("traces.dialects")
+        stand_in.attribute_kept = kept
+        monkeypatch.setitem(sys.modules, "traces.dialects", stand_in)
+    yield
+
+
+def any_value(value: Any) -> AnyValue:
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    if isinstance(value, bytes):
+        return AnyValue(bytes_value=value)
+    if isinstance(value, list):
+        return AnyValue(array_value=ArrayValue(values=[any_value(item) for item in value]))
+    if isinstance(value, dict):
+        return AnyValue(kvlist_value=KeyValueList(values=attributes(value)))
+    return AnyValue(string_value=value)
+
+
+def attributes(values: dict[str, Any]) -> list[KeyValue]:
+    return [KeyValue(key=key, value=any_value(value)) for key, value in values.items()]
+
+
+def span(trace: int = 1, span_id: int = 1, parent: int = 0, name: str = "chat gpt-4o", start: int = 1_000,
+         end: int = 2_000, **values: Any) -> Span:
+    """A span with ids made of small numbers (trace 1 is 0…01), attributes from keyword arguments (dots as __)."""
+    return Span(
+        trace_id=trace.to_bytes(16, "big"),
+        span_id=span_id.to_bytes(8, "big"),
+        parent_span_id=parent.to_bytes(8, "big") if parent else b"",
+        name=name,
+        start_time_unix_nano=start,
+        end_time_unix_nano=end,
+        kind=Span.SPAN_KIND_CLIENT,
+        attributes=attributes({key.replace("__", "."): value for key, value in values.items()}),
+    )
+
+
+def request(*spans: Span, service: str = "shop", scope: str = "test.scope") -> ExportTraceServiceRequest:
+    return ExportTraceServiceRequest(resource_spans=[ResourceSpans(
+        resource={"attributes": attributes({"service.name": service, "host.name": "web-1"})},
+        scope_spans=[ScopeSpans(scope={"name": scope}, spans=list(spans))],
+    )])
+
+
+def hex_trace(number: int) -> str:
+    return number.to_bytes(16, "big").hex()
+
+
+def hex_span(number: int) -> str:
+    return number.to_bytes(8, "big").hex()
+
+
+def stored() -> list[tuple[str, str]]:
+    return list(TraceSpan.objects.order_by("trace_id", "span_id").values_list("trace_id", "span_id"))
+
+
+@pytest.fixture
+def staff_token(admin_user) -> str:
+    return Token.objects.create(user=admin_user).key
+
+
+@pytest.fixture
+def member_token(member) -> str:
+    return Token.objects.create(user=member).key
