@@ -84,6 +84,26 @@ def request(*spans: Span, service: str = "shop", scope: str = "test.scope") -> E
     )])
 
 
+def varint(number: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, number = number & 0x7F, number >> 7
+        out.append(low | (0x80 if number else 0))
+        if not number:
+            return bytes(out)
+
+
+def framed(*spans: bytes) -> bytes:
+    """Encoded spans as one request, framed by hand: resource_spans (1) → scope_spans (2) → spans (2)."""
+    return framed_spans(b"".join(b"\x12" + varint(len(one)) + one for one in spans))
+
+
+def framed_spans(scope_spans: bytes) -> bytes:
+    """A request of one resource and one scope whose spans are `scope_spans`, already encoded (cheap for many)."""
+    resource_spans = b"\x12" + varint(len(scope_spans)) + scope_spans
+    return b"\x0a" + varint(len(resource_spans)) + resource_spans
+
+
 def hex_trace(number: int) -> str:
     return number.to_bytes(16, "big").hex()
 
@@ -96,11 +116,12 @@ def stored() -> list[tuple[str, str]]:
     return list(TraceSpan.objects.order_by("trace_id", "span_id").values_list("trace_id", "span_id"))
 
 
+# Users without a password: hashing one costs a second of each test's setup, and a token needs none.
 @pytest.fixture
-def staff_token(admin_user) -> str:
-    return Token.objects.create(user=admin_user).key
+def staff_token(django_user_model) -> str:
+    return Token.objects.create(user=django_user_model.objects.create_user("exporter", is_staff=True)).key
 
 
 @pytest.fixture
-def member_token(member) -> str:
-    return Token.objects.create(user=member).key
+def member_token(django_user_model) -> str:
+    return Token.objects.create(user=django_user_model.objects.create_user("reader")).key

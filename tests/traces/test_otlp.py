@@ -12,7 +12,20 @@ import zlib
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from tests.traces.conftest import CONTENT, JSON, NOT_KEPT, PROTOBUF, any_value, attributes, kept, request, span
+from tests.traces.conftest import (
+    CONTENT,
+    JSON,
+    NOT_KEPT,
+    PROTOBUF,
+    any_value,
+    attributes,
+    framed,
+    framed_spans,
+    kept,
+    request,
+    span,
+    varint,
+)
 from traces.otlp import MAX_VALUE_DEPTH, Limits, OtlpRefused, request_decode
 from traces.spans import CUT, TRUNCATED, SpanEvent, SpanRecord
 
@@ -136,11 +149,11 @@ def test_it_cuts_values_nested_too_deep_and_refuses_nesting_no_decoder_reads():
     # be built that deep: the request is refused, not a crash.
     abyss = b"\x0a\x06bottom"  # AnyValue.string_value
     for _ in range(400):
-        array = b"\x0a" + _varint(len(abyss)) + abyss  # ArrayValue.values
-        abyss = b"\x2a" + _varint(len(array)) + array  # AnyValue.array_value
-    key_value = b"\x0a\x1agen_ai.tool.call.arguments\x12" + _varint(len(abyss)) + abyss
-    deep_span = span().SerializeToString() + b"\x4a" + _varint(len(key_value)) + key_value  # Span.attributes
-    assert refusal(_framed(deep_span)).status == 400
+        array = b"\x0a" + varint(len(abyss)) + abyss  # ArrayValue.values
+        abyss = b"\x2a" + varint(len(array)) + array  # AnyValue.array_value
+    key_value = b"\x0a\x1agen_ai.tool.call.arguments\x12" + varint(len(abyss)) + abyss
+    deep_span = span().SerializeToString() + b"\x4a" + varint(len(key_value)) + key_value  # Span.attributes
+    assert refusal(framed(deep_span)).status == 400
     deep_json = '{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": ' + "[" * 5000 + "]" * 5000 + "}]}]}]}"
     assert refusal(deep_json.encode(), JSON).status == 400
 
@@ -210,7 +223,7 @@ def test_it_inflates_compressed_bodies_only_up_to_the_limit():
 
 def test_it_refuses_a_million_spans_by_counting_them_before_decoding_one():
     # Built cheaply: one encoded span (the smallest, all defaults: tag and length 0) repeated.
-    body = _framed_spans(b"\x12\x00" * 10**6)
+    body = framed_spans(b"\x12\x00" * 10**6)
     limits = Limits(max_body_bytes=len(body), max_spans=10_000, max_value_chars=1000)
 
     started = time.perf_counter()
@@ -219,25 +232,6 @@ def test_it_refuses_a_million_spans_by_counting_them_before_decoding_one():
     assert time.perf_counter() - started < 2.0
     assert refused.status == 413
     assert "holds 1000000 spans; at most 10000" in str(refused)
-
-
-def _framed(*spans: bytes) -> bytes:
-    """Encoded spans as one request, framed by hand: resource_spans (1) → scope_spans (2) → spans (2)."""
-    return _framed_spans(b"".join(b"\x12" + _varint(len(one)) + one for one in spans))
-
-
-def _framed_spans(scope_spans: bytes) -> bytes:
-    resource_spans = b"\x12" + _varint(len(scope_spans)) + scope_spans
-    return b"\x0a" + _varint(len(resource_spans)) + resource_spans
-
-
-def _varint(number: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, number = number & 0x7F, number >> 7
-        out.append(low | (0x80 if number else 0))
-        if not number:
-            return bytes(out)
 
 
 def test_it_refuses_bodies_that_are_no_request():
