@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from django.conf import settings
 from django.db import OperationalError
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
@@ -35,7 +34,7 @@ from rest_framework.views import APIView
 
 from common.api import IsStaff
 from common.inputs import parse_whole_number
-from traces.otlp import JSON, PROTOBUF, OtlpRefused, media_type
+from traces.otlp import JSON, PROTOBUF, Limits, OtlpRefused, body_too_large, media_type
 from traces.services import traces_ingest
 
 THROTTLE_SCOPE = "traces"
@@ -131,7 +130,7 @@ class TracesExportApi(APIView):
 
 def _body(request: Request) -> bytes:
     """The body, read up to its declared length — refused (413) before a byte is read when that is over the limit."""
-    limit = settings.AGENTTEST_TRACES_MAX_BODY_BYTES
+    limits = Limits.from_settings()
     declared = (request.META.get("CONTENT_LENGTH") or "").strip()
     if not declared:
         if request.META.get("HTTP_TRANSFER_ENCODING"):
@@ -140,9 +139,8 @@ def _body(request: Request) -> bytes:
     length = parse_whole_number(declared)
     if length is None:
         raise OtlpRefused(400, f"Content-Length must be a whole number, got {declared[:40]!r}")
-    if length > limit:
-        raise OtlpRefused(413, f"the body is {length} bytes; at most {limit} are taken, before and after "
-                               "decompression (AGENTTEST_TRACES_MAX_BODY_BYTES)")
+    if length > limits.max_body_bytes:
+        raise body_too_large(f"the body is {length} bytes", limits)
     chunks: list[bytes] = []
     remaining = length
     stream = request.stream

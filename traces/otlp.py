@@ -134,7 +134,7 @@ def request_decode(
     limits = limits or Limits.from_settings()
     media = media_type(content_type)
     if len(body) > limits.max_body_bytes:
-        raise OtlpRefused(413, _too_large(len(body), limits))
+        raise body_too_large(f"the body is {len(body)} bytes", limits)
     body = _decompressed(body, content_encoding, limits)
     request = _request_from_json(body, limits) if media == JSON else _request_from_protobuf(body)
     return _decoded(request, kept or dialect_attribute_kept, limits)
@@ -154,9 +154,9 @@ def json_text_read(text: str) -> Any:
     try:
         document = json.loads(text)
     except RecursionError:
-        raise OtlpRefused(400, "the JSON body nests too deep to be read") from None
+        raise OtlpRefused(400, "the request nests too deep to be read as JSON") from None
     except ValueError as exc:
-        raise OtlpRefused(400, f"the body is not JSON: {exc}") from None
+        raise OtlpRefused(400, f"the request is not JSON: {exc}") from None
     if _LONE_SURROGATE_ESCAPE.search(text):
         document = _storable_strings(document)
     return document
@@ -165,11 +165,9 @@ def json_text_read(text: str) -> Any:
 # --- Bodies --------------------------------------------------------------------------------------------------------
 
 
-def _too_large(size: int, limits: Limits) -> str:
-    return (
-        f"the body is {'over ' if size > limits.max_body_bytes else ''}{size} bytes; at most "
-        f"{limits.max_body_bytes} are taken, before and after decompression (AGENTTEST_TRACES_MAX_BODY_BYTES)"
-    )
+def body_too_large(what: str, limits: Limits) -> OtlpRefused:
+    return OtlpRefused(413, f"{what}; at most {limits.max_body_bytes} bytes are taken, before and after "
+                            "decompression (AGENTTEST_TRACES_MAX_BODY_BYTES)")
 
 
 def _decompressed(body: bytes, content_encoding: str, limits: Limits) -> bytes:
@@ -193,7 +191,7 @@ def _decompressed(body: bytes, content_encoding: str, limits: Limits) -> bytes:
                 pending = inflater.unconsumed_tail
                 out += chunk
                 if len(out) > limits.max_body_bytes:
-                    raise OtlpRefused(413, _too_large(len(out), limits))
+                    raise body_too_large(f"the body is over {limits.max_body_bytes} bytes once decompressed", limits)
                 if not chunk and not pending:
                     raise OtlpRefused(400, f"the {encoding} body is truncated")
             pending = inflater.unused_data
@@ -243,7 +241,7 @@ def _request_from_protobuf(body: bytes) -> Message:
     try:
         return request_type.FromString(body)
     except DecodeError as exc:
-        raise OtlpRefused(400, f"the body is not an ExportTraceServiceRequest in protobuf: {exc}") from None
+        raise OtlpRefused(400, f"the request is not an ExportTraceServiceRequest in protobuf: {exc}") from None
 
 
 # --- JSON ----------------------------------------------------------------------------------------------------------
@@ -257,7 +255,7 @@ def _request_from_json(body: bytes, limits: Limits) -> Message:
 
 def _request_from_document(document: Any, limits: Limits) -> Message:
     if not isinstance(document, dict):
-        raise OtlpRefused(400, "the body must be a JSON object (an ExportTraceServiceRequest)")
+        raise OtlpRefused(400, "the request must be a JSON object (an ExportTraceServiceRequest)")
     spans = list(_json_spans(document))
     if len(spans) > limits.max_spans:
         raise OtlpRefused(413, _too_many(len(spans), limits))
@@ -270,7 +268,7 @@ def _request_from_document(document: Any, limits: Limits) -> Message:
     try:
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
-        raise OtlpRefused(400, f"the body is not an ExportTraceServiceRequest in OTLP/JSON: {exc}") from None
+        raise OtlpRefused(400, f"the request is not an ExportTraceServiceRequest in OTLP/JSON: {exc}") from None
     return _request_from_protobuf(request.SerializeToString())
 
 
