@@ -106,11 +106,12 @@ class DecodedRequest:
         return f"{len(self.rejected)} span(s) rejected: {shown}{more}"
 
 
-def dialect_attribute_kept(name: str) -> bool:
-    """The attribute names the dialect mapping reads (traces.dialects), imported when first needed."""
+def dialect_attribute_kept() -> Callable[[str], bool]:
+    """The dialect mapping's policy of attribute names it reads (traces.dialects.attribute_kept), imported when first
+    needed."""
     from traces.dialects import attribute_kept
 
-    return attribute_kept(name)
+    return attribute_kept
 
 
 def media_type(content_type: str) -> str:
@@ -137,15 +138,7 @@ def request_decode(
         raise body_too_large(f"the body is {len(body)} bytes", limits)
     body = _decompressed(body, content_encoding, limits)
     request = _request_from_json(body, limits) if media == JSON else _request_from_protobuf(body)
-    return _decoded(request, kept or dialect_attribute_kept, limits)
-
-
-def json_document_decode(
-    document: Any, *, kept: Callable[[str], bool] | None = None, limits: Limits | None = None
-) -> DecodedRequest:
-    """The spans of one ExportTraceServiceRequest already read from JSON text (a line of a file exporter's output)."""
-    limits = limits or Limits.from_settings()
-    return _decoded(_request_from_document(document, limits), kept or dialect_attribute_kept, limits)
+    return _decoded(request, kept or dialect_attribute_kept(), limits)
 
 
 def json_text_read(text: str) -> Any:
@@ -346,6 +339,8 @@ def _decoded(request: Message, kept: Callable[[str], bool], limits: Limits) -> D
     if count > limits.max_spans:
         raise OtlpRefused(413, _too_many(count, limits))
     _, span_type = _lenient_types()
+    # The same few names on every span: asked once each per request.
+    kept = functools.lru_cache(maxsize=4096)(kept)
     decoded = DecodedRequest()
     for resource_spans in request.resource_spans:
         resource_attributes = resource_spans.resource.attributes
@@ -421,10 +416,9 @@ def _conversation_id(attributes: Any) -> str:
     return next((found[name] for name in CONVERSATION_ATTRIBUTES if name in found), "")
 
 
-def _conversation_key(conversation_id: str) -> str:
+def _conversation_key(conversation_id: str, redacted: str) -> str:
     """The id as stored: redacted like any value, and cut to fit its column. Either way it stays told apart from every
     other id by a keyed hash of the original (keyed, so that a short secret cannot be found again from its hash)."""
-    redacted = redact(conversation_id)
     if redacted == conversation_id and len(conversation_id) <= MAX_LABEL_CHARS:
         return conversation_id
     digest = hmac.new(settings.SECRET_KEY.encode(), conversation_id.encode(), hashlib.sha256).hexdigest()[:16]
@@ -465,28 +459,36 @@ def _value(value: Message, depth: int) -> Any:
 
 
 def _finished(decoded: DecodedRequest, limits: Limits) -> DecodedRequest:
-    """Redacted first (a secret cut in half would no longer be recognised), then cut to size."""
+    """Redacted first (a secret cut in half would no longer be recognised), then cut to size; all of the request's
+    text in one call, which reads the secrets to look for once."""
     if not decoded.spans:
         return decoded
-    values = redact([
-        [span.record.attributes, span.record.resource, [event.attributes for event in span.record.events]]
+    redacted = redact([
+        [span.record.name, span.record.status_message, span.conversation_id, span.record.attributes,
+         span.record.resource, [event.attributes for event in span.record.events]]
         for span in decoded.spans
     ])
     finished = []
-    for span, (attributes, resource, event_attributes) in zip(decoded.spans, values, strict=True):
+    for span, (name, status_message, conversation_id, attributes, resource, event_attributes) in zip(
+        decoded.spans, redacted, strict=True
+    ):
         record = span.record
         events = tuple(
             replace(event, attributes=_bounded_attributes(attributes_of_event, limits))
             for event, attributes_of_event in zip(record.events, event_attributes, strict=True)
         )
-        finished.append(replace(span, conversation_id=_conversation_key(span.conversation_id), record=replace(
-            record,
-            name=redact(record.name),
-            status_message=redact(record.status_message),
-            attributes=_bounded_attributes(attributes, limits),
-            resource=_bounded_attributes(resource, limits),
-            events=events,
-        )))
+        finished.append(replace(
+            span,
+            conversation_id=_conversation_key(span.conversation_id, conversation_id),
+            record=replace(
+                record,
+                name=name,
+                status_message=status_message,
+                attributes=_bounded_attributes(attributes, limits),
+                resource=_bounded_attributes(resource, limits),
+                events=events,
+            ),
+        ))
     decoded.spans = finished
     return decoded
 

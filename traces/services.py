@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Max, Min
+from django.db.models import Count, F, Max, Min, Q
 from django.utils import timezone
 
 from traces.models import TraceSpan
@@ -57,18 +57,23 @@ def spans_store(*, decoded: DecodedRequest) -> StoreReport:
             seen.add(pair)
             unique.append(span)
     trace_ids = sorted({span.record.trace_id for span in unique})
-    stored_keys: dict[str, str] = {}
+    stored_keys: dict[str, str] = {}  # trace → the conversation a stored span of it names
+    unnamed: set[str] = set()  # traces with spans stored under the trace's own id
     existing: set[tuple[str, str]] = set()
+    own_key = Q(conversation_key=F("trace_id"))
     # In batches: SQLite takes a bounded number of parameters in one statement.
     for start in range(0, len(trace_ids), _BATCH):
-        stored_keys.update(
+        for trace_id, key, under_trace in (
             TraceSpan.objects.filter(trace_id__in=trace_ids[start : start + _BATCH])
-            .exclude(conversation_key=F("trace_id"))
             .order_by()
             .values("trace_id")
-            .annotate(key=Min("conversation_key"))
-            .values_list("trace_id", "key")
-        )
+            .annotate(key=Min("conversation_key", filter=~own_key), under_trace=Count("id", filter=own_key))
+            .values_list("trace_id", "key", "under_trace")
+        ):
+            if key:
+                stored_keys[trace_id] = key
+            if under_trace:
+                unnamed.add(trace_id)
     for start in range(0, len(unique), _BATCH):
         batch = unique[start : start + _BATCH]
         existing.update(
@@ -109,9 +114,11 @@ def spans_store(*, decoded: DecodedRequest) -> StoreReport:
         ))
     # ignore_conflicts: a concurrent request storing the same span is a duplicate too, not an error.
     TraceSpan.objects.bulk_create(rows, batch_size=_BATCH, ignore_conflicts=True)
-    for trace_id, key in trace_keys.items():
-        if key != trace_id and trace_id not in stored_keys:
-            TraceSpan.objects.filter(conversation_key=trace_id, trace_id=trace_id).update(conversation_key=key)
+    for trace_id in unnamed:
+        if trace_keys[trace_id] != trace_id:
+            TraceSpan.objects.filter(conversation_key=trace_id, trace_id=trace_id).update(
+                conversation_key=trace_keys[trace_id]
+            )
     return StoreReport(
         new=len(rows),
         duplicate=len(decoded.spans) - len(rows),
