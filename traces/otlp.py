@@ -56,6 +56,7 @@ MAX_NAME_CHARS = 1000  # span and event names, attribute keys, status messages
 MAX_LABEL_CHARS = 200  # service and scope names, conversation keys: indexed columns
 # Where a span names its conversation: the GenAI semantic conventions, then OpenInference.
 CONVERSATION_ATTRIBUTES = ("gen_ai.conversation.id", "session.id")
+_CONVERSATION_KEYS = tuple(name.encode() for name in CONVERSATION_ATTRIBUTES)
 _MAX_TIME_NS = 2**63 - 1  # a signed 64-bit column; fixed64 reaches 2**64 - 1
 _REJECTED_SHOWN = 5
 _LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -390,14 +391,14 @@ def _span(span: Message, *, service: str, scope: str, resource: dict[str, Any],
         trace_id=_hex(span.trace_id),
         span_id=_hex(span.span_id),
         parent_span_id=_hex(span.parent_span_id) if any(span.parent_span_id) else "",
-        name=_name_text(span.name),
+        name=_text(span.name),  # cut once redacted (_finished)
         start_ns=span.start_time_unix_nano,
         end_ns=span.end_time_unix_nano,
         service_name=service,
         scope_name=scope,
         kind=span.kind if span.kind in trace_pb2.Span.SpanKind.values() else 0,
         status_code=span.status.code if span.status.code in trace_pb2.Status.StatusCode.values() else 0,
-        status_message=_name_text(span.status.message),
+        status_message=_text(span.status.message),
         attributes=_attributes(span.attributes, kept),
         resource=resource,
         events=tuple(events),
@@ -406,14 +407,15 @@ def _span(span: Message, *, service: str, scope: str, resource: dict[str, Any],
 
 
 def _conversation_id(attributes: Any) -> str:
-    found = {}
+    found: dict[bytes, str] = {}
     for item in attributes:
-        key = _text(item.key)
-        if key in CONVERSATION_ATTRIBUTES and key not in found:
-            value = _value(item.value, 0)
-            if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
-                found[key] = str(value).strip()
-    return next((found[name] for name in CONVERSATION_ATTRIBUTES if name in found), "")
+        if item.key in _CONVERSATION_KEYS and item.key not in found:
+            which = item.value.WhichOneof("value")
+            if which == "string_value":
+                found[item.key] = _text(item.value.string_value).strip()
+            elif which == "int_value":
+                found[item.key] = str(item.value.int_value)
+    return next((found[name] for name in _CONVERSATION_KEYS if found.get(name)), "")
 
 
 def _conversation_key(conversation_id: str, redacted: str) -> str:
@@ -482,8 +484,8 @@ def _finished(decoded: DecodedRequest, limits: Limits) -> DecodedRequest:
             conversation_id=_conversation_key(span.conversation_id, conversation_id),
             record=replace(
                 record,
-                name=name,
-                status_message=status_message,
+                name=_cut_name(name),
+                status_message=_cut_name(status_message),
                 attributes=_bounded_attributes(attributes, limits),
                 resource=_bounded_attributes(resource, limits),
                 events=events,
@@ -533,7 +535,10 @@ def _text(raw: bytes) -> str:
 
 
 def _name_text(raw: bytes) -> str:
-    text = _text(raw)
+    return _cut_name(_text(raw))
+
+
+def _cut_name(text: str) -> str:
     return text if len(text) <= MAX_NAME_CHARS else text[:MAX_NAME_CHARS] + TRUNCATED
 
 

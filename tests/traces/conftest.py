@@ -104,6 +104,17 @@ def framed_spans(scope_spans: bytes) -> bytes:
     return b"\x0a" + varint(len(resource_spans)) + resource_spans
 
 
+def abyss_span(levels: int = 400) -> bytes:
+    """An encoded span whose attribute nests arrays `levels` deep: deeper than protobuf's decoders read (100), so no
+    message type can build it; encoded by hand."""
+    value = b"\x0a\x06bottom"  # AnyValue.string_value
+    for _ in range(levels):
+        array = b"\x0a" + varint(len(value)) + value  # ArrayValue.values
+        value = b"\x2a" + varint(len(array)) + array  # AnyValue.array_value
+    key_value = b"\x0a\x1agen_ai.tool.call.arguments\x12" + varint(len(value)) + value
+    return span().SerializeToString() + b"\x4a" + varint(len(key_value)) + key_value  # Span.attributes
+
+
 def hex_trace(number: int) -> str:
     return number.to_bytes(16, "big").hex()
 

@@ -13,7 +13,19 @@ from django.test import Client
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from tests.traces.conftest import CONTENT, JSON, NOT_KEPT, PROTOBUF, TRACES, framed_spans, request, span, stored
+from tests.traces.conftest import (
+    CONTENT,
+    JSON,
+    NOT_KEPT,
+    PROTOBUF,
+    TRACES,
+    abyss_span,
+    framed,
+    framed_spans,
+    request,
+    span,
+    stored,
+)
 from traces.models import TraceSpan
 
 pytestmark = pytest.mark.django_db
@@ -90,6 +102,7 @@ def test_it_refuses_bodies_it_cannot_take_with_nothing_stored(staff_token):
     good = request(span()).SerializeToString()
     refused = [
         (post(b"\x0a\x05\xff", staff_token), 400),
+        (post(framed(span().SerializeToString(), abyss_span()), staff_token), 400),
         (post(b'{"resourceSpans": [}', staff_token, JSON), 400),
         (post(b"\x1f\x8b not gzip", staff_token, HTTP_CONTENT_ENCODING="gzip"), 400),
         (post(good, staff_token, "text/plain"), 415),
@@ -106,7 +119,7 @@ def test_it_refuses_bodies_it_cannot_take_with_nothing_stored(staff_token):
     violation = error_details_pb2.BadRequest()
     assert malformed.details[0].Unpack(violation)
     assert violation.field_violations[0].description == malformed.message
-    assert "AGENTTEST_TRACES_MAX_BODY_BYTES" in status_of(refused[5][0]).message
+    assert "AGENTTEST_TRACES_MAX_BODY_BYTES" in status_of(refused[6][0]).message
     assert stored() == []
 
 

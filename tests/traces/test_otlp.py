@@ -17,6 +17,7 @@ from tests.traces.conftest import (
     JSON,
     NOT_KEPT,
     PROTOBUF,
+    abyss_span,
     any_value,
     attributes,
     framed,
@@ -24,7 +25,6 @@ from tests.traces.conftest import (
     kept,
     request,
     span,
-    varint,
 )
 from traces.otlp import MAX_VALUE_DEPTH, Limits, OtlpRefused, request_decode
 from traces.spans import CUT, TRUNCATED, SpanEvent, SpanRecord
@@ -147,13 +147,7 @@ def test_it_cuts_values_nested_too_deep_and_refuses_nesting_no_decoder_reads():
 
     # Nesting beyond what protobuf's decoders read at all (100 levels), encoded by hand since no message type can
     # be built that deep: the request is refused, not a crash.
-    abyss = b"\x0a\x06bottom"  # AnyValue.string_value
-    for _ in range(400):
-        array = b"\x0a" + varint(len(abyss)) + abyss  # ArrayValue.values
-        abyss = b"\x2a" + varint(len(array)) + array  # AnyValue.array_value
-    key_value = b"\x0a\x1agen_ai.tool.call.arguments\x12" + varint(len(abyss)) + abyss
-    deep_span = span().SerializeToString() + b"\x4a" + varint(len(key_value)) + key_value  # Span.attributes
-    assert refusal(framed(deep_span)).status == 400
+    assert refusal(framed(abyss_span())).status == 400
     deep_json = '{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": ' + "[" * 5000 + "]" * 5000 + "}]}]}]}"
     assert refusal(deep_json.encode(), JSON).status == 400
 
