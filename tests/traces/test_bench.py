@@ -34,6 +34,6 @@ def test_it_ingests_through_the_receiver_and_prints_spans_per_second_and_peak_rs
     assert _figure(output, "10^6 spans refused in") > 0
     # Content kept, what the mapping does not read dropped, every span keyed to its agent run's conversation.
     chat = TraceSpan.objects.filter(name="chat gpt-4o", service_name="bench-shop").first()
-    assert "gen_ai.input.messages" in chat.attributes and "server.address" not in chat.attributes
+    assert "gen_ai.input.messages" in chat.attributes and "http.request.header.user-agent" not in chat.attributes
     assert set(TraceSpan.objects.filter(service_name="bench-shop").values_list("conversation_key", flat=True)) == {
         f"conversation-{trace}" for trace in range(1, 6)}
