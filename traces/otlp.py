@@ -142,7 +142,7 @@ def request_decode(
     return _decoded(request, kept or dialect_attribute_kept(), limits)
 
 
-def json_text_read(text: str) -> Any:
+def _json_text_read(text: str) -> Any:
     """JSON text as Python values, read as OTLP/JSON bodies are: lone surrogate escapes become U+FFFD; OtlpRefused
     (400) when it is not JSON (or nests too deep to be read)."""
     try:
@@ -244,7 +244,7 @@ _ID_SIZES = {"traceId": 16, "trace_id": 16, "spanId": 8, "span_id": 8, "parentSp
 
 
 def _request_from_json(body: bytes, limits: Limits) -> Message:
-    return _request_from_document(json_text_read(body.decode("utf-8-sig", errors="replace")), limits)
+    return _request_from_document(_json_text_read(body.decode("utf-8-sig", errors="replace")), limits)
 
 
 def _request_from_document(document: Any, limits: Limits) -> Message:
