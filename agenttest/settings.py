@@ -48,7 +48,7 @@ INSTALLED_APPS = [
     # agenthost first: agenttest's ready() loads the plugins, which need the host's built-ins registered.
     "agenthost",
     "agenttest",
-    *env_list("AGENTTEST_HARNESS_APPS", ["cases", "runs", "recording"]),
+    *env_list("AGENTTEST_HARNESS_APPS", ["cases", "runs", "recording", "traces"]),
     *(["agenttest_demo"] if AGENTTEST_DEMO else []),
 ]
 
@@ -178,6 +178,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "run_trigger": env_str("AGENTTEST_THROTTLE_RUNS", "60/hour"),
         "recording": env_str("AGENTTEST_THROTTLE_RECORDING", "120/hour"),
+        # OTLP exporters send a batch every few seconds per process (the Python SDK: every 5 s, 512 spans at most).
+        "traces": env_str("AGENTTEST_THROTTLE_TRACES", "600/minute"),
     },
 }
 SPECTACULAR_SETTINGS = {
@@ -249,6 +251,13 @@ AGENTTEST_REQUEST_TIMEOUT = env_int("AGENTTEST_REQUEST_TIMEOUT", 300, minimum=5)
 # A run belongs to the executor holding its lease; the lease is renewed every third of this. Only a run whose lease
 # expired (its executor died) is swept.
 AGENTTEST_RUN_LEASE_SECONDS = env_int("AGENTTEST_RUN_LEASE_SECONDS", 60, minimum=3)
+# The OTLP traces receiver (POST /v1/traces) and `agenttest traces import`: the largest body (and JSON Lines line)
+# taken, counted before and after decompression; the most spans in one request; the longest text kept per attribute
+# (longer values are cut, with a marker); how many days imported spans are kept (0: for ever).
+AGENTTEST_TRACES_MAX_BODY_BYTES = env_int("AGENTTEST_TRACES_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
+AGENTTEST_TRACES_MAX_SPANS = env_int("AGENTTEST_TRACES_MAX_SPANS", 10_000, minimum=1)
+AGENTTEST_TRACES_MAX_VALUE_CHARS = env_int("AGENTTEST_TRACES_MAX_VALUE_CHARS", 256 * 1024, minimum=64)
+AGENTTEST_TRACES_RETENTION_DAYS = env_int("AGENTTEST_TRACES_RETENTION_DAYS", 30, minimum=0)
 
 LOGGING = {
     "version": 1,

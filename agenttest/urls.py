@@ -22,5 +22,8 @@ for app_label in ("cases", "runs", "recording"):
     if apps.is_installed(app_label):
         urlpatterns.insert(-1, path("api/", include(f"{app_label}.urls_api")))
         urlpatterns.insert(-1, path("", include(f"{app_label}.urls")))
+# The OTLP receiver answers at the site's root (/v1/traces): exporters append that path to the base URL they are given.
+if apps.is_installed("traces"):
+    urlpatterns.insert(-1, path("", include("traces.urls")))
 
 handler404 = "agenttest.pages.not_found_page"

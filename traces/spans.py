@@ -10,6 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# What the receiver stores in place of what it does not keep whole: the end of a text (or the last item of a list,
+# the last key of an object) cut to the per-attribute limit, and an array or key-value list nested too deep.
+TRUNCATED = "…[truncated]"
+CUT = "[cut: nested too deep]"
+
 
 @dataclass(frozen=True)
 class SpanEvent:

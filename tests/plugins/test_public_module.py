@@ -9,7 +9,7 @@ from pathlib import Path
 import agenttest.plugin
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
-PROJECT_PACKAGES = ("agenttest", "agenthost", "cases", "runs", "recording")
+PROJECT_PACKAGES = ("agenttest", "agenthost", "cases", "runs", "recording", "traces")
 PUBLIC = {
     "tool", "register_function", "register_provider_kind", "register_executor_provider", "unregister_executor_provider",
     "register_agent_load_hook", "unregister_agent_load_hook", "FunctionContext", "FunctionResult", "FunctionError",

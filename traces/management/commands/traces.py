@@ -1,0 +1,134 @@
+"""Traces without opening a port: `agenttest traces import FILE...` and `agenttest traces sweep`.
+
+import reads OTLP/JSON files as the OpenTelemetry Collector's file exporter writes them — one ExportTraceServiceRequest
+per line (JSON Lines) — or one pretty-printed request, with the receiver's validation and limits (each line at most
+AGENTTEST_TRACES_MAX_BODY_BYTES). Each file is stored whole or not at all: a bad line is named (file:line) and nothing
+of its file is stored; the other files are imported, and the command exits with code 2. Spans refused one by one
+(an invalid id) are named too, as the receiver's partial success does, and the rest of their file is stored.
+
+sweep deletes the conversations past AGENTTEST_TRACES_RETENTION_DAYS (the workers also do it every hour).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from traces.otlp import JSON, OtlpRefused, request_decode
+from traces.services import StoreReport, spans_store, spans_sweep_expired
+
+_KEYS_SHOWN = 10
+
+
+class BadFile(Exception):
+    pass
+
+
+def _days(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"must be a whole number of days, got {text!r}")
+    return int(text)
+
+
+class Command(BaseCommand):
+    help = "Import OTLP/JSON trace files (the collector's file exporter's output), or sweep expired spans."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True)
+        imported = actions.add_parser(
+            "import", help="Store the spans of OTLP/JSON files: JSON Lines of ExportTraceServiceRequest, or one."
+        )
+        imported.add_argument("files", nargs="+", metavar="FILE")
+        sweep = actions.add_parser("sweep", help="Delete conversations past the retention period.")
+        sweep.add_argument(
+            "--days", type=_days, default=None,
+            help="Keep this many days instead of AGENTTEST_TRACES_RETENTION_DAYS (0 keeps everything).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["action"] == "sweep":
+            deleted = spans_sweep_expired(retention_days=options["days"])
+            self.stdout.write(f"deleted {deleted} span(s) of conversations past the retention period")
+            return
+        bad = [name for name in options["files"] if not self._import(Path(name))]
+        if bad:
+            raise CommandError(
+                f"nothing stored from {len(bad)} file(s) with bad input: {', '.join(bad)}", returncode=2
+            )
+
+    def _import(self, path: Path) -> bool:
+        reports: list[StoreReport] = []
+        try:
+            with transaction.atomic():
+                for line, body in _requests(path):
+                    try:
+                        decoded = request_decode(body=body, content_type=JSON)
+                    except OtlpRefused as exc:
+                        raise BadFile(f"{path}:{line}: {exc}") from None
+                    reports.append(spans_store(decoded=decoded))
+                    if decoded.rejected:
+                        self.stderr.write(f"{path}:{line}: {decoded.rejection_message()}")
+        except (BadFile, OSError) as exc:
+            self.stderr.write(f"rejected: {exc}")
+            return False
+        keys = sorted({key for report in reports for key in report.conversations})
+        shown = ", ".join(keys[:_KEYS_SHOWN]) + (f", and {len(keys) - _KEYS_SHOWN} more" if len(keys) > _KEYS_SHOWN
+                                                 else "")
+        self.stdout.write(
+            f"{path}: {sum(report.new for report in reports)} new span(s), "
+            f"{sum(report.duplicate for report in reports)} duplicate(s), "
+            f"{sum(report.rejected for report in reports)} rejected; "
+            f"{len(keys)} conversation(s){': ' + shown if keys else ''}"
+        )
+        return True
+
+
+def _requests(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, request text) of each request in the file: one per non-blank line of JSON Lines, or the whole
+    file when it is one document written over several lines."""
+    limit = settings.AGENTTEST_TRACES_MAX_BODY_BYTES
+    with path.open("rb") as handle:
+        first = _first_content_line(handle, limit, path)
+        if first is None:
+            return
+        number, text = first
+        stripped = text.strip()
+        if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
+            # One document over several lines: the whole file is the request.
+            rest = handle.read(limit + 1 - len(text))
+            if len(text) + len(rest) > limit:
+                raise BadFile(f"{path}: a document of more than {limit} bytes (AGENTTEST_TRACES_MAX_BODY_BYTES)")
+            yield number, text + rest
+            return
+        yield number, text
+        while True:
+            number += 1
+            text = _line(handle, limit, path, number)
+            if not text:
+                return
+            if text.strip():
+                yield number, text
+
+
+def _first_content_line(handle: Any, limit: int, path: Path) -> tuple[int, bytes] | None:
+    number = 0
+    while True:
+        number += 1
+        text = _line(handle, limit, path, number)
+        if not text:
+            return None
+        if text.strip():
+            return number, text
+
+
+def _line(handle: Any, limit: int, path: Path, number: int) -> bytes:
+    text = handle.readline(limit + 1)
+    if len(text) > limit:
+        raise BadFile(f"{path}:{number}: a line of more than {limit} bytes (AGENTTEST_TRACES_MAX_BODY_BYTES)")
+    return text

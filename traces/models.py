@@ -1,0 +1,64 @@
+"""Spans as they were received over OTLP (or imported from a file exporter's output). Conversations are not stored:
+they are the spans that share a conversation key (docs/decisions/0019-traces-stored-as-spans.md)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class TraceSpan(models.Model):
+    class Kind(models.IntegerChoices):
+        UNSPECIFIED = 0, "Unspecified"
+        INTERNAL = 1, "Internal"
+        SERVER = 2, "Server"
+        CLIENT = 3, "Client"
+        PRODUCER = 4, "Producer"
+        CONSUMER = 5, "Consumer"
+
+    class StatusCode(models.IntegerChoices):
+        UNSET = 0, "Unset"
+        OK = 1, "Ok"
+        ERROR = 2, "Error"
+
+    trace_id = models.CharField(max_length=32, help_text="32 lowercase hex digits.")
+    span_id = models.CharField(max_length=16, help_text="16 lowercase hex digits.")
+    parent_span_id = models.CharField(max_length=16, blank=True, help_text="Empty for a root span.")
+    name = models.TextField()
+    start_ns = models.BigIntegerField(help_text="Start, in nanoseconds since the Unix epoch.")
+    end_ns = models.BigIntegerField(help_text="End, in nanoseconds since the Unix epoch.")
+    service_name = models.CharField(max_length=200, blank=True, help_text="The resource's service.name.")
+    scope_name = models.CharField(max_length=200, blank=True, help_text="The instrumentation scope's name.")
+    kind = models.IntegerField(choices=Kind.choices, default=Kind.UNSPECIFIED)
+    status_code = models.IntegerField(choices=StatusCode.choices, default=StatusCode.UNSET)
+    status_message = models.TextField(blank=True)
+    attributes = models.JSONField(
+        default=dict, blank=True, help_text="Only the attributes the dialect mapping reads, redacted and cut to size."
+    )
+    resource = models.JSONField(default=dict, blank=True, help_text="The resource's attributes, kept the same way.")
+    events = models.JSONField(
+        default=list, blank=True, help_text="[{name, time_ns, attributes}]: the events the mapping reads."
+    )
+    conversation_key = models.CharField(
+        max_length=200,
+        help_text="gen_ai.conversation.id, else OpenInference's session.id, of the span or of another span of its "
+        "trace; else the trace id.",
+    )
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["trace_id", "span_id"], name="traces_span_unique_trace_span"),
+        ]
+        indexes = [
+            # One conversation's spans in order; and its first and last time.
+            models.Index(fields=["conversation_key", "start_ns"], name="traces_span_key_start"),
+            models.Index(fields=["service_name", "conversation_key"], name="traces_span_service_key"),
+            # Conversations active since a time ("the last hour").
+            models.Index(fields=["end_ns"], name="traces_span_end"),
+            # The retention sweep.
+            models.Index(fields=["received_at"], name="traces_span_received"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.trace_id}/{self.span_id})"
