@@ -55,7 +55,7 @@ class FunctionResult:
     route_to: str | None = None
     error: bool = False
     # Who answered, for transcripts and observers: executed, static, missing, invalid, unavailable, mocked, blocked,
-    # allowed.
+    # allowed; for a runtime's framework, routed (its hand-off) and output (its output tool).
     outcome: str = "executed"
 
 

@@ -58,6 +58,8 @@ class TurnStopped(BaseException):  # noqa: N818 — a signal through the team's 
 
 
 Implementation = Callable[[FunctionContext], FunctionResult]
+# The outcome of a call of the framework's own output tool (RuntimeTurn.record_output).
+OUTPUT = "output"
 
 
 class RuntimeTurn:
@@ -81,8 +83,14 @@ class RuntimeTurn:
 
     def messages(self) -> list[dict[str, Any]]:
         """The conversation so far as OpenAI chat messages (user, assistant, tool calls and results), this turn's user
-        message last."""
-        return history_as_model_messages(self.session.transcript())
+        message last. A turn that ended on the framework's output tool holds its output twice — the call, and the
+        answer written after it for the transcript's last word — and the framework's own history only the call: the
+        answer is left out."""
+        transcript = self.session.transcript()
+        return history_as_model_messages([
+            message for index, message in enumerate(transcript)
+            if not (message.role == Message.Role.ASSISTANT and index and transcript[index - 1].outcome == OUTPUT)
+        ])
 
     def complete(
         self,
@@ -165,6 +173,18 @@ class RuntimeTurn:
             self.stopped = outcome
             raise TurnStopped(outcome)
         return outcome
+
+    def record_output(self, *, name: str, arguments: str, call_id: str, content: str, agent: str = "") -> None:
+        """A call of the framework's own output tool (pydantic-ai's `final_result`): the model's structured answer,
+        which the framework takes as the run's output. No tool of the team's, so nothing to mock or block: written as
+        a call with the framework's answer to it (outcome "output"), never through the seam."""
+        caller = _as_agent(self.loaded, agent)
+        parsed, problem = parse_arguments(arguments)
+        record_call(self.session, caller, self.turn, call_id, name, parsed, arguments, "model")
+        record_result(
+            self.session, caller, self.turn, call_id=call_id, name=name, raw_arguments=arguments, arguments=parsed,
+            problem=problem, outcome=FunctionResult(content=content, outcome=OUTPUT), result=self.result,
+        )
 
     def record_routing(self, *, from_agent: str, to_agent: str, name: str, call_id: str = "") -> None:
         """A hand-off the framework made itself (it runs no tool of the team's): written as a routing call of

@@ -40,35 +40,96 @@ def _framework() -> Any:
     return pydantic_ai
 
 
+class _OutputCalls:
+    """Calls of pydantic-ai's own output tools (an `output_type` given as a tool, its default: `final_result`). The
+    model is offered them, forced to call one (`tool_choice: "required"`), and pydantic-ai takes the call as the run's
+    output: no tool of the team's, so nothing to mock or block, and never through the seam. Each is written to the
+    transcript once pydantic-ai has answered it, with that answer as its own history holds it: in the next request it
+    sends (a retry), or in the run's messages when the call ended the run."""
+
+    def __init__(self, turn: RuntimeTurn) -> None:
+        self.turn = turn
+        # The output tools' names, as pydantic-ai's model sees them in each request's parameters.
+        self.names: set[str] = set()
+        self.pending: dict[str, tuple[str, str]] = {}
+
+    def asked(self, completion: Any) -> None:
+        for call in completion.choices[0].message.tool_calls or []:
+            if call.function.name in self.names:
+                self.pending[call.id] = (call.function.name, call.function.arguments)
+
+    def answered(self, answers: list[tuple[str, Any]]) -> None:
+        """Write the calls pydantic-ai answered ((call id, its answer)). On the calling thread."""
+        for call_id, content in answers:
+            if call_id not in self.pending:
+                continue
+            name, arguments = self.pending.pop(call_id)
+            self.turn.record_output(
+                name=name, arguments=arguments, call_id=call_id,
+                content=content if isinstance(content, str) else json.dumps(content),
+            )
+
+    def ended(self, messages: Sequence[Any]) -> None:
+        """The calls the run ended on, answered in its last messages, which it sends no model."""
+        from pydantic_ai.messages import RetryPromptPart, ToolReturnPart
+
+        answers: list[tuple[str, Any]] = []
+        for message in messages:
+            for part in getattr(message, "parts", ()):
+                if isinstance(part, ToolReturnPart):
+                    answers.append((part.tool_call_id, part.model_response_str()))
+                elif isinstance(part, RetryPromptPart) and part.tool_call_id:
+                    answers.append((part.tool_call_id, part.model_response()))
+        self.answered(answers)
+
+
 class _Completions:
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, outputs: _OutputCalls) -> None:
         self._inner = inner
+        self._outputs = outputs
 
     async def create(self, **parameters: Any) -> Any:
-        if parameters.get("tool_choice") == "auto" and parameters.get("tools"):
-            # pydantic-ai spells out the API's default whenever it offers tools; the model layer carries no
-            # tool_choice, and "auto" with tools is what a request without one means.
-            del parameters["tool_choice"]
-        elif parameters.get("tool_choice") == "required":
-            raise TypeError(
-                "pydantic-ai forces a tool call here (tool_choice 'required': an output_type given as an output tool, "
-                "its default) and agenttest's model layer does not carry tool_choice yet, so the request would not "
-                "be the agent's; an output_type given as NativeOutput(...) is carried (as a strict JSON schema)"
-            )
-        return await self._inner.create(**parameters)
+        answers = [
+            (message["tool_call_id"], message.get("content"))
+            for message in parameters.get("messages") or []
+            if isinstance(message, dict) and message.get("role") == "tool"
+            and message.get("tool_call_id") in self._outputs.pending
+        ]
+        if answers:
+            await sync_to_async(self._outputs.answered, thread_sensitive=True)(answers)
+        completion = await self._inner.create(**parameters)
+        self._outputs.asked(completion)
+        return completion
 
 
 class _Chat:
-    def __init__(self, inner: Any) -> None:
-        self.completions = _Completions(inner.completions)
+    def __init__(self, inner: Any, outputs: _OutputCalls) -> None:
+        self.completions = _Completions(inner.completions, outputs)
 
 
 class PydanticAIClient(AgenttestAsyncClient):
     """agenttest's client as pydantic-ai's OpenAI provider takes it (an `AsyncOpenAI`)."""
 
-    def __init__(self, turn: RuntimeTurn) -> None:
+    def __init__(self, turn: RuntimeTurn, outputs: _OutputCalls) -> None:
         super().__init__(turn, {})
-        self.chat = _Chat(self.chat)
+        self.chat = _Chat(self.chat, outputs)
+
+
+@functools.cache
+def _model_class() -> type:
+    from pydantic_ai.models.openai import OpenAIChatModel
+
+    class AgenttestChatModel(OpenAIChatModel):
+        """pydantic-ai's own chat-completions model, unchanged but for noting which of the tools it offers are
+        pydantic-ai's output tools (the request's parameters say so; the chat request does not)."""
+
+        outputs: _OutputCalls
+
+        async def request(self, messages: Any, model_settings: Any, model_request_parameters: Any) -> Any:
+            self.outputs.names.update(tool.name for tool in model_request_parameters.output_tools)
+            return await super().request(messages, model_settings, model_request_parameters)
+
+    return AgenttestChatModel
 
 
 @functools.cache
@@ -185,11 +246,13 @@ class PydanticAIRuntime(Runtime):
         The canary goes through it too, so a routing not in place shows before any turn runs."""
         return _routed_toolset(toolset, turn)
 
-    def _model(self, turn: RuntimeTurn) -> Any:
-        from pydantic_ai.models.openai import OpenAIChatModel
+    def _model(self, turn: RuntimeTurn, outputs: _OutputCalls) -> Any:
         from pydantic_ai.providers.openai import OpenAIProvider
 
-        return OpenAIChatModel(turn.loaded.model, provider=OpenAIProvider(openai_client=PydanticAIClient(turn)))
+        provider = OpenAIProvider(openai_client=PydanticAIClient(turn, outputs))
+        model = _model_class()(turn.loaded.model, provider=provider)
+        model.outputs = outputs
+        return model
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         agent = self._agent(target)
@@ -206,7 +269,8 @@ class PydanticAIRuntime(Runtime):
         routed = self.routed(CombinedToolset(toolsets), turn)
         # Read here, on the calling thread: inside pydantic-ai's event loop the ORM refuses to run.
         prompt, history = _history(turn.messages())
-        model = self._model(turn)
+        outputs = _OutputCalls(turn)
+        model = self._model(turn, outputs)
 
         async def run() -> Any:
             # `tools=[]` as well: the agent's own function toolset would otherwise be offered beside the routed one
@@ -215,6 +279,7 @@ class PydanticAIRuntime(Runtime):
                 return await agent.run(prompt, message_history=history or None)
 
         result = async_to_sync(run)()
+        outputs.ended(result.new_messages()[-1:])
         output = result.output
         if isinstance(output, str):
             return output
@@ -231,8 +296,8 @@ class PydanticAIRuntime(Runtime):
 
         probe = FunctionToolset([stand_in])
         routed = self.routed(probe, turn)
-        context = RunContext(deps=None, model=self._model(turn), usage=RunUsage(), tool_call_id="agenttest-canary",
-                             tool_name=name)
+        context = RunContext(deps=None, model=self._model(turn, _OutputCalls(turn)), usage=RunUsage(),
+                             tool_call_id="agenttest-canary", tool_name=name)
 
         async def call() -> Any:
             tools = await routed.get_tools(context)

@@ -8,6 +8,9 @@ import time
 
 import pytest
 import yaml
+from openai import AsyncOpenAI
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
@@ -19,8 +22,11 @@ from cases.files import agent_file, files_apply
 from cases.models import Suite
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.engine.case_session import MockSpec
+from recording.drafts import draft_document
+from recording.transcripts import transcript_load
+from runs.models import Run
 from tests.runtimes.conftest import execute_suite, markers, stub_provider, suite_finding_order
-from tests.runtimes.test_pydantic_ai_runtime import EMAIL, SHOP_AGENT
+from tests.runtimes.test_pydantic_ai_runtime import EMAIL, SHOP_AGENT, _module, _without_call_ids
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -143,18 +149,95 @@ def test_it_runs_an_agent_with_native_structured_output_and_answers_its_json(scr
     assert sorted(schema["schema"]["properties"]) == ["late", "order_id"]
 
 
-def test_it_refuses_a_forced_output_tool_naming_what_the_model_layer_lacks(scripted_model, team_repo):
-    package = team_repo(STRUCTURED_AGENT)
-    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{package}.bot:tool_output",
-                                 provider="scripted", model="scripted")
-    scripted_model.play(Answer(tool_calls=[Call("final_result", {"order_id": "1042", "late": True})]))
+VERDICT_AGENT = '''
+from pydantic import BaseModel
+from pydantic_ai import Agent
 
-    with pytest.raises(Exception, match=r"tool_choice 'required'.*NativeOutput") as raised:
-        conversation_send(conversation=conversation_start(agent=agent), text="Is 1042 late?")
 
-    assert "pydantic-ai" in str(raised.value)
-    # Refused before anything was sent: a request without the forcing would not be the agent's.
-    assert scripted_model.requests == []
+class Verdict(BaseModel):
+    order_id: str
+    late: bool
+
+
+agent = Agent(instructions="Look the order up, then say whether it is late.", output_type=Verdict)
+
+
+@agent.tool_plain
+def find_order(order_id: str) -> dict:
+    """Find an order by its number."""
+    return {"order_id": order_id, "status": "shipped"}
+'''
+
+
+def _verdict_answer(body: dict) -> Answer:
+    """Look the order up; then answer through pydantic-ai's output tool, as a model forced to call a tool does."""
+    if body["messages"][-1]["role"] == "user":
+        return Answer(tool_calls=[Call("find_order", {"order_id": "1042"})])
+    return Answer(tool_calls=[Call("final_result", {"order_id": "1042", "late": "transit" in str(body["messages"])})])
+
+
+def test_it_runs_pydantic_ais_output_tool_under_test_as_its_own_never_mocked_and_replays_it(stub, team_repo):
+    stub.respond_with(_verdict_answer)
+    suite = _suite(team_repo(VERDICT_AGENT))
+
+    recorded = execute_suite(suite, Run.Mode.RECORD)
+
+    assert recorded.status == "passed", recorded.reason
+    assert json.loads(recorded.transcript[-1]["content"]) == {"order_id": "1042", "late": True}
+    # The output tool is pydantic-ai's, not the team's: the harness saw only find_order (mocked), nothing blocked.
+    assert [(call["name"], call["outcome"]) for call in recorded.tool_calls] == [("find_order", "mocked")]
+    # The transcript holds the framework's run: the forced call and pydantic-ai's own answer to it.
+    assert [(entry["role"], entry["function"], entry["outcome"]) for entry in recorded.transcript[-3:]] == [
+        ("tool_call", "final_result", ""), ("tool_result", "final_result", "output"), ("assistant", "", ""),
+    ]
+    assert recorded.transcript[-2]["content"] == "Final result processed."
+    # tool_choice as pydantic-ai sets it, sent over HTTP: a tool call forced, since text is no output of this agent.
+    assert [request["tool_choice"] for request in stub.requests] == ["required", "required"]
+    stub.stop()
+
+    replayed = execute_suite(suite, Run.Mode.REPLAY)
+
+    assert replayed.status == "passed", replayed.reason
+    shown = ("role", "function", "content", "outcome")
+    assert [[entry[key] for key in shown] for entry in replayed.transcript] == [
+        [entry[key] for key in shown] for entry in recorded.transcript
+    ]
+
+
+def test_it_sends_the_requests_pydantic_ai_sends_on_its_own_across_turns_ending_on_its_output_tool(stub, team_repo):
+    stub.respond_with(_verdict_answer)
+    package = team_repo(VERDICT_AGENT)
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{package}.bot:agent", provider="stub",
+                                 model="gpt-4o-mini")
+    conversation = conversation_start(agent=agent)
+    first = conversation_send(conversation=conversation, text="Is order 1042 late?")
+    second = conversation_send(conversation=conversation, text="And now?")
+    through_agenttest = list(stub.requests)
+
+    module = _module(package)
+    model = OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(
+        openai_client=AsyncOpenAI(base_url=stub.base_url, api_key="unused")
+    ))
+    alone = module.agent.run_sync("Is order 1042 late?", model=model)
+    alone_again = module.agent.run_sync("And now?", model=model, message_history=alone.all_messages())
+
+    assert json.loads(first.output) == alone.output.model_dump()
+    assert json.loads(second.output) == alone_again.output.model_dump()
+    on_its_own = stub.requests[len(through_agenttest):]
+    assert len(through_agenttest) == len(on_its_own) == 4
+    # The second turn's history ends the first on the output tool's call and pydantic-ai's answer to it, as its own.
+    assert [message["role"] for message in through_agenttest[2]["messages"]] == [
+        "system", "user", "assistant", "tool", "assistant", "tool", "user",
+    ]
+    for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
+        assert theirs.pop("stream") is False
+        assert sorted(mine) == sorted(theirs)
+        for field in theirs:
+            assert mine[field] == theirs[field], field
+    # Recorded into a draft, the output tool gets no mock: a replay's pydantic-ai takes its call again itself.
+    draft = draft_document(transcript_load(conversation=conversation), name="draft", source="recorded",
+                           suite_agent="shop")
+    assert [mock["function_name"] for mock in draft["mocks"]] == ["find_order", "find_order"]
 
 
 def test_it_ends_pydantic_ais_loop_at_the_case_deadline_with_the_usage_of_the_calls_that_answered(
