@@ -12,6 +12,9 @@
   only when nothing under test answers it. Tools pydantic-ai or the model provider would run themselves (native
   tools such as web search, MCP servers it connects to) cannot be routed: an agent with any refuses to run where the
   conversation's calls are owned by an executor provider (under test), naming them.
+- Model requests past the layer: while a case under test runs, `pydantic_ai.models.ALLOW_MODEL_REQUESTS` is false
+  for everything but agenttest's own model (`ModelRequestGate`), so the team's code cannot reach a real model by
+  another way (a tool running another agent on its own model is refused by pydantic-ai itself).
 
 pydantic-ai is async; Django's ORM is not. As for the openai-agents runtime, the run happens on asgiref's
 `async_to_sync`, and everything that touches the conversation runs back on the calling thread.
@@ -19,9 +22,12 @@ pydantic-ai is async; Django's ORM is not. As for the openai-agents runtime, the
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +44,78 @@ def _framework() -> Any:
     import pydantic_ai
 
     return pydantic_ai
+
+
+# Set while agenttest's own model sends a request (through the model layer), and for the whole of a chat turn.
+_own_request: contextvars.ContextVar[bool] = contextvars.ContextVar("agenttest_own_model_request", default=False)
+_in_chat: contextvars.ContextVar[bool] = contextvars.ContextVar("agenttest_pydantic_ai_chat", default=False)
+_gate_lock = threading.Lock()
+
+
+class ModelRequestGate:
+    """What `pydantic_ai.models.ALLOW_MODEL_REQUESTS` holds once this runtime has run, read by pydantic-ai's own
+    `check_allow_model_requests` (only its truth value is). False while a case under test runs a pydantic-ai agent
+    anywhere in this process: a model request the team's code makes past the agent's overridden model — a tool or an
+    instructions function running another agent on its own model — is refused by pydantic-ai before it is sent.
+    agenttest's own model is let through (its requests go through the model layer), and so is a chat turn's code,
+    which may call real models. Otherwise it is what the team set (True, pydantic-ai's default).
+
+    Process-wide, as the setting is, counted so that cases running side by side close it together; the exceptions
+    ride on context variables, so a request whose context was lost on the way (a thread of the team's own) is
+    refused while a case runs: closed, never open, by mistake."""
+
+    def __init__(self, allowed: Any) -> None:
+        self.allowed = allowed
+        self._cases = 0
+        self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        if _own_request.get():
+            return True
+        if _in_chat.get():
+            return bool(self.allowed)
+        with self._lock:
+            closed = self._cases > 0
+        return not closed and bool(self.allowed)
+
+    def __repr__(self) -> str:
+        return f"<agenttest ModelRequestGate: {bool(self)}>"
+
+    @contextmanager
+    def closed(self) -> Iterator[None]:
+        with self._lock:
+            self._cases += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._cases -= 1
+
+
+def _gate() -> ModelRequestGate:
+    """The gate in `pydantic_ai.models.ALLOW_MODEL_REQUESTS`, put there in place of (and keeping) what the team set."""
+    from pydantic_ai import models
+
+    with _gate_lock:
+        current = models.ALLOW_MODEL_REQUESTS
+        if not isinstance(current, ModelRequestGate):
+            current = ModelRequestGate(current)
+            models.ALLOW_MODEL_REQUESTS = current
+        return current
+
+
+@contextmanager
+def _model_requests_only_through_agenttest(owned: bool) -> Iterator[None]:
+    gate = _gate()
+    if owned:
+        with gate.closed():
+            yield
+        return
+    token = _in_chat.set(True)
+    try:
+        yield
+    finally:
+        _in_chat.reset(token)
 
 
 class _OutputCalls:
@@ -121,13 +199,18 @@ def _model_class() -> type:
 
     class AgenttestChatModel(OpenAIChatModel):
         """pydantic-ai's own chat-completions model, unchanged but for noting which of the tools it offers are
-        pydantic-ai's output tools (the request's parameters say so; the chat request does not)."""
+        pydantic-ai's output tools (the request's parameters say so; the chat request does not), and for passing the
+        model-request gate: its requests go through agenttest's model layer, never straight to a model."""
 
         outputs: _OutputCalls
 
         async def request(self, messages: Any, model_settings: Any, model_request_parameters: Any) -> Any:
             self.outputs.names.update(tool.name for tool in model_request_parameters.output_tools)
-            return await super().request(messages, model_settings, model_request_parameters)
+            token = _own_request.set(True)
+            try:
+                return await super().request(messages, model_settings, model_request_parameters)
+            finally:
+                _own_request.reset(token)
 
     return AgenttestChatModel
 
@@ -257,7 +340,8 @@ class PydanticAIRuntime(Runtime):
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         agent = self._agent(target)
         unroutable = _unroutable(agent)
-        if unroutable and _owned(turn):
+        owned = _owned(turn)
+        if unroutable and owned:
             raise InvalidInput(
                 "the agent uses tools pydantic-ai or its model provider would run itself, outside agenttest's seam, "
                 f"so it does not run under test: {'; '.join(unroutable)}",
@@ -278,7 +362,8 @@ class PydanticAIRuntime(Runtime):
             with agent.override(model=model, toolsets=[routed], tools=[]):
                 return await agent.run(prompt, message_history=history or None)
 
-        result = async_to_sync(run)()
+        with _model_requests_only_through_agenttest(owned):
+            result = async_to_sync(run)()
         outputs.ended(result.new_messages()[-1:])
         output = result.output
         if isinstance(output, str):

@@ -4,6 +4,7 @@ agent file's outside_effects, a conversation over several turns, structured outp
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -14,16 +15,16 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
-from agenthost.runtimes.pydantic_ai import PydanticAIRuntime
+from agenthost.runtimes.pydantic_ai import ModelRequestGate, PydanticAIRuntime
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
 from agenttest.plugin import register_runtime, unregister_runtime
 from cases.files import agent_file, files_apply
 from cases.models import Suite
-from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
-from runs.engine.case_session import MockSpec
 from recording.drafts import draft_document
 from recording.transcripts import transcript_load
+from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_session import MockSpec
 from runs.models import Run
 from tests.runtimes.conftest import execute_suite, markers, stub_provider, suite_finding_order
 from tests.runtimes.test_pydantic_ai_runtime import EMAIL, SHOP_AGENT, _module, _without_call_ids
@@ -238,6 +239,77 @@ def test_it_sends_the_requests_pydantic_ai_sends_on_its_own_across_turns_ending_
     draft = draft_document(transcript_load(conversation=conversation), name="draft", source="recorded",
                            suite_agent="shop")
     assert [mock["function_name"] for mock in draft["mocks"]] == ["find_order", "find_order"]
+
+
+DELEGATING_AGENT = '''
+import os
+
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+# pydantic-ai's agent delegation: a tool runs another agent, on a model of its own.
+expert = Agent(OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(base_url=os.environ["EXPERT_URL"],
+                                                                      api_key="unused")))
+agent = Agent(instructions="Ask the expert when unsure.")
+
+
+@agent.tool
+async def ask_expert(ctx: RunContext[None], question: str) -> str:
+    """Ask the delivery expert."""
+    return (await expert.run(question, usage=ctx.usage)).output
+'''
+
+
+def test_it_refuses_a_model_request_of_the_teams_code_past_agenttests_model_under_test_but_not_in_chat(
+    scripted_model, openai_stub, team_repo, monkeypatch
+):
+    monkeypatch.setenv("EXPERT_URL", openai_stub.base_url)
+    openai_stub.respond_with(lambda body: "Strikes delay parcels by a day.")
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{team_repo(DELEGATING_AGENT)}.bot:agent",
+                                 provider="scripted", model="scripted", outside_effects={"ask_expert": False})
+    question = Answer(tool_calls=[Call("ask_expert", {"question": "Do strikes delay parcels?"})])
+    scripted_model.play(question, "I could not ask.", question, "A day late.")
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("Is my parcel late?")], mocks=[],
+        assertions=[AssertionPlan("toolCalled", {"function": "ask_expert"})],
+    )
+    suite = SuitePlan(extra_allowed=frozenset({"ask_expert"}), force_blocked=frozenset(), judge_model="",
+                      timeout_seconds=20.0)
+
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
+
+    # The tool ran (allowed, effect-free), and its own model request was refused by pydantic-ai before it was sent,
+    # while the agent's own model calls went through agenttest's layer.
+    assert outcome.status == "passed", outcome.reason
+    assert [(c["name"], c["outcome"]) for c in outcome.tool_calls] == [("ask_expert", "allowed")]
+    assert "Model requests are not allowed, since ALLOW_MODEL_REQUESTS is False" in outcome.tool_calls[0]["result"]
+    assert openai_stub.requests == []
+    assert len(scripted_model.requests) == 2
+
+    # In chat the team's code reaches its own model as it does in production.
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Is my parcel late?")
+    assert result.output == "A day late."
+    assert result.tool_calls[0].result == "Strikes delay parcels by a day."
+    assert len(openai_stub.requests) == 1
+
+
+def test_it_keeps_model_requests_refused_until_the_last_of_overlapping_cases_ends():
+    gate = ModelRequestGate(True)
+    first, second = gate.closed(), gate.closed()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    # Read from another thread (a case's own, or the team's), which none of this context reaches.
+    seen: list[bool] = []
+    thread = threading.Thread(target=lambda: seen.append(bool(gate)))
+    thread.start()
+    thread.join()
+    assert seen == [False]
+    second.__exit__(None, None, None)
+    assert bool(gate) is True
+    assert bool(ModelRequestGate(False)) is False, "what the team set stays set when no case runs"
 
 
 def test_it_ends_pydantic_ais_loop_at_the_case_deadline_with_the_usage_of_the_calls_that_answered(
