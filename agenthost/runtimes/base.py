@@ -128,7 +128,9 @@ class RuntimeTurn:
             },
         )
         self.steps += 1
-        return call_model(self.session, self.loaded, request, turn=self.turn, step=step, result=self.result)
+        return call_model(
+            self.session, _as_agent(self.loaded, agent), request, turn=self.turn, step=step, result=self.result
+        )
 
     def call_tool(
         self,
@@ -227,7 +229,7 @@ def _as_agent(loaded: LoadedAgent, agent: str) -> LoadedAgent:
     what the harness observes and the turn's call record names."""
     if not agent or agent == loaded.name:
         return loaded
-    return replace(loaded, name=agent)
+    return replace(loaded, name=agent, framework_agent=agent)
 
 
 class Runtime(abc.ABC):
@@ -397,8 +399,9 @@ def runtime_turn_run(
     )
     if last is None or last.content != output:
         # The team's loop answered something else than its model's last text (it post-processed it): the answer the
-        # user got is the transcript's last word.
-        session.add_message(turn=turn, role=Message.Role.ASSISTANT, content=output, agent_id=loaded.id)
+        # user got is the transcript's last word, said by the agent whose model answered last.
+        session.add_message(turn=turn, role=Message.Role.ASSISTANT, content=output, agent_id=loaded.id,
+                            agent_name=last.agent_name if last is not None else "")
     result.output, result.finish = output, "answer"
     return loaded
 
