@@ -11,7 +11,8 @@
   it makes goes through the function-executor factory, the wrapped toolset's own call being the implementation run
   only when nothing under test answers it. Tools pydantic-ai or the model provider would run themselves (native
   tools such as web search, MCP servers it connects to) cannot be routed: an agent with any refuses to run where the
-  conversation's calls are owned by an executor provider (under test), naming them.
+  conversation's calls are owned by an executor provider (under test), naming them — except MCP servers when the
+  case mocks names no other tool offers, which then stand in for the servers' tools (never started).
 - Model requests past the layer: while a case under test runs, `pydantic_ai.models.ALLOW_MODEL_REQUESTS` is false
   for everything but agenttest's own model (`ModelRequestGate`), so the team's code cannot reach a real model by
   another way (a tool running another agent on its own model is refused by pydantic-ai itself).
@@ -34,6 +35,7 @@ from typing import Any
 import pydantic_core
 from asgiref.sync import async_to_sync, sync_to_async
 
+from agenthost.executor import mocked_names
 from agenthost.functions import FunctionContext, FunctionResult, as_function_result
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.openai_agents import AgenttestAsyncClient, _owned
@@ -259,8 +261,8 @@ def _routed_toolset(wrapped: Any, turn: RuntimeTurn) -> Any:
     return _routed_toolset_class()(wrapped, turn=turn)
 
 
-def _unroutable(agent: Any) -> list[str]:
-    """What of the agent pydantic-ai or the model provider would run outside the seam."""
+def _native_tools(agent: Any) -> list[str]:
+    """The tools of the agent the model provider would run itself, outside the seam."""
     found: list[str] = []
     for native in agent.root_capability.get_native_tools():
         kind = getattr(native, "kind", "") or type(native).__name__
@@ -269,15 +271,47 @@ def _unroutable(agent: Any) -> list[str]:
             # is not one) pydantic-ai searches locally, through a function tool that is routed like any other.
             continue
         found.append(f"native tool {kind!r}")
-
-    def visit(toolset: Any) -> None:
-        # By name: pydantic_ai.mcp needs the optional fastmcp client even to be imported.
-        if any("MCP" in kind.__name__ for kind in type(toolset).__mro__):
-            found.append(f"MCP server {getattr(toolset, 'id', None) or type(toolset).__name__!r}")
-
-    for toolset in agent.toolsets:
-        toolset.apply(visit)
     return found
+
+
+def _is_mcp(toolset: Any) -> bool:
+    # By name: pydantic_ai.mcp needs the optional fastmcp client even to be imported.
+    return any("MCP" in kind.__name__ for kind in type(toolset).__mro__)
+
+
+def _mcp_name(toolset: Any) -> str:
+    transport = getattr(getattr(toolset, "client", None), "transport", None)
+    return str(getattr(toolset, "id", None) or (repr(transport).strip("<>")[:200] if transport is not None else "")
+               or type(toolset).__name__)
+
+
+def _leaves(toolsets: Sequence[Any]) -> list[Any]:
+    found: list[Any] = []
+    for toolset in toolsets:
+        toolset.apply(found.append)
+    return found
+
+
+def _mcp_stand_ins(toolsets: Sequence[Any], names: list[str]) -> list[Any]:
+    """The agent's toolsets with every MCP server pydantic-ai would connect to itself left out (never connected), and
+    a toolset offering `names` (what the case mocks that no other tool of the agent offers) in their place, each call
+    of one routed through the seam like any other tool: the case's mock answers."""
+    from pydantic_ai import Tool
+    from pydantic_ai.toolsets import FunctionToolset
+
+    servers = ", ".join(repr(_mcp_name(leaf)) for leaf in _leaves(toolsets) if _is_mcp(leaf))
+
+    def stand_in(name: str) -> Any:
+        def nowhere(**_arguments: Any) -> str:
+            return f"{name} is a tool of an MCP server; agenttest does not connect to it under test"
+
+        return Tool.from_schema(nowhere, name=name, description=f"A tool of the MCP server {servers}, answered by "
+                                "the case's mock.", json_schema={"type": "object", "properties": {},
+                                                                 "additionalProperties": True})
+
+    kept = [toolset.visit_and_replace(lambda leaf: FunctionToolset([]) if _is_mcp(leaf) else leaf)
+            for toolset in toolsets]
+    return [*kept, FunctionToolset([stand_in(name) for name in names])]
 
 
 def _history(messages: list[dict[str, Any]]) -> tuple[str, list[Any]]:
@@ -339,17 +373,28 @@ class PydanticAIRuntime(Runtime):
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         agent = self._agent(target)
-        unroutable = _unroutable(agent)
         owned = _owned(turn)
+        toolsets: Sequence[Any] = list(agent.toolsets)
+        unroutable = _native_tools(agent)
+        servers = [_mcp_name(leaf) for leaf in _leaves(toolsets) if _is_mcp(leaf)]
+        if servers and owned:
+            from pydantic_ai.toolsets import FunctionToolset
+
+            offered = {name for leaf in _leaves(toolsets) if isinstance(leaf, FunctionToolset) for name in leaf.tools}
+            mcp_mocked = sorted(mocked_names(turn.conversation_id) - offered)
+            if mcp_mocked:
+                toolsets = _mcp_stand_ins(toolsets, mcp_mocked)
+            else:
+                unroutable.extend(f"MCP server {server!r}" for server in servers)
         if unroutable and owned:
             raise InvalidInput(
                 "the agent uses tools pydantic-ai or its model provider would run itself, outside agenttest's seam, "
-                f"so it does not run under test: {'; '.join(unroutable)}",
+                f"so it does not run under test: {'; '.join(unroutable)} (an MCP server runs under test when the "
+                "case mocks the tools of it the agent calls)",
                 partial=turn.result,
             )
         from pydantic_ai.toolsets import CombinedToolset
 
-        toolsets: Sequence[Any] = list(agent.toolsets)
         routed = self.routed(CombinedToolset(toolsets), turn)
         # Read here, on the calling thread: inside pydantic-ai's event loop the ORM refuses to run.
         prompt, history = _history(turn.messages())
