@@ -28,7 +28,7 @@ from typing import Any
 
 from agenthost import executor
 from agenthost.calls import parse_arguments, record_call
-from agenthost.functions import FunctionContext, FunctionResult
+from agenthost.functions import FunctionContext, FunctionResult, declared_effects
 from agenthost.history import history_as_model_messages
 from agenthost.llm.base import ModelRequest, ModelResponse
 from agenthost.loading import LoadedAgent
@@ -141,9 +141,11 @@ class RuntimeTurn:
         declaration: dict[str, Any] | None = None,
         call_id: str = "",
         agent: str = "",
+        team_tool: Any = None,
     ) -> FunctionResult:
         """One tool invocation of the team's loop through the function-executor factory; `implementation` runs only
-        when nothing under test answers it. Raises TurnStopped when the call stops the turn."""
+        when nothing under test answers it. `team_tool`: the tool object of the team's code, whose effects a plugin
+        may have declared (functions.effects). Raises TurnStopped when the call stops the turn."""
         self._check_open()
         if not self.session.renew_claim():
             raise claim_lost(partial=self.result)
@@ -155,6 +157,8 @@ class RuntimeTurn:
         if isinstance(self.loaded.outside_effects.get(name), bool):
             # Declared in the agent file, without touching the team's code.
             declared["outside_effects"] = self.loaded.outside_effects[name]
+        elif (by_plugin := declared_effects(team_tool)) is not None:
+            declared["outside_effects"] = by_plugin
         caller = _as_agent(self.loaded, agent)
         if not self.record:
             outcome = self._unrecorded(name, raw, call_id, caller, declared, implementation)

@@ -34,7 +34,7 @@ import pydantic
 from asgiref.sync import async_to_sync, sync_to_async
 
 from agenthost.executor import executor_providers, mocked_by_name, mocked_names
-from agenthost.functions import FunctionContext, FunctionResult
+from agenthost.functions import FunctionContext, FunctionResult, declared_effects
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.python import chat_completion
 from agenthost.turns import InvalidInput
@@ -93,7 +93,7 @@ def _routed_tool(tool: Any, turn: RuntimeTurn, current: dict[str, str]) -> Any:
 
         result = await sync_to_async(turn.call_tool, thread_sensitive=True)(
             name=tool.name, arguments=input_json or "{}", implementation=implementation,
-            call_id=getattr(context, "tool_call_id", "") or "", agent=current.get("agent", ""),
+            call_id=getattr(context, "tool_call_id", "") or "", agent=current.get("agent", ""), team_tool=tool,
         )
         return result.content
 
@@ -191,10 +191,12 @@ def _declarations(entry: Any) -> list[dict[str, Any]]:
     sdk = _sdk()
     declarations: dict[str, dict[str, Any]] = {}
 
-    def add(name: Any, description: str = "", parameters: dict[str, Any] | None = None) -> None:
+    def add(name: Any, description: str = "", parameters: dict[str, Any] | None = None, team_tool: Any = None) -> None:
         if isinstance(name, str) and name:
-            declarations.setdefault(name, {"name": name, "description": description or "",
-                                           "parameters": parameters or {}})
+            declared = declarations.setdefault(name, {"name": name, "description": description or "",
+                                                      "parameters": parameters or {}})
+            if (by_plugin := declared_effects(team_tool)) is not None:
+                declared["outside_effects"] = by_plugin
 
     waiting, seen = [entry], set()
     while waiting:
@@ -204,7 +206,7 @@ def _declarations(entry: Any) -> list[dict[str, Any]]:
         seen.add(id(agent))
         for tool in agent.tools:
             if isinstance(tool, sdk.FunctionTool):
-                add(tool.name, tool.description, tool.params_json_schema)
+                add(tool.name, tool.description, tool.params_json_schema, tool)
             else:  # a hosted tool: mockable by its name, never run under test
                 add(getattr(tool, "name", ""))
         for handoff in agent.handoffs:

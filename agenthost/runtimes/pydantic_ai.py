@@ -249,12 +249,25 @@ def _routed_toolset_class() -> type:
                 implementation=implementation, call_id=getattr(ctx, "tool_call_id", None) or "",
                 declaration={"description": definition.description or "",
                              "parameters": definition.parameters_json_schema},
+                team_tool=_team_function(tool),
             )
             if retries:
                 raise retries[0]
             return result.content
 
     return RoutedToolset
+
+
+def _team_function(tool: Any) -> Any:
+    """The team's function behind a tool pydantic-ai is calling (what a plugin declares effects on), or None: the
+    function toolset's own entry, under whatever combining wrappers hold it."""
+    while hasattr(tool, "source_tool"):
+        tool = tool.source_tool
+    held = getattr(getattr(tool, "toolset", None), "tools", None)
+    if not isinstance(held, dict):
+        return None
+    entry = held.get(getattr(tool, "original_name", None) or tool.tool_def.name)
+    return getattr(entry, "function", None)
 
 
 def _routed_toolset(wrapped: Any, turn: RuntimeTurn) -> Any:
