@@ -84,12 +84,13 @@ class RuntimeTurn:
     def messages(self) -> list[dict[str, Any]]:
         """The conversation so far as OpenAI chat messages (user, assistant, tool calls and results), this turn's user
         message last. A turn that ended on the framework's output tool holds its output twice — the call, and the
-        answer written after it for the transcript's last word — and the framework's own history only the call: the
-        answer is left out."""
+        answer written after it for the transcript's last word (no model's: runtime_turn_run's) — and the framework's
+        own history only the call: that answer is left out."""
         transcript = self.session.transcript()
         return history_as_model_messages([
             message for index, message in enumerate(transcript)
-            if not (message.role == Message.Role.ASSISTANT and index and transcript[index - 1].outcome == OUTPUT)
+            if not (message.role == Message.Role.ASSISTANT and not message.model and index
+                    and transcript[index - 1].outcome == OUTPUT)
         ])
 
     def complete(

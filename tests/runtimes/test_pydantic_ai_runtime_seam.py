@@ -171,10 +171,15 @@ def find_order(order_id: str) -> dict:
 
 
 def _verdict_answer(body: dict) -> Answer:
-    """Look the order up; then answer through pydantic-ai's output tool, as a model forced to call a tool does."""
-    if body["messages"][-1]["role"] == "user":
+    """Look the order up; then answer through pydantic-ai's output tool, as a model forced to call a tool does — the
+    first time in a turn leaving a field out, which pydantic-ai has the model retry."""
+    messages = body["messages"]
+    if messages[-1]["role"] == "user":
         return Answer(tool_calls=[Call("find_order", {"order_id": "1042"})])
-    return Answer(tool_calls=[Call("final_result", {"order_id": "1042", "late": "transit" in str(body["messages"])})])
+    turn = messages[max(index for index, message in enumerate(messages) if message["role"] == "user"):]
+    if "final_result" not in json.dumps(turn):
+        return Answer(tool_calls=[Call("final_result", {"order_id": "1042"})])
+    return Answer(tool_calls=[Call("final_result", {"order_id": "1042", "late": "transit" in json.dumps(messages)})])
 
 
 def test_it_runs_pydantic_ais_output_tool_under_test_as_its_own_never_mocked_and_replays_it(stub, team_repo):
@@ -187,13 +192,15 @@ def test_it_runs_pydantic_ais_output_tool_under_test_as_its_own_never_mocked_and
     assert json.loads(recorded.transcript[-1]["content"]) == {"order_id": "1042", "late": True}
     # The output tool is pydantic-ai's, not the team's: the harness saw only find_order (mocked), nothing blocked.
     assert [(call["name"], call["outcome"]) for call in recorded.tool_calls] == [("find_order", "mocked")]
-    # The transcript holds the framework's run: the forced call and pydantic-ai's own answer to it.
-    assert [(entry["role"], entry["function"], entry["outcome"]) for entry in recorded.transcript[-3:]] == [
+    # The transcript holds the framework's run: each forced call with pydantic-ai's answer to it (a retry first).
+    assert [(entry["role"], entry["function"], entry["outcome"]) for entry in recorded.transcript[-6:]] == [
+        ("tool_call", "final_result", ""), ("tool_result", "final_result", "output"), ("assistant", "", ""),
         ("tool_call", "final_result", ""), ("tool_result", "final_result", "output"), ("assistant", "", ""),
     ]
+    assert "late" in recorded.transcript[-5]["content"] and "Field required" in recorded.transcript[-5]["content"]
     assert recorded.transcript[-2]["content"] == "Final result processed."
     # tool_choice as pydantic-ai sets it, sent over HTTP: a tool call forced, since text is no output of this agent.
-    assert [request["tool_choice"] for request in stub.requests] == ["required", "required"]
+    assert [request["tool_choice"] for request in stub.requests] == ["required"] * 3
     stub.stop()
 
     replayed = execute_suite(suite, Run.Mode.REPLAY)
@@ -225,10 +232,11 @@ def test_it_sends_the_requests_pydantic_ai_sends_on_its_own_across_turns_ending_
     assert json.loads(first.output) == alone.output.model_dump()
     assert json.loads(second.output) == alone_again.output.model_dump()
     on_its_own = stub.requests[len(through_agenttest):]
-    assert len(through_agenttest) == len(on_its_own) == 4
-    # The second turn's history ends the first on the output tool's call and pydantic-ai's answer to it, as its own.
-    assert [message["role"] for message in through_agenttest[2]["messages"]] == [
-        "system", "user", "assistant", "tool", "assistant", "tool", "user",
+    assert len(through_agenttest) == len(on_its_own) == 6
+    # The second turn's history holds the first's output tool calls and pydantic-ai's answers to them (its retry, then
+    # its acceptance), as its own does.
+    assert [message["role"] for message in through_agenttest[3]["messages"]] == [
+        "system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "user",
     ]
     for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
         assert theirs.pop("stream") is False
