@@ -484,7 +484,10 @@ class MessageOutputSerializer(serializers.Serializer):
     arguments = serializers.JSONField(allow_null=True)
     raw_arguments = serializers.CharField()
     tool_call_id = serializers.CharField()
-    agent = serializers.CharField(source="agent.name", allow_null=True, default=None)
+    agent = serializers.CharField(
+        source="author", allow_null=True, default=None,
+        help_text="The agent that wrote the message; for a runtime agent's sub-agent, the framework's name for it.",
+    )
     trigger = serializers.CharField()
     outcome = serializers.CharField()
     model = serializers.CharField()

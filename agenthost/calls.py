@@ -91,5 +91,6 @@ def record_call(
         raw_arguments=storable_raw_arguments(raw),
         tool_call_id=stored_name(call_id),
         agent_id=loaded.id,
+        agent_name=stored_name(loaded.framework_agent),
         trigger=trigger,
     )

@@ -108,6 +108,19 @@ def mocked_by_name(name: str, conversation_id: int | None) -> bool:
     return False
 
 
+def mocked_names(conversation_id: int | None) -> frozenset[str]:
+    """Every name the providers say a call in this conversation would be answered by a mock (the names a case under
+    test mocks), asked through an optional `mocked_names(conversation_id) -> Iterable[str]`. A runtime asks it for the
+    tools of an MCP server its framework would connect to itself: their names are known only by connecting, which a
+    test never does, so the ones a case mocks are offered in the server's place."""
+    names: set[str] = set()
+    for provider in executor_providers():
+        listed = getattr(provider, "mocked_names", None)
+        if callable(listed):
+            names.update(name for name in listed(conversation_id) if isinstance(name, str) and name)
+    return frozenset(names)
+
+
 def missing_function_result(name: str) -> FunctionResult:
     return FunctionResult(content=f"Can't find function implementation of {name}", stop=True, outcome="missing")
 

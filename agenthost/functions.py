@@ -55,7 +55,7 @@ class FunctionResult:
     route_to: str | None = None
     error: bool = False
     # Who answered, for transcripts and observers: executed, static, missing, invalid, unavailable, mocked, blocked,
-    # allowed.
+    # allowed; for a runtime's framework, routed (its hand-off) and output (its output tool).
     outcome: str = "executed"
 
 
@@ -247,6 +247,43 @@ def tool(
         name=tool_name, description=tool_description, parameters=schema, outside_effects=outside_effects
     )(call)
     return func
+
+
+# The effects a plugin declared for tools of a team's framework code, by the tool object's identity (the object is
+# kept, so that its id is never another's).
+_effects: dict[int, tuple[Any, bool]] = {}
+
+
+def effects(team_tool: Any = None, *, outside_effects: bool) -> Any:
+    """Declare whether a tool of the team's own agent code has effects outside agenttest, without touching that code:
+    the plugin applies it to the tool as the code defines it (an Agents SDK `FunctionTool`, the function behind a
+    pydantic-ai tool, a plain function a `python` runtime agent calls)::
+
+        from agenttest.plugin import effects
+        from shop.agents import find_order, send_email
+
+        effects(find_order, outside_effects=False)
+        effects(send_email, outside_effects=True)
+
+    `effects(outside_effects=False)` alone is the same as a decorator. For an agent run by a runtime, the agent file's
+    `outside_effects` mapping wins over it; a tool neither declares counts as side-effecting (fail closed). Returns
+    the tool itself, unchanged."""
+    if not isinstance(outside_effects, bool):
+        raise TypeError(f"effects: outside_effects must be True or False, got {outside_effects!r}")
+    if team_tool is None:
+        return functools.partial(effects, outside_effects=outside_effects)
+    with _lock:
+        _effects[id(team_tool)] = (team_tool, outside_effects)
+    return team_tool
+
+
+def declared_effects(team_tool: Any) -> bool | None:
+    """What a plugin declared (`effects`) for this tool object of the team's code; None when nothing."""
+    if team_tool is None:
+        return None
+    with _lock:
+        held = _effects.get(id(team_tool))
+    return held[1] if held is not None and held[0] is team_tool else None
 
 
 def _arguments_model(

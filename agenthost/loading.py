@@ -48,6 +48,9 @@ class LoadedAgent:
     entry: str = ""
     # Tool name → whether it has effects outside agenttest, for the tools of the team's code (undeclared: it has).
     outside_effects: dict[str, bool] = field(default_factory=dict)
+    # The agent of the team's framework that this copy acts as (a sub-agent the entry agent handed off to), when it is
+    # not this agent itself: it has only a name, which the messages it writes carry (Message.agent_name).
+    framework_agent: str = ""
 
     @property
     def model_key(self) -> str:

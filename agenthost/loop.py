@@ -146,6 +146,7 @@ def call_model(
         role=Message.Role.ASSISTANT,
         content=redact_text(response.text or ""),
         agent_id=loaded.id,
+        agent_name=stored_name(loaded.framework_agent),
         model=loaded.model_key,
         input_tokens=_storable_count(response.usage.input_tokens),
         output_tokens=_storable_count(response.usage.output_tokens),
@@ -326,6 +327,7 @@ def record_result(
         function_name=stored_name(name),
         tool_call_id=stored_name(call_id),
         agent_id=caller.id,
+        agent_name=stored_name(caller.framework_agent),
         outcome=outcome.outcome,
     )
     result.tool_calls.append(

@@ -135,6 +135,12 @@ class Message(models.Model):
     raw_arguments = models.TextField(blank=True, help_text="The arguments as the model wrote them.")
     tool_call_id = models.CharField(max_length=200, blank=True)
     agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    agent_name = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The agent of the team's framework that wrote the message, when it is not `agent` itself (a "
+        "runtime agent's sub-agent, handed off to, has only a name); empty otherwise.",
+    )
     trigger = models.CharField(max_length=20, blank=True, help_text="model, rule or direct, for tool calls.")
     outcome = models.CharField(max_length=20, blank=True, help_text="How a tool call was answered.")
     model = models.CharField(max_length=300, blank=True)
@@ -149,6 +155,12 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} #{self.seq}"
+
+    @property
+    def author(self) -> str | None:
+        """The name of the agent that wrote the message, as a transcript shows it: the framework's sub-agent that
+        made it, else the agenttest agent; None when there is neither."""
+        return self.agent_name or (self.agent.name if self.agent_id else None)
 
 
 class StateChange(models.Model):

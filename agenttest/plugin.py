@@ -23,6 +23,10 @@ agenttest/plugin_loading.py for how they load). It registers:
   parameter annotated FunctionContext receives the call's context; raise FunctionError for a failure the model
   should read; return a str, a FunctionResult, or anything JSON-serialisable. `register_function` is the lower-level
   form with an explicit JSON Schema (`tool(parameters=...)` takes one too).
+- the effects of a tool of a team's own agent code (an agent run by a runtime), declared without touching that code:
+  `effects(find_order, outside_effects=False)` on the tool as the code defines it (an Agents SDK `FunctionTool`,
+  the function behind a pydantic-ai tool, a plain function a `python` agent calls); the agent file's
+  `outside_effects` mapping wins over it, and undeclared still counts as side-effecting.
 - model-provider kinds — `register_provider_kind("acme-llm", AcmeProvider)` with a ModelProvider subclass
   (`complete(ModelRequest) -> ModelResponse`, raise ProviderError); it names its extra keys in `option_keys` /
   `model_option_keys` and checks them in the classmethod `validate_options(spec) -> list[str]`. The providers file
@@ -39,7 +43,7 @@ agenttest/plugin_loading.py for how they load). It registers:
 """
 
 from agenthost.executor import register_executor_provider, unregister_executor_provider
-from agenthost.functions import FunctionContext, FunctionError, FunctionResult, register_function, tool
+from agenthost.functions import FunctionContext, FunctionError, FunctionResult, effects, register_function, tool
 from agenthost.llm.base import ModelConfig, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
 from agenthost.llm.registry import register_provider_kind
 from agenthost.loading import register_agent_load_hook, unregister_agent_load_hook
@@ -61,6 +65,7 @@ __all__ = [
     "ProviderError",
     "ToolCall",
     "Usage",
+    "effects",
     "register_agent_load_hook",
     "register_executor_provider",
     "register_function",

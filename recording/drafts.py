@@ -262,8 +262,9 @@ def _replayed(call: RecordedCall, block: Block, warnings: list[str]) -> bool:
     """Whether a replay sends this call to an executor, so that it needs a mock."""
     if not call.name.strip() or call.name in _CONTROL_FLOW:
         return False
-    if call.result is None or call.outcome in ("skipped", "routed"):
-        # A framework's own hand-off (a runtime agent's) runs no tool: a replay makes it again, with no mock.
+    if call.result is None or call.outcome in ("skipped", "routed", "output"):
+        # A framework's own hand-off or output tool (a runtime agent's) runs no tool of the team's: a replay makes it
+        # again, with no mock.
         return False
     if call.trigger == "direct":
         warnings.append(

@@ -152,7 +152,7 @@ def transcript_build(
     call_of_seq: dict[int, RecordedCall] = {}
     parameters = _Parameters()
     for message in messages[history_length:]:
-        agent = message.agent.name if message.agent_id else ""
+        agent = message.author or ""
         if message.role == _USER:
             current = Block(index=len(turns), user_message=message.content, agent=agent or entry_agent)
             turns.append(current)

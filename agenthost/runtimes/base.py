@@ -28,7 +28,7 @@ from typing import Any
 
 from agenthost import executor
 from agenthost.calls import parse_arguments, record_call
-from agenthost.functions import FunctionContext, FunctionResult
+from agenthost.functions import FunctionContext, FunctionResult, declared_effects
 from agenthost.history import history_as_model_messages
 from agenthost.llm.base import ModelRequest, ModelResponse
 from agenthost.loading import LoadedAgent
@@ -58,6 +58,8 @@ class TurnStopped(BaseException):  # noqa: N818 — a signal through the team's 
 
 
 Implementation = Callable[[FunctionContext], FunctionResult]
+# The outcome of a call of the framework's own output tool (RuntimeTurn.record_output).
+OUTPUT = "output"
 
 
 class RuntimeTurn:
@@ -81,8 +83,15 @@ class RuntimeTurn:
 
     def messages(self) -> list[dict[str, Any]]:
         """The conversation so far as OpenAI chat messages (user, assistant, tool calls and results), this turn's user
-        message last."""
-        return history_as_model_messages(self.session.transcript())
+        message last. A turn that ended on the framework's output tool holds its output twice — the call, and the
+        answer written after it for the transcript's last word (no model's: runtime_turn_run's) — and the framework's
+        own history only the call: that answer is left out."""
+        transcript = self.session.transcript()
+        return history_as_model_messages([
+            message for index, message in enumerate(transcript)
+            if not (message.role == Message.Role.ASSISTANT and not message.model and index
+                    and transcript[index - 1].outcome == OUTPUT)
+        ])
 
     def complete(
         self,
@@ -120,7 +129,9 @@ class RuntimeTurn:
             },
         )
         self.steps += 1
-        return call_model(self.session, self.loaded, request, turn=self.turn, step=step, result=self.result)
+        return call_model(
+            self.session, _as_agent(self.loaded, agent), request, turn=self.turn, step=step, result=self.result
+        )
 
     def call_tool(
         self,
@@ -131,9 +142,11 @@ class RuntimeTurn:
         declaration: dict[str, Any] | None = None,
         call_id: str = "",
         agent: str = "",
+        team_tool: Any = None,
     ) -> FunctionResult:
         """One tool invocation of the team's loop through the function-executor factory; `implementation` runs only
-        when nothing under test answers it. Raises TurnStopped when the call stops the turn."""
+        when nothing under test answers it. `team_tool`: the tool object of the team's code, whose effects a plugin
+        may have declared (functions.effects). Raises TurnStopped when the call stops the turn."""
         self._check_open()
         if not self.session.renew_claim():
             raise claim_lost(partial=self.result)
@@ -145,6 +158,8 @@ class RuntimeTurn:
         if isinstance(self.loaded.outside_effects.get(name), bool):
             # Declared in the agent file, without touching the team's code.
             declared["outside_effects"] = self.loaded.outside_effects[name]
+        elif (by_plugin := declared_effects(team_tool)) is not None:
+            declared["outside_effects"] = by_plugin
         caller = _as_agent(self.loaded, agent)
         if not self.record:
             outcome = self._unrecorded(name, raw, call_id, caller, declared, implementation)
@@ -165,6 +180,18 @@ class RuntimeTurn:
             self.stopped = outcome
             raise TurnStopped(outcome)
         return outcome
+
+    def record_output(self, *, name: str, arguments: str, call_id: str, content: str, agent: str = "") -> None:
+        """A call of the framework's own output tool (pydantic-ai's `final_result`): the model's structured answer,
+        which the framework takes as the run's output. No tool of the team's, so nothing to mock or block: written as
+        a call with the framework's answer to it (outcome "output"), never through the seam."""
+        caller = _as_agent(self.loaded, agent)
+        parsed, problem = parse_arguments(arguments)
+        record_call(self.session, caller, self.turn, call_id, name, parsed, arguments, "model")
+        record_result(
+            self.session, caller, self.turn, call_id=call_id, name=name, raw_arguments=arguments, arguments=parsed,
+            problem=problem, outcome=FunctionResult(content=content, outcome=OUTPUT), result=self.result,
+        )
 
     def record_routing(self, *, from_agent: str, to_agent: str, name: str, call_id: str = "") -> None:
         """A hand-off the framework made itself (it runs no tool of the team's): written as a routing call of
@@ -207,7 +234,7 @@ def _as_agent(loaded: LoadedAgent, agent: str) -> LoadedAgent:
     what the harness observes and the turn's call record names."""
     if not agent or agent == loaded.name:
         return loaded
-    return replace(loaded, name=agent)
+    return replace(loaded, name=agent, framework_agent=agent)
 
 
 class Runtime(abc.ABC):
@@ -377,8 +404,9 @@ def runtime_turn_run(
     )
     if last is None or last.content != output:
         # The team's loop answered something else than its model's last text (it post-processed it): the answer the
-        # user got is the transcript's last word.
-        session.add_message(turn=turn, role=Message.Role.ASSISTANT, content=output, agent_id=loaded.id)
+        # user got is the transcript's last word, said by the agent whose model answered last.
+        session.add_message(turn=turn, role=Message.Role.ASSISTANT, content=output, agent_id=loaded.id,
+                            agent_name=last.agent_name if last is not None else "")
     result.output, result.finish = output, "answer"
     return loaded
 

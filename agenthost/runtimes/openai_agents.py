@@ -9,9 +9,11 @@
   `FunctionTool.on_invoke_tool` routed through the function-executor factory; the SDK's own invocation is the
   implementation, run only when nothing under test answers the call. A hosted tool (web search, code interpreter,
   computer use, …) the case mocks by its name is replaced by a function tool of that name routed the same way, so
-  the mock answers it. Tools the SDK would run itself otherwise (hosted tools not mocked, MCP servers it connects to,
-  hand-offs given as `Handoff` objects) cannot be routed: an agent with any refuses to run where the conversation's
-  calls are owned by an executor provider (under test), naming them.
+  the mock answers it. MCP servers the SDK connects to itself are dropped under test when the case mocks names no
+  other tool offers: those names stand in for the servers' tools, routed the same way. Tools the SDK would run itself
+  otherwise (hosted tools not mocked, MCP servers without such mocks, hand-offs given as `Handoff` objects) cannot
+  be routed: an agent with any refuses to run where the conversation's calls are owned by an executor provider
+  (under test), naming them.
 - Which agent made each call: the SDK's `RunHooks.on_llm_start` / `on_tool_start` name it.
 - The run's outcome on the transcript: a tripped guardrail is the turn's answer, naming it (assertions judge it); a
   structured `output_type` is the assistant's message as its JSON; the run context is a copy of the conversation's
@@ -31,8 +33,8 @@ from typing import Any
 import pydantic
 from asgiref.sync import async_to_sync, sync_to_async
 
-from agenthost.executor import executor_providers, mocked_by_name
-from agenthost.functions import FunctionContext, FunctionResult
+from agenthost.executor import executor_providers, mocked_by_name, mocked_names
+from agenthost.functions import FunctionContext, FunctionResult, declared_effects
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.python import chat_completion
 from agenthost.turns import InvalidInput
@@ -91,7 +93,7 @@ def _routed_tool(tool: Any, turn: RuntimeTurn, current: dict[str, str]) -> Any:
 
         result = await sync_to_async(turn.call_tool, thread_sensitive=True)(
             name=tool.name, arguments=input_json or "{}", implementation=implementation,
-            call_id=getattr(context, "tool_call_id", "") or "", agent=current.get("agent", ""),
+            call_id=getattr(context, "tool_call_id", "") or "", agent=current.get("agent", ""), team_tool=tool,
         )
         return result.content
 
@@ -110,26 +112,39 @@ _HOSTED_ARGUMENTS: dict[str, dict[str, Any]] = {
 }
 
 
-def _mocked_hosted_tool(tool: Any, turn: RuntimeTurn, current: dict[str, str]) -> Any:
-    """A hosted tool the case mocks by name, as a function tool of the same name routed through the seam: the mock
-    answers; a call no mock matches is blocked. Its own implementation never reaches the hosted service."""
+def _stand_in(name: str, description: str, schema: dict[str, Any], turn: RuntimeTurn, current: dict[str, str],
+              kind: str) -> Any:
+    """A function tool named `name`, routed through the seam, in place of a tool the SDK would run itself: under test
+    the case's mock answers; a call no mock matches is blocked. Its own implementation never reaches the real tool."""
     sdk = _sdk()
-    name = tool.name
 
     async def nowhere(_context: Any, _input: str) -> str:
-        return f"{name} is a hosted tool of the OpenAI Agents SDK; agenttest does not run it outside the SDK"
+        return f"{name} is {kind} of the OpenAI Agents SDK; agenttest does not run it outside the SDK"
 
-    properties = _HOSTED_ARGUMENTS.get(name)
-    schema = {"type": "object", "properties": properties or {}, "additionalProperties": properties is None}
-    stand_in = sdk.FunctionTool(
-        name=name, description=f"The hosted tool {name} ({type(tool).__name__}), answered by the case's mock.",
-        params_json_schema=schema, on_invoke_tool=nowhere, strict_json_schema=False,
-    )
+    stand_in = sdk.FunctionTool(name=name, description=description, params_json_schema=schema,
+                                on_invoke_tool=nowhere, strict_json_schema=False)
     return _routed_tool(stand_in, turn, current)
 
 
+def _mocked_hosted_tool(tool: Any, turn: RuntimeTurn, current: dict[str, str]) -> Any:
+    """A hosted tool the case mocks by name, in its place: offered with the arguments it takes."""
+    name = tool.name
+    properties = _HOSTED_ARGUMENTS.get(name)
+    return _stand_in(
+        name, f"The hosted tool {name} ({type(tool).__name__}), answered by the case's mock.",
+        {"type": "object", "properties": properties or {}, "additionalProperties": properties is None},
+        turn, current, "a hosted tool",
+    )
+
+
+def _server_name(server: Any) -> str:
+    return str(getattr(server, "name", "") or type(server).__name__)
+
+
 def _routed_agent(agent: Any, turn: RuntimeTurn, current: dict[str, str], unroutable: list[str],
-                  seen: dict[int, Any]) -> Any:
+                  seen: dict[int, Any], mcp_mocked: list[str]) -> Any:
+    """The agent cloned with every tool through the seam (hand-off agents too, recursively). `mcp_mocked`: the names
+    the case mocks that no tool of the agents offers, which stand in for the tools of their MCP servers."""
     sdk = _sdk()
     if id(agent) in seen:
         return seen[id(agent)]
@@ -143,20 +158,64 @@ def _routed_agent(agent: Any, turn: RuntimeTurn, current: dict[str, str], unrout
         else:
             unroutable.append(f"{agent.name}: {type(tool).__name__}" + (f" {named!r}" if named else ""))
             tools.append(tool)
-    unroutable.extend(
-        f"{agent.name}: MCP server {getattr(server, 'name', type(server).__name__)!r}" for server in agent.mcp_servers
-    )
-    clone = agent.clone(tools=tools)
+    servers = list(agent.mcp_servers)
+    if servers and mcp_mocked:
+        # The SDK would list the servers' tools by connecting and call them itself: under test it connects to none,
+        # and the model is offered the names the case mocks in their place, each answered by its mock.
+        named = ", ".join(repr(_server_name(server)) for server in servers)
+        tools.extend(
+            _stand_in(name, f"A tool of the MCP server {named}, answered by the case's mock.",
+                      {"type": "object", "properties": {}, "additionalProperties": True}, turn, current,
+                      "an MCP server's tool")
+            for name in mcp_mocked
+        )
+        servers = []
+    else:
+        unroutable.extend(f"{agent.name}: MCP server {_server_name(server)!r}" for server in servers)
+    clone = agent.clone(tools=tools, mcp_servers=servers)
     seen[id(agent)] = clone
     handoffs = []
     for handoff in agent.handoffs:
         if isinstance(handoff, sdk.Agent):
-            handoffs.append(_routed_agent(handoff, turn, current, unroutable, seen))
+            handoffs.append(_routed_agent(handoff, turn, current, unroutable, seen, mcp_mocked))
         else:
             unroutable.append(f"{agent.name}: hand-off {getattr(handoff, 'agent_name', '')!r} given as a Handoff")
             handoffs.append(handoff)
     clone.handoffs = handoffs
     return clone
+
+
+def _declarations(entry: Any) -> list[dict[str, Any]]:
+    """The tools the SDK offers the model for `entry` and the agents it hands off to: function tools with their
+    schemas, hosted tools and hand-offs by name."""
+    sdk = _sdk()
+    declarations: dict[str, dict[str, Any]] = {}
+
+    def add(name: Any, description: str = "", parameters: dict[str, Any] | None = None, team_tool: Any = None) -> None:
+        if isinstance(name, str) and name:
+            declared = declarations.setdefault(name, {"name": name, "description": description or "",
+                                                      "parameters": parameters or {}})
+            if (by_plugin := declared_effects(team_tool)) is not None:
+                declared["outside_effects"] = by_plugin
+
+    waiting, seen = [entry], set()
+    while waiting:
+        agent = waiting.pop(0)
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        for tool in agent.tools:
+            if isinstance(tool, sdk.FunctionTool):
+                add(tool.name, tool.description, tool.params_json_schema, tool)
+            else:  # a hosted tool: mockable by its name, never run under test
+                add(getattr(tool, "name", ""))
+        for handoff in agent.handoffs:
+            if isinstance(handoff, sdk.Agent):
+                add(sdk.Handoff.default_tool_name(handoff), sdk.Handoff.default_tool_description(handoff))
+                waiting.append(handoff)
+            else:
+                add(handoff.tool_name, handoff.tool_description, handoff.input_json_schema)
+    return list(declarations.values())
 
 
 def _owned(turn: RuntimeTurn) -> bool:
@@ -255,43 +314,21 @@ class OpenAIAgentsRuntime(Runtime):
         return f"entry point {entry!r} must be an agents.Agent or a zero-argument function returning one"
 
     def tool_declarations(self, target: Any) -> list[dict[str, Any]]:
-        sdk = _sdk()
-        declarations: dict[str, dict[str, Any]] = {}
-
-        def add(name: Any, description: str = "", parameters: dict[str, Any] | None = None) -> None:
-            if isinstance(name, str) and name:
-                declarations.setdefault(name, {"name": name, "description": description or "",
-                                               "parameters": parameters or {}})
-
-        waiting, seen = [self._agent(target)], set()
-        while waiting:
-            agent = waiting.pop(0)
-            if id(agent) in seen:
-                continue
-            seen.add(id(agent))
-            for tool in agent.tools:
-                if isinstance(tool, sdk.FunctionTool):
-                    add(tool.name, tool.description, tool.params_json_schema)
-                else:  # a hosted tool: mockable by its name, never run under test
-                    add(getattr(tool, "name", ""))
-            for handoff in agent.handoffs:
-                if isinstance(handoff, sdk.Agent):
-                    add(sdk.Handoff.default_tool_name(handoff), sdk.Handoff.default_tool_description(handoff))
-                    waiting.append(handoff)
-                else:
-                    add(handoff.tool_name, handoff.tool_description, handoff.input_json_schema)
-        return list(declarations.values())
+        return _declarations(self._agent(target))
 
     def _prepared(self, turn: RuntimeTurn, target: Any) -> tuple[Any, Any, dict[str, str]]:
         sdk = _sdk()
         current: dict[str, str] = {}
         unroutable: list[str] = []
-        agent = _routed_agent(self._agent(target), turn, current, unroutable, {})
+        entry = self._agent(target)
+        offered = {declared["name"] for declared in _declarations(entry)}
+        mcp_mocked = sorted(mocked_names(turn.conversation_id) - offered)
+        agent = _routed_agent(entry, turn, current, unroutable, {}, mcp_mocked)
         if unroutable and _owned(turn):
             raise InvalidInput(
                 "the agent uses tools the OpenAI Agents SDK would run itself, outside agenttest's seam, so it does "
                 f"not run under test: {'; '.join(unroutable)} (a hosted tool runs under test when the case mocks it "
-                "by its name)",
+                "by its name, an MCP server when the case mocks the tools of it the agent calls)",
                 partial=turn.result,
             )
         client = AgenttestAsyncClient(turn, current)

@@ -11,7 +11,11 @@
   it makes goes through the function-executor factory, the wrapped toolset's own call being the implementation run
   only when nothing under test answers it. Tools pydantic-ai or the model provider would run themselves (native
   tools such as web search, MCP servers it connects to) cannot be routed: an agent with any refuses to run where the
-  conversation's calls are owned by an executor provider (under test), naming them.
+  conversation's calls are owned by an executor provider (under test), naming them — except MCP servers when the
+  case mocks names no other tool offers, which then stand in for the servers' tools (never started).
+- Model requests past the layer: while a case under test runs, `pydantic_ai.models.ALLOW_MODEL_REQUESTS` is false
+  for everything but agenttest's own model (`ModelRequestGate`), so the team's code cannot reach a real model by
+  another way (a tool running another agent on its own model is refused by pydantic-ai itself).
 
 pydantic-ai is async; Django's ORM is not. As for the openai-agents runtime, the run happens on asgiref's
 `async_to_sync`, and everything that touches the conversation runs back on the calling thread.
@@ -19,15 +23,19 @@ pydantic-ai is async; Django's ORM is not. As for the openai-agents runtime, the
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pydantic_core
 from asgiref.sync import async_to_sync, sync_to_async
 
+from agenthost.executor import mocked_names
 from agenthost.functions import FunctionContext, FunctionResult, as_function_result
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.openai_agents import AgenttestAsyncClient, _owned
@@ -40,35 +48,173 @@ def _framework() -> Any:
     return pydantic_ai
 
 
+# Set while agenttest's own model sends a request (through the model layer), and for the whole of a chat turn.
+_own_request: contextvars.ContextVar[bool] = contextvars.ContextVar("agenttest_own_model_request", default=False)
+_in_chat: contextvars.ContextVar[bool] = contextvars.ContextVar("agenttest_pydantic_ai_chat", default=False)
+_gate_lock = threading.Lock()
+
+
+class ModelRequestGate:
+    """What `pydantic_ai.models.ALLOW_MODEL_REQUESTS` holds once this runtime has run, read by pydantic-ai's own
+    `check_allow_model_requests` (only its truth value is). False while a case under test runs a pydantic-ai agent
+    anywhere in this process: a model request the team's code makes past the agent's overridden model — a tool or an
+    instructions function running another agent on its own model — is refused by pydantic-ai before it is sent.
+    agenttest's own model is let through (its requests go through the model layer), and so is a chat turn's code,
+    which may call real models. Otherwise it is what the team set (True, pydantic-ai's default).
+
+    Process-wide, as the setting is, counted so that cases running side by side close it together; the exceptions
+    ride on context variables, so a request whose context was lost on the way (a thread of the team's own) is
+    refused while a case runs: closed, never open, by mistake."""
+
+    def __init__(self, allowed: Any) -> None:
+        self.allowed = allowed
+        self._cases = 0
+        self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        if _own_request.get():
+            return True
+        if _in_chat.get():
+            return bool(self.allowed)
+        with self._lock:
+            closed = self._cases > 0
+        return not closed and bool(self.allowed)
+
+    def __repr__(self) -> str:
+        return f"<agenttest ModelRequestGate: {bool(self)}>"
+
+    @contextmanager
+    def closed(self) -> Iterator[None]:
+        with self._lock:
+            self._cases += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._cases -= 1
+
+
+def _gate() -> ModelRequestGate:
+    """The gate in `pydantic_ai.models.ALLOW_MODEL_REQUESTS`, put there in place of (and keeping) what the team set."""
+    from pydantic_ai import models
+
+    with _gate_lock:
+        current = models.ALLOW_MODEL_REQUESTS
+        if not isinstance(current, ModelRequestGate):
+            current = ModelRequestGate(current)
+            models.ALLOW_MODEL_REQUESTS = current
+        return current
+
+
+@contextmanager
+def _model_requests_only_through_agenttest(owned: bool) -> Iterator[None]:
+    gate = _gate()
+    if owned:
+        with gate.closed():
+            yield
+        return
+    token = _in_chat.set(True)
+    try:
+        yield
+    finally:
+        _in_chat.reset(token)
+
+
+class _OutputCalls:
+    """Calls of pydantic-ai's own output tools (an `output_type` given as a tool, its default: `final_result`). The
+    model is offered them, forced to call one (`tool_choice: "required"`), and pydantic-ai takes the call as the run's
+    output: no tool of the team's, so nothing to mock or block, and never through the seam. Each is written to the
+    transcript once pydantic-ai has answered it, with that answer as its own history holds it: in the next request it
+    sends (a retry), or in the run's messages when the call ended the run."""
+
+    def __init__(self, turn: RuntimeTurn) -> None:
+        self.turn = turn
+        # The output tools' names, as pydantic-ai's model sees them in each request's parameters.
+        self.names: set[str] = set()
+        self.pending: dict[str, tuple[str, str]] = {}
+
+    def asked(self, completion: Any) -> None:
+        for call in completion.choices[0].message.tool_calls or []:
+            if call.function.name in self.names:
+                self.pending[call.id] = (call.function.name, call.function.arguments)
+
+    def answered(self, answers: list[tuple[str, Any]]) -> None:
+        """Write the calls pydantic-ai answered ((call id, its answer)). On the calling thread."""
+        for call_id, content in answers:
+            if call_id not in self.pending:
+                continue
+            name, arguments = self.pending.pop(call_id)
+            self.turn.record_output(
+                name=name, arguments=arguments, call_id=call_id,
+                content=content if isinstance(content, str) else json.dumps(content),
+            )
+
+    def ended(self, messages: Sequence[Any]) -> None:
+        """The calls the run ended on, answered in its last messages, which it sends no model."""
+        from pydantic_ai.messages import RetryPromptPart, ToolReturnPart
+
+        answers: list[tuple[str, Any]] = []
+        for message in messages:
+            for part in getattr(message, "parts", ()):
+                if isinstance(part, ToolReturnPart):
+                    answers.append((part.tool_call_id, part.model_response_str()))
+                elif isinstance(part, RetryPromptPart) and part.tool_call_id:
+                    answers.append((part.tool_call_id, part.model_response()))
+        self.answered(answers)
+
+
 class _Completions:
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, outputs: _OutputCalls) -> None:
         self._inner = inner
+        self._outputs = outputs
 
     async def create(self, **parameters: Any) -> Any:
-        if parameters.get("tool_choice") == "auto" and parameters.get("tools"):
-            # pydantic-ai spells out the API's default whenever it offers tools; the model layer carries no
-            # tool_choice, and "auto" with tools is what a request without one means.
-            del parameters["tool_choice"]
-        elif parameters.get("tool_choice") == "required":
-            raise TypeError(
-                "pydantic-ai forces a tool call here (tool_choice 'required': an output_type given as an output tool, "
-                "its default) and agenttest's model layer does not carry tool_choice yet, so the request would not "
-                "be the agent's; an output_type given as NativeOutput(...) is carried (as a strict JSON schema)"
-            )
-        return await self._inner.create(**parameters)
+        answers = [
+            (message["tool_call_id"], message.get("content"))
+            for message in parameters.get("messages") or []
+            if isinstance(message, dict) and message.get("role") == "tool"
+            and message.get("tool_call_id") in self._outputs.pending
+        ]
+        if answers:
+            await sync_to_async(self._outputs.answered, thread_sensitive=True)(answers)
+        completion = await self._inner.create(**parameters)
+        self._outputs.asked(completion)
+        return completion
 
 
 class _Chat:
-    def __init__(self, inner: Any) -> None:
-        self.completions = _Completions(inner.completions)
+    def __init__(self, inner: Any, outputs: _OutputCalls) -> None:
+        self.completions = _Completions(inner.completions, outputs)
 
 
 class PydanticAIClient(AgenttestAsyncClient):
     """agenttest's client as pydantic-ai's OpenAI provider takes it (an `AsyncOpenAI`)."""
 
-    def __init__(self, turn: RuntimeTurn) -> None:
+    def __init__(self, turn: RuntimeTurn, outputs: _OutputCalls) -> None:
         super().__init__(turn, {})
-        self.chat = _Chat(self.chat)
+        self.chat = _Chat(self.chat, outputs)
+
+
+@functools.cache
+def _model_class() -> type:
+    from pydantic_ai.models.openai import OpenAIChatModel
+
+    class AgenttestChatModel(OpenAIChatModel):
+        """pydantic-ai's own chat-completions model, unchanged but for noting which of the tools it offers are
+        pydantic-ai's output tools (the request's parameters say so; the chat request does not), and for passing the
+        model-request gate: its requests go through agenttest's model layer, never straight to a model."""
+
+        outputs: _OutputCalls
+
+        async def request(self, messages: Any, model_settings: Any, model_request_parameters: Any) -> Any:
+            self.outputs.names.update(tool.name for tool in model_request_parameters.output_tools)
+            token = _own_request.set(True)
+            try:
+                return await super().request(messages, model_settings, model_request_parameters)
+            finally:
+                _own_request.reset(token)
+
+    return AgenttestChatModel
 
 
 @functools.cache
@@ -103,6 +249,7 @@ def _routed_toolset_class() -> type:
                 implementation=implementation, call_id=getattr(ctx, "tool_call_id", None) or "",
                 declaration={"description": definition.description or "",
                              "parameters": definition.parameters_json_schema},
+                team_tool=_team_function(tool),
             )
             if retries:
                 raise retries[0]
@@ -111,12 +258,24 @@ def _routed_toolset_class() -> type:
     return RoutedToolset
 
 
+def _team_function(tool: Any) -> Any:
+    """The team's function behind a tool pydantic-ai is calling (what a plugin declares effects on), or None: the
+    function toolset's own entry, under whatever combining wrappers hold it."""
+    while hasattr(tool, "source_tool"):
+        tool = tool.source_tool
+    held = getattr(getattr(tool, "toolset", None), "tools", None)
+    if not isinstance(held, dict):
+        return None
+    entry = held.get(getattr(tool, "original_name", None) or tool.tool_def.name)
+    return getattr(entry, "function", None)
+
+
 def _routed_toolset(wrapped: Any, turn: RuntimeTurn) -> Any:
     return _routed_toolset_class()(wrapped, turn=turn)
 
 
-def _unroutable(agent: Any) -> list[str]:
-    """What of the agent pydantic-ai or the model provider would run outside the seam."""
+def _native_tools(agent: Any) -> list[str]:
+    """The tools of the agent the model provider would run itself, outside the seam."""
     found: list[str] = []
     for native in agent.root_capability.get_native_tools():
         kind = getattr(native, "kind", "") or type(native).__name__
@@ -125,15 +284,47 @@ def _unroutable(agent: Any) -> list[str]:
             # is not one) pydantic-ai searches locally, through a function tool that is routed like any other.
             continue
         found.append(f"native tool {kind!r}")
-
-    def visit(toolset: Any) -> None:
-        # By name: pydantic_ai.mcp needs the optional fastmcp client even to be imported.
-        if any("MCP" in kind.__name__ for kind in type(toolset).__mro__):
-            found.append(f"MCP server {getattr(toolset, 'id', None) or type(toolset).__name__!r}")
-
-    for toolset in agent.toolsets:
-        toolset.apply(visit)
     return found
+
+
+def _is_mcp(toolset: Any) -> bool:
+    # By name: pydantic_ai.mcp needs the optional fastmcp client even to be imported.
+    return any("MCP" in kind.__name__ for kind in type(toolset).__mro__)
+
+
+def _mcp_name(toolset: Any) -> str:
+    transport = getattr(getattr(toolset, "client", None), "transport", None)
+    return str(getattr(toolset, "id", None) or (repr(transport).strip("<>")[:200] if transport is not None else "")
+               or type(toolset).__name__)
+
+
+def _leaves(toolsets: Sequence[Any]) -> list[Any]:
+    found: list[Any] = []
+    for toolset in toolsets:
+        toolset.apply(found.append)
+    return found
+
+
+def _mcp_stand_ins(toolsets: Sequence[Any], names: list[str]) -> list[Any]:
+    """The agent's toolsets with every MCP server pydantic-ai would connect to itself left out (never connected), and
+    a toolset offering `names` (what the case mocks that no other tool of the agent offers) in their place, each call
+    of one routed through the seam like any other tool: the case's mock answers."""
+    from pydantic_ai import Tool
+    from pydantic_ai.toolsets import FunctionToolset
+
+    servers = ", ".join(repr(_mcp_name(leaf)) for leaf in _leaves(toolsets) if _is_mcp(leaf))
+
+    def stand_in(name: str) -> Any:
+        def nowhere(**_arguments: Any) -> str:
+            return f"{name} is a tool of an MCP server; agenttest does not connect to it under test"
+
+        return Tool.from_schema(nowhere, name=name, description=f"A tool of the MCP server {servers}, answered by "
+                                "the case's mock.", json_schema={"type": "object", "properties": {},
+                                                                 "additionalProperties": True})
+
+    kept = [toolset.visit_and_replace(lambda leaf: FunctionToolset([]) if _is_mcp(leaf) else leaf)
+            for toolset in toolsets]
+    return [*kept, FunctionToolset([stand_in(name) for name in names])]
 
 
 def _history(messages: list[dict[str, Any]]) -> tuple[str, list[Any]]:
@@ -185,28 +376,43 @@ class PydanticAIRuntime(Runtime):
         The canary goes through it too, so a routing not in place shows before any turn runs."""
         return _routed_toolset(toolset, turn)
 
-    def _model(self, turn: RuntimeTurn) -> Any:
-        from pydantic_ai.models.openai import OpenAIChatModel
+    def _model(self, turn: RuntimeTurn, outputs: _OutputCalls) -> Any:
         from pydantic_ai.providers.openai import OpenAIProvider
 
-        return OpenAIChatModel(turn.loaded.model, provider=OpenAIProvider(openai_client=PydanticAIClient(turn)))
+        provider = OpenAIProvider(openai_client=PydanticAIClient(turn, outputs))
+        model = _model_class()(turn.loaded.model, provider=provider)
+        model.outputs = outputs
+        return model
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         agent = self._agent(target)
-        unroutable = _unroutable(agent)
-        if unroutable and _owned(turn):
+        owned = _owned(turn)
+        toolsets: Sequence[Any] = list(agent.toolsets)
+        unroutable = _native_tools(agent)
+        servers = [_mcp_name(leaf) for leaf in _leaves(toolsets) if _is_mcp(leaf)]
+        if servers and owned:
+            from pydantic_ai.toolsets import FunctionToolset
+
+            offered = {name for leaf in _leaves(toolsets) if isinstance(leaf, FunctionToolset) for name in leaf.tools}
+            mcp_mocked = sorted(mocked_names(turn.conversation_id) - offered)
+            if mcp_mocked:
+                toolsets = _mcp_stand_ins(toolsets, mcp_mocked)
+            else:
+                unroutable.extend(f"MCP server {server!r}" for server in servers)
+        if unroutable and owned:
             raise InvalidInput(
                 "the agent uses tools pydantic-ai or its model provider would run itself, outside agenttest's seam, "
-                f"so it does not run under test: {'; '.join(unroutable)}",
+                f"so it does not run under test: {'; '.join(unroutable)} (an MCP server runs under test when the "
+                "case mocks the tools of it the agent calls)",
                 partial=turn.result,
             )
         from pydantic_ai.toolsets import CombinedToolset
 
-        toolsets: Sequence[Any] = list(agent.toolsets)
         routed = self.routed(CombinedToolset(toolsets), turn)
         # Read here, on the calling thread: inside pydantic-ai's event loop the ORM refuses to run.
         prompt, history = _history(turn.messages())
-        model = self._model(turn)
+        outputs = _OutputCalls(turn)
+        model = self._model(turn, outputs)
 
         async def run() -> Any:
             # `tools=[]` as well: the agent's own function toolset would otherwise be offered beside the routed one
@@ -214,7 +420,9 @@ class PydanticAIRuntime(Runtime):
             with agent.override(model=model, toolsets=[routed], tools=[]):
                 return await agent.run(prompt, message_history=history or None)
 
-        result = async_to_sync(run)()
+        with _model_requests_only_through_agenttest(owned):
+            result = async_to_sync(run)()
+        outputs.ended(result.new_messages()[-1:])
         output = result.output
         if isinstance(output, str):
             return output
@@ -231,8 +439,8 @@ class PydanticAIRuntime(Runtime):
 
         probe = FunctionToolset([stand_in])
         routed = self.routed(probe, turn)
-        context = RunContext(deps=None, model=self._model(turn), usage=RunUsage(), tool_call_id="agenttest-canary",
-                             tool_name=name)
+        context = RunContext(deps=None, model=self._model(turn, _OutputCalls(turn)), usage=RunUsage(),
+                             tool_call_id="agenttest-canary", tool_name=name)
 
         async def call() -> Any:
             tools = await routed.get_tools(context)

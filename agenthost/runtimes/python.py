@@ -29,7 +29,7 @@ import pydantic
 from openai import NotGiven
 from openai.types.chat import ChatCompletion
 
-from agenthost.functions import FunctionContext, FunctionResult, as_function_result
+from agenthost.functions import FunctionContext, FunctionResult, as_function_result, declared_effects
 from agenthost.llm.base import CHAT_SETTINGS, ModelResponse
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 
@@ -189,7 +189,9 @@ class RoutedTools:
             return as_function_result(function(**context.arguments))
 
         raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
-        return self._turn.call_tool(name=name, arguments=raw, implementation=implementation, call_id=call_id).content
+        return self._turn.call_tool(
+            name=name, arguments=raw, implementation=implementation, call_id=call_id, team_tool=function
+        ).content
 
 
 class PythonRuntime(Runtime):
@@ -214,11 +216,14 @@ class PythonRuntime(Runtime):
         module = sys.modules.get(getattr(target, "__module__", "") or "")
         if module is None:
             return []
-        return [
-            {"name": name, "description": inspect.getdoc(value) or "", "parameters": {}}
-            for name, value in vars(module).items()
-            if inspect.isfunction(value) and not name.startswith("_") and value is not target
-        ]
+        declarations = []
+        for name, value in vars(module).items():
+            if inspect.isfunction(value) and not name.startswith("_") and value is not target:
+                declared: dict[str, Any] = {"name": name, "description": inspect.getdoc(value) or "", "parameters": {}}
+                if (by_plugin := declared_effects(value)) is not None:
+                    declared["outside_effects"] = by_plugin
+                declarations.append(declared)
+        return declarations
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         return target(turn.messages(), AgenttestClient(turn), RoutedTools(turn))

@@ -43,6 +43,16 @@ class MockExecutorProvider:
         session = registry.get(conversation_id)
         return session is not None and session.has_mock(name) and not session.is_force_blocked(name)
 
+    def mocked_names(self, conversation_id: int | None) -> frozenset[str]:
+        """Every name the case mocks and does not force-block: the host offers them in place of an MCP server a
+        framework would connect to itself (agenthost.executor.mocked_names)."""
+        session = registry.get(conversation_id)
+        if session is None:
+            return frozenset()
+        return frozenset(
+            mock.function_name for mock in session.mocks if not session.is_force_blocked(mock.function_name)
+        )
+
 
 def _answer(session: CaseSession, name: str, context: FunctionContext) -> FunctionResult | PassThrough:
     if session.expired:

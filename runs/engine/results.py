@@ -91,7 +91,7 @@ def result_store(
             "function": m.function_name,
             "arguments": m.arguments,
             "tool_call_id": m.tool_call_id,
-            "agent": names.get(m.agent_id, ""),
+            "agent": m.agent_name or names.get(m.agent_id, ""),
             "outcome": m.outcome,
             "trigger": m.trigger,
             "model": m.model,

@@ -16,6 +16,8 @@ PUBLIC = {
     "ModelProvider", "ModelRequest", "ModelResponse", "ToolCall", "Usage", "ProviderError", "ModelConfig",
     # Agent runtimes (issue 26): a framework's agent is brought in as a runtime, never wrapped in a provider.
     "Runtime", "RuntimeTurn", "TurnStopped", "register_runtime", "unregister_runtime", "DirectTools",
+    # The effects of a tool of the team's framework code, declared without touching it.
+    "effects",
 }
 
 

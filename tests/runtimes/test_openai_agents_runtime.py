@@ -8,15 +8,17 @@ import re
 
 import pytest
 from agents import AsyncOpenAI, OpenAIChatCompletionsModel, RunConfig, Runner
+from django.urls import reverse
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
-from cases.models import Suite
+from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.engine.case_session import MockSpec
-from runs.models import Run
+from runs.models import CaseResult, Run
+from runs.services import run_create, run_execute
 from tests.runtimes.conftest import execute_suite, markers, suite_finding_order
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -97,6 +99,53 @@ def test_it_runs_the_sdks_loop_with_the_real_tools_in_chat_and_names_the_agent_o
     assert first.temperature == 0.3
     assert first.metadata["agent"] == "triage" and after_handoff.metadata["agent"] == "billing"
     assert after_handoff.messages[0]["content"] == "You email customers about their orders."
+
+
+# Who wrote each message of the turn: the user message is the agenttest agent's; the SDK's agents make the rest, by
+# their own names, the hand-off's routing call being triage's and everything after it billing's.
+HANDED_OFF = [
+    ("user", "", "shop"),
+    ("assistant", "", "triage"), ("tool_call", "find_order", "triage"), ("tool_result", "find_order", "triage"),
+    ("assistant", "", "triage"), ("tool_call", "transfer_to_billing", "triage"),
+    ("tool_result", "transfer_to_billing", "triage"),
+    ("assistant", "", "billing"), ("tool_call", "send_email", "billing"), ("tool_result", "send_email", "billing"),
+    ("assistant", "Done: I emailed you.", "billing"),
+]
+
+
+def test_it_names_the_sdk_agent_of_each_message_through_a_handoff_in_chat_and_under_test(
+    scripted_model, team_repo, tmp_path, admin_client
+):
+    agent = _agent(team_repo(SHOP_AGENTS))
+    _script(scripted_model)
+    conversation = conversation_start(agent=agent)
+    conversation_send(conversation=conversation, text=QUESTION)
+
+    assert [(m.role, m.function_name or (m.content if m.role == "assistant" else ""), m.author)
+            for m in conversation.messages.order_by("seq")] == HANDED_OFF
+    api = admin_client.get(f"/api/conversations/{conversation.pk}/messages/").json()
+    assert [m["agent"] for m in api["results"]] == [who for *_, who in HANDED_OFF]
+    page = admin_client.get(reverse("recording:conversation", args=[conversation.pk])).content.decode()
+    assert re.search(r"send_email</span>.*?by billing</span>", page, re.S)
+    assert re.search(r'<div class="msg-who">billing .*?Done: I emailed you.', page, re.S)
+
+    suite = Suite.objects.create(name="shop", agent=agent)
+    case = Case.objects.create(suite=suite, name="emails", enabled=True)
+    Turn.objects.create(case=case, position=0, user_message=QUESTION)
+    Mock.objects.create(case=case, position=0, function_name="find_order", result='{"status": "shipped"}')
+    Mock.objects.create(case=case, position=1, function_name="send_email", result="sent")
+    Assertion.objects.create(case=case, position=0, type="toolCalled", params={"function": "send_email"})
+    _script(scripted_model)
+    run = run_execute(run_id=run_create(suite=suite, model_keys=[scripted_model.key]).pk)
+    result = CaseResult.objects.get(run=run)
+
+    assert result.status == "passed", result.reason
+    assert [(row["role"], row["function"] or (row["content"] if row["role"] == "assistant" else ""), row["agent"])
+            for row in result.transcript] == HANDED_OFF
+    page = admin_client.get(reverse("runs:result", args=[run.pk, result.pk])).content.decode()
+    assert re.search(r"send_email</span>.*?<span class=\"muted small\">billing</span>", page, re.S)
+    assert re.search(r'<div class="msg-who">billing .*?Done: I emailed you.', page, re.S)
+    assert len(markers(tmp_path)) == 1, "only the chat's real send_email wrote a marker"
 
 
 def test_it_mocks_and_blocks_the_sdks_tool_calls_under_test_and_stops_the_turn(scripted_model, team_repo, tmp_path):

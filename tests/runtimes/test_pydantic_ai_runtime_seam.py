@@ -4,23 +4,30 @@ agent file's outside_effects, a conversation over several turns, structured outp
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
 import yaml
+from openai import AsyncOpenAI
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
-from agenthost.runtimes.pydantic_ai import PydanticAIRuntime
+from agenthost.runtimes.pydantic_ai import ModelRequestGate, PydanticAIRuntime
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
 from agenttest.plugin import register_runtime, unregister_runtime
 from cases.files import agent_file, files_apply
 from cases.models import Suite
+from recording.drafts import draft_document
+from recording.transcripts import transcript_load
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.engine.case_session import MockSpec
+from runs.models import Run
 from tests.runtimes.conftest import execute_suite, markers, stub_provider, suite_finding_order
-from tests.runtimes.test_pydantic_ai_runtime import EMAIL, SHOP_AGENT
+from tests.runtimes.test_pydantic_ai_runtime import EMAIL, SHOP_AGENT, _module, _without_call_ids
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -143,18 +150,174 @@ def test_it_runs_an_agent_with_native_structured_output_and_answers_its_json(scr
     assert sorted(schema["schema"]["properties"]) == ["late", "order_id"]
 
 
-def test_it_refuses_a_forced_output_tool_naming_what_the_model_layer_lacks(scripted_model, team_repo):
-    package = team_repo(STRUCTURED_AGENT)
-    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{package}.bot:tool_output",
-                                 provider="scripted", model="scripted")
-    scripted_model.play(Answer(tool_calls=[Call("final_result", {"order_id": "1042", "late": True})]))
+VERDICT_AGENT = '''
+from pydantic import BaseModel
+from pydantic_ai import Agent
 
-    with pytest.raises(Exception, match=r"tool_choice 'required'.*NativeOutput") as raised:
-        conversation_send(conversation=conversation_start(agent=agent), text="Is 1042 late?")
 
-    assert "pydantic-ai" in str(raised.value)
-    # Refused before anything was sent: a request without the forcing would not be the agent's.
-    assert scripted_model.requests == []
+class Verdict(BaseModel):
+    order_id: str
+    late: bool
+
+
+agent = Agent(instructions="Look the order up, then say whether it is late.", output_type=Verdict)
+
+
+@agent.tool_plain
+def find_order(order_id: str) -> dict:
+    """Find an order by its number."""
+    return {"order_id": order_id, "status": "shipped"}
+'''
+
+
+def _verdict_answer(body: dict) -> Answer:
+    """Look the order up; then answer through pydantic-ai's output tool, as a model forced to call a tool does — the
+    first time in a turn leaving a field out, which pydantic-ai has the model retry."""
+    messages = body["messages"]
+    if messages[-1]["role"] == "user":
+        return Answer(tool_calls=[Call("find_order", {"order_id": "1042"})])
+    turn = messages[max(index for index, message in enumerate(messages) if message["role"] == "user"):]
+    if "final_result" not in json.dumps(turn):
+        return Answer(tool_calls=[Call("final_result", {"order_id": "1042"})])
+    return Answer(tool_calls=[Call("final_result", {"order_id": "1042", "late": "transit" in json.dumps(messages)})])
+
+
+def test_it_runs_pydantic_ais_output_tool_under_test_as_its_own_never_mocked_and_replays_it(stub, team_repo):
+    stub.respond_with(_verdict_answer)
+    suite = _suite(team_repo(VERDICT_AGENT))
+
+    recorded = execute_suite(suite, Run.Mode.RECORD)
+
+    assert recorded.status == "passed", recorded.reason
+    assert json.loads(recorded.transcript[-1]["content"]) == {"order_id": "1042", "late": True}
+    # The output tool is pydantic-ai's, not the team's: the harness saw only find_order (mocked), nothing blocked.
+    assert [(call["name"], call["outcome"]) for call in recorded.tool_calls] == [("find_order", "mocked")]
+    # The transcript holds the framework's run: each forced call with pydantic-ai's answer to it (a retry first).
+    assert [(entry["role"], entry["function"], entry["outcome"]) for entry in recorded.transcript[-6:]] == [
+        ("tool_call", "final_result", ""), ("tool_result", "final_result", "output"), ("assistant", "", ""),
+        ("tool_call", "final_result", ""), ("tool_result", "final_result", "output"), ("assistant", "", ""),
+    ]
+    assert "late" in recorded.transcript[-5]["content"] and "Field required" in recorded.transcript[-5]["content"]
+    assert recorded.transcript[-2]["content"] == "Final result processed."
+    # tool_choice as pydantic-ai sets it, sent over HTTP: a tool call forced, since text is no output of this agent.
+    assert [request["tool_choice"] for request in stub.requests] == ["required"] * 3
+    stub.stop()
+
+    replayed = execute_suite(suite, Run.Mode.REPLAY)
+
+    assert replayed.status == "passed", replayed.reason
+    shown = ("role", "function", "content", "outcome")
+    assert [[entry[key] for key in shown] for entry in replayed.transcript] == [
+        [entry[key] for key in shown] for entry in recorded.transcript
+    ]
+
+
+def test_it_sends_the_requests_pydantic_ai_sends_on_its_own_across_turns_ending_on_its_output_tool(stub, team_repo):
+    stub.respond_with(_verdict_answer)
+    package = team_repo(VERDICT_AGENT)
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{package}.bot:agent", provider="stub",
+                                 model="gpt-4o-mini")
+    conversation = conversation_start(agent=agent)
+    first = conversation_send(conversation=conversation, text="Is order 1042 late?")
+    second = conversation_send(conversation=conversation, text="And now?")
+    through_agenttest = list(stub.requests)
+
+    module = _module(package)
+    model = OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(
+        openai_client=AsyncOpenAI(base_url=stub.base_url, api_key="unused")
+    ))
+    alone = module.agent.run_sync("Is order 1042 late?", model=model)
+    alone_again = module.agent.run_sync("And now?", model=model, message_history=alone.all_messages())
+
+    assert json.loads(first.output) == alone.output.model_dump()
+    assert json.loads(second.output) == alone_again.output.model_dump()
+    on_its_own = stub.requests[len(through_agenttest):]
+    assert len(through_agenttest) == len(on_its_own) == 6
+    # The second turn's history holds the first's output tool calls and pydantic-ai's answers to them (its retry, then
+    # its acceptance), as its own does.
+    assert [message["role"] for message in through_agenttest[3]["messages"]] == [
+        "system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "user",
+    ]
+    for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
+        assert theirs.pop("stream") is False
+        assert sorted(mine) == sorted(theirs)
+        for field in theirs:
+            assert mine[field] == theirs[field], field
+    # Recorded into a draft, the output tool gets no mock: a replay's pydantic-ai takes its call again itself.
+    draft = draft_document(transcript_load(conversation=conversation), name="draft", source="recorded",
+                           suite_agent="shop")
+    assert [mock["function_name"] for mock in draft["mocks"]] == ["find_order", "find_order"]
+
+
+DELEGATING_AGENT = '''
+import os
+
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+# pydantic-ai's agent delegation: a tool runs another agent, on a model of its own.
+expert = Agent(OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(base_url=os.environ["EXPERT_URL"],
+                                                                      api_key="unused")))
+agent = Agent(instructions="Ask the expert when unsure.")
+
+
+@agent.tool
+async def ask_expert(ctx: RunContext[None], question: str) -> str:
+    """Ask the delivery expert."""
+    return (await expert.run(question, usage=ctx.usage)).output
+'''
+
+
+def test_it_refuses_a_model_request_of_the_teams_code_past_agenttests_model_under_test_but_not_in_chat(
+    scripted_model, openai_stub, team_repo, monkeypatch
+):
+    monkeypatch.setenv("EXPERT_URL", openai_stub.base_url)
+    openai_stub.respond_with(lambda body: "Strikes delay parcels by a day.")
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{team_repo(DELEGATING_AGENT)}.bot:agent",
+                                 provider="scripted", model="scripted", outside_effects={"ask_expert": False})
+    question = Answer(tool_calls=[Call("ask_expert", {"question": "Do strikes delay parcels?"})])
+    scripted_model.play(question, "I could not ask.", question, "A day late.")
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("Is my parcel late?")], mocks=[],
+        assertions=[AssertionPlan("toolCalled", {"function": "ask_expert"})],
+    )
+    suite = SuitePlan(extra_allowed=frozenset({"ask_expert"}), force_blocked=frozenset(), judge_model="",
+                      timeout_seconds=20.0)
+
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
+
+    # The tool ran (allowed, effect-free), and its own model request was refused by pydantic-ai before it was sent,
+    # while the agent's own model calls went through agenttest's layer.
+    assert outcome.status == "passed", outcome.reason
+    assert [(c["name"], c["outcome"]) for c in outcome.tool_calls] == [("ask_expert", "allowed")]
+    assert "Model requests are not allowed, since ALLOW_MODEL_REQUESTS is False" in outcome.tool_calls[0]["result"]
+    assert openai_stub.requests == []
+    assert len(scripted_model.requests) == 2
+
+    # In chat the team's code reaches its own model as it does in production.
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Is my parcel late?")
+    assert result.output == "A day late."
+    assert result.tool_calls[0].result == "Strikes delay parcels by a day."
+    assert len(openai_stub.requests) == 1
+
+
+def test_it_keeps_model_requests_refused_until_the_last_of_overlapping_cases_ends():
+    gate = ModelRequestGate(True)
+    first, second = gate.closed(), gate.closed()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    # Read from another thread (a case's own, or the team's), which none of this context reaches.
+    seen: list[bool] = []
+    thread = threading.Thread(target=lambda: seen.append(bool(gate)))
+    thread.start()
+    thread.join()
+    assert seen == [False]
+    second.__exit__(None, None, None)
+    assert bool(gate) is True
+    assert bool(ModelRequestGate(False)) is False, "what the team set stays set when no case runs"
 
 
 def test_it_ends_pydantic_ais_loop_at_the_case_deadline_with_the_usage_of_the_calls_that_answered(

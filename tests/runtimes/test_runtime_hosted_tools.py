@@ -84,3 +84,75 @@ def test_it_blocks_a_mocked_hosted_tools_call_no_mock_matches(scripted_model, te
     assert execution.status == "failed"
     assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [("web_search", "blocked")]
     assert len(scripted_model.requests) == 1
+
+
+# An MCP server each framework would connect to itself: the server's command writes a marker if it is ever started.
+MCP_AGENTS = {
+    "openai-agents": SHOP_AGENTS + '''
+import sys
+
+from agents.mcp import MCPServerStdio
+
+parcels = MCPServerStdio(name="parcels", params={
+    "command": sys.executable, "args": ["-c", f"open({str(MARKERS / 'mcp-started')!r}, 'w')"],
+})
+tracker = Agent(name="tracker", instructions="Track parcels.", tools=[find_order], mcp_servers=[parcels])
+''',
+    "pydantic-ai": '''
+import os
+import sys
+from pathlib import Path
+
+from fastmcp.client.transports import StdioTransport
+from pydantic_ai import Agent
+from pydantic_ai.mcp import MCPToolset
+
+MARKER = Path(os.environ["SHOP_MARKERS"]) / "mcp-started"
+parcels = MCPToolset(StdioTransport(sys.executable, ["-c", f"open({str(MARKER)!r}, 'w')"]), id="parcels")
+tracker = Agent(instructions="Track parcels.", toolsets=[parcels])
+
+
+@tracker.tool_plain
+def find_order(order_id: str) -> dict:
+    """Find an order by its number."""
+    return {"order_id": order_id, "status": "shipped"}
+''',
+}
+
+
+@pytest.mark.parametrize("runtime", ["openai-agents", "pydantic-ai"])
+def test_it_refuses_an_mcp_server_the_framework_connects_to_unless_the_case_mocks_its_tools(
+    runtime, scripted_model, team_repo, tmp_path
+):
+    agent = Agent.objects.create(name="shop", runtime=runtime, entry=f"{team_repo(MCP_AGENTS[runtime])}.bot:tracker",
+                                 provider="scripted", model="scripted")
+
+    def plan(mocks: list[MockSpec]) -> CasePlan:
+        return CasePlan(
+            id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+            turns=[TurnPlan("Where is parcel P1?")], mocks=mocks,
+            assertions=[AssertionPlan("toolCalled", {"function": "track_parcel"}),
+                        AssertionPlan("outputContains", {"text": "tomorrow"})],
+        )
+
+    # Only the agent's own tool mocked: nothing stands in for the server's tools, and the agent does not run.
+    refused = execute_case(plan=plan([MockSpec("find_order", "{}")]), model=get_model(scripted_model.key),
+                           suite=SUITE)
+
+    assert refused.status == "error"
+    assert "would run itself, outside agenttest's seam" in refused.reason
+    assert "MCP server 'parcels'" in refused.reason
+    assert scripted_model.requests == []
+
+    # The case mocks the server's tool by name: offered in the server's place, answered by the mock.
+    scripted_model.play(Answer(tool_calls=[Call("track_parcel", {"parcel": "P1"})]), "It arrives tomorrow.")
+    answered = execute_case(plan=plan([MockSpec("track_parcel", "Out for delivery, arrives tomorrow.")]),
+                            model=get_model(scripted_model.key), suite=SUITE)
+
+    assert answered.status == "passed", answered.reason
+    assert [(c["name"], c["outcome"]) for c in answered.tool_calls] == [("track_parcel", "mocked")]
+    assert sorted(tool["function"]["name"] for tool in scripted_model.requests[0].tools) == [
+        "find_order", "track_parcel",
+    ]
+    assert scripted_model.requests[1].messages[-1]["content"] == "Out for delivery, arrives tomorrow."
+    assert markers(tmp_path) == [], "the MCP server was never started"

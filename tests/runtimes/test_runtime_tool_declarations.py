@@ -4,12 +4,22 @@ tool in agenttest."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
+from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
+from agenthost.runtimes.base import runtime_tool_declarations
+from agenthost.runtimes.entry import load_entry
+from agenthost.seams import get_model
+from agenttest.plugin import effects
 from cases.services import case_create, suite_create
 from cases.validation import CaseValidationError, SuiteValidationError
+from tests.runtimes.conftest import SHOP_BOT
+from tests.runtimes.harness import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from tests.runtimes.test_openai_agents_runtime import SHOP_AGENTS
+from tests.runtimes.test_pydantic_ai_runtime import SHOP_AGENT
 
 pytestmark = pytest.mark.django_db
 
@@ -54,3 +64,41 @@ def test_it_extra_allows_only_a_code_tool_the_agent_file_declares_free_of_outsid
     with pytest.raises(SuiteValidationError) as refused:
         suite_create(data={"name": "writes", "agent": agent, "extra_allowed_functions": ["send_email"]})
     assert "extra_allowed_functions[0]" in str(refused.value) and "send_email" in str(refused.value)
+
+
+@pytest.mark.django_db(transaction=True)
+# The runtime, the team's code, its entry point, and whether the runtime discovers the code's tools before it runs.
+@pytest.mark.parametrize(("runtime", "source", "entry", "discovers"), [
+    ("python", SHOP_BOT, "respond", True), ("openai-agents", SHOP_AGENTS, "triage", True),
+    ("pydantic-ai", SHOP_AGENT, "agent", False),
+])
+def test_it_lets_a_plugin_declare_a_code_tool_free_of_outside_effects_without_touching_the_agent(
+    runtime, source, entry, discovers, scripted_model, team_repo
+):
+    package = team_repo(source)
+    agent = Agent.objects.create(name="shop", runtime=runtime, entry=f"{package}.bot:{entry}", provider="scripted",
+                                 model="scripted")
+    load_entry(agent.entry)
+    # What a plugin module does: the tool as the team's code defines it (an SDK FunctionTool, a pydantic-ai tool's
+    # function, a plain function), its module left as it is.
+    assert effects(sys.modules[f"{package}.bot"].find_order, outside_effects=False) is not None
+    scripted_model.play(Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]), "It has shipped.")
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("Where is order 1042?")], mocks=[],
+        assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
+    )
+    suite = SuitePlan(extra_allowed=frozenset({"find_order"}), force_blocked=frozenset(), judge_model="",
+                      timeout_seconds=20.0)
+
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
+
+    # Extra-allowed and declared effect-free, find_order ran for real under test.
+    assert outcome.status == "passed", outcome.reason
+    assert [(call["name"], call["outcome"]) for call in outcome.tool_calls] == [("find_order", "allowed")]
+    assert "shipped" in outcome.tool_calls[0]["result"]
+    # Where the runtime discovers the code's tools, the declaration a suite is checked against says so too.
+    discovered = {declared["name"]: declared.get("outside_effects") for declared in runtime_tool_declarations(agent)}
+    assert (discovered.get("find_order", "not discovered"), discovered.get("send_email", "not discovered")) == (
+        (False, None) if discovers else ("not discovered", "not discovered")
+    )
