@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-HARNESS = ("cases", "runs", "recording")
+HARNESS = ("cases", "runs", "recording", "traces")
 HOST_PUBLIC = {"agenthost.seams"}
 
 
