@@ -75,6 +75,10 @@ class Agent(models.Model):
 
 
 class Conversation(models.Model):
+    class Source(models.TextChoices):
+        CHAT = "chat", "Chat"
+        TRACE = "trace", "Trace"
+
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="conversations")
     current_agent = models.ForeignKey(
         Agent,
@@ -104,11 +108,40 @@ class Conversation(models.Model):
     turn_claimed_until = models.DateTimeField(
         null=True, blank=True, help_text="A turn is running until then (or until it ends); no other turn may start."
     )
+    source = models.CharField(
+        max_length=20,
+        choices=Source.choices,
+        default=Source.CHAT,
+        help_text="Where the conversation happened: agenttest's chat, or a team's service whose traces were imported.",
+    )
+    trace_service = models.CharField(max_length=200, blank=True, help_text="An imported conversation's service.name.")
+    trace_key = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="An imported conversation's key in its service: gen_ai.conversation.id, else its trace id. "
+        "Importing the same key again updates this conversation.",
+    )
+    trace_ids = models.JSONField(default=list, blank=True, help_text="The traces an imported conversation spans.")
+    trace_agent = models.CharField(
+        max_length=200, blank=True, help_text="The agent name the trace gave (gen_ai.agent.name); empty if none."
+    )
+    bound_by = models.CharField(
+        max_length=20,
+        blank=True,
+        help_text="How an imported conversation was bound to `agent`: 'agent name', 'service name' or 'chosen'.",
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["trace_service", "trace_key"],
+                condition=models.Q(source="trace"),
+                name="conversation_unique_trace_key",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.title or f"Conversation #{self.pk} with {self.agent_id and self.agent.name}"
@@ -147,6 +180,9 @@ class Message(models.Model):
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     latency_ms = models.FloatField(default=0)
+    span_id = models.CharField(
+        max_length=16, blank=True, help_text="The span an imported message was read from; empty for a chat's."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

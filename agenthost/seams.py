@@ -5,7 +5,8 @@ they use (tests/test_architecture.py holds it to that); plugins have `agenttest.
   takes a call may let that call only through to its real implementation by returning `PassThrough`;
 - agent-load hooks: run each time an agent is loaded into a conversation, may rewrite its LLM config for it only;
 - the conversation service: `conversation_open` gives a held test conversation (sealed: outside its case nothing
-  can be sent to it), whose turns run in memory and are written once, with the case's result;
+  can be sent to it), whose turns run in memory and are written once, with the case's result; `conversation_import`
+  writes a conversation a team's service had (read from its traces) from plain data, bound to one of our agents;
 - MCP tools: `declared_functions` expands an agent's declarations of MCP servers' tools, from the cached listings;
 - the conversation browser: `conversation_list` (what a person may see, filtered) and `conversation_page_register`,
   which makes the host's list open each conversation on a page of the registering app instead of the chat;
@@ -27,6 +28,7 @@ from agenthost.functions import (
     get_function,
 )
 from agenthost.held import HeldConversation
+from agenthost.imported import PROVIDER_EXECUTED
 from agenthost.llm.base import (
     DEADLINE,
     ModelConfig,
@@ -73,11 +75,13 @@ from agenthost.selectors import (
 from agenthost.services import (
     agent_create,
     agent_update,
+    conversation_import,
     conversation_open,
 )
 from agenthost.turns import (
     ConversationError,
     ConversationGone,
+    InvalidInput,
     ModelCallFailed,
     StepLimitExceeded,
     TurnResult,
@@ -116,6 +120,7 @@ __all__ = [
     "FunctionContext",
     "FunctionResult",
     "HeldConversation",
+    "InvalidInput",
     "LiveListings",
     "LoadedAgent",
     "Message",
@@ -125,6 +130,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "PassThrough",
+    "PROVIDER_EXECUTED",
     "ProviderError",
     "StepLimitExceeded",
     "ToolCall",
@@ -141,6 +147,7 @@ __all__ = [
     "conversation_messages",
     "conversation_state",
     "conversation_state_timeline",
+    "conversation_import",
     "conversation_open",
     "conversation_page_register",
     "declared_functions",

@@ -1,5 +1,6 @@
 """The conversation service: start a conversation, send a user message through the agent loop (loop.py), invoke a
-function without the model (rules.py); and the agent writes.
+function without the model (rules.py), import one that happened elsewhere (a team's service, read from its traces);
+and the agent writes.
 
 A conversation may be sealed by whoever started it: then only the holder of its seal key can send to it. One turn at
 a time: a send claims the conversation before it starts (session.py).
@@ -13,10 +14,12 @@ from typing import Any
 
 from django.db import transaction
 
+from agenthost.calls import stored_name
 from agenthost.functions import FunctionResult
 from agenthost.held import PRE_TURN, HeldConversation, run_invoke, run_send
+from agenthost.imported import BOUND_BY, SAME_MESSAGE, ImportedConversation, imported_messages, refuse_imported
 from agenthost.loading import load_agent
-from agenthost.models import Agent, Conversation
+from agenthost.models import Agent, Conversation, Message
 from agenthost.redaction import redact_text
 from agenthost.rules import fire_rules
 from agenthost.session import ConversationSession, check_seal, claim_expiry, claimed_session, release_claim, seal_digest
@@ -147,6 +150,7 @@ def conversation_send(*, conversation: Conversation, text: str, seal_key: str = 
     anything is written or run."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("the message text must not be empty")
+    refuse_imported(conversation)
     check_seal(conversation, seal_key)
     with claimed_session(conversation) as session:
         return run_send(session, text, flush=True)
@@ -162,9 +166,67 @@ def conversation_invoke_function(
 ) -> FunctionResult:
     """Call a function without the model, through the same factory (the harness canary uses this). The caller
     chose the name, so it need not be one the agent declares. Sealed and claimed like a send."""
+    refuse_imported(conversation)
     check_seal(conversation, seal_key)
     with claimed_session(conversation) as session:
         return run_invoke(session, name, arguments, record=record, flush=record)
+
+
+@transaction.atomic
+def conversation_import(
+    *, agent: Agent, mapped: ImportedConversation, bound_by: str, owner: Any = None
+) -> Conversation:
+    """Write a conversation a team's service had (read from its traces) as an imported conversation of `agent`, the
+    agent it was bound to (`bound_by`: how). Importing the same key of the same service again updates that
+    conversation: a conversation that grew keeps its messages and gets the new ones; one that differs is rewritten.
+
+    A message names an agent by its FK when an agent of that name exists, else by name (`agent_name`) under `agent`.
+    Raises InvalidInput, writing nothing, for a conversation without content or a message of an unknown role."""
+    if mapped.content_missing:
+        raise InvalidInput(f"the conversation has no message content: {mapped.content_missing}")
+    if bound_by not in BOUND_BY:
+        raise InvalidInput(f"bound_by must be one of {', '.join(BOUND_BY)}")
+    roles = set(Message.Role.values)
+    for index, message in enumerate(mapped.messages):
+        if message.role not in roles:
+            raise InvalidInput(f"messages[{index}]: role must be one of {', '.join(sorted(roles))}")
+    named = {a.name: a for a in Agent.objects.filter(name__in={m.agent_name for m in mapped.messages if m.agent_name})}
+    rows = imported_messages(mapped.messages, agent=agent, named=named)
+    fields = {
+        "agent": agent,
+        "current_agent": None,
+        "title": f"Imported from {mapped.service_name or 'a trace'}"[:200],
+        "trace_ids": [str(trace_id) for trace_id in mapped.trace_ids],
+        "trace_agent": stored_name(mapped.agent_name),
+        "bound_by": bound_by,
+        "turn_count": sum(row.role == Message.Role.USER for row in rows),
+        "message_count": len(rows),
+    }
+    service, key = stored_name(mapped.service_name), redact_text(mapped.key)[:300]
+    conversation = (
+        Conversation.objects.select_for_update()
+        .filter(source=Conversation.Source.TRACE, trace_service=service, trace_key=key)
+        .first()
+    )
+    kept = 0
+    if conversation is None:
+        conversation = Conversation.objects.create(
+            source=Conversation.Source.TRACE, trace_service=service, trace_key=key, owner=owner, **fields
+        )
+    else:
+        stored = list(conversation.messages.order_by("seq").values_list(*SAME_MESSAGE))
+        imported = [tuple(getattr(row, name) for name in SAME_MESSAGE) for row in rows[: len(stored)]]
+        if stored == imported:
+            kept = len(stored)
+        else:
+            conversation.messages.all().delete()
+        for name, value in fields.items():
+            setattr(conversation, name, value)
+        conversation.save(update_fields=[*fields, "updated_at"])
+    for row in rows:
+        row.conversation = conversation
+    Message.objects.bulk_create(rows[kept:])
+    return conversation
 
 
 @transaction.atomic

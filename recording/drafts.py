@@ -9,7 +9,8 @@ The mapping — a draft must replay its own source conversation green:
   function, the result verbatim, and whether it ended the turn. A function the draft mocks more than once matches by
   call order, not arguments (its mocks keep no arguments). Calls that a replay never sends to an executor get no mock:
   the five control-flow functions (they run for real under test), calls skipped after a stop, calls invoked directly
-  rather than by the agent, and calls whose arguments were not a JSON object (the host answers those itself).
+  rather than by the agent, calls whose arguments were not a JSON object (the host answers those itself), and calls
+  the model provider ran itself in an imported conversation (no local tool ran, so no mock may stand in for one).
   Start-up rule calls are mocked too, because a replay starts the conversation and fires them again;
 - state with no causing message is initial state. Each turn's state changes (last value per key) become the state
   writes of that turn's last mock; a turn with changes but no mock drops them, with a warning. Start-up changes ride
@@ -27,7 +28,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from agenthost.seams import CONTROL_FLOW_FUNCTIONS
+from agenthost.seams import CONTROL_FLOW_FUNCTIONS, PROVIDER_EXECUTED
 from cases.schema import NAME_MAX_LENGTH
 from recording.transcripts import START, Block, RecordedCall, Transcript
 
@@ -104,7 +105,8 @@ def draft_document(
     span = f"turn {first_turn}" if first_turn == last_turn else f"turns {first_turn}–{last_turn}"
     return {
         "name": name[:NAME_MAX_LENGTH],
-        "description": f"Recorded from conversation #{transcript.conversation_id} ({transcript.label}), {span}.",
+        "description": f"Recorded from conversation #{transcript.conversation_id} ({transcript.label}), {span}"
+        + (f", {transcript.origin}." if transcript.origin else "."),
         "enabled": False,
         "source": source,
         "source_conversation": transcript.conversation_id,
@@ -265,6 +267,12 @@ def _replayed(call: RecordedCall, block: Block, warnings: list[str]) -> bool:
     if call.result is None or call.outcome in ("skipped", "routed", "output"):
         # A framework's own hand-off or output tool (a runtime agent's) runs no tool of the team's: a replay makes it
         # again, with no mock.
+        return False
+    if call.outcome == PROVIDER_EXECUTED:
+        warnings.append(
+            f"{_where(block)}: {call.name} was run by the model provider itself (no local tool ran), so it got no "
+            "mock: the agent must be able to call it under test, or the case must mock it by name"
+        )
         return False
     if call.trigger == "direct":
         warnings.append(

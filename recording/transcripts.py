@@ -51,6 +51,9 @@ class RecordedCall:
     parameters: dict[str, Any] | None = None
     # The state changes this call's result made, in order.
     writes: list[StateWrite] = field(default_factory=list)
+    # An imported call's spans: the one the call was read from (the model's) and its result's (the tool's).
+    span_id: str = ""
+    result_span_id: str = ""
 
 
 @dataclass
@@ -62,6 +65,7 @@ class Entry:
     text: str = ""
     model: str = ""
     call: RecordedCall | None = None
+    span_id: str = ""  # the span an imported message was read from
 
 
 @dataclass
@@ -70,6 +74,7 @@ class Block:
 
     index: int
     user_message: str = ""
+    user_span_id: str = ""
     # The agent the turn started with: the entry agent, or the one an earlier turn routed to.
     agent: str = ""
     entries: list[Entry] = field(default_factory=list)
@@ -111,6 +116,8 @@ class Transcript:
     start: Block
     turns: list[Block]
     timeline: list[TimelineRow]
+    # Where an imported conversation came from and which agent it was bound to; empty for a chat.
+    origin: str = ""
 
     def state_before(self, turn: int) -> dict[str, Any]:
         """The state as it stood when turn `turn` began: seeded, start-up and every earlier turn's changes."""
@@ -123,13 +130,30 @@ class Transcript:
 def transcript_load(*, conversation: Conversation) -> Transcript:
     messages = list(conversation_messages(conversation=conversation))
     timeline = conversation_state_timeline(conversation=conversation)
-    return transcript_build(
+    imported = conversation.source == Conversation.Source.TRACE
+    transcript = transcript_build(
         conversation_id=conversation.pk,
         label=str(conversation),
         entry_agent=conversation.agent.name,
         messages=messages,
         timeline=timeline,
+        imported=imported,
     )
+    if imported:
+        traces = ", ".join(conversation.trace_ids) or "(none named)"
+        transcript.origin = (
+            f"imported from the traces of service {conversation.trace_service or '(unnamed)'} (key "
+            f"{conversation.trace_key}, trace {traces}), bound to agent {conversation.agent.name} by "
+            f"{_BINDINGS.get(conversation.bound_by, conversation.bound_by)}"
+        )
+    return transcript
+
+
+_BINDINGS = {
+    "agent name": "the trace's agent name (gen_ai.agent.name)",
+    "service name": "the trace's service name (service.name)",
+    "chosen": "choice",
+}
 
 
 def transcript_build(
@@ -139,9 +163,12 @@ def transcript_build(
     entry_agent: str,
     messages: Iterable[Message],
     timeline: Iterable[dict[str, Any]],
+    imported: bool = False,
 ) -> Transcript:
+    """`imported`: the messages were read from a team's traces, which hold no pre-written history — its assistant
+    messages may name no model, which would make them look like history."""
     messages = sorted(messages, key=lambda message: message.seq)
-    history_length = _history_length(messages)
+    history_length = 0 if imported else _history_length(messages)
     history = [{"role": message.role, "content": message.content} for message in messages[:history_length]]
 
     start = Block(index=START, agent=entry_agent)
@@ -154,10 +181,16 @@ def transcript_build(
     for message in messages[history_length:]:
         agent = message.author or ""
         if message.role == _USER:
-            current = Block(index=len(turns), user_message=message.content, agent=agent or entry_agent)
+            current = Block(
+                index=len(turns), user_message=message.content, user_span_id=message.span_id,
+                agent=agent or entry_agent,
+            )
             turns.append(current)
         elif message.role == _ASSISTANT:
-            current.entries.append(Entry(kind="assistant", agent=agent, text=message.content, model=message.model))
+            current.entries.append(
+                Entry(kind="assistant", agent=agent, text=message.content, model=message.model,
+                      span_id=message.span_id)
+            )
         elif message.role == _TOOL_CALL:
             call = RecordedCall(
                 name=message.function_name,
@@ -168,14 +201,16 @@ def transcript_build(
                 tool_call_id=message.tool_call_id,
                 seq=message.seq,
                 parameters=parameters.of(message),
+                span_id=message.span_id,
             )
             # Ids are only unique per model response, so a result answers the latest call that used its id.
             pending[message.tool_call_id] = call
-            current.entries.append(Entry(kind="call", agent=agent, call=call))
+            current.entries.append(Entry(kind="call", agent=agent, call=call, span_id=message.span_id))
         elif message.role == _TOOL_RESULT:
             call = pending.pop(message.tool_call_id, None)
             if call is not None:
                 call.result, call.outcome = message.content, message.outcome
+                call.result_span_id = message.span_id
                 call_of_seq[message.seq] = call
         block_of_seq[message.seq] = current
 

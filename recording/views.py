@@ -51,6 +51,8 @@ def _page(request: HttpRequest, conversation: Conversation, *, error: str = "", 
         ],
         "state": conversation_state(conversation=conversation),
         "error": error,
+        # Where an imported conversation came from, span by span, is for staff: a member sees the transcript only.
+        "show_spans": request.user.is_staff and conversation.source == Conversation.Source.TRACE,
     }
     if request.user.is_staff:
         try:

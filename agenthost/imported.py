@@ -1,0 +1,104 @@
+"""Conversations a team's service had, as the host takes them: plain data in the shape below (the host knows no
+traces: any objects with these attributes will do), written by `services.conversation_import`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from agenthost.calls import storable_raw_arguments, stored_name
+from agenthost.held import PRE_TURN
+from agenthost.models import Agent, Conversation, Message
+from agenthost.redaction import redact, redact_text
+from agenthost.turns import InvalidInput
+
+
+class ImportedMessage(Protocol):
+    """One message of a conversation held elsewhere, in the host's terms (any object with these attributes)."""
+
+    role: str  # user, assistant, tool_call or tool_result
+    content: str
+    function_name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str
+    tool_call_id: str
+    agent_name: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    span_id: str
+    provider_executed: bool
+
+
+class ImportedConversation(Protocol):
+    key: str
+    service_name: str
+    trace_ids: Sequence[str]
+    agent_name: str
+    messages: Sequence[ImportedMessage]
+    content_missing: str
+
+
+# The outcome of a tool call the model provider ran itself: no local tool ran, so nothing may stand in for one.
+PROVIDER_EXECUTED = "provider"
+BOUND_BY = ("agent name", "service name", "chosen")
+# What makes a stored message the same as an imported one: a re-import keeps the messages it already holds.
+SAME_MESSAGE = ("role", "content", "function_name", "arguments", "raw_arguments", "tool_call_id", "span_id")
+
+
+def imported_messages(
+    messages: Sequence[ImportedMessage], *, agent: Agent, named: dict[str, Agent]
+) -> list[Message]:
+    """The messages as rows of the host (unsaved, seq from 0): each user message opens a turn; a message names
+    its agent by FK when `named` holds one of its name, else by name under `agent`."""
+    rows = []
+    turn = PRE_TURN
+    # A result names its function, as the host's own results do; the trace may give it only the call's id.
+    called: dict[str, str] = {}
+    for seq, message in enumerate(messages):
+        if message.role == Message.Role.USER:
+            turn += 1
+        function_name = message.function_name
+        if message.role == Message.Role.TOOL_CALL:
+            called[message.tool_call_id] = function_name
+        elif message.role == Message.Role.TOOL_RESULT and not function_name:
+            function_name = called.get(message.tool_call_id, "")
+        author = named.get(message.agent_name, agent)
+        provider_executed = message.provider_executed and message.role in (
+            Message.Role.TOOL_CALL, Message.Role.TOOL_RESULT
+        )
+        rows.append(
+            Message(
+                seq=seq,
+                turn=max(turn, 0),
+                role=message.role,
+                content=redact_text(message.content or ""),
+                function_name=stored_name(function_name),
+                arguments=redact(message.arguments) if isinstance(message.arguments, dict) else None,
+                raw_arguments=storable_raw_arguments(message.raw_arguments or ""),
+                tool_call_id=stored_name(message.tool_call_id),
+                agent=author,
+                agent_name="" if message.agent_name == author.name else stored_name(message.agent_name),
+                trigger="model" if message.role == Message.Role.TOOL_CALL else "",
+                outcome=PROVIDER_EXECUTED if provider_executed else "",
+                model=redact_text(message.model or "")[:300],
+                input_tokens=_count(message.input_tokens),
+                output_tokens=_count(message.output_tokens),
+                span_id=(message.span_id or "")[:16],
+            )
+        )
+    return rows
+
+
+def _count(value: object) -> int:
+    return min(max(value, 0), 2**31 - 1) if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def refuse_imported(conversation: Conversation) -> None:
+    """An imported conversation happened in the team's service: nothing is sent to it here."""
+    if conversation.source == Conversation.Source.TRACE:
+        service = conversation.trace_service or "a service"
+        raise InvalidInput(
+            f"conversation #{conversation.pk} was imported from the traces of {service}: it happened there, and "
+            "nothing can be sent to it here"
+        )
