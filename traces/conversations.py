@@ -9,9 +9,13 @@ message content: a draft of it would be half empty.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from agenthost.seams import Agent, Conversation, InvalidInput, conversation_import
+from traces.dialects import conversations_from_spans
+from traces.selectors import trace_conversation_spans
 from traces.spans import MappedConversation
 
 
@@ -55,3 +59,30 @@ def _bound(mapped: MappedConversation, chosen: Agent | None, where: str) -> tupl
     )
     named = f"no agent is named {names}" if names else "its spans name no agent and no service"
     raise ConversationImportError(f"{where} is bound to no agent: {named}; choose one", field="agent")
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    key: str  # the stored conversation key the spans were read under
+    conversation: Conversation | None = None
+    refused: str = ""  # why no conversation was written (ConversationImportError's message)
+
+
+def trace_conversations_import(*, keys: Iterable[str], agent: Agent | None = None, owner: Any = None) -> list[
+    ImportOutcome
+]:
+    """The stored spans of each conversation key mapped (traces.dialects) and written as host conversations, each
+    bound to `agent` or the agent its trace names; a key whose spans make no conversation, or one that cannot be
+    imported, is reported with the reason and nothing of it is written."""
+    outcomes = []
+    for key in keys:
+        mapped = conversations_from_spans(trace_conversation_spans(key=key))
+        if not mapped:
+            outcomes.append(ImportOutcome(key, refused="its spans hold no model call of a known dialect"))
+        for conversation in mapped:
+            try:
+                outcomes.append(ImportOutcome(key, conversation_from_mapped(mapped=conversation, agent=agent,
+                                                                            owner=owner)))
+            except ConversationImportError as exc:
+                outcomes.append(ImportOutcome(key, refused=str(exc)))
+    return outcomes

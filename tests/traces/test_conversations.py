@@ -4,12 +4,19 @@ draft whose mocks are the real tool results, and that draft runs green on the sc
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from io import StringIO
+from pathlib import Path
+from typing import Any
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.urls import reverse
+from google.protobuf import json_format
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -128,3 +135,49 @@ def test_it_records_an_imported_conversation_into_a_draft_of_the_real_results_th
     assert result.status == "passed", result.reason
     assert [(call["name"], call["outcome"], json.loads(call["result"])["order_id"]) for call in result.tool_calls] \
         == [("find_order", "mocked", "1042"), ("find_order", "mocked", "7")]
+
+
+def collector_file(spans: Any, path: Path) -> Path:
+    """The spans as the OpenTelemetry Collector's file exporter writes them: one OTLP/JSON request per line, ids hex."""
+    document = json_format.MessageToDict(encode_spans(spans))
+    for resource in document["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                for field in ("traceId", "spanId", "parentSpanId"):
+                    if span.get(field):
+                        span[field] = base64.b64decode(span[field]).hex()
+    path.write_text(json.dumps(document) + "\n")
+    return path
+
+
+@pytest.mark.django_db
+def test_it_imports_a_collector_file_into_a_conversation_bound_by_name_or_by_the_agent_given(
+    tmp_path, scripted_model
+):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    shop_agent(provider, VERSIONS[-1]).run_sync("Where is order 1042?")
+    file = collector_file(exporter.get_finished_spans(), tmp_path / "traces.jsonl")
+    provider.shutdown()
+
+    unbound = StringIO()
+    call_command("traces", "import", str(file), stdout=unbound)
+    assert "not imported as a conversation" in unbound.getvalue()
+    assert "bound to no agent: no agent is named 'shop' (gen_ai.agent.name)" in unbound.getvalue()
+    assert not Conversation.objects.exists()
+    with pytest.raises(CommandError, match="--agent: no agent is named 'nobody'"):
+        call_command("traces", "import", str(file), "--agent", "nobody")
+
+    support = Agent.objects.create(name="support", provider="scripted", model="scripted", functions=[FIND_ORDER])
+    chosen = StringIO()
+    call_command("traces", "import", str(file), "--agent", "support", stdout=chosen)
+    [conversation] = Conversation.objects.all()
+    assert conversation.agent == support
+    assert f"conversation #{conversation.pk} with agent 'support' (bound by chosen)" in chosen.getvalue()
+    assert "0 new span(s)" in chosen.getvalue(), "the spans were stored by the first import"
+    assert [(m.role, m.function_name, m.content) for m in conversation.messages.order_by("seq")] == [
+        ("user", "", "Where is order 1042?"), ("assistant", "", ""), ("tool_call", "find_order", ""),
+        ("tool_result", "find_order", '{"order_id":"1042","status":"shipped"}'),
+        ("assistant", "", "Order 1042 has shipped."),
+    ]

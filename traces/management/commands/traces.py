@@ -6,6 +6,11 @@ AGENTTEST_TRACES_MAX_BODY_BYTES). Each file is stored whole or not at all: a bad
 of its file is stored; the other files are imported, and the command exits with code 2. Spans refused one by one
 (an invalid id) are named too, as the receiver's partial success does, and the rest of their file is stored.
 
+The conversations the imported spans make (traces.dialects) become agenttest conversations, bound to the agent
+given with --agent or to the agent the trace names (gen_ai.agent.name, else service.name), ready to record into a
+draft; one that binds to no agent, or whose spans carry no message content, is named with the reason (exit code 0:
+its spans are stored, and importing again with --agent binds it).
+
 sweep deletes the conversations past AGENTTEST_TRACES_RETENTION_DAYS (the workers also do it every hour).
 """
 
@@ -20,6 +25,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from agenthost.seams import Agent
+from traces.conversations import trace_conversations_import
 from traces.otlp import JSON, OtlpRefused, request_decode
 from traces.services import StoreReport, spans_store, spans_sweep_expired
 
@@ -45,6 +52,10 @@ class Command(BaseCommand):
             "import", help="Store the spans of OTLP/JSON files: JSON Lines of ExportTraceServiceRequest, or one."
         )
         imported.add_argument("files", nargs="+", metavar="FILE")
+        imported.add_argument(
+            "--agent", default=None,
+            help="Bind the imported conversations to this agent (by name) instead of the agent their trace names.",
+        )
         sweep = actions.add_parser("sweep", help="Delete conversations past the retention period.")
         sweep.add_argument(
             "--days", type=_days, default=None,
@@ -56,13 +67,18 @@ class Command(BaseCommand):
             deleted = spans_sweep_expired(retention_days=options["days"])
             self.stdout.write(f"deleted {deleted} span(s) of conversations past the retention period")
             return
-        bad = [name for name in options["files"] if not self._import(Path(name))]
+        agent = None
+        if options["agent"] is not None:
+            agent = Agent.objects.filter(name=options["agent"]).first()
+            if agent is None:
+                raise CommandError(f"--agent: no agent is named {options['agent']!r}", returncode=2)
+        bad = [name for name in options["files"] if not self._import(Path(name), agent)]
         if bad:
             raise CommandError(
                 f"nothing stored from {len(bad)} file(s) with bad input: {', '.join(bad)}", returncode=2
             )
 
-    def _import(self, path: Path) -> bool:
+    def _import(self, path: Path, agent: Agent | None) -> bool:
         reports: list[StoreReport] = []
         try:
             with transaction.atomic():
@@ -86,6 +102,15 @@ class Command(BaseCommand):
             f"{sum(report.rejected for report in reports)} rejected; "
             f"{len(keys)} conversation(s){': ' + shown if keys else ''}"
         )
+        for outcome in trace_conversations_import(keys=keys, agent=agent):
+            if outcome.conversation is not None:
+                conversation = outcome.conversation
+                self.stdout.write(
+                    f"  {outcome.key}: conversation #{conversation.pk} with agent {conversation.agent.name!r} "
+                    f"(bound by {conversation.bound_by}), {conversation.message_count} message(s)"
+                )
+            else:
+                self.stdout.write(f"  {outcome.key}: not imported as a conversation: {outcome.refused}")
         return True
 
 
