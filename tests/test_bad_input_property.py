@@ -26,7 +26,7 @@ NONFINITE = ("1e999", "-1e999", "NaN", "Infinity", "-Infinity")
 # Fields whose value is an id in some endpoint's body, whatever the schema says of its type.
 ID_NAMES = frozenset({"suite", "conversation", "agent", "ids", "source_conversation", "sub_agents"})
 _PATH_PARAMETER = re.compile(r"{(\w+)}")
-EXAMPLES = 25  # per operation: about 600 requests, under a minute on two cores
+EXAMPLES = 15  # per operation: about 400 requests
 
 
 @dataclass(frozen=True)

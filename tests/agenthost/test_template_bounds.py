@@ -61,7 +61,7 @@ def test_it_still_pads_and_formats_within_the_limit(kind):
 LOOP_BODIES = ["", "{{ a }}", "{{ a }}{{ b }}-", "{% if a %}{% endif %}", "{% cycle 'x' 'y' %}"]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     depth=st.integers(min_value=1, max_value=5),
     body=st.sampled_from(LOOP_BODIES),
