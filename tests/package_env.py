@@ -1,5 +1,6 @@
 """agenttest as a user installs it: the wheel built from this checkout, in a fresh virtualenv outside the checkout,
-with the OpenAI Agents SDK (`openai-agents`, import name `agents`) installed beside it.
+with its agent-runtime extras (`agenttest[openai-agents,pydantic-ai]`: the OpenAI Agents SDK, import name `agents`,
+and pydantic-ai), so that one virtualenv serves every example.
 
 One virtualenv per test session, whichever test module asks first. Use it from any test module with
 
@@ -26,6 +27,8 @@ import pytest
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 CONSTRAINTS = BASE_DIR / "requirements" / "constraints.txt"
+# The optional extras of pyproject.toml the virtualenv installs with the wheel: every agent runtime's framework.
+EXTRAS = "openai-agents,pydantic-ai"
 # What a clone of the repository holds and a build must not see: local state, caches, earlier builds.
 NOT_IN_A_CLONE = shutil.ignore_patterns(
     ".git", ".venv", "var", "__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",
@@ -64,7 +67,7 @@ _built: PackageEnv | None = None
 
 def package_env_build(root: Path) -> PackageEnv:
     """Build the wheel from a copy of the checkout (a build writes build/ and *.egg-info where it runs) and install it
-    with `openai-agents` into a new virtualenv, all under `root`; only the first call of a session builds."""
+    with its EXTRAS into a new virtualenv, all under `root`; only the first call of a session builds."""
     global _built
     if _built is None:
         assert not root.resolve().is_relative_to(BASE_DIR), f"{root} is inside the checkout"
@@ -74,7 +77,7 @@ def package_env_build(root: Path) -> PackageEnv:
         (wheel,) = dist.glob("agenttest-*.whl")
         _run([sys.executable, "-m", "venv", str(venv)], root)
         python = venv / "bin" / "python"
-        _pip(root, str(python), "install", "--constraint", str(CONSTRAINTS), str(wheel), "openai-agents")
+        _pip(root, str(python), "install", "--constraint", str(CONSTRAINTS), f"{wheel}[{EXTRAS}]")
         _built = PackageEnv(wheel=wheel, venv=venv, bin=venv / "bin", python=python)
     return _built
 

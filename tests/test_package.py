@@ -1,7 +1,8 @@
 """agenttest as a package: what the wheel holds, the `agenttest` command, and an install outside the checkout.
 
-The slow tests build the wheel and install it with `openai-agents` into a fresh virtualenv in a temporary directory
-(tests/package_env.py) and run every command from another temporary directory, as a team would in its own repository.
+The slow tests build the wheel and install it with its runtime extras (`openai-agents`, `pydantic-ai`) into a fresh
+virtualenv in a temporary directory (tests/package_env.py) and run every command from another temporary directory, as
+a team would in its own repository.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ from typing import Any
 
 ENTRY_PATTERN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 ENTRY_FORMAT = '"module:attribute", e.g. "shop.bot:respond"'
+# An environment variable holding a model provider's key, as an SDK's error names it (OPENAI_API_KEY, …).
+API_KEY_VARIABLE = re.compile(r"\b[A-Z][A-Z0-9_]*_API_KEY\b")
 
 _loaded: dict[str, Any] = {}
 # Re-entrant: a team module whose import loads another agent's entry must not deadlock.
@@ -42,9 +44,10 @@ def load_entry(entry: str) -> Any:
         try:
             target: Any = import_module(module_name)
         except Exception as exc:
-            raise EntryPointError(
-                f"entry point {entry!r} failed to import: {type(exc).__name__}: {exc}"
-            ) from exc
+            message = f"entry point {entry!r} failed to import: {type(exc).__name__}: {exc}"
+            if hint := _api_key_hint(exc):
+                message = f"{message.rstrip('.')}. {hint}"
+            raise EntryPointError(message) from exc
         for part in attribute.split("."):
             try:
                 target = getattr(target, part)
@@ -54,3 +57,18 @@ def load_entry(entry: str) -> Any:
                 ) from None
         _loaded[entry] = target
         return target
+
+
+def _api_key_hint(exc: Exception) -> str:
+    """What to do when the team's module builds a model client at import (pydantic-ai's `Agent("openai:…")`, a
+    module-level `OpenAI()`) and its SDK refuses to without a key: agenttest never sends the module's model calls
+    with that key, and an SDK may refuse an empty one too."""
+    found = API_KEY_VARIABLE.search(str(exc))
+    if found is None:
+        return ""
+    name = found.group()
+    return (
+        f"The module builds a model client when it is imported, which wants {name}; under agenttest the agent's "
+        f"model calls go through agenttest's model layer, never with that key, so set it to any placeholder "
+        f"(e.g. {name}=unused; the openai SDK refuses an empty one)"
+    )

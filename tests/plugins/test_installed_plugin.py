@@ -1,5 +1,5 @@
-"""A team's plugin beside an installed agenttest (the wheel in a fresh virtualenv outside the checkout, with
-`openai-agents` beside it): once as an installed distribution with an `agenttest.plugins` entry point, once as a module
+"""A team's plugin beside an installed agenttest (the wheel in a fresh virtualenv outside the checkout, with its
+runtime extras): once as an installed distribution with an `agenttest.plugins` entry point, once as a module
 named by AGENTTEST_PLUGINS. Each time, from a temporary directory, only through the `agenttest` command: the checks
 accept its provider kind, an agent calls its two typed tools in a conversation (executed), a recording turns their
 real results into mocks, a suite may not extra-allow the sending one, and a run on the plugin's model mocks them or

@@ -63,6 +63,27 @@ def test_it_names_the_entry_point_and_the_error_when_the_teams_module_fails_to_i
     ]
 
 
+def test_it_says_a_placeholder_key_will_do_when_the_teams_module_builds_a_model_client_at_import(
+    admin_client_api, team_repo, monkeypatch
+):
+    # As pydantic-ai's `Agent("openai:…")` does: the openai SDK refuses to build a client without a key, even empty.
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    package = team_repo("from openai import OpenAI\n\nclient = OpenAI()\n")
+
+    response = admin_client_api.post(
+        "/api/agents/", _payload(runtime="python", entry=f"{package}.bot:respond"), format="json"
+    )
+
+    assert response.status_code == 400
+    (message,) = response.data["entry"]
+    assert message.startswith(f"entry point '{package}.bot:respond' failed to import: OpenAIError: "), message
+    assert message.endswith(
+        "The module builds a model client when it is imported, which wants OPENAI_API_KEY; under agenttest the "
+        "agent's model calls go through agenttest's model layer, never with that key, so set it to any placeholder "
+        "(e.g. OPENAI_API_KEY=unused; the openai SDK refuses an empty one)"
+    ), message
+
+
 def test_it_refuses_a_redeclared_instruction_or_tools_for_an_agent_of_the_teams_code(admin_client_api, team_repo):
     package = team_repo()
 
