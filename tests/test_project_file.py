@@ -12,16 +12,19 @@ import json
 import os
 import runpy
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 from django.core.checks import run_checks
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 
 from agenthost.llm import registry
 from agenthost.llm.base import ModelRequest
 from agenthost.llm.scripted import ScriptedProvider
 from agenttest.cli import main
+from agenttest.plugin_loading import plugins_load
 from common.project_file import (
     RUN_MODES,
     ProjectFileError,
@@ -124,6 +127,25 @@ junit = "reports/junit.xml"
     none = runpy.run_path(str(SETTINGS))
     assert none["AGENTTEST_PROJECT_FILE"] == "" and none["AGENTTEST_RUN_DEFAULTS"] == {}
     assert "team_tools" not in none["AGENTTEST_PLUGINS"] and "other_tools" not in none["AGENTTEST_PLUGINS"]
+
+
+def test_it_imports_the_plugins_from_the_projects_directory_whatever_the_working_directory(tmp_path, monkeypatch,
+                                                                                            settings):
+    write(tmp_path / "team" / "team_plugin_of_the_project.py", "LOADED = True\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "team_plugin_of_the_project", raising=False)
+    settings.AGENTTEST_PLUGINS = ["team_plugin_of_the_project"]
+
+    with pytest.raises(ImproperlyConfigured, match="'team_plugin_of_the_project' .*No module named"):
+        plugins_load()
+
+    settings.AGENTTEST_PROJECT_DIR = str(tmp_path / "team")
+    settings.AGENTTEST_PROJECT_FILE = str(tmp_path / "team" / "agenttest.toml")
+    plugins_load()
+    assert sys.modules["team_plugin_of_the_project"].LOADED
+    # After the installed packages: a team's `cases/` folder cannot shadow agenttest's.
+    assert sys.path[-1] == str(tmp_path / "team")
 
 
 def test_it_reads_a_kinds_file_options_from_the_directory_of_the_file_that_set_them(tmp_path, monkeypatch, settings):
