@@ -19,7 +19,12 @@ LOCAL_MEMORY_CACHE = "django.core.cache.backends.locmem.LocMemCache"
 def check_agenttest_settings(app_configs: Any = None, **kwargs: Any) -> list:
     from agenthost.llm.registry import configuration_problems
 
-    problems: list = []
+    problems: list = [
+        # Settings went on without the file: what it says (plugins, providers, servers) is not in force.
+        Error(f"project file: {problem}", hint="Fix the file, or set AGENTTEST_CONFIG to another one "
+              f"({os.devnull} reads none).", id="agenttest.E011")
+        for problem in getattr(settings, "AGENTTEST_PROJECT_PROBLEMS", [])
+    ]
     # With the registered kinds: plugins are loaded by now, so a kind no plugin registered is reported here.
     provider_problems = configuration_problems(settings.AGENTTEST_PROVIDERS)
     for problem in provider_problems:

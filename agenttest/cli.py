@@ -8,8 +8,8 @@ the two long-running processes of a deployment:
 - `agenttest serve [gunicorn options]`: the production web server with `agenttest.gunicorn_conf`, on gunicorn's
   default address 127.0.0.1:8000 (or 0.0.0.0:$PORT) unless `--bind` is given.
 
-The working directory is on the import path, as with `python -m` and gunicorn, so a plugin module in the directory
-the command runs from is importable by the commands, the worker and the web server alike.
+The project's directory — where its agenttest.toml is (common/project_file.py), else the working directory — is on
+the import path, so a plugin module there is importable by the commands, the worker and the web server alike.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
+from common.project_file import ProjectFileError, project_read
 from common.queues import RUNS_QUEUE, group_queue
 
 GROUPS_OPTION = "--groups"
@@ -35,15 +36,32 @@ def main(argv: Sequence[str] | None = None) -> None:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["run"]:
         _scratch_environment()
+    elif arguments[:1] == ["init"]:
+        _local_environment()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agenttest.settings")
-    # The team's own modules (plugins) are importable from the current directory, but after the installed packages:
+    # The team's own modules (plugins) are importable from the project's directory, but after the installed packages:
     # a team's `cases/` or `runs/` folder must not shadow agenttest's.
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
+    directory = _project_directory(arguments)
+    if directory not in sys.path:
+        sys.path.append(directory)
     from django.core.management import execute_from_command_line
 
     # The program name Django prints in its help and errors ("Type 'agenttest help <subcommand>'").
     execute_from_command_line(["agenttest", *arguments])
+
+
+def _project_directory(arguments: Sequence[str]) -> str:
+    """The directory of the project file (agenttest.toml), else the working directory. A project file that cannot be
+    used ends the command here — every problem on stderr, each naming the file and the key, exit code 2 — rather
+    than in a traceback from the settings; `init` goes on, since it writes a file of its own."""
+    try:
+        project = project_read()
+    except ProjectFileError as exc:
+        if arguments[:1] == ["init"]:
+            return os.getcwd()
+        sys.stderr.write("".join(f"error: {line}\n" for line in exc.lines()))
+        raise SystemExit(2) from None
+    return str(project.directory) if project else os.getcwd()
 
 
 def _scratch_environment() -> None:
@@ -54,6 +72,10 @@ def _scratch_environment() -> None:
     os.environ["AGENTTEST_VAR_DIR"] = scratch
     os.environ["DATABASE_URL"] = f"sqlite:///{scratch}/agenttest.sqlite3"
     os.environ["AGENTTEST_BROKER_URL"] = f"sqla+sqlite:///{scratch}/broker.sqlite3"
+    _local_environment()
+
+
+def _local_environment() -> None:
     # Nothing is served and no mail is sent, so the production checks (secret key, mail server, broker) do not
     # apply: the command runs with a local install's settings.
     os.environ.setdefault("AGENTTEST_DEBUG", "1")

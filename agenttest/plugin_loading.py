@@ -3,8 +3,9 @@
 Two ways to name a plugin, both loaded once at start-up (in AgenttestConfig.ready, so in the web process, the worker
 and every command alike), after the host's built-in functions are registered:
 
-- AGENTTEST_PLUGINS: comma-separated importable module paths, e.g. `AGENTTEST_PLUGINS=acme_agent.tools`. Importing
-  the module is the registration (its `@tool` decorators and register_* calls run at import).
+- `plugins` in the project's agenttest.toml, or AGENTTEST_PLUGINS (comma-separated, overriding the file): importable
+  module paths, e.g. `plugins = ["acme_agent.tools"]`; the project's directory is importable. Importing the module
+  is the registration (its `@tool` decorators and register_* calls run at import).
 - the entry-point group `agenttest.plugins` of an installed distribution:
       [project.entry-points."agenttest.plugins"]
       acme = "acme_agent.tools"            # a module: imported
@@ -17,6 +18,7 @@ ImproperlyConfigured naming the plugin and the error. Loading again (ready() cal
 
 from __future__ import annotations
 
+import sys
 import threading
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
@@ -35,6 +37,13 @@ _lock = threading.RLock()
 def plugins_load() -> None:
     """Load every installed `agenttest.plugins` entry point, then every module in AGENTTEST_PLUGINS."""
     with _lock:
+        project = getattr(settings, "AGENTTEST_PROJECT_DIR", "")
+        # The project's own modules (plugins, runtime entry points) are importable in every process — the web server
+        # and the worker too, whatever directory they started in — after the installed packages, so a team's
+        # `cases/` folder cannot shadow agenttest's.
+        if project and project not in sys.path:
+            sys.path.append(project)
+        named_in = "AGENTTEST_PLUGINS" + (f" or the plugins of {settings.AGENTTEST_PROJECT_FILE}" if project else "")
         for entry_point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda point: (point.name, point.value)):
             _load_entry_point(entry_point)
         for path in getattr(settings, "AGENTTEST_PLUGINS", []):
@@ -42,8 +51,7 @@ def plugins_load() -> None:
                 import_module(path)
             except Exception as exc:
                 raise ImproperlyConfigured(
-                    f"agenttest plugin {path!r} (named in AGENTTEST_PLUGINS) failed to load: {type(exc).__name__}: "
-                    f"{exc}"
+                    f"agenttest plugin {path!r} (named in {named_in}) failed to load: {type(exc).__name__}: {exc}"
                 ) from exc
 
 

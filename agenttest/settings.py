@@ -1,4 +1,6 @@
-"""The one settings module: everything that differs between a demo and production is read from the environment."""
+"""The one settings module: everything that differs between a demo and production is read from the environment —
+and, for what a team's repository says (plugins, providers, MCP servers), from its agenttest.toml, which the
+environment overrides."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from agenttest.env import env_bool, env_cache, env_float, env_int, env_list, env_str
+from common.project_file import ProjectFileError, project_read
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Installed as a package, BASE_DIR is site-packages: the database and the broker file must never land there, so
@@ -227,11 +230,31 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {"runs.tasks.*": {"queue": "runs"}}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
+# The project file (agenttest.toml, common/project_file.py): AGENTTEST_CONFIG, else the nearest one from the working
+# directory up to the repository's root. The variables below override what it says. A bad file is not raised here:
+# the `agenttest` command refuses it before Django starts (exit 2), and the system check reports it (agenttest.E011).
+try:
+    _PROJECT = project_read()
+    AGENTTEST_PROJECT_PROBLEMS: list[str] = []
+except ProjectFileError as _error:
+    _PROJECT = None
+    AGENTTEST_PROJECT_PROBLEMS = _error.lines()
+AGENTTEST_PROJECT_FILE = str(_PROJECT.path) if _PROJECT else ""
+# Plugin modules and runtime entry points are importable from it (agenttest/plugin_loading.py).
+AGENTTEST_PROJECT_DIR = str(_PROJECT.directory) if _PROJECT else ""
+# `agenttest run`'s defaults ([run]), its DIR the project's directory unless the file names another.
+AGENTTEST_RUN_DEFAULTS = {"directory": _PROJECT.directory, **_PROJECT.run} if _PROJECT else {}
+
 # Plugins (module paths) to import at start-up, besides the installed `agenttest.plugins` entry points.
-AGENTTEST_PLUGINS = [*(["agenttest_demo.registration"] if AGENTTEST_DEMO else []), *env_list("AGENTTEST_PLUGINS")]
-# Model providers: a TOML file, or OpenAI when its key is set, after the demo's simulated models when the demo is on.
+AGENTTEST_PLUGINS = [
+    *(["agenttest_demo.registration"] if AGENTTEST_DEMO else []),
+    *env_list("AGENTTEST_PLUGINS", _PROJECT.plugins if _PROJECT else []),
+]
+# Model providers: a TOML file, else the project file's, else OpenAI when its key is set, after the demo's simulated
+# models when the demo is on.
 AGENTTEST_PROVIDERS_FILE = env_str("AGENTTEST_PROVIDERS_FILE")
-# MCP servers whose tools agents may declare: a TOML (or .json) file of [servers.<name>] tables; "" = none.
+# MCP servers whose tools agents may declare: a TOML (or .json) file of [servers.<name>] tables, else the project
+# file's; "" and none there = none.
 AGENTTEST_MCP_FILE = env_str("AGENTTEST_MCP_FILE")
 # The provider:model that splits a conversation into cases when none is chosen ("" = always ask).
 AGENTTEST_EXTRACTION_MODEL = env_str("AGENTTEST_EXTRACTION_MODEL")
@@ -275,12 +298,23 @@ from common.provider_config import default_providers, load_providers  # noqa: E4
 
 # The demo's file is found by path, not imported: settings must not import the demo, which imports agenttest.plugin.
 _DEMO_PROVIDERS_FILE = BASE_DIR / "agenttest_demo" / "providers.toml"
-AGENTTEST_PROVIDERS = (
-    load_providers(AGENTTEST_PROVIDERS_FILE)
-    if AGENTTEST_PROVIDERS_FILE
-    else {**(load_providers(str(_DEMO_PROVIDERS_FILE)) if AGENTTEST_DEMO else {}), **default_providers()}
+if AGENTTEST_PROVIDERS_FILE:
+    AGENTTEST_PROVIDERS = load_providers(AGENTTEST_PROVIDERS_FILE)
+elif _PROJECT and _PROJECT.providers is not None:
+    AGENTTEST_PROVIDERS = _PROJECT.providers
+else:
+    AGENTTEST_PROVIDERS = {
+        **(load_providers(str(_DEMO_PROVIDERS_FILE)) if AGENTTEST_DEMO else {}), **default_providers()
+    }
+# A kind's file options (the scripted kind's `script`, …) are relative to the directory of the file that set them.
+AGENTTEST_PROVIDERS_DIR = (
+    os.path.dirname(os.path.abspath(AGENTTEST_PROVIDERS_FILE)) if AGENTTEST_PROVIDERS_FILE
+    else str(_PROJECT.providers_file.parent) if _PROJECT and _PROJECT.providers_file else ""
 )
 
 from common.mcp_config import load_mcp_servers  # noqa: E402  (pure, like the providers' file)
 
-AGENTTEST_MCP_SERVERS = load_mcp_servers(AGENTTEST_MCP_FILE)
+AGENTTEST_MCP_SERVERS = (
+    load_mcp_servers(AGENTTEST_MCP_FILE) if AGENTTEST_MCP_FILE
+    else (_PROJECT.mcp_servers or {}) if _PROJECT else {}
+)

@@ -8,7 +8,7 @@ A pure module (no Django models, no SDK, no app) in the shared room, read at set
     args = ["-m", "mcp_server_time", "--local-timezone", "UTC"]
     env = { TZ = "UTC" }                # literal values, for what is not secret
     env_from = { API_TOKEN = "TIME_TOKEN" }   # variable → the name of OUR environment variable holding its value
-    cwd = "/srv/time"
+    cwd = "/srv/time"                   # relative: to this file's directory, where a server without cwd starts
     connect_timeout = 10                # seconds to start and initialise the session
     call_timeout = 30                   # seconds one tools/call may take
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import tomllib
 from typing import Any
@@ -72,7 +73,8 @@ def load_mcp_servers(path: str) -> dict[str, dict[str, Any]]:
     problems.extend(validate_mcp_servers(servers))
     if problems:
         raise ImproperlyConfigured(f"{where}: " + "; ".join(problems))
-    return {name: normalise(spec) for name, spec in servers.items()}
+    directory = os.path.dirname(os.path.abspath(path))
+    return {name: normalise(spec, directory=directory) for name, spec in servers.items()}
 
 
 def validate_mcp_servers(servers: Any) -> list[str]:
@@ -152,7 +154,9 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def normalise(spec: dict[str, Any]) -> dict[str, Any]:
+def normalise(spec: dict[str, Any], *, directory: str = "") -> dict[str, Any]:
+    """`spec` with every default filled in. Read from a file, a stdio server starts in `directory` (the file's):
+    its `cwd` is relative to it, and is it when not given — so `args = ["server.py"]` works from anywhere."""
     transport = spec.get("transport", "stdio")
     normalised: dict[str, Any] = {
         "transport": transport,
@@ -165,7 +169,7 @@ def normalise(spec: dict[str, Any]) -> dict[str, Any]:
             args=list(spec.get("args", [])),
             env=dict(spec.get("env", {})),
             env_from=dict(spec.get("env_from", {})),
-            cwd=spec.get("cwd", ""),
+            cwd=os.path.normpath(os.path.join(directory, spec.get("cwd", ""))) if directory else spec.get("cwd", ""),
         )
     else:
         normalised.update(url=spec["url"], headers_from=dict(spec.get("headers_from", {})))

@@ -89,6 +89,11 @@ def load_providers(path: str) -> dict[str, dict[str, Any]]:
         problems.extend(validate_providers(providers))
     if problems:
         raise ImproperlyConfigured(f"model provider file {path}: " + "; ".join(problems))
+    return normalise_providers(providers)
+
+
+def normalise_providers(providers: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A providers mapping validate_providers found no problem with, with every default filled in."""
     return {name: _normalise(spec) for name, spec in providers.items()}
 
 

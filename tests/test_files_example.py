@@ -1,4 +1,5 @@
-"""examples/order-support as a team's CI runs it: copied outside the checkout, with only the built wheel installed."""
+"""examples/order-support as a team's CI runs it: copied outside the checkout, with only the built wheel installed
+and no AGENTTEST_* variable — the repository's agenttest.toml says everything (issue 25, item 10)."""
 
 from __future__ import annotations
 
@@ -41,26 +42,27 @@ def _wait_for(port: int) -> None:
 def _team_repo(tmp_path: Path, base_url: str) -> Path:
     repo = tmp_path / "order-support"
     shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("__pycache__"))
-    providers = repo / "providers.toml"
-    providers.write_text(providers.read_text().replace("http://127.0.0.1:8001/v1", base_url))
+    project = repo / "agenttest.toml"
+    project.write_text(project.read_text().replace("http://127.0.0.1:8001/v1", base_url))
     return repo
 
 
 def _agenttest(package_env: PackageEnv, repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        "AGENTTEST_PLUGINS": "order_tools", "AGENTTEST_PROVIDERS_FILE": "providers.toml",
-        "HTTP_PROXY": REFUSED, "HTTPS_PROXY": REFUSED, "ALL_PROXY": REFUSED,
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
+    # package_env's environment holds no AGENTTEST_* variable and an empty OPENAI_API_KEY.
+    env = {"HTTP_PROXY": REFUSED, "HTTPS_PROXY": REFUSED, "ALL_PROXY": REFUSED, "NO_PROXY": "127.0.0.1,localhost"}
     return package_env.run_in_venv(["agenttest", *args], cwd=repo, env=env)
 
 
 def test_it_replays_records_and_round_trips_the_example(package_env: PackageEnv, tmp_path):
     repo = _team_repo(tmp_path, f"{REFUSED}/v1")
 
-    done = _agenttest(package_env, repo, "run", ".", "--mode", "replay", "--junit", "junit.xml",
-                      "--summary", "summary.md", "--results", "results.json")
+    # As a newcomer runs it: no variable, no option but the reports; agenttest.toml names the plugin, the provider
+    # and replay.
+    done = _agenttest(package_env, repo, "run", ".", "--junit", "junit.xml", "--summary", "summary.md",
+                      "--results", "results.json")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert f"Project file: {repo / 'agenttest.toml'}" in done.stdout
+    assert "2 result(s), replay mode" in done.stdout
     suites = ElementTree.parse(repo / "junit.xml").getroot()
     cases = {case.get("name"): case for case in suites.iter("testcase")}
     assert len(cases) == 2 and not any(case.find("failure") is not None for case in cases.values())
@@ -82,14 +84,14 @@ def test_it_replays_records_and_round_trips_the_example(package_env: PackageEnv,
     )
     try:
         _wait_for(port)
-        providers = repo / "providers.toml"
-        providers.write_text(providers.read_text().replace(f"{REFUSED}/v1", f"http://127.0.0.1:{port}/v1"))
+        project = repo / "agenttest.toml"
+        project.write_text(project.read_text().replace(f"{REFUSED}/v1", f"http://127.0.0.1:{port}/v1"))
         recorded = _agenttest(package_env, repo, "run", ".", "--mode", "record")
         assert recorded.returncode == 0, recorded.stdout + recorded.stderr
     finally:
         stub.terminate()
         stub.wait(timeout=10)
-    providers.write_text(providers.read_text().replace(f"http://127.0.0.1:{port}/v1", f"{REFUSED}/v1"))
+    project.write_text(project.read_text().replace(f"http://127.0.0.1:{port}/v1", f"{REFUSED}/v1"))
     again = _agenttest(package_env, repo, "run", ".", "--mode", "replay")
     assert again.returncode == 0, again.stdout + again.stderr
 
@@ -98,9 +100,7 @@ def test_it_replays_records_and_round_trips_the_example(package_env: PackageEnv,
         f"set -e; agenttest migrate -v0; agenttest apply .; agenttest export {first}; "
         f"rm -rf var; agenttest migrate -v0; agenttest apply {first}; agenttest export {second}"
     )
-    round_trip = package_env.run_in_venv(["bash", "-c", script], cwd=repo,
-                                         env={"AGENTTEST_PLUGINS": "order_tools",
-                                              "AGENTTEST_PROVIDERS_FILE": "providers.toml", "AGENTTEST_DEBUG": "1"})
+    round_trip = package_env.run_in_venv(["bash", "-c", script], cwd=repo, env={"AGENTTEST_DEBUG": "1"})
     assert round_trip.returncode == 0, round_trip.stdout + round_trip.stderr
     files = sorted(path.relative_to(first) for path in first.rglob("*") if path.is_file())
     assert files == sorted(path.relative_to(second) for path in second.rglob("*") if path.is_file())
@@ -110,12 +110,12 @@ def test_it_replays_records_and_round_trips_the_example(package_env: PackageEnv,
     broken.write_text(broken.read_text().replace("user_message: Hello there!", "user_mesage: Hello there!"))
     before = package_env.run_in_venv(
         ["agenttest", "export", str(tmp_path / "before")], cwd=repo,
-        env={"AGENTTEST_PLUGINS": "order_tools", "AGENTTEST_PROVIDERS_FILE": "providers.toml", "AGENTTEST_DEBUG": "1"},
+        env={"AGENTTEST_DEBUG": "1"},
     )
     assert before.returncode == 0
     refused = package_env.run_in_venv(
         ["agenttest", "apply", "."], cwd=repo,
-        env={"AGENTTEST_PLUGINS": "order_tools", "AGENTTEST_PROVIDERS_FILE": "providers.toml", "AGENTTEST_DEBUG": "1"},
+        env={"AGENTTEST_DEBUG": "1"},
     )
     assert refused.returncode == 2
     run_refused = _agenttest(package_env, repo, "run", ".", "--mode", "replay")
@@ -126,7 +126,7 @@ def test_it_replays_records_and_round_trips_the_example(package_env: PackageEnv,
     )
     after = package_env.run_in_venv(
         ["agenttest", "export", str(tmp_path / "after")], cwd=repo,
-        env={"AGENTTEST_PLUGINS": "order_tools", "AGENTTEST_PROVIDERS_FILE": "providers.toml", "AGENTTEST_DEBUG": "1"},
+        env={"AGENTTEST_DEBUG": "1"},
     )
     assert after.returncode == 0
     for path in (tmp_path / "before").rglob("*.yaml"):

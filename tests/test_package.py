@@ -32,7 +32,7 @@ from tests.package_env import CHECKOUT_VARIABLES, PackageEnv, package_env_fixtur
 BASE_DIR = Path(__file__).resolve().parent.parent
 PACKAGES = ("agenttest", "common", "agenthost", "cases", "runs", "recording", "traces", "agenttest_demo")
 COMMANDS = ("migrate", "run_suite", "worker", "serve", "demo_setup", "cases", "recordings", "traces", "collectstatic",
-            "check")
+            "check", "init", "run")
 DEBUG = {"AGENTTEST_DEBUG": "1"}
 # The demo ships in the wheel as a plugin a deployment turns on.
 DEMO = {**DEBUG, "AGENTTEST_DEMO": "1"}

@@ -207,11 +207,16 @@ class ModelProvider(abc.ABC):
 
     A kind (`kind = "<name>"` in the providers file) is a subclass: it names the keys only it understands, beyond
     the common ones (kind, base_url, api_key_env, timeout, max_retries, models; a model's name, prices and label),
-    and checks their values in validate_options. Any other key is refused with the list of allowed ones."""
+    and checks their values in validate_options. Any other key is refused with the list of allowed ones.
+
+    Options naming files go in path_option_keys too: a relative path is then relative to the directory of the file
+    that configured the provider (a providers file, or the project's agenttest.toml), before validate_options or
+    the constructor sees it."""
 
     kind: str = ""
     option_keys: frozenset[str] = frozenset()
     model_option_keys: frozenset[str] = frozenset()
+    path_option_keys: frozenset[str] = frozenset()
 
     @classmethod
     def validate_options(cls, spec: dict[str, Any]) -> list[str]:

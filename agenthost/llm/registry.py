@@ -6,6 +6,7 @@ pools); the cache is dropped whenever AGENTTEST_PROVIDERS changes, e.g. under py
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -75,7 +76,26 @@ def provider_kinds() -> dict[str, type[ModelProvider]]:
 
 def configuration_problems(config: dict[str, Any] | None = None) -> list[str]:
     """Every problem with the providers configuration (AGENTTEST_PROVIDERS unless given), kinds included."""
-    return validate_providers(_providers() if config is None else config, kinds=provider_kinds())
+    config = _providers() if config is None else config
+    kinds = provider_kinds()
+    if isinstance(config, dict):
+        config = {name: _located(spec, kinds) for name, spec in config.items()}
+    return validate_providers(config, kinds=kinds)
+
+
+def _located(spec: Any, kinds: dict[str, type[ModelProvider]]) -> Any:
+    """`spec` with its kind's relative file options made relative to AGENTTEST_PROVIDERS_DIR, the directory of the
+    file that configured it (none: the working directory, as before there were project files)."""
+    base = getattr(settings, "AGENTTEST_PROVIDERS_DIR", "")
+    cls = kinds.get(spec.get("kind")) if isinstance(spec, dict) and isinstance(spec.get("kind"), str) else None
+    if not base or cls is None:
+        return spec
+    located = {
+        key: os.path.join(base, value)
+        for key in cls.path_option_keys
+        if isinstance(value := spec.get(key), str) and value.strip() and not os.path.isabs(value)
+    }
+    return {**spec, **located} if located else spec
 
 
 def register_runtime_provider(name: str, provider: ModelProvider) -> None:
@@ -112,7 +132,7 @@ def get_provider(name: str) -> ModelProvider:
             if name not in providers:
                 configured = ", ".join(sorted(providers)) or "none"
                 raise UnknownProvider(f"provider {name!r} is not configured; configured: {configured}")
-            options = providers[name]
+            options = _located(providers[name], PROVIDER_KINDS)
             kind = options.get("kind", "")
             cls = PROVIDER_KINDS.get(kind)
             if cls is None:
@@ -176,7 +196,7 @@ def clear_cache() -> None:
 
 
 def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting == "AGENTTEST_PROVIDERS":
+    if setting in ("AGENTTEST_PROVIDERS", "AGENTTEST_PROVIDERS_DIR"):
         clear_cache()
 
 

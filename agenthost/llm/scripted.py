@@ -232,6 +232,7 @@ class _FileResponder:
 class ScriptedProvider(ModelProvider):
     kind = "scripted"
     option_keys = frozenset({"script", "requests_log"})
+    path_option_keys = option_keys
 
     _scripts: dict[str, _Script] = {}
     _hangs: set[threading.Event] = set()

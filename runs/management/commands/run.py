@@ -4,7 +4,8 @@ The `agenttest` command gives `run` a scratch SQLite database of its own (agentt
 it, applies DIR's files, imports DIR's recordings (`recordings/<suite>/`), runs each suite in this process and writes
 what CI wants: `--junit`, a Markdown `--summary` (for a pull-request comment or $GITHUB_STEP_SUMMARY) and `--results`
 (JSON), which a later run reads as `--baseline` to list the cases that flipped. `--mode record` writes the recordings
-back into DIR. Exit codes as run_suite: 0 passed, 1 a case failed, 2 anything else (bad files included).
+back into DIR. Exit codes as run_suite: 0 passed, 1 a case failed, 2 anything else (bad files included). Every option
+left out — DIR too — takes its default from [run] of the project's agenttest.toml (common/project_file.py).
 
 MCP servers: the agents' tool listings come from the recordings' manifests (`mcp_tools`), so a replay starts and
 contacts no server — one that is unreachable, or whose secret is unset, does not matter to it. Record and live mode
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandParser
 
@@ -25,6 +27,7 @@ from agenthost.seams import mcp_refresh
 from cases.files import FilesRejected, files_apply, files_mcp_servers, suite_directory_name
 from cases.models import Suite
 from common.inputs import whole_number_argument
+from common.project_file import CONFIG_VARIABLE, FILE_NAME
 from runs.engine.numbers import format_cost, format_pass_rate, models_priced
 from runs.management.commands.run_suite import EXIT_ERROR, EXIT_PASSED, _Abort, _exit_code, _InlineRun
 from runs.management.commands.run_suite import Command as RunSuiteCommand
@@ -51,12 +54,14 @@ class Command(RunSuiteCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("directory", help="The team's directory: agents/, suites/, recordings/.")
+        # Every option left out takes its default from [run] of the project's agenttest.toml, then the one below.
+        parser.add_argument("directory", nargs="?", help="The team's directory: agents/, suites/, recordings/ "
+                            "(default: [run] directory of agenttest.toml, else the directory it is in).")
         parser.add_argument("--suite", action="append", default=[], metavar="NAME", help="Only this suite (repeat).")
         parser.add_argument("--models", default="", help="Comma-separated provider:model keys; default: the agent's.")
         parser.add_argument("--cases", default="", help="Case filter: a name substring, or tag:<tag>.")
-        parser.add_argument("--mode", choices=Run.Mode.values, default=Run.Mode.LIVE)
-        parser.add_argument("--trials", type=whole_number_argument, default=1)
+        parser.add_argument("--mode", choices=Run.Mode.values, help=f"default: {Run.Mode.LIVE}")
+        parser.add_argument("--trials", type=whole_number_argument, help="default: 1")
         parser.add_argument("--junit", metavar="FILE", help="Write JUnit XML.")
         parser.add_argument("--summary", metavar="FILE", help="Write a Markdown summary.")
         parser.add_argument("--results", metavar="FILE", help="Write the results as JSON (a later --baseline).")
@@ -64,12 +69,35 @@ class Command(RunSuiteCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
+            options = self._with_project_defaults(options)
             code = self._run_directory(options)
         except (_Abort, RunError) as exc:
             self.stderr.write(f"error: {exc}")
             code = EXIT_ERROR
         if code != EXIT_PASSED:
             raise SystemExit(code)
+
+    def _with_project_defaults(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The command's options, each one not given taken from [run] of the project file, then the built-in default."""
+        defaults = settings.AGENTTEST_RUN_DEFAULTS
+        if settings.AGENTTEST_PROJECT_FILE:
+            self.stdout.write(f"Project file: {settings.AGENTTEST_PROJECT_FILE}")
+        directory = options["directory"] or defaults.get("directory")
+        if not directory:
+            raise _Abort("give the directory to run (agents/, suites/, recordings/), e.g. `agenttest run .`, or write "
+                         "an agenttest.toml (`agenttest init`)")
+        _warn_unread_project_file(Path(directory), self.stderr)
+        return {
+            **options,
+            "directory": str(directory),
+            "suite": options["suite"] or defaults.get("suites", []),
+            "models": options["models"] or ",".join(defaults.get("models", [])),
+            "cases": options["cases"] or defaults.get("cases", ""),
+            "mode": options["mode"] or defaults.get("mode", Run.Mode.LIVE),
+            "trials": options["trials"] if options["trials"] is not None else defaults.get("trials", 1),
+            **{key: options[key] or (str(defaults[key]) if key in defaults else None)
+               for key in ("junit", "summary", "results")},
+        }
 
     def _run_directory(self, options: dict[str, Any]) -> int:
         directory = Path(options["directory"])
@@ -142,6 +170,16 @@ class Command(RunSuiteCommand):
         run = self._follow(run, worker, None)
         self._report(run)
         return run
+
+
+def _warn_unread_project_file(directory: Path, stderr: Any) -> None:
+    """DIR's own agenttest.toml is not the one in force (settings read the one found from the working directory): say
+    so, or its plugins and providers would seem to be ignored."""
+    own = directory / FILE_NAME
+    if own.is_file() and str(own.resolve()) != str(Path(settings.AGENTTEST_PROJECT_FILE or ".").resolve()):
+        in_force = settings.AGENTTEST_PROJECT_FILE or "none"
+        stderr.write(f"warning: {own} is not read (the project file in force: {in_force}); run agenttest from "
+                     f"{directory}, or set {CONFIG_VARIABLE}={own}")
 
 
 def _recordings_dir(directory: Path, suite: Suite) -> Path:
