@@ -36,7 +36,7 @@ import pydantic_core
 from asgiref.sync import async_to_sync, sync_to_async
 
 from agenthost.executor import mocked_names
-from agenthost.functions import FunctionContext, FunctionResult, as_function_result
+from agenthost.functions import FunctionContext, FunctionResult, as_function_result, declared_effects
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.openai_agents import AgenttestAsyncClient, _owned
 from agenthost.turns import InvalidInput
@@ -361,6 +361,23 @@ class PydanticAIRuntime(Runtime):
         if not isinstance(agent, framework.Agent):
             raise TypeError(f"the entry point's factory returned a {type(agent).__name__}, not a pydantic_ai.Agent")
         return agent
+
+    def tool_declarations(self, target: Any) -> list[dict[str, Any]]:
+        """The function tools of the agent's toolsets (those registered on the agent and those of every toolset it
+        was given), with the description and JSON schema pydantic-ai builds for the model; native tools and MCP
+        servers' tools by name only (their schemas are the provider's or the server's)."""
+        declarations: dict[str, dict[str, Any]] = {}
+        agent = self._agent(target)
+        for leaf in _leaves(agent.toolsets):
+            for tool in getattr(leaf, "tools", {}).values() if not _is_mcp(leaf) else ():
+                definition = tool.tool_def
+                declared = declarations.setdefault(definition.name, {
+                    "name": definition.name, "description": definition.description or "",
+                    "parameters": definition.parameters_json_schema or {},
+                })
+                if (by_plugin := declared_effects(tool.function)) is not None:
+                    declared["outside_effects"] = by_plugin
+        return list(declarations.values())
 
     def entry_problem(self, target: Any, entry: str) -> str:
         try:

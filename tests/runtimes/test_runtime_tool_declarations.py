@@ -56,6 +56,28 @@ def test_it_lets_a_case_mock_and_assert_on_the_tools_of_the_agents_code_and_its_
     assert "did you mean 'find_order'?" in str(refused.value)
 
 
+def test_it_declares_a_pydantic_ai_agents_tools_as_pydantic_ai_offers_them_to_the_model(team_repo):
+    package = team_repo(SHOP_AGENT)
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{package}.bot:agent", provider="scripted",
+                                 model="scripted", outside_effects={"find_order": False})
+    suite = suite_create(data={"name": "shop", "agent": agent})
+    team_agent = sys.modules[f"{package}.bot"].agent
+    offered = {
+        tool.tool_def.name: tool.tool_def
+        for toolset in team_agent.toolsets for tool in getattr(toolset, "tools", {}).values()
+    }
+
+    declared = {item["name"]: item for item in runtime_tool_declarations(agent)}
+
+    assert set(declared) == set(offered) and len(offered) >= 2
+    for name, definition in offered.items():
+        assert declared[name]["parameters"] == definition.parameters_json_schema
+        assert declared[name]["description"] == (definition.description or "")
+    # A tool of the code the agent file does not name is still one a case may mock (it has outside effects).
+    unnamed = next(name for name in offered if name != "find_order")
+    assert case_create(suite=suite, document=_case("mocks it", unnamed)).mocks.get().function_name == unnamed
+
+
 def test_it_extra_allows_only_a_code_tool_the_agent_file_declares_free_of_outside_effects(team_repo):
     agent = _agent(team_repo(SHOP_AGENTS))
 
@@ -70,7 +92,7 @@ def test_it_extra_allows_only_a_code_tool_the_agent_file_declares_free_of_outsid
 # The runtime, the team's code, its entry point, and whether the runtime discovers the code's tools before it runs.
 @pytest.mark.parametrize(("runtime", "source", "entry", "discovers"), [
     ("python", SHOP_BOT, "respond", True), ("openai-agents", SHOP_AGENTS, "triage", True),
-    ("pydantic-ai", SHOP_AGENT, "agent", False),
+    ("pydantic-ai", SHOP_AGENT, "agent", True),
 ])
 def test_it_lets_a_plugin_declare_a_code_tool_free_of_outside_effects_without_touching_the_agent(
     runtime, source, entry, discovers, scripted_model, team_repo
