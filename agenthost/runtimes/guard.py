@@ -9,10 +9,17 @@ the framework's own error handling (which catches Exception) cannot swallow it; 
 model failure. A framework agent is brought in as a runtime instead (agenthost/runtimes/base.py).
 
 What this cannot see: a framework run on another thread than the provider's, or one with its tracing switched off.
+
+The guard is registered when the SDK is imported, by whoever imports it first (a plugin, a runtime, the team's code):
+importing it costs ~2 s of CPU, which a process that never touches the SDK (migrate, check, the web server) should
+not pay.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,15 +91,46 @@ class _AgentsSdkGuard:
 
 
 def install_guards() -> None:
-    """Register the guards of the frameworks that are installed, once per process."""
+    """Register the guards of the installed frameworks, once per process: now if the SDK is imported already, else
+    the moment it is imported."""
     global _installed
     with _lock:
         if _installed:
             return
         _installed = True
-    try:
-        from agents import add_trace_processor
-        from agents.tracing import TracingProcessor
-    except ImportError:
-        return
-    add_trace_processor(type("AgentsSdkGuard", (_AgentsSdkGuard, TracingProcessor), {})())
+    if SDK in sys.modules:
+        _register(sys.modules[SDK])
+    else:
+        sys.meta_path.insert(0, _RegisterOnImport())
+
+
+SDK = "agents"
+
+
+def _register(sdk: Any) -> None:
+    from agents.tracing import TracingProcessor
+
+    sdk.add_trace_processor(type("AgentsSdkGuard", (_AgentsSdkGuard, TracingProcessor), {})())
+
+
+class _RegisterOnImport(importlib.abc.MetaPathFinder):
+    """Finds the SDK's package as the path finder does and registers the guard once its `__init__` has run, before
+    the importer gets the module: no code can run the SDK unguarded."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != SDK:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        run_module = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run_module(module)
+            _register(module)
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec

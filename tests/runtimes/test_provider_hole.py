@@ -5,6 +5,8 @@ framework runs anything, in tests and in chat alike."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,21 @@ def test_it_refuses_the_same_provider_in_chat_before_the_framework_runs_anything
         conversation_send(conversation=conversation_start(agent=wrapped), text="Please refund order 1042")
 
     assert not (tmp_path / "markers").exists()
+
+
+def test_it_guards_the_sdk_from_its_first_import_without_importing_it_at_start_up(tmp_path):
+    # A process that never touches the SDK does not pay its import; one that imports it gets the guard before any
+    # of its code can run a workflow.
+    program = (
+        "import sys, django; django.setup(); print('agents' in sys.modules)\n"
+        "from agents.tracing import get_trace_provider\n"
+        "print([type(p).__name__ for p in get_trace_provider()._multi_processor._processors])\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agenttest.settings", "AGENTTEST_DEBUG": "1",
+           "AGENTTEST_VAR_DIR": str(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("DATABASE_URL", None)
+
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["False", "['BatchTraceProcessor', 'AgentsSdkGuard']"]
