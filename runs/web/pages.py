@@ -56,6 +56,7 @@ from runs.web.charts import format_ms, model_chart, pass_rate_band
 from runs.web.comparison import (
     ComparisonError,
     baseline_get,
+    compared_results,
     default_baseline,
     earlier_runs,
     model_deltas,
@@ -613,14 +614,15 @@ def run_compare_page(request: HttpRequest, run_id: int) -> HttpResponse:
             baseline = baseline_get(run=run, baseline_id=baseline_id)
         except ComparisonError as exc:
             error, status = f"Can't compare with that run: {exc}.", 400
+    results = (compared_results(run=run), compared_results(run=baseline)) if baseline else None
     context = {
         "run": run,
         "baseline": baseline,
         "default_used": baseline is not None and not wanted,
         "baselines": list(earlier_runs(run=run)),
-        "comparisons": run_compare(run=run, baseline=baseline) if baseline else [],
+        "comparisons": run_compare(run=run, baseline=baseline, results=results) if baseline else [],
         "deltas": _delta_rows(run, baseline) if baseline else [],
-        "differences": run_differences(run=run, baseline=baseline) if baseline else None,
+        "differences": run_differences(run=run, baseline=baseline, results=results) if baseline else None,
         "error": error,
         "results_base": results_base(run),
         "baseline_results_base": results_base(baseline) if baseline else "",

@@ -592,9 +592,6 @@ def test_it_shows_what_differs_between_the_two_runs(admin_client, order_suite, m
     agent.instruction += "\nNever cancel without a look-up."
     agent.functions = [*agent.functions, {"name": "util-email-handle_email_sender"}]
     agent.save()
-    case = order_suite.cases.order_by("pk").first()
-    case.description = "edited"
-    case.save()
     current = run_create(suite=order_suite, model_keys=[CAREFUL, HASTY])
     Run.objects.filter(pk=current.pk).update(status=Run.Status.PASSED)
 
@@ -603,26 +600,98 @@ def test_it_shows_what_differs_between_the_two_runs(admin_client, order_suite, m
     assert f"Models: added {HASTY}" in text
     assert "Instruction changed" in text and '<span class="diff-add">+Never cancel without a look-up.</span>' in html
     assert "Tool schemas: added util-email-handle_email_sender" in text
-    assert f"Cases edited since run #{baseline.pk}: {case.name}" in text
-    assert f'href="/admin/cases/case/{case.pk}/change/"' in html
 
     same = run_create(suite=order_suite, model_keys=[CAREFUL, HASTY])
     assert "Nothing: the same agent" in text_of(admin_client.get(f"/runs/{same.pk}/compare/?baseline={current.pk}"))
 
 
+@pytest.mark.django_db(transaction=True)
+def test_it_shows_how_each_case_changed_between_the_runs_from_what_each_ran(
+    admin_client, admin_client_api, demo_agents, django_assert_num_queries
+):
+    from agenttest_demo.suite import demo_suite_ensure
+    from runs.models import CaseSnapshot
+    from runs.services import run_create, run_execute
+
+    suite, _ = demo_suite_ensure()
+    edited, later = "A delivered order is not cancelled", "Two turns: status, then cancel it"
+    cases = {case.name: case for case in suite.cases.all()}
+
+    def execute() -> Run:
+        return run_execute(run_id=run_create(suite=suite, model_keys=[CAREFUL], case_filter="tag:cancel").pk)
+
+    def patch(name: str, change) -> None:
+        document = admin_client_api.get(f"/api/cases/{cases[name].pk}/").json()
+        response = admin_client_api.patch(f"/api/cases/{cases[name].pk}/", change(document), format="json")
+        assert response.status_code == 200, response.content
+
+    def stricter(document):
+        turn = document["turns"][0]
+        for check in turn["assertions"]:
+            if check["type"] == "outputContains":
+                check["params"]["text"] = "refunded"
+        mocks = [{**mock, "result": '{"order_id": "1047", "cancelled": false}'} if mock["function_name"] ==
+                 "cancel_order" else mock for mock in document["mocks"]]
+        return {"turns": document["turns"], "mocks": mocks}
+
+    baseline = execute()
+    patch(edited, stricter)
+    current = execute()
+    # Edited after both runs: neither ran it, so the comparison of the two says nothing of it.
+    patch(later, lambda document: {"turns": [{**document["turns"][0], "user_message": "Where is 1041?"},
+                                             *document["turns"][1:]]})
+    statuses = dict(current.results.values_list("case_name", "status"))
+    assert dict(baseline.results.values_list("case_name", "status"))[edited] == "passed"
+    assert statuses[edited] == "failed" and statuses[later] == "passed"
+
+    page = f"/runs/{current.pk}/compare/?baseline={baseline.pk}"
+    # session, user; run, earlier runs, the baseline, both runs' results, both summaries, the two contents
+    with django_assert_num_queries(10):
+        response = admin_client.get(page)
+    html, text = html_of(response), text_of(response)
+    changes = re.findall(r'<li id="(case-change-[^"]+)" class="case-change" data-case="([^"]+)"', html)
+    assert [name for _, name in changes] == [edited]
+    assert f"{edited} , run #{baseline.pk} → run #{current.pk}: Turns and their assertions" in text
+    assert '<span class="diff-del">-          &quot;text&quot;: &quot;delivered&quot;</span>' in html
+    assert '<span class="diff-add">+          &quot;text&quot;: &quot;refunded&quot;</span>' in html
+    mocks = re.search(r'data-part="Mocks">.*?</pre>', html, re.S).group(0)
+    # The mock's result shown as the JSON it holds: the one field that went is the one line marked.
+    assert [line for line in mocks.splitlines() if "diff-del" in line or "diff-add" in line] == [
+        '<span class="diff-del">-      &quot;error&quot;: &quot;the order was already delivered&quot;,</span>',
+    ]
+    assert 'data-part="Case assertions"' not in html and "Where is 1041?" not in html
+    flipped = re.search(r'<tr class="flip-row flip-broke">.*?</tr>', html, re.S).group(0)
+    assert edited in flipped and f'class="badge case-changed" href="#{changes[0][0]}"' in flipped
+
+    # A run planned before contents were kept: the change is known by its hash, its content is not.
+    CaseSnapshot.objects.filter(content_hash=baseline.results.get(case_name=edited).case_hash).delete()
+    text = text_of(admin_client.get(page))
+    assert f"{edited} : what it ran is not recorded for run #{baseline.pk} (planned before" in text
+
+
 # --- Query discipline ---------------------------------------------------------------------------------------------
 
 
-def _sized_run(suite, cases: list[Case], models: int) -> Run:
-    """A finished run of `cases` × `models` results, written in bulk; the last model fails every case."""
+def _sized_run(suite, cases: list[Case], models: int, version: str = "") -> Run:
+    """A finished run of `cases` × `models` results, written in bulk; the last model fails every case. With a
+    `version`, each case ran a content of that version, stored as a run stores it."""
+    from runs.models import CaseSnapshot
+
     keys = [f"simulated:model-{index}" for index in range(models)]
+    hashes = {case.pk: f"{version}{case.pk:063d}" if version else "" for case in cases}
+    if version:
+        CaseSnapshot.objects.bulk_create(
+            CaseSnapshot(content_hash=hashes[case.pk], content={"turns": [{"user_message": version}]})
+            for case in cases
+        )
     run = Run.objects.create(
         suite=suite, model_keys=keys, case_ids=[case.pk for case in cases], total=len(cases) * models,
         status=Run.Status.FAILED, passed=len(cases) * (models - 1), failed=len(cases),
     )
     CaseResult.objects.bulk_create(
         CaseResult(
-            run=run, case=case, case_name=case.name, model=key, position=position, duration_ms=10.0 * position,
+            run=run, case=case, case_name=case.name, case_hash=hashes[case.pk], model=key, position=position,
+            duration_ms=10.0 * position,
             status=FAILED if key == keys[-1] else PASSED, model_latency_ms=5.0, input_tokens=10, output_tokens=5,
             cost=Decimal("0.001"), transcript=[{"role": "user", "content": "x" * 100}],
         )
@@ -646,7 +715,8 @@ def _sized_run(suite, cases: list[Case], models: int) -> Run:
         ("/runs/{run}/matrix.csv", 4),
         # session, user; run, done per model, results since, their cells
         ("/runs/{run}/progress.json?since=0", 6),
-        # session, user; run, earlier runs, the default baseline, both runs' results, both summaries, their cases
+        # session, user; run, earlier runs, the default baseline, both runs' results, both summaries, what every
+        # case ran in each run (each case changed between them)
         ("/runs/{run}/compare/", 10),
     ],
 )
@@ -655,11 +725,13 @@ def test_it_runs_the_same_number_of_queries_whatever_the_size(
 ):
     suite = make_suite()
     made = Case.objects.bulk_create([Case(suite=suite, name=f"case {index:03d}") for index in range(cases)])
-    _sized_run(suite, made, models)
-    run = _sized_run(suite, made, models)
+    _sized_run(suite, made, models, version="a")
+    run = _sized_run(suite, made, models, version="b")
     with django_assert_num_queries(queries):
         response = admin_client.get(page.format(run=run.pk))
     assert response.status_code == 200
+    if "compare" in page:
+        assert html_of(response).count('class="case-change"') == cases
 
 
 @pytest.mark.parametrize(("cases", "models"), [(2, 1), (6, 3)])
