@@ -287,7 +287,9 @@ def _import_plan(
             found.extend(exc.problems)
         else:
             plan.append((target or Case(suite=suite), cleaned))
-        problems.extend(Problem(f"cases[{index}].{problem.field}", problem.message, label) for problem in found)
+        problems.extend(
+            Problem(f"cases[{index}].{problem.field}", problem.message, label, problem.shared) for problem in found
+        )
     return plan, problems
 
 
@@ -345,7 +347,9 @@ def suite_import(*, document: dict[str, Any], suite_name: str = "", replace: boo
         try:
             suite = suite_create(data={**suite_data, "name": name})
         except SuiteValidationError as exc:
-            problems += [Problem(f"suite.{problem.field}", problem.message) for problem in exc.problems]
+            problems += [
+                Problem(f"suite.{problem.field}", problem.message, shared=problem.shared) for problem in exc.problems
+            ]
             # An unsaved stand-in, so the cases are still checked and every problem comes back in one go.
             judge_model = suite_data.get("judge_model")
             suite = Suite(name=str(name), judge_model=judge_model if isinstance(judge_model, str) else "")
