@@ -380,3 +380,22 @@ def run_matrix(
 
 
 _NOT_PASSING = (CaseResult.Status.FAILED, CaseResult.Status.ERROR)
+
+
+def run_matrix_trials(*, run: Run) -> list[dict[str, Any]]:
+    """One row per case and trial, in run order, with per model that trial's own result: `case_id`, `case_name`,
+    `trial` (0-based) and `cells` (model → status, durations, tokens, cost, reason and id). Every result is in
+    exactly one row. One query."""
+    rows: dict[tuple[Any, int], dict[str, Any]] = {}
+    results = CaseResult.objects.filter(run=run).order_by("position", "id").values(
+        "id", "case_id", "case_name", "model", "trial", "status", "duration_ms", "model_latency_ms", "reason",
+        "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens", "cost",
+    )
+    for result in results:
+        key = (result["case_id"] or result["case_name"], result["trial"])
+        row = rows.setdefault(
+            key,
+            {"case_id": result["case_id"], "case_name": result["case_name"], "trial": result["trial"], "cells": {}},
+        )
+        row["cells"][result["model"]] = result
+    return list(rows.values())

@@ -468,12 +468,12 @@ def test_it_exports_the_matrix_as_csv(admin_client, finished_run):
              "reasoning_tokens", "cost_usd", "reason", "result_url"]
     url = f"http://testserver/runs/{finished_run.pk}/results/"
     assert rows == [
-        ["case_id", "case", *(f"{model} {part}" for model in (CAREFUL, HASTY) for part in parts)],
-        [str(cases["cancels the order"]), "cancels the order",
+        ["case_id", "case", "trial", *(f"{model} {part}" for model in (CAREFUL, HASTY) for part in parts)],
+        [str(cases["cancels the order"]), "cancels the order", "1",
          "passed", "100", "10", "10", "5", "0", "0", "0.001", "", f"{url}{ids[('cancels the order', CAREFUL)]}/",
          "failed", "200", "20", "10", "5", "0", "0", "0.001", "'=toolCalled (turn 0): lookup_order was not called",
          f"{url}{ids[('cancels the order', HASTY)]}/"],
-        [str(cases["looks the order up first"]), "looks the order up first",
+        [str(cases["looks the order up first"]), "looks the order up first", "1",
          "passed", "300", "30", "10", "5", "0", "0", "0.001", "", f"{url}{ids[('looks the order up first', CAREFUL)]}/",
          "passed", "400", "40", "10", "5", "0", "0", "0.001", "", f"{url}{ids[('looks the order up first', HASTY)]}/"],
     ]
@@ -492,7 +492,7 @@ def test_it_leaves_the_cost_of_an_unpriced_model_empty_in_the_csv_and_says_unpri
                    results=(("local:llama", PASSED), ("local:llama", PASSED)))
     CaseResult.objects.filter(run=run).update(cost=0, input_tokens=12345)
     rows = list(csv.reader(io.StringIO(admin_client.get(f"/runs/{run.pk}/matrix.csv").content.decode())))
-    assert rows[0][9] == "local:llama cost_usd" and rows[1][9] == "" and rows[1][5] == "12345"
+    assert rows[0][10] == "local:llama cost_usd" and rows[1][10] == "" and rows[1][6] == "12345"
     text = text_of(admin_client.get(f"/runs/{run.pk}/"))
     assert "local:llama 100% 2 · 0 · 0 · 0" in text and "24,690 / 10 unpriced" in text
     result = run.results.first()
