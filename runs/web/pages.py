@@ -38,6 +38,7 @@ from runs.engine.numbers import (
     format_tokens_delta,
     models_priced,
 )
+from runs.engine.run_checks import MAX_TRIALS
 from runs.engine.throttle import throttle_lines
 from runs.engine.workers import live_workers
 from runs.models import CaseResult, Run
@@ -197,7 +198,9 @@ def cases_count(request: HttpRequest) -> JsonResponse:
 
 
 def _initial_from_query(request: HttpRequest) -> dict[str, Any]:
-    """"Run again" links prefill the form: ?suite=<id>&models=<key>&models=<key>&case_filter=<text>."""
+    """"Run again" links prefill the form with what the run was:
+    ?suite=<id>&models=<key>&models=<key>&case_filter=<text>&mode=<mode>&trials=<n>. A value the form would refuse
+    is left out, so the field keeps its default."""
     initial: dict[str, Any] = {}
     if (suite_id := parse_id(request.GET.get("suite", ""))) is not None:
         initial["suite"] = suite_id
@@ -206,6 +209,11 @@ def _initial_from_query(request: HttpRequest) -> dict[str, Any]:
     case_filter = request.GET.get("case_filter", "")
     if case_filter and text_is_storable(case_filter):
         initial["case_filter"] = case_filter[:200]
+    if request.GET.get("mode", "") in Run.Mode.values:
+        initial["mode"] = request.GET["mode"]
+    trials = parse_id(request.GET.get("trials", ""))
+    if trials is not None and trials <= MAX_TRIALS:
+        initial["trials"] = trials
     return initial
 
 

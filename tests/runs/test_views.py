@@ -193,11 +193,17 @@ def test_it_reports_a_dead_run_queue_on_the_form_and_leaves_no_run(admin_client,
 
 
 def test_it_prefills_the_form_from_a_run_again_link(admin_client, finished_run):
+    Run.objects.filter(pk=finished_run.pk).update(mode=Run.Mode.REPLAY, trials=2)
     page = html_of(admin_client.get(f"/runs/{finished_run.pk}/"))
     again = re.search(r'href="(/runs/new/\?[^"]+)">Run again', page).group(1).replace("&amp;", "&")
     form = html_of(admin_client.get(again))
     assert re.search(rf'<option value="{finished_run.suite_id}" selected>', form)
     assert re.search(rf'value="{CAREFUL}"[^>]*checked', form) and re.search(rf'value="{HASTY}"[^>]*checked', form)
+    # What the run was, not the form's defaults: a replay run again replays, with its trials.
+    assert '<option value="replay" selected>' in form and re.search(r'name="trials" value="2"', form)
+    for wrong in ("mode=bogus&trials=0", "mode=&trials=21", "trials=%D9%A3"):
+        refilled = html_of(admin_client.get(f"/runs/new/?suite={finished_run.suite_id}&{wrong}"))
+        assert '<option value="live" selected>' in refilled and re.search(r'name="trials" value="1"', refilled)
 
 
 def test_it_counts_the_enabled_cases_a_filter_selects(admin_client, order_suite, make_case):
