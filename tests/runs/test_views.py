@@ -425,6 +425,8 @@ def test_it_shows_a_failed_result_with_its_assertions_transcript_and_state(admin
     assert re.search(r'data-label="expected">\{\s*&quot;function&quot;: &quot;lookup_order&quot;\s*\}', row)
     assert re.search(r'data-label="actual">.*&quot;name&quot;: &quot;cancel_order&quot;', row, re.S)
     assert "User Please cancel order 1043 because I changed my mind" in text
+    # The model as the run names it, not the harness's provider that carried the call.
+    assert f"order-desk · {HASTY} ·" in text and "agenttest-live" not in html
     assert re.search(r"cancel_order\s*</span>\s*<span class=\"badge outcome-mocked\">Mocked</span>", html)
     assert "&quot;order_id&quot;: &quot;1043&quot;" in html  # the call's arguments
     assert "This case on:" in text and f"/runs/{run.pk}/results/" in html
