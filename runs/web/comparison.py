@@ -424,8 +424,8 @@ def run_differences(
     """What differs between `baseline` and `run`: the agent as snapshotted at trigger time (name, model,
     temperature, instruction, tool schemas, sub-agents), the models, mode and trials, and the cases — selected by
     one and not the other, or run with different contents (what changed, from what each run ran). Both runs need
-    their agent_snapshot and case_ids loaded. `results` as for run_compare. One query (the cases), and one more
-    (their contents) when a case changed."""
+    their agent_snapshot and case_ids loaded. `results` as for run_compare. A query for the names of the cases only
+    one run selected, when there are any, and one for the contents of the cases that changed, when any did."""
     old, new = baseline.agent_snapshot or {}, run.agent_snapshot or {}
     differences = RunDifferences(
         agent=_changed(old.get("agent"), new.get("agent")),
@@ -453,7 +453,8 @@ def run_differences(
     if old_subs != new_subs:
         differences.sub_agents = (old_subs, new_subs)
     old_ids, new_ids = list(baseline.case_ids or []), list(run.case_ids or [])
-    added, removed = [pk for pk in new_ids if pk not in old_ids], [pk for pk in old_ids if pk not in new_ids]
+    old_set, new_set = set(old_ids), set(new_ids)
+    added, removed = [pk for pk in new_ids if pk not in old_set], [pk for pk in old_ids if pk not in new_set]
     cases = {row["id"]: row for row in Case.objects.filter(pk__in={*added, *removed}).values("id", "name")}
     differences.cases_added = [cases[pk] for pk in added if pk in cases]
     differences.cases_removed = [cases.get(pk, {"id": pk, "name": f"case {pk} (deleted)"}) for pk in removed]
