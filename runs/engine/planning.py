@@ -1,4 +1,5 @@
-"""What a run will execute, read from the database once: its suite's settings, its models and its case plans.
+"""What a run will execute, read from the database once: its suite's settings, its models and its case plans — and, as
+each case is planned, a snapshot of its content (runs.models.CaseSnapshot), so a comparison later shows what ran.
 
 A plan costs no case queries while it runs; cases are read a chunk at a time, so memory stays flat however large
 the suite.
