@@ -41,7 +41,7 @@ class LoadedAgent:
     sub_agents: list[tuple[str, str]] = field(default_factory=list)
     max_steps: int = 10
     # The model as its user configured it, when a hook runs the agent through another provider (a test harness's):
-    # what reasons name, so a failure reads the same whichever provider carried the call.
+    # what reasons and the stored messages name, so they read the same whichever provider carried the call.
     shown_model_key: str = ""
     # Whose loop runs the agent: "native" (agenttest's, turn_run) or a runtime running the team's code at `entry`.
     runtime: str = "native"

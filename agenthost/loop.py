@@ -139,6 +139,8 @@ def call_model(
     result.steps = step + 1
     result.usage = result.usage + response.usage
     result.model_latency_ms += response.latency_ms
+    # result.models keeps the provider that carried the call (a hook may have swapped one in, and a harness checks
+    # it did); the message names the model as its user configured it, the one the run or the chat shows.
     if loaded.model_key not in result.models:
         result.models.append(loaded.model_key)
     session.add_message(
@@ -147,7 +149,7 @@ def call_model(
         content=redact_text(response.text or ""),
         agent_id=loaded.id,
         agent_name=stored_name(loaded.framework_agent),
-        model=loaded.model_key,
+        model=loaded.model_named,
         input_tokens=_storable_count(response.usage.input_tokens),
         output_tokens=_storable_count(response.usage.output_tokens),
         latency_ms=response.latency_ms,

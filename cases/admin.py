@@ -29,7 +29,7 @@ from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.review import case_review
 from cases.schema import EXTRA_ALLOWED_HELP, FORCE_BLOCKED_HELP
 from cases.selectors import CASE_PARTS
-from cases.services import case_disable, case_enable, case_to_document
+from cases.services import case_content_hash_refresh, case_disable, case_enable, case_to_document
 from cases.validation import (
     SUITE_DOCUMENT_FIELDS,
     CallableFunctions,
@@ -375,7 +375,7 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
 
     def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)
-        case = form.instance
+        case = case_content_hash_refresh(case=form.instance)
         if not case.enabled:
             return
         document = case_to_document(case=case)

@@ -131,9 +131,22 @@ def case_to_document(*, case: Case) -> dict[str, Any]:
 CONTENT_KEYS = ("type", "entry_agent", "initial_state", "history", "turns", "assertions", "mocks", "unmocked_policy")
 
 
+def case_content(document: dict[str, Any]) -> dict[str, Any]:
+    """What of a case document decides how the case runs and is judged (CONTENT_KEYS)."""
+    return {key: document.get(key) for key in CONTENT_KEYS}
+
+
 def case_content_hash(document: dict[str, Any]) -> str:
-    content = {key: document.get(key) for key in CONTENT_KEYS}
-    return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(case_content(document), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+@transaction.atomic
+def case_content_hash_refresh(*, case: Case) -> Case:
+    """Stores the hash of what the case holds now, after an edit written part by part (the admin's inlines) rather
+    than from one document: results keep the hash of the case they ran, so a stale one hides the edit."""
+    case.content_hash = case_content_hash(case_to_document(case=case))
+    Case.objects.filter(pk=case.pk).update(content_hash=case.content_hash)
+    return case
 
 
 _CASE_SCALARS = (
@@ -274,7 +287,9 @@ def _import_plan(
             found.extend(exc.problems)
         else:
             plan.append((target or Case(suite=suite), cleaned))
-        problems.extend(Problem(f"cases[{index}].{problem.field}", problem.message, label) for problem in found)
+        problems.extend(
+            Problem(f"cases[{index}].{problem.field}", problem.message, label, problem.shared) for problem in found
+        )
     return plan, problems
 
 
@@ -332,7 +347,9 @@ def suite_import(*, document: dict[str, Any], suite_name: str = "", replace: boo
         try:
             suite = suite_create(data={**suite_data, "name": name})
         except SuiteValidationError as exc:
-            problems += [Problem(f"suite.{problem.field}", problem.message) for problem in exc.problems]
+            problems += [
+                Problem(f"suite.{problem.field}", problem.message, shared=problem.shared) for problem in exc.problems
+            ]
             # An unsaved stand-in, so the cases are still checked and every problem comes back in one go.
             judge_model = suite_data.get("judge_model")
             suite = Suite(name=str(name), judge_model=judge_model if isinstance(judge_model, str) else "")

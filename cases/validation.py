@@ -80,6 +80,13 @@ class Problem:
     field: str
     message: str
     case: str = ""
+    # The tail of `message` that other problems of the same document may repeat word for word (the functions an
+    # agent can call): a summary of several problems says it once.
+    shared: str = ""
+
+    @property
+    def own_message(self) -> str:
+        return self.message.removesuffix(self.shared).rstrip("; ") if self.shared else self.message
 
     def as_dict(self) -> dict[str, str]:
         data = {"field": self.field, "message": self.message}
@@ -96,7 +103,15 @@ class CaseValidationError(Exception):
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = list(problems)
-        super().__init__("; ".join(str(problem) for problem in self.problems))
+        super().__init__(problems_summary(self.problems))
+
+
+def problems_summary(problems: list[Problem]) -> str:
+    """Every problem once, for a person to read: what several share (the list of callable functions) at the end,
+    said once, rather than after each of them."""
+    own = [f"{problem.field}: {problem.own_message}" for problem in problems]
+    shared = [problem.shared for problem in problems if problem.shared]
+    return "; ".join(dict.fromkeys([*own, *shared]))
 
 
 class SuiteValidationError(CaseValidationError):
@@ -127,15 +142,15 @@ class CallableFunctions:
         real implementation safe."""
         return all(function_is_effect_free(name, declaration) for declaration in self.declarations.get(name, (None,)))
 
+    @property
+    def listing(self) -> str:
+        return f"callable functions (agents: {', '.join(self.agents)}): {', '.join(sorted(self.names))}"
+
     def not_callable(self, name: str) -> str:
-        """Why `name` is refused, with a near match and the whole list, so the fix is obvious."""
-        agents = ", ".join(self.agents)
+        """Why `name` is refused, with a near match and the whole list (`listing`, last), so the fix is obvious."""
         near = _near_match(name, self.names)
         hint = f"did you mean {near!r}? " if near is not None else ""
-        return (
-            f"{name!r} is not a function the agent under test can call (agents: {agents}); {hint}"
-            f"callable functions: {', '.join(sorted(self.names))}"
-        )
+        return f"{name!r} is not a function the agent under test can call; {hint}{self.listing}"
 
 
 def _near_match(name: str, names: frozenset[str]) -> str | None:
@@ -194,8 +209,8 @@ class _Problems:
     def __init__(self) -> None:
         self.items: list[Problem] = []
 
-    def add(self, field: str, message: str) -> None:
-        self.items.append(Problem(field, message))
+    def add(self, field: str, message: str, *, shared: str = "") -> None:
+        self.items.append(Problem(field, message, shared=shared))
 
 
 def _at(prefix: str, key: str | int) -> str:
@@ -380,7 +395,9 @@ def _mean_assertion(
         if kind in TOOL_ASSERTIONS and functions is not None and isinstance(function, str) and function.strip():
             if function not in functions.names:
                 # It could never be called, so toolCalled could never pass and toolNotCalled would prove nothing.
-                problems.add(_at(params_field, "function"), functions.not_callable(function))
+                problems.add(
+                    _at(params_field, "function"), functions.not_callable(function), shared=functions.listing
+                )
     if kind == Assertion.Type.LLM_JUDGE and suite is not None and not suite.judge_model:
         problems.add(
             _at(prefix, "type"),
@@ -395,7 +412,7 @@ def _mean_mock(data: dict[str, Any], *, prefix: str, functions: CallableFunction
     if isinstance(name, str) and name.strip() and len(name) <= FUNCTION_NAME_MAX_LENGTH:
         name = name.strip()
         if functions is not None and name not in functions.names:
-            problems.add(_at(prefix, "function_name"), functions.not_callable(name))
+            problems.add(_at(prefix, "function_name"), functions.not_callable(name), shared=functions.listing)
     return {
         "function_name": name,
         "arguments": data.get("arguments"),
@@ -752,7 +769,7 @@ def _function_names(
     names = [name.strip() for name in names]
     for index, name in enumerate(names):
         if functions is not None and name not in functions.names:
-            problems.add(_at(field, index), functions.not_callable(name))
+            problems.add(_at(field, index), functions.not_callable(name), shared=functions.listing)
     return names
 
 

@@ -184,7 +184,8 @@ class ExtractionCreateApi(RecordingApiView):
             "malformed JSON, no segments, a first segment not starting at turn 0, a gap or an overlap, a segment out "
             "of range or an uncovered last turn reject it with 400 \"AI extraction failed: <why>\" and nothing is "
             "stored. Each segment becomes a disabled draft the way a recording does; one that starts after turn 0 "
-            "starts from the state as it stood then, and asserts only its own state changes. "
+            "starts as a test of it would: with the conversation's entry agent, the earlier turns as history and the "
+            "state as it stood then, and asserts only its own calls and state changes. "
             f"Suite: {SUITE_HELP} Staff only."
         ),
         request=InputSerializer,

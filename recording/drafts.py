@@ -16,6 +16,10 @@ The mapping — a draft must replay its own source conversation green:
   writes of that turn's last mock; a turn with changes but no mock drops them, with a warning. Start-up changes ride
   on the last start-up mock, or are initial state when there is none. A slice that starts after turn 0 starts from
   the state as it stood then: the seeded state plus every earlier change;
+- a slice that starts after turn 0 starts where a test of it would start: with the conversation's entry agent, the
+  earlier turns as history (each user message and the answer it got). The hand-offs the conversation made from
+  there (a sub-agent handing back to the router, the router routing again) are made again, rather than the case
+  starting with whichever agent the conversation happened to stand at — which may not reach the slice's tools;
 - assertions: `toolCalled` with the recorded arguments for each mock, in its turn (start-up mocks at case level), and
   `stateEquals` at case level for each key the draft's own mocks write, with its last value. Never output-text
   assertions or a judge: a model's exact wording is not a stable baseline;
@@ -52,8 +56,8 @@ def draft_document(
 ) -> dict[str, Any]:
     """The case document for turns `first_turn`..`last_turn` (default: all) of the transcript.
 
-    `suite_agent` is the agent of the suite the draft goes to: a draft whose first turn began with another agent
-    names that agent as its entry agent."""
+    `suite_agent` is the agent of the suite the draft goes to: a draft of a conversation that began with another
+    agent names that agent as its entry agent."""
     if not transcript.turns:
         raise NothingToRecord("the conversation has no turns: there is no user message to replay")
     last_turn = len(transcript.turns) - 1 if last_turn is None else last_turn
@@ -96,11 +100,14 @@ def draft_document(
             "case only checks that the conversation completes; add an assertion"
         )
 
-    first = turns[0]
-    if first.agent != transcript.entry_agent:
+    history = [dict(message) for message in transcript.history]
+    if not opening:
+        history += _as_history(transcript.turns[:first_turn])
+        earlier = "turn 0 is" if first_turn == 1 else f"turns 0–{first_turn - 1} are"
         warnings.append(
-            f"turn {first.index} began with agent {first.agent} (an earlier turn had routed the conversation there), "
-            f"so the case starts with {first.agent} instead of {transcript.entry_agent}"
+            f"{earlier} this case's history (what the user said and the answers given); "
+            f"the case starts with {transcript.entry_agent}, as the conversation did, and only the calls of its own "
+            "turns are mocked and asserted"
         )
     span = f"turn {first_turn}" if first_turn == last_turn else f"turns {first_turn}–{last_turn}"
     return {
@@ -111,17 +118,28 @@ def draft_document(
         "source": source,
         "source_conversation": transcript.conversation_id,
         "type": "agent",
-        "entry_agent": None if first.agent == suite_agent else first.agent,
+        "entry_agent": None if transcript.entry_agent == suite_agent else transcript.entry_agent,
         "initial_state": initial_state,
         "priority": 0,
         "tags": [],
         "unmocked_policy": "block",
         "warnings": warnings,
-        "history": [dict(message) for message in transcript.history],
+        "history": history,
         "turns": turn_documents,
         "assertions": case_assertions,
         "mocks": mocks,
     }
+
+
+def _as_history(blocks: list[Block]) -> list[dict[str, str]]:
+    """Earlier turns as pre-written history: each user message, and the last thing said in answer (none when the
+    turn ended without a word, e.g. on a stop)."""
+    history = []
+    for block in blocks:
+        history.append({"role": "user", "content": block.user_message})
+        if block.answer.strip():
+            history.append({"role": "assistant", "content": block.answer})
+    return history
 
 
 def _mocks(

@@ -190,6 +190,19 @@ class CaseResult(models.Model):
         return Decimal(self.cost or 0) + Decimal(self.judge_cost or 0)
 
 
+class CaseSnapshot(models.Model):
+    """What a case tested (cases.services.CONTENT_KEYS) as a run planned it, stored once per distinct content and
+    shared by every run that ran it: a result names its snapshot by `case_hash`. The compare page diffs two runs'
+    cases from these, not from the case as it is now."""
+
+    content_hash = models.CharField(max_length=64, primary_key=True)
+    content = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"case content {self.content_hash[:12]}"
+
+
 class RunLock(models.Model):
     """One run at a time per isolation group, enforced in the database (the broker may deliver to many workers).
     Held by the run that claimed it until it finishes; a holder whose lease expired may be taken over."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -332,9 +333,10 @@ def run_matrix(
 ) -> list[dict[str, Any]]:
     """Rows of case × model cells in case order; each cell has status, duration, model latency, tokens, cost and the
     result id of its first trial, the reason of its first trial that did not pass (else the first's), `last_id` (its
-    newest result), plus `trials` (every trial's status, in order) and `stability` (stable-pass, stable-fail, flaky, or
-    "" until all trials ran). Models disagree when their stability differs (with one trial: their status). Given
-    `case_ids` / `case_names`, only those cases' rows (a case deleted since is known by name). One query."""
+    newest result), plus `trials` (every trial's status, in order), `stability` (stable-pass, stable-fail, flaky, or
+    "" until all trials ran) and `median_duration_ms` / `median_latency_ms` over the trials that ran (None if none).
+    Models disagree when their stability differs (with one trial: their status). Given `case_ids` / `case_names`,
+    only those cases' rows (a case deleted since is known by name). One query."""
     rows: dict[Any, dict[str, Any]] = {}
     results = CaseResult.objects.filter(run=run)
     if case_ids is not None or case_names is not None:
@@ -356,8 +358,13 @@ def run_matrix(
             result["case_id"] or result["case_name"],
             {"case_id": result["case_id"], "case_name": result["case_name"], "cells": {}},
         )
-        cell = row["cells"].setdefault(result["model"], {**result, "trials": [], "last_id": result["id"]})
+        cell = row["cells"].setdefault(
+            result["model"], {**result, "trials": [], "last_id": result["id"], "durations": [], "latencies": []}
+        )
         cell["trials"].append(result["status"])
+        if result["status"] != CaseResult.Status.CANCELLED:
+            cell["durations"].append(result["duration_ms"])
+            cell["latencies"].append(result["model_latency_ms"])
         cell["last_id"] = max(cell["last_id"], result["id"])
         if cell["status"] == CaseResult.Status.PASSED and result["status"] in _NOT_PASSING:
             cell["reason"] = cell["reason"] or result["reason"]
@@ -369,6 +376,9 @@ def run_matrix(
                     summary.ran += 1
                     summary.passed += status == CaseResult.Status.PASSED
             cell["stability"] = summary.label
+            durations, latencies = cell.pop("durations"), cell.pop("latencies")
+            cell["median_duration_ms"] = statistics.median(durations) if durations else None
+            cell["median_latency_ms"] = statistics.median(latencies) if latencies else None
         statuses = {cell["status"] for cell in row["cells"].values()}
         every_status = {status for cell in row["cells"].values() for status in cell["trials"]}
         if trials > 1:
@@ -380,3 +390,22 @@ def run_matrix(
 
 
 _NOT_PASSING = (CaseResult.Status.FAILED, CaseResult.Status.ERROR)
+
+
+def run_matrix_trials(*, run: Run) -> list[dict[str, Any]]:
+    """One row per case and trial, in run order, with per model that trial's own result: `case_id`, `case_name`,
+    `trial` (0-based) and `cells` (model → status, durations, tokens, cost, reason and id). Every result is in
+    exactly one row. One query."""
+    rows: dict[tuple[Any, int], dict[str, Any]] = {}
+    results = CaseResult.objects.filter(run=run).order_by("position", "id").values(
+        "id", "case_id", "case_name", "model", "trial", "status", "duration_ms", "model_latency_ms", "reason",
+        "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens", "cost",
+    )
+    for result in results:
+        key = (result["case_id"] or result["case_name"], result["trial"])
+        row = rows.setdefault(
+            key,
+            {"case_id": result["case_id"], "case_name": result["case_name"], "trial": result["trial"], "cells": {}},
+        )
+        row["cells"][result["model"]] = result
+    return list(rows.values())

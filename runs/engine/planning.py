@@ -1,4 +1,5 @@
-"""What a run will execute, read from the database once: its suite's settings, its models and its case plans.
+"""What a run will execute, read from the database once: its suite's settings, its models and its case plans — and, as
+each case is planned, a snapshot of its content (runs.models.CaseSnapshot), so a comparison later shows what ran.
 
 A plan costs no case queries while it runs; cases are read a chunk at a time, so memory stays flat however large
 the suite.
@@ -11,9 +12,10 @@ from typing import Any
 
 from agenthost.seams import Agent, LiveListings, ModelConfig, UnknownModel, get_model, parse_model_key
 from cases.models import Case
+from cases.services import case_content, case_content_hash, case_to_document
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.engine.case_session import MockSpec
-from runs.models import Run
+from runs.models import CaseSnapshot, Run
 from runs.selectors import run_tag
 
 PLAN_CHUNK = 100
@@ -66,10 +68,16 @@ def case_plans(*, case_ids: list[int], default_agent: Any) -> list[CasePlan]:
     )
     by_id = {case.pk: case for case in cases}
     plans = []
+    snapshots: dict[str, dict[str, Any]] = {}
     for case_id in case_ids:
         case = by_id.get(case_id)
         if case is None:
             continue
+        # Hashed from what is about to run, not taken from the case row: the hash its results keep names the
+        # snapshot stored below, whatever path last edited the case.
+        content = case_content(case_to_document(case=case))
+        content_hash = case_content_hash(content)
+        snapshots[content_hash] = content
         turns = sorted(case.turns.all(), key=lambda t: (t.position, t.pk))
         plans.append(
             CasePlan(
@@ -79,7 +87,7 @@ def case_plans(*, case_ids: list[int], default_agent: Any) -> list[CasePlan]:
                 entry_agent=case.entry_agent or default_agent,
                 history=[{"role": h.role, "content": h.content} for h in case.history.all()],
                 initial_state=dict(case.initial_state or {}),
-                content_hash=case.content_hash,
+                content_hash=content_hash,
                 turns=[
                     TurnPlan(
                         user_message=turn.user_message,
@@ -108,4 +116,8 @@ def case_plans(*, case_ids: list[int], default_agent: Any) -> list[CasePlan]:
                 ],
             )
         )
+    # Content-addressed, so a content another run (or an earlier chunk) already stored is left as it is.
+    CaseSnapshot.objects.bulk_create(
+        [CaseSnapshot(content_hash=key, content=content) for key, content in snapshots.items()], ignore_conflicts=True
+    )
     return plans

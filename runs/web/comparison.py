@@ -8,6 +8,9 @@ A case is matched across runs by its id, or by its name once it has been deleted
 counts as not passing, like Failed: a model that used to pass and now errors has regressed. A Cancelled result did not
 run, so it neither flips nor counts as new or gone. With several trials a case passes on a model only when every trial
 that ran passed.
+
+What a case tested is compared as each run ran it: a result keeps the hash of its case's content, and the run stored
+that content when it planned the case (runs.models.CaseSnapshot). An edit made after both runs changes neither.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from django.db import models
 from django.db.models import IntegerField, QuerySet, Value, When
 
 from cases.models import Case
-from runs.models import CaseResult, Run
+from runs.models import CaseResult, CaseSnapshot, Run
 from runs.selectors import ModelSummary
 
 EARLIER_RUNS_LIMIT = 50
@@ -48,10 +51,21 @@ class Flip:
     current_result_id: int | None = None
     baseline_reason: str = ""
     current_reason: str = ""
+    baseline_hash: str = ""
+    current_hash: str = ""
 
     @property
     def label(self) -> str:
         return FLIP_LABELS[self.kind]
+
+    @property
+    def case_changed(self) -> bool:
+        """The two runs ran different contents of the case (unknown, so False, when one result kept no hash)."""
+        return bool(self.baseline_hash and self.current_hash and self.baseline_hash != self.current_hash)
+
+    @property
+    def change_anchor(self) -> str:
+        return change_anchor(self.baseline_hash, self.current_hash)
 
 
 @dataclass
@@ -120,12 +134,16 @@ def _verdict(statuses: list[str]) -> str | None:
     return "pass" if all(status == CaseResult.Status.PASSED for status in ran) else "fail"
 
 
-def _results(run: Run) -> dict[str, dict[Any, dict[str, Any]]]:
-    """Per model, per case: the verdict over its trials and the result that shows it best: the first that did not
-    pass, else the first that passed."""
-    by_model: dict[str, dict[Any, dict[str, Any]]] = {}
+Results = dict[str, dict[Any, dict[str, Any]]]
+
+
+def compared_results(*, run: Run) -> Results:
+    """Per model, per case: the verdict over its trials, the result that shows it best (the first that did not
+    pass, else the first that passed) and the content hash of its first trial. One query; run_compare and
+    run_differences take it so a page reads each run's results once."""
+    by_model: Results = {}
     rows = CaseResult.objects.filter(run=run).order_by("position", "id").values(
-        "id", "case_id", "case_name", "model", "status", "reason"
+        "id", "case_id", "case_name", "model", "status", "reason", "case_hash"
     )
     for row in rows:
         key = row["case_id"] if row["case_id"] is not None else ("name", row["case_name"])
@@ -139,10 +157,13 @@ def _results(run: Run) -> dict[str, dict[Any, dict[str, Any]]]:
     return by_model
 
 
-def run_compare(*, run: Run, baseline: Run) -> list[ModelComparison]:
+def run_compare(
+    *, run: Run, baseline: Run, results: tuple[Results, Results] | None = None
+) -> list[ModelComparison]:
     """Per model (the run's models first, then models only the baseline had), the flips from `baseline` to `run`,
-    each list in the run's case order. Two queries."""
-    current, previous = _results(run), _results(baseline)
+    each list in the run's case order. `results`: both runs' compared_results (run's, baseline's), else read here
+    in two queries."""
+    current, previous = results or (compared_results(run=run), compared_results(run=baseline))
     models = list(dict.fromkeys([*run.model_keys, *current, *baseline.model_keys, *previous]))
     comparisons = []
     for model in models:
@@ -180,6 +201,8 @@ def run_compare(*, run: Run, baseline: Run) -> list[ModelComparison]:
                     current_result_id=new_row["id"] if new_row else None,
                     baseline_reason=old_row["reason"] if old_row else "",
                     current_reason=new_row["reason"] if new_row else "",
+                    baseline_hash=old_row["case_hash"] if old_row else "",
+                    current_hash=new_row["case_hash"] if new_row else "",
                 )
             )
         comparisons.append(comparison)
@@ -239,6 +262,104 @@ def model_deltas(*, baseline: list[ModelSummary], current: list[ModelSummary]) -
 # --- What differs between the two runs ----------------------------------------------------------------------------
 
 
+# The parts of a case's content, in the order a reviewer reads them.
+CASE_PARTS = (
+    ("turns", "Turns and their assertions"),
+    ("assertions", "Case assertions"),
+    ("mocks", "Mocks"),
+    ("history", "History"),
+    ("initial_state", "Initial state"),
+    ("entry_agent", "Entry agent"),
+    ("type", "Type"),
+    ("unmocked_policy", "Unmocked calls"),
+)
+
+
+def change_anchor(baseline_hash: str, current_hash: str) -> str:
+    """The compare page's anchor of the diff between two contents of a case."""
+    return f"case-change-{baseline_hash[:12]}-{current_hash[:12]}"
+
+
+@dataclass
+class CaseChange:
+    """A case the two runs ran with different contents: per part that differs, the unified diff of its JSON from
+    the baseline's content to the run's. `not_recorded` names the runs whose content was not stored (runs planned
+    before snapshots were kept); then there are no parts."""
+
+    case_name: str
+    case_id: int | None
+    baseline_hash: str
+    current_hash: str
+    parts: list[tuple[str, list[str]]] = field(default_factory=list)
+    not_recorded: list[int] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        return change_anchor(self.baseline_hash, self.current_hash)
+
+
+def _pretty(value: Any) -> list[str]:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str).splitlines()
+
+
+def _readable(key: str, value: Any) -> Any:
+    """A mock's result is text, usually JSON: shown as the JSON it holds, a line per field, so a diff points at the
+    field that changed rather than at one long escaped line."""
+    if key != "mocks" or not isinstance(value, list):
+        return value
+    shown = []
+    for mock in value:
+        if isinstance(mock, dict) and isinstance(mock.get("result"), str):
+            try:
+                parsed = json.loads(mock["result"])
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, (dict, list)):
+                mock = {**mock, "result": parsed}
+        shown.append(mock)
+    return shown
+
+
+def _case_parts(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    parts = []
+    for key, label in CASE_PARTS:
+        if before.get(key) != after.get(key):
+            old, new = _pretty(_readable(key, before.get(key))), _pretty(_readable(key, after.get(key)))
+            lines = difflib.unified_diff(old, new, lineterm="", n=2)
+            # Past the two file-name lines: the runs are named by the page.
+            parts.append((label, list(lines)[2:]))
+    return parts
+
+
+def _case_changes(
+    *, run: Run, baseline: Run, current: Results, previous: Results
+) -> list[CaseChange]:
+    """The cases whose results in the two runs kept different content hashes, in the run's case order, each with
+    its diff from the snapshots both runs stored. One query, none when no case changed."""
+    changes: dict[tuple[str, str], CaseChange] = {}
+    for model, cases in current.items():
+        before = previous.get(model, {})
+        for key, row in cases.items():
+            old_hash, new_hash = (before.get(key) or {}).get("case_hash"), row["case_hash"]
+            if old_hash and new_hash and old_hash != new_hash and (old_hash, new_hash) not in changes:
+                changes[(old_hash, new_hash)] = CaseChange(
+                    case_name=row["case_name"], case_id=row["case_id"], baseline_hash=old_hash, current_hash=new_hash
+                )
+    if not changes:
+        return []
+    stored = dict(
+        CaseSnapshot.objects.filter(content_hash__in={h for pair in changes for h in pair}).values_list(
+            "content_hash", "content"
+        )
+    )
+    for change in changes.values():
+        before, after = stored.get(change.baseline_hash), stored.get(change.current_hash)
+        change.not_recorded = [pk for pk, content in ((baseline.pk, before), (run.pk, after)) if content is None]
+        if before is not None and after is not None:
+            change.parts = _case_parts(before, after)
+    return list(changes.values())
+
+
 @dataclass
 class RunDifferences:
     agent: tuple[str, str] | None = None
@@ -255,7 +376,7 @@ class RunDifferences:
     sub_agents: tuple[list[str], list[str]] | None = None
     cases_added: list[dict[str, Any]] = field(default_factory=list)
     cases_removed: list[dict[str, Any]] = field(default_factory=list)
-    cases_edited: list[dict[str, Any]] = field(default_factory=list)
+    cases_changed: list[CaseChange] = field(default_factory=list)
     mode: tuple[str, str] | None = None
     trials: tuple[int, int] | None = None
 
@@ -276,7 +397,7 @@ class RunDifferences:
     def any(self) -> bool:
         return bool(
             self.agent_changed or self.models_added or self.models_removed or self.cases_added
-            or self.cases_removed or self.cases_edited or self.mode or self.trials
+            or self.cases_removed or self.cases_changed or self.mode or self.trials
         )
 
 
@@ -297,11 +418,14 @@ def _changed(before: Any, after: Any) -> tuple[Any, Any] | None:
     return None if before == after else (before, after)
 
 
-def run_differences(*, run: Run, baseline: Run) -> RunDifferences:
+def run_differences(
+    *, run: Run, baseline: Run, results: tuple[Results, Results] | None = None
+) -> RunDifferences:
     """What differs between `baseline` and `run`: the agent as snapshotted at trigger time (name, model,
     temperature, instruction, tool schemas, sub-agents), the models, mode and trials, and the cases — selected by
-    one and not the other, or edited since the baseline was triggered. Both runs need their agent_snapshot and
-    case_ids loaded. One query (the cases)."""
+    one and not the other, or run with different contents (what changed, from what each run ran). Both runs need
+    their agent_snapshot and case_ids loaded. `results` as for run_compare. A query for the names of the cases only
+    one run selected, when there are any, and one for the contents of the cases that changed, when any did."""
     old, new = baseline.agent_snapshot or {}, run.agent_snapshot or {}
     differences = RunDifferences(
         agent=_changed(old.get("agent"), new.get("agent")),
@@ -329,17 +453,11 @@ def run_differences(*, run: Run, baseline: Run) -> RunDifferences:
     if old_subs != new_subs:
         differences.sub_agents = (old_subs, new_subs)
     old_ids, new_ids = list(baseline.case_ids or []), list(run.case_ids or [])
-    cases = {
-        row["id"]: row
-        for row in Case.objects.filter(pk__in={*old_ids, *new_ids}).values("id", "name", "updated_at")
-    }
-    differences.cases_added = [cases[pk] for pk in new_ids if pk not in old_ids and pk in cases]
-    differences.cases_removed = [
-        cases.get(pk, {"id": pk, "name": f"case {pk} (deleted)", "updated_at": None})
-        for pk in old_ids if pk not in new_ids
-    ]
-    differences.cases_edited = [
-        cases[pk] for pk in new_ids
-        if pk in old_ids and pk in cases and cases[pk]["updated_at"] > baseline.created_at
-    ]
+    old_set, new_set = set(old_ids), set(new_ids)
+    added, removed = [pk for pk in new_ids if pk not in old_set], [pk for pk in old_ids if pk not in new_set]
+    cases = {row["id"]: row for row in Case.objects.filter(pk__in={*added, *removed}).values("id", "name")}
+    differences.cases_added = [cases[pk] for pk in added if pk in cases]
+    differences.cases_removed = [cases.get(pk, {"id": pk, "name": f"case {pk} (deleted)"}) for pk in removed]
+    current, previous = results or (compared_results(run=run), compared_results(run=baseline))
+    differences.cases_changed = _case_changes(run=run, baseline=baseline, current=current, previous=previous)
     return differences

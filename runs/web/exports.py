@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 
 from runs.engine.numbers import models_priced
 from runs.models import Run
-from runs.selectors import run_matrix
+from runs.selectors import run_matrix_trials
 from runs.web.junit import run_to_junit
 from runs.web.matrix import results_base
 
@@ -51,17 +51,20 @@ _CSV_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
 @login_required
 @require_GET
 def matrix_csv(request: HttpRequest, run_id: int) -> HttpResponse:
-    """One row per case; per model the _CSV_COLUMNS of its result (the first trial's with several). An empty group
-    is a case × model with no result."""
+    """One row per case and trial (1-based; 1 in a run of one trial); per model the _CSV_COLUMNS of that trial's own
+    result, so every result of the run is in the file once, linked to itself. An empty group is a case × model ×
+    trial with no result."""
     run = get_object_or_404(Run.objects.defer("agent_snapshot", "case_ids"), pk=run_id)
-    rows = run_matrix(run=run)
+    rows = run_matrix_trials(run=run)
     models = list(dict.fromkeys([*run.model_keys, *(model for row in rows for model in row["cells"])]))
     priced = models_priced(models)
     result_links = request.build_absolute_uri(results_base(run))
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-matrix.csv"'
     writer = csv.writer(response)
-    writer.writerow(["case_id", "case", *(f"{model} {name}" for model in models for name, _ in _CSV_COLUMNS)])
+    writer.writerow(
+        ["case_id", "case", "trial", *(f"{model} {name}" for model in models for name, _ in _CSV_COLUMNS)]
+    )
     for row in rows:
         values = []
         for model in models:
@@ -72,7 +75,7 @@ def matrix_csv(request: HttpRequest, run_id: int) -> HttpResponse:
             is_priced = priced[model] or run.mode == Run.Mode.REPLAY
             cell = {**cell, "priced": is_priced, "url": f"{result_links}{cell['id']}/"}
             values += [value(cell) for _, value in _CSV_COLUMNS]
-        writer.writerow([row["case_id"] or "", _csv_text(row["case_name"]), *values])
+        writer.writerow([row["case_id"] or "", _csv_text(row["case_name"]), row["trial"] + 1, *values])
     return response
 
 

@@ -62,6 +62,11 @@ def _cell(cell: dict[str, Any], trials: int) -> dict[str, Any]:
         cell["css"], cell["label"] = _STABILITY.get(cell.get("stability", ""), _STABILITY[""])
         ran = [status for status in cell["trials"] if status != CaseResult.Status.CANCELLED]
         cell["detail"] = f"{ran.count(CaseResult.Status.PASSED)}/{len(ran)} passed"
+        if cell.get("median_duration_ms") is not None:
+            # The median over the trials that ran, as the legend says.
+            cell["detail"] += (
+                f" · case {format_ms(cell['median_duration_ms'])} · model {format_ms(cell['median_latency_ms'])}"
+            )
     else:
         cell["css"], cell["label"] = cell["status"], _STATUS_LABELS.get(cell["status"], cell["status"])
         cell["detail"] = f"case {format_ms(cell['duration_ms'])} · model {format_ms(cell['model_latency_ms'])}"

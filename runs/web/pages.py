@@ -38,6 +38,7 @@ from runs.engine.numbers import (
     format_tokens_delta,
     models_priced,
 )
+from runs.engine.run_checks import MAX_TRIALS
 from runs.engine.throttle import throttle_lines
 from runs.engine.workers import live_workers
 from runs.models import CaseResult, Run
@@ -56,6 +57,7 @@ from runs.web.charts import format_ms, model_chart, pass_rate_band
 from runs.web.comparison import (
     ComparisonError,
     baseline_get,
+    compared_results,
     default_baseline,
     earlier_runs,
     model_deltas,
@@ -196,7 +198,9 @@ def cases_count(request: HttpRequest) -> JsonResponse:
 
 
 def _initial_from_query(request: HttpRequest) -> dict[str, Any]:
-    """"Run again" links prefill the form: ?suite=<id>&models=<key>&models=<key>&case_filter=<text>."""
+    """"Run again" links prefill the form with what the run was:
+    ?suite=<id>&models=<key>&models=<key>&case_filter=<text>&mode=<mode>&trials=<n>. A value the form would refuse
+    is left out, so the field keeps its default."""
     initial: dict[str, Any] = {}
     if (suite_id := parse_id(request.GET.get("suite", ""))) is not None:
         initial["suite"] = suite_id
@@ -205,6 +209,11 @@ def _initial_from_query(request: HttpRequest) -> dict[str, Any]:
     case_filter = request.GET.get("case_filter", "")
     if case_filter and text_is_storable(case_filter):
         initial["case_filter"] = case_filter[:200]
+    if request.GET.get("mode", "") in Run.Mode.values:
+        initial["mode"] = request.GET["mode"]
+    trials = parse_id(request.GET.get("trials", ""))
+    if trials is not None and trials <= MAX_TRIALS:
+        initial["trials"] = trials
     return initial
 
 
@@ -613,14 +622,15 @@ def run_compare_page(request: HttpRequest, run_id: int) -> HttpResponse:
             baseline = baseline_get(run=run, baseline_id=baseline_id)
         except ComparisonError as exc:
             error, status = f"Can't compare with that run: {exc}.", 400
+    results = (compared_results(run=run), compared_results(run=baseline)) if baseline else None
     context = {
         "run": run,
         "baseline": baseline,
         "default_used": baseline is not None and not wanted,
         "baselines": list(earlier_runs(run=run)),
-        "comparisons": run_compare(run=run, baseline=baseline) if baseline else [],
+        "comparisons": run_compare(run=run, baseline=baseline, results=results) if baseline else [],
         "deltas": _delta_rows(run, baseline) if baseline else [],
-        "differences": run_differences(run=run, baseline=baseline) if baseline else None,
+        "differences": run_differences(run=run, baseline=baseline, results=results) if baseline else None,
         "error": error,
         "results_base": results_base(run),
         "baseline_results_base": results_base(baseline) if baseline else "",

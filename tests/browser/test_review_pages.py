@@ -3,7 +3,8 @@ reviewer comes with are answered on the pages, at 1366 and at 800 px wide.
 
 - the matrix says why a case failed, in the cell, and labels its times (case wall time, model latency);
 - a failed result names the root cause first with the remedy that fits it (a mocked tool the suite force-blocks);
-- the compare page shows per-model deltas, the reasons beside flipped cases and what differs between the runs,
+- the compare page shows per-model deltas, the reasons beside flipped cases and what differs between the runs
+  (an edited case as a diff of what each run ran, its flipped row flagged),
   against the suite's blessed run by default;
 - finished results are links in the matrix while the run is still live, and the "queued" notice goes once it runs;
 - one cost format, "unpriced" only for a model without a price, thousands separators, trials in the result count;
@@ -23,6 +24,7 @@ from playwright.sync_api import Page, expect
 
 from agenthost.models import Agent
 from cases.models import Case, Suite
+from cases.services import case_to_document, case_update
 from runs.models import CaseResult, Run
 from tests.browser.test_run_pages import (
     ADMIN,
@@ -191,14 +193,17 @@ def test_it_answers_a_reviewers_questions_on_the_demo(
         screenshot("run-page.png")
 
         # What changes next: the suite force-blocks the look-up its cases mock, the router's instruction gains a
-        # line, and one case is edited.
+        # line, and one case's assertion is edited.
         Suite.objects.filter(pk=demo_suite.pk).update(force_blocked_functions=["lookup_order"])
         router = Agent.objects.get(name="order-router")
         router.instruction += "\nAlways greet the customer by name."
         router.save()
         edited = Case.objects.get(suite=demo_suite, name=LOOKUP_CASE)
-        edited.description += " Edited after the blessing."
-        edited.save()
+        document = case_to_document(case=edited)
+        for check in document["turns"][0]["assertions"]:
+            if check["type"] == "outputRegex":
+                check["params"]["pattern"] = r"\b(shipped|on its way|in transit)\b"
+        case_update(case=edited, document=document)
         second = start_run(page, demo_suite, trials=1)
         wait_until_finished(page, tmp_path)
 
@@ -231,9 +236,11 @@ def test_it_answers_a_reviewers_questions_on_the_demo(
         instruction = page.locator('[data-difference="instruction"]')
         expect(instruction).to_contain_text("Instruction changed")
         expect(instruction.locator(".diff-add")).to_have_text("+Always greet the customer by name.")
-        expect(page.locator('[data-difference="cases-edited"]')).to_contain_text(LOOKUP_CASE)
+        change = page.locator(f'[data-difference="cases-changed"] .case-change[data-case="{LOOKUP_CASE}"]')
+        expect(change.locator(".diff-add")).to_contain_text("in transit")
         flip = page.locator(".flip-row.flip-broke", has_text=LOOKUP_CASE).first
         expect(flip.locator(".flip-reason")).to_contain_text("lookup_order is force-blocked by the suite")
+        expect(flip.locator(".badge.case-changed")).to_have_attribute("href", f"#{change.get_attribute('id')}")
         screenshot("compare-page.png")
 
     at_width(page, width, f"/runs/{second.pk}/compare/", "the compare page", compare_check)

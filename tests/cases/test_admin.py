@@ -10,6 +10,7 @@ from django.contrib.messages import get_messages
 
 from agenthost.models import Conversation
 from cases.models import Case, Suite, Turn
+from cases.services import case_content_hash, case_to_document
 
 pytestmark = pytest.mark.django_db
 
@@ -117,9 +118,12 @@ def test_it_saves_a_valid_edit(admin_client, make_case):
     )
 
     assert response.status_code == 302
+    before = case.content_hash
     case.refresh_from_db()
     assert case.priority == 7
     assert case.assertions.get(type="outputRegex").params == {"pattern": "delivered"}
+    # Results keep the hash of the case they ran: an edit in the inlines changes it, as one through the API does.
+    assert case.content_hash == case_content_hash(case_to_document(case=case)) != before
 
 
 @pytest.mark.parametrize(

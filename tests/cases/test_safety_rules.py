@@ -184,7 +184,7 @@ def test_it_refuses_a_force_blocked_name_in_the_wrong_case_and_suggests_the_righ
     assert "did you mean 'util-instruct-execute_template'?" in problems["force_blocked_functions[0]"]
     assert "did you mean 'lookup_order'?" in problems["force_blocked_functions[1]"]
     # The whole list, so whoever fixes it need not go looking.
-    callable_list = problems["force_blocked_functions[0]"].split("callable functions: ")[1].split(", ")
+    callable_list = problems["force_blocked_functions[0]"].split("(agents: support): ")[1].split(", ")
     assert set(callable_list) == {*SUPPORT_FUNCTIONS, *CONTROL_FLOW_FUNCTIONS}
     assert not Suite.objects.filter(name="Guarded").exists()
 
@@ -268,9 +268,9 @@ def test_it_refuses_mocks_and_tool_assertions_of_functions_the_agent_cannot_call
         "mocks[0].function_name", "assertions[0].params.function", "turns[0].assertions[0].params.function",
     }
     assert problems["mocks[0].function_name"].startswith(
-        f"'{TWILIO}' is not a function the agent under test can call (agents: support); callable functions: "
+        f"'{TWILIO}' is not a function the agent under test can call; callable functions (agents: support): "
     )
-    assert "lookup_order" in problems["mocks[0].function_name"].split("callable functions: ")[1]
+    assert "lookup_order" in problems["mocks[0].function_name"].split("(agents: support): ")[1]
     assert "did you mean 'lookup_order'?" in problems["turns[0].assertions[0].params.function"]
     assert not Case.objects.exists()
 

@@ -275,15 +275,19 @@ def test_it_slices_turns_and_carries_the_earlier_state_in(three_topics):
     assert document["description"].endswith("turn 2.")
 
 
-def test_it_starts_a_later_slice_with_the_agent_that_turn_began_with(demo_agents, talk):
+def test_it_starts_a_later_slice_with_the_entry_agent_and_the_earlier_turns_as_history(demo_agents, talk):
+    # Turn 1 began with order-lookup, where turn 0 had routed the conversation; a test of it starts at the router.
     conversation = talk(demo_agents["order-router"], WHERE_IS_1042, "What items are in order 1047?")
+    answer = transcript_load(conversation=conversation).turns[0].answer
 
     document = draft(conversation, first_turn=1)
 
-    assert document["entry_agent"] == "order-lookup"
+    assert document["entry_agent"] is None and answer
+    assert document["history"] == [{"role": "user", "content": WHERE_IS_1042}, {"role": "assistant", "content": answer}]
+    assert [mock["arguments"] for mock in document["mocks"]] == [{"order_id": "1047"}]
     assert document["warnings"] == [
-        "turn 1 began with agent order-lookup (an earlier turn had routed the conversation there), so the case "
-        "starts with order-lookup instead of order-router"
+        "turn 0 is this case's history (what the user said and the answers given); the case starts with "
+        "order-router, as the conversation did, and only the calls of its own turns are mocked and asserted"
     ]
 
 

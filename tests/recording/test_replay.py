@@ -8,12 +8,13 @@ from django.core import mail
 
 from agenthost.llm.scripted import Answer, Call
 from agenttest_demo.agents import demo_conversations_create
-from cases.models import Suite
+from cases.models import Case, Suite
 from cases.services import case_enable
 from recording.services import extraction_create, recording_create
 from runs.models import Run
 from runs.services import RunError, run_create, run_execute
 from tests.recording.conftest import CAREFUL, segments_answer
+from tests.runs.conftest import HASTY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,6 +52,64 @@ def test_it_replays_a_multi_turn_recording_and_each_extracted_case_green(three_t
         "Cancel an order": ("passed", ""),
         "Delivered order": ("passed", ""),
     }
+
+
+README_STATUS = "Where is order #1042?"
+README_CANCEL = "Please cancel order 1043, my email is ana@example.com"
+
+
+def test_it_extracts_the_readmes_two_message_conversation_into_two_drafts_green_on_both_models(
+    demo_agents, talk, admin_client_api
+):
+    # The README's conversation: order-lookup answers the status, then cannot cancel, hands back to the router, which
+    # routes to order-cancellation.
+    conversation = talk(demo_agents["order-router"], README_STATUS, README_CANCEL)
+    extract = {"conversation": conversation.pk, "extraction_model": CAREFUL}
+
+    response = admin_client_api.post("/api/extractions/", extract, format="json")
+
+    assert response.status_code == 201, response.json()
+    status, cancel = Case.objects.filter(pk__in=[item["id"] for item in response.json()["cases"]]).order_by("pk")
+    assert [list(case.turns.values_list("user_message", flat=True)) for case in (status, cancel)] == [
+        [README_STATUS], [README_CANCEL]
+    ]
+    # Where a test of the cancellation starts: the router, with the status turn as history.
+    assert cancel.entry_agent is None and cancel.suite.agent.name == "order-router"
+    assert list(cancel.history.values_list("role", "content")) == [
+        ("user", README_STATUS), ("assistant", conversation.messages.filter(role="assistant").exclude(content="")
+                                  .order_by("seq").first().content),
+    ]
+    assert list(cancel.mocks.values_list("function_name", flat=True)) == [
+        "lookup_order", "cancel_order", "util-email-handle_email_sender"
+    ]
+    mail.outbox.clear()
+    for case in (status, cancel):
+        case_enable(case=case)
+    run = run_execute(run_id=run_create(suite=status.suite, model_keys=[CAREFUL, HASTY]).pk)
+    assert sorted(run.results.values_list("case_name", "model", "status", "reason")) == sorted(
+        (case.name, model, "passed", "") for case in (status, cancel) for model in (CAREFUL, HASTY)
+    )
+    assert mail.outbox == []
+
+    # Once the cancellation agent no longer offers those tools, the draft breaks the case rules: each problem is
+    # named once, and what the agents can call is listed once, after them.
+    agent = demo_agents["order-cancellation"]
+    agent.functions = [item for item in agent.functions if item["name"] == "lookup_order"]
+    agent.save()
+    refused = admin_client_api.post("/api/extractions/", extract, format="json")
+    assert refused.status_code == 400
+    [error] = refused.json()["errors"]
+    fields = [
+        "turns[0].assertions[1].params.function", "turns[0].assertions[2].params.function",
+        "mocks[1].function_name", "mocks[2].function_name",
+    ]
+    assert [error["message"].count(f"{field}: ") for field in fields] == [1, 1, 1, 1]
+    assert error["message"].count("callable functions") == 1 and error["message"].count("order-lookup") == 1
+    assert error["message"].endswith(
+        "callable functions (agents: order-router, order-cancellation, order-lookup): human_intervention_needed, "
+        "lookup_order, response_to_user, route_to_agent, util-instruct-execute_template, "
+        "util-routing-fallback_to_router"
+    )
 
 
 def answer_by_user_message(answers):

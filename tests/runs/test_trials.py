@@ -3,6 +3,10 @@ trials, pass^k — all k passed — and stable-pass / stable-fail / flaky)."""
 
 from __future__ import annotations
 
+import csv
+import io
+import re
+import statistics
 import threading
 import xml.etree.ElementTree as ET
 
@@ -14,6 +18,7 @@ from cases.models import Suite
 from runs.models import CaseResult, Run
 from runs.selectors import FLAKY, STABLE_FAIL, STABLE_PASS, run_matrix, run_summary, run_trials
 from runs.services import run_create, run_execute
+from runs.web.charts import format_ms
 from runs.web.junit import run_to_junit
 from tests.runs.conftest import CAREFUL
 
@@ -49,7 +54,7 @@ def flaky_suite(scripted_model, make_case) -> Suite:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_labels_each_case_over_its_trials_and_computes_pass_k(flaky_suite, scripted_model):
+def test_it_labels_each_case_over_its_trials_and_computes_pass_k(flaky_suite, scripted_model, admin_client):
     run = run_execute(run_id=run_create(suite=flaky_suite, model_keys=[SCRIPTED], trials=3).pk)
 
     assert run.total == 9 and run.done == 9
@@ -78,6 +83,41 @@ def test_it_labels_each_case_over_its_trials_and_computes_pass_k(flaky_suite, sc
     assert [(f.get("type"), f.get("message")[:32]) for f in failing] == [("Flaky", "flaky: passed 2 of 3 trials — ou")]
     stable_fail = [case.find("failure") for case in junit.iter("testcase") if case.get("name").startswith("c:")]
     assert {f.get("type") for f in stable_fail} == {"AssertionFailed"}
+
+    # The matrix CSV: a row per case and trial, each with its own result and its own link.
+    rows = list(csv.reader(io.StringIO(admin_client.get(f"/runs/{run.pk}/matrix.csv").content.decode())))
+    header, *lines = rows
+    column = {name: header.index(name) for name in ("case", "trial", f"{SCRIPTED} status", f"{SCRIPTED} result_url")}
+    base = f"http://testserver/runs/{run.pk}/results/"
+    results = {(r.case_name, r.trial + 1): r for r in run.results.all()}
+    assert len(lines) == len(results) == 9
+    assert [
+        (line[column["case"]], int(line[column["trial"]]), line[column[f"{SCRIPTED} status"]],
+         line[column[f"{SCRIPTED} result_url"]]) for line in lines
+    ] == [
+        (name, trial, results[(name, trial)].status, f"{base}{results[(name, trial)].pk}/")
+        for name in ("a: flaky", "b: always passes", "c: always fails") for trial in (1, 2, 3)
+    ]
+    assert [line[column[f"{SCRIPTED} status"]] for line in lines[:3]] == ["passed", "passed", "failed"]
+
+    # The run page: each trials cell gives its times too, as the legend says; "Run again" keeps the 3 trials.
+    page = admin_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "each the median over the trials that ran" in page
+    assert re.findall(r'class="cell-times">([^<]*)<', page) == [
+        f"{passed}/3 passed · case {format_ms(statistics.median(durations))} · model "
+        f"{format_ms(statistics.median(latencies))}"
+        for passed, durations, latencies in (
+            (count, [r.duration_ms for r in same], [r.model_latency_ms for r in same])
+            for count, same in (
+                (2, [results[("a: flaky", t)] for t in (1, 2, 3)]),
+                (3, [results[("b: always passes", t)] for t in (1, 2, 3)]),
+                (0, [results[("c: always fails", t)] for t in (1, 2, 3)]),
+            )
+        )
+    ]
+    again = re.search(r'href="(/runs/new/\?[^"]+)">Run again', page).group(1).replace("&amp;", "&")
+    form = admin_client.get(again).content.decode()
+    assert re.search(r'<input type="number" name="trials" value="3"', form), again
     assert junit.find("testsuite/properties/property[@name='flaky']").get("value") == "3"
 
 

@@ -193,11 +193,17 @@ def test_it_reports_a_dead_run_queue_on_the_form_and_leaves_no_run(admin_client,
 
 
 def test_it_prefills_the_form_from_a_run_again_link(admin_client, finished_run):
+    Run.objects.filter(pk=finished_run.pk).update(mode=Run.Mode.REPLAY, trials=2)
     page = html_of(admin_client.get(f"/runs/{finished_run.pk}/"))
     again = re.search(r'href="(/runs/new/\?[^"]+)">Run again', page).group(1).replace("&amp;", "&")
     form = html_of(admin_client.get(again))
     assert re.search(rf'<option value="{finished_run.suite_id}" selected>', form)
     assert re.search(rf'value="{CAREFUL}"[^>]*checked', form) and re.search(rf'value="{HASTY}"[^>]*checked', form)
+    # What the run was, not the form's defaults: a replay run again replays, with its trials.
+    assert '<option value="replay" selected>' in form and re.search(r'name="trials" value="2"', form)
+    for wrong in ("mode=bogus&trials=0", "mode=&trials=21", "trials=%D9%A3"):
+        refilled = html_of(admin_client.get(f"/runs/new/?suite={finished_run.suite_id}&{wrong}"))
+        assert '<option value="live" selected>' in refilled and re.search(r'name="trials" value="1"', refilled)
 
 
 def test_it_counts_the_enabled_cases_a_filter_selects(admin_client, order_suite, make_case):
@@ -419,6 +425,8 @@ def test_it_shows_a_failed_result_with_its_assertions_transcript_and_state(admin
     assert re.search(r'data-label="expected">\{\s*&quot;function&quot;: &quot;lookup_order&quot;\s*\}', row)
     assert re.search(r'data-label="actual">.*&quot;name&quot;: &quot;cancel_order&quot;', row, re.S)
     assert "User Please cancel order 1043 because I changed my mind" in text
+    # The model as the run names it, not the harness's provider that carried the call.
+    assert f"order-desk · {HASTY} ·" in text and "agenttest-live" not in html
     assert re.search(r"cancel_order\s*</span>\s*<span class=\"badge outcome-mocked\">Mocked</span>", html)
     assert "&quot;order_id&quot;: &quot;1043&quot;" in html  # the call's arguments
     assert "This case on:" in text and f"/runs/{run.pk}/results/" in html
@@ -468,12 +476,12 @@ def test_it_exports_the_matrix_as_csv(admin_client, finished_run):
              "reasoning_tokens", "cost_usd", "reason", "result_url"]
     url = f"http://testserver/runs/{finished_run.pk}/results/"
     assert rows == [
-        ["case_id", "case", *(f"{model} {part}" for model in (CAREFUL, HASTY) for part in parts)],
-        [str(cases["cancels the order"]), "cancels the order",
+        ["case_id", "case", "trial", *(f"{model} {part}" for model in (CAREFUL, HASTY) for part in parts)],
+        [str(cases["cancels the order"]), "cancels the order", "1",
          "passed", "100", "10", "10", "5", "0", "0", "0.001", "", f"{url}{ids[('cancels the order', CAREFUL)]}/",
          "failed", "200", "20", "10", "5", "0", "0", "0.001", "'=toolCalled (turn 0): lookup_order was not called",
          f"{url}{ids[('cancels the order', HASTY)]}/"],
-        [str(cases["looks the order up first"]), "looks the order up first",
+        [str(cases["looks the order up first"]), "looks the order up first", "1",
          "passed", "300", "30", "10", "5", "0", "0", "0.001", "", f"{url}{ids[('looks the order up first', CAREFUL)]}/",
          "passed", "400", "40", "10", "5", "0", "0", "0.001", "", f"{url}{ids[('looks the order up first', HASTY)]}/"],
     ]
@@ -492,7 +500,7 @@ def test_it_leaves_the_cost_of_an_unpriced_model_empty_in_the_csv_and_says_unpri
                    results=(("local:llama", PASSED), ("local:llama", PASSED)))
     CaseResult.objects.filter(run=run).update(cost=0, input_tokens=12345)
     rows = list(csv.reader(io.StringIO(admin_client.get(f"/runs/{run.pk}/matrix.csv").content.decode())))
-    assert rows[0][9] == "local:llama cost_usd" and rows[1][9] == "" and rows[1][5] == "12345"
+    assert rows[0][10] == "local:llama cost_usd" and rows[1][10] == "" and rows[1][6] == "12345"
     text = text_of(admin_client.get(f"/runs/{run.pk}/"))
     assert "local:llama 100% 2 · 0 · 0 · 0" in text and "24,690 / 10 unpriced" in text
     result = run.results.first()
@@ -592,9 +600,6 @@ def test_it_shows_what_differs_between_the_two_runs(admin_client, order_suite, m
     agent.instruction += "\nNever cancel without a look-up."
     agent.functions = [*agent.functions, {"name": "util-email-handle_email_sender"}]
     agent.save()
-    case = order_suite.cases.order_by("pk").first()
-    case.description = "edited"
-    case.save()
     current = run_create(suite=order_suite, model_keys=[CAREFUL, HASTY])
     Run.objects.filter(pk=current.pk).update(status=Run.Status.PASSED)
 
@@ -603,26 +608,98 @@ def test_it_shows_what_differs_between_the_two_runs(admin_client, order_suite, m
     assert f"Models: added {HASTY}" in text
     assert "Instruction changed" in text and '<span class="diff-add">+Never cancel without a look-up.</span>' in html
     assert "Tool schemas: added util-email-handle_email_sender" in text
-    assert f"Cases edited since run #{baseline.pk}: {case.name}" in text
-    assert f'href="/admin/cases/case/{case.pk}/change/"' in html
 
     same = run_create(suite=order_suite, model_keys=[CAREFUL, HASTY])
     assert "Nothing: the same agent" in text_of(admin_client.get(f"/runs/{same.pk}/compare/?baseline={current.pk}"))
 
 
+@pytest.mark.django_db(transaction=True)
+def test_it_shows_how_each_case_changed_between_the_runs_from_what_each_ran(
+    admin_client, admin_client_api, demo_agents, django_assert_num_queries
+):
+    from agenttest_demo.suite import demo_suite_ensure
+    from runs.models import CaseSnapshot
+    from runs.services import run_create, run_execute
+
+    suite, _ = demo_suite_ensure()
+    edited, later = "A delivered order is not cancelled", "Two turns: status, then cancel it"
+    cases = {case.name: case for case in suite.cases.all()}
+
+    def execute() -> Run:
+        return run_execute(run_id=run_create(suite=suite, model_keys=[CAREFUL], case_filter="tag:cancel").pk)
+
+    def patch(name: str, change) -> None:
+        document = admin_client_api.get(f"/api/cases/{cases[name].pk}/").json()
+        response = admin_client_api.patch(f"/api/cases/{cases[name].pk}/", change(document), format="json")
+        assert response.status_code == 200, response.content
+
+    def stricter(document):
+        turn = document["turns"][0]
+        for check in turn["assertions"]:
+            if check["type"] == "outputContains":
+                check["params"]["text"] = "refunded"
+        mocks = [{**mock, "result": '{"order_id": "1047", "cancelled": false}'} if mock["function_name"] ==
+                 "cancel_order" else mock for mock in document["mocks"]]
+        return {"turns": document["turns"], "mocks": mocks}
+
+    baseline = execute()
+    patch(edited, stricter)
+    current = execute()
+    # Edited after both runs: neither ran it, so the comparison of the two says nothing of it.
+    patch(later, lambda document: {"turns": [{**document["turns"][0], "user_message": "Where is 1041?"},
+                                             *document["turns"][1:]]})
+    statuses = dict(current.results.values_list("case_name", "status"))
+    assert dict(baseline.results.values_list("case_name", "status"))[edited] == "passed"
+    assert statuses[edited] == "failed" and statuses[later] == "passed"
+
+    page = f"/runs/{current.pk}/compare/?baseline={baseline.pk}"
+    # session, user; run, earlier runs, the baseline, both runs' results, both summaries, the two contents
+    with django_assert_num_queries(10):
+        response = admin_client.get(page)
+    html, text = html_of(response), text_of(response)
+    changes = re.findall(r'<li id="(case-change-[^"]+)" class="case-change" data-case="([^"]+)"', html)
+    assert [name for _, name in changes] == [edited]
+    assert f"{edited} , run #{baseline.pk} → run #{current.pk}: Turns and their assertions" in text
+    assert '<span class="diff-del">-          &quot;text&quot;: &quot;delivered&quot;</span>' in html
+    assert '<span class="diff-add">+          &quot;text&quot;: &quot;refunded&quot;</span>' in html
+    mocks = re.search(r'data-part="Mocks">.*?</pre>', html, re.S).group(0)
+    # The mock's result shown as the JSON it holds: the one field that went is the one line marked.
+    assert [line for line in mocks.splitlines() if "diff-del" in line or "diff-add" in line] == [
+        '<span class="diff-del">-      &quot;error&quot;: &quot;the order was already delivered&quot;,</span>',
+    ]
+    assert 'data-part="Case assertions"' not in html and "Where is 1041?" not in html
+    flipped = re.search(r'<tr class="flip-row flip-broke">.*?</tr>', html, re.S).group(0)
+    assert edited in flipped and f'class="badge case-changed" href="#{changes[0][0]}"' in flipped
+
+    # A run planned before contents were kept: the change is known by its hash, its content is not.
+    CaseSnapshot.objects.filter(content_hash=baseline.results.get(case_name=edited).case_hash).delete()
+    text = text_of(admin_client.get(page))
+    assert f"{edited} : what it ran is not recorded for run #{baseline.pk} (planned before" in text
+
+
 # --- Query discipline ---------------------------------------------------------------------------------------------
 
 
-def _sized_run(suite, cases: list[Case], models: int) -> Run:
-    """A finished run of `cases` × `models` results, written in bulk; the last model fails every case."""
+def _sized_run(suite, cases: list[Case], models: int, version: str = "") -> Run:
+    """A finished run of `cases` × `models` results, written in bulk; the last model fails every case. With a
+    `version`, each case ran a content of that version, stored as a run stores it."""
+    from runs.models import CaseSnapshot
+
     keys = [f"simulated:model-{index}" for index in range(models)]
+    hashes = {case.pk: f"{version}{case.pk:063d}" if version else "" for case in cases}
+    if version:
+        CaseSnapshot.objects.bulk_create(
+            CaseSnapshot(content_hash=hashes[case.pk], content={"turns": [{"user_message": version}]})
+            for case in cases
+        )
     run = Run.objects.create(
         suite=suite, model_keys=keys, case_ids=[case.pk for case in cases], total=len(cases) * models,
         status=Run.Status.FAILED, passed=len(cases) * (models - 1), failed=len(cases),
     )
     CaseResult.objects.bulk_create(
         CaseResult(
-            run=run, case=case, case_name=case.name, model=key, position=position, duration_ms=10.0 * position,
+            run=run, case=case, case_name=case.name, case_hash=hashes[case.pk], model=key, position=position,
+            duration_ms=10.0 * position,
             status=FAILED if key == keys[-1] else PASSED, model_latency_ms=5.0, input_tokens=10, output_tokens=5,
             cost=Decimal("0.001"), transcript=[{"role": "user", "content": "x" * 100}],
         )
@@ -646,7 +723,8 @@ def _sized_run(suite, cases: list[Case], models: int) -> Run:
         ("/runs/{run}/matrix.csv", 4),
         # session, user; run, done per model, results since, their cells
         ("/runs/{run}/progress.json?since=0", 6),
-        # session, user; run, earlier runs, the default baseline, both runs' results, both summaries, their cases
+        # session, user; run, earlier runs, the default baseline, both runs' results, both summaries, what every
+        # case ran in each run (each case changed between them)
         ("/runs/{run}/compare/", 10),
     ],
 )
@@ -655,11 +733,13 @@ def test_it_runs_the_same_number_of_queries_whatever_the_size(
 ):
     suite = make_suite()
     made = Case.objects.bulk_create([Case(suite=suite, name=f"case {index:03d}") for index in range(cases)])
-    _sized_run(suite, made, models)
-    run = _sized_run(suite, made, models)
+    _sized_run(suite, made, models, version="a")
+    run = _sized_run(suite, made, models, version="b")
     with django_assert_num_queries(queries):
         response = admin_client.get(page.format(run=run.pk))
     assert response.status_code == 200
+    if "compare" in page:
+        assert html_of(response).count('class="case-change"') == cases
 
 
 @pytest.mark.parametrize(("cases", "models"), [(2, 1), (6, 3)])
