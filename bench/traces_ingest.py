@@ -152,8 +152,8 @@ def ingest_benchmark(*, client: Any, token: str, spans: int, batch: int, encodin
         sent += size
     rss_after = _peak_rss_mb()
     million = b"\x12\x00" * 10**6  # a request of 10⁶ (empty) spans, framed by hand
-    resource_spans = b"\x12" + _varint(len(million)) + million
-    body = b"\x0a" + _varint(len(resource_spans)) + resource_spans
+    resource_spans = b"\x12" + varint(len(million)) + million
+    body = b"\x0a" + varint(len(resource_spans)) + resource_spans
     started = time.perf_counter()
     refused = client.generic("POST", "/v1/traces", body, content_type=PROTOBUF,
                              HTTP_AUTHORIZATION=headers["HTTP_AUTHORIZATION"])
@@ -168,7 +168,8 @@ def ingest_benchmark(*, client: Any, token: str, spans: int, batch: int, encodin
     )
 
 
-def _varint(number: int) -> bytes:
+def varint(number: int) -> bytes:
+    """A protobuf varint: how a length-delimited field's length is written."""
     out = bytearray()
     while True:
         low, number = number & 0x7F, number >> 7

@@ -14,6 +14,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyVa
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from rest_framework.authtoken.models import Token
 
+from bench.traces_ingest import varint
 from traces.models import TraceSpan
 
 KEPT_PREFIXES = ("gen_ai.", "llm.", "openinference.", "input.", "output.", "tool.", "session.")
@@ -70,13 +71,6 @@ def request(*spans: Span, service: str = "shop", scope: str = "test.scope") -> E
     )])
 
 
-def varint(number: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, number = number & 0x7F, number >> 7
-        out.append(low | (0x80 if number else 0))
-        if not number:
-            return bytes(out)
 
 
 def framed(*spans: bytes) -> bytes:
