@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 HARNESS = ("cases", "runs", "recording", "traces")
 HOST_PUBLIC = {"agenthost.seams"}
@@ -148,6 +150,7 @@ def test_it_lets_the_harness_reach_the_host_only_through_the_seams_module():
     assert offending == []
 
 
+@pytest.mark.own_database
 def test_it_runs_the_host_alone_when_the_harness_apps_are_removed(tmp_path):
     script = (
         "import django; django.setup()\n"
@@ -224,6 +227,7 @@ def test_it_refuses_a_second_app_taking_over_the_conversation_page():
     assert conversation_page_url(conversation_id=7) == "/conversations/7/"
 
 
+@pytest.mark.own_database
 def test_it_keeps_the_hosts_conversation_browser_whole_when_the_harness_apps_are_removed(tmp_path):
     script = (
         "import django; django.setup()\n"

@@ -27,6 +27,8 @@ INSPECT = (
     "}))\n"
 )
 
+pytestmark = pytest.mark.own_database
+
 
 def deployment(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTTEST_", "CELERY_", "DATABASE_URL"))}

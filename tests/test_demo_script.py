@@ -22,6 +22,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DEMO = ["bash", str(BASE_DIR / "scripts" / "demo")]
 ADMIN_PASSWORD = "demo-admin-password-1"
 
+pytestmark = pytest.mark.own_database
+
 
 def demo_env(var_dir: Path, port: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AGENTTEST_", "CELERY_", "DJANGO_"))}

@@ -28,6 +28,8 @@ WIDTH_FILTERS = {
     "filter tag": '{{% filter ljust:"{width}" %}}x{{% endfilter %}}',
 }
 
+pytestmark = pytest.mark.own_database
+
 
 def _measured(template: str, variables: dict) -> tuple[str | Exception, float, int]:
     """(the text or the refusal, seconds, peak bytes allocated while rendering)."""
