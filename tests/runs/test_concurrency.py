@@ -27,8 +27,10 @@ CASES = 12
 
 
 def stub_provider(base_url: str, **options: object) -> dict:
+    # The timeout bounds a call to the in-process stub on a machine CI may load with every core busy: it is not what
+    # these tests measure (a case still ends at the suite's 30 s), so it leaves room for a starved stub thread.
     return {
-        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": 10.0, "max_retries": 0,
+        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": 25.0, "max_retries": 0,
         "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}], **options,
     }
 
