@@ -69,6 +69,7 @@ def _figure(output: str, label: str) -> int:
     return int(match.group(1))
 
 
+@pytest.mark.own_database
 def test_it_runs_as_a_command_on_a_scratch_database_and_prints_its_figures():
     command = [sys.executable, "bench/api_fuzz.py", "--examples", "2", "--seconds", "120"]
     database_url = os.environ.get("DATABASE_URL", "")

@@ -12,6 +12,9 @@ import pytest
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
+# The bench makes a scratch database of its own; on the PostgreSQL server it is bench/'s own --database-url.
+pytestmark = pytest.mark.own_database
+
 
 def _figure(output: str, label: str) -> float:
     match = re.search(rf"^{re.escape(label)}\s+(-?[\d.]+)", output, re.MULTILINE)
