@@ -12,7 +12,7 @@ import pytest
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-# The bench makes a scratch database of its own; on the PostgreSQL server it is bench/'s own --database-url.
+# The bench makes a scratch database of its own (on the PostgreSQL server DATABASE_URL names, if it names one).
 pytestmark = pytest.mark.own_database
 
 
