@@ -14,12 +14,19 @@ from agenttest_demo.agents import demo_agents_ensure
 
 pytest_plugins = ["agenthost.testing.fixtures"]
 
+# Every database fixture of pytest-django asks for this one; the live server holds the database open for its thread.
+_DATABASE_FIXTURES = frozenset({"_django_db_helper", "live_server"})
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # A test of the installed wheel never touches the database under test: scripts/test runs it in one pass only.
+    # A test that asks for no database under test gives the same answer on either: scripts/test runs it once.
     for item in items:
-        if "package_env" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "package_env" in fixtures:
             item.add_marker(pytest.mark.installed)
+        if item.get_closest_marker("django_db") is None and not _DATABASE_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.own_database)
     # A test of what only a database server can show (a clock of its own, apart from the executors') belongs to the
     # PostgreSQL pass: on SQLite it is deselected — not run and not counted — rather than skipped.
     if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
