@@ -178,11 +178,11 @@ def _case_key(case_id: int | None, case_name: str) -> Any:
 
 def compared_results_of(*, run_ids: list[int]) -> dict[int, Results]:
     """Per run, per model, per case: the verdict over its trials, the result that shows it best (the first that did
-    not pass, else the first that passed) and the content hash of its first trial. One query for all the runs;
+    not pass, else the first that passed), the content hash and position of its first trial. One query for all the runs;
     run_compare and run_differences take a pair of them so a page reads each run's results once."""
     by_run: dict[int, Results] = {run_id: {} for run_id in run_ids}
     rows = CaseResult.objects.filter(run_id__in=run_ids).order_by("position", "id").values(
-        "id", "run_id", "case_id", "case_name", "model", "status", "reason", "case_hash"
+        "id", "run_id", "case_id", "case_name", "model", "status", "reason", "case_hash", "position"
     )
     for row in rows:
         cases = by_run[row.pop("run_id")].setdefault(row["model"], {})
@@ -223,7 +223,7 @@ def _flip(kind: str, model: str, old_row: dict[str, Any] | None, new_row: dict[s
 @dataclass
 class Flipped:
     """What flipped since a run's default baseline: regressions (passed there; failed or errored now) and fixes,
-    each in the run's model order, then its case order."""
+    each in the run's case order, then its model order."""
 
     baseline_id: int
     blessed: bool
@@ -248,14 +248,23 @@ def run_flipped(*, run: Run) -> Flipped | None:
         return None
     results = compared_results_of(run_ids=[run.pk, baseline_id])
     current, previous = results[run.pk], results[baseline_id]
-    flipped = Flipped(baseline_id=baseline_id, blessed=run.baseline_rank == 0)
-    for model in dict.fromkeys([*run.model_keys, *current]):
+    models = list(dict.fromkeys([*run.model_keys, *current]))
+    # Where the run first reached each case, on any model: the run's case order.
+    case_order: dict[Any, int] = {}
+    for cases in current.values():
+        for key, row in cases.items():
+            case_order[key] = min(case_order.get(key, row["position"]), row["position"])
+    flips = []
+    for model in models:
         before = previous.get(model, {})
         for key, new_row in current.get(model, {}).items():
             old_row = before.get(key)
             kind = flip_kind(old_row and old_row["verdict"], new_row["verdict"])
             if kind is not None:
-                (flipped.regressions if kind == BROKE else flipped.fixes).append(_flip(kind, model, old_row, new_row))
+                flips.append((case_order[key], models.index(model), _flip(kind, model, old_row, new_row)))
+    flipped = Flipped(baseline_id=baseline_id, blessed=run.baseline_rank == 0)
+    for _, _, flip in sorted(flips, key=lambda item: item[:2]):
+        (flipped.regressions if flip.kind == BROKE else flipped.fixes).append(flip)
     return flipped
 
 
