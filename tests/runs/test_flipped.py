@@ -7,12 +7,13 @@ in test_views."""
 from __future__ import annotations
 
 import re
+from html import unescape
 
 import pytest
 from django.utils import timezone
 
 from runs.models import CaseResult, Run
-from runs.web.comparison import default_baseline, runs_verdicts, with_default_baseline
+from runs.web.comparison import default_baseline, run_flipped, runs_verdicts, with_default_baseline
 from tests.runs.conftest import CAREFUL, HASTY
 from tests.runs.test_views import html_of
 
@@ -44,9 +45,11 @@ def three_runs(order_suite, make_run):
     return blessed, between, current
 
 
-def words(html: str) -> str:
-    """Markup as a person reads it: tags dropped (inline ones join the words beside them), whitespace collapsed."""
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html)).strip()
+def words(markup: str) -> str:
+    """Markup as a person reads it: a block's tags part words, inline ones join them; entities read; whitespace
+    collapsed."""
+    text = re.sub(r"</?(?:li|p|div|h\d|tr|td|th|ul|section|br)\b[^>]*>", " ", markup)
+    return re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", text))).strip()
 
 
 def text_of(response) -> str:
@@ -171,6 +174,19 @@ def test_it_flips_a_case_of_several_trials_only_when_its_verdict_over_them_chang
     # One trial of FIRST failed: it regressed. SECOND's cancelled trial did not run: it still passes.
     assert verdicts[current.pk].flips_since(verdicts[baseline.pk]) == (1, 0)
     assert verdicts[current.pk].totals(CAREFUL) == (3, 2)
+
+
+def test_it_lists_flips_case_by_case_in_the_runs_order_regressions_first(order_suite, make_run):
+    bless(make_run(order_suite, models=(CAREFUL, HASTY),
+                   results=((CAREFUL, PASSED), (HASTY, FAILED), (CAREFUL, PASSED), (HASTY, PASSED))))
+    current = make_run(order_suite, models=(HASTY, CAREFUL),
+                       results=((HASTY, PASSED), (CAREFUL, FAILED), (HASTY, FAILED), (CAREFUL, FAILED)))
+    flipped = run_flipped(run=with_default_baseline(Run.objects.all()).get(pk=current.pk))
+    assert [(flip.case_name, flip.model) for flip in flipped.regressions] == [
+        (FIRST, CAREFUL), (SECOND, HASTY), (SECOND, CAREFUL)
+    ]
+    assert [(flip.case_name, flip.model, flip.kind) for flip in flipped.fixes] == [(FIRST, HASTY, "fixed")]
+    assert flipped.count == 4 and flipped.blessed
 
 
 def test_it_annotates_each_run_with_the_baseline_the_compare_page_would_pick(order_suite, make_suite, make_run):
