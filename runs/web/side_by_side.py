@@ -223,7 +223,8 @@ def _other(result: CaseResult, wanted: str) -> tuple[CaseResult | None, str]:
     """The result `?with=` names, if it is another result of the same case in the same suite; else why not."""
     other_id = parse_id(wanted.strip())
     if other_id is None:
-        return None, f"with: {wanted!r} is not a result id (a whole number from 1)."
+        shown = wanted if len(wanted) <= QUOTED_CHARS else wanted[:QUOTED_CHARS] + "…"
+        return None, f"with: {shown!r} is not a result id (a whole number from 1)."
     other = CaseResult.objects.select_related("run").filter(pk=other_id).first()
     if other is None:
         return None, f"with: there is no result #{other_id}."

@@ -182,6 +182,8 @@ def test_it_escapes_everything_it_shows_side_by_side(admin_client, flipped_pair)
     [
         ("abc", "with: 'abc' is not a result id (a whole number from 1)."),
         ("0", "with: '0' is not a result id (a whole number from 1)."),
+        ("9" * 200, f"with: '{'9' * 80}…' is not a result id (a whole number from 1)."),
+        ("1\x002", "with: '1\\x002' is not a result id"),
         ("99999999", "with: there is no result #99999999."),
         ("{self}", "with: result #{self} is this result; pick another result of “cancels the order”."),
         ("{other_case}", "with: result #{other_case} is of another case (“looks the order up first”); pick a result"),
