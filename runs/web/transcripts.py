@@ -62,9 +62,15 @@ def transcript_turns(result: CaseResult) -> list[dict[str, Any]]:
             if message.get("tool_call_id") and message.get("tool_call_id") in joined:
                 continue
             entries.append(
-                {"kind": "tool", "name": message.get("function", ""), "arguments": "", "trigger": "",
-                 "outcome": message.get("outcome", ""), "result": readable(message.get("content", "")),
-                 "agent": message.get("agent", "")}
+                {
+                    "kind": "tool",
+                    "name": message.get("function", ""),
+                    "arguments": "",
+                    "trigger": "",
+                    "outcome": message.get("outcome", ""),
+                    "result": readable(message.get("content", "")),
+                    "agent": message.get("agent", ""),
+                }
             )
         elif message.get("content"):
             entries.append(

@@ -34,12 +34,26 @@ def three_runs(order_suite, make_run):
     """A blessed run, a later unblessed one, and the current run: against the blessed run, FIRST regressed on
     HASTY (passed → error) and SECOND was fixed on CAREFUL (failed → passed); against the run in between, nothing
     flipped."""
-    blessed = bless(make_run(order_suite, models=(CAREFUL, HASTY), status=Run.Status.FAILED,
-                             results=((CAREFUL, PASSED), (HASTY, PASSED), (CAREFUL, FAILED), (HASTY, PASSED))))
-    between = make_run(order_suite, models=(CAREFUL, HASTY), status=Run.Status.FAILED,
-                       results=((CAREFUL, PASSED), (HASTY, ERROR), (CAREFUL, PASSED), (HASTY, PASSED)))
-    current = make_run(order_suite, models=(CAREFUL, HASTY), status=Run.Status.FAILED,
-                       results=((CAREFUL, PASSED), (HASTY, ERROR), (CAREFUL, PASSED), (HASTY, PASSED)))
+    blessed = bless(
+        make_run(
+            order_suite,
+            models=(CAREFUL, HASTY),
+            status=Run.Status.FAILED,
+            results=((CAREFUL, PASSED), (HASTY, PASSED), (CAREFUL, FAILED), (HASTY, PASSED)),
+        )
+    )
+    between = make_run(
+        order_suite,
+        models=(CAREFUL, HASTY),
+        status=Run.Status.FAILED,
+        results=((CAREFUL, PASSED), (HASTY, ERROR), (CAREFUL, PASSED), (HASTY, PASSED)),
+    )
+    current = make_run(
+        order_suite,
+        models=(CAREFUL, HASTY),
+        status=Run.Status.FAILED,
+        results=((CAREFUL, PASSED), (HASTY, ERROR), (CAREFUL, PASSED), (HASTY, PASSED)),
+    )
     CaseResult.objects.filter(run=current, case_name=FIRST, model=HASTY).update(reason="the model timed out after 30 s")
     CaseResult.objects.filter(run=blessed, case_name=SECOND, model=CAREFUL).update(reason="lookup_order was not called")
     return blessed, between, current
@@ -166,10 +180,15 @@ def test_it_flips_a_case_of_several_trials_only_when_its_verdict_over_them_chang
     baseline = bless(make_run(order_suite, results=((CAREFUL, PASSED), (CAREFUL, PASSED)), trials=2))
     current = make_run(order_suite, results=((CAREFUL, PASSED), (CAREFUL, PASSED)), trials=2)
     first, second = order_suite.cases.order_by("pk")
-    for run, case, status in ((baseline, first, PASSED), (baseline, second, PASSED), (current, first, FAILED),
-                              (current, second, CANCELLED)):
-        CaseResult.objects.create(run=run, case=case, case_name=case.name, model=CAREFUL, trial=1, position=5,
-                                  status=status)
+    for run, case, status in (
+        (baseline, first, PASSED),
+        (baseline, second, PASSED),
+        (current, first, FAILED),
+        (current, second, CANCELLED),
+    ):
+        CaseResult.objects.create(
+            run=run, case=case, case_name=case.name, model=CAREFUL, trial=1, position=5, status=status
+        )
     verdicts = runs_verdicts(run_ids=[baseline.pk, current.pk])
     # One trial of FIRST failed: it regressed. SECOND's cancelled trial did not run: it still passes.
     assert verdicts[current.pk].flips_since(verdicts[baseline.pk]) == (1, 0)
@@ -177,13 +196,23 @@ def test_it_flips_a_case_of_several_trials_only_when_its_verdict_over_them_chang
 
 
 def test_it_lists_flips_case_by_case_in_the_runs_order_regressions_first(order_suite, make_run):
-    bless(make_run(order_suite, models=(CAREFUL, HASTY),
-                   results=((CAREFUL, PASSED), (HASTY, FAILED), (CAREFUL, PASSED), (HASTY, PASSED))))
-    current = make_run(order_suite, models=(HASTY, CAREFUL),
-                       results=((HASTY, PASSED), (CAREFUL, FAILED), (HASTY, FAILED), (CAREFUL, FAILED)))
+    bless(
+        make_run(
+            order_suite,
+            models=(CAREFUL, HASTY),
+            results=((CAREFUL, PASSED), (HASTY, FAILED), (CAREFUL, PASSED), (HASTY, PASSED)),
+        )
+    )
+    current = make_run(
+        order_suite,
+        models=(HASTY, CAREFUL),
+        results=((HASTY, PASSED), (CAREFUL, FAILED), (HASTY, FAILED), (CAREFUL, FAILED)),
+    )
     flipped = run_flipped(run=with_default_baseline(Run.objects.all()).get(pk=current.pk))
     assert [(flip.case_name, flip.model) for flip in flipped.regressions] == [
-        (FIRST, CAREFUL), (SECOND, HASTY), (SECOND, CAREFUL)
+        (FIRST, CAREFUL),
+        (SECOND, HASTY),
+        (SECOND, CAREFUL),
     ]
     assert [(flip.case_name, flip.model, flip.kind) for flip in flipped.fixes] == [(FIRST, HASTY, "fixed")]
     assert flipped.count == 4 and flipped.blessed
@@ -256,8 +285,11 @@ def test_it_gives_a_flipped_result_its_baseline_context(admin_client, three_runs
     assert f'href="/runs/{current.pk}/results/{broke.pk}/side-by-side/?with={was.pk}">See the two side by side' in box
 
     fixed, failed_there = result_of(current, SECOND, CAREFUL), result_of(blessed, SECOND, CAREFUL)
-    box = re.search(r'<aside class="baseline-context flip-fixed".*?</aside>',
-                    html_of(admin_client.get(f"/runs/{current.pk}/results/{fixed.pk}/")), re.S).group(0)
+    box = re.search(
+        r'<aside class="baseline-context flip-fixed".*?</aside>',
+        html_of(admin_client.get(f"/runs/{current.pk}/results/{fixed.pk}/")),
+        re.S,
+    ).group(0)
     said = words(box)
     assert f"Fixed since baseline #{blessed.pk} (the blessed baseline): there it Failed — lookup_order was" in said
     assert f'href="/runs/{blessed.pk}/results/{failed_there.pk}/"' in box
@@ -271,8 +303,9 @@ def test_it_says_when_a_result_has_the_verdict_it_had_in_the_baseline_or_was_not
     text = text_of(admin_client.get(f"/runs/{current.pk}/results/{same.pk}/"))
     assert f"Unchanged since baseline #{blessed.pk} (the blessed baseline): there it Passed" in text
     added = make_case(order_suite, "a case the baseline never ran")
-    new = CaseResult.objects.create(run=current, case=added, case_name=added.name, model=CAREFUL, position=9,
-                                    status=FAILED)
+    new = CaseResult.objects.create(
+        run=current, case=added, case_name=added.name, model=CAREFUL, position=9, status=FAILED
+    )
     text = text_of(admin_client.get(f"/runs/{current.pk}/results/{new.pk}/"))
     assert f"Baseline #{blessed.pk} (the blessed baseline): it did not run this case on this model." in text
     assert "side by side" not in text.split("Baseline #")[1].split("Reason")[0]

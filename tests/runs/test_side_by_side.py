@@ -29,22 +29,50 @@ def user(turn: int, text: str) -> dict[str, Any]:
 
 
 def said(turn: int, text: str, model: str = CAREFUL) -> dict[str, Any]:
-    return {"turn": turn, "role": "assistant", "content": text, "agent": "order-desk", "model": model,
-            "latency_ms": 3.0}
+    return {
+        "turn": turn,
+        "role": "assistant",
+        "content": text,
+        "agent": "order-desk",
+        "model": model,
+        "latency_ms": 3.0,
+    }
 
 
 def called(turn: int, call_id: str, function: str, arguments: dict, result: Any, outcome: str = "mocked") -> list:
     return [
-        {"turn": turn, "role": "tool_call", "function": function, "arguments": arguments, "tool_call_id": call_id,
-         "agent": "order-desk", "trigger": "model"},
-        {"turn": turn, "role": "tool_result", "function": function, "content": json.dumps(result),
-         "tool_call_id": call_id, "agent": "order-desk", "outcome": outcome},
+        {
+            "turn": turn,
+            "role": "tool_call",
+            "function": function,
+            "arguments": arguments,
+            "tool_call_id": call_id,
+            "agent": "order-desk",
+            "trigger": "model",
+        },
+        {
+            "turn": turn,
+            "role": "tool_result",
+            "function": function,
+            "content": json.dumps(result),
+            "tool_call_id": call_id,
+            "agent": "order-desk",
+            "outcome": outcome,
+        },
     ]
 
 
 def check(scope: str, kind: str, status: str, expected: Any, actual: Any, message: str = "") -> dict[str, Any]:
-    return {"type": kind, "scope": scope, "status": status, "expected": expected, "actual": actual,
-            "message": message or f"{kind} {status}", "fatal": False, "synthetic": False}
+    return {
+        "type": kind,
+        "scope": scope,
+        "status": status,
+        "expected": expected,
+        "actual": actual,
+        "message": message or f"{kind} {status}",
+        "fatal": False,
+        "synthetic": False,
+    }
 
 
 LOOKED_UP = [
@@ -76,14 +104,23 @@ def flipped_pair(order_suite, make_run):
     blessed = make_run(order_suite, status=Run.Status.PASSED, results=((CAREFUL, PASSED), (CAREFUL, PASSED)))
     Run.objects.filter(pk=blessed.pk).update(blessed_at=timezone.now())
     current = make_run(order_suite, status=Run.Status.FAILED, results=((CAREFUL, FAILED), (CAREFUL, PASSED)))
-    was = store(blessed.results.get(case_name=FIRST), LOOKED_UP, [
-        check("turn 0", "toolCalled", PASSED, {"function": "lookup_order"}, ["lookup_order"]),
-        check("case", "stateEquals", PASSED, {"order_status": "cancelled"}, {"order_status": "cancelled"}),
-    ])
-    now = store(current.results.get(case_name=FIRST), CANCELLED_STRAIGHT_AWAY, [
-        check("turn 0", "toolCalled", FAILED, {"function": "lookup_order"}, [], "lookup_order was not called"),
-        check("case", "stateEquals", PASSED, {"order_status": "cancelled"}, {"order_status": "cancelled"}),
-    ], reason="toolCalled (turn 0): lookup_order was not called")
+    was = store(
+        blessed.results.get(case_name=FIRST),
+        LOOKED_UP,
+        [
+            check("turn 0", "toolCalled", PASSED, {"function": "lookup_order"}, ["lookup_order"]),
+            check("case", "stateEquals", PASSED, {"order_status": "cancelled"}, {"order_status": "cancelled"}),
+        ],
+    )
+    now = store(
+        current.results.get(case_name=FIRST),
+        CANCELLED_STRAIGHT_AWAY,
+        [
+            check("turn 0", "toolCalled", FAILED, {"function": "lookup_order"}, [], "lookup_order was not called"),
+            check("case", "stateEquals", PASSED, {"order_status": "cancelled"}, {"order_status": "cancelled"}),
+        ],
+        reason="toolCalled (turn 0): lookup_order was not called",
+    )
     return was, now
 
 
@@ -115,18 +152,23 @@ def test_it_puts_the_baseline_beside_the_flipped_result_and_marks_where_they_fir
     base, cur = str(was.run_id), str(now.run_id)
     assert steps == [
         # messages and tool calls, aligned step by step
-        ("", base, "user"), ("", cur, "user"),
-        (" sbs-diverges", base, "tool"), (" sbs-diverges", cur, "tool"),
-        (" sbs-differs", base, "tool"), (" sbs-differs", cur, "assistant"),
-        (" sbs-differs", base, "assistant"), (" sbs-differs", cur, "message"),
+        ("", base, "user"),
+        ("", cur, "user"),
+        (" sbs-diverges", base, "tool"),
+        (" sbs-diverges", cur, "tool"),
+        (" sbs-differs", base, "tool"),
+        (" sbs-differs", cur, "assistant"),
+        (" sbs-differs", base, "assistant"),
+        (" sbs-differs", cur, "message"),
         # assertion outcomes
-        (" sbs-differs", base, "assertion"), (" sbs-differs", cur, "assertion"),
+        (" sbs-differs", base, "assertion"),
+        (" sbs-differs", cur, "assertion"),
     ]
     assert "nothing: the turn ended sooner" in turn0
     # The divergence label sits right before the diverging pair.
     assert re.search(r'id="divergence">.*?First divergence</div>\s*<div class="sbs-step sbs-diverges"', turn0, re.S)
     # Turn 1 and the case assertions are the same on both sides: nothing marked.
-    rest = html[html.index('id="turn-1"'):]
+    rest = html[html.index('id="turn-1"') :]
     assert "sbs-differs" not in rest and "sbs-diverges" not in rest and "Case assertions" in rest
     # The arguments and outcome of each call are there, as on the result page.
     assert '<span class="badge outcome-mocked">Mocked</span>' in turn0
@@ -137,14 +179,17 @@ def test_it_puts_the_baseline_beside_the_flipped_result_and_marks_where_they_fir
     assert re.findall(r'<div class="sbs-head" data-column="Run #(\d+)', html) == [base, cur]
 
 
-def test_it_finds_a_divergence_in_the_assertion_outcomes_and_links_to_how_the_case_changed(
-    admin_client, flipped_pair
-):
+def test_it_finds_a_divergence_in_the_assertion_outcomes_and_links_to_how_the_case_changed(admin_client, flipped_pair):
     was, now = flipped_pair
-    store(now, LOOKED_UP, [
-        check("turn 0", "toolCalled", FAILED, {"function": "lookup_orders"}, ["lookup_order"]),
-        check("case", "stateEquals", PASSED, {"order_status": "cancelled"}, {"order_status": "cancelled"}),
-    ], case_hash="b" * 64)
+    store(
+        now,
+        LOOKED_UP,
+        [
+            check("turn 0", "toolCalled", FAILED, {"function": "lookup_orders"}, ["lookup_order"]),
+            check("case", "stateEquals", PASSED, {"order_status": "cancelled"}, {"order_status": "cancelled"}),
+        ],
+        case_hash="b" * 64,
+    )
     store(was, LOOKED_UP, was.assertions, case_hash="a" * 64)
     _, html = page(admin_client, f"/runs/{now.run_id}/results/{now.pk}/side-by-side/?with={was.pk}")
     summary = words(re.search(r'<div class="divergence-summary".*?</div>', html, re.S).group(0))
@@ -166,8 +211,13 @@ def test_it_says_when_two_results_do_not_diverge(admin_client, flipped_pair):
 def test_it_escapes_everything_it_shows_side_by_side(admin_client, flipped_pair):
     was, now = flipped_pair
     hostile = '</pre><script>alert("x")</script>'
-    store(now, [user(0, hostile), *called(0, "c1", hostile, {"q": hostile}, {"r": hostile}), said(0, hostile)],
-          [check("turn 0", hostile, FAILED, hostile, hostile, hostile)], reason=hostile, case_name=hostile)
+    store(
+        now,
+        [user(0, hostile), *called(0, "c1", hostile, {"q": hostile}, {"r": hostile}), said(0, hostile)],
+        [check("turn 0", hostile, FAILED, hostile, hostile, hostile)],
+        reason=hostile,
+        case_name=hostile,
+    )
     long_value = "x" * 3000
     store(was, [user(0, "hi"), *called(0, "c1", "lookup_order", {"note": long_value}, {"r": 1})], [])
     response, html = page(admin_client, f"/runs/{now.run_id}/results/{now.pk}/side-by-side/?with={was.pk}")
@@ -199,8 +249,9 @@ def test_it_refuses_a_with_that_is_not_another_result_of_the_case(admin_client, 
     assert 'class="sbs-head"' not in html
 
 
-def test_it_refuses_a_deleted_case_of_the_same_name_in_another_suite(admin_client, flipped_pair, make_suite, make_run,
-                                                                     make_case):
+def test_it_refuses_a_deleted_case_of_the_same_name_in_another_suite(
+    admin_client, flipped_pair, make_suite, make_run, make_case
+):
     _, now = flipped_pair
     elsewhere = make_suite("billing")
     make_case(elsewhere, FIRST)
@@ -224,11 +275,24 @@ def test_it_says_when_there_is_no_baseline_result_to_show(admin_client, flipped_
 def test_it_shows_a_case_on_every_model_of_a_run_side_by_side_in_the_runs_model_order(
     admin_client, order_suite, make_run
 ):
-    run = make_run(order_suite, models=(HASTY, CAREFUL), status=Run.Status.FAILED, trials=2,
-                   results=((HASTY, FAILED), (CAREFUL, PASSED)))
+    run = make_run(
+        order_suite,
+        models=(HASTY, CAREFUL),
+        status=Run.Status.FAILED,
+        trials=2,
+        results=((HASTY, FAILED), (CAREFUL, PASSED)),
+    )
     hasty, careful = run.results.get(model=HASTY), run.results.get(model=CAREFUL)
-    CaseResult.objects.create(run=run, case=hasty.case, case_name=FIRST, model=CAREFUL, trial=1, position=2,
-                              status=FAILED, transcript=[user(0, "a later trial")])
+    CaseResult.objects.create(
+        run=run,
+        case=hasty.case,
+        case_name=FIRST,
+        model=CAREFUL,
+        trial=1,
+        position=2,
+        status=FAILED,
+        transcript=[user(0, "a later trial")],
+    )
     store(hasty, CANCELLED_STRAIGHT_AWAY, [])
     store(careful, LOOKED_UP, [])
     response, html = page(admin_client, f"/runs/{run.pk}/results/{careful.pk}/models/")
