@@ -127,8 +127,8 @@ def default_baseline(*, run: Run) -> Run | None:
 
 def with_default_baseline(queryset: QuerySet[Any], *, run: str = "") -> QuerySet[Any]:
     """`queryset` with, on each row, its run's default baseline (as default_baseline picks it) in the same query:
-    `baseline_id` (None when the suite has no earlier run) and `baseline_blessed`. `run` is the path from the rows to
-    their run ("run" for results), empty for runs themselves."""
+    `baseline_id` (None when the suite has no earlier run) and `baseline_rank` (0: it is the blessed run). `run` is the
+    path from the rows to their run ("run" for results), empty for runs themselves."""
     prefix = f"{run}__" if run else ""
     earlier = (
         Run.objects.filter(suite_id=OuterRef(f"{prefix}suite_id"), pk__lt=OuterRef(f"{prefix}pk"))
@@ -178,8 +178,8 @@ def _case_key(case_id: int | None, case_name: str) -> Any:
 
 def compared_results_of(*, run_ids: list[int]) -> dict[int, Results]:
     """Per run, per model, per case: the verdict over its trials, the result that shows it best (the first that did
-    not pass, else the first that passed), the content hash and position of its first trial. One query for all the runs;
-    run_compare and run_differences take a pair of them so a page reads each run's results once."""
+    not pass, else the first that passed), the content hash and position of its first trial. One query for all the
+    runs; run_compare and run_differences take a pair of them so a page reads each run's results once."""
     by_run: dict[int, Results] = {run_id: {} for run_id in run_ids}
     rows = CaseResult.objects.filter(run_id__in=run_ids).order_by("position", "id").values(
         "id", "run_id", "case_id", "case_name", "model", "status", "reason", "case_hash", "position"

@@ -82,7 +82,7 @@ def _row_classes(row: dict[str, Any], *, flipped: bool = False) -> str:
 _BASELINE_VERDICTS = {"passed": "it passed there", "failed": "it failed there", "error": "it errored there"}
 
 
-def flip_mark(flip: Flip, baseline_id: int) -> str:
+def _flip_mark(flip: Flip, baseline_id: int) -> str:
     """A flipped cell's marker: words and an arrow, never colour alone; the rest of its label is for screen readers,
     which read it as part of the cell's link."""
     broke = flip.kind == BROKE
@@ -102,7 +102,7 @@ def _cell_html(
     title = f' title="{html_escape(reason)}"' if reason else ""
     shown = f'<span class="cell-reason">{html_escape(short_reason(reason))}</span>' if reason else ""
     flip = flipped.by_cell.get((key, model)) if flipped else None
-    mark = flip_mark(flip, flipped.baseline_id) if flip and flipped else ""
+    mark = _flip_mark(flip, flipped.baseline_id) if flip and flipped else ""
     return (
         f'<td class="cell cell-{html_escape(cell["css"])}{" flipped" if flip else ""}" '
         f'data-cell="{html_escape(f"{key}|{model}")}">'
@@ -143,7 +143,7 @@ def _matrix_rows_html(
                 )
             else:
                 cells.append(missing)
-        has_flip = bool(flipped) and any((key, model) in flipped.by_cell for model in row["cells"])
+        has_flip = flipped is not None and any((key, model) in flipped.by_cell for model in row["cells"])
         side_by_side = ""
         if not live and len(row["cells"]) > 1:
             first = next(iter(row["cells"].values()))["id"]

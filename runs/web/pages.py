@@ -1,6 +1,7 @@
 """The run pages: list, trigger, the run itself (live progress, then summary, chart and case × model matrix), one
 result, run vs baseline. The matrix cells are built in runs/web/matrix.py, the CSV / JUnit downloads in
-runs/web/exports.py, the figures written by runs/engine/numbers.py and runs/web/charts.py.
+runs/web/exports.py, results side by side in runs/web/side_by_side.py, the figures written by runs/engine/numbers.py
+and runs/web/charts.py.
 
 Any signed-in user may look; only staff may trigger or cancel, because a run spends token quota — members are shown
 no button and get 403 when they post anyway. Each page runs a fixed number of queries whatever the number of cases and
@@ -338,8 +339,8 @@ FLIPS_LISTED = 25
 
 def _flipped_context(run: Run, flipped: Flipped) -> dict[str, Any]:
     """The flipped cases as the top of the run page lists them: regressions first, each with its links."""
-    base, baseline_base = results_base(run), reverse("runs:detail", kwargs={"run_id": flipped.baseline_id})
-    baseline_base += "results/"
+    base = results_base(run)
+    baseline_base = reverse("runs:detail", kwargs={"run_id": flipped.baseline_id}) + "results/"
     listed = []
     for flip in [*flipped.regressions, *flipped.fixes][:FLIPS_LISTED]:
         listed.append({

@@ -104,7 +104,9 @@ class Turn:
 
     @property
     def label(self) -> str:
-        return "Case assertions" if self.key == CASE_SCOPE else f"Turn {self.key}"
+        if self.key == CASE_SCOPE:
+            return "Case assertions"
+        return f"Turn {self.key}" if isinstance(self.key, int) else "Messages without a turn"
 
     @property
     def anchor(self) -> str:

@@ -29,8 +29,14 @@ WIDTHS = (1366, 800)
 
 
 def assert_fits(page: Page, what: str) -> None:
+    """No horizontal overflow, and no model key cut or off-screen."""
     scroll, window = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
     assert scroll <= window, f"{what} overflows at {window} px: {scroll} px wide"
+    cut = page.evaluate("""() => [...document.querySelectorAll('code.model-key, .sbs-step, pre.code')]
+        .filter(el => el.getBoundingClientRect().right > innerWidth + 1
+                      || (el.matches('code.model-key') && el.scrollWidth > el.clientWidth + 1))
+        .map(el => el.textContent.slice(0, 80))""")
+    assert not cut, f"{what}: cut or off-screen at {window} px: {cut}"
 
 
 def test_it_marks_regressions_against_the_blessed_baseline_and_shows_a_flipped_case_side_by_side(
