@@ -144,4 +144,16 @@ def test_it_marks_regressions_against_the_blessed_baseline_and_shows_a_flipped_c
         expect(page.locator(".sbs-head").nth(0)).to_contain_text(CAREFUL)
         expect(page.locator(".sbs-head").nth(1)).to_contain_text(HASTY)
         assert_fits(page, "the models side by side")
+
+    # Long JSON wraps in its column at 800 px: an argument of one unbroken 2,000-character token.
+    transcript = [
+        {**row, "arguments": {"note": "x" * 2000}} if row.get("function") == "lookup_order" else row
+        for row in regressed.transcript
+    ]
+    CaseResult.objects.filter(pk=regressed.pk).update(transcript=transcript)
+    page.goto(f"/runs/{current.pk}/results/{regressed.pk}/side-by-side/")
+    long_json = page.locator(".sbs-step.sbs-diverges").nth(1).locator("pre.code").first
+    expect(long_json).to_contain_text("x" * 2000)
+    assert long_json.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), "the long JSON scrolls instead of wrapping"
+    assert_fits(page, "the side-by-side page with long JSON")
     context.close()
