@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.web import exports, pages
+from runs.web import exports, pages, side_by_side
 
 app_name = "runs"
 
@@ -15,6 +15,12 @@ urlpatterns = [
     path("runs/<int:run_id>/bless/", pages.run_bless_page, name="bless"),
     path("runs/<int:run_id>/unbless/", pages.run_unbless_page, name="unbless"),
     path("runs/<int:run_id>/results/<int:result_id>/", pages.result_page, name="result"),
+    path(
+        "runs/<int:run_id>/results/<int:result_id>/side-by-side/",
+        side_by_side.result_side_by_side_page,
+        name="result-side-by-side",
+    ),
+    path("runs/<int:run_id>/results/<int:result_id>/models/", side_by_side.result_models_page, name="result-models"),
     path("runs/<int:run_id>/compare/", pages.run_compare_page, name="compare"),
     path("runs/<int:run_id>/matrix.csv", exports.matrix_csv, name="matrix-csv"),
     path("runs/<int:run_id>/junit.xml", exports.junit_xml, name="junit"),

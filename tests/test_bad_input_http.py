@@ -541,6 +541,7 @@ def test_it_answers_an_admin_search_holding_a_nul(staff_pages, world, path):
     [
         "/runs/{huge}/", "/runs/{huge}/progress.json", "/runs/{huge}/results/{huge}/", "/runs/{run_id}/results/{huge}/",
         "/runs/{huge}/results/1/", "/runs/{huge}/compare/", "/runs/{huge}/matrix.csv", "/runs/{huge}/junit.xml",
+        "/runs/{huge}/results/{huge}/side-by-side/", "/runs/{run_id}/results/{huge}/models/",
         "/conversations/{huge}/", "/admin/agenthost/agent/{huge}/change/", "/admin/runs/run/{huge}/change/",
         "/admin/runs/caseresult/{huge}/change/", "/admin/agenthost/conversation/{huge}/change/",
     ],

@@ -18,10 +18,11 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from django.db import models
-from django.db.models import IntegerField, QuerySet, Value, When
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 
 from cases.models import Case
 from runs.models import CaseResult, CaseSnapshot, Run
@@ -45,6 +46,7 @@ class Flip:
     case_name: str
     case_id: int | None
     kind: str
+    model: str = ""
     baseline_status: str = ""
     baseline_result_id: int | None = None
     current_status: str = ""
@@ -66,6 +68,11 @@ class Flip:
     @property
     def change_anchor(self) -> str:
         return change_anchor(self.baseline_hash, self.current_hash)
+
+    @property
+    def matrix_key(self) -> str:
+        """The key of its row in the run's matrix (runs.selectors.matrix_case_key)."""
+        return str(self.case_id) if self.case_id is not None else f"name:{self.case_name}"
 
 
 @dataclass
@@ -95,21 +102,42 @@ def earlier_runs(*, run: Run, limit: int = EARLIER_RUNS_LIMIT) -> QuerySet[Run]:
     )
 
 
-def default_baseline(*, run: Run) -> Run | None:
-    """The suite's blessed run if it is earlier than `run`; else the most recent earlier run that finished with
-    results; else the most recent earlier run. One query."""
-    rank = models.Case(
+def _baseline_rank() -> models.Case:
+    """How well an earlier run serves as the default baseline: the blessed run, then a run that finished with
+    verdicts, then any; the most recent first within a rank."""
+    return models.Case(
         When(blessed_at__isnull=False, then=Value(0)),
         When(status__in=[Run.Status.PASSED, Run.Status.FAILED], then=Value(1)),
         default=Value(2),
         output_field=IntegerField(),
     )
+
+
+def default_baseline(*, run: Run) -> Run | None:
+    """The suite's blessed run if it is earlier than `run`; else the most recent earlier run that finished with
+    results; else the most recent earlier run. One query."""
     return (
         Run.objects.filter(suite_id=run.suite_id, pk__lt=run.pk)
         .select_related("suite")
-        .annotate(rank=rank)
+        .annotate(rank=_baseline_rank())
         .order_by("rank", "-pk")
         .first()
+    )
+
+
+def with_default_baseline(queryset: QuerySet[Any], *, run: str = "") -> QuerySet[Any]:
+    """`queryset` with, on each row, its run's default baseline (as default_baseline picks it) in the same query:
+    `baseline_id` (None when the suite has no earlier run) and `baseline_rank` (0: it is the blessed run). `run` is the
+    path from the rows to their run ("run" for results), empty for runs themselves."""
+    prefix = f"{run}__" if run else ""
+    earlier = (
+        Run.objects.filter(suite_id=OuterRef(f"{prefix}suite_id"), pk__lt=OuterRef(f"{prefix}pk"))
+        .annotate(rank=_baseline_rank())
+        .order_by("rank", "-pk")
+    )
+    return queryset.annotate(
+        baseline_id=Subquery(earlier.values("pk")[:1]),
+        baseline_rank=Subquery(earlier.values("rank")[:1]),
     )
 
 
@@ -125,36 +153,225 @@ def baseline_get(*, run: Run, baseline_id: int) -> Run:
     return baseline
 
 
-def _verdict(statuses: list[str]) -> str | None:
+def _verdict(ran: int, passed: int) -> str | None:
     """Over a case's trials on one model: "pass" when every trial that ran passed, "fail" when one failed or
     errored, None when none ran."""
-    ran = [status for status in statuses if status != CaseResult.Status.CANCELLED]
     if not ran:
         return None
-    return "pass" if all(status == CaseResult.Status.PASSED for status in ran) else "fail"
+    return "pass" if passed == ran else "fail"
+
+
+def flip_kind(before: str | None, after: str | None) -> str | None:
+    """BROKE or FIXED when a case's verdict on a model went from pass to fail or back; None when it did not flip
+    (or one of the two runs did not run it)."""
+    if before is None or after is None or before == after:
+        return None
+    return BROKE if before == "pass" else FIXED
 
 
 Results = dict[str, dict[Any, dict[str, Any]]]
 
 
-def compared_results(*, run: Run) -> Results:
-    """Per model, per case: the verdict over its trials, the result that shows it best (the first that did not
-    pass, else the first that passed) and the content hash of its first trial. One query; run_compare and
-    run_differences take it so a page reads each run's results once."""
-    by_model: Results = {}
-    rows = CaseResult.objects.filter(run=run).order_by("position", "id").values(
-        "id", "case_id", "case_name", "model", "status", "reason", "case_hash"
+def _case_key(case_id: int | None, case_name: str) -> Any:
+    return case_id if case_id is not None else ("name", case_name)
+
+
+def compared_results_of(*, run_ids: list[int]) -> dict[int, Results]:
+    """Per run, per model, per case: the verdict over its trials, the result that shows it best (the first that did
+    not pass, else the first that passed), the content hash and position of its first trial. One query for all the
+    runs; run_compare and run_differences take a pair of them so a page reads each run's results once."""
+    by_run: dict[int, Results] = {run_id: {} for run_id in run_ids}
+    rows = CaseResult.objects.filter(run_id__in=run_ids).order_by("position", "id").values(
+        "id", "run_id", "case_id", "case_name", "model", "status", "reason", "case_hash", "position"
     )
     for row in rows:
-        key = row["case_id"] if row["case_id"] is not None else ("name", row["case_name"])
-        entry = by_model.setdefault(row["model"], {}).setdefault(key, {**row, "statuses": []})
+        cases = by_run[row.pop("run_id")].setdefault(row["model"], {})
+        entry = cases.setdefault(_case_key(row["case_id"], row["case_name"]), {**row, "statuses": []})
         entry["statuses"].append(row["status"])
         if _SHOWS_BEST[row["status"]] > _SHOWS_BEST[entry["status"]]:
             entry.update(id=row["id"], status=row["status"], reason=row["reason"])
-    for cases in by_model.values():
-        for entry in cases.values():
-            entry["verdict"] = _verdict(entry["statuses"])
-    return by_model
+    for results in by_run.values():
+        for cases in results.values():
+            for entry in cases.values():
+                entry["verdict"] = verdict_of(entry["statuses"])
+    return by_run
+
+
+def compared_results(*, run: Run) -> Results:
+    """compared_results_of one run. One query."""
+    return compared_results_of(run_ids=[run.pk])[run.pk]
+
+
+def _flip(kind: str, model: str, old_row: dict[str, Any] | None, new_row: dict[str, Any] | None) -> Flip:
+    row = new_row or old_row or {}
+    return Flip(
+        case_name=row["case_name"],
+        case_id=row["case_id"],
+        kind=kind,
+        model=model,
+        baseline_status=old_row["status"] if old_row else "",
+        baseline_result_id=old_row["id"] if old_row else None,
+        current_status=new_row["status"] if new_row else "",
+        current_result_id=new_row["id"] if new_row else None,
+        baseline_reason=old_row["reason"] if old_row else "",
+        current_reason=new_row["reason"] if new_row else "",
+        baseline_hash=old_row["case_hash"] if old_row else "",
+        current_hash=new_row["case_hash"] if new_row else "",
+    )
+
+
+@dataclass
+class Flipped:
+    """What flipped since a run's default baseline: regressions (passed there; failed or errored now) and fixes,
+    each in the run's case order, then its model order."""
+
+    baseline_id: int
+    blessed: bool
+    regressions: list[Flip] = field(default_factory=list)
+    fixes: list[Flip] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.regressions) + len(self.fixes)
+
+    @cached_property
+    def by_cell(self) -> dict[tuple[str, str], Flip]:
+        """(matrix row key, model) → its flip."""
+        return {(flip.matrix_key, flip.model): flip for flip in [*self.regressions, *self.fixes]}
+
+
+def run_flipped(*, run: Run) -> Flipped | None:
+    """What flipped since `run`'s default baseline; None when its suite has no earlier run. `run` must come from
+    with_default_baseline. One query (both runs' results)."""
+    baseline_id = getattr(run, "baseline_id", None)
+    if baseline_id is None:
+        return None
+    results = compared_results_of(run_ids=[run.pk, baseline_id])
+    current, previous = results[run.pk], results[baseline_id]
+    models = list(dict.fromkeys([*run.model_keys, *current]))
+    # Where the run first reached each case, on any model: the run's case order.
+    case_order: dict[Any, int] = {}
+    for cases in current.values():
+        for key, row in cases.items():
+            case_order[key] = min(case_order.get(key, row["position"]), row["position"])
+    flips = []
+    for model in models:
+        before = previous.get(model, {})
+        for key, new_row in current.get(model, {}).items():
+            old_row = before.get(key)
+            kind = flip_kind(old_row and old_row["verdict"], new_row["verdict"])
+            if kind is not None:
+                flips.append((case_order[key], models.index(model), _flip(kind, model, old_row, new_row)))
+    flipped = Flipped(baseline_id=baseline_id, blessed=run.baseline_rank == 0)
+    for _, _, flip in sorted(flips, key=lambda item: item[:2]):
+        (flipped.regressions if flip.kind == BROKE else flipped.fixes).append(flip)
+    return flipped
+
+
+def verdict_of(statuses: list[str]) -> str | None:
+    """_verdict over a case's trials on one model, from their statuses."""
+    ran = [status for status in statuses if status != CaseResult.Status.CANCELLED]
+    return _verdict(len(ran), ran.count(CaseResult.Status.PASSED))
+
+
+def same_case(results: QuerySet[CaseResult], *, result: CaseResult) -> QuerySet[CaseResult]:
+    """`results` narrowed to the case of `result`: by its id, or by its name once the case was deleted."""
+    if result.case_id is not None:
+        return results.filter(case_id=result.case_id)
+    return results.filter(case_id__isnull=True, case_name=result.case_name)
+
+
+def is_same_case(one: CaseResult, other: CaseResult) -> bool:
+    """same_case for two results in hand (of one suite)."""
+    return one.case_id == other.case_id and (one.case_id is not None or one.case_name == other.case_name)
+
+
+def shows_best(statuses: list[str]) -> int | None:
+    """Of a case's trials on one model, the index of the one that shows their verdict best: the first that did not
+    pass, else the first that passed (else the first); None when there is none."""
+    if not statuses:
+        return None
+    return max(range(len(statuses)), key=lambda index: (_SHOWS_BEST[statuses[index]], -index))
+
+
+@dataclass
+class InBaseline:
+    """A result's case on its model in its run's default baseline: that run, the result there that shows its verdict
+    best (None when the baseline did not run the case on the model), its verdict and how the verdict flipped."""
+
+    run_id: int
+    blessed: bool
+    result_id: int | None = None
+    status: str = ""
+    reason: str = ""
+    kind: str | None = None
+    # Both runs judged the case on the model, alike.
+    same: bool = False
+
+
+def result_in_baseline(*, result: CaseResult, verdict: str | None) -> InBaseline | None:
+    """Where `result` (from with_default_baseline(…, run="run")), whose case has `verdict` on its model over the
+    run's trials, stood in the run's default baseline; None when the suite has no earlier run. One query."""
+    baseline_id = getattr(result, "baseline_id", None)
+    if baseline_id is None:
+        return None
+    found = InBaseline(run_id=baseline_id, blessed=result.baseline_rank == 0)
+    rows = list(
+        same_case(CaseResult.objects.filter(run_id=baseline_id, model=result.model), result=result)
+        .order_by("position", "id")
+        .values("id", "status", "reason")
+    )
+    if rows:
+        best = rows[shows_best([row["status"] for row in rows]) or 0]
+        found.result_id, found.status, found.reason = best["id"], best["status"], best["reason"]
+        there = verdict_of([row["status"] for row in rows])
+        found.kind = flip_kind(there, verdict)
+        found.same = there is not None and there == verdict
+    return found
+
+
+@dataclass
+class RunVerdicts:
+    """A run's verdicts, per model and case, counted over its trials; what the runs list shows of it."""
+
+    by_model: dict[str, dict[Any, tuple[int, int]]] = field(default_factory=dict)
+
+    def add(self, model: str, key: Any, ran: int, passed: int) -> None:
+        cases = self.by_model.setdefault(model, {})
+        had_ran, had_passed = cases.get(key, (0, 0))
+        cases[key] = (had_ran + ran, had_passed + passed)
+
+    def totals(self, model: str) -> tuple[int, int]:
+        """(results that ran, results that passed) of `model`, every trial counted."""
+        counts = self.by_model.get(model, {}).values()
+        return sum(ran for ran, _ in counts), sum(passed for _, passed in counts)
+
+    def flips_since(self, baseline: RunVerdicts) -> tuple[int, int]:
+        """(regressions, fixes) from `baseline` to this run, by flip_kind."""
+        kinds: list[str | None] = []
+        for model, cases in self.by_model.items():
+            before = baseline.by_model.get(model, {})
+            for key, (ran, passed) in cases.items():
+                if key in before:
+                    kinds.append(flip_kind(_verdict(*before[key]), _verdict(ran, passed)))
+        return kinds.count(BROKE), kinds.count(FIXED)
+
+
+def runs_verdicts(*, run_ids: list[int]) -> dict[int, RunVerdicts]:
+    """Per run, its verdicts, counted by the database over the trials of each case × model. One query."""
+    verdicts = {run_id: RunVerdicts() for run_id in run_ids}
+    rows = (
+        CaseResult.objects.filter(run_id__in=run_ids)
+        .order_by()
+        .values_list("run_id", "model", "case_id", "case_name")
+        .annotate(
+            ran=Count("id", filter=~Q(status=CaseResult.Status.CANCELLED)),
+            passed=Count("id", filter=Q(status=CaseResult.Status.PASSED)),
+        )
+    )
+    for run_id, model, case_id, case_name, ran, passed in rows:
+        verdicts[run_id].add(model, _case_key(case_id, case_name), ran, passed)
+    return verdicts
 
 
 def run_compare(
@@ -188,23 +405,8 @@ def run_compare(
             elif new_row is None:
                 kind = GONE
             else:
-                kind = BROKE if old_verdict == "pass" else FIXED
-            row = new_row or old_row
-            comparison.flips[kind].append(
-                Flip(
-                    case_name=row["case_name"],
-                    case_id=row["case_id"],
-                    kind=kind,
-                    baseline_status=old_row["status"] if old_row else "",
-                    baseline_result_id=old_row["id"] if old_row else None,
-                    current_status=new_row["status"] if new_row else "",
-                    current_result_id=new_row["id"] if new_row else None,
-                    baseline_reason=old_row["reason"] if old_row else "",
-                    current_reason=new_row["reason"] if new_row else "",
-                    baseline_hash=old_row["case_hash"] if old_row else "",
-                    current_hash=new_row["case_hash"] if new_row else "",
-                )
-            )
+                kind = flip_kind(old_verdict, new_verdict)
+            comparison.flips[kind].append(_flip(kind, model, old_row, new_row))
         comparisons.append(comparison)
     return comparisons
 

@@ -12,6 +12,7 @@ from cases.models import Case
 from runs.models import CaseResult, Run
 from runs.selectors import matrix_case_key, run_matrix
 from runs.web.charts import format_ms
+from runs.web.comparison import BROKE, Flip, Flipped
 
 
 def new_cells(run: Run, since: int) -> dict[str, Any]:
@@ -73,31 +74,59 @@ def _cell(cell: dict[str, Any], trials: int) -> dict[str, Any]:
     return cell
 
 
-def _row_classes(row: dict[str, Any]) -> str:
-    flags = (("has-failure", row["any_failure"]), ("disagree", row["disagree"]))
+def _row_classes(row: dict[str, Any], *, flipped: bool = False) -> str:
+    flags = (("has-failure", row["any_failure"]), ("disagree", row["disagree"]), ("has-flip", flipped))
     return " ".join(name for name, on in flags if on)
 
 
-def _cell_html(key: str, model: str, cell: dict[str, Any], trials: int, results_base: str) -> str:
+_BASELINE_VERDICTS = {"passed": "it passed there", "failed": "it failed there", "error": "it errored there"}
+
+
+def _flip_mark(flip: Flip, baseline_id: int) -> str:
+    """A flipped cell's marker: words and an arrow, never colour alone; the rest of its label is for screen readers,
+    which read it as part of the cell's link."""
+    broke = flip.kind == BROKE
+    there = _BASELINE_VERDICTS.get(flip.baseline_status, "")
+    return (
+        f'<span class="flip-mark flip-{html_escape(flip.kind)}"><span aria-hidden="true">{"▼" if broke else "▲"}'
+        f'</span> {"Regressed" if broke else "Fixed"}<span class="visually-hidden"> since baseline #{baseline_id}'
+        f'{": " + there if there else ""}</span></span>'
+    )
+
+
+def _cell_html(
+    key: str, model: str, cell: dict[str, Any], trials: int, results_base: str, flipped: Flipped | None = None
+) -> str:
     cell = _cell(cell, trials)
     reason = cell["reason"] if cell["status"] != CaseResult.Status.PASSED or trials > 1 else ""
     title = f' title="{html_escape(reason)}"' if reason else ""
     shown = f'<span class="cell-reason">{html_escape(short_reason(reason))}</span>' if reason else ""
+    flip = flipped.by_cell.get((key, model)) if flipped else None
+    mark = _flip_mark(flip, flipped.baseline_id) if flip and flipped else ""
     return (
-        f'<td class="cell cell-{html_escape(cell["css"])}" data-cell="{html_escape(f"{key}|{model}")}">'
+        f'<td class="cell cell-{html_escape(cell["css"])}{" flipped" if flip else ""}" '
+        f'data-cell="{html_escape(f"{key}|{model}")}">'
         f'<a href="{results_base}{cell["id"]}/"{title}><span class="cell-head"><span class="cell-verdict">'
         f'{html_escape(cell["label"])}</span><small class="cell-times">{html_escape(cell["detail"])}</small></span>'
-        f"{shown}</a></td>"
+        f"{mark}{shown}</a></td>"
     )
 
 
 def _matrix_rows_html(
-    rows: list[dict[str, Any]], models: list[str], trials: int, results_base: str, *, live: bool = False
+    rows: list[dict[str, Any]],
+    models: list[str],
+    trials: int,
+    results_base: str,
+    *,
+    live: bool = False,
+    flipped: Flipped | None = None,
 ) -> SafeString:
     """The matrix body. Built here rather than in the template: at 1,000 cases × 5 models the template engine spends
     most of the page's time on these cells, plain string building a tenth of it. Every value is escaped (the
     standard library's escape: Django's lazy-aware wrapper costs more than the escaping itself here). While the run
-    is live a cell without a result is "not run yet", and the poller replaces it once its result lands."""
+    is live a cell without a result is "not run yet", and the poller replaces it once its result lands. With
+    `flipped`, a cell whose verdict flipped since the baseline carries a marker, and its row the class has-flip; a
+    row of several models links to its case on every model, side by side."""
     missing = '<td class="cell cell-missing" title="no result">—</td>'
     lines = []
     for row in rows:
@@ -106,7 +135,7 @@ def _matrix_rows_html(
         for model in models:
             cell = row["cells"].get(model)
             if cell is not None:
-                cells.append(_cell_html(key, model, cell, trials, results_base))
+                cells.append(_cell_html(key, model, cell, trials, results_base, flipped))
             elif live:
                 cells.append(
                     f'<td class="cell cell-pending" data-cell="{html_escape(f"{key}|{model}")}">'
@@ -114,9 +143,17 @@ def _matrix_rows_html(
                 )
             else:
                 cells.append(missing)
+        has_flip = flipped is not None and any((key, model) in flipped.by_cell for model in row["cells"])
+        side_by_side = ""
+        if not live and len(row["cells"]) > 1:
+            first = next(iter(row["cells"].values()))["id"]
+            side_by_side = (
+                f' <a class="row-models" href="{results_base}{first}/models/">'
+                f'models side by side<span class="visually-hidden">: {html_escape(row["case_name"])}</span></a>'
+            )
         lines.append(
-            f'<tr class="{_row_classes(row)}" data-row="{html_escape(key)}"><th scope="row">'
-            f'{html_escape(row["case_name"])}</th>{"".join(cells)}</tr>'
+            f'<tr class="{_row_classes(row, flipped=has_flip)}" data-row="{html_escape(key)}"><th scope="row">'
+            f'{html_escape(row["case_name"])}{side_by_side}</th>{"".join(cells)}</tr>'
         )
     return mark_safe("\n".join(lines))
 
@@ -125,15 +162,19 @@ def results_base(run: Run) -> str:
     return reverse("runs:detail", kwargs={"run_id": run.pk}) + "results/"
 
 
-def matrix_body(run: Run, models: list[str], results_base: str) -> tuple[SafeString, dict[str, int]]:
-    """The matrix body, and how many rows each filter shows."""
+def matrix_body(
+    run: Run, models: list[str], results_base: str, flipped: Flipped | None = None
+) -> tuple[SafeString, dict[str, int]]:
+    """The matrix body, and how many rows each filter shows (with `flipped`, also the rows that flipped)."""
     rows = run_matrix(run=run)
     counts = {
         "all": len(rows),
         "failures": sum(1 for row in rows if row["any_failure"]),
         "disagree": sum(1 for row in rows if row["disagree"]),
     }
-    return _matrix_rows_html(rows, models, run.trials, results_base), counts
+    if flipped is not None:
+        counts["flipped"] = len({key for key, _ in flipped.by_cell})
+    return _matrix_rows_html(rows, models, run.trials, results_base, flipped=flipped), counts
 
 
 def live_matrix(run: Run) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The run pages: list, trigger, the run itself (live progress, then summary, chart and case × model matrix), one
 result, run vs baseline. The matrix cells are built in runs/web/matrix.py, the CSV / JUnit downloads in
-runs/web/exports.py, the figures written by runs/engine/numbers.py and runs/web/charts.py.
+runs/web/exports.py, results side by side in runs/web/side_by_side.py, the figures written by runs/engine/numbers.py
+and runs/web/charts.py.
 
 Any signed-in user may look; only staff may trigger or cancel, because a run spends token quota — members are shown
 no button and get 403 when they post anyway. Each page runs a fixed number of queries whatever the number of cases and
@@ -9,8 +10,6 @@ models: results are read as plain values without their transcripts, and only the
 
 from __future__ import annotations
 
-import json
-from collections import defaultdict
 from datetime import datetime, timedelta
 from html import escape as html_escape
 from typing import Any
@@ -21,13 +20,14 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from cases.models import Suite
 from cases.selectors import enabled_cases, suite_list
 from common.forms import unknown_fields_message, unknown_form_fields
-from common.inputs import parse_id, printable_json, text_is_storable
+from common.inputs import parse_id, text_is_storable
 from runs.engine.numbers import (
     format_cost,
     format_cost_delta,
@@ -55,17 +55,26 @@ from runs.services import (
 )
 from runs.web.charts import format_ms, model_chart, pass_rate_band
 from runs.web.comparison import (
+    BROKE,
     ComparisonError,
+    Flipped,
     baseline_get,
-    compared_results,
+    compared_results_of,
     default_baseline,
     earlier_runs,
     model_deltas,
+    result_in_baseline,
     run_compare,
     run_differences,
+    run_flipped,
+    runs_verdicts,
+    same_case,
+    verdict_of,
+    with_default_baseline,
 )
 from runs.web.forms import RunTriggerForm
-from runs.web.matrix import CASE_TIME_TITLE, live_matrix, matrix_body, new_cells, results_base
+from runs.web.matrix import CASE_TIME_TITLE, live_matrix, matrix_body, new_cells, results_base, short_reason
+from runs.web.transcripts import assertion_outcomes, readable, transcript_turns
 
 RUNS_PER_PAGE = 25
 MATRIX_FILTERS = {"all": "All cases", "failures": "Failures only", "disagree": "Where models disagree"}
@@ -95,29 +104,27 @@ def _elapsed(run: Run, now: datetime | None = None) -> float | None:
 # --- Runs list ----------------------------------------------------------------------------------------------------
 
 
-def _pass_rates(runs: list[Run]) -> None:
-    """Attach per-model pass rates (passed / ran) to a page of runs, from one grouped query."""
-    counts: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: {"passed": 0, "ran": 0})
-    rows = (
-        CaseResult.objects.filter(run_id__in=[run.pk for run in runs])
-        .order_by()
-        .values_list("run_id", "model", "status")
-        .annotate(count=Count("id"))
-    )
-    for run_id, model, status, count in rows:
-        if status != CaseResult.Status.CANCELLED:
-            counts[(run_id, model)]["ran"] += count
-        if status == CaseResult.Status.PASSED:
-            counts[(run_id, model)]["passed"] += count
+def _pass_rates_and_baselines(runs: list[Run]) -> None:
+    """Attach to a page of runs (from with_default_baseline) their per-model pass rates (passed / ran) and what
+    flipped since each one's default baseline, from one grouped query over their results and their baselines'."""
+    baseline_ids = {run.baseline_id for run in runs if run.baseline_id is not None}
+    verdicts = runs_verdicts(run_ids=list({run.pk for run in runs} | baseline_ids))
     for run in runs:
+        mine = verdicts[run.pk]
         run.pass_rates = []
         for model in run.model_keys:
-            passed, ran = counts[(run.pk, model)]["passed"], counts[(run.pk, model)]["ran"]
+            ran, passed = mine.totals(model)
             rate = passed / ran if ran else None
             run.pass_rates.append(
                 {"model": model, "passed": passed, "ran": ran, "percent": format_pass_rate(rate),
                  "width": round((rate or 0) * 100), "band": pass_rate_band(rate)}
             )
+        run.since_baseline = None
+        if run.baseline_id is not None and mine.by_model:
+            regressions, fixes = mine.flips_since(verdicts[run.baseline_id])
+            run.since_baseline = {
+                "id": run.baseline_id, "blessed": run.baseline_rank == 0, "regressions": regressions, "fixes": fixes,
+            }
 
 
 @login_required
@@ -127,13 +134,15 @@ def run_list_page(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status", "")
     if status not in Run.Status.values:
         status = ""
-    queryset = run_list(suite_id=parse_id(suite_id), status=status).defer(
-        "case_ids", "agent_snapshot", "suite__agent__instruction", "suite__agent__functions", "suite__agent__rules"
+    queryset = with_default_baseline(
+        run_list(suite_id=parse_id(suite_id), status=status).defer(
+            "case_ids", "agent_snapshot", "suite__agent__instruction", "suite__agent__functions", "suite__agent__rules"
+        )
     )
     page = Paginator(queryset, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     runs = list(page.object_list)
     if runs:
-        _pass_rates(runs)
+        _pass_rates_and_baselines(runs)
     now = timezone.now()
     for run in runs:
         run.duration_text = format_duration(_elapsed(run, now))
@@ -324,30 +333,56 @@ def _summary_numbers(run: Run, summaries: list[ModelSummary]) -> None:
         summary.judge_cost_text = format_cost(summary.judge_cost)
 
 
+# The run page lists this many flipped cases at most; the compare page has all of them.
+FLIPS_LISTED = 25
+
+
+def _flipped_context(run: Run, flipped: Flipped) -> dict[str, Any]:
+    """The flipped cases as the top of the run page lists them: regressions first, each with its links."""
+    base = results_base(run)
+    baseline_base = reverse("runs:detail", kwargs={"run_id": flipped.baseline_id}) + "results/"
+    listed = []
+    for flip in [*flipped.regressions, *flipped.fixes][:FLIPS_LISTED]:
+        listed.append({
+            "flip": flip,
+            "url": f"{base}{flip.current_result_id}/",
+            "baseline_url": f"{baseline_base}{flip.baseline_result_id}/",
+            "side_by_side_url": f"{base}{flip.current_result_id}/side-by-side/?with={flip.baseline_result_id}",
+            "reason": short_reason(flip.current_reason if flip.kind == BROKE else flip.baseline_reason),
+        })
+    return {
+        "flipped": flipped,
+        "flips_listed": listed,
+        "flips_unlisted": flipped.count - len(listed),
+        "compare_url": reverse("runs:compare", kwargs={"run_id": run.pk}) + f"?baseline={flipped.baseline_id}",
+    }
+
+
 def _results_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     summaries = run_summary(run=run)
     models = [summary.model for summary in summaries]
-    rows, counts = matrix_body(run, models, html_escape(results_base(run)))
+    flipped = run_flipped(run=run)
+    rows, counts = matrix_body(run, models, html_escape(results_base(run)), flipped)
     _summary_numbers(run, summaries)
     show = request.GET.get("show", "all")
+    filters = dict(MATRIX_FILTERS)
+    if flipped is not None:
+        filters["flipped"] = f"Flipped since #{flipped.baseline_id}"
     results = sum(summary.total for summary in summaries)
-    baselines = list(earlier_runs(run=run))
     return {
         "summaries": summaries,
         "chart": model_chart(summaries),
         "models": models,
         "rows": rows,
         "matrix_counts": counts,
-        "matrix_filters": [(key, label, counts[key]) for key, label in MATRIX_FILTERS.items()],
-        "show": show if show in MATRIX_FILTERS else "all",
+        "matrix_filters": [(key, label, counts[key]) for key, label in filters.items()],
+        "show": show if show in filters else "all",
         "missing": max(run.total - results, 0),
-        "baselines": baselines,
+        "baselines": list(earlier_runs(run=run)),
         # The form preselects what the compare page would use by default: the blessed run, else the previous one.
-        "default_baseline_id": next(
-            (earlier.pk for earlier in baselines if earlier.is_blessed),
-            next((earlier.pk for earlier in baselines if earlier.status in ("passed", "failed")), None),
-        ),
+        "default_baseline_id": run.baseline_id,
         "case_time_title": CASE_TIME_TITLE,
+        **(_flipped_context(run, flipped) if flipped is not None else {}),
     }
 
 
@@ -383,7 +418,7 @@ def _unserved_group(run: Run) -> str:
 @require_GET
 def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run; with ?partial=1 only its body, which the progress poller swaps in once the run has finished."""
-    run = get_object_or_404(run_list().defer("agent_snapshot"), pk=run_id)
+    run = get_object_or_404(with_default_baseline(run_list().defer("agent_snapshot")), pk=run_id)
     template = "runs/_run_body.html" if request.GET.get("partial") else "runs/run_detail.html"
     return render(request, template, _run_context(request, run))
 
@@ -478,92 +513,28 @@ def run_resume_page(request: HttpRequest, run_id: int) -> HttpResponse:
 # --- One result ---------------------------------------------------------------------------------------------------
 
 
-def _pretty(value: Any) -> str:
-    """JSON as a person reads it; text that holds JSON (tool results usually do) is shown parsed."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return value
-        if isinstance(value, str):
-            return value
-    # A tool result's text may escape a lone surrogate, which no page can be encoded with: printable_json escapes it.
-    return printable_json(value, indent=2, sort_keys=True, default=str)
-
-
-def _transcript(result: CaseResult) -> list[dict[str, Any]]:
-    """The transcript grouped by turn; each tool call joined with its result and marked Mocked / Blocked / Allowed."""
-    rows = result.transcript or []
-    results_by_call = {
-        row["tool_call_id"]: row for row in rows if row.get("role") == "tool_result" and row.get("tool_call_id")
-    }
-    # Observed calls carry the harness' verdict; used when the transcript's result row has none.
-    observed: dict[tuple[Any, str], list[dict[str, Any]]] = defaultdict(list)
-    for call in result.tool_calls or []:
-        observed[(call.get("turn"), call.get("name", ""))].append(call)
-    turns: list[dict[str, Any]] = []
-    joined: set[str] = set()
-    for message in rows:
-        role = message.get("role", "")
-        if not turns or turns[-1]["turn"] != message.get("turn"):
-            turns.append({"turn": message.get("turn"), "entries": []})
-        entries = turns[-1]["entries"]
-        if role == "tool_call":
-            answer = results_by_call.get(message.get("tool_call_id")) or {}
-            joined.add(message.get("tool_call_id") or "")
-            calls = observed.get((message.get("turn"), message.get("function", "")))
-            seen = calls.pop(0) if calls else {}
-            entries.append(
-                {
-                    "kind": "tool",
-                    "name": message.get("function", ""),
-                    "arguments": _pretty(message.get("arguments") or {}),
-                    "outcome": answer.get("outcome") or seen.get("outcome", ""),
-                    "result": _pretty(answer.get("content", seen.get("result", ""))),
-                    "trigger": message.get("trigger", ""),
-                    "agent": message.get("agent", ""),
-                }
-            )
-        elif role == "tool_result":
-            if message.get("tool_call_id") and message.get("tool_call_id") in joined:
-                continue
-            entries.append(
-                {"kind": "tool", "name": message.get("function", ""), "arguments": "", "trigger": "",
-                 "outcome": message.get("outcome", ""), "result": _pretty(message.get("content", "")),
-                 "agent": message.get("agent", "")}
-            )
-        elif message.get("content"):
-            entries.append(
-                {
-                    "kind": "user" if role == "user" else "assistant",
-                    "content": message["content"],
-                    "agent": message.get("agent", ""),
-                    "model": message.get("model", ""),
-                    "latency": format_ms(message.get("latency_ms")) if message.get("latency_ms") else "",
-                }
-            )
-    return [turn for turn in turns if turn["entries"]]
-
-
 @login_required
 @require_GET
 def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpResponse:
+    """One result, and where its case stood on its model in the run's baseline: the baseline's verdict, whether it
+    flipped, and links to the baseline's result and to the two side by side."""
+    queryset = with_default_baseline(CaseResult.objects.select_related("run__suite"), run="run")
     # run__pk, not run_id: Django keeps an id beyond the column's range out of a pk lookup, not out of a foreign key's.
-    result = get_object_or_404(CaseResult.objects.select_related("run__suite"), run__pk=run_id, pk=result_id)
-    same_case = CaseResult.objects.filter(run_id=run_id)
-    same_case = (
-        same_case.filter(case_id=result.case_id) if result.case_id else same_case.filter(case_name=result.case_name)
+    result = get_object_or_404(queryset, run__pk=run_id, pk=result_id)
+    other_models = list(
+        same_case(CaseResult.objects.filter(run_id=run_id), result=result)
+        .order_by("position")
+        .values("id", "model", "trial", "status")
     )
-    assertions = [
-        {**item, "expected_text": _pretty(item.get("expected")), "actual_text": _pretty(item.get("actual"))}
-        for item in result.assertions or []
-    ]
+    verdict = verdict_of([other["status"] for other in other_models if other["model"] == result.model])
+    in_baseline = result_in_baseline(result=result, verdict=verdict)
+    base = results_base(result.run)
     context = {
         "run": result.run,
         "result": result,
-        "transcript": _transcript(result),
-        "assertions": assertions,
-        "final_state": sorted((key, _pretty(value)) for key, value in (result.final_state or {}).items()),
+        "transcript": transcript_turns(result),
+        "assertions": assertion_outcomes(result),
+        "final_state": sorted((key, readable(value)) for key, value in (result.final_state or {}).items()),
         "duration": format_ms(result.duration_ms),
         "latency": format_ms(result.model_latency_ms),
         "tokens": f"{format_tokens(result.input_tokens)} / {format_tokens(result.output_tokens)}",
@@ -572,8 +543,15 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
             result.cost, priced=result.run.mode == Run.Mode.REPLAY or models_priced([result.model])[result.model]
         ),
         "judge_cost": format_cost(result.judge_cost),
-        "other_models": list(same_case.order_by("position").values("id", "model", "trial", "status")),
+        "other_models": other_models,
+        "models_url": f"{base}{result.pk}/models/",
+        "in_baseline": in_baseline,
     }
+    if in_baseline is not None and in_baseline.result_id is not None:
+        context["baseline_result_url"] = reverse(
+            "runs:result", kwargs={"run_id": in_baseline.run_id, "result_id": in_baseline.result_id}
+        )
+        context["side_by_side_url"] = f"{base}{result.pk}/side-by-side/?with={in_baseline.result_id}"
     return render(request, "runs/result_detail.html", context)
 
 
@@ -622,7 +600,10 @@ def run_compare_page(request: HttpRequest, run_id: int) -> HttpResponse:
             baseline = baseline_get(run=run, baseline_id=baseline_id)
         except ComparisonError as exc:
             error, status = f"Can't compare with that run: {exc}.", 400
-    results = (compared_results(run=run), compared_results(run=baseline)) if baseline else None
+    results = None
+    if baseline:
+        both = compared_results_of(run_ids=[run.pk, baseline.pk])
+        results = (both[run.pk], both[baseline.pk])
     context = {
         "run": run,
         "baseline": baseline,

@@ -362,7 +362,8 @@ def test_it_shows_the_case_by_model_matrix_with_links_and_filters(admin_client, 
         f'{failed.pk}/"'
     ) in matrix
     assert matrix.count('class="cell cell-passed"') == 3
-    rows = re.findall(r'<tr class="([^"]*)" data-row="[^"]*"><th scope="row">([^<]+)</th>', matrix)
+    rows = re.findall(r'<tr class="([^"]*)" data-row="[^"]*"><th scope="row">([^<]+?)(?: <a class="row-models"|</th>)',
+                      matrix)
     assert rows == [("has-failure disagree", "cancels the order"), ("", "looks the order up first")]
     assert 'data-show="all"' in matrix
     text = text_of(admin_client.get(f"/runs/{finished_run.pk}/"))
@@ -654,7 +655,7 @@ def test_it_shows_how_each_case_changed_between_the_runs_from_what_each_ran(
 
     page = f"/runs/{current.pk}/compare/?baseline={baseline.pk}"
     # session, user; run, earlier runs, the baseline, both runs' results, both summaries, the two contents
-    with django_assert_num_queries(10):
+    with django_assert_num_queries(9):
         response = admin_client.get(page)
     html, text = html_of(response), text_of(response)
     changes = re.findall(r'<li id="(case-change-[^"]+)" class="case-change" data-case="([^"]+)"', html)
@@ -680,9 +681,10 @@ def test_it_shows_how_each_case_changed_between_the_runs_from_what_each_ran(
 # --- Query discipline ---------------------------------------------------------------------------------------------
 
 
-def _sized_run(suite, cases: list[Case], models: int, version: str = "") -> Run:
+def _sized_run(suite, cases: list[Case], models: int, version: str = "", *, flipped: bool = False) -> Run:
     """A finished run of `cases` × `models` results, written in bulk; the last model fails every case. With a
-    `version`, each case ran a content of that version, stored as a run stores it."""
+    `version`, each case ran a content of that version, stored as a run stores it. `flipped`: the first model's
+    verdict on every case is the other one (with one model, every case passes), so each case flips once."""
     from runs.models import CaseSnapshot
 
     keys = [f"simulated:model-{index}" for index in range(models)]
@@ -700,7 +702,8 @@ def _sized_run(suite, cases: list[Case], models: int, version: str = "") -> Run:
         CaseResult(
             run=run, case=case, case_name=case.name, case_hash=hashes[case.pk], model=key, position=position,
             duration_ms=10.0 * position,
-            status=FAILED if key == keys[-1] else PASSED, model_latency_ms=5.0, input_tokens=10, output_tokens=5,
+            status=FAILED if (key == keys[-1]) != (flipped and key == keys[0]) else PASSED, model_latency_ms=5.0,
+            input_tokens=10, output_tokens=5,
             cost=Decimal("0.001"), transcript=[{"role": "user", "content": "x" * 100}],
         )
         for position, (case, key) in enumerate((case, key) for case in cases for key in keys)
@@ -708,15 +711,30 @@ def _sized_run(suite, cases: list[Case], models: int, version: str = "") -> Run:
     return run
 
 
+# What a page shows of the two sized runs, counted: every case flipped on one model (the run page marks each in the
+# matrix; the list says how many flipped for the run that has a baseline; the result page says so) and changed (the
+# compare page); the two runs' transcripts are the same (side by side, no divergence).
+SIZED_SHOWS = {
+    "/runs/": ('class="since-counts"', lambda cases: 1),
+    "/runs/{run}/": ('class="flip-mark', lambda cases: cases),
+    "/runs/{run}/?partial=1": ('class="flip-mark', lambda cases: cases),
+    "/runs/{run}/compare/": ('class="case-change"', lambda cases: cases),
+    "/runs/{run}/results/{result}/": ('class="baseline-context flip-', lambda cases: 1),
+    "/runs/{run}/results/{result}/side-by-side/": ('data-divergence="none"', lambda cases: 1),
+}
+
+
 @pytest.mark.parametrize(("cases", "models"), [(2, 1), (6, 3)])
 @pytest.mark.parametrize(
     ("page", "queries"),
     [
-        # session, user; suites for the filter, count, page of runs, their pass rates
+        # session, user; suites for the filter, count, page of runs (each with its default baseline), the verdicts
+        # of the runs and their baselines (their pass rates and what flipped)
         ("/runs/", 6),
-        # session, user; run, summary, matrix, earlier runs for the compare form
-        ("/runs/{run}/", 6),
-        ("/runs/{run}/?partial=1", 6),
+        # session, user; run (with its default baseline), summary, both runs' results (what flipped), matrix,
+        # earlier runs for the compare form
+        ("/runs/{run}/", 7),
+        ("/runs/{run}/?partial=1", 7),
         # session, user; run, done per model
         ("/runs/{run}/progress.json", 4),
         # session, user; run, matrix
@@ -725,7 +743,14 @@ def _sized_run(suite, cases: list[Case], models: int, version: str = "") -> Run:
         ("/runs/{run}/progress.json?since=0", 6),
         # session, user; run, earlier runs, the default baseline, both runs' results, both summaries, what every
         # case ran in each run (each case changed between them)
-        ("/runs/{run}/compare/", 10),
+        ("/runs/{run}/compare/", 9),
+        # session, user; the result (with its run's default baseline), its case on every model, the same case on
+        # its model in the baseline
+        ("/runs/{run}/results/{result}/", 5),
+        # session, user; the result (with its run's default baseline), its case on its model in the baseline
+        ("/runs/{run}/results/{result}/side-by-side/", 4),
+        # session, user; the result, its case on every model
+        ("/runs/{run}/results/{result}/models/", 4),
     ],
 )
 def test_it_runs_the_same_number_of_queries_whatever_the_size(
@@ -734,12 +759,14 @@ def test_it_runs_the_same_number_of_queries_whatever_the_size(
     suite = make_suite()
     made = Case.objects.bulk_create([Case(suite=suite, name=f"case {index:03d}") for index in range(cases)])
     _sized_run(suite, made, models, version="a")
-    run = _sized_run(suite, made, models, version="b")
+    run = _sized_run(suite, made, models, version="b", flipped=True)
+    result = run.results.order_by("position").first()
     with django_assert_num_queries(queries):
-        response = admin_client.get(page.format(run=run.pk))
+        response = admin_client.get(page.format(run=run.pk, result=result.pk))
     assert response.status_code == 200
-    if "compare" in page:
-        assert html_of(response).count('class="case-change"') == cases
+    if page in SIZED_SHOWS:
+        snippet, count = SIZED_SHOWS[page]
+        assert html_of(response).count(snippet) == count(cases)
 
 
 @pytest.mark.parametrize(("cases", "models"), [(2, 1), (6, 3)])

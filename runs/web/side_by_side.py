@@ -1,0 +1,293 @@
+"""Results of one case side by side: a flipped case's baseline result beside the current one, or the case on every
+model of a run. Columns are aligned by turn, and within a turn step by step (the messages and tool calls, then the
+assertion outcomes); the first step where the columns differ is the divergence, marked and linked from the top.
+
+Each column is read as the result page reads it (runs.web.transcripts), so a tool call shows its arguments, outcome
+and result the same way on both pages. Every value reaches the page through the template engine, escaped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from common.inputs import parse_id
+from runs.models import CaseResult
+from runs.web.comparison import change_anchor, is_same_case, same_case, shows_best, with_default_baseline
+from runs.web.matrix import short_reason
+from runs.web.transcripts import assertion_outcomes, transcript_turns
+
+CASE_SCOPE = "case"
+# How much of a message, or of a tool call's arguments, the divergence summary quotes.
+QUOTED_CHARS = 80
+
+
+@dataclass
+class Column:
+    result: CaseResult
+    note: str = ""
+    # Columns of different runs are titled by run and model; columns of one run by model alone.
+    show_run: bool = True
+
+    @property
+    def title(self) -> str:
+        model = self.result.model
+        return f"Run #{self.result.run_id} · {model}" if self.show_run else model
+
+    @property
+    def url(self) -> str:
+        return reverse("runs:result", kwargs={"run_id": self.result.run_id, "result_id": self.result.pk})
+
+
+@dataclass
+class Step:
+    """One column's step at one position of a block: a transcript entry or an assertion outcome; None where that
+    column has no step there (its turn ended sooner)."""
+
+    column: str
+    kind: str
+    entry: dict[str, Any] | None = None
+
+    @property
+    def signature(self) -> tuple[Any, ...] | None:
+        """What must be equal for two steps to be the same: never the model's name or its latency."""
+        entry = self.entry
+        if entry is None:
+            return None
+        if self.kind == "user":
+            return ("user", entry["content"])
+        if self.kind == "assistant":
+            return ("assistant", entry["agent"], entry["content"])
+        if self.kind == "tool":
+            return ("tool", entry["name"], entry["arguments"], entry["outcome"], entry["result"], entry["agent"])
+        return ("assertion", entry.get("type"), entry.get("status"), entry["expected_text"])
+
+    def describe(self) -> str:
+        """The step in a few words, for the divergence summary."""
+        entry = self.entry
+        if entry is None:
+            return "nothing: its turn ended sooner" if self.kind == "message" else "no such assertion"
+        if self.kind == "user":
+            return f"the user said “{short_reason(entry['content'], QUOTED_CHARS)}”"
+        if self.kind == "assistant":
+            return f"{entry['agent'] or 'the agent'} answered “{short_reason(entry['content'], QUOTED_CHARS)}”"
+        if self.kind == "tool":
+            arguments = short_reason(entry["arguments"], QUOTED_CHARS)
+            outcome = f" ({entry['outcome']})" if entry["outcome"] else ""
+            return f"called {entry['name']}{' with ' + arguments if arguments else ''}{outcome}"
+        return f"{entry.get('type')} {entry.get('status')}"
+
+
+@dataclass
+class Row:
+    steps: list[Step]
+    differs: bool = False
+    diverges: bool = False
+
+
+@dataclass
+class Block:
+    label: str
+    rows: list[Row] = field(default_factory=list)
+
+
+@dataclass
+class Turn:
+    key: Any
+    blocks: list[Block] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        if self.key == CASE_SCOPE:
+            return "Case assertions"
+        return f"Turn {self.key}" if isinstance(self.key, int) else "Messages without a turn"
+
+    @property
+    def anchor(self) -> str:
+        return f"turn-{self.key}"
+
+
+@dataclass
+class Divergence:
+    turn: Turn
+    block: Block
+    position: int
+    row: Row
+
+
+def _scope_turn(scope: Any) -> Any:
+    """An assertion's scope ("turn 2", "case") → the turn it belongs with."""
+    number = scope.removeprefix("turn ") if isinstance(scope, str) and scope.startswith("turn ") else ""
+    return int(number) if number.isascii() and number.isdigit() else CASE_SCOPE
+
+
+def _steps_by_turn(result: CaseResult) -> tuple[dict[Any, list[dict[str, Any]]], dict[Any, list[dict[str, Any]]]]:
+    """A result's transcript entries and assertion outcomes, each by turn."""
+    messages = {turn["turn"]: turn["entries"] for turn in transcript_turns(result)}
+    checks: dict[Any, list[dict[str, Any]]] = {}
+    for item in assertion_outcomes(result):
+        checks.setdefault(_scope_turn(item.get("scope")), []).append(item)
+    return messages, checks
+
+
+def _turn_order(key: Any) -> tuple[int, int]:
+    if key == CASE_SCOPE:
+        return (2, 0)
+    return (0, key) if isinstance(key, int) else (1, 0)
+
+
+def _block(label: str, kind: str, columns: list[Column], lists: list[list[dict[str, Any]]]) -> Block:
+    block = Block(label)
+    for position in range(max((len(items) for items in lists), default=0)):
+        steps = []
+        for column, items in zip(columns, lists, strict=True):
+            entry = items[position] if position < len(items) else None
+            steps.append(Step(column.title, entry["kind"] if entry and kind == "message" else kind, entry))
+        row = Row(steps, differs=len({step.signature for step in steps}) > 1)
+        block.rows.append(row)
+    return block
+
+
+def aligned(columns: list[Column]) -> tuple[list[Turn], Divergence | None]:
+    """The columns' results aligned by turn (messages, then assertion outcomes), and the first step where they
+    differ, marked on its row."""
+    read = [_steps_by_turn(column.result) for column in columns]
+    keys = sorted({key for messages, checks in read for key in (*messages, *checks)}, key=_turn_order)
+    turns, divergence = [], None
+    for key in keys:
+        turn = Turn(key)
+        conversation = [messages.get(key, []) for messages, _ in read]
+        outcomes = [checks.get(key, []) for _, checks in read]
+        if any(conversation):
+            turn.blocks.append(_block("Messages and tool calls", "message", columns, conversation))
+        if any(outcomes):
+            turn.blocks.append(_block("Assertions", "assertion", columns, outcomes))
+        for block in turn.blocks:
+            for position, row in enumerate(block.rows):
+                if row.differs and divergence is None:
+                    row.diverges = True
+                    divergence = Divergence(turn, block, position, row)
+        turns.append(turn)
+    return turns, divergence
+
+
+def _changed_case(columns: list[Column]) -> dict[str, Any] | None:
+    """When two results of different runs ran different contents of the case: where the compare page shows how."""
+    if len(columns) != 2:
+        return None
+    before, after = (column.result for column in columns)
+    if not (before.case_hash and after.case_hash and before.case_hash != after.case_hash):
+        return None
+    url = reverse("runs:compare", kwargs={"run_id": after.run_id})
+    return {"url": f"{url}?baseline={before.run_id}#{change_anchor(before.case_hash, after.case_hash)}"}
+
+
+def _render(
+    request: HttpRequest,
+    result: CaseResult,
+    *,
+    heading: str,
+    columns: list[Column],
+    notice: str = "",
+    error: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    turns, divergence = aligned(columns) if len(columns) > 1 else ([], None)
+    context = {
+        "run": result.run,
+        "result": result,
+        "heading": heading,
+        "columns": columns if len(columns) > 1 else [],
+        "column_count": len(columns),
+        "turns": turns,
+        "divergence": divergence,
+        "changed_case": _changed_case(columns),
+        "notice": notice,
+        "error": error,
+        "models_url": reverse("runs:result-models", kwargs={"run_id": result.run_id, "result_id": result.pk}),
+    }
+    return render(request, "runs/side_by_side.html", context, status=status)
+
+
+def _result(run_id: int, result_id: int) -> CaseResult:
+    queryset = with_default_baseline(CaseResult.objects.select_related("run__suite"), run="run")
+    # run__pk, not run_id: Django keeps an id beyond the column's range out of a pk lookup, not out of a foreign key's.
+    return get_object_or_404(queryset, run__pk=run_id, pk=result_id)
+
+
+def _other(result: CaseResult, wanted: str) -> tuple[CaseResult | None, str]:
+    """The result `?with=` names, if it is another result of the same case in the same suite; else why not."""
+    other_id = parse_id(wanted.strip())
+    if other_id is None:
+        shown = wanted if len(wanted) <= QUOTED_CHARS else wanted[:QUOTED_CHARS] + "…"
+        return None, f"with: {shown!r} is not a result id (a whole number from 1)."
+    other = CaseResult.objects.select_related("run").filter(pk=other_id).first()
+    if other is None:
+        return None, f"with: there is no result #{other_id}."
+    if other.pk == result.pk:
+        return None, f"with: result #{other_id} is this result; pick another result of “{result.case_name}”."
+    if other.run.suite_id != result.run.suite_id or not is_same_case(other, result):
+        return None, (
+            f"with: result #{other_id} is of another case (“{other.case_name}”); pick a result of “{result.case_name}”."
+        )
+    return other, ""
+
+
+def _baseline_result(result: CaseResult) -> CaseResult | None:
+    """The same case on the same model in the run's default baseline, the trial that shows its verdict best."""
+    candidates = list(
+        same_case(CaseResult.objects.filter(run_id=result.baseline_id, model=result.model), result=result)
+        .select_related("run")
+        .order_by("position", "id")
+    )
+    best = shows_best([candidate.status for candidate in candidates])
+    return None if best is None else candidates[best]
+
+
+@login_required
+@require_GET
+def result_side_by_side_page(request: HttpRequest, run_id: int, result_id: int) -> HttpResponse:
+    """A result beside another result of its case: `?with=<result id>`, by default the same case on the same model
+    in the run's baseline (the suite's blessed run, else the previous run). The earlier run is on the left."""
+    result = _result(run_id, result_id)
+    heading = f"{result.case_name}: side by side"
+    other, notice = None, ""
+    if "with" in request.GET:
+        other, error = _other(result, request.GET["with"])
+        if other is None:
+            return _render(request, result, heading=heading, columns=[], error=error, status=400)
+    elif result.baseline_id is None:
+        notice = f"Run #{result.run_id} is the first run of {result.run.suite.name}: there is no baseline to show."
+    else:
+        other = _baseline_result(result)
+        if other is None:
+            notice = f"Baseline #{result.baseline_id} did not run “{result.case_name}” on {result.model}."
+    baseline_note = "the blessed baseline" if result.baseline_rank == 0 else "the baseline: the previous run"
+    columns = [
+        Column(shown, "this result" if shown == result else baseline_note if shown.run_id == result.baseline_id else "")
+        for shown in sorted([result, *([other] if other else [])], key=lambda item: (item.run_id, item.position))
+    ]
+    return _render(request, result, heading=heading, columns=columns, notice=notice)
+
+
+@login_required
+@require_GET
+def result_models_page(request: HttpRequest, run_id: int, result_id: int) -> HttpResponse:
+    """A result's case on every model of its run, side by side (the same trial of each), in the run's model order."""
+    result = get_object_or_404(CaseResult.objects.select_related("run__suite"), run__pk=run_id, pk=result_id)
+    order = {model: index for index, model in enumerate(result.run.model_keys)}
+    results = sorted(
+        same_case(CaseResult.objects.filter(run_id=result.run_id, trial=result.trial), result=result),
+        key=lambda item: (order.get(item.model, len(order)), item.model),
+    )
+    columns = [Column(item, "this result" if item == result else "", show_run=False) for item in results]
+    notice = "" if len(columns) > 1 else f"Only {result.model} ran “{result.case_name}” in run #{result.run_id}."
+    trial = f" (trial {result.trial + 1})" if result.run.trials > 1 else ""
+    heading = f"{result.case_name}: every model of run #{result.run_id}{trial}"
+    return _render(request, result, heading=heading, columns=columns, notice=notice)
