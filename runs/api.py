@@ -208,6 +208,7 @@ class ResultDetailOutputSerializer(ResultOutputSerializer):
     run_id = serializers.IntegerField()
     transcript = serializers.JSONField()
     final_state = serializers.JSONField()
+    final_tables = serializers.JSONField(help_text="The stateful mocks' tables as the case left them: name → rows.")
 
 
 class RunDetailOutputSerializer(RunOutputSerializer):
@@ -251,7 +252,7 @@ def _run_detail(run_id: int) -> dict[str, Any]:
     ]
     run.summary = [item.as_dict() for item in summary]
     # The transcript is the heavy part; it is served per result.
-    run.result_rows = run_results(run=run).defer("transcript", "final_state")
+    run.result_rows = run_results(run=run).defer("transcript", "final_state", "final_tables")
     return RunDetailOutputSerializer(run).data
 
 
