@@ -321,6 +321,9 @@ class CaseAdminForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        if "tables" not in self.data:
+            # A form from before tables existed leaves them as they are.
+            cleaned["tables"] = self.instance.tables if self.instance.pk else {}
         fields = _present(self, CASE_FORM_FIELDS)
         if cleaned.get("entry_agent") is not None:
             fields["entry_agent"] = cleaned["entry_agent"].name

@@ -13,6 +13,7 @@ from cases.files import case_file, files_apply, files_render
 from cases.models import Case
 from cases.schema import schema_for
 from cases.services import case_content_hash, case_create, case_to_document
+from tests.cases.test_admin import change_form, change_url
 
 pytestmark = pytest.mark.django_db
 
@@ -140,4 +141,17 @@ def test_it_round_trips_a_stateful_case_through_its_file(suite, tmp_path):
     report = files_apply(directory=tmp_path)
 
     assert report.count("unchanged") >= 2 and report.count("changed") == 0, report
+    assert case_to_document(case=Case.objects.get(pk=case.pk))["mocks"][0]["table"] == CANCEL["table"]
+
+
+def test_it_refuses_a_mock_of_an_unknown_table_in_the_admin(admin_client, suite):
+    case = case_create(suite=suite, document=document())
+    data = change_form(case, tables=json.dumps({"orders": ORDERS}))
+    data["mocks-0-table"] = json.dumps({**CANCEL["table"], "name": "order"})
+
+    response = admin_client.post(change_url(case), data)
+
+    assert response.status_code == 200
+    [mocks] = [item for item in response.context["inline_admin_formsets"] if item.opts.model.__name__ == "Mock"]
+    assert mocks.formset.errors[0] == {"table": ["table.name: the case has no table 'order'; its tables: orders"]}
     assert case_to_document(case=Case.objects.get(pk=case.pk))["mocks"][0]["table"] == CANCEL["table"]
