@@ -321,6 +321,7 @@ def _summary_numbers(run: Run, summaries: list[ModelSummary]) -> None:
         is_priced = priced[summary.model] or run.mode == Run.Mode.REPLAY
         summary.priced = is_priced
         summary.cost_text = format_cost(summary.total_cost, priced=is_priced)
+        summary.trial_cost_text = format_cost(summary.trial_cost, priced=is_priced)
         summary.judge_cost_text = format_cost(summary.judge_cost)
 
 
