@@ -114,7 +114,8 @@ def table_differences(
     actual: list[dict[str, Any]], *, name: str, key: str, rows: list[dict[str, Any]], exact: bool
 ) -> list[str]:
     """How `actual` differs from the expected `rows` (tableEquals): each expected row, found by `key`, holds its
-    values; with `exact`, nothing else is there. Empty when it matches."""
+    values (compared as a mock's key is: a number and its text are the same); with `exact`, nothing else is there.
+    Empty when it matches."""
     differences: list[str] = []
     matched: list[int] = []
     for expected in rows:
@@ -129,7 +130,7 @@ def table_differences(
         for field, value in expected.items():
             if field not in row:
                 differences.append(f"{label}: {field} is not set, expected {_text(value)}")
-            elif _text(row[field]) != _text(value):
+            elif not same_value(row[field], value):
                 differences.append(f"{label}: {field} is {_text(row[field])}, expected {_text(value)}")
         if exact:
             differences += [
