@@ -296,6 +296,7 @@ TABLE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 TABLES_MAX = 20
 TABLE_ROWS_MAX = 1000
 TABLES_BYTES_MAX = 64 * 1024
+TABLES_BYTES_TEXT = f"{TABLES_BYTES_MAX:,} ({TABLES_BYTES_MAX // 1024} KB)"
 # A value written "$args.<argument>" in a table mock's key, when or update stands for that argument of the call.
 ARGS_PREFIX = "$args."
 _TABLE_NAME = (

@@ -43,6 +43,7 @@ from cases.schema import (
     FUNCTION_NAME_MAX_LENGTH,
     NAME_MAX_LENGTH,
     TABLES_BYTES_MAX,
+    TABLES_BYTES_TEXT,
     SuiteDocument,
     defaults,
     fields_problems,
@@ -519,7 +520,7 @@ def _tables_size_problem(tables: Any) -> str:
     if size <= TABLES_BYTES_MAX:
         return ""
     return (
-        f"is {size:,} bytes as JSON, more than the {TABLES_BYTES_MAX:,} (64 KB) the tables may hold in all: a "
+        f"is {size:,} bytes as JSON, more than the {TABLES_BYTES_TEXT} the tables may hold in all: a "
         "stateful mock's table is a small fixture of the records the case is about, not a database"
     )
 

@@ -73,10 +73,20 @@ def _shown(key: dict[str, Any]) -> str:
     return ", ".join(f"{field} {_text(value)}" for field, value in key.items())
 
 
+def _part(spec: dict[str, Any], name: str) -> dict[str, Any]:
+    # Validation stores only objects here; a row edited around it must not crash the seam.
+    value = spec.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def _holds(row: dict[str, Any], key: dict[str, Any]) -> bool:
+    return all(field in row and same_value(row[field], value) for field, value in key.items())
+
+
 def _needed(spec: dict[str, Any], arguments: Any) -> str:
     """The first "$args.<argument>" of the mock that the call did not give; "" when it gave them all."""
     for part in ("key", "when", "update"):
-        for value in (spec.get(part) or {}).values():
+        for value in _part(spec, part).values():
             for item in value if part == "when" and isinstance(value, list) else [value]:
                 if _resolved(item, arguments) is _MISSING:
                     return item.removeprefix(ARGS_PREFIX)
@@ -87,26 +97,23 @@ def table_call(tables: Tables, spec: dict[str, Any], arguments: Any, *, function
     """One call of a table mock against `tables`, which an update changes in place."""
     name = spec.get("name", "")
     rows = tables.get(name)
-    if rows is None:
+    if not isinstance(rows, list):
         # Validation refuses a mock of a table the case does not declare; a case stored before that rule says so.
         return TableAnswer(_error(f"{function}: the case has no table {name!r}"), False)
     if needed := _needed(spec, arguments):
         return TableAnswer(_error(f"{function} needs the argument {needed}"), False)
-    key = {field: _resolved(value, arguments) for field, value in (spec.get("key") or {}).items()}
-    record = next(
-        (row for row in rows if all(field in row and same_value(row[field], value) for field, value in key.items())),
-        None,
-    )
+    key = {field: _resolved(value, arguments) for field, value in _part(spec, "key").items()}
+    record = next((row for row in rows if isinstance(row, dict) and _holds(row, key)), None)
     if record is None:
         return TableAnswer(spec.get("not_found") or _error(f"no {name} record with {_shown(key)}"), False)
-    for field, wanted in (spec.get("when") or {}).items():
+    for field, wanted in _part(spec, "when").items():
         allowed = [_resolved(item, arguments) for item in (wanted if isinstance(wanted, list) else [wanted])]
         if not any(field in record and same_value(record[field], item) for item in allowed):
             has = f"is {_text(record[field])}" if field in record else "is not set"
             expected = " or ".join(_text(item) for item in allowed)
             why = f"{name} record with {_shown(key)}: {field} {has}, it must be {expected}"
             return TableAnswer(spec.get("refused") or _error(why), False)
-    record.update({field: _resolved(value, arguments) for field, value in (spec.get("update") or {}).items()})
+    record.update({field: _resolved(value, arguments) for field, value in _part(spec, "update").items()})
     return TableAnswer(_text(record), True)
 
 
