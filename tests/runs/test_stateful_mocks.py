@@ -108,6 +108,8 @@ def test_it_catches_an_order_cancelled_twice_in_the_final_table(two_cancellation
     table = re.search(r'<table class="state-table final-table" data-table="orders">.*?</table>', page, re.S).group(0)
     assert re.findall(r'<th scope="col" class="state-key">([^<]*)<', table) == ["id", "items", "reason", "status"]
     assert re.findall(r'<td class="state-value changed"[^>]*>([^<]*)<', table) == ["changed my mind", "cancelled"]
+    admin = html_of(admin_client.get(f"/admin/runs/caseresult/{result.pk}/change/"))
+    assert "Tables at the end" in admin and "changed my mind" in admin
 
 
 def test_it_passes_when_each_order_is_cancelled_once_and_replays_the_same_answers(two_cancellations, scripted_model):
