@@ -1,6 +1,7 @@
-"""The demo suite for the order-support demo agents: cases that use mocks, meet a blocked tool and exercise every
-assertion type. On the simulated models most pass on `sim-careful`; `sim-hasty` loses the order a follow-up refers to
-and answers in one line, so the comparison shows a real difference."""
+"""The demo suite for the order-support demo agents: cases that use mocks (one of them stateful, over a table of
+orders), meet a blocked tool and exercise every assertion type. On the simulated models most pass on `sim-careful`;
+`sim-hasty` loses the order a follow-up refers to and answers in one line, so the comparison shows a real
+difference."""
 
 from __future__ import annotations
 
@@ -120,6 +121,29 @@ DEMO_CASES: list[dict[str, Any]] = [
             _mock("lookup_order", _order("1041", "shipped"), state_writes={"order_status": "shipped"}),
             _mock("cancel_order", {"order_id": "1041", "cancelled": True}, state_writes={"order_status": "cancelled"}),
             _mock("util-email-handle_email_sender", {"sent": True}),
+        ],
+    },
+    {
+        "name": "Cancelling updates the order table",
+        "description": "Stateful mocks: look-up and cancellation read and update a table of orders, never a real "
+                       "system; the table the case leaves is checked (a second cancellation would be refused).",
+        "tags": ["cancel", "stateful"],
+        "tables": {"orders": [
+            {"order_id": "1048", "status": "processing", "items": ["ceramic mug"], "customer_email": "lee@example.com"},
+            {"order_id": "1049", "status": "delivered", "items": ["teapot"], "customer_email": "lee@example.com"},
+        ]},
+        "turns": [{"user_message": "Please cancel order 1048, my email is lee@example.com",
+                   "assertions": [_check("toolCalled", function="cancel_order", arguments={"order_id": "1048"})]}],
+        "assertions": [_check("tableEquals", table="orders", key="order_id",
+                              rows=[{"order_id": "1048", "status": "cancelled"},
+                                    {"order_id": "1049", "status": "delivered"}])],
+        "mocks": [
+            {**_mock("lookup_order", ""), "table": {"name": "orders", "key": {"order_id": "$args.order_id"}}},
+            {**_mock("cancel_order", "", state_writes={"order_status": "cancelled"}), "table": {
+                "name": "orders", "key": {"order_id": "$args.order_id"},
+                "when": {"status": ["processing", "shipped"]}, "update": {"status": "cancelled"},
+            }},
+            _mock("util-email-handle_email_sender", {"sent": True, "to": ["lee@example.com"]}),
         ],
     },
     {

@@ -232,12 +232,20 @@ class TurnForm(CasePartForm):
 
 
 class MockForm(CasePartForm):
-    FIELDS = ("function_name", "arguments", "call_index", "result", "stop", "state_writes")
+    FIELDS = ("function_name", "arguments", "call_index", "result", "stop", "state_writes", "table")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        _add_problems(self, validate_mock(_present(self, self.FIELDS), functions=self.functions))
+        _add_problems(
+            self, validate_mock(_present(self, self.FIELDS), functions=self.functions, tables=_case_tables(self.case))
+        )
         return cleaned
+
+
+def _case_tables(case: Case | None) -> dict[str, Any] | None:
+    # The tables as the case form left them; refused ones are that form's error, not every mock's.
+    tables = case.tables if case is not None else None
+    return tables if isinstance(tables, dict) else None
 
 
 class AssertionForm(CasePartForm):
@@ -245,7 +253,10 @@ class AssertionForm(CasePartForm):
         cleaned = super().clean()
         suite = self.case.suite if self.case is not None and self.case.suite_id else None
         fields = _present(self, ("type", "params", "fatal"))
-        _add_problems(self, validate_assertion(fields, suite=suite, functions=self.functions))
+        _add_problems(
+            self,
+            validate_assertion(fields, suite=suite, functions=self.functions, tables=_case_tables(self.case)),
+        )
         return cleaned
 
 
@@ -276,7 +287,7 @@ class MockInline(JSONTextMixin, admin.StackedInline):
     formset = CasePartFormSet
     extra = 0
     classes = ("collapse",)
-    fields = (("function_name", "position"), ("call_index", "stop"), "arguments", "result", "state_writes")
+    fields = (("function_name", "position"), ("call_index", "stop"), "arguments", "result", "state_writes", "table")
 
 
 class AssertionInline(CasePartInline):
@@ -298,7 +309,8 @@ class AssertionInline(CasePartInline):
 
 
 CASE_FORM_FIELDS = (
-    "name", "description", "enabled", "source", "type", "initial_state", "priority", "tags", "unmocked_policy",
+    "name", "description", "enabled", "source", "type", "initial_state", "tables", "priority", "tags",
+    "unmocked_policy",
 )
 
 
@@ -309,6 +321,9 @@ class CaseAdminForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        if "tables" not in self.data:
+            # A form from before tables existed leaves them as they are.
+            cleaned["tables"] = self.instance.tables if self.instance.pk else {}
         fields = _present(self, CASE_FORM_FIELDS)
         if cleaned.get("entry_agent") is not None:
             fields["entry_agent"] = cleaned["entry_agent"].name
@@ -334,7 +349,7 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     readonly_fields = ("source_conversation_link", "warnings_display", "created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("name", "suite", "description", "enabled", "type", "entry_agent", "priority", "tags")}),
-        ("Start", {"fields": ("initial_state", "unmocked_policy"), "classes": ("collapse",)}),
+        ("Start", {"fields": ("initial_state", "tables", "unmocked_policy"), "classes": ("collapse",)}),
         (
             "Origin",
             {"fields": ("source", "source_conversation", "source_conversation_link", "warnings_display",

@@ -76,6 +76,10 @@ class Case(models.Model):
         help_text="The agent the conversation starts with; empty: the suite's agent.",
     )
     initial_state = models.JSONField(default=dict, blank=True)
+    tables = models.JSONField(
+        default=dict, blank=True,
+        help_text="Records for stateful mocks: table name → list of rows (JSON objects). Each trial starts from these.",
+    )
     unmocked_policy = models.CharField(
         max_length=20,
         choices=UnmockedPolicy.choices,
@@ -143,6 +147,11 @@ class Mock(models.Model):
     result = models.TextField(blank=True, help_text="The tool result the agent receives.")
     stop = models.BooleanField(default=False, help_text="A stop-completion: the turn ends with this result.")
     state_writes = models.JSONField(default=dict, blank=True)
+    table = models.JSONField(
+        null=True, blank=True,
+        help_text='Stateful: {"name": table, "key": {field: "$args.<argument>"}, "when": {...}, "update": {...}, '
+        '"not_found": text, "refused": text}. Answers from the case\'s table instead of the result.',
+    )
 
     class Meta:
         ordering = ["case_id", "position", "id"]
@@ -163,6 +172,7 @@ class Assertion(models.Model):
         AGENT_CHAIN = "agentChain", "Agent chain"
         LLM_JUDGE = "llmJudge", "LLM judge"
         NO_BLOCKED_TOOLS = "noBlockedTools", "No blocked tools"
+        TABLE_EQUALS = "tableEquals", "Table equals"
 
     case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="assertions")
     turn = models.ForeignKey(

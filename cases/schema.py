@@ -290,6 +290,41 @@ class NoBlockedToolsParams(_Strict):
     model_config = _params("noBlockedTools")
 
 
+# --- Stateful mocks: tables of records a case declares, which its mocks read and update (issue 24) ---------------
+# A table is a small fixture, never a database: its limits keep every case document, snapshot and result small.
+TABLE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+TABLES_MAX = 20
+TABLE_ROWS_MAX = 1000
+TABLES_BYTES_MAX = 64 * 1024
+TABLES_BYTES_TEXT = f"{TABLES_BYTES_MAX:,} ({TABLES_BYTES_MAX // 1024} KB)"
+# A value written "$args.<argument>" in a table mock's key, when or update stands for that argument of the call.
+ARGS_PREFIX = "$args."
+_TABLE_NAME = (
+    "must be a table name: 1 to 64 letters, digits, '_' or '-', starting with a letter or '_' (got {got})"
+)
+TableName = Annotated[str, Field(
+    pattern=TABLE_NAME_PATTERN, json_schema_extra=_messages_for(pattern=_TABLE_NAME, type=_TABLE_NAME),
+)]
+_ROWS = f"must be a list of at most {TABLE_ROWS_MAX:,} rows, each a JSON object"
+TableRows = Annotated[list[JsonObject], Field(
+    max_length=TABLE_ROWS_MAX, json_schema_extra=_messages_for(type=_ROWS, maxItems=_ROWS),
+)]
+
+
+class TableEqualsParams(_Strict):
+    """The table as the case left it (tau-bench's final-state check): each expected row, found by its key, holds
+    these values; with `exact`, the table is exactly these rows with exactly these fields."""
+
+    model_config = _params("tableEquals")
+    table: TableName = Field(description="A table of the case's `tables`.")
+    key: str = Field("id", min_length=1, pattern=BLANK, description="The field that identifies a row.")
+    rows: list[JsonObject] = Field(
+        max_length=TABLE_ROWS_MAX, description="The expected rows, each with its key field.",
+        json_schema_extra=_messages_for(type=_ROWS, maxItems=_ROWS),
+    )
+    exact: bool = Field(False, description="No other rows, and no other fields in these rows.")
+
+
 ASSERTION_PARAMS: dict[str, type[BaseModel]] = {
     "outputContains": OutputContainsParams,
     "outputNotContains": OutputNotContainsParams,
@@ -301,6 +336,7 @@ ASSERTION_PARAMS: dict[str, type[BaseModel]] = {
     "agentChain": AgentChainParams,
     "llmJudge": LlmJudgeParams,
     "noBlockedTools": NoBlockedToolsParams,
+    "tableEquals": TableEqualsParams,
 }
 
 
@@ -348,6 +384,27 @@ class TurnEntry(_Strict):
 
 
 _FUNCTION_NAME = "must be a non-empty function name"
+_KEY = 'must name the record: field → value, or "$args.<argument>" for an argument of the call'
+
+
+class TableMock(_Strict):
+    """Makes a mock stateful: it answers from a table of the case instead of a fixed result, and may update it. Never
+    executed for real; each trial starts from the table as the case declares it."""
+
+    name: TableName = Field(description="A table of the case's `tables`.")
+    key: JsonObject = Field(
+        min_length=1, description='The record this call is about: field → value, "$args.<argument>" for an argument.',
+        json_schema_extra=_messages_for(type=_KEY, minProperties=_KEY, required=_KEY),
+    )
+    when: JsonObject = Field(
+        {}, description="What the record must hold for the call to succeed: field → value, or a list of the values "
+        "allowed. Otherwise the call is refused.",
+    )
+    update: JsonObject = Field(
+        {}, description="Fields the call writes into the record (values may be $args.<argument>); empty: a read.",
+    )
+    not_found: str = Field("", description='The answer when no record has the key; empty: {"error": …} naming it.')
+    refused: str = Field("", description='The answer when the record fails `when`; empty: {"error": …} saying why.')
 
 
 class MockEntry(_Strict):
@@ -364,6 +421,10 @@ class MockEntry(_Strict):
     )
     stop: bool = Field(False, description="A stop-completion: the turn ends with this result.")
     state_writes: JsonObject = {}
+    table: TableMock | None = Field(
+        None, description="Stateful: answer from (and update) a table of the case; `result`, when given, is the "
+        "answer on success instead of the record, and `state_writes` apply only then.",
+    )
 
 
 class MockFileEntry(MockEntry):
@@ -393,6 +454,15 @@ class _CaseFields(_Strict):
     priority: int = Field(0, ge=INT_RANGE[0], le=INT_MAX)
     tags: list[NonEmptyText] = []
     initial_state: JsonObject = {}
+    tables: dict[str, TableRows] = Field(
+        {}, max_length=TABLES_MAX,
+        description=f"Records for stateful mocks: table name → rows (JSON objects); at most {TABLES_MAX} tables, "
+        f"{TABLE_ROWS_MAX:,} rows each, {TABLES_BYTES_MAX // 1024} KB in all.",
+        json_schema_extra={
+            "propertyNames": {"pattern": TABLE_NAME_PATTERN, **_messages_for(pattern=_TABLE_NAME)},
+            **_messages_for(maxProperties=f"must hold at most {TABLES_MAX} tables"),
+        },
+    )
     unmocked_policy: Literal["block"] = Field(
         "block", json_schema_extra=_messages_for(enum=BLOCK_ONLY_MESSAGE, const=BLOCK_ONLY_MESSAGE)
     )

@@ -100,6 +100,7 @@ def case_to_document(*, case: Case) -> dict[str, Any]:
         "type": case.type,
         "entry_agent": case.entry_agent.name if case.entry_agent_id else None,
         "initial_state": case.initial_state,
+        "tables": case.tables,
         "priority": case.priority,
         "tags": list(case.tags),
         "unmocked_policy": case.unmocked_policy,
@@ -121,6 +122,7 @@ def case_to_document(*, case: Case) -> dict[str, Any]:
                 "result": mock.result,
                 "stop": mock.stop,
                 "state_writes": mock.state_writes,
+                "table": mock.table,
             }
             for mock in case.mocks.all()
         ],
@@ -128,12 +130,28 @@ def case_to_document(*, case: Case) -> dict[str, Any]:
 
 
 # What decides how a case runs and is judged; its name, tags, priority or enabled flag do not.
-CONTENT_KEYS = ("type", "entry_agent", "initial_state", "history", "turns", "assertions", "mocks", "unmocked_policy")
+CONTENT_KEYS = (
+    "type", "entry_agent", "initial_state", "history", "turns", "assertions", "mocks", "unmocked_policy", "tables",
+)
+# Parts added after hashes were first kept, with the value that means "not used": left out of the content then, so a
+# case that does not use them keeps the hash (and the snapshot) it had, and its results do not read "case changed".
+UNUSED_CONTENT = {"tables": {}}
+UNUSED_MOCK_FIELDS = {"table": None}
 
 
 def case_content(document: dict[str, Any]) -> dict[str, Any]:
     """What of a case document decides how the case runs and is judged (CONTENT_KEYS)."""
-    return {key: document.get(key) for key in CONTENT_KEYS}
+    content = {
+        key: document.get(key) for key in CONTENT_KEYS
+        if key not in UNUSED_CONTENT or document.get(key, UNUSED_CONTENT[key]) != UNUSED_CONTENT[key]
+    }
+    if isinstance(content.get("mocks"), list):
+        content["mocks"] = [
+            {key: value for key, value in mock.items()
+             if key not in UNUSED_MOCK_FIELDS or value != UNUSED_MOCK_FIELDS[key]} if isinstance(mock, dict) else mock
+            for mock in content["mocks"]
+        ]
+    return content
 
 
 def case_content_hash(document: dict[str, Any]) -> str:
@@ -150,8 +168,8 @@ def case_content_hash_refresh(*, case: Case) -> Case:
 
 
 _CASE_SCALARS = (
-    "name", "description", "enabled", "source", "type", "initial_state", "priority", "tags", "unmocked_policy",
-    "warnings",
+    "name", "description", "enabled", "source", "type", "initial_state", "tables", "priority", "tags",
+    "unmocked_policy", "warnings",
 )
 
 

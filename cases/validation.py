@@ -39,8 +39,11 @@ from agenthost.seams import (
 )
 from cases.models import Assertion, Case, Suite
 from cases.schema import (
+    ARGS_PREFIX,
     FUNCTION_NAME_MAX_LENGTH,
     NAME_MAX_LENGTH,
+    TABLES_BYTES_MAX,
+    TABLES_BYTES_TEXT,
     SuiteDocument,
     defaults,
     fields_problems,
@@ -145,6 +148,20 @@ class CallableFunctions:
     @property
     def listing(self) -> str:
         return f"callable functions (agents: {', '.join(self.agents)}): {', '.join(sorted(self.names))}"
+
+    def parameters(self, name: str) -> frozenset[str] | None:
+        """The arguments `name` takes, when every declaration of it lists them (its JSON Schema's properties, else the
+        registered function's); None when one does not, and no argument name can be checked against them."""
+        found: set[str] = set()
+        for declaration in self.declarations.get(name, (None,)):
+            schema = (declaration or {}).get("parameters")
+            if not isinstance(schema, dict) and (registered := get_function(name)) is not None:
+                schema = registered.parameters
+            properties = schema.get("properties") if isinstance(schema, dict) else None
+            if not isinstance(properties, dict) or not properties:
+                return None
+            found.update(properties)
+        return frozenset(found)
 
     def not_callable(self, name: str) -> str:
         """Why `name` is refused, with a near match and the whole list (`listing`, last), so the fix is obvious."""
@@ -357,6 +374,7 @@ class _Prepared:
     def mock(self, item: dict[str, Any], where: str) -> None:
         self.field(item, "arguments", at=_at(where, "arguments"), expected=dict, nullable=True)
         self.field(item, "state_writes", at=_at(where, "state_writes"), expected=dict)
+        self.field(item, "table", at=_at(where, "table"), expected=dict, nullable=True)
 
     def turn(self, item: dict[str, Any], where: str) -> None:
         self.items(item, "assertions", at=_at(where, "assertions"), each=self.assertion)
@@ -364,6 +382,7 @@ class _Prepared:
     def case(self, data: dict[str, Any]) -> dict[str, Any]:
         data = dict(data)
         self.field(data, "initial_state", at="initial_state", expected=dict)
+        self.field(data, "tables", at="tables", expected=dict)
         for key in ("tags", "warnings", "history"):
             self.field(data, key, at=key, expected=list)
         self.items(data, "turns", at="turns", each=self.turn)
@@ -380,7 +399,7 @@ class _Prepared:
 
 def _mean_assertion(
     data: dict[str, Any], *, prefix: str, suite: Suite | None, functions: CallableFunctions | None,
-    problems: _Problems,
+    problems: _Problems, tables: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     kind = data.get("type")
     params = data.get("params", {})
@@ -398,6 +417,8 @@ def _mean_assertion(
                 problems.add(
                     _at(params_field, "function"), functions.not_callable(function), shared=functions.listing
                 )
+        if kind == Assertion.Type.TABLE_EQUALS:
+            _mean_table_equals(params, at=params_field, tables=tables, problems=problems)
     if kind == Assertion.Type.LLM_JUDGE and suite is not None and not suite.judge_model:
         problems.add(
             _at(prefix, "type"),
@@ -407,12 +428,17 @@ def _mean_assertion(
 
 
 def _mean_mock(data: dict[str, Any], *, prefix: str, functions: CallableFunctions | None,
-               problems: _Problems) -> dict[str, Any]:
+               problems: _Problems, tables: dict[str, Any] | None = None) -> dict[str, Any]:
     name = data.get("function_name")
     if isinstance(name, str) and name.strip() and len(name) <= FUNCTION_NAME_MAX_LENGTH:
         name = name.strip()
         if functions is not None and name not in functions.names:
             problems.add(_at(prefix, "function_name"), functions.not_callable(name), shared=functions.listing)
+    table = data.get("table")
+    if isinstance(table, dict):
+        parameters = functions.parameters(name) if functions is not None and isinstance(name, str) else None
+        _mean_table_mock(table, function=name, at=_at(prefix, "table"), tables=tables, parameters=parameters,
+                         problems=problems)
     return {
         "function_name": name,
         "arguments": data.get("arguments"),
@@ -420,7 +446,83 @@ def _mean_mock(data: dict[str, Any], *, prefix: str, functions: CallableFunction
         "result": data.get("result", ""),
         "stop": data.get("stop", False),
         "state_writes": data.get("state_writes", {}),
+        "table": table,
     }
+
+
+# --- Stateful mocks -----------------------------------------------------------------------------------------------
+# The shape of `tables`, a mock's `table` and tableEquals is the schema's; here what it cannot know: that a named table
+# is one the case declares, that "$args.<argument>" names an argument the function takes (when its declaration says),
+# that a key field is one the rows have, and the tables' size.
+
+
+def _no_table(name: str, tables: dict[str, Any]) -> str:
+    if not tables:
+        return f"the case declares no tables, so there is no table {name!r}; declare it under `tables`"
+    return f"the case has no table {name!r}; its tables: {', '.join(sorted(tables))}"
+
+
+def _argument_problem(value: Any, *, function: Any, parameters: frozenset[str] | None) -> str:
+    if not isinstance(value, str) or not value.startswith(ARGS_PREFIX):
+        return ""
+    path = value.removeprefix(ARGS_PREFIX).split(".")
+    if not all(part.strip() for part in path):
+        return f"{value!r} must name an argument of the call after {ARGS_PREFIX}, e.g. {ARGS_PREFIX}order_id"
+    if parameters is not None and path[0] not in parameters:
+        return f"{value} names no parameter of {function} (its parameters: {', '.join(sorted(parameters))})"
+    return ""
+
+
+def _mean_table_mock(
+    table: dict[str, Any], *, function: Any, at: str, tables: dict[str, Any] | None,
+    parameters: frozenset[str] | None, problems: _Problems,
+) -> None:
+    name = table.get("name")
+    rows = None
+    if tables is not None and isinstance(name, str):
+        rows = tables.get(name)
+        if name not in tables:
+            problems.add(_at(at, "name"), _no_table(name, tables))
+    for part in ("key", "when", "update"):
+        values = table.get(part)
+        if not isinstance(values, dict):
+            continue
+        for field, value in values.items():
+            # A list in `when` is the values allowed, each of which may name an argument.
+            for item in value if part == "when" and isinstance(value, list) else [value]:
+                if problem := _argument_problem(item, function=function, parameters=parameters):
+                    problems.add(_at(_at(at, part), field), problem)
+                    break
+    key = table.get("key")
+    if isinstance(key, dict) and isinstance(rows, list) and rows:
+        for field in key:
+            if not any(isinstance(row, dict) and field in row for row in rows):
+                problems.add(_at(_at(at, "key"), field),
+                             f"no row of table {name!r} has the field {field!r}, so no call could find a record")
+
+
+def _mean_table_equals(
+    params: dict[str, Any], *, at: str, tables: dict[str, Any] | None, problems: _Problems
+) -> None:
+    name, key, rows = params.get("table"), params.get("key", "id"), params.get("rows")
+    if tables is not None and isinstance(name, str) and name not in tables:
+        problems.add(_at(at, "table"), _no_table(name, tables))
+    if isinstance(key, str) and isinstance(rows, list):
+        for index, row in enumerate(rows):
+            if isinstance(row, dict) and key not in row:
+                problems.add(_at(_at(at, "rows"), index), f"has no {key!r} field, the key that finds its row")
+
+
+def _tables_size_problem(tables: Any) -> str:
+    if not isinstance(tables, dict):
+        return ""
+    size = len(json.dumps(tables, ensure_ascii=False, separators=(",", ":")).encode())
+    if size <= TABLES_BYTES_MAX:
+        return ""
+    return (
+        f"is {size:,} bytes as JSON, more than the {TABLES_BYTES_TEXT} the tables may hold in all: a "
+        "stateful mock's table is a small fixture of the records the case is about, not a database"
+    )
 
 
 def _mean_list(
@@ -444,6 +546,8 @@ def _mean_case_fields(data: dict[str, Any], *, problems: _Problems) -> dict[str,
         entry_agent = None
     if isinstance(entry_agent, str) and not Agent.objects.filter(name=entry_agent).exists():
         problems.add("entry_agent", f"no agent named {entry_agent!r}")
+    if problem := _tables_size_problem(data.get("tables")):
+        problems.add("tables", problem)
     warnings = data.get("warnings", [])
     if isinstance(warnings, list):
         # That warning is worked out from the case each time it is shown (see case_warnings), never a stored note.
@@ -457,6 +561,7 @@ def _mean_case_fields(data: dict[str, Any], *, problems: _Problems) -> dict[str,
         "type": data.get("type", Case.Type.AGENT),
         "entry_agent": entry_agent,
         "initial_state": data.get("initial_state", {}),
+        "tables": data.get("tables", {}),
         "priority": data.get("priority", 0),
         "tags": data.get("tags", []),
         "unmocked_policy": data.get("unmocked_policy", Case.UnmockedPolicy.BLOCK),
@@ -518,8 +623,12 @@ def _clean_document(
         # Whose functions to check names against is unknown until the entry agent exists: that problem comes first.
         functions = None
 
+    # Checked against the tables as given, even when they broke a rule of their own: one wrong row must not make
+    # every mock of the case "no such table" too.
+    tables = cleaned["tables"] if isinstance(cleaned["tables"], dict) else None
+
     def assertion(item: dict[str, Any], where: str) -> dict[str, Any]:
-        return _mean_assertion(item, prefix=where, suite=suite, functions=functions, problems=problems)
+        return _mean_assertion(item, prefix=where, suite=suite, functions=functions, problems=problems, tables=tables)
 
     def turn(item: dict[str, Any], where: str) -> dict[str, Any]:
         return {
@@ -535,7 +644,8 @@ def _clean_document(
     cleaned["assertions"] = _mean_list(data.get("assertions", []), field="assertions", mean=assertion)
     cleaned["mocks"] = _mean_list(
         data.get("mocks", []), field="mocks",
-        mean=lambda item, where: _mean_mock(item, prefix=where, functions=functions, problems=problems),
+        mean=lambda item, where: _mean_mock(item, prefix=where, functions=functions, problems=problems,
+                                            tables=tables),
     )
     if cleaned["type"] == Case.Type.ROUTING:
         _check_routing(cleaned, problems=problems)
@@ -572,6 +682,7 @@ def validate_case_fields(fields: dict[str, Any]) -> list[Problem]:
     prepared = _Prepared(problems)
     data = dict(data)
     prepared.field(data, "initial_state", at="initial_state", expected=dict)
+    prepared.field(data, "tables", at="tables", expected=dict)
     for key in ("tags", "warnings"):
         prepared.field(data, key, at=key, expected=list)
     prepared.add_schema_problems(fields_problems(CASE_KIND, data, without=CASE_PARTS))
@@ -592,25 +703,30 @@ def _part(definition: str, value: Any, *, what: str, prepare: Callable[[_Prepare
 
 
 def validate_assertion(
-    assertion: dict[str, Any], *, suite: Suite | None, functions: CallableFunctions | None = None
+    assertion: dict[str, Any], *, suite: Suite | None, functions: CallableFunctions | None = None,
+    tables: dict[str, Any] | None = None,
 ) -> list[Problem]:
-    """Problems with one assertion: its type, its params for that type, a judge model for llmJudge, and for
-    toolCalled/toolNotCalled a function in `functions` (see case_callable_functions; None skips that check)."""
+    """Problems with one assertion: its type, its params for that type, a judge model for llmJudge, for
+    toolCalled/toolNotCalled a function in `functions` (see case_callable_functions; None skips that check), and for
+    tableEquals a table of the case's `tables` (None skips that check)."""
     problems = _Problems()
     data = _part("AssertionEntry", assertion, what="an assertion", problems=problems,
                  prepare=lambda prepared, item: prepared.assertion(item, ""))
     if data is not None:
-        _mean_assertion(data, prefix="", suite=suite, functions=functions, problems=problems)
+        _mean_assertion(data, prefix="", suite=suite, functions=functions, problems=problems, tables=tables)
     return problems.items
 
 
-def validate_mock(mock: dict[str, Any], *, functions: CallableFunctions | None = None) -> list[Problem]:
-    """Problems with one mock; its function must be in `functions` (None skips that check)."""
+def validate_mock(
+    mock: dict[str, Any], *, functions: CallableFunctions | None = None, tables: dict[str, Any] | None = None
+) -> list[Problem]:
+    """Problems with one mock; its function must be in `functions`, a stateful mock's table in the case's `tables`
+    (None skips either check)."""
     problems = _Problems()
     data = _part("MockEntry", mock, what="a mock", problems=problems,
                  prepare=lambda prepared, item: prepared.mock(item, ""))
     if data is not None:
-        _mean_mock(data, prefix="", functions=functions, problems=problems)
+        _mean_mock(data, prefix="", functions=functions, problems=problems, tables=tables)
     return problems.items
 
 

@@ -83,7 +83,7 @@ class CaseResultAdmin(StrictIdsAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin)
     fields = (
         "run", "case", "case_name", "case_changed", "model", "trial", "position", "status", "reason", "conversation",
         "duration_ms", "model_latency_ms", "input_tokens", "output_tokens", "cost", "created_at", "assertions_json",
-        "tool_calls_json", "transcript_json", "final_state_json",
+        "tool_calls_json", "transcript_json", "final_state_json", "final_tables_json",
     )
     readonly_fields = fields
 
@@ -108,3 +108,7 @@ class CaseResultAdmin(StrictIdsAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin)
     @admin.display(description="final state")
     def final_state_json(self, result: CaseResult) -> SafeString:
         return _pretty_json(result.final_state)
+
+    @admin.display(description="tables at the end")
+    def final_tables_json(self, result: CaseResult) -> SafeString:
+        return _pretty_json(result.final_tables)

@@ -157,6 +157,9 @@ class ModelSummarySerializer(serializers.Serializer):
     errored = serializers.IntegerField()
     cancelled = serializers.IntegerField()
     pass_rate = serializers.FloatField(allow_null=True)
+    pass_at_1 = serializers.FloatField(
+        allow_null=True, help_text="pass@1: the share of the trials that ran which passed (the pass rate)."
+    )
     latency_p50_ms = serializers.FloatField(allow_null=True)
     latency_p95_ms = serializers.FloatField(allow_null=True)
     input_tokens = serializers.IntegerField()
@@ -169,6 +172,7 @@ class ModelSummarySerializer(serializers.Serializer):
     judge_tokens = serializers.IntegerField(help_text="Tokens the llmJudge used on these results.")
     judge_cost = serializers.FloatField(help_text="The llmJudge's cost, at the judge model's price.")
     total_cost = serializers.FloatField(help_text="cost + judge_cost: what the budget counts.")
+    trial_cost = serializers.FloatField(help_text="total_cost over the trials: what one trial of the cases cost.")
     cost_note = serializers.CharField(help_text="Why the cost reads as it does (a replay costs nothing); or empty.")
     mode = serializers.CharField()
     trials = serializers.IntegerField()
@@ -208,6 +212,7 @@ class ResultDetailOutputSerializer(ResultOutputSerializer):
     run_id = serializers.IntegerField()
     transcript = serializers.JSONField()
     final_state = serializers.JSONField()
+    final_tables = serializers.JSONField(help_text="The stateful mocks' tables as the case left them: name → rows.")
 
 
 class RunDetailOutputSerializer(RunOutputSerializer):
@@ -251,7 +256,7 @@ def _run_detail(run_id: int) -> dict[str, Any]:
     ]
     run.summary = [item.as_dict() for item in summary]
     # The transcript is the heavy part; it is served per result.
-    run.result_rows = run_results(run=run).defer("transcript", "final_state")
+    run.result_rows = run_results(run=run).defer("transcript", "final_state", "final_tables")
     return RunDetailOutputSerializer(run).data
 
 

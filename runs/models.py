@@ -160,6 +160,9 @@ class CaseResult(models.Model):
     tool_calls = models.JSONField(default=list, blank=True)
     assertions = models.JSONField(default=list, blank=True)
     final_state = models.JSONField(default=dict, blank=True)
+    final_tables = models.JSONField(
+        default=dict, blank=True, help_text="The case's tables as its stateful mocks left them; empty without tables."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -145,6 +145,8 @@ class TrialSummary:
     failed: int = 0
     errored: int = 0
     statuses: list[str] = field(default_factory=list)
+    # What its trials cost, the judge's share included.
+    cost: Decimal = Decimal(0)
 
     @property
     def complete(self) -> bool:
@@ -171,6 +173,7 @@ class TrialSummary:
     def as_dict(self) -> dict[str, Any]:
         return {
             **asdict(self),
+            "cost": float(self.cost),
             "pass_rate": self.pass_rate,
             "pass_all": self.pass_all,
             "label": self.label,
@@ -178,25 +181,28 @@ class TrialSummary:
 
 
 def run_trials(*, run: Run) -> list[TrialSummary]:
-    """Per case × model (case order of execution, then the run's model order): how its trials went and its label.
-    Statuses are listed in trial order; a cancelled trial is not counted as run. One query."""
+    """Per case × model (case order of execution, then the run's model order): how its trials went, its label and
+    what its trials cost. Statuses are listed in trial order; a cancelled trial is not counted as run. One query."""
     rows = (
         CaseResult.objects.filter(run=run)
         .order_by("position", "id")
-        .values_list("case_id", "case_name", "model", "trial", "status")
+        .values_list("case_id", "case_name", "model", "trial", "status", "cost", "judge_cost")
     )
-    return _trial_summaries(run, rows)
+    return _trial_summaries(
+        run, ((*row, (cost or Decimal(0)) + (judge_cost or Decimal(0))) for *row, cost, judge_cost in rows)
+    )
 
 
-def _trial_summaries(run: Run, rows: Iterable[tuple[Any, str, str, int, str]]) -> list[TrialSummary]:
-    """From (case_id, case_name, model, trial, status) rows in execution order."""
+def _trial_summaries(run: Run, rows: Iterable[tuple[Any, str, str, int, str, Decimal]]) -> list[TrialSummary]:
+    """From (case_id, case_name, model, trial, status, cost with the judge's) rows in execution order."""
     summaries: dict[tuple[Any, str], TrialSummary] = {}
     by_trial: dict[tuple[Any, str], dict[int, str]] = {}
     case_order: dict[Any, int] = {}
-    for case_id, case_name, model, trial, status in rows:
+    for case_id, case_name, model, trial, status, cost in rows:
         key = (case_id or case_name, model)
         case_order.setdefault(key[0], len(case_order))
         summary = summaries.setdefault(key, TrialSummary(case_id, case_name, model, run.trials))
+        summary.cost += cost
         by_trial.setdefault(key, {})[trial] = status
         if status != CaseResult.Status.CANCELLED:
             summary.ran += 1
@@ -251,6 +257,18 @@ class ModelSummary:
         return self.cost + self.judge_cost
 
     @property
+    def pass_at_1(self) -> float | None:
+        """pass@1: the share of the trials that ran which passed (every trial counted, cancelled ones not) — the
+        chance that one run of a case passes. The pass rate, under the name pass^k is read beside."""
+        return self.pass_rate
+
+    @property
+    def trial_cost(self) -> Decimal:
+        """What one trial of the cases cost on average: all k trials' cost (the judge's included) over k. pass^k
+        buys its certainty with k times this."""
+        return self.total_cost / self.trials if self.trials > 1 else self.total_cost
+
+    @property
     def cost_note(self) -> str:
         return REPLAY_COST_NOTE if self.mode == "replay" else ""
 
@@ -259,6 +277,8 @@ class ModelSummary:
         data["cost"] = float(self.cost)
         data["judge_cost"] = float(self.judge_cost)
         data["total_cost"] = float(self.total_cost)
+        data["pass_at_1"] = self.pass_at_1
+        data["trial_cost"] = float(self.trial_cost)
         data["total_tokens"] = self.total_tokens
         data["cost_note"] = self.cost_note
         return data
@@ -288,7 +308,7 @@ def run_summary(*, run: Run) -> list[ModelSummary]:
         model, status, latency, tokens_in, tokens_out, cost, case_id, case_name, trial, judge_in, judge_out,
         judge_cost, cached, reasoning,
     ) in rows:
-        trial_rows.append((case_id, case_name, model, trial, status))
+        trial_rows.append((case_id, case_name, model, trial, status, (cost or Decimal(0)) + (judge_cost or Decimal(0))))
         summary = summaries.setdefault(model, ModelSummary(model=model, mode=run.mode, trials=run.trials))
         summary.total += 1
         setattr(summary, _COUNTERS[status], getattr(summary, _COUNTERS[status]) + 1)
@@ -334,7 +354,8 @@ def run_matrix(
     """Rows of case × model cells in case order; each cell has status, duration, model latency, tokens, cost and the
     result id of its first trial, the reason of its first trial that did not pass (else the first's), `last_id` (its
     newest result), plus `trials` (every trial's status, in order), `stability` (stable-pass, stable-fail, flaky, or
-    "" until all trials ran) and `median_duration_ms` / `median_latency_ms` over the trials that ran (None if none).
+    "" until all trials ran), `trials_cost` (every trial's, the judge's included) and `median_duration_ms` /
+    `median_latency_ms` over the trials that ran (None if none).
     Models disagree when their stability differs (with one trial: their status). Given `case_ids` / `case_names`,
     only those cases' rows (a case deleted since is known by name). One query."""
     rows: dict[Any, dict[str, Any]] = {}
@@ -348,7 +369,8 @@ def run_matrix(
         # The run's trials come with the results (a join), so a caller holding a partly loaded run adds no query.
         .values(
             "id", "case_id", "case_name", "model", "trial", "status", "duration_ms", "model_latency_ms", "reason",
-            "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens", "cost", "run__trials",
+            "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens", "cost", "judge_cost",
+            "run__trials",
         )
     )
     trials = 1
@@ -359,9 +381,12 @@ def run_matrix(
             {"case_id": result["case_id"], "case_name": result["case_name"], "cells": {}},
         )
         cell = row["cells"].setdefault(
-            result["model"], {**result, "trials": [], "last_id": result["id"], "durations": [], "latencies": []}
+            result["model"],
+            {**result, "trials": [], "last_id": result["id"], "durations": [], "latencies": [],
+             "trials_cost": Decimal(0)},
         )
         cell["trials"].append(result["status"])
+        cell["trials_cost"] += (result["cost"] or Decimal(0)) + (result["judge_cost"] or Decimal(0))
         if result["status"] != CaseResult.Status.CANCELLED:
             cell["durations"].append(result["duration_ms"])
             cell["latencies"].append(result["model_latency_ms"])

@@ -156,7 +156,7 @@ def test_it_queues_the_first_run_of_the_demo_suite_once(tmp_path):
     assert "Queued run" not in second
     with sqlite3.connect(tmp_path / "agenttest.sqlite3") as db:
         assert db.execute("select status, model_keys, total from runs_run").fetchall() == [
-            ("pending", '["simulated:sim-careful", "simulated:sim-hasty"]', 16)
+            ("pending", '["simulated:sim-careful", "simulated:sim-hasty"]', 18)
         ]
     with sqlite3.connect(tmp_path / "broker.sqlite3") as broker:
         assert broker.execute("select count(*) from kombu_message").fetchone() == (1,)
@@ -185,8 +185,8 @@ def test_it_runs_the_demo_suite_from_the_cli_with_the_right_exit_code_and_junit(
     suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
     careful = suites["Order support demo on simulated:sim-careful"]
     hasty = suites["Order support demo on simulated:sim-hasty"]
-    assert (careful.get("tests"), careful.get("failures"), careful.get("errors")) == ("8", "1", "0")
-    assert (hasty.get("tests"), hasty.get("failures"), hasty.get("errors")) == ("8", "3", "0")
+    assert (careful.get("tests"), careful.get("failures"), careful.get("errors")) == ("9", "1", "0")
+    assert (hasty.get("tests"), hasty.get("failures"), hasty.get("errors")) == ("9", "3", "0")
     blocked = [
         case for case in careful.iter("testcase") if case.get("name") == "An unmocked email is blocked, never sent"
     ]

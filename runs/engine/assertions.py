@@ -28,6 +28,7 @@ from agenthost.seams import (
 from common import patterns
 from common.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep
 from runs.engine.case_session import BlockedBecause, is_subset
+from runs.engine.tables import same_value, table_differences
 
 DEFAULT_JUDGE_MIN_SCORE = 4
 
@@ -43,6 +44,8 @@ class Evidence:
     state: dict[str, Any]
     agent_chain: list[str]
     entry_agent: str
+    # The stateful mocks' tables as they are at this point (after the turn, or at the end for the case).
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 # How the judge's request reaches a model: (request, "provider:model") → response. Record and replay runs pass their
@@ -198,6 +201,29 @@ def _state_equals(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> 
     if _same_json(actual, value):
         return PASSED, {key: value}, {key: actual}, f"state '{key}' equals the expected value"
     return FAILED, {key: value}, {key: actual}, f"state '{key}' is {json.dumps(actual)}, expected {json.dumps(value)}"
+
+
+# How many of a table's differences a failure spells out; the result page shows the whole table.
+TABLE_DIFFERENCES_SHOWN = 10
+
+
+def _table_equals(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
+    name, key, rows = params["table"], params.get("key", "id"), params["rows"]
+    exact = params.get("exact", False)
+    expected = {"table": name, "key": key, "rows": rows, **({"exact": True} if exact else {})}
+    if name not in evidence.tables:
+        return ERROR, expected, None, f"the case has no table {name!r}, so its final state cannot be checked"
+    actual = evidence.tables[name]
+    differences = table_differences(actual, name=name, key=key, rows=rows, exact=exact)
+    wanted = [row.get(key) for row in rows]
+    # The rows the check is about (all of them when exact), not a whole table of a thousand rows per assertion.
+    shown = actual if exact else [row for row in actual if key in row and any(same_value(row[key], v) for v in wanted)]
+    if not differences:
+        how = "holds exactly" if exact else "holds"
+        return PASSED, expected, shown, f"table {name} {how} the {len(rows)} expected row(s)"
+    more = len(differences) - TABLE_DIFFERENCES_SHOWN
+    message = "; ".join(differences[:TABLE_DIFFERENCES_SHOWN]) + (f" (+{more} more)" if more > 0 else "")
+    return FAILED, expected, shown, f"table {name} differs from the expected rows: {message}"
 
 
 def _same_json(a: Any, b: Any) -> bool:
@@ -406,5 +432,6 @@ _HANDLERS = {
     "agentChain": _chain,
     "llmJudge": _judge,
     "noBlockedTools": _no_blocked,
+    "tableEquals": _table_equals,
 }
 ASSERTION_TYPES = tuple(_HANDLERS)

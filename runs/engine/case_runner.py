@@ -91,6 +91,8 @@ class CasePlan:
     assertions: list[AssertionPlan]
     mocks: list[MockSpec]
     content_hash: str = ""
+    # The records the stateful mocks read and update (runs/engine/tables.py); each execution starts from these.
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -125,6 +127,8 @@ class CaseExecution:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     assertions: list[dict[str, Any]] = field(default_factory=list)
     final_state: dict[str, Any] = field(default_factory=dict)
+    # The tables as the stateful mocks left them (empty for a case without tables).
+    final_tables: dict[str, Any] = field(default_factory=dict)
     # The case's test conversation, not saved yet (execute_case(save_conversation=False)): its caller saves it in
     # the transaction that stores the result. None once saved, or when the case thread was left behind.
     conversation: HeldConversation | None = None
@@ -202,6 +206,7 @@ def execute_case(
         tape=tape,
         throttles=suite.throttles,
         mcp_live=suite.mcp_live,
+        tables=plan.tables,
     )
     progress = _Progress()
     outcome: dict[str, Any] = {}
@@ -268,6 +273,8 @@ def execute_case(
     for note in (session.rate_limit_note(), session.answer_note()):
         if note:
             execution.reason = f"{execution.reason}; {note}" if execution.reason else note
+    # Whatever ended the case, the tables are as its calls left them: what a reader of a timeout wants to see too.
+    execution.final_tables = session.tables_snapshot()
     usage, latency_ms, judge_usage = session.totals()
     spent = tape is None or tape.spends
     execution.usage, execution.model_latency_ms, execution.judge_usage = usage, latency_ms, judge_usage
@@ -422,6 +429,7 @@ def _play(
             state=state,
             agent_chain=turn.agent_chain,
             entry_agent=entry_name,
+            tables=session.tables_snapshot(),
         )
         fatal_failed = False
         for assertion in turn_plan.assertions:
@@ -444,7 +452,8 @@ def _play(
 
     all_calls = [c.as_dict() for c in session.observed_calls()]
     evidence = checks.Evidence(
-        output="\n".join(outputs), tool_calls=all_calls, state=state, agent_chain=chain, entry_agent=entry_name
+        output="\n".join(outputs), tool_calls=all_calls, state=state, agent_chain=chain, entry_agent=entry_name,
+        tables=session.tables_snapshot(),
     )
     for assertion in plan.assertions:
         results.append(

@@ -34,6 +34,7 @@ from agenthost.seams import (
     Usage,
     function_is_effect_free,
 )
+from runs.engine.tables import TableAnswer, Tables, table_call, tables_copy
 from runs.engine.throttle import CASE_TIMED_OUT, Slot
 from runs.tapes.replay import Tape
 
@@ -77,6 +78,8 @@ class MockSpec:
     call_index: int | None = None
     stop: bool = False
     state_writes: dict[str, Any] = field(default_factory=dict)
+    # A stateful mock's table operation (cases/schema.py TableMock): it answers from the session's tables.
+    table: dict[str, Any] | None = None
 
 
 @dataclass
@@ -146,6 +149,8 @@ class CaseSession:
     # A model call of the case ended (or was not made) because the deadline came: the case timed out, whichever
     # side noticed first.
     ran_out: bool = False
+    # The case's tables as its stateful mocks have left them so far: this trial's own copy (tables.py).
+    tables: Tables = field(default_factory=dict)
     _calls_per_function: dict[str, int] = field(default_factory=dict)
     _canary_open: bool = True
     _expired: threading.Event = field(default_factory=threading.Event)
@@ -159,6 +164,7 @@ class CaseSession:
         self._force_blocked = frozenset(name.strip().casefold() for name in self.force_blocked)
         if self.mcp_live is None:
             self.mcp_live = LiveListings()
+        self.tables = tables_copy(self.tables)
 
     def is_force_blocked(self, name: str) -> bool:
         return name.strip().casefold() in self._force_blocked
@@ -326,6 +332,15 @@ class CaseSession:
             if mock.arguments is None and mock.call_index is None:
                 return mock
         return None
+
+    def table_call(self, mock: MockSpec, name: str, arguments: Any) -> TableAnswer:
+        """A stateful mock's answer, its table updated — one call at a time, as the calls of a turn come."""
+        with self._lock:
+            return table_call(self.tables, mock.table or {}, arguments, function=name)
+
+    def tables_snapshot(self) -> Tables:
+        with self._lock:
+            return tables_copy(self.tables)
 
     def observe(self, call: ObservedCall) -> None:
         with self._lock:

@@ -68,9 +68,13 @@ def _answer(session: CaseSession, name: str, context: FunctionContext) -> Functi
     index = session.next_call_index(name)
     mock = session.choose_mock(name, context.arguments, index)
     if mock is not None:
-        result = FunctionResult(
-            content=mock.result, stop=mock.stop, state_writes=dict(mock.state_writes), outcome=Outcome.MOCKED
-        )
+        content, state_writes = mock.result, dict(mock.state_writes)
+        if mock.table is not None:
+            answer = session.table_call(mock, name, context.arguments)
+            # A refused or unknown record changed nothing, so the mock's state writes do not apply either.
+            content = (mock.result or answer.content) if answer.succeeded else answer.content
+            state_writes = state_writes if answer.succeeded else {}
+        result = FunctionResult(content=content, stop=mock.stop, state_writes=state_writes, outcome=Outcome.MOCKED)
         _observe(session, name, context, index, result)
         return result
     if session.is_allowed(name, context.declaration):

@@ -87,6 +87,7 @@ def case_plans(*, case_ids: list[int], default_agent: Any) -> list[CasePlan]:
                 entry_agent=case.entry_agent or default_agent,
                 history=[{"role": h.role, "content": h.content} for h in case.history.all()],
                 initial_state=dict(case.initial_state or {}),
+                tables=case.tables if isinstance(case.tables, dict) else {},
                 content_hash=content_hash,
                 turns=[
                     TurnPlan(
@@ -111,6 +112,7 @@ def case_plans(*, case_ids: list[int], default_agent: Any) -> list[CasePlan]:
                         call_index=m.call_index,
                         stop=m.stop,
                         state_writes=dict(m.state_writes or {}),
+                        table=m.table if isinstance(m.table, dict) else None,
                     )
                     for m in case.mocks.all()
                 ],

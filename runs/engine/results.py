@@ -126,6 +126,7 @@ def result_store(
         tool_calls=redact(execution.tool_calls),
         assertions=redact(execution.assertions),
         final_state=redact(execution.final_state),
+        final_tables=redact(execution.final_tables),
     )
     return announced
 

@@ -469,6 +469,7 @@ CASE_PARTS = (
     ("turns", "Turns and their assertions"),
     ("assertions", "Case assertions"),
     ("mocks", "Mocks"),
+    ("tables", "Tables of the stateful mocks"),
     ("history", "History"),
     ("initial_state", "Initial state"),
     ("entry_agent", "Entry agent"),

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from cases.models import Case
+from runs.engine.numbers import format_cost, models_priced
 from runs.models import CaseResult, Run
 from runs.selectors import matrix_case_key, run_matrix
 from runs.web.charts import format_ms
@@ -27,12 +28,15 @@ def new_cells(run: Run, since: int) -> dict[str, Any]:
         case_names={name for _, case_id, name in fresh if case_id is None},
     )
     base = html_escape(results_base(run))
+    priced = cost_priced(run, [model for row in rows for model in row["cells"]])
     cells, flags = [], []
     for row in rows:
         key = matrix_case_key(row)
         flags.append({"key": key, "classes": _row_classes(row)})
         for model, cell in row["cells"].items():
-            cells.append({"key": f"{key}|{model}", "html": _cell_html(key, model, cell, run.trials, base)})
+            cells.append(
+                {"key": f"{key}|{model}", "html": _cell_html(key, model, cell, run.trials, base, priced[model])}
+            )
     return {"cells": cells, "rows": flags, "last_result": max(pk for pk, _, _ in fresh)}
 
 
@@ -58,11 +62,24 @@ def short_reason(reason: str, limit: int = CELL_REASON_CHARS) -> str:
     return cut.rstrip(" ,;:—-(") + "…"
 
 
-def _cell(cell: dict[str, Any], trials: int) -> dict[str, Any]:
+def cost_priced(run: Run, models: list[str]) -> dict[str, bool]:
+    """Per model, whether a cost of zero means free (format_cost): a replay called no model, so its $0 is exact."""
+    return {model: is_priced or run.mode == Run.Mode.REPLAY for model, is_priced in models_priced(models).items()}
+
+
+# Per case over its k trials: ✓ all k passed (pass^k holds), ✗ one did not; — until all k have run.
+PASS_K_MARKS = {"stable-pass": "✓", "stable-fail": "✗", "flaky": "✗", "": "—"}
+
+
+def _cell(cell: dict[str, Any], trials: int, priced: bool = True) -> dict[str, Any]:
     if trials > 1:
         cell["css"], cell["label"] = _STABILITY.get(cell.get("stability", ""), _STABILITY[""])
         ran = [status for status in cell["trials"] if status != CaseResult.Status.CANCELLED]
-        cell["detail"] = f"{ran.count(CaseResult.Status.PASSED)}/{len(ran)} passed"
+        mark = PASS_K_MARKS.get(cell.get("stability", ""), "—")
+        cell["detail"] = (
+            f"{ran.count(CaseResult.Status.PASSED)}/{len(ran)} passed · pass^{trials} {mark} · "
+            f"{format_cost(cell['trials_cost'], priced=priced)}"
+        )
         if cell.get("median_duration_ms") is not None:
             # The median over the trials that ran, as the legend says.
             cell["detail"] += (
@@ -95,9 +112,15 @@ def _flip_mark(flip: Flip, baseline_id: int) -> str:
 
 
 def _cell_html(
-    key: str, model: str, cell: dict[str, Any], trials: int, results_base: str, flipped: Flipped | None = None
+    key: str,
+    model: str,
+    cell: dict[str, Any],
+    trials: int,
+    results_base: str,
+    flipped: Flipped | None = None,
+    priced: bool = True,
 ) -> str:
-    cell = _cell(cell, trials)
+    cell = _cell(cell, trials, priced)
     reason = cell["reason"] if cell["status"] != CaseResult.Status.PASSED or trials > 1 else ""
     title = f' title="{html_escape(reason)}"' if reason else ""
     shown = f'<span class="cell-reason">{html_escape(short_reason(reason))}</span>' if reason else ""
@@ -120,6 +143,7 @@ def _matrix_rows_html(
     *,
     live: bool = False,
     flipped: Flipped | None = None,
+    run: Run | None = None,
 ) -> SafeString:
     """The matrix body. Built here rather than in the template: at 1,000 cases × 5 models the template engine spends
     most of the page's time on these cells, plain string building a tenth of it. Every value is escaped (the
@@ -128,6 +152,7 @@ def _matrix_rows_html(
     `flipped`, a cell whose verdict flipped since the baseline carries a marker, and its row the class has-flip; a
     row of several models links to its case on every model, side by side."""
     missing = '<td class="cell cell-missing" title="no result">—</td>'
+    priced = cost_priced(run, models) if run is not None and trials > 1 else {}
     lines = []
     for row in rows:
         key = matrix_case_key(row)
@@ -135,7 +160,7 @@ def _matrix_rows_html(
         for model in models:
             cell = row["cells"].get(model)
             if cell is not None:
-                cells.append(_cell_html(key, model, cell, trials, results_base, flipped))
+                cells.append(_cell_html(key, model, cell, trials, results_base, flipped, priced.get(model, True)))
             elif live:
                 cells.append(
                     f'<td class="cell cell-pending" data-cell="{html_escape(f"{key}|{model}")}">'
@@ -174,7 +199,7 @@ def matrix_body(
     }
     if flipped is not None:
         counts["flipped"] = len({key for key, _ in flipped.by_cell})
-    return _matrix_rows_html(rows, models, run.trials, results_base, flipped=flipped), counts
+    return _matrix_rows_html(rows, models, run.trials, results_base, flipped=flipped, run=run), counts
 
 
 def live_matrix(run: Run) -> dict[str, Any]:
@@ -195,7 +220,7 @@ def live_matrix(run: Run) -> dict[str, Any]:
     return {
         "models": list(run.model_keys),
         "rows": _matrix_rows_html(ordered, list(run.model_keys), run.trials, html_escape(results_base(run)),
-                                  live=True),
+                                  live=True, run=run),
         "last_result": last,
         "case_time_title": CASE_TIME_TITLE,
     }

@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from cases.models import Suite
 from cases.selectors import enabled_cases, suite_list
 from common.forms import unknown_fields_message, unknown_form_fields
-from common.inputs import parse_id, text_is_storable
+from common.inputs import parse_id, printable_json, text_is_storable
 from runs.engine.numbers import (
     format_cost,
     format_cost_delta,
@@ -41,7 +41,7 @@ from runs.engine.numbers import (
 from runs.engine.run_checks import MAX_TRIALS
 from runs.engine.throttle import throttle_lines
 from runs.engine.workers import live_workers
-from runs.models import CaseResult, Run
+from runs.models import CaseResult, CaseSnapshot, Run
 from runs.selectors import ModelSummary, run_list, run_pickup_stall, run_summary
 from runs.services import (
     QueueUnavailable,
@@ -330,6 +330,7 @@ def _summary_numbers(run: Run, summaries: list[ModelSummary]) -> None:
         is_priced = priced[summary.model] or run.mode == Run.Mode.REPLAY
         summary.priced = is_priced
         summary.cost_text = format_cost(summary.total_cost, priced=is_priced)
+        summary.trial_cost_text = format_cost(summary.trial_cost, priced=is_priced)
         summary.judge_cost_text = format_cost(summary.judge_cost)
 
 
@@ -513,6 +514,38 @@ def run_resume_page(request: HttpRequest, run_id: int) -> HttpResponse:
 # --- One result ---------------------------------------------------------------------------------------------------
 
 
+def _cell_text(value: Any) -> str:
+    return value if isinstance(value, str) else printable_json(value, sort_keys=True, default=str)
+
+
+def _table_cell(row: dict[str, Any], was: Any, field: str) -> dict[str, Any]:
+    changed = isinstance(was, dict) and (field in was, was.get(field)) != (field in row, row.get(field))
+    return {"text": _cell_text(row[field]) if field in row else "", "changed": changed}
+
+
+def _final_tables(result: CaseResult) -> list[dict[str, Any]]:
+    """The stateful mocks' tables as the case left them, a column per field, each cell the case's calls changed
+    marked — against the tables the case ran with (its snapshot), row by row: a table mock updates rows in place, never
+    adds or removes one. One query, none for a case without tables."""
+    tables = result.final_tables if isinstance(result.final_tables, dict) else {}
+    if not tables:
+        return []
+    snapshot = CaseSnapshot.objects.filter(content_hash=result.case_hash).values_list("content", flat=True).first()
+    initial = snapshot.get("tables") if isinstance(snapshot, dict) else None
+    shown = []
+    for name, rows in tables.items():
+        rows = [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
+        before = initial.get(name) if isinstance(initial, dict) else None
+        # Sorted: a row's key order is whatever its database kept (PostgreSQL's jsonb reorders keys).
+        columns = sorted({field for row in rows for field in row})
+        lines = []
+        for index, row in enumerate(rows):
+            was = before[index] if isinstance(before, list) and index < len(before) else None
+            lines.append([_table_cell(row, was, field) for field in columns])
+        shown.append({"name": name, "columns": columns, "rows": lines, "known": before is not None})
+    return shown
+
+
 @login_required
 @require_GET
 def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpResponse:
@@ -535,6 +568,7 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
         "transcript": transcript_turns(result),
         "assertions": assertion_outcomes(result),
         "final_state": sorted((key, readable(value)) for key, value in (result.final_state or {}).items()),
+        "final_tables": _final_tables(result),
         "duration": format_ms(result.duration_ms),
         "latency": format_ms(result.model_latency_ms),
         "tokens": f"{format_tokens(result.input_tokens)} / {format_tokens(result.output_tokens)}",

@@ -167,7 +167,7 @@ def test_it_replays_the_committed_demo_recordings_with_no_key_and_no_network(dem
         "them as docs/record-replay.md describes"
     )
     assert guard.attempts == []
-    assert replayed.total == 16 and replayed.done == 16
+    assert replayed.total == 18 and replayed.done == 18
     # The simulated models are deterministic, so a faithful replay gives exactly what they give live now.
     assert statuses(replayed) == statuses(execute(suite, DEMO_MODELS))
     assert POISON not in database_dump()

@@ -15,6 +15,7 @@ import pytest
 from agenthost.llm.scripted import Answer
 from agenthost.models import Agent
 from cases.models import Suite
+from runs.engine.numbers import format_cost
 from runs.models import CaseResult, Run
 from runs.selectors import FLAKY, STABLE_FAIL, STABLE_PASS, run_matrix, run_summary, run_trials
 from runs.services import run_create, run_execute
@@ -104,15 +105,13 @@ def test_it_labels_each_case_over_its_trials_and_computes_pass_k(flaky_suite, sc
     page = admin_client.get(f"/runs/{run.pk}/").content.decode()
     assert "each the median over the trials that ran" in page
     assert re.findall(r'class="cell-times">([^<]*)<', page) == [
-        f"{passed}/3 passed · case {format_ms(statistics.median(durations))} · model "
-        f"{format_ms(statistics.median(latencies))}"
-        for passed, durations, latencies in (
-            (count, [r.duration_ms for r in same], [r.model_latency_ms for r in same])
-            for count, same in (
-                (2, [results[("a: flaky", t)] for t in (1, 2, 3)]),
-                (3, [results[("b: always passes", t)] for t in (1, 2, 3)]),
-                (0, [results[("c: always fails", t)] for t in (1, 2, 3)]),
-            )
+        f"{passed}/3 passed · pass^3 {mark} · {format_cost(sum(r.total_cost for r in same))} · case "
+        f"{format_ms(statistics.median(r.duration_ms for r in same))} · model "
+        f"{format_ms(statistics.median(r.model_latency_ms for r in same))}"
+        for passed, mark, same in (
+            (2, "✗", [results[("a: flaky", t)] for t in (1, 2, 3)]),
+            (3, "✓", [results[("b: always passes", t)] for t in (1, 2, 3)]),
+            (0, "✗", [results[("c: always fails", t)] for t in (1, 2, 3)]),
         )
     ]
     again = re.search(r'href="(/runs/new/\?[^"]+)">Run again', page).group(1).replace("&amp;", "&")

@@ -32,7 +32,7 @@ from runs.engine.numbers import format_cost, format_pass_rate, models_priced
 from runs.management.commands.run_suite import EXIT_ERROR, EXIT_PASSED, _Abort, _exit_code, _InlineRun
 from runs.management.commands.run_suite import Command as RunSuiteCommand
 from runs.models import CaseResult, Run
-from runs.selectors import run_summary
+from runs.selectors import run_summary, run_trials
 from runs.services import RunError, run_claim, run_create
 from runs.tapes.files import (
     RecordingFilesRejected,
@@ -227,26 +227,77 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+# The most case rows the per-case pass^k table of the summary lists: a pull-request comment holds 65,536 characters.
+SUMMARY_CASE_ROWS = 100
+
+
+def _pass_k_lines(run: Run, priced: dict[str, bool]) -> list[str]:
+    """A run of k trials: what pass@1 and pass^k mean, then per case and model how its trials went — every pair, or
+    past SUMMARY_CASE_ROWS only the pairs that did not pass all k (the run page lists them all)."""
+    k = run.trials
+    lines = [
+        f"pass@1: the share of the trials that passed (every trial counted, cancelled ones not) — the chance one run "
+        f"of a case passes. pass^{k}: the share of the cases that passed all {k} of their trials. Costs include the "
+        f"judge's; per trial is the cost of the {k} trials divided by {k}.",
+        "",
+        f"### pass^{k} per case: {_cell(run.suite.name)}",
+        "",
+    ]
+    trials = run_trials(run=run)
+    listed = trials if len(trials) <= SUMMARY_CASE_ROWS else [item for item in trials if not item.pass_all]
+    if listed:
+        lines += [f"| case | model | passed | pass@1 | pass^{k} | cost of {k} trials |",
+                  "|---|---|---:|---:|:---:|---:|"]
+    for item in listed[:SUMMARY_CASE_ROWS]:
+        mark = "—" if not item.complete else ("✓" if item.pass_all else "✗")
+        cost = format_cost(item.cost, priced=priced.get(item.model, False) or run.mode == Run.Mode.REPLAY)
+        lines.append(
+            f"| {_cell(item.case_name)} | {item.model} | {item.passed}/{item.ran} | "
+            f"{format_pass_rate(item.pass_rate)} | {mark} | {cost} |"
+        )
+    unlisted = [
+        f"{count} {what}" for count, what in (
+            (len(trials) - len(listed), f"that passed all {k} trials"),
+            (len(listed) - SUMMARY_CASE_ROWS, "more that did not"),
+        ) if count > 0
+    ]
+    if unlisted:
+        lines += ["", f"Not listed: {' and '.join(unlisted)} (case × model pairs); the run page lists them all."]
+    lines.append("")
+    return lines
+
+
 def _summary(runs: list[Run], results: dict[str, Any], baseline: dict[tuple[str, str, str, int], Any] | None) -> str:
     lines: list[str] = []
     for run in runs:
         lines += [f"## agenttest: {run.suite.name} — {run.get_status_display()}", ""]
         if run.reason:
             lines += [f"{_cell(run.reason)} ({run.mode} mode)", ""]
-        lines += ["| model | pass rate | passed | failed | error | p50 ms | p95 ms | tokens | cost |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        k = run.trials
+        if k > 1:
+            lines += [f"| model | pass@1 | pass^{k} | passed | failed | error | p50 ms | p95 ms | tokens | "
+                      f"cost of {k} trials | per trial |",
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        else:
+            lines += ["| model | pass rate | passed | failed | error | p50 ms | p95 ms | tokens | cost |",
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         summaries = run_summary(run=run)
         priced = models_priced(item.model for item in summaries)
         for item in summaries:
             p50 = "-" if item.latency_p50_ms is None else f"{item.latency_p50_ms:.0f}"
             p95 = "-" if item.latency_p95_ms is None else f"{item.latency_p95_ms:.0f}"
             rate = format_pass_rate(item.pass_rate)
+            is_priced = priced[item.model] or run.mode == Run.Mode.REPLAY
+            rates = f"{rate} | {format_pass_rate(item.pass_k)}" if k > 1 else rate
+            cost = format_cost(item.total_cost, priced=is_priced)
+            costs = f"{cost} | {format_cost(item.trial_cost, priced=is_priced)}" if k > 1 else cost
             lines.append(
-                f"| {item.model} | {rate} | {item.passed} | {item.failed} | {item.errored} | {p50} | {p95} | "
-                f"{item.input_tokens + item.output_tokens + item.judge_tokens} | "
-                f"{format_cost(item.total_cost, priced=priced[item.model])} |"
+                f"| {item.model} | {rates} | {item.passed} | {item.failed} | {item.errored} | {p50} | {p95} | "
+                f"{item.input_tokens + item.output_tokens + item.judge_tokens} | {costs} |"
             )
         lines.append("")
+        if k > 1:
+            lines += _pass_k_lines(run, priced)
     failures = [item for item in results["results"] if item["status"] in ("failed", "error")]
     if failures:
         lines += ["### Failures", "", "| suite | case | model | status | reason |", "|---|---|---|---|---|"]

@@ -296,10 +296,12 @@ class Command(BaseCommand):
         priced = models_priced(summary.model for summary in summaries)
         rows = [self._row(summary, priced[summary.model] or run.mode == Run.Mode.REPLAY) for summary in summaries]
         if run.trials > 1:
-            # Over repeated trials the pass rate hides flakiness: pass^k counts cases that passed every trial.
-            header += ("pass^k", "flaky")
+            # Over repeated trials the pass rate (pass@1, every trial counted) hides flakiness: pass^k counts the cases
+            # that passed every trial, and each of those certainties costs k trials.
+            header = ("model", "pass@1", *header[2:], f"pass^{run.trials}", "flaky", "cost per trial")
             rows = [
-                (*row, format_pass_rate(item.pass_k), str(item.flaky))
+                (*row, format_pass_rate(item.pass_k), str(item.flaky),
+                 format_cost(item.trial_cost, priced=priced[item.model] or run.mode == Run.Mode.REPLAY))
                 for row, item in zip(rows, summaries, strict=True)
             ]
         rows.insert(0, header)
