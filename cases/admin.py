@@ -299,6 +299,7 @@ class AssertionInline(CasePartInline):
 
 CASE_FORM_FIELDS = (
     "name", "description", "enabled", "source", "type", "initial_state", "priority", "tags", "unmocked_policy",
+    "simulated_user",
 )
 
 
@@ -335,6 +336,7 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "suite", "description", "enabled", "type", "entry_agent", "priority", "tags")}),
         ("Start", {"fields": ("initial_state", "unmocked_policy"), "classes": ("collapse",)}),
+        ("Simulated user", {"fields": ("simulated_user",), "classes": ("collapse",)}),
         (
             "Origin",
             {"fields": ("source", "source_conversation", "source_conversation_link", "warnings_display",

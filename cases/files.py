@@ -372,7 +372,7 @@ SUITE_DEFAULTS = defaults(SuiteFile)
 AGENT_DEFAULTS = defaults(AgentFile)
 CASE_DEFAULTS = defaults(CaseFile)
 CASE_ORDER = ("name", "description", "enabled", "source", "type", "entry_agent", "priority", "tags", "initial_state",
-              "history", "turns", "assertions", "mocks", "warnings")
+              "history", "turns", "simulated_user", "assertions", "mocks", "warnings")
 MOCK_DEFAULTS = defaults(MockEntry)
 ASSERTION_DEFAULTS = defaults(AssertionEntry)
 

@@ -124,6 +124,7 @@ def case_to_document(*, case: Case) -> dict[str, Any]:
             }
             for mock in case.mocks.all()
         ],
+        "simulated_user": case.simulated_user,
     }
 
 
@@ -132,8 +133,12 @@ CONTENT_KEYS = ("type", "entry_agent", "initial_state", "history", "turns", "ass
 
 
 def case_content(document: dict[str, Any]) -> dict[str, Any]:
-    """What of a case document decides how the case runs and is judged (CONTENT_KEYS)."""
-    return {key: document.get(key) for key in CONTENT_KEYS}
+    """What of a case document decides how the case runs and is judged (CONTENT_KEYS, and the simulated user when
+    there is one: left out otherwise, so every scripted case keeps the hash it had before simulated users existed)."""
+    content = {key: document.get(key) for key in CONTENT_KEYS}
+    if document.get("simulated_user"):
+        content["simulated_user"] = document["simulated_user"]
+    return content
 
 
 def case_content_hash(document: dict[str, Any]) -> str:
@@ -151,7 +156,7 @@ def case_content_hash_refresh(*, case: Case) -> Case:
 
 _CASE_SCALARS = (
     "name", "description", "enabled", "source", "type", "initial_state", "priority", "tags", "unmocked_policy",
-    "warnings",
+    "warnings", "simulated_user",
 )
 
 

@@ -160,6 +160,9 @@ class CaseResult(models.Model):
     tool_calls = models.JSONField(default=list, blank=True)
     assertions = models.JSONField(default=list, blank=True)
     final_state = models.JSONField(default=dict, blank=True)
+    # A case with a simulated user: which turns the user model wrote, what ended the conversation and what the user
+    # model used (runs/engine/simulated_user.py, SimulationRecord); empty for a scripted case.
+    simulation = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
