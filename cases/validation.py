@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ from agenthost.seams import (
 from cases.models import Assertion, Case, Suite
 from cases.schema import (
     FUNCTION_NAME_MAX_LENGTH,
+    MODEL_KEY,
     NAME_MAX_LENGTH,
     SimulatedUserEntry,
     SuiteDocument,
@@ -579,7 +581,7 @@ def _mean_simulated_user(
         return None
     user = {**_SIMULATED_USER_DEFAULTS, **data}
     model = user.get("model")
-    if isinstance(model, str) and model:
+    if isinstance(model, str) and re.match(MODEL_KEY, model):
         configured = [config.key for config in configured_models()]
         if model not in configured:
             problems.add(

@@ -382,8 +382,10 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
         provider, _ = parse_model_key(model_key)
         bounded = session.bounded(request)
         return session.spend(
-            bounded, lambda: session.throttled(lambda: live_call(bounded, model_key), provider=provider),
-            judge=not user, user=user,
+            bounded,
+            lambda: session.throttled(lambda: live_call(bounded, model_key), provider=provider),
+            judge=not user,
+            user=user,
         )
 
     def judge_call(request: ModelRequest, model_key: str) -> ModelResponse:
@@ -430,8 +432,12 @@ class _Talk:
     def evidence(self, session: CaseSession, **extra: Any) -> checks.Evidence:
         """The whole conversation so far, as case-level assertions and end conditions read it."""
         return checks.Evidence(
-            output="\n".join(self.outputs), tool_calls=[c.as_dict() for c in session.observed_calls()],
-            state=self.state, agent_chain=self.chain, entry_agent=self.entry_agent, **extra,
+            output="\n".join(self.outputs),
+            tool_calls=[c.as_dict() for c in session.observed_calls()],
+            state=self.state,
+            agent_chain=self.chain,
+            entry_agent=self.entry_agent,
+            **extra,
         )
 
 
@@ -457,14 +463,22 @@ def _play(
     talk = _Talk(
         entry_agent=plan.entry_agent.name,
         state=dict(plan.initial_state),
-        exchanges=[Exchange("user" if item["role"] == "user" else "agent", item["content"], None)
-                   for item in plan.history],
+        exchanges=[
+            Exchange("user" if item["role"] == "user" else "agent", item["content"], None) for item in plan.history
+        ],
     )
     simulated = plan.simulated_user
     for index, turn_plan in enumerate(plan.turns):
         turn, fatal_failed = _turn(
-            held, index, turn_plan.user_message, turn_plan.assertions, suite=suite, session=session,
-            judge_call=judge_call, talk=talk, execution=execution,
+            held,
+            index,
+            turn_plan.user_message,
+            turn_plan.assertions,
+            suite=suite,
+            session=session,
+            judge_call=judge_call,
+            talk=talk,
+            execution=execution,
         )
         if turn is None:
             return execution
@@ -484,12 +498,17 @@ def _play(
         if not _simulate(held, plan, suite, session, judge_call, user_call, talk, execution, record):
             return execution
 
-    transcript = [
-        {"role": m.role, "content": m.content, "function": m.function_name, "arguments": m.arguments}
-        for m in held.messages()
-    ] if _judges_a_goal(plan) else []
-    evidence = talk.evidence(session, transcript=transcript, goal=plan.simulated_user.goal if plan.simulated_user
-                             else "")
+    transcript = (
+        [
+            {"role": m.role, "content": m.content, "function": m.function_name, "arguments": m.arguments}
+            for m in held.messages()
+        ]
+        if _judges_a_goal(plan)
+        else []
+    )
+    evidence = talk.evidence(
+        session, transcript=transcript, goal=plan.simulated_user.goal if plan.simulated_user else ""
+    )
     for assertion in plan.assertions:
         talk.results.append(
             checks.evaluate(
@@ -637,7 +656,14 @@ def _simulate(
                 record.stop["message"] = move.message
             return True
         turn, _ = _turn(
-            held, index, move.message, [], suite=suite, session=session, judge_call=judge_call, talk=talk,
+            held,
+            index,
+            move.message,
+            [],
+            suite=suite,
+            session=session,
+            judge_call=judge_call,
+            talk=talk,
             execution=execution,
         )
         if turn is None:

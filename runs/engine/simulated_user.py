@@ -147,8 +147,9 @@ def read_move(response: ModelResponse) -> Move:
     if status == STILL_GOING and not message.strip():
         raise UnusableAnswer("said it is still going but wrote no message")
     if len(message) > MAX_LINE_CHARS:
-        raise UnusableAnswer(f"wrote a message of {len(message):,} characters; a user's line is at most "
-                             f"{MAX_LINE_CHARS:,}")
+        raise UnusableAnswer(
+            f"wrote a message of {len(message):,} characters; a user's line is at most {MAX_LINE_CHARS:,}"
+        )
     return Move(status=status, message=message.strip(), reason=reason.strip()[:2000])
 
 

@@ -44,22 +44,43 @@ class Conversation:
 @pytest.fixture
 def suite(scripted_model) -> Suite:
     agent = Agent.objects.create(
-        name="desk", instruction="You cancel orders. Ask for the order number when you need it.",
-        provider="scripted", model="scripted", functions=[{"name": "cancel_order"}],
+        name="desk",
+        instruction="You cancel orders. Ask for the order number when you need it.",
+        provider="scripted",
+        model="scripted",
+        functions=[{"name": "cancel_order"}],
     )
     return Suite.objects.create(name="desk", agent=agent, judge_model=SCRIPTED, case_timeout_seconds=20)
 
 
-def make_case(suite: Suite, *, turns: tuple[str, ...] = ("Hi",), assertions: tuple[tuple[str, dict], ...] = (
-        ("goalReached", {}),), **user: object) -> Case:
-    case = Case.objects.create(suite=suite, name="cancels", simulated_user={
-        "persona": PERSONA, "goal": GOAL, "facts": {"order number": "1043"}, "max_turns": 5, "model": "",
-        "end_when": [], **user,
-    })
+def make_case(
+    suite: Suite,
+    *,
+    turns: tuple[str, ...] = ("Hi",),
+    assertions: tuple[tuple[str, dict], ...] = (("goalReached", {}),),
+    **user: object,
+) -> Case:
+    case = Case.objects.create(
+        suite=suite,
+        name="cancels",
+        simulated_user={
+            "persona": PERSONA,
+            "goal": GOAL,
+            "facts": {"order number": "1043"},
+            "max_turns": 5,
+            "model": "",
+            "end_when": [],
+            **user,
+        },
+    )
     for position, text in enumerate(turns):
         Turn.objects.create(case=case, position=position, user_message=text)
-    Mock.objects.create(case=case, position=0, function_name="cancel_order",
-                        result='{"order_id": "1043", "cancelled": true, "internal_note": "refund via ledger 77"}')
+    Mock.objects.create(
+        case=case,
+        position=0,
+        function_name="cancel_order",
+        result='{"order_id": "1043", "cancelled": true, "internal_note": "refund via ledger 77"}',
+    )
     for position, (kind, params) in enumerate(assertions):
         Assertion.objects.create(case=case, position=position, type=kind, params=params)
     return case
@@ -72,13 +93,25 @@ def run(suite: Suite, respond: Callable, scripted_model, mode: str = Run.Mode.LI
 
 
 def test_it_plays_the_user_until_it_is_done_and_judges_the_goal(suite, scripted_model):
-    make_case(suite, assertions=(("goalReached", {}), ("toolCalled", {"function": "cancel_order",
-                                                                       "arguments": {"order_id": "1043"}})))
+    make_case(
+        suite,
+        assertions=(
+            ("goalReached", {}),
+            ("toolCalled", {"function": "cancel_order", "arguments": {"order_id": "1043"}}),
+        ),
+    )
     talk = Conversation(
-        user=[move("still_going", "I want to cancel my order."), move("still_going", "It's 1043."),
-              move("done", "Thanks!", "the order is cancelled")],
-        agent=[Answer("Hello! How can I help?"), Answer("Sure. What is the order number?"),
-               Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})]), Answer("Order 1043 is cancelled.")],
+        user=[
+            move("still_going", "I want to cancel my order."),
+            move("still_going", "It's 1043."),
+            move("done", "Thanks!", "the order is cancelled"),
+        ],
+        agent=[
+            Answer("Hello! How can I help?"),
+            Answer("Sure. What is the order number?"),
+            Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})]),
+            Answer("Order 1043 is cancelled."),
+        ],
         judge=[Answer('{"reached": true, "reason": "order 1043 was cancelled"}')],
     )
 
@@ -110,8 +143,12 @@ def test_it_plays_the_user_until_it_is_done_and_judges_the_goal(suite, scripted_
     last = talk.requests["user"][-1].messages
     assert "BLUEHERON" in last[0]["content"] and "order number: 1043" in last[0]["content"]
     assert [(m["role"], m["content"]) for m in last[2:]] == [
-        ("assistant", "Hi"), ("user", "Hello! How can I help?"), ("assistant", "I want to cancel my order."),
-        ("user", "Sure. What is the order number?"), ("assistant", "It's 1043."), ("user", "Order 1043 is cancelled."),
+        ("assistant", "Hi"),
+        ("user", "Hello! How can I help?"),
+        ("assistant", "I want to cancel my order."),
+        ("user", "Sure. What is the order number?"),
+        ("assistant", "It's 1043."),
+        ("user", "Order 1043 is cancelled."),
     ]
     # The goal judge reads the whole transcript, the tool call included.
     judged = talk.requests["judge"][0].messages[1]["content"]
@@ -119,10 +156,16 @@ def test_it_plays_the_user_until_it_is_done_and_judges_the_goal(suite, scripted_
 
 
 def test_it_ends_at_an_end_condition_without_asking_the_user_again(suite, scripted_model):
-    make_case(suite, turns=(), assertions=(("toolCalled", {"function": "cancel_order"}),),
-              end_when=[{"type": "toolCalled", "params": {"function": "cancel_order"}}])
-    talk = Conversation(user=[move("still_going", "Cancel order 1043 please.")],
-                        agent=[Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})]), Answer("Done.")])
+    make_case(
+        suite,
+        turns=(),
+        assertions=(("toolCalled", {"function": "cancel_order"}),),
+        end_when=[{"type": "toolCalled", "params": {"function": "cancel_order"}}],
+    )
+    talk = Conversation(
+        user=[move("still_going", "Cancel order 1043 please.")],
+        agent=[Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})]), Answer("Done.")],
+    )
 
     result = run(suite, talk, scripted_model)
 
@@ -135,8 +178,11 @@ def test_it_ends_at_an_end_condition_without_asking_the_user_again(suite, script
 
 def test_it_ends_a_user_that_never_says_done_at_the_turn_limit_as_error(suite, scripted_model):
     make_case(suite, max_turns=3)
-    talk = Conversation(user=[move("still_going", "Hello?")] * 10, agent=[Answer("Hi.")] * 10,
-                        judge=[Answer('{"reached": false, "reason": "nothing happened"}')])
+    talk = Conversation(
+        user=[move("still_going", "Hello?")] * 10,
+        agent=[Answer("Hi.")] * 10,
+        judge=[Answer('{"reached": false, "reason": "nothing happened"}')],
+    )
 
     result = run(suite, talk, scripted_model)
 
@@ -149,13 +195,18 @@ def test_it_ends_a_user_that_never_says_done_at_the_turn_limit_as_error(suite, s
     assert result.assertions[0]["status"] == "failed"
 
 
-@pytest.mark.parametrize(("answer", "said"), [
-    (Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})]),
-     "the simulated user's model (turn 1) answered with tool calls (cancel_order) instead of a move"),
-    (Answer(""), "the simulated user's model (turn 1) answered nothing (an empty answer)"),
-    (Answer("Sure, I'd like to cancel."), "the simulated user's model (turn 1) answered without the JSON move"),
-    (move("still_going", "  "), "the simulated user's model (turn 1) said it is still going but wrote no message"),
-])
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (
+            Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})]),
+            "the simulated user's model (turn 1) answered with tool calls (cancel_order) instead of a move",
+        ),
+        (Answer(""), "the simulated user's model (turn 1) answered nothing (an empty answer)"),
+        (Answer("Sure, I'd like to cancel."), "the simulated user's model (turn 1) answered without the JSON move"),
+        (move("still_going", "  "), "the simulated user's model (turn 1) said it is still going but wrote no message"),
+    ],
+)
 def test_it_ends_an_unusable_user_model_answer_with_an_error_naming_it(suite, scripted_model, answer, said):
     make_case(suite)
     talk = Conversation(user=[answer], agent=[Answer("Hello!")])
