@@ -15,6 +15,7 @@ urlpatterns = [
     path("runs/<int:run_id>/bless/", pages.run_bless_page, name="bless"),
     path("runs/<int:run_id>/unbless/", pages.run_unbless_page, name="unbless"),
     path("runs/<int:run_id>/results/<int:result_id>/", pages.result_page, name="result"),
+    path("runs/<int:run_id>/results/<int:result_id>/freeze/", pages.result_freeze_page, name="result-freeze"),
     path("runs/<int:run_id>/compare/", pages.run_compare_page, name="compare"),
     path("runs/<int:run_id>/matrix.csv", exports.matrix_csv, name="matrix-csv"),
     path("runs/<int:run_id>/junit.xml", exports.junit_xml, name="junit"),

@@ -4,14 +4,17 @@ never a hang. Both models here are the scripted provider, told apart by what eac
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from cases.models import Assertion, Case, Mock, Suite, Turn
+from cases.services import case_enable
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
 
@@ -218,3 +221,76 @@ def test_it_ends_an_unusable_user_model_answer_with_an_error_naming_it(suite, sc
     assert result.simulation["stop"]["by"] == "error"
     # Nothing was sent on its behalf: the agent answered the scripted turn only.
     assert len(talk.requests["agent"]) == 1
+
+
+def cancelling_talk() -> Conversation:
+    return Conversation(
+        user=[
+            move("still_going", "I want to cancel my order."),
+            move("still_going", "It's 1043."),
+            move("done", "", "the order is cancelled"),
+        ],
+        agent=[
+            Answer("Hello! How can I help?"),
+            Answer("Sure. What is the order number?"),
+            Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})]),
+            Answer("Order 1043 is cancelled."),
+        ],
+        judge=[Answer('{"reached": true, "reason": "order 1043 was cancelled"}')],
+    )
+
+
+def test_it_freezes_a_simulated_result_into_a_disabled_draft_that_passes_as_a_scripted_case(
+    suite, scripted_model, admin_client_api
+):
+    make_case(suite, assertions=(("goalReached", {}), ("toolCalled", {"function": "cancel_order"})))
+    result = run(suite, cancelling_talk(), scripted_model)
+
+    response = admin_client_api.post(f"/api/runs/{result.run_id}/results/{result.pk}/freeze/", format="json")
+
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (body["enabled"], body["turns"], body["suite"]) == (False, 3, suite.pk)
+    frozen = Case.objects.get(pk=body["id"])
+    assert frozen.name == f"cancels (frozen from result #{result.pk})" and frozen.simulated_user is None
+    assert [turn.user_message for turn in frozen.turns.all()] == ["Hi", "I want to cancel my order.", "It's 1043."]
+    assert frozen.assertions.get(type="goalReached").params == {"goal": GOAL}
+    assert frozen.warnings[0].startswith(
+        f"frozen from result #{result.pk}: the simulated user's 2 line(s) are now fixed as turns 1–2"
+    )
+
+    case_enable(case=frozen)
+    Case.objects.filter(name="cancels").update(enabled=False)
+    talk = cancelling_talk()
+    again = run(suite, talk, scripted_model)
+
+    assert (again.case_id, again.status, again.simulation) == (frozen.pk, "passed", {}), again.reason
+    assert talk.requests["user"] == []
+
+
+def test_it_freezes_from_the_result_page_and_the_cli_and_refuses_a_scripted_result(
+    suite, scripted_model, admin_user, client
+):
+    make_case(suite)
+    result = run(suite, cancelling_talk(), scripted_model)
+    client.force_login(admin_user)
+
+    page = client.get(f"/runs/{result.run_id}/results/{result.pk}/")
+    assert b"The simulated user said it was done after turn 2: the order is cancelled" in page.content
+    assert b'<span class="badge" title="Written by the simulated user\'s model">simulated</span>' in page.content
+    assert b"Reached</span>" in page.content and b"Freeze into a scripted case" in page.content
+    response = client.post(f"/runs/{result.run_id}/results/{result.pk}/freeze/")
+    frozen = Case.objects.get(name=f"cancels (frozen from result #{result.pk})")
+    assert response.status_code == 302 and response.url == f"/admin/cases/case/{frozen.pk}/change/"
+
+    out, err = io.StringIO(), io.StringIO()
+    call_command("freeze_result", str(result.pk), stdout=out, stderr=err)
+    second = Case.objects.get(pk=int(out.getvalue()))
+    assert second.name == f"cancels (frozen from result #{result.pk}) 2" and not second.enabled
+    assert "disabled draft" in err.getvalue()
+
+    scripted = CaseResult.objects.create(
+        run=result.run, case=frozen, case_name="x", model=SCRIPTED, trial=1, status="passed"
+    )
+    with pytest.raises(CommandError, match=f"result #{scripted.pk} has no line of a simulated user to freeze"):
+        call_command("freeze_result", str(scripted.pk), stdout=io.StringIO(), stderr=io.StringIO())
