@@ -447,8 +447,8 @@ def _play(
     suite: SuitePlan,
     session: CaseSession,
     judge_call: Callable[[ModelRequest, str], ModelResponse],
-    user_call: Callable[[ModelRequest, str], ModelResponse] | None = None,
-    progress: _Progress | None = None,
+    user_call: Callable[[ModelRequest, str], ModelResponse],
+    progress: _Progress,
 ) -> CaseExecution:
     execution = CaseExecution(status=PASSED, conversation_id=held.conversation.pk)
     canary = held.invoke_function(CANARY_FUNCTION, record=False)
@@ -490,11 +490,10 @@ def _play(
             simulated = None
             break
 
-    if simulated is not None and user_call is not None:
+    if simulated is not None:
+        # Kept on the progress too: a case that times out still says which turns the user model wrote.
         record = SimulationRecord(user_model=simulated.model, goal=simulated.goal)
-        execution.simulation = record
-        if progress is not None:
-            progress.simulation = record
+        execution.simulation = progress.simulation = record
         if not _simulate(held, plan, suite, session, judge_call, user_call, talk, execution, record):
             return execution
 
