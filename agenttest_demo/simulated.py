@@ -501,11 +501,13 @@ class _Rules:
         self.looks_first = careful or _instruction_asks(view.system_text, _LOOKUP_VERBS, _FIRST)
         self.emails = careful or _instruction_asks(view.system_text, _EMAIL_WORDS)
         self.query = _query(view.user_text)
+        scored = self._scored_tools()
         if (
-            careful and view.earlier_user_texts and _find_id([view.user_text])
-            and _best(self.query, self._scored_tools()) is None
+            careful and view.earlier_user_texts and _find_id([view.user_text]) and ROUTE_TOOL not in view.tools
+            and scored and _best(self.query, scored) is None
         ):
-            # An answer to its own question ("It's 1043."): the request it asked about goes on.
+            # An answer to its own question ("It's 1043."): the request it asked about goes on. A router routes on
+            # what it is told now.
             self.query = sorted({*self.query, *_query(view.earlier_user_texts[0])})
         self.mine = [
             call
