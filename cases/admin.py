@@ -37,6 +37,7 @@ from cases.validation import (
     Problem,
     case_callable_functions,
     case_warnings,
+    simulated_user_document,
     suite_check,
     validate_assertion,
     validate_case_document,
@@ -316,6 +317,9 @@ class CaseAdminForm(forms.ModelForm):
         if cleaned.get("source_conversation") is not None:
             fields["source_conversation"] = cleaned["source_conversation"].pk
         _add_problems(self, validate_case_fields(fields))
+        if isinstance(cleaned.get("simulated_user"), dict) and not self.errors:
+            # Stored as every other door stores it, so the same simulated user always hashes the same.
+            cleaned["simulated_user"] = simulated_user_document(cleaned["simulated_user"])
         return cleaned
 
 

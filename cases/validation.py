@@ -579,7 +579,7 @@ def _mean_simulated_user(
     judge model on the suite to stand in for it), and end conditions naming functions the agent can call."""
     if not isinstance(data, dict):
         return None
-    user = {**_SIMULATED_USER_DEFAULTS, **data}
+    user = simulated_user_document(data)
     model = user.get("model")
     if isinstance(model, str) and re.match(MODEL_KEY, model):
         configured = [config.key for config in configured_models()]
@@ -609,7 +609,12 @@ def _mean_simulated_user(
                     f"simulated_user.end_when[{index}].params.function", functions.not_callable(function),
                     shared=functions.listing,
                 )
-    return {key: user.get(key) for key in SimulatedUserEntry.model_fields}
+    return user
+
+
+def simulated_user_document(data: dict[str, Any]) -> dict[str, Any]:
+    """A simulated user with its defaults filled in, its fields in the schema's order: how it is stored."""
+    return {key: data.get(key, _SIMULATED_USER_DEFAULTS.get(key)) for key in SimulatedUserEntry.model_fields}
 
 
 def _check_goals(document: dict[str, Any], *, problems: _Problems) -> None:

@@ -3,12 +3,15 @@ every bad input a 400 naming its field that stores nothing."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cases.files import case_file
 from cases.models import Case
 from cases.schema import schema_problems
 from cases.services import case_content, case_create, case_to_document
+from tests.cases.test_admin import change_form
 
 pytestmark = pytest.mark.django_db
 
@@ -123,3 +126,17 @@ def test_it_keeps_the_content_hash_of_every_scripted_case(judged_suite, case_doc
 
     assert "simulated_user" not in case_content(case_to_document(case=scripted))
     assert case_content(case_to_document(case=played))["simulated_user"]["max_turns"] == 3
+
+
+def test_it_edits_the_simulated_user_in_the_admin_naming_a_bad_field(admin_client, make_case):
+    case = make_case(enabled=False)
+    url = f"/admin/cases/case/{case.pk}/change/"
+
+    refused = admin_client.post(url, change_form(case, simulated_user=json.dumps({**SIMULATED_USER, "max_turns": 0})))
+    saved = admin_client.post(url, change_form(case, simulated_user=json.dumps(SIMULATED_USER)))
+
+    assert refused.status_code == 200
+    assert "simulated_user.max_turns: must be a whole number from 1 to 50" in refused.content.decode()
+    assert saved.status_code == 302
+    case.refresh_from_db()
+    assert case.simulated_user == {**SIMULATED_USER, "model": ""}
