@@ -493,7 +493,11 @@ class ResultFreezeApi(RunsApiView):
         tags=["runs"], operation_id="runs_results_freeze", request=None,
         description="Freeze a result of a case with a simulated user into a scripted case: the user model's lines "
         "become turns. The case lands disabled, as a draft for review, in the result's suite.",
-        responses={201: OutputSerializer, 400: ErrorSerializer},
+        responses={
+            201: OutputSerializer, 400: ErrorSerializer,
+            409: OpenApiResponse(DetailSerializer, description="Not freezable: no simulated line, or what it ran was "
+                                 "not kept."),
+        },
     )
     def post(self, request: Request, run_id: int, result_id: int) -> Response:
         StrictInputSerializer(data=request.data).is_valid(raise_exception=True)

@@ -17,7 +17,7 @@ from cases.models import Case
 from cases.schema import NAME_MAX_LENGTH
 from cases.services import case_create
 from cases.validation import CaseValidationError
-from runs.engine.errors import RunError
+from runs.engine.errors import RunConflict
 from runs.engine.simulated_user import BY_CONDITION, BY_USER
 from runs.models import CaseResult, CaseSnapshot
 
@@ -25,33 +25,29 @@ from runs.models import CaseResult, CaseSnapshot
 @transaction.atomic
 def result_freeze(*, result: CaseResult) -> Case:
     """A disabled scripted draft of `result`'s case in the same suite: its scripted turns, then one turn per line the
-    simulated user wrote. Raises RunError (field "result") saying why a result cannot be frozen."""
+    simulated user wrote. Raises RunConflict saying why the result cannot be frozen."""
     simulation = result.simulation or {}
     lines = [m["content"] for m in result.transcript or [] if m.get("role") == "user" and m.get("simulated")]
     if not simulation.get("turns") or not lines:
-        raise RunError(
+        raise RunConflict(
             f"result #{result.pk} has no line of a simulated user to freeze: only a result of a case with a simulated "
-            "user that took at least one turn can be frozen",
-            field="result",
+            "user that took at least one turn can be frozen"
         )
     if result.case_id is None:
-        raise RunError(
-            f"the case of result #{result.pk} was deleted, so there is no suite to freeze it into", field="result"
-        )
+        raise RunConflict(f"the case of result #{result.pk} was deleted, so there is no suite to freeze it into")
     snapshot = CaseSnapshot.objects.filter(content_hash=result.case_hash).first() if result.case_hash else None
     if snapshot is None or not isinstance(snapshot.content.get("simulated_user"), dict):
-        raise RunError(
+        raise RunConflict(
             f"what result #{result.pk} ran was not kept (no snapshot of its case), so its lines cannot be paired "
-            "with the case they answered; run the case again and freeze that result",
-            field="result",
+            "with the case they answered; run the case again and freeze that result"
         )
     case = Case.objects.select_related("suite").get(pk=result.case_id)
     document = _frozen_document(result, case, snapshot.content, lines)
     try:
         return case_create(suite=case.suite, document=document)
     except CaseValidationError as exc:
-        raise RunError(
-            f"the frozen case would not be valid in suite {case.suite.name!r} as it is now: {exc}", field="result"
+        raise RunConflict(
+            f"the frozen case would not be valid in suite {case.suite.name!r} as it is now: {exc}"
         ) from None
 
 
