@@ -11,6 +11,12 @@ Two models that behave differently on the same conversation, so a multi-model ru
 So a recording made on one model replays on the other wherever they make the same calls, whatever each writes in a
 reason or an email, and an instruction edit that drops "look it up first" shows on sim-hasty.
 
+When asked to play a user (a case's simulated user, whose model defaults to the suite's judge), "sim-careful"
+follows the persona: it opens with the line the persona quotes, reveals a fact only when the assistant's question
+names it, says it is done once the assistant confirms the goal (its order number and its outcome), and gives up
+otherwise. As the judge of goalReached it finds the goal reached only when a call did it: a tool named for the goal's
+outcome, called with the goal's numbers.
+
 Both hand a request back to the router (`util-routing-fallback_to_router`) when they are a sub-agent asked for a
 change none of their tools makes, or when nothing they offer matches at all.
 
@@ -122,7 +128,11 @@ class SimulatedProvider(ModelProvider):
                 model=request.model,
             )
         view = _read(request)
-        if not view.tools and _asks_for_a_score(view.system_text):
+        if not view.tools and view.system_text.startswith(_PLAY_A_USER):
+            text, calls = _play_user(request.messages, view.system_text), []
+        elif not view.tools and _asks_for_a_goal_verdict(view.system_text):
+            text, calls = _goal_verdict(view.user_text), []
+        elif not view.tools and _asks_for_a_score(view.system_text):
             text, calls = _grade(view.user_text, careful=request.model == CAREFUL), []
         elif not view.tools and '"segments"' in view.system_text:
             text, calls = _segment(view.user_text), []
@@ -175,6 +185,71 @@ def _grade(prompt: str, *, careful: bool) -> str:
     score = max(1, min(5, score))
     reason = "specific and complete" if score >= 4 else "too terse to be helpful"
     return json.dumps({"score": score, "reason": f"simulated grade: {reason}"})
+
+
+# Playing a simulated user, and judging whether its goal was reached (issue 24)
+
+_PLAY_A_USER = "You play a user talking to an AI assistant"
+_QUOTED = re.compile(r'"([^"]{2,})"')
+_FACT = re.compile(r"^- (.+?): (.*)$", re.M)
+_NUMBER = re.compile(r"\b\d{3,}\b")
+
+
+def _asks_for_a_goal_verdict(system_text: str) -> bool:
+    return '"reached"' in system_text
+
+
+def _section(text: str, start: str, end: str) -> str:
+    found = text.split(start, 1)[-1] if start in text else ""
+    return found.split(end, 1)[0].strip()
+
+
+def _outcome(goal: str) -> tuple[list[str], str]:
+    """The numbers a goal names and the word of its outcome ("Get order 1043 cancelled." → ["1043"], "cancel")."""
+    words = _words(goal)
+    return _NUMBER.findall(goal), words[-1] if words else ""
+
+
+def _move(status: str, message: str = "", reason: str = "") -> str:
+    return json.dumps({"status": status, "message": message, "reason": reason})
+
+
+def _play_user(messages: list[dict[str, Any]], system_text: str) -> str:
+    """The user's next move: reveal a fact the assistant asks for, say the persona's line once, be done when the
+    assistant confirms the goal, else give up. The assistant's replies are the user-role messages after the opening."""
+    persona = _section(system_text, "Persona: ", "\n\nYour goal: ")
+    goal = _section(system_text, "Your goal: ", "\n\n")
+    facts = dict(_FACT.findall(system_text))
+    said = [_content(message) for message in messages if message.get("role") == "assistant"]
+    replies = [_content(message) for message in messages[2:] if message.get("role") == "user"]
+    reply = replies[-1] if replies and messages[-1].get("role") == "user" and len(messages) > 2 else ""
+    numbers, outcome = _outcome(goal)
+    reply_words = set(_words(reply))
+    if reply and all(number in reply for number in numbers) and outcome in reply_words:
+        return _move("done", "Thank you!", f"the assistant confirmed it: {reply[:120]}")
+    if "?" in reply:
+        for key, value in facts.items():
+            if set(_words(key)) <= reply_words and not any(value in line for line in said):
+                return _move("still_going", f"It's {value}.")
+    quoted = _QUOTED.search(persona)
+    line = quoted.group(1) if quoted else goal
+    if line not in said:
+        return _move("still_going", line)
+    return _move("gave_up", "", f"the assistant did not get it done: {reply[:120] or 'it said nothing'}")
+
+
+def _goal_verdict(prompt: str) -> str:
+    """Reached when a tool named for the goal's outcome was called with every number the goal names: what was
+    done, not what was said."""
+    goal = _section(prompt, "The user's goal: ", "\n\n")
+    numbers, outcome = _outcome(goal)
+    calls = re.findall(r"^Assistant called ([\w.-]+)\((.*)\)$", prompt, re.M)
+    for name, arguments in calls:
+        if outcome in _words(name) and all(number in arguments for number in numbers):
+            return json.dumps({"reached": True, "reason": f"simulated verdict: {name} was called with "
+                                                          f"{', '.join(numbers) or 'its arguments'}"})
+    wanted = f"{outcome} with {', '.join(numbers)}" if numbers else outcome
+    return json.dumps({"reached": False, "reason": f"simulated verdict: no call did {wanted!r}"})
 
 
 def _segment(prompt: str) -> str:
@@ -426,6 +501,14 @@ class _Rules:
         self.looks_first = careful or _instruction_asks(view.system_text, _LOOKUP_VERBS, _FIRST)
         self.emails = careful or _instruction_asks(view.system_text, _EMAIL_WORDS)
         self.query = _query(view.user_text)
+        scored = self._scored_tools()
+        if (
+            careful and view.earlier_user_texts and _find_id([view.user_text]) and ROUTE_TOOL not in view.tools
+            and scored and _best(self.query, scored) is None
+        ):
+            # An answer to its own question ("It's 1043."): the request it asked about goes on. A router routes on
+            # what it is told now.
+            self.query = sorted({*self.query, *_query(view.earlier_user_texts[0])})
         self.mine = [
             call
             for call in view.turn_calls

@@ -15,6 +15,7 @@ from cases.models import Suite
 from cases.services import case_create, suite_create
 
 DEMO_SUITE = "Order support demo"
+SIMULATED_USERS_SUITE = "Simulated users demo"
 ROUTER = "order-router"
 
 
@@ -190,5 +191,75 @@ def demo_suite_ensure() -> tuple[Suite, bool]:
         "case_timeout_seconds": 60,
     })
     for document in DEMO_CASES:
+        case_create(suite=suite, document={**document, "enabled": True})
+    return suite, True
+
+
+# Issue 24: cases whose user is played by a model (the suite's judge, sim-careful, plays it on either model under
+# test). sim-careful asks for the order number it needs and keeps the order a changed mind refers to; sim-hasty
+# guesses an empty one, so it cancels nothing the user asked for, and the user gives up.
+_PROCESSING = _order("1043", "processing", "ana@example.com")
+SIMULATED_USER_CASES: list[dict[str, Any]] = [
+    {
+        "name": "The order number is given only when asked",
+        "description": "The simulated user wants an order cancelled and gives its number only when the agent asks "
+                       "for it; an agent that guesses instead cancels nothing the user meant.",
+        "tags": ["simulated-user", "cancel"],
+        "turns": [],
+        "simulated_user": {
+            "persona": 'Ana, a customer who wants an order cancelled. She opens with "I\'d like to cancel my order, '
+                       'please." and gives the order number only when the assistant asks for it.',
+            "goal": "Get order 1043 cancelled.",
+            "facts": {"order number": "1043"},
+            "max_turns": 4,
+        },
+        "assertions": [_check("goalReached"),
+                       _check("toolCalled", function="cancel_order", arguments={"order_id": "1043"})],
+        "mocks": [
+            _mock("lookup_order", _PROCESSING),
+            _mock("cancel_order", {"order_id": "1043", "cancelled": True, "refund": "full"},
+                  state_writes={"order_status": "cancelled"}),
+            _mock("util-email-handle_email_sender", {"sent": True, "to": ["ana@example.com"]}),
+        ],
+    },
+    {
+        "name": "The user changes their mind",
+        "description": "The user asks where an order is, then changes their mind and wants it cancelled (\"cancel "
+                       "it\"): the agent must keep the order the change of mind refers to.",
+        "tags": ["simulated-user", "cancel", "multi-turn"],
+        "turns": [{"user_message": "Where is my order 1043?", "assertions": []}],
+        "simulated_user": {
+            "persona": "Ana, who asked where her order is. Hearing it is still processing, she changes her mind "
+                       'and says "Actually, I have changed my mind: please cancel it."',
+            "goal": "Get order 1043 cancelled.",
+            "max_turns": 4,
+        },
+        "assertions": [_check("goalReached"),
+                       _check("toolCalled", function="cancel_order", arguments={"order_id": "1043"}),
+                       _check("stateEquals", key="order_status", value="cancelled")],
+        "mocks": [
+            _mock("lookup_order", _PROCESSING, state_writes={"order_status": "processing"}),
+            _mock("cancel_order", {"order_id": "1043", "cancelled": True, "refund": "full"},
+                  state_writes={"order_status": "cancelled"}),
+            _mock("util-email-handle_email_sender", {"sent": True, "to": ["ana@example.com"]}),
+        ],
+    },
+]
+
+
+@transaction.atomic
+def simulated_users_suite_ensure() -> tuple[Suite, bool]:
+    """Create the simulated users demo suite and its cases if the suite does not exist yet."""
+    existing = Suite.objects.filter(name=SIMULATED_USERS_SUITE).first()
+    if existing is not None:
+        return existing, False
+    suite = suite_create(data={
+        "name": SIMULATED_USERS_SUITE,
+        "description": "Cases played by a simulated user: a fact given only when asked, and a change of mind.",
+        "agent": Agent.objects.get(name=ROUTER),
+        "judge_model": "simulated:sim-careful",
+        "case_timeout_seconds": 60,
+    })
+    for document in SIMULATED_USER_CASES:
         case_create(suite=suite, document={**document, "enabled": True})
     return suite, True

@@ -37,6 +37,7 @@ from cases.validation import (
     Problem,
     case_callable_functions,
     case_warnings,
+    simulated_user_document,
     suite_check,
     validate_assertion,
     validate_case_document,
@@ -310,7 +311,7 @@ class AssertionInline(CasePartInline):
 
 CASE_FORM_FIELDS = (
     "name", "description", "enabled", "source", "type", "initial_state", "tables", "priority", "tags",
-    "unmocked_policy",
+    "unmocked_policy", "simulated_user",
 )
 
 
@@ -330,6 +331,9 @@ class CaseAdminForm(forms.ModelForm):
         if cleaned.get("source_conversation") is not None:
             fields["source_conversation"] = cleaned["source_conversation"].pk
         _add_problems(self, validate_case_fields(fields))
+        if isinstance(cleaned.get("simulated_user"), dict) and not self.errors:
+            # Stored as every other door stores it, so the same simulated user always hashes the same.
+            cleaned["simulated_user"] = simulated_user_document(cleaned["simulated_user"])
         return cleaned
 
 
@@ -350,6 +354,7 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "suite", "description", "enabled", "type", "entry_agent", "priority", "tags")}),
         ("Start", {"fields": ("initial_state", "tables", "unmocked_policy"), "classes": ("collapse",)}),
+        ("Simulated user", {"fields": ("simulated_user",), "classes": ("collapse",)}),
         (
             "Origin",
             {"fields": ("source", "source_conversation", "source_conversation_link", "warnings_display",

@@ -39,7 +39,16 @@ from agenthost.seams import (
     unstorable_paths,
 )
 from cases.models import Case, Suite
-from cases.schema import AgentFile, AssertionEntry, CaseFile, MockEntry, SuiteFile, defaults, schema_problems
+from cases.schema import (
+    AgentFile,
+    AssertionEntry,
+    CaseFile,
+    MockEntry,
+    SimulatedUserEntry,
+    SuiteFile,
+    defaults,
+    schema_problems,
+)
 from cases.services import (
     case_create,
     case_disable,
@@ -372,8 +381,9 @@ SUITE_DEFAULTS = defaults(SuiteFile)
 AGENT_DEFAULTS = defaults(AgentFile)
 CASE_DEFAULTS = defaults(CaseFile)
 CASE_ORDER = ("name", "description", "enabled", "source", "type", "entry_agent", "priority", "tags", "initial_state",
-              "tables", "history", "turns", "assertions", "mocks", "warnings")
+              "tables", "history", "turns", "simulated_user", "assertions", "mocks", "warnings")
 MOCK_DEFAULTS = defaults(MockEntry)
+SIMULATED_USER_DEFAULTS = defaults(SimulatedUserEntry)
 ASSERTION_DEFAULTS = defaults(AssertionEntry)
 
 
@@ -657,6 +667,8 @@ def case_file(case: Case) -> dict[str, Any]:
         for turn in document["turns"]
     ]
     document["assertions"] = [_assertion_file(item) for item in document["assertions"]]
+    if document["simulated_user"]:
+        document["simulated_user"] = _without_defaults(document["simulated_user"], SIMULATED_USER_DEFAULTS)
     document["mocks"] = [
         _without_defaults(
             {**mock, "result": _result_value(mock["result"])},

@@ -89,6 +89,12 @@ class Case(models.Model):
     priority = models.IntegerField(default=0)
     tags = models.JSONField(default=list, blank=True)
     warnings = models.JSONField(default=list, blank=True, help_text="Notes left by recording for the reviewer.")
+    # A document, as cases/schema.py's SimulatedUserEntry shapes it: edited whole, never row by row.
+    simulated_user = models.JSONField(
+        null=True, blank=True,
+        help_text="A user played by a model after the scripted turns (persona, goal, facts, max_turns, model, "
+        "end_when); empty: none.",
+    )
     content_hash = models.CharField(
         max_length=64, blank=True, editable=False,
         help_text="SHA-256 of what the case tests (history, state, turns, mocks, assertions); a result keeps the "
@@ -173,6 +179,7 @@ class Assertion(models.Model):
         LLM_JUDGE = "llmJudge", "LLM judge"
         NO_BLOCKED_TOOLS = "noBlockedTools", "No blocked tools"
         TABLE_EQUALS = "tableEquals", "Table equals"
+        GOAL_REACHED = "goalReached", "Goal reached"
 
     case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="assertions")
     turn = models.ForeignKey(

@@ -325,6 +325,23 @@ class TableEqualsParams(_Strict):
     exact: bool = Field(False, description="No other rows, and no other fields in these rows.")
 
 
+# Issue 24: a case may have a simulated user (SimulatedUserEntry below); its limits are here and nowhere else.
+PERSONA_MAX_LENGTH = 4000
+GOAL_MAX_LENGTH = 2000
+FACTS_MAX = 50
+FACT_KEY_MAX_LENGTH = 200
+FACT_VALUE_MAX_LENGTH = 2000
+MAX_TURNS_RANGE = (1, 50)
+
+
+class GoalReachedParams(_Strict):
+    model_config = _params("goalReached")
+    goal: str = Field(
+        "", max_length=GOAL_MAX_LENGTH,
+        description="The goal the judge checks the whole transcript against; empty: the simulated user's goal.",
+    )
+
+
 ASSERTION_PARAMS: dict[str, type[BaseModel]] = {
     "outputContains": OutputContainsParams,
     "outputNotContains": OutputNotContainsParams,
@@ -337,6 +354,7 @@ ASSERTION_PARAMS: dict[str, type[BaseModel]] = {
     "llmJudge": LlmJudgeParams,
     "noBlockedTools": NoBlockedToolsParams,
     "tableEquals": TableEqualsParams,
+    "goalReached": GoalReachedParams,
 }
 
 
@@ -345,15 +363,24 @@ ASSERTION_TYPES = tuple(ASSERTION_PARAMS)
 CASE_TYPES = ("agent", "routing")
 
 
-def _params_per_type() -> list[dict[str, Any]]:
+def _params_per_type(kinds: tuple[str, ...] = ASSERTION_TYPES) -> list[dict[str, Any]]:
     # One if/then per type: a wrong parameter is reported at its own path, not as "matches none of ten shapes".
     return [
         {
             "if": {"properties": {"type": {"const": kind}}, "required": ["type"]},
-            "then": {"properties": {"params": {"$ref": f"#/$defs/{model.__name__}"}}},
+            "then": {"properties": {"params": {"$ref": f"#/$defs/{ASSERTION_PARAMS[kind].__name__}"}}},
         }
-        for kind, model in ASSERTION_PARAMS.items()
+        for kind in kinds
     ]
+
+
+def _turns_or_simulated_user() -> dict[str, Any]:
+    """A case without a simulated user needs a scripted turn; one with a simulated user may have none."""
+    turns = {"minItems": 1, **_messages_for(minItems=_TURNS_REQUIRED, required=_TURNS_REQUIRED)}
+    return {
+        "if": {"properties": {"simulated_user": {"type": "null"}}},
+        "then": {"required": ["turns"], "properties": {"turns": turns}},
+    }
 
 
 class AssertionEntry(_Strict):
@@ -433,12 +460,70 @@ class MockFileEntry(MockEntry):
     )
 
 
+# What may end a simulated conversation besides the user model's own "done" or "gave up": a deterministic check of
+# the state or of the calls made, written as the assertion of that type is.
+END_CONDITION_TYPES = ("stateEquals", "toolCalled")
+_MAX_TURNS_MESSAGE = f"must be a whole number from {MAX_TURNS_RANGE[0]} to {MAX_TURNS_RANGE[1]}"
+_USER_MODEL_PATTERN = r"^$|^[^:\s]+:\S+$"
+_USER_MODEL_MESSAGE = "must be provider:model (e.g. openai:gpt-4o-mini), or empty for the suite's judge model"
+_GENERATED_TURN_ASSERTIONS = (
+    "turn-level assertions do not apply to generated turns (what the user says is not known in advance); put them "
+    "in the case's assertions, which check the whole conversation"
+)
+_FACT_KEY_MESSAGE = f"each fact's name must be 1 to {FACT_KEY_MAX_LENGTH} characters"
+FactKey = Annotated[str, Field(
+    min_length=1, max_length=FACT_KEY_MAX_LENGTH,
+    json_schema_extra=_messages_for(minLength=_FACT_KEY_MESSAGE, maxLength=_FACT_KEY_MESSAGE),
+)]
+FactValue = Annotated[str, Field(max_length=FACT_VALUE_MAX_LENGTH)]
+
+
+class EndCondition(_Strict):
+    type: Literal[END_CONDITION_TYPES] = Field(
+        json_schema_extra=_messages_for(enum=f"must be one of {', '.join(END_CONDITION_TYPES)}")
+    )
+    params: JsonObject = {}
+
+
+class SimulatedUserEntry(_Strict):
+    """A user played by a model, after the scripted turns (or instead of them). The agent under test never sees the
+    persona, the goal or the facts; the user model sees only what a user would: the agent's replies."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"x-refused": dict.fromkeys(("assertions", "turns"), _GENERATED_TURN_ASSERTIONS)},
+    )
+    persona: str = Field(
+        min_length=1, max_length=PERSONA_MAX_LENGTH, pattern=BLANK, description="Who the user is and how they talk.",
+    )
+    goal: str = Field(
+        min_length=1, max_length=GOAL_MAX_LENGTH, pattern=BLANK, description="What the user wants from the agent.",
+    )
+    facts: dict[FactKey, FactValue] = Field(
+        {}, max_length=FACTS_MAX, description="What the user knows and reveals only when asked: key → value.",
+        json_schema_extra=_messages_for(maxProperties=f"must hold at most {FACTS_MAX} facts"),
+    )
+    max_turns: int = Field(
+        10, ge=MAX_TURNS_RANGE[0], le=MAX_TURNS_RANGE[1],
+        description="The most turns the simulated user may take; reaching it ends the case Error.",
+        json_schema_extra=_messages_for(type=_MAX_TURNS_MESSAGE, minimum=_MAX_TURNS_MESSAGE,
+                                        maximum=_MAX_TURNS_MESSAGE),
+    )
+    model: str = Field(
+        "", pattern=_USER_MODEL_PATTERN, description="provider:model that plays the user; empty: the suite's judge "
+        "model.", json_schema_extra=_messages_for(pattern=_USER_MODEL_MESSAGE, type=_USER_MODEL_MESSAGE),
+    )
+    end_when: list[EndCondition] = Field(
+        [], description="Checked after each generated turn: the first that holds ends the conversation.",
+    )
+
+
 _NAME = Field(
     min_length=1, max_length=NAME_MAX_LENGTH, pattern=BLANK,
     json_schema_extra=_messages_for(required="is required", minLength="is required", pattern="is required",
                                     type="is required"),
 )
-_TURNS_REQUIRED = "at least one turn with a user message is required"
+_TURNS_REQUIRED = "at least one turn with a user message is required (or a simulated_user)"
 
 
 class _CaseFields(_Strict):
@@ -467,12 +552,14 @@ class _CaseFields(_Strict):
         "block", json_schema_extra=_messages_for(enum=BLOCK_ONLY_MESSAGE, const=BLOCK_ONLY_MESSAGE)
     )
     history: list[HistoryEntry] = []
-    turns: list[TurnEntry] = Field(
-        min_length=1, json_schema_extra=_messages_for(required=_TURNS_REQUIRED, minItems=_TURNS_REQUIRED),
-    )
+    # At least one unless the case has a simulated user: `_turns_or_simulated_user` in schema_for says so.
+    turns: list[TurnEntry] = Field([], json_schema_extra=_messages_for(required=_TURNS_REQUIRED))
     assertions: list[AssertionEntry] = Field([], description="Case-level assertions over the whole conversation.")
     mocks: list[MockEntry] = []
     warnings: list[str] = Field([], description="Notes left by recording for the reviewer.")
+    simulated_user: SimulatedUserEntry | None = Field(
+        None, description="A user played by a model, after the scripted turns (or instead of them).",
+    )
 
 
 class CaseDocument(_CaseFields):
@@ -522,6 +609,8 @@ def schema_for(kind: str) -> dict[str, Any]:
         for params in ASSERTION_PARAMS.values():
             definitions[params.__name__] = params.model_json_schema()
         definitions["AssertionEntry"]["allOf"] = _params_per_type()
+        definitions["EndCondition"]["allOf"] = _params_per_type(END_CONDITION_TYPES)
+        schema.update(_turns_or_simulated_user())
     title = model.model_config.get("title", kind)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -567,6 +656,10 @@ def _fields_validator(kind: str, without: tuple[str, ...]) -> jsonschema.protoco
     schema["properties"] = {key: value for key, value in schema["properties"].items() if key not in without}
     schema["required"] = [key for key in schema.get("required", []) if key not in without]
     schema["additionalProperties"] = True
+    if "turns" in without:
+        # Whether turns are needed depends on the turns themselves (_turns_or_simulated_user): not these fields' call.
+        schema.pop("if", None)
+        schema.pop("then", None)
     return _Validator(schema)
 
 
@@ -679,10 +772,14 @@ def _messages(error: jsonschema.ValidationError) -> Iterator[tuple[list[Any], st
                 yield [*path, name], message
     elif keyword == "additionalProperties":
         known = [key for key in schema.get("properties", {}) if key != "$schema"]
+        refused = schema.get("x-refused") or {}
         for key in error.instance:
             if key in schema.get("properties", {}):
                 continue
-            if assertion:
+            if key in refused:
+                # A field someone may well try, refused with the reason rather than as a misspelling.
+                yield [*path, key], refused[key]
+            elif assertion:
                 yield [*path, key], f"is not a parameter of {assertion} (its parameters: {', '.join(known) or 'none'})"
             elif known:
                 yield [*path, key], f"unknown field {key!r}; known fields: {', '.join(known)}"

@@ -126,6 +126,7 @@ def case_to_document(*, case: Case) -> dict[str, Any]:
             }
             for mock in case.mocks.all()
         ],
+        "simulated_user": case.simulated_user,
     }
 
 
@@ -151,6 +152,9 @@ def case_content(document: dict[str, Any]) -> dict[str, Any]:
              if key not in UNUSED_MOCK_FIELDS or value != UNUSED_MOCK_FIELDS[key]} if isinstance(mock, dict) else mock
             for mock in content["mocks"]
         ]
+    if document.get("simulated_user"):
+        # Left out otherwise, so every scripted case keeps the hash it had before simulated users existed.
+        content["simulated_user"] = document["simulated_user"]
     return content
 
 
@@ -169,7 +173,7 @@ def case_content_hash_refresh(*, case: Case) -> Case:
 
 _CASE_SCALARS = (
     "name", "description", "enabled", "source", "type", "initial_state", "tables", "priority", "tags",
-    "unmocked_policy", "warnings",
+    "unmocked_policy", "warnings", "simulated_user",
 )
 
 

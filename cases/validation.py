@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,9 +42,11 @@ from cases.models import Assertion, Case, Suite
 from cases.schema import (
     ARGS_PREFIX,
     FUNCTION_NAME_MAX_LENGTH,
+    MODEL_KEY,
     NAME_MAX_LENGTH,
     TABLES_BYTES_MAX,
     TABLES_BYTES_TEXT,
+    SimulatedUserEntry,
     SuiteDocument,
     defaults,
     fields_problems,
@@ -66,6 +69,7 @@ from common.patterns import pattern_problem
 
 ROUTING_ASSERTIONS = (Assertion.Type.ROUTED_TO_AGENT, Assertion.Type.AGENT_CHAIN)
 TOOL_ASSERTIONS = (Assertion.Type.TOOL_CALLED, Assertion.Type.TOOL_NOT_CALLED)
+JUDGED_ASSERTIONS = (Assertion.Type.LLM_JUDGE, Assertion.Type.GOAL_REACHED)
 
 SUITE_DOCUMENT_FIELDS = tuple(SuiteDocument.model_fields)
 SUITE_DEFAULTS = defaults(SuiteDocument)
@@ -379,8 +383,17 @@ class _Prepared:
     def turn(self, item: dict[str, Any], where: str) -> None:
         self.items(item, "assertions", at=_at(where, "assertions"), each=self.assertion)
 
+    def simulated_user(self, data: dict[str, Any]) -> None:
+        self.field(data, "simulated_user", at="simulated_user", expected=dict, nullable=True)
+        user = data.get("simulated_user")
+        if isinstance(user, dict):
+            data["simulated_user"] = user = dict(user)
+            self.field(user, "facts", at="simulated_user.facts", expected=dict)
+            self.items(user, "end_when", at="simulated_user.end_when", each=self.assertion)
+
     def case(self, data: dict[str, Any]) -> dict[str, Any]:
         data = dict(data)
+        self.simulated_user(data)
         self.field(data, "initial_state", at="initial_state", expected=dict)
         self.field(data, "tables", at="tables", expected=dict)
         for key in ("tags", "warnings", "history"):
@@ -419,10 +432,10 @@ def _mean_assertion(
                 )
         if kind == Assertion.Type.TABLE_EQUALS:
             _mean_table_equals(params, at=params_field, tables=tables, problems=problems)
-    if kind == Assertion.Type.LLM_JUDGE and suite is not None and not suite.judge_model:
+    if kind in JUDGED_ASSERTIONS and suite is not None and not suite.judge_model:
         problems.add(
             _at(prefix, "type"),
-            f"llmJudge needs a judge model, and suite {suite.name!r} has none: set suite.judge_model first",
+            f"{kind} needs a judge model, and suite {suite.name!r} has none: set suite.judge_model first",
         )
     return {"type": kind, "params": params if isinstance(params, dict) else {}, "fatal": data.get("fatal", False)}
 
@@ -573,6 +586,8 @@ def _check_routing(document: dict[str, Any], *, problems: _Problems) -> None:
     """A routing case asks one question: where did the first message go. Anything more would blur what failed."""
     if len(document["turns"]) > 1:
         problems.add("turns", f"a routing case has exactly one turn (this one has {len(document['turns'])})")
+    if document["simulated_user"] is not None:
+        problems.add("simulated_user", "a routing case has no simulated user: it checks where one message goes")
     placed = [("assertions", index, item) for index, item in enumerate(document["assertions"])] + [
         (f"turns[{turn_index}].assertions", index, item)
         for turn_index, turn in enumerate(document["turns"])
@@ -581,10 +596,10 @@ def _check_routing(document: dict[str, Any], *, problems: _Problems) -> None:
     if not any(item.get("type") in ROUTING_ASSERTIONS for _, _, item in placed):
         problems.add("assertions", "a routing case needs at least one routedToAgent or agentChain assertion")
     for where, index, item in placed:
-        if item.get("type") == Assertion.Type.LLM_JUDGE:
+        if item.get("type") in JUDGED_ASSERTIONS:
             problems.add(
                 f"{where}[{index}].type",
-                "llmJudge is not allowed in a routing case: routing is checked deterministically",
+                f"{item.get('type')} is not allowed in a routing case: routing is checked deterministically",
             )
 
 
@@ -630,10 +645,15 @@ def _clean_document(
     def assertion(item: dict[str, Any], where: str) -> dict[str, Any]:
         return _mean_assertion(item, prefix=where, suite=suite, functions=functions, problems=problems, tables=tables)
 
+    def turn_assertion(item: dict[str, Any], where: str) -> dict[str, Any]:
+        if item.get("type") == Assertion.Type.GOAL_REACHED:
+            problems.add(_at(where, "type"), GOAL_AT_TURN_MESSAGE)
+        return assertion(item, where)
+
     def turn(item: dict[str, Any], where: str) -> dict[str, Any]:
         return {
             "user_message": item.get("user_message"),
-            "assertions": _mean_list(item.get("assertions", []), field=_at(where, "assertions"), mean=assertion),
+            "assertions": _mean_list(item.get("assertions", []), field=_at(where, "assertions"), mean=turn_assertion),
         }
 
     cleaned["history"] = [
@@ -647,9 +667,79 @@ def _clean_document(
         mean=lambda item, where: _mean_mock(item, prefix=where, functions=functions, problems=problems,
                                             tables=tables),
     )
+    cleaned["simulated_user"] = _mean_simulated_user(
+        data.get("simulated_user"), suite=suite, functions=functions, problems=problems
+    )
+    _check_goals(cleaned, problems=problems)
     if cleaned["type"] == Case.Type.ROUTING:
         _check_routing(cleaned, problems=problems)
     return cleaned, problems.items
+
+
+# --- Simulated users (issue 24) -------------------------------------------------------------------------------
+
+GOAL_AT_TURN_MESSAGE = "goalReached judges the whole conversation: put it in the case's assertions, not a turn's"
+_SIMULATED_USER_DEFAULTS = defaults(SimulatedUserEntry)
+
+
+def _mean_simulated_user(
+    data: Any, *, suite: Suite | None, functions: CallableFunctions | None, problems: _Problems
+) -> dict[str, Any] | None:
+    """The simulated user with its defaults, and what the schema cannot know: a user model that is configured (or a
+    judge model on the suite to stand in for it), and end conditions naming functions the agent can call."""
+    if not isinstance(data, dict):
+        return None
+    user = simulated_user_document(data)
+    model = user.get("model")
+    if isinstance(model, str) and re.match(MODEL_KEY, model):
+        configured = [config.key for config in configured_models()]
+        if model not in configured:
+            problems.add(
+                "simulated_user.model",
+                f"{model!r} is not a configured model; configured: {', '.join(configured) or 'none'}",
+            )
+    elif model == "" and suite is not None and not suite.judge_model:
+        problems.add(
+            "simulated_user.model",
+            f"no model plays the user: name one here, or set a judge model on suite {suite.name!r} (the default)",
+        )
+    conditions = user.get("end_when")
+    if isinstance(conditions, list):
+        user["end_when"] = [
+            {"type": item.get("type"), "params": item.get("params", {})}
+            for item in conditions
+            if isinstance(item, dict)
+        ]
+        for index, item in enumerate(user["end_when"]):
+            function = item["params"].get("function") if isinstance(item["params"], dict) else None
+            if functions is not None and isinstance(function, str) and function.strip() and (
+                function not in functions.names
+            ):
+                problems.add(
+                    f"simulated_user.end_when[{index}].params.function", functions.not_callable(function),
+                    shared=functions.listing,
+                )
+    return user
+
+
+def simulated_user_document(data: dict[str, Any]) -> dict[str, Any]:
+    """A simulated user with its defaults filled in, its fields in the schema's order: how it is stored."""
+    return {key: data.get(key, _SIMULATED_USER_DEFAULTS.get(key)) for key in SimulatedUserEntry.model_fields}
+
+
+def _check_goals(document: dict[str, Any], *, problems: _Problems) -> None:
+    """A goalReached assertion judges against a goal: the simulated user's, or its own `goal` in a case without one
+    (a frozen simulated case keeps its goal that way)."""
+    for index, item in enumerate(document["assertions"]):
+        params = item.get("params") if isinstance(item.get("params"), dict) else {}
+        own_goal = params.get("goal")
+        if item.get("type") == Assertion.Type.GOAL_REACHED and document["simulated_user"] is None and not (
+            isinstance(own_goal, str) and own_goal.strip()
+        ):
+            problems.add(
+                f"assertions[{index}].params.goal",
+                "is required for goalReached in a case without a simulated_user: the goal to judge against",
+            )
 
 
 # --- Public -------------------------------------------------------------------------------------------------------
@@ -681,6 +771,7 @@ def validate_case_fields(fields: dict[str, Any]) -> list[Problem]:
         return problems.items
     prepared = _Prepared(problems)
     data = dict(data)
+    prepared.simulated_user(data)
     prepared.field(data, "initial_state", at="initial_state", expected=dict)
     prepared.field(data, "tables", at="tables", expected=dict)
     for key in ("tags", "warnings"):
@@ -930,4 +1021,5 @@ def case_warnings(document: dict[str, Any]) -> list[str]:
     turns and no assertion passes or fails on nothing, so the runner ends it Error."""
     turns = document.get("turns") or []
     checks = [*(document.get("assertions") or []), *(item for turn in turns for item in turn.get("assertions") or [])]
-    return [NO_ASSERTIONS_WARNING] if document.get("enabled") and turns and not checks else []
+    plays = turns or document.get("simulated_user")
+    return [NO_ASSERTIONS_WARNING] if document.get("enabled") and plays and not checks else []

@@ -40,6 +40,7 @@ from runs.services import (
     QueueUnavailable,
     RunConflict,
     RunError,
+    result_freeze,
     run_bless,
     run_cancel,
     run_delete,
@@ -210,9 +211,13 @@ class ResultOutputSerializer(serializers.Serializer):
 
 class ResultDetailOutputSerializer(ResultOutputSerializer):
     run_id = serializers.IntegerField()
-    transcript = serializers.JSONField()
+    transcript = serializers.JSONField(help_text="A user message the simulated user wrote has `simulated: true`.")
     final_state = serializers.JSONField()
     final_tables = serializers.JSONField(help_text="The stateful mocks' tables as the case left them: name → rows.")
+    simulation = serializers.JSONField(
+        help_text="For a case with a simulated user: its model, the turns it wrote, what stopped the conversation "
+        "(`stop.text`) and what its model used; empty otherwise."
+    )
 
 
 class RunDetailOutputSerializer(RunOutputSerializer):
@@ -476,6 +481,40 @@ class RunBulkDeleteApi(RunsApiView):
         not_found = [pk for pk in ids if pk not in found]
         data = {"deleted": deleted, "skipped": skipped, "not_found": not_found, "detail": detail}
         return Response(RunBulkDeleteApi.OutputSerializer(data).data)
+
+
+class ResultFreezeApi(RunsApiView):
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "FrozenCase"
+
+        id = serializers.IntegerField(help_text="The new case.")
+        name = serializers.CharField()
+        suite = serializers.IntegerField(source="suite_id")
+        enabled = serializers.BooleanField(help_text="Always false: a person reviews the draft and enables it.")
+        turns = serializers.IntegerField(help_text="Its turns: the scripted ones, then one per simulated line.")
+
+    @extend_schema(
+        tags=["runs"], operation_id="runs_results_freeze", request=None,
+        description="Freeze a result of a case with a simulated user into a scripted case: the user model's lines "
+        "become turns. The case lands disabled, as a draft for review, in the result's suite.",
+        responses={
+            201: OutputSerializer, 400: ErrorSerializer,
+            409: OpenApiResponse(DetailSerializer, description="Not freezable: no simulated line, or what it ran was "
+                                 "not kept."),
+        },
+    )
+    def post(self, request: Request, run_id: int, result_id: int) -> Response:
+        StrictInputSerializer(data=request.data).is_valid(raise_exception=True)
+        result = CaseResult.objects.filter(run__pk=run_id, pk=result_id).first()
+        if result is None:
+            raise NotFound(f"run #{run_id} has no result {result_id}")
+        case = result_freeze(result=result)
+        data = ResultFreezeApi.OutputSerializer(
+            {"id": case.pk, "name": case.name, "suite_id": case.suite_id, "enabled": case.enabled,
+             "turns": case.turns.count()}
+        ).data
+        return Response(data, status=status.HTTP_201_CREATED)
 
 
 class ResultDetailApi(RunsApiView):

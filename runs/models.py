@@ -163,6 +163,9 @@ class CaseResult(models.Model):
     final_tables = models.JSONField(
         default=dict, blank=True, help_text="The case's tables as its stateful mocks left them; empty without tables."
     )
+    # A case with a simulated user: which turns the user model wrote, what ended the conversation and what the user
+    # model used (runs/engine/simulated_user.py, SimulationRecord); empty for a scripted case.
+    simulation = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -24,6 +24,7 @@ from agenthost.seams import Conversation, agent_as_stored
 from cases.models import Suite
 from runs.engine.dispatch import queue_or_undo, queue_ping, run_dispatch
 from runs.engine.errors import QueueUnavailable, RunConflict, RunError
+from runs.engine.freezing import result_freeze
 from runs.engine.leases import (
     Lease,
     LeaseLost,
@@ -48,6 +49,7 @@ __all__ = [
     "RunConflict",
     "RunError",
     "RunLocked",
+    "result_freeze",
     "run_bless",
     "run_cancel",
     "run_claim",

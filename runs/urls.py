@@ -21,6 +21,7 @@ urlpatterns = [
         name="result-side-by-side",
     ),
     path("runs/<int:run_id>/results/<int:result_id>/models/", side_by_side.result_models_page, name="result-models"),
+    path("runs/<int:run_id>/results/<int:result_id>/freeze/", pages.result_freeze_page, name="result-freeze"),
     path("runs/<int:run_id>/compare/", pages.run_compare_page, name="compare"),
     path("runs/<int:run_id>/matrix.csv", exports.matrix_csv, name="matrix-csv"),
     path("runs/<int:run_id>/junit.xml", exports.junit_xml, name="junit"),

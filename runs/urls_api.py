@@ -3,6 +3,7 @@ from django.urls import path
 from runs.api import (
     ModelListApi,
     ResultDetailApi,
+    ResultFreezeApi,
     RunApi,
     RunBlessApi,
     RunBulkDeleteApi,
@@ -24,4 +25,5 @@ urlpatterns = [
     path("runs/<int:run_id>/bless/", RunBlessApi.as_view(), name="run-bless"),
     path("runs/<int:run_id>/unbless/", RunUnblessApi.as_view(), name="run-unbless"),
     path("runs/<int:run_id>/results/<int:result_id>/", ResultDetailApi.as_view(), name="result"),
+    path("runs/<int:run_id>/results/<int:result_id>/freeze/", ResultFreezeApi.as_view(), name="result-freeze"),
 ]

@@ -33,12 +33,14 @@ class World:
     suite_id: int
     case_id: int
     run_id: int
+    result_id: int
 
 
 def world_create(*, owner: Any) -> World:
     from agenthost.services import conversation_start
     from agenttest_demo.agents import demo_agents_ensure
     from agenttest_demo.suite import demo_suite_ensure
+    from runs.models import CaseResult
     from runs.services import run_create
 
     agents = {agent.name: agent for agent, _ in demo_agents_ensure()}
@@ -46,9 +48,11 @@ def world_create(*, owner: Any) -> World:
     agent = suite.agent if suite.agent.name in agents else next(iter(agents.values()))
     conversation = conversation_start(agent=agent, owner=owner, title="bad input")
     run = run_create(suite=suite, model_keys=[SIMULATED], triggered_by=owner)
+    case = suite.cases.order_by("pk").first()
+    result = CaseResult.objects.create(run=run, case=case, case_name=case.name, model=SIMULATED, status="passed")
     return World(
         agent_id=agent.pk, agent_name=agent.name, conversation_id=conversation.pk, suite_id=suite.pk,
-        case_id=suite.cases.order_by("pk").first().pk, run_id=run.pk,
+        case_id=case.pk, run_id=run.pk, result_id=result.pk,
     )
 
 

@@ -77,7 +77,8 @@ def package_env_build(root: Path) -> PackageEnv:
         (wheel,) = dist.glob("agenttest-*.whl")
         _run([sys.executable, "-m", "venv", str(venv)], root)
         python = venv / "bin" / "python"
-        _pip(root, str(python), "install", "--constraint", str(CONSTRAINTS), f"{wheel}[{EXTRAS}]")
+        # No byte-compiling of every installed module up front: the few the tests import compile on first use.
+        _pip(root, str(python), "install", "--no-compile", "--constraint", str(CONSTRAINTS), f"{wheel}[{EXTRAS}]")
         _built = PackageEnv(wheel=wheel, venv=venv, bin=venv / "bin", python=python)
     return _built
 

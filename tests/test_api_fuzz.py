@@ -28,9 +28,13 @@ pytestmark = pytest.mark.slow
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-EXAMPLES = 12  # positive cases per operation, and as many negative ones
-SECONDS = 150.0  # sending stops here; under a minute is usual on two cores
-MIN_REQUESTS = 600
+# Positive cases per operation, and as many negative ones: every operation reached and past its 404s with room to
+# spare; `bench/api_fuzz.py` fuzzes deeper.
+EXAMPLES = 8
+# Sending stops here, within the test's timeout: a minute is usual, but CI runs eight processes side by side on two
+# cores, and a fuzz that stops early fails on the operations it never reached.
+SECONDS = 240.0
+MIN_REQUESTS = 400
 
 
 @pytest.fixture

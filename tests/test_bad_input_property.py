@@ -90,7 +90,7 @@ def _id_fields(operation: Operation) -> list[str]:
 @st.composite
 def bad_requests(draw: Any, operation: Operation, world: World) -> Bad:
     ids = {"agent_id": world.agent_id, "conversation_id": world.conversation_id, "suite_id": world.suite_id,
-           "case_id": world.case_id, "run_id": world.run_id}
+           "case_id": world.case_id, "run_id": world.run_id, "result_id": world.result_id}
     # A DELETE of a real object is no bad input: it only gets ids beyond any the database holds.
     real_path = operation.method != "delete" and draw(st.integers(0, 4)) != 0
     path = _PATH_PARAMETER.sub(

@@ -113,14 +113,16 @@ def test_it_leaves_an_edited_demo_agent_alone():
     assert Agent.objects.get(name="order-lookup").temperature == 0.7
 
 
-def test_it_adds_the_demo_suite_with_every_assertion_type_and_a_blocked_tool():
+def test_it_adds_the_demo_suites_with_every_assertion_type_and_a_blocked_tool():
     from cases.models import Assertion, Suite
 
     _run()
     suite = Suite.objects.get(name="Order support demo")
     assert suite.agent.name == "order-router" and suite.judge_model == "simulated:sim-careful"
     assert suite.cases.filter(enabled=True).count() == suite.cases.count() >= 8
-    used = set(Assertion.objects.filter(case__suite=suite).values_list("type", flat=True))
+    # The demo's two suites use every assertion type between them (goalReached needs a simulated user).
+    demo = ("Order support demo", "Simulated users demo")
+    used = set(Assertion.objects.filter(case__suite__name__in=demo).values_list("type", flat=True))
     assert used == set(Assertion.Type.values)
     blocked = suite.cases.get(name="An unmocked email is blocked, never sent")
     assert not blocked.mocks.filter(function_name="util-email-handle_email_sender").exists()

@@ -33,11 +33,13 @@ ADMIN_WRITES = {
     "api/runs/<int:run_id>/",
     "api/runs/<int:run_id>/cancel/",
     "api/runs/<int:run_id>/resume/",
+    "api/runs/<int:run_id>/results/<int:result_id>/freeze/",
     "api/recordings/",
     "api/extractions/",
     "runs/new/",
     "runs/<int:run_id>/cancel/",
     "runs/<int:run_id>/resume/",
+    "runs/<int:run_id>/results/<int:result_id>/freeze/",
     "conversations/<int:conversation_id>/record/",
     "conversations/<int:conversation_id>/extract/",
 }

@@ -46,6 +46,10 @@ class Evidence:
     entry_agent: str
     # The stateful mocks' tables as they are at this point (after the turn, or at the end for the case).
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The whole conversation (role, content, function, arguments per message), for goalReached; case level only.
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    # The simulated user's goal, when the case has one.
+    goal: str = ""
 
 
 # How the judge's request reaches a model: (request, "provider:model") → response. Record and replay runs pass their
@@ -377,6 +381,107 @@ def _judge(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple:
     )
 
 
+GOAL_SCHEMA = {
+    "name": "goal_verdict",
+    "schema": {
+        "type": "object",
+        "properties": {
+            "reached": {"type": "boolean", "description": "whether the user's goal was reached"},
+            "reason": {"type": "string", "description": "one sentence"},
+        },
+        "required": ["reached", "reason"],
+        "additionalProperties": False,
+    },
+}
+
+GOAL_INSTRUCTION = (
+    "You judge whether a user reached their goal in a conversation with an AI assistant, from the whole transcript "
+    "(the assistant's tool calls and their results included). The goal is reached only if the assistant really did "
+    "what the user needed, not merely said so. Answer with JSON only: "
+    '{"reached": true or false, "reason": "<one sentence>"}.'
+)
+# Bounds on what the goal judge is shown: each message, and the transcript as a whole (its end is kept: that is
+# where a goal is reached or not).
+_GOAL_LINE_CHARS = 2_000
+_GOAL_TRANSCRIPT_CHARS = 60_000
+
+
+def goal_transcript(messages: list[dict[str, Any]]) -> str:
+    """The conversation as the goal judge reads it: who said what, and each tool call with its result."""
+    lines = []
+    for message in messages:
+        role, content = message.get("role"), str(message.get("content") or "")
+        if role == "user":
+            lines.append(f"User: {content}")
+        elif role == "assistant" and content:
+            lines.append(f"Assistant: {content}")
+        elif role == "tool_call":
+            arguments = json.dumps(message.get("arguments") or {}, ensure_ascii=False, sort_keys=True)
+            lines.append(f"Assistant called {message.get('function', '')}({arguments})")
+        elif role == "tool_result":
+            lines.append(f"  → {content}")
+    bounded = [line if len(line) <= _GOAL_LINE_CHARS else line[:_GOAL_LINE_CHARS] + "…" for line in lines]
+    text = "\n".join(bounded)
+    return text if len(text) <= _GOAL_TRANSCRIPT_CHARS else "…" + text[-_GOAL_TRANSCRIPT_CHARS:]
+
+
+def _goal(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple:
+    goal = (params.get("goal") or "").strip() or evidence.goal
+    expected = f"the user's goal is reached: {goal}"
+    if not goal:
+        return ERROR, expected, None, "there is no goal to judge: the case has no simulated user and no params.goal"
+    if not judge.model:
+        return ERROR, expected, None, "no judge model is configured on the suite; set one to use goalReached"
+    try:
+        _, model = parse_model_key(judge.model)
+        response = judge.call(
+            ModelRequest(
+                model=model,
+                messages=[
+                    {"role": "system", "content": GOAL_INSTRUCTION},
+                    {"role": "user", "content": f"The user's goal: {goal}\n\nTranscript:\n"
+                                                f"{goal_transcript(evidence.transcript)}"},
+                ],
+                temperature=0.0,
+                response_schema=GOAL_SCHEMA,
+                metadata={"purpose": "judge", "scope": judge.scope},
+            ),
+            judge.model,
+        )
+    except UnknownModel as exc:
+        return ERROR, expected, None, f"the judge model cannot be used: {exc}"
+    except ProviderError as exc:
+        return ERROR, expected, None, f"the judge model failed: {exc}"
+    usage = {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens}
+    unfinished = unfinished_answer(response)
+    if unfinished:
+        return ERROR, expected, _excerpt(response.text or ""), f"the judge's answer is unusable: {unfinished}", usage
+    verdict = _parse_goal_verdict(response.text)
+    if isinstance(verdict, str):
+        return ERROR, expected, _excerpt(response.text), f"the judge's answer is unusable: {verdict}", usage
+    reached, reason = verdict
+    actual = {"reached": reached, "reason": reason}
+    if reached:
+        return PASSED, expected, actual, f"the judge found the goal reached: {reason}", usage
+    return FAILED, expected, actual, f"the judge found the goal not reached: {reason}", usage
+
+
+def _parse_goal_verdict(text: str) -> tuple[bool, str] | str:
+    match = re.search(r"\{.*\}", text if isinstance(text, str) else "", re.DOTALL)
+    if not match:
+        return "no JSON object in it"
+    if json_text_too_deep(match.group(0)):
+        return f"malformed JSON (nested more than {MAX_JSON_DEPTH} levels deep)"
+    try:
+        data = json_loads(match.group(0))
+    except json.JSONDecodeError as exc:
+        return f"malformed JSON ({exc.msg})"
+    reached = data.get("reached") if isinstance(data, dict) else None
+    if not isinstance(reached, bool):
+        return f"'reached' must be true or false, got {_excerpt(repr(reached), 80)}"
+    return reached, _storable(_excerpt(str(data.get("reason", "")), 1000))
+
+
 def _parse_verdict(text: str) -> tuple[int, str] | str:
     """(score, reason) from the judge's answer, or why it is unusable. The answer is model output: anything the
     decoder accepts may come back (NaN, 1e999, a 5,000-digit integer, deep nesting), and none of it may crash the
@@ -433,5 +538,6 @@ _HANDLERS = {
     "llmJudge": _judge,
     "noBlockedTools": _no_blocked,
     "tableEquals": _table_equals,
+    "goalReached": _goal,
 }
 ASSERTION_TYPES = tuple(_HANDLERS)

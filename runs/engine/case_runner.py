@@ -22,6 +22,7 @@ The conversation is sealed: its key lives only here, while the case runs, so not
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,8 +43,10 @@ from agenthost.seams import (
     ModelConfig,
     ModelRequest,
     ModelResponse,
+    ProviderError,
     StepLimitExceeded,
     TurnResult,
+    UnknownModel,
     Usage,
     conversation_open,
     get_model,
@@ -54,6 +57,20 @@ from runs.engine.case_session import CaseSession, MockSpec, ObservedCall, Outcom
 from runs.engine.durability import relax_case_commits
 from runs.engine.mocking import CANARY_FUNCTION
 from runs.engine.model_providers import LIVE_PROVIDER, install_providers
+from runs.engine.simulated_user import (
+    BY_CONDITION,
+    BY_ERROR,
+    BY_TURN_LIMIT,
+    BY_USER,
+    STILL_GOING,
+    Exchange,
+    SimulatedUserPlan,
+    SimulationRecord,
+    UnusableAnswer,
+    read_move,
+    stop_text,
+    user_request,
+)
 from runs.tapes.replay import Replayer, Tape
 
 TEST_TAG = "agenttest"
@@ -93,6 +110,8 @@ class CasePlan:
     content_hash: str = ""
     # The records the stateful mocks read and update (runs/engine/tables.py); each execution starts from these.
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # After the scripted turns (or instead of them): a user played by a model (runs/engine/simulated_user.py).
+    simulated_user: SimulatedUserPlan | None = None
 
 
 @dataclass
@@ -132,6 +151,8 @@ class CaseExecution:
     # The case's test conversation, not saved yet (execute_case(save_conversation=False)): its caller saves it in
     # the transaction that stores the result. None once saved, or when the case thread was left behind.
     conversation: HeldConversation | None = None
+    # A case with a simulated user: its turns, what stopped it and what its model used (CaseResult.simulation).
+    simulation: SimulationRecord | None = None
 
 
 PASSED, FAILED, ERROR = "passed", "failed", "error"
@@ -143,6 +164,7 @@ class _Progress:
     def __init__(self) -> None:
         self.conversation_id: int | None = None
         self.held: HeldConversation | None = None
+        self.simulation: SimulationRecord | None = None
 
 
 def _close_this_threads_connection() -> None:
@@ -191,10 +213,16 @@ def execute_case(
     are written once, when the case ends: here, or with `save_conversation=False` by the caller, which saves
     `execution.conversation` with the result, in one transaction."""
     started = time.perf_counter()
-    if not plan.turns:
+    if not plan.turns and plan.simulated_user is None:
         return CaseExecution(status=ERROR, reason="the case has no turns, so it would verify nothing")
     if not plan.assertions and not any(turn.assertions for turn in plan.turns):
         return CaseExecution(status=ERROR, reason=NO_ASSERTIONS)
+    if plan.simulated_user is not None and not plan.simulated_user.model:
+        return CaseExecution(
+            status=ERROR,
+            reason="no model plays the simulated user: set simulated_user.model on the case, or a judge model on the "
+            "suite (the default)",
+        )
     install_providers()
     session = CaseSession(
         mocks=plan.mocks,
@@ -248,7 +276,10 @@ def execute_case(
             + (f" (replayed the hang recorded for {hang})" if hang else ""),
             conversation_id=progress.conversation_id,
             tool_calls=[call.as_dict() for call in session.observed_calls()],
+            simulation=progress.simulation,
         )
+        if progress.simulation is not None and not progress.simulation.stop:
+            progress.simulation.stop = {"by": BY_ERROR, "reason": execution.reason}
     elif "crash" in outcome:
         exc = outcome["crash"]
         what = "lost its database connection" if isinstance(exc, DatabaseError) else "crashed"
@@ -282,8 +313,27 @@ def execute_case(
     if spent and judge_usage.total_tokens:
         # A judge that answered is a configured model: its call went through get_model.
         execution.judge_cost = _cost(get_model(suite.judge_model), judge_usage)
+    if execution.simulation is not None:
+        _count_user_model(execution, plan.simulated_user, session.user_total(), spent=spent)
     execution.duration_ms = (time.perf_counter() - started) * 1000
     return execution
+
+
+def _count_user_model(execution: CaseExecution, user: SimulatedUserPlan, usage: Usage, *, spent: bool) -> None:
+    """The simulated user's model is the harness's, as the judge is: its tokens and cost count with the judge's on
+    the result (and so in the run's budget), at its own model's price; the simulation record keeps its share."""
+    cost = Decimal(0)
+    if spent and usage.total_tokens:
+        try:
+            cost = _cost(get_model(user.model), usage)
+        except UnknownModel:
+            # Unconfigured since it answered (the providers file changed mid-run): unpriced rather than a crash.
+            cost = Decimal(0)
+    record = execution.simulation
+    record.usage = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    record.cost = str(cost)
+    execution.judge_usage = execution.judge_usage + usage
+    execution.judge_cost = Decimal(execution.judge_cost or 0) + cost
 
 
 CONVERSATION_GONE = "its test conversation was deleted while the case ran; the transcript is kept in this result"
@@ -328,18 +378,28 @@ def _seal_reason(suite: SuitePlan) -> str:
 
 def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Progress) -> CaseExecution:
     tape = session.tape
-    live_judge = tape.complete if tape is not None else checks.call_model_live
+    live_call = tape.complete if tape is not None else checks.call_model_live
 
-    def judge_call(request: ModelRequest, model_key: str) -> ModelResponse:
+    def harness_call(request: ModelRequest, model_key: str, *, user: bool) -> ModelResponse:
+        # The judge's and the simulated user's calls: the harness's own models, through the case's tape.
         if tape is not None and not tape.spends:
             # A replay calls no model: there is nothing to throttle.
-            return session.spend(request, lambda: tape.complete(request, model_key), judge=True)
-        # Within the judge provider's limit for the run, which its agent calls share, and backed off on its 429s.
+            return session.spend(request, lambda: tape.complete(request, model_key), judge=not user, user=user)
+        # Within the provider's limit for the run, which its agent calls share, and backed off on its 429s.
         provider, _ = parse_model_key(model_key)
         bounded = session.bounded(request)
         return session.spend(
-            bounded, lambda: session.throttled(lambda: live_judge(bounded, model_key), provider=provider), judge=True
+            bounded,
+            lambda: session.throttled(lambda: live_call(bounded, model_key), provider=provider),
+            judge=not user,
+            user=user,
         )
+
+    def judge_call(request: ModelRequest, model_key: str) -> ModelResponse:
+        return harness_call(request, model_key, user=False)
+
+    def user_call(request: ModelRequest, model_key: str) -> ModelResponse:
+        return harness_call(request, model_key, user=True)
 
     def register(conversation: Any) -> None:
         progress.conversation_id = conversation.pk
@@ -362,7 +422,31 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
         # earlier case that wrote nothing after): nothing of this case exists yet, so it starts on a fresh one.
         connection.close()
         progress.held = conversation_open(**start)
-    return _play(progress.held, plan, suite, session, judge_call)
+    return _play(progress.held, plan, suite, session, judge_call, user_call, progress)
+
+
+@dataclass
+class _Talk:
+    """What the case's turns have produced so far, and the conversation as its simulated user sees it."""
+
+    entry_agent: str
+    state: dict[str, Any]
+    exchanges: list[Exchange]
+    outputs: list[str] = field(default_factory=list)
+    chain: list[str] = field(default_factory=list)
+    results: list[checks.AssertionOutcome] = field(default_factory=list)
+
+    def evidence(self, session: CaseSession, **extra: Any) -> checks.Evidence:
+        """The whole conversation so far, as case-level assertions and end conditions read it."""
+        return checks.Evidence(
+            output="\n".join(self.outputs),
+            tool_calls=[c.as_dict() for c in session.observed_calls()],
+            state=self.state,
+            agent_chain=self.chain,
+            entry_agent=self.entry_agent,
+            tables=session.tables_snapshot(),
+            **extra,
+        )
 
 
 def _play(
@@ -371,6 +455,8 @@ def _play(
     suite: SuitePlan,
     session: CaseSession,
     judge_call: Callable[[ModelRequest, str], ModelResponse],
+    user_call: Callable[[ModelRequest, str], ModelResponse],
+    progress: _Progress,
 ) -> CaseExecution:
     execution = CaseExecution(status=PASSED, conversation_id=held.conversation.pk)
     canary = held.invoke_function(CANARY_FUNCTION, record=False)
@@ -382,81 +468,56 @@ def _play(
         )
         return execution
 
-    outputs: list[str] = []
-    chain: list[str] = []
-    results: list[checks.AssertionOutcome] = []
-    entry_name = plan.entry_agent.name
-    state: dict[str, Any] = dict(plan.initial_state)
-    under_test = f"{session.provider}:{session.model}"
+    talk = _Talk(
+        entry_agent=plan.entry_agent.name,
+        state=dict(plan.initial_state),
+        exchanges=[
+            Exchange("user" if item["role"] == "user" else "agent", item["content"], None) for item in plan.history
+        ],
+    )
+    simulated = plan.simulated_user
     for index, turn_plan in enumerate(plan.turns):
-        if session.expired:
-            # The waiting side reports the timeout; no turn of a timed-out case may start.
-            return execution
-        if session.failure:
-            # The case ends Error (execute_case); its further turns would only spend model calls.
-            _finish(execution, session, results, state)
-            return execution
-        try:
-            turn = held.send(turn_plan.user_message)
-        except ConversationError as exc:
-            _observe_refused(session, held, exc.partial)
-            execution.status = ERROR
-            execution.reason = _conversation_error_reason(exc, index)
-            _finish(execution, session, results, state)
-            return execution
-        if _may_have_refused_calls(suite, turn):
-            _observe_refused(session, held, turn)
-        else:
-            session.observe_unavailable(turn.turn, turn.tool_calls)
-        elsewhere = [key for key in turn.models if key != under_test]
-        if elsewhere:
-            # Its calls bypassed the harness's provider: neither counted nor stopped at a timeout, and not the model
-            # under test — whatever the turn did proves nothing about it.
-            execution.status = ERROR
-            execution.reason = (
-                f"the model override is not live: turn {index} ran on {', '.join(elsewhere)} instead of the model "
-                "under test"
-            )
-            _finish(execution, session, results, turn.state)
-            return execution
-        outputs.append(turn.output)
-        _extend_chain(chain, turn.agent_chain)
-        state = turn.state
-        turn_calls = [c.as_dict() for c in session.observed_calls() if c.turn == turn.turn]
-        evidence = checks.Evidence(
-            output=turn.output,
-            tool_calls=turn_calls,
-            state=state,
-            agent_chain=turn.agent_chain,
-            entry_agent=entry_name,
-            tables=session.tables_snapshot(),
+        turn, fatal_failed = _turn(
+            held,
+            index,
+            turn_plan.user_message,
+            turn_plan.assertions,
+            suite=suite,
+            session=session,
+            judge_call=judge_call,
+            talk=talk,
+            execution=execution,
         )
-        fatal_failed = False
-        for assertion in turn_plan.assertions:
-            result = checks.evaluate(
-                type=assertion.type,
-                params=assertion.params,
-                evidence=evidence,
-                scope=f"turn {index}",
-                judge_model=suite.judge_model,
-                fatal=assertion.fatal,
-                judge_call=judge_call,
-            )
-            results.append(result)
-            fatal_failed = fatal_failed or (assertion.fatal and not result.passed)
-        if fatal_failed and index + 1 < len(plan.turns):
-            execution.reason = (
-                f"a fatal assertion failed at turn {index}; {len(plan.turns) - index - 1} turn(s) skipped"
-            )
+        if turn is None:
+            return execution
+        remaining = len(plan.turns) - index - 1
+        if fatal_failed and (remaining or simulated is not None):
+            skipped = [f"{remaining} turn(s)"] if remaining else []
+            skipped += ["the simulated user's turns"] if simulated is not None else []
+            execution.reason = f"a fatal assertion failed at turn {index}; {' and '.join(skipped)} skipped"
+            simulated = None
             break
 
-    all_calls = [c.as_dict() for c in session.observed_calls()]
-    evidence = checks.Evidence(
-        output="\n".join(outputs), tool_calls=all_calls, state=state, agent_chain=chain, entry_agent=entry_name,
-        tables=session.tables_snapshot(),
+    if simulated is not None:
+        # Kept on the progress too: a case that times out still says which turns the user model wrote.
+        record = SimulationRecord(user_model=simulated.model, goal=simulated.goal)
+        execution.simulation = progress.simulation = record
+        if not _simulate(held, plan, suite, session, judge_call, user_call, talk, execution, record):
+            return execution
+
+    transcript = (
+        [
+            {"role": m.role, "content": m.content, "function": m.function_name, "arguments": m.arguments}
+            for m in held.messages()
+        ]
+        if _judges_a_goal(plan)
+        else []
+    )
+    evidence = talk.evidence(
+        session, transcript=transcript, goal=plan.simulated_user.goal if plan.simulated_user else ""
     )
     for assertion in plan.assertions:
-        results.append(
+        talk.results.append(
             checks.evaluate(
                 type=assertion.type,
                 params=assertion.params,
@@ -467,12 +528,166 @@ def _play(
                 judge_call=judge_call,
             )
         )
-    if any(call["outcome"] in (Outcome.BLOCKED, Outcome.UNAVAILABLE) for call in all_calls):
+    if any(call["outcome"] in (Outcome.BLOCKED, Outcome.UNAVAILABLE) for call in evidence.tool_calls):
         synthetic = checks.evaluate(type="noBlockedTools", params={}, evidence=evidence, scope="case")
         synthetic.synthetic = True
-        results.append(synthetic)
-    _finish(execution, session, results, state)
+        talk.results.append(synthetic)
+    _finish(execution, session, talk.results, talk.state)
+    record = execution.simulation
+    if record is not None and record.stop.get("by") == BY_TURN_LIMIT and execution.status != ERROR:
+        # Cut off, not finished: like a timeout, it says nothing certain about the agent (the assertions still
+        # show how far it got).
+        note = stop_text(record.stop)
+        execution.status = ERROR
+        execution.reason = f"{note}; raise max_turns, or check the user model's goal" + (
+            f" ({execution.reason})" if execution.reason else ""
+        )
     return execution
+
+
+def _judges_a_goal(plan: CasePlan) -> bool:
+    return any(assertion.type == "goalReached" for assertion in plan.assertions)
+
+
+def _turn(
+    held: HeldConversation,
+    index: int,
+    text: str,
+    assertions: list[AssertionPlan],
+    *,
+    suite: SuitePlan,
+    session: CaseSession,
+    judge_call: Callable[[ModelRequest, str], ModelResponse],
+    talk: _Talk,
+    execution: CaseExecution,
+) -> tuple[TurnResult | None, bool]:
+    """Send one user message and check its turn's assertions: the turn, and whether a fatal assertion failed. None
+    when the case cannot go on (its execution then says why, or the waiting side reports the timeout)."""
+    if session.expired:
+        # The waiting side reports the timeout; no turn of a timed-out case may start.
+        return None, False
+    if session.failure:
+        # The case ends Error (execute_case); its further turns would only spend model calls.
+        _finish(execution, session, talk.results, talk.state)
+        return None, False
+    try:
+        turn = held.send(text)
+    except ConversationError as exc:
+        _observe_refused(session, held, exc.partial)
+        execution.status = ERROR
+        execution.reason = _conversation_error_reason(exc, index)
+        _finish(execution, session, talk.results, talk.state)
+        return None, False
+    if _may_have_refused_calls(suite, turn):
+        _observe_refused(session, held, turn)
+    else:
+        session.observe_unavailable(turn.turn, turn.tool_calls)
+    under_test = f"{session.provider}:{session.model}"
+    elsewhere = [key for key in turn.models if key != under_test]
+    if elsewhere:
+        # Its calls bypassed the harness's provider: neither counted nor stopped at a timeout, and not the model
+        # under test — whatever the turn did proves nothing about it.
+        execution.status = ERROR
+        execution.reason = (
+            f"the model override is not live: turn {index} ran on {', '.join(elsewhere)} instead of the model "
+            "under test"
+        )
+        _finish(execution, session, talk.results, turn.state)
+        return None, False
+    talk.outputs.append(turn.output)
+    _extend_chain(talk.chain, turn.agent_chain)
+    talk.state = turn.state
+    talk.exchanges += [Exchange("user", text, index), Exchange("agent", turn.output, index)]
+    turn_calls = [c.as_dict() for c in session.observed_calls() if c.turn == turn.turn]
+    evidence = checks.Evidence(
+        output=turn.output,
+        tool_calls=turn_calls,
+        state=turn.state,
+        agent_chain=turn.agent_chain,
+        entry_agent=talk.entry_agent,
+        tables=session.tables_snapshot(),
+    )
+    fatal_failed = False
+    for assertion in assertions:
+        result = checks.evaluate(
+            type=assertion.type,
+            params=assertion.params,
+            evidence=evidence,
+            scope=f"turn {index}",
+            judge_model=suite.judge_model,
+            fatal=assertion.fatal,
+            judge_call=judge_call,
+        )
+        talk.results.append(result)
+        fatal_failed = fatal_failed or (assertion.fatal and not result.passed)
+    return turn, fatal_failed
+
+
+def _simulate(
+    held: HeldConversation,
+    plan: CasePlan,
+    suite: SuitePlan,
+    session: CaseSession,
+    judge_call: Callable[[ModelRequest, str], ModelResponse],
+    user_call: Callable[[ModelRequest, str], ModelResponse],
+    talk: _Talk,
+    execution: CaseExecution,
+    record: SimulationRecord,
+) -> bool:
+    """The simulated user's turns, after the scripted ones, until it is done or gives up, an end condition holds or
+    the turn limit is reached (`record.stop` says which). False when the case cannot go on: its execution says why."""
+    user = plan.simulated_user
+    first = len(plan.turns)
+    for index in range(first, first + user.max_turns):
+        after = index - 1 if index > 0 else None
+        if session.expired:
+            return False
+        if session.failure:
+            _finish(execution, session, talk.results, talk.state)
+            return False
+        try:
+            move = read_move(user_call(user_request(user, talk.exchanges, turn=index), user.model))
+        except (ProviderError, UnknownModel, UnusableAnswer) as exc:
+            execution.status = ERROR
+            if isinstance(exc, UnusableAnswer):
+                execution.reason = f"the simulated user's model (turn {index}) {exc}"
+            elif isinstance(exc, UnknownModel):
+                execution.reason = f"the simulated user's model cannot be used: {exc}"
+            else:
+                execution.reason = f"the simulated user's model failed at turn {index}: {exc}"
+            record.stop = {"by": BY_ERROR, "reason": execution.reason, "after_turn": after}
+            _finish(execution, session, talk.results, talk.state)
+            return False
+        if move.status != STILL_GOING:
+            record.stop = {"by": BY_USER, "status": move.status, "reason": move.reason, "after_turn": after}
+            if move.message:
+                record.stop["message"] = move.message
+            return True
+        turn, _ = _turn(
+            held,
+            index,
+            move.message,
+            [],
+            suite=suite,
+            session=session,
+            judge_call=judge_call,
+            talk=talk,
+            execution=execution,
+        )
+        if turn is None:
+            return False
+        record.turns.append(index)
+        record.conversation_turns.append(turn.turn)
+        for kind, params in user.end_when:
+            if checks.evaluate(type=kind, params=params, evidence=talk.evidence(session), scope="end").passed:
+                record.stop = {"by": BY_CONDITION, "condition": _condition_text(kind, params), "after_turn": index}
+                return True
+    record.stop = {"by": BY_TURN_LIMIT, "max_turns": user.max_turns, "after_turn": first + user.max_turns - 1}
+    return True
+
+
+def _condition_text(kind: str, params: dict[str, Any]) -> str:
+    return f"{kind} {json.dumps(params, ensure_ascii=False, sort_keys=True)}"
 
 
 def _may_have_refused_calls(suite: SuitePlan, turn: TurnResult) -> bool:

@@ -139,6 +139,8 @@ class CaseSession:
     usage: Usage = field(default_factory=Usage)
     model_latency_ms: float = 0.0
     judge_usage: Usage = field(default_factory=Usage)
+    # What the simulated user's model used (issue 24): counted with the judge's on the result, priced at its own model.
+    user_usage: Usage = field(default_factory=Usage)
     # When the case times out (time.monotonic()); a rate-limited call waits and tries again only until then.
     deadline: float | None = None
     # The waits for rate limits once the provider's own retries were spent: how many, and how long in all.
@@ -218,7 +220,9 @@ class CaseSession:
         for slot in list(self._slots):
             slot.throttle.release_slot(slot, self._slots)
 
-    def spend(self, request: ModelRequest, call: Callable[[], ModelResponse], *, judge: bool = False) -> ModelResponse:
+    def spend(
+        self, request: ModelRequest, call: Callable[[], ModelResponse], *, judge: bool = False, user: bool = False
+    ) -> ModelResponse:
         """Make one model call of the case. None starts once the case timed out; a call that finishes is counted
         even when it returns after the timeout, because it was paid for."""
         attempt = 0
@@ -243,9 +247,11 @@ class CaseSession:
                 attempt += 1
         with self._lock:
             if response.notes:
-                whose = "the judge" if judge else f"the model {request.model}"
+                whose = "the judge" if judge else "the simulated user's model" if user else f"the model {request.model}"
                 self.answer_notes.append(f"{whose} reported {', '.join(response.notes)}")
-            if judge:
+            if user:
+                self.user_usage = self.user_usage + response.usage
+            elif judge:
                 self.judge_usage = self.judge_usage + response.usage
             else:
                 self.usage = self.usage + response.usage
@@ -391,6 +397,11 @@ class CaseSession:
         """Usage and model latency of the model under test, and the judge's usage."""
         with self._lock:
             return self.usage, self.model_latency_ms, self.judge_usage
+
+    def user_total(self) -> Usage:
+        """What the simulated user's model used."""
+        with self._lock:
+            return self.user_usage
 
 
 def is_subset(expected: Any, actual: Any) -> bool:

@@ -15,6 +15,7 @@ from cases.models import Case
 from cases.services import case_content, case_content_hash, case_to_document
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.engine.case_session import MockSpec
+from runs.engine.simulated_user import SimulatedUserPlan
 from runs.models import CaseSnapshot, Run
 from runs.selectors import run_tag
 
@@ -53,14 +54,31 @@ def pending_pairs(
     """The case × model × trial triples still to run, case-major."""
     agent = run.suite.agent
     for start in range(0, len(run.case_ids), PLAN_CHUNK):
-        for plan in case_plans(case_ids=run.case_ids[start : start + PLAN_CHUNK], default_agent=agent):
+        plans = case_plans(
+            case_ids=run.case_ids[start : start + PLAN_CHUNK], default_agent=agent, judge_model=run.suite.judge_model
+        )
+        for plan in plans:
             for model in models:
                 for trial in range(run.trials):
                     if (plan.id, model.key, trial) not in done:
                         yield plan, model, trial
 
 
-def case_plans(*, case_ids: list[int], default_agent: Any) -> list[CasePlan]:
+def simulated_user_plan(document: Any, *, judge_model: str) -> SimulatedUserPlan | None:
+    """The case's simulated user as it runs, its model resolved: its own, else the suite's judge model."""
+    if not isinstance(document, dict):
+        return None
+    return SimulatedUserPlan(
+        persona=document.get("persona") or "",
+        goal=document.get("goal") or "",
+        facts=dict(document.get("facts") or {}),
+        max_turns=int(document.get("max_turns") or 1),
+        model=document.get("model") or judge_model or "",
+        end_when=[(item["type"], dict(item.get("params") or {})) for item in document.get("end_when") or []],
+    )
+
+
+def case_plans(*, case_ids: list[int], default_agent: Any, judge_model: str = "") -> list[CasePlan]:
     cases = (
         Case.objects.filter(pk__in=case_ids)
         .select_related("entry_agent")
@@ -116,6 +134,7 @@ def case_plans(*, case_ids: list[int], default_agent: Any) -> list[CasePlan]:
                     )
                     for m in case.mocks.all()
                 ],
+                simulated_user=simulated_user_plan(case.simulated_user, judge_model=judge_model),
             )
         )
     # Content-addressed, so a content another run (or an earlier chunk) already stored is left as it is.

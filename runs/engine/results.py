@@ -82,6 +82,8 @@ def result_store(
         names = {m.agent_id: m.agent.name for m in messages if m.agent is not None}
     else:
         messages, names = [], {}
+    simulation = execution.simulation.as_dict() if execution.simulation is not None else {}
+    simulated_turns = set(simulation.get("conversation_turns", []))
     transcript = [
         {
             "seq": m.seq,
@@ -96,6 +98,8 @@ def result_store(
             "trigger": m.trigger,
             "model": m.model,
             "latency_ms": m.latency_ms,
+            # Written by the simulated user's model, not by the case: the page marks it so.
+            **({"simulated": True} if m.role == "user" and m.turn in simulated_turns else {}),
         }
         for m in messages
     ]
@@ -127,6 +131,7 @@ def result_store(
         assertions=redact(execution.assertions),
         final_state=redact(execution.final_state),
         final_tables=redact(execution.final_tables),
+        simulation=redact(simulation),
     )
     return announced
 

@@ -36,7 +36,7 @@ from cases.validation import suite_callable_functions
 from common.api import unknown_field_message
 from common.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep, json_value_problem
 from runs.models import Recording, Run
-from runs.tapes.replay import AGENT, ANSWER, ERROR, HANG, JUDGE, KINDS, MAX_TOKENS, request_hash
+from runs.tapes.replay import AGENT, ANSWER, ERROR, HANG, KINDS, MAX_TOKENS, PURPOSES, request_hash
 
 FORMAT = 1
 MANIFEST = "recordings.json"
@@ -439,8 +439,8 @@ def _entry_problem(entry: Any) -> str:
         return f"kind must be one of {', '.join(KINDS)}, got {_shown(kind)}"
     if problem := _unknown(entry, (*_ENTRY_KEYS, *_KIND_KEYS[kind])):
         return problem
-    if entry.get("purpose", AGENT) not in (AGENT, JUDGE):
-        return f"purpose must be {AGENT} or {JUDGE}, got {_shown(entry['purpose'])}"
+    if entry.get("purpose", AGENT) not in PURPOSES:
+        return f"purpose must be one of {', '.join(PURPOSES)}, got {_shown(entry['purpose'])}"
     problem = (
         _whole(entry, "turn", "", maximum=MAX_POSITION, nullable=True)
         or _whole(entry, "step", "", maximum=MAX_POSITION, nullable=True)

@@ -4,11 +4,12 @@ A tape belongs to one case × model conversation. In record mode the runtime pro
 (runs/engine/model_providers.py) answers every model call of the conversation through a Recorder, which calls the
 real model and keeps each exchange; in replay mode `agenttest-replay` answers through a Replayer, which serves the
 kept exchanges by position and never builds a network client or reads a key. The judge of llmJudge assertions is
-handed the same tape, so its exchanges are kept and served too.
+handed the same tape, so its exchanges are kept and served too, and so is a simulated user's model (purpose "user",
+labelled with the turn whose line it writes): a replay plays both sides of the conversation.
 
 An entry (one model call), as stored and as written to the JSONL files:
 
-    {"purpose": "agent" | "judge", "turn": 0, "step": 1, "agent": "order-router", "scope": "",
+    {"purpose": "agent" | "judge" | "user", "turn": 0, "step": 1, "agent": "order-router", "scope": "",
      "model": "openai:gpt-4o-mini", "request_hash": "<sha256>", "request": {<normalised request>},
      "kind": "answer", "response": {"text": "", "tool_calls": [{"id", "name", "arguments"}],
                                     "finish_reason": "tool_calls", "usage": {"input_tokens", "output_tokens"},
@@ -46,7 +47,8 @@ REPLAY_PROVIDER = "agenttest-replay"
 
 ANSWER, ERROR, HANG = "answer", "error", "hang"
 KINDS = (ANSWER, ERROR, HANG)
-AGENT, JUDGE = "agent", "judge"
+AGENT, JUDGE, USER = "agent", "judge", "user"
+PURPOSES = (AGENT, JUDGE, USER)
 
 # A hang is released when the runner abandons the case; this only bounds a tape nobody abandons.
 MAX_HANG_SECONDS = 3600.0
@@ -172,6 +174,8 @@ def _labels(request: ModelRequest) -> dict[str, Any]:
     metadata = request.metadata
     if metadata.get("purpose") == JUDGE:
         return {"purpose": JUDGE, "turn": None, "step": None, "agent": "", "scope": str(metadata.get("scope", ""))}
+    if metadata.get("purpose") == USER:
+        return {"purpose": USER, "turn": metadata.get("turn"), "step": None, "agent": "", "scope": ""}
     return {
         "purpose": AGENT,
         "turn": metadata.get("turn"),
@@ -207,7 +211,36 @@ def describe(entry: dict[str, Any]) -> str:
     if entry.get("purpose") == JUDGE:
         scope = entry.get("scope") or "case"
         return f"the judge request for {'the case' if scope == 'case' else scope}"
+    if entry.get("purpose") == USER:
+        return f"the simulated user's request for turn {entry.get('turn')}"
     return f"the request at turn {entry.get('turn')} step {entry.get('step')}"
+
+
+def user_stale_reason(recorded: Any, now: dict[str, Any], request: ModelRequest) -> str:
+    """Why a simulated user's request differs from its recording, in the words that say what to do. The request's
+    metadata `message_turns` names, per message, the turn it belongs to (None: not a turn's); a differing message
+    in the user role is an agent's reply (the user model reads the agent as its interlocutor)."""
+    difference = first_difference(recorded, now) or "the request hash differs"
+    recorded_messages = recorded.get("messages") if isinstance(recorded, dict) else None
+    if not isinstance(recorded_messages, list):
+        recorded_messages = []
+    turns = request.metadata.get("message_turns") or []
+    for index, message in enumerate(now["messages"]):
+        if index < len(recorded_messages) and recorded_messages[index] == message:
+            continue
+        turn = turns[index] if index < len(turns) else None
+        if message.get("role") == "user" and turn is not None:
+            return f"the agent answered differently at turn {turn}; record again. First difference: {difference}"
+        if message.get("role") == "system":
+            return (
+                "the simulated user's persona, goal or facts changed since the recording; record again. First "
+                f"difference: {difference}"
+            )
+        break
+    return (
+        f"stale recording: the simulated user's request for turn {request.metadata.get('turn')} differs from the "
+        f"recording — record again. First difference: {difference}"
+    )
 
 
 class Tape(abc.ABC):
@@ -345,6 +378,10 @@ class Replayer(Tape):
             entry = self._entries[self._position]
             self._position += 1
         normalised = normalise_request(request, key)
+        if request_hash(normalised) != entry.get("request_hash") and labels["purpose"] == USER == entry.get("purpose"):
+            # Never an invented line: the user's next line answered what the agent said then, not what it says now.
+            raise self._fail(user_stale_reason(entry.get("request", {}), normalised, request), "stale_recording",
+                             request)
         if request_hash(normalised) != entry.get("request_hash"):
             recorded = entry.get("request", {})
             difference = first_difference(recorded, normalised) or "the request hash differs"

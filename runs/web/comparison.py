@@ -467,6 +467,7 @@ def model_deltas(*, baseline: list[ModelSummary], current: list[ModelSummary]) -
 # The parts of a case's content, in the order a reviewer reads them.
 CASE_PARTS = (
     ("turns", "Turns and their assertions"),
+    ("simulated_user", "Simulated user"),
     ("assertions", "Case assertions"),
     ("mocks", "Mocks"),
     ("tables", "Tables of the stateful mocks"),

@@ -35,7 +35,7 @@ def new_cells(run: Run, since: int) -> dict[str, Any]:
         flags.append({"key": key, "classes": _row_classes(row)})
         for model, cell in row["cells"].items():
             cells.append(
-                {"key": f"{key}|{model}", "html": _cell_html(key, model, cell, run.trials, base, priced[model])}
+                {"key": f"{key}|{model}", "html": _cell_html(key, model, cell, run.trials, base, priced=priced[model])}
             )
     return {"cells": cells, "rows": flags, "last_result": max(pk for pk, _, _ in fresh)}
 

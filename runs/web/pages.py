@@ -47,6 +47,7 @@ from runs.services import (
     QueueUnavailable,
     RunConflict,
     RunError,
+    result_freeze,
     run_bless,
     run_cancel,
     run_resume,
@@ -580,6 +581,8 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
         "other_models": other_models,
         "models_url": f"{base}{result.pk}/models/",
         "in_baseline": in_baseline,
+        "simulation": _simulation(result),
+        "can_freeze": request.user.is_staff and bool((result.simulation or {}).get("turns")) and bool(result.case_id),
     }
     if in_baseline is not None and in_baseline.result_id is not None:
         context["baseline_result_url"] = reverse(
@@ -587,6 +590,49 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
         )
         context["side_by_side_url"] = f"{base}{result.pk}/side-by-side/?with={in_baseline.result_id}"
     return render(request, "runs/result_detail.html", context)
+
+
+def _simulation(result: CaseResult) -> dict[str, Any] | None:
+    """What the page says of a simulated user: who played it, which turns it wrote, what stopped it, and the goal
+    verdict with its reason."""
+    simulation = result.simulation or {}
+    if not simulation:
+        return None
+    goals = [item for item in result.assertions or [] if item.get("type") == "goalReached"]
+    verdict = None
+    if goals:
+        actual = goals[0].get("actual") if isinstance(goals[0].get("actual"), dict) else {}
+        verdict = {"status": goals[0].get("status", ""), "reached": actual.get("reached"),
+                   "reason": actual.get("reason") or goals[0].get("message", "")}
+    usage = simulation.get("usage") or {}
+    return {
+        "model": simulation.get("user_model", ""),
+        "goal": simulation.get("goal", ""),
+        "turns": ", ".join(str(turn) for turn in simulation.get("turns") or []) or "none",
+        "stop": (simulation.get("stop") or {}).get("text", ""),
+        "stop_by": (simulation.get("stop") or {}).get("by", ""),
+        "verdict": verdict,
+        "tokens": format_tokens(int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))),
+    }
+
+
+@login_required
+@require_POST
+def result_freeze_page(request: HttpRequest, run_id: int, result_id: int) -> HttpResponse:
+    if not request.user.is_staff:
+        return _forbidden(request, "Only admins can freeze a result into a case.")
+    result = get_object_or_404(CaseResult.objects.select_related("run"), run__pk=run_id, pk=result_id)
+    if (refused := _unknown_fields(request, "Nothing was frozen.")) is not None:
+        return refused
+    try:
+        case = result_freeze(result=result)
+    except RunError as exc:
+        messages.error(request, str(exc))
+        return redirect("runs:result", run_id, result_id)
+    messages.success(
+        request, f"Frozen into the disabled draft {case.name!r}: review its turns, then enable it."
+    )
+    return redirect("admin:cases_case_change", case.pk)
 
 
 # --- Run vs baseline ----------------------------------------------------------------------------------------------

@@ -76,6 +76,7 @@ def transcript_turns(result: CaseResult) -> list[dict[str, Any]]:
             entries.append(
                 {
                     "kind": "user" if role == "user" else "assistant",
+                    "simulated": bool(message.get("simulated")),
                     "content": message["content"],
                     "agent": message.get("agent", ""),
                     "model": message.get("model", ""),

@@ -244,7 +244,7 @@ def test_it_refuses_bad_history_messages(suite, case_document, message, field, t
 
 def test_it_requires_at_least_one_turn(suite, case_document):
     problems = problems_by_field(validate_case_document(case_document(turns=[]), suite=suite))
-    assert problems == {"turns": "at least one turn with a user message is required"}
+    assert problems == {"turns": "at least one turn with a user message is required (or a simulated_user)"}
 
 
 def test_it_refuses_a_turn_without_a_user_message(suite, case_document):

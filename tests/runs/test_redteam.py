@@ -217,7 +217,7 @@ BAD_ENTRIES = [
     (_set("response", "text", value="x" * 1_000_001), "response.text is longer than 1000000 characters"),
     (_set("latency_ms", value=-5), "latency_ms must be a number of milliseconds from 0 to 86400000, got -5"),
     (_set("turn", value="0"), "turn must be a whole number from 0 to 2147483647, got '0'"),
-    (_set("purpose", value="spy"), "purpose must be agent or judge, got 'spy'"),
+    (_set("purpose", value="spy"), "purpose must be one of agent, judge, user, got 'spy'"),
     (lambda entry: json.dumps({"deep": "[" * 5000 + "]" * 5000}).replace('"[', "[").replace(']"', "]"),
      "is nested more than 128 levels deep"),
 ]

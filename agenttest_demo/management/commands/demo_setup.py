@@ -34,7 +34,7 @@ class Command(BaseCommand):
     help = (
         "Create the demo: superuser 'admin' (password from AGENTTEST_ADMIN_PASSWORD, else generated and printed "
         "once), user 'member' when AGENTTEST_MEMBER_PASSWORD is set, the order-support agents and sample "
-        "conversations tagged 'demo', the demo test suite and a first run of it on both simulated models. "
+        "conversations tagged 'demo', the demo test suites and a first run of it on both simulated models. "
         "Safe to run again."
     )
 
@@ -53,7 +53,7 @@ class Command(BaseCommand):
             self._suite(admin, queue_run=not options["no_run"])
 
     def _suite(self, admin: Any, *, queue_run: bool) -> None:
-        from agenttest_demo.suite import demo_suite_ensure
+        from agenttest_demo.suite import demo_suite_ensure, simulated_users_suite_ensure
         from runs.models import Run
         from runs.services import RunError, run_trigger
 
@@ -62,6 +62,12 @@ class Command(BaseCommand):
             self._done(f"Created suite {suite.name!r} with {suite.cases.count()} cases.")
         else:
             self.stdout.write(f"Suite {suite.name!r} exists; left unchanged.")
+        simulated, created = simulated_users_suite_ensure()
+        if created:
+            self._done(f"Created suite {simulated.name!r} with {simulated.cases.count()} cases played by a simulated "
+                       "user.")
+        else:
+            self.stdout.write(f"Suite {simulated.name!r} exists; left unchanged.")
         if not queue_run or Run.objects.filter(suite=suite).exists():
             return
         try:

@@ -1,0 +1,96 @@
+"""The simulated users demo (issue 24), as the issue's "done when" asks: two cases whose user is played by a model —
+one who gives the order number only when asked, one who changes their mind — pass on sim-careful and fail on sim-hasty
+for the reason shown; recorded, they replay identically with outbound connections refused; an instruction edit makes
+them stale naming the turn; frozen, they pass as scripted cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from agenthost.models import Agent
+from agenttest_demo.suite import simulated_users_suite_ensure
+from cases.models import Case
+from cases.services import case_enable
+from runs.models import CaseResult, Run
+from runs.services import result_freeze, run_create, run_execute
+from tests.runs.test_key_free import OutboundGuard
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CAREFUL, HASTY = "simulated:sim-careful", "simulated:sim-hasty"
+ASKED = "The order number is given only when asked"
+CHANGED = "The user changes their mind"
+
+
+def execute(suite, models: list[str], mode: str = Run.Mode.LIVE) -> dict[tuple[str, str], CaseResult]:
+    run = run_execute(run_id=run_create(suite=suite, model_keys=models, mode=mode).pk)
+    return {(result.case_name, result.model): result for result in CaseResult.objects.filter(run=run)}
+
+
+def users(result: CaseResult) -> list[tuple[str, bool]]:
+    return [(m["content"], bool(m.get("simulated"))) for m in result.transcript if m["role"] == "user"]
+
+
+def test_it_passes_on_the_careful_model_and_fails_on_the_hasty_one_for_the_reason_shown(demo_agents):
+    suite, _ = simulated_users_suite_ensure()
+
+    results = execute(suite, [CAREFUL, HASTY])
+
+    asked, changed = results[(ASKED, CAREFUL)], results[(CHANGED, CAREFUL)]
+    assert (asked.status, changed.status) == ("passed", "passed"), (asked.reason, changed.reason)
+    assert users(asked) == [("I'd like to cancel my order, please.", True), ("It's 1043.", True)]
+    assert users(changed) == [
+        ("Where is my order 1043?", False),
+        ("Actually, I have changed my mind: please cancel it.", True),
+    ]
+    assert asked.simulation["stop"]["text"].startswith("the simulated user said it was done after turn 1")
+
+    for name in (ASKED, CHANGED):
+        hasty = results[(name, HASTY)]
+        assert hasty.status == "failed"
+        # The reason shown: the hasty model cancelled without the order number the user meant.
+        assert hasty.reason.startswith(
+            "goalReached (case): the judge found the goal not reached: simulated "
+            "verdict: no call did 'cancel with 1043'"
+        ), hasty.reason
+        assert hasty.simulation["stop"]["by"] == "user" and hasty.simulation["stop"]["status"] == "gave_up"
+        called = next(item for item in hasty.assertions if item["type"] == "toolCalled")
+        assert called["message"] == 'cancel_order was called, but never with arguments containing {"order_id": "1043"}'
+
+
+def test_it_replays_the_recorded_demo_with_no_network_goes_stale_on_an_edit_and_freezes(demo_agents, monkeypatch):
+    suite, _ = simulated_users_suite_ensure()
+    recorded = execute(suite, [CAREFUL, HASTY], Run.Mode.RECORD)
+    guard = OutboundGuard(monkeypatch)
+
+    replayed = execute(suite, [CAREFUL, HASTY], Run.Mode.REPLAY)
+
+    assert guard.attempts == []
+    for key, before in recorded.items():
+        after = replayed[key]
+        assert (after.status, after.reason, users(after)) == (before.status, before.reason, users(before))
+        assert after.simulation["stop"] == before.simulation["stop"]
+
+    # Frozen, each careful result is a scripted case that passes.
+    frozen = [result_freeze(result=recorded[(name, CAREFUL)]) for name in (ASKED, CHANGED)]
+    Case.objects.filter(suite=suite).update(enabled=False)
+    for case in frozen:
+        case_enable(case=case)
+    scripted = execute(suite, [CAREFUL])
+    assert {(name, result.status) for (name, _), result in scripted.items()} == {
+        (case.name, "passed") for case in frozen
+    }
+    assert all(result.simulation == {} for result in scripted.values())
+
+    # An instruction edit makes the recorded simulated cases stale, naming the turn.
+    Case.objects.filter(suite=suite).update(enabled=True)
+    Case.objects.filter(pk__in=[case.pk for case in frozen]).update(enabled=False)
+    router = Agent.objects.get(name="order-router")
+    router.instruction += "\nBe brief."
+    router.save()
+    stale = execute(suite, [CAREFUL], Run.Mode.REPLAY)
+    for name in (ASKED, CHANGED):
+        assert stale[(name, CAREFUL)].status == "error"
+        assert stale[(name, CAREFUL)].reason.startswith("stale recording: the request at turn 0 step 0 differs"), stale[
+            (name, CAREFUL)
+        ].reason
