@@ -276,7 +276,7 @@ def test_it_runs_a_suite_inline_with_the_installed_command(package_env, demo_dir
 
     # The demo suite has one case that fails on purpose (an unmocked email is blocked): exit 1, every case ran.
     assert done.returncode == 1, done.stderr
-    assert "[8/8]" in done.stdout and "1 of 8 results failed" in done.stdout
+    assert "[9/9]" in done.stdout and "1 of 9 results failed" in done.stdout
 
 
 @pytest.mark.slow
