@@ -54,13 +54,7 @@ def run_options_validate(*, mode: str, trials: int, budget_tokens: int | None, b
     if trials > 1 and mode == Run.Mode.RECORD:
         raise RunError(
             "record mode keeps one recording per case and model, so it runs one trial; measure flakiness with "
-            "trials in live mode",
-            field="trials",
-        )
-    if trials > 1 and mode == Run.Mode.REPLAY:
-        raise RunError(
-            "replay serves the same recorded answers every time, so every trial would be identical; measure "
-            "flakiness with trials in live mode",
+            "trials in live mode, or replay the recording k times (free) to catch what your own code does differently",
             field="trials",
         )
     if budget_tokens is not None and budget_tokens <= 0:

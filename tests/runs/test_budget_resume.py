@@ -154,7 +154,7 @@ def test_it_takes_mode_trials_and_budget_on_the_trigger_page(suite, client, admi
     assert response.status_code == 302, response.content.decode()[:2000]
     run = Run.objects.get()
     assert (run.trials, run.total, run.budget_tokens, run.mode) == (2, 6, 100000, "live")
-    refused = client.post("/runs/new/", {"suite": suite.pk, "models": [CAREFUL], "mode": "replay", "trials": 3})
+    refused = client.post("/runs/new/", {"suite": suite.pk, "models": [CAREFUL], "mode": "record", "trials": 3})
     assert refused.status_code == 400 and b"trials" in refused.content
     assert Run.objects.count() == 1
 

@@ -278,14 +278,32 @@ def test_it_replays_a_model_that_is_no_longer_configured(suite, settings):
         run_create(suite=suite, model_keys=["stub:gpt-4o"], mode=Run.Mode.REPLAY)
 
 
-@pytest.mark.parametrize("mode", [Run.Mode.RECORD, Run.Mode.REPLAY])
-def test_it_refuses_trials_in_record_and_replay_mode(suite, mode):
+def test_it_refuses_trials_in_record_mode(suite):
     with pytest.raises(RunError) as raised:
-        run_create(suite=suite, model_keys=[STUB], mode=mode, trials=3)
+        run_create(suite=suite, model_keys=[STUB], mode=Run.Mode.RECORD, trials=3)
 
     assert raised.value.field == "trials"
     assert "live mode" in str(raised.value)
     assert not Run.objects.exists()
+
+
+def test_it_replays_every_trial_from_the_recording_for_free(suite, stub):
+    recorded = record(suite)
+    requests_while_recording = len(stub.requests)
+    stub.stop()
+
+    replayed = run_execute(run_id=run_create(suite=suite, model_keys=[STUB], mode=Run.Mode.REPLAY, trials=3).pk)
+
+    assert len(stub.requests) == requests_while_recording
+    trials = results(replayed)
+    assert sorted((r.case.name, r.trial) for r in trials) == sorted(
+        (r.case.name, trial) for r in results(recorded) for trial in range(3)
+    )
+    verdicts = {r.case.name: r.status for r in results(recorded)}
+    assert all(r.status == verdicts[r.case.name] and r.cost == 0 for r in trials)
+    summary = run_summary(run=replayed)[0]
+    # One case passes every trial, the other none: pass^3 is one case of two.
+    assert (summary.mode, summary.cost, summary.pass_k) == ("replay", 0, 0.5)
 
 
 def test_it_records_a_call_still_hanging_at_the_timeout_as_a_hang_and_replays_it(scripted_model, make_case, settings):
