@@ -337,6 +337,55 @@ JUDGE_INSTRUCTION = (
 )
 
 
+class _NoVerdict(Exception):
+    """The judge gave no usable verdict: `outcome` is the assertion's Error."""
+
+    def __init__(self, outcome: tuple) -> None:
+        super().__init__(outcome[3])
+        self.outcome = outcome
+
+
+def _ask_judge(
+    judge: Judge,
+    *,
+    expected: str,
+    instruction: str,
+    prompt: str,
+    schema: dict[str, Any],
+    parse: Callable[[str], Any],
+) -> tuple[Any, dict[str, int]]:
+    """Ask the judge model (llmJudge's and goalReached's alike) and parse its verdict: the verdict and the usage, or
+    _NoVerdict with the assertion's Error — the usage of an answer that came still counted."""
+    try:
+        _, model = parse_model_key(judge.model)
+        response = judge.call(
+            ModelRequest(
+                model=model,
+                messages=[{"role": "system", "content": instruction}, {"role": "user", "content": prompt}],
+                temperature=0.0,
+                response_schema=schema,
+                metadata={"purpose": "judge", "scope": judge.scope},
+            ),
+            judge.model,
+        )
+    except UnknownModel as exc:
+        raise _NoVerdict((ERROR, expected, None, f"the judge model cannot be used: {exc}")) from exc
+    except ProviderError as exc:
+        raise _NoVerdict((ERROR, expected, None, f"the judge model failed: {exc}")) from exc
+    usage = {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens}
+    unfinished = unfinished_answer(response)
+    if unfinished:
+        raise _NoVerdict(
+            (ERROR, expected, _excerpt(response.text or ""), f"the judge's answer is unusable: {unfinished}", usage)
+        )
+    verdict = parse(response.text)
+    if isinstance(verdict, str):
+        raise _NoVerdict(
+            (ERROR, expected, _excerpt(response.text), f"the judge's answer is unusable: {verdict}", usage)
+        )
+    return verdict, usage
+
+
 def _judge(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple:
     criterion = params["criterion"]
     minimum = int(params.get("min_score", DEFAULT_JUDGE_MIN_SCORE))
@@ -344,32 +393,16 @@ def _judge(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple:
     if not judge.model:
         return ERROR, expected, None, "no judge model is configured on the suite; set one to use llmJudge"
     try:
-        _, model = parse_model_key(judge.model)
-        response = judge.call(
-            ModelRequest(
-                model=model,
-                messages=[
-                    {"role": "system", "content": JUDGE_INSTRUCTION},
-                    {"role": "user", "content": f"Criterion: {criterion}\n\nReply:\n{evidence.output}"},
-                ],
-                temperature=0.0,
-                response_schema=JUDGE_SCHEMA,
-                metadata={"purpose": "judge", "scope": judge.scope},
-            ),
-            judge.model,
+        (score, reason), usage = _ask_judge(
+            judge,
+            expected=expected,
+            instruction=JUDGE_INSTRUCTION,
+            prompt=f"Criterion: {criterion}\n\nReply:\n{evidence.output}",
+            schema=JUDGE_SCHEMA,
+            parse=_parse_verdict,
         )
-    except UnknownModel as exc:
-        return ERROR, expected, None, f"the judge model cannot be used: {exc}"
-    except ProviderError as exc:
-        return ERROR, expected, None, f"the judge model failed: {exc}"
-    usage = {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens}
-    unfinished = unfinished_answer(response)
-    if unfinished:
-        return ERROR, expected, _excerpt(response.text or ""), f"the judge's answer is unusable: {unfinished}", usage
-    verdict = _parse_verdict(response.text)
-    if isinstance(verdict, str):
-        return ERROR, expected, _excerpt(response.text), f"the judge's answer is unusable: {verdict}", usage
-    score, reason = verdict
+    except _NoVerdict as no:
+        return no.outcome
     if score >= minimum:
         return PASSED, expected, {"score": score, "reason": reason}, f"the judge scored {score}: {reason}", usage
     return (
@@ -433,33 +466,16 @@ def _goal(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple:
     if not judge.model:
         return ERROR, expected, None, "no judge model is configured on the suite; set one to use goalReached"
     try:
-        _, model = parse_model_key(judge.model)
-        response = judge.call(
-            ModelRequest(
-                model=model,
-                messages=[
-                    {"role": "system", "content": GOAL_INSTRUCTION},
-                    {"role": "user", "content": f"The user's goal: {goal}\n\nTranscript:\n"
-                                                f"{goal_transcript(evidence.transcript)}"},
-                ],
-                temperature=0.0,
-                response_schema=GOAL_SCHEMA,
-                metadata={"purpose": "judge", "scope": judge.scope},
-            ),
-            judge.model,
+        (reached, reason), usage = _ask_judge(
+            judge,
+            expected=expected,
+            instruction=GOAL_INSTRUCTION,
+            prompt=f"The user's goal: {goal}\n\nTranscript:\n{goal_transcript(evidence.transcript)}",
+            schema=GOAL_SCHEMA,
+            parse=_parse_goal_verdict,
         )
-    except UnknownModel as exc:
-        return ERROR, expected, None, f"the judge model cannot be used: {exc}"
-    except ProviderError as exc:
-        return ERROR, expected, None, f"the judge model failed: {exc}"
-    usage = {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens}
-    unfinished = unfinished_answer(response)
-    if unfinished:
-        return ERROR, expected, _excerpt(response.text or ""), f"the judge's answer is unusable: {unfinished}", usage
-    verdict = _parse_goal_verdict(response.text)
-    if isinstance(verdict, str):
-        return ERROR, expected, _excerpt(response.text), f"the judge's answer is unusable: {verdict}", usage
-    reached, reason = verdict
+    except _NoVerdict as no:
+        return no.outcome
     actual = {"reached": reached, "reason": reason}
     if reached:
         return PASSED, expected, actual, f"the judge found the goal reached: {reason}", usage
