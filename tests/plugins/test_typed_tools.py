@@ -8,7 +8,7 @@ import json
 from typing import Annotated, Any, Literal
 
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
@@ -301,7 +301,20 @@ class _Accepted(BaseModel):
     shipped_after: str | None = None
 
 
+def _storable(value: Any) -> bool:
+    """No NUL and no lone surrogate in any text: the host refuses such arguments before the tool sees them."""
+    if isinstance(value, str):
+        return "\x00" not in value and not any(0xD800 <= ord(char) <= 0xDFFF for char in value)
+    if isinstance(value, dict):
+        return all(_storable(key) and _storable(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_storable(item) for item in value)
+    return True
+
+
 def _acceptable(arguments: Any) -> bool:
+    if not _storable(arguments):
+        return False
     try:
         accepted = _Accepted.model_validate(arguments)
     except ValidationError:
@@ -319,6 +332,9 @@ def _acceptable(arguments: Any) -> bool:
 @pytest.mark.django_db
 @hypothesis_settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arguments=_ARGUMENTS)
+# What a CI run's random examples once found: a NUL in a value, refused before the tool runs.
+@example(arguments={"parcel_id": "\x00"})
+@example(arguments={"parcel_id": "1042", "shipped_after": "\ud800"})
 def test_it_never_crashes_the_loop_whatever_arguments_the_model_sends(agent, scripted_model, arguments):
     CALLS.clear()
 
