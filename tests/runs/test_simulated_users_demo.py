@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from agenthost.llm.base import ModelRequest
+from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
+from agenttest_demo.simulated import SimulatedProvider
 from agenttest_demo.suite import simulated_users_suite_ensure
 from cases.models import Case
 from cases.services import case_enable
@@ -94,3 +97,83 @@ def test_it_replays_the_recorded_demo_with_no_network_goes_stale_on_an_edit_and_
         assert stale[(name, CAREFUL)].reason.startswith("stale recording: the request at turn 0 step 0 differs"), stale[
             (name, CAREFUL)
         ].reason
+
+
+# The same demo over HTTP: a local OpenAI-compatible server answers with the simulated models' rules, so the agent
+# under test, the simulated user and the judge are all reached through the openai SDK, as a real endpoint would be.
+LOCAL_CAREFUL, LOCAL_HASTY = "local:sim-careful", "local:sim-hasty"
+
+
+def simulated_rules(body: dict) -> Answer:
+    request = ModelRequest(model=body["model"], messages=body["messages"], tools=body.get("tools") or [])
+    response = SimulatedProvider("local", {}).complete(request)
+    return Answer(response.text or "", [Call(call.name, call.arguments) for call in response.tool_calls])
+
+
+@pytest.fixture
+def local_suite(openai_stub, settings, demo_agents):
+    settings.AGENTTEST_PROVIDERS = {
+        **settings.AGENTTEST_PROVIDERS,
+        "local": {
+            "kind": "openai", "base_url": openai_stub.base_url, "api_key_env": "", "timeout": 10.0, "max_retries": 0,
+            "models": [{"name": "sim-careful"}, {"name": "sim-hasty"}],
+        },
+    }
+    openai_stub.respond_with(simulated_rules)
+    suite, _ = simulated_users_suite_ensure()
+    suite.judge_model = LOCAL_CAREFUL
+    suite.save()
+    return suite
+
+
+def test_it_records_the_demo_against_a_local_server_and_replays_it_with_the_server_gone(
+    local_suite, openai_stub, monkeypatch
+):
+    recorded = execute(local_suite, [LOCAL_CAREFUL, LOCAL_HASTY], Run.Mode.RECORD)
+    assert {key: result.status for key, result in recorded.items()} == {
+        (ASKED, LOCAL_CAREFUL): "passed", (CHANGED, LOCAL_CAREFUL): "passed",
+        (ASKED, LOCAL_HASTY): "failed", (CHANGED, LOCAL_HASTY): "failed",
+    }, {key: result.reason for key, result in recorded.items()}
+    assert users(recorded[(ASKED, LOCAL_CAREFUL)]) == [
+        ("I'd like to cancel my order, please.", True), ("It's 1043.", True)
+    ]
+    # Every side went over HTTP: the agents, the simulated user and the judge.
+    systems = [body["messages"][0]["content"] for body in openai_stub.requests]
+    assert any(text.startswith("You play a user") for text in systems)
+    assert any('"reached"' in text for text in systems)
+
+    # Frozen while the server is up: the careful conversations, as scripted cases, pass live.
+    frozen = [result_freeze(result=recorded[(name, LOCAL_CAREFUL)]) for name in (ASKED, CHANGED)]
+    simulated = list(Case.objects.filter(suite=local_suite).exclude(pk__in=[case.pk for case in frozen]))
+    Case.objects.filter(pk__in=[case.pk for case in simulated]).update(enabled=False)
+    for case in frozen:
+        case_enable(case=case)
+    scripted = execute(local_suite, [LOCAL_CAREFUL])
+    assert {(name, result.status) for (name, _), result in scripted.items()} == {
+        (case.name, "passed") for case in frozen
+    }, {name: result.reason for (name, _), result in scripted.items()}
+    Case.objects.filter(pk__in=[case.pk for case in frozen]).update(enabled=False)
+    Case.objects.filter(pk__in=[case.pk for case in simulated]).update(enabled=True)
+
+    # The server gone and every connection off this machine refused: both sides replay, identically.
+    openai_stub.stop()
+    served = len(openai_stub.requests)
+    guard = OutboundGuard(monkeypatch)
+    replayed = execute(local_suite, [LOCAL_CAREFUL, LOCAL_HASTY], Run.Mode.REPLAY)
+    assert guard.attempts == [] and len(openai_stub.requests) == served
+    for key, before in recorded.items():
+        after = replayed[key]
+        assert (after.status, after.reason, users(after)) == (before.status, before.reason, users(before)), key
+        assert after.simulation["stop"] == before.simulation["stop"]
+        assert [m.get("content") for m in after.transcript] == [m.get("content") for m in before.transcript]
+
+    # An edit of the router's instruction: each simulated case is stale, naming the turn, never a new user line.
+    router = Agent.objects.get(name="order-router")
+    router.instruction += "\nBe brief."
+    router.save()
+    stale = execute(local_suite, [LOCAL_CAREFUL], Run.Mode.REPLAY)
+    for name in (ASKED, CHANGED):
+        assert stale[(name, LOCAL_CAREFUL)].status == "error"
+        assert stale[(name, LOCAL_CAREFUL)].reason.startswith(
+            "stale recording: the request at turn 0 step 0 differs"
+        ), stale[(name, LOCAL_CAREFUL)].reason
