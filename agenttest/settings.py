@@ -189,6 +189,9 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "agenttest API",
     "DESCRIPTION": "Regression tests for LLM agents: agents, conversations, suites, cases and runs.",
     "VERSION": "1.0.0",
+    # The case document's schema comes from pydantic (JSON Schema 2020-12: `type: null` in anyOf), which OpenAPI 3.1
+    # takes as it is and 3.0 does not.
+    "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,

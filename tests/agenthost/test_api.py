@@ -7,6 +7,7 @@ import json
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from drf_spectacular.validation import validate_schema
 from rest_framework.test import APIClient
 
 from agenthost.llm.scripted import Answer, Call, Fail
@@ -417,6 +418,15 @@ def test_it_documents_every_endpoint_in_the_schema(member_client):
     }.items():
         assert methods <= set(paths[path]), path
     assert "502" in paths["/api/conversations/{conversation_id}/messages/"]["post"]["responses"]
+
+
+def test_it_serves_a_schema_that_validates_as_openapi(member_client):
+    # The case document's schema is pydantic's JSON Schema 2020-12 (`type: "null"`), valid in OpenAPI 3.1 only: a
+    # client generator given a 3.0 document with it refuses the whole schema.
+    schema = json.loads(member_client.get("/api/schema/", {"format": "json"}).content)
+
+    assert schema["openapi"] == "3.1.0"
+    validate_schema(schema)
 
 
 # --- Query counts -----------------------------------------------------------------------------------------------
