@@ -61,6 +61,21 @@ def _bound(mapped: MappedConversation, chosen: Agent | None, where: str) -> tupl
     raise ConversationImportError(f"{where} is bound to no agent: {named}; choose one", field="agent")
 
 
+def _adopt_provisional(mapped: MappedConversation) -> None:
+    """A conversation imported while its spans named no conversation id was keyed by its trace; once a later span
+    names the id (pydantic-ai's invoke_agent span, which carries it, ends — and is exported — last), that conversation
+    takes the id as its key, so the update lands on it rather than making a second copy of the same talk."""
+    provisional = [trace_id for trace_id in mapped.trace_ids if trace_id != mapped.key]
+    if not provisional:
+        return
+    imported = Conversation.objects.filter(source=Conversation.Source.TRACE, trace_service=mapped.service_name)
+    if imported.filter(trace_key=mapped.key).exists():
+        return
+    first = imported.filter(trace_key__in=provisional).order_by("pk").first()
+    if first is not None:
+        imported.filter(pk=first.pk).update(trace_key=mapped.key)
+
+
 @dataclass(frozen=True)
 class ImportOutcome:
     key: str  # the stored conversation key the spans were read under
@@ -80,6 +95,7 @@ def trace_conversations_import(*, keys: Iterable[str], agent: Agent | None = Non
         if not mapped:
             outcomes.append(ImportOutcome(key, refused="its spans hold no model call of a known dialect"))
         for conversation in mapped:
+            _adopt_provisional(conversation)
             try:
                 outcomes.append(ImportOutcome(key, conversation_from_mapped(mapped=conversation, agent=agent,
                                                                             owner=owner)))
