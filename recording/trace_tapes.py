@@ -58,8 +58,9 @@ class TraceAnswers(Recorder):
                 self.failure = self.failure or (
                     f"the agent asked its model more than the {len(self._answers)} time(s) the trace did"
                 )
-                raise ProviderError(self.failure, code=TRACE_EXHAUSTED, provider=self.provider_name,
-                                    model=request.model)
+                raise ProviderError(
+                    self.failure, code=TRACE_EXHAUSTED, provider=self.provider_name, model=request.model
+                )
             self.used += 1
             return self._answers[self.used - 1]
 
@@ -68,9 +69,9 @@ class TraceAnswers(Recorder):
         return len(self._answers) - self.used
 
 
-def trace_answers(*, conversation: Conversation, first_turn: int = 0, last_turn: int | None = None) -> list[
-    ModelResponse
-]:
+def trace_answers(
+    *, conversation: Conversation, first_turn: int = 0, last_turn: int | None = None
+) -> list[ModelResponse]:
     """The model's answers in the conversation's turns `first_turn`..`last_turn`, one per model call: an assistant
     message with the tool calls that follow it (a call the provider ran itself is no call the agent's code sees)."""
     messages = conversation.messages.filter(turn__gte=first_turn).order_by("seq")
@@ -86,16 +87,22 @@ def trace_answers(*, conversation: Conversation, first_turn: int = 0, last_turn:
         if message.role == Message.Role.ASSISTANT:
             answers[-1].update(text=message.content, usage=(message.input_tokens, message.output_tokens))
         elif message.role == Message.Role.TOOL_CALL and message.outcome != PROVIDER_EXECUTED:
-            answers[-1]["calls"].append(ToolCall(
-                id=message.tool_call_id or f"call_{message.seq}", name=message.function_name,
-                # As the model wrote them when the trace kept that, else the object it recorded.
-                arguments=message.raw_arguments or json.dumps(message.arguments or {}, ensure_ascii=False),
-            ))
+            answers[-1]["calls"].append(
+                ToolCall(
+                    id=message.tool_call_id or f"call_{message.seq}",
+                    name=message.function_name,
+                    # As the model wrote them when the trace kept that, else the object it recorded.
+                    arguments=message.raw_arguments or json.dumps(message.arguments or {}, ensure_ascii=False),
+                )
+            )
         previous = message.role
     return [
         ModelResponse(
-            text=answer["text"], tool_calls=answer["calls"], finish_reason="tool_calls" if answer["calls"] else "stop",
-            usage=Usage(*answer["usage"]), model=answer["model"].partition(":")[2] or answer["model"],
+            text=answer["text"],
+            tool_calls=answer["calls"],
+            finish_reason="tool_calls" if answer["calls"] else "stop",
+            usage=Usage(*answer["usage"]),
+            model=answer["model"].partition(":")[2] or answer["model"],
         )
         for answer in answers
     ]
@@ -133,10 +140,14 @@ def trace_recording_write(
         save_conversation=False,
     )
     if execution.status != PASSED:
-        return TraceRecording(key, False, f"run on the trace's answers it ended {execution.status}: "
-                                          f"{execution.reason or 'no reason given'}")
+        return TraceRecording(
+            key,
+            False,
+            f"run on the trace's answers it ended {execution.status}: {execution.reason or 'no reason given'}",
+        )
     if tape.unused:
-        return TraceRecording(key, False, f"the agent asked its model {tape.used} time(s); the trace did "
-                                          f"{tape.used + tape.unused} times")
+        return TraceRecording(
+            key, False, f"the agent asked its model {tape.used} time(s); the trace did {tape.used + tape.unused} times"
+        )
     recording_save(case_id=case.pk, model=key, entries=tape.entries())
     return TraceRecording(key, True)
