@@ -40,7 +40,7 @@ def test_it_has_a_file_or_a_command_in_every_block():
     blocks = guide_blocks()
     assert {language for language, _ in blocks} == {"sh", "python"}
     files = [body.splitlines()[0] for language, body in blocks if language == "python"]
-    assert files == ["# shop_tools.py", "# parcels_mcp.py"]
+    assert files == ["# shop_tools.py", "# parcels_mcp.py", "# support_service.py"]
     assert "agenttest.plugin" in GUIDE.read_text(encoding="utf-8")
 
 
@@ -98,3 +98,11 @@ def test_it_runs_every_command_of_the_guide(package_env: PackageEnv, tmp_path):
     suites = [report] if report.tag == "testsuite" else list(report)
     assert sum(int(s.get("tests", 0)) for s in suites) >= 1
     assert sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites) == 0
+    # Traces: the production run sent the receipt once; the draft recorded from its trace replayed green in CI with
+    # its model answers and tool results from the trace, and sent nothing.
+    assert (work / "support-receipts.log").read_text() == "1042 ana@example.com\n"
+    assert "recorded on function:support-model" in output
+    traces_report = ElementTree.parse(work / "traces-report.xml").getroot()
+    traces_suites = [traces_report] if traces_report.tag == "testsuite" else list(traces_report)
+    assert sum(int(s.get("tests", 0)) for s in traces_suites) == 1
+    assert sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in traces_suites) == 0

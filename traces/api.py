@@ -10,6 +10,10 @@ and nothing stored: 400 a body that cannot be decoded, 401 no or a wrong API tok
 media type or content encoding, 429 with Retry-After over the "traces" throttle rate, 503 with Retry-After when the
 database is busy. A token is never checked for CSRF (a signed-in session, which the view takes like every API view,
 is).
+
+Once the spans are stored, the conversations they belong to are written as agenttest conversations, or brought up to
+date in place, exactly as `agenttest traces import` writes them (traces.conversations), at most
+AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST of them per request.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.conf import settings
 from django.db import OperationalError
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
@@ -34,6 +39,7 @@ from rest_framework.views import APIView
 
 from common.api import IsStaff
 from common.inputs import parse_whole_number
+from traces.conversations import trace_conversations_import
 from traces.otlp import JSON, PROTOBUF, Limits, OtlpRefused, body_too_large, media_type
 from traces.services import traces_ingest
 
@@ -93,6 +99,10 @@ class TracesExportApi(APIView):
             body=_body(request), content_type=content_type,
             content_encoding=request.META.get("HTTP_CONTENT_ENCODING", ""),
         )
+        # The spans are committed: the conversations they belong to are written or brought up to date, a bounded
+        # number per request. One that cannot be yet (no agent of its names, no model call yet, no content) is left
+        # as spans; its next span, `agenttest traces import` or the page binds it.
+        trace_conversations_import(keys=report.conversations[: settings.AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST])
         response = trace_service_pb2.ExportTraceServiceResponse()
         if report.rejected:
             response.partial_success.rejected_spans = report.rejected

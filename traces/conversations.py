@@ -61,6 +61,72 @@ def _bound(mapped: MappedConversation, chosen: Agent | None, where: str) -> tupl
     raise ConversationImportError(f"{where} is bound to no agent: {named}; choose one", field="agent")
 
 
+def _adopt_provisional(mapped: MappedConversation) -> None:
+    """A conversation imported while its spans named no conversation id was keyed by its trace; once a later span
+    names the id (pydantic-ai's invoke_agent span, which carries it, ends — and is exported — last), that conversation
+    takes the id as its key, so the update lands on it rather than making a second copy of the same talk."""
+    provisional = [trace_id for trace_id in mapped.trace_ids if trace_id != mapped.key]
+    if not provisional:
+        return
+    imported = Conversation.objects.filter(source=Conversation.Source.TRACE, trace_service=mapped.service_name)
+    if imported.filter(trace_key=mapped.key).exists():
+        return
+    first = imported.filter(trace_key__in=provisional).order_by("pk").first()
+    if first is not None:
+        imported.filter(pk=first.pk).update(trace_key=mapped.key)
+
+
+def trace_conversation_bind(*, key: Any, agent: Any, owner: Any = None) -> Conversation:
+    """The stored spans of conversation `key` written as a conversation bound to the agent chosen (`agent`: its id or
+    its name) — the way to bind a trace whose agent agenttest does not know, or to bind one again to another agent.
+    ConversationImportError naming the field (`conversation`, `agent`) when it cannot be; nothing is written then."""
+    text = key.strip() if isinstance(key, str) else ""
+    if not text:
+        raise ConversationImportError("must be the key of a conversation of stored spans", field="conversation")
+    chosen = _agent_chosen(agent)
+    mapped = conversations_from_spans(trace_conversation_spans(key=text))
+    if not mapped:
+        raise ConversationImportError(
+            f"no stored spans make a conversation {text[:200]!r} (none, or none of a model call in a known dialect)",
+            field="conversation",
+        )
+    conversation = next((item for item in mapped if item.key == text), mapped[0])
+    _adopt_provisional(conversation)
+    return conversation_from_mapped(mapped=conversation, agent=chosen, owner=owner)
+
+
+def trace_conversation_unimported_reason(*, key: str) -> str:
+    """Why the spans of conversation `key` are not (yet) an agenttest conversation, as an import would say it."""
+    mapped = conversations_from_spans(trace_conversation_spans(key=key))
+    if not mapped:
+        return "its spans hold no model call of a known dialect (yet)"
+    conversation = next((item for item in mapped if item.key == key), mapped[0])
+    where = f"conversation {conversation.key!r} of service {conversation.service_name or '(unnamed)'}"
+    if conversation.content_missing:
+        return f"{where} carries no message content: {conversation.content_missing}"
+    try:
+        _bound(conversation, None, where)
+    except ConversationImportError as exc:
+        return str(exc)
+    return "not imported yet: its next span, `agenttest traces import` or binding it here imports it"
+
+
+def _agent_chosen(agent: Any) -> Agent:
+    if isinstance(agent, Agent):
+        return agent
+    text = str(agent).strip() if isinstance(agent, int | str) and not isinstance(agent, bool) else ""
+    found = None
+    if text.isascii() and text.isdigit() and len(text) < 19:
+        found = Agent.objects.filter(pk=int(text)).first()
+    found = found or (Agent.objects.filter(name=text).first() if text else None)
+    if found is None:
+        raise ConversationImportError(
+            f"must be an agent's id or name; no agent is {text[:200]!r}" if text else "choose an agent",
+            field="agent",
+        )
+    return found
+
+
 @dataclass(frozen=True)
 class ImportOutcome:
     key: str  # the stored conversation key the spans were read under
@@ -80,6 +146,7 @@ def trace_conversations_import(*, keys: Iterable[str], agent: Agent | None = Non
         if not mapped:
             outcomes.append(ImportOutcome(key, refused="its spans hold no model call of a known dialect"))
         for conversation in mapped:
+            _adopt_provisional(conversation)
             try:
                 outcomes.append(ImportOutcome(key, conversation_from_mapped(mapped=conversation, agent=agent,
                                                                             owner=owner)))

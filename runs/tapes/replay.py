@@ -284,7 +284,6 @@ class Recorder(Tape):
         key = model_key or self.model_key
         normalised = normalise_request(request, key)
         entry = {**_labels(request), "model": key, "request_hash": request_hash(normalised), "request": normalised}
-        config = get_model(key)
         with self._lock:
             if self.abandoned:
                 # The runner gave up on this case: nothing it does any more may cost a model call.
@@ -296,7 +295,7 @@ class Recorder(Tape):
                 )
             self._in_flight = entry
         try:
-            response = get_provider(config.provider).complete(request)
+            response = self.answer(request, key)
         except ProviderError as exc:
             if exc.code == DEADLINE:
                 # Ended by the case's timeout, not by the model: a replay must time out there too.
@@ -326,6 +325,11 @@ class Recorder(Tape):
             }
         )
         return response
+
+    def answer(self, request: ModelRequest, model_key: str) -> ModelResponse:
+        """What the model says: the real model's answer. A tape whose answers come from elsewhere (a production
+        trace's, recording/trace_tapes.py) overrides it, and its exchanges are kept the same way."""
+        return get_provider(get_model(model_key).provider).complete(request)
 
     def _keep(self, entry: dict[str, Any]) -> None:
         with self._lock:

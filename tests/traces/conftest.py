@@ -15,6 +15,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from rest_framework.authtoken.models import Token
 
 from bench.traces_ingest import varint
+from tests.runtimes.conftest import openai_stub, team_repo  # noqa: F401 (fixtures: a team's agents in production)
 from traces.models import TraceSpan
 
 KEPT_PREFIXES = ("gen_ai.", "llm.", "openinference.", "input.", "output.", "tool.", "session.")

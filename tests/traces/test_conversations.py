@@ -26,8 +26,9 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Conversation
 from cases.services import case_enable
 from recording.services import recording_create
-from runs.models import CaseResult
+from runs.models import CaseResult, Recording, Run
 from runs.services import run_create, run_execute
+from tests.runs.test_key_free import OutboundGuard
 from tests.traces.dialects.spans import records
 from tests.traces.dialects.test_genai import VERSIONS, shop_agent
 from traces.conversations import ConversationImportError, conversation_from_mapped
@@ -181,3 +182,23 @@ def test_it_imports_a_collector_file_into_a_conversation_bound_by_name_or_by_the
         ("tool_result", "find_order", '{"order_id":"1042","status":"shipped"}'),
         ("assistant", "", "Order 1042 has shipped."),
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_records_the_traces_answers_so_the_draft_replays_with_no_model(mapped, shop, monkeypatch):
+    conversation = conversation_from_mapped(mapped=mapped)
+
+    [draft] = recording_create(conversation=conversation).cases
+
+    [recording] = Recording.objects.filter(case=draft)
+    assert recording.model == "function:orders-model"
+    assert len(recording.entries) == sum(m.role == "assistant" for m in mapped.messages) == 4
+    assert any("recorded on function:orders-model: run it in replay mode" in note for note in draft.warnings)
+    case_enable(case=draft)
+    OutboundGuard(monkeypatch)
+    run = run_execute(
+        run_id=run_create(suite=draft.suite, model_keys=["function:orders-model"], mode=Run.Mode.REPLAY).pk
+    )
+    result = CaseResult.objects.get(run=run, case=draft)
+    assert result.status == "passed", result.reason
+    assert [call["outcome"] for call in result.tool_calls] == ["mocked", "mocked"]
