@@ -1,5 +1,5 @@
 """The model answers of a conversation imported from a production trace, written as a recording of its draft — so the
-draft replays with no key (docs/decisions/0900-t-trace-recordings.md).
+draft replays with no key (docs/decisions/0026-trace-recordings.md).
 
 A recording is keyed by the requests the agent under test sends, normalised and hashed (runs/tapes/replay.py), and
 only the agent's own code knows those: the framework builds them (its instructions, tool schemas, settings). So the
