@@ -345,7 +345,7 @@ def _first_problems(problems: list[Problem], limit: int = 3) -> str:
 @admin.register(Case)
 class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     form = CaseAdminForm
-    list_display = ("name", "suite", "enabled", "source", "type", "priority", "updated_at")
+    list_display = ("name", "enabled", "suite", "source", "type", "priority", "updated_at")
     list_filter = ("enabled", "source", "suite", "suite__agent")
     list_select_related = ("suite",)
     search_fields = ("name", "description", "turns__user_message")
