@@ -33,7 +33,7 @@ def change_form(case: Case, **fields: Any) -> dict[str, Any]:
     """The POST of the case's change page as it is, with the case's own fields replaced by `fields`."""
     data = {
         "name": case.name, "suite": case.suite_id, "description": case.description, "type": case.type,
-        "entry_agent": case.entry_agent_id or "", "priority": case.priority, "tags": json.dumps(case.tags),
+        "entry_agent": case.entry_agent_id or "", "priority": case.priority, "tags": ", ".join(case.tags),
         "initial_state": json.dumps(case.initial_state), "unmocked_policy": case.unmocked_policy,
         "source": case.source, "source_conversation": case.source_conversation_id or "",
     }
