@@ -31,7 +31,7 @@ from cases.admin_params import PREFIX as PARAM_PREFIX
 from cases.admin_params import param_specs, params_from_fields, params_initial
 from cases.files import files_render, files_zip
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
-from cases.review import case_review
+from cases.review import SHORT_JSON_LENGTH, case_review
 from cases.schema import EXTRA_ALLOWED_HELP, FORCE_BLOCKED_HELP
 from cases.selectors import CASE_PARTS
 from cases.services import case_content_hash_refresh, case_disable, case_enable, case_to_document
@@ -53,6 +53,7 @@ from cases.validation import (
 )
 from common.admin_fields import PrettyJSONWidget, SafeJSONField
 from common.admin_ids import StrictIdsAdminMixin
+from common.inputs import json_loads, printable_json
 
 # --- JSON as readable text ----------------------------------------------------------------------------------------
 
@@ -63,10 +64,22 @@ class SizedJSONWidget(PrettyJSONWidget):
     def __init__(self, attrs: dict[str, Any] | None = None) -> None:
         super().__init__(attrs={"spellcheck": "false", **(attrs or {})})
 
+    def format_value(self, value: Any) -> str | None:
+        text = super().format_value(value)
+        if text and "\n" in text:
+            # Short JSON on one line: a form of many small boxes ({"order_id": "1043"}) stays short.
+            try:
+                compact = printable_json(json_loads(text), separators=(", ", ": "))
+            except (ValueError, TypeError):
+                return text
+            if len(compact) <= SHORT_JSON_LENGTH:
+                return compact
+        return text
+
     def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
         context = super().get_context(name, value, attrs)
         lines = (context["widget"]["value"] or "").count("\n") + 1
-        context["widget"]["attrs"]["rows"] = min(max(lines, 2), 30)
+        context["widget"]["attrs"]["rows"] = min(lines, 12)
         context["widget"]["attrs"]["style"] = "font-family: monospace; min-width: 24em;"
         return context
 
@@ -354,7 +367,18 @@ class MockInline(JSONTextMixin, admin.StackedInline):
     formset = CasePartFormSet
     extra = 0
     classes = ("collapse",)
-    fields = (("function_name", "position"), ("call_index", "stop"), "arguments", "result", "state_writes", "table")
+    # The fields of the case JSON Schema's MockEntry; a stateful mock's table, rarely used, folded.
+    fieldsets = (
+        (None, {"fields": (("function_name", "call_index", "stop", "position"), "arguments", "result",
+                           "state_writes")}),
+        ("Stateful: answer from a table of the case", {"fields": ("table",), "classes": ("collapse",)}),
+    )
+
+    def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> forms.Field | None:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "result" and field is not None:
+            field.widget.attrs.update(rows=3, style="font-family: monospace;")
+        return field
 
 
 class AssertionInline(CasePartInline):

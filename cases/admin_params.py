@@ -47,11 +47,11 @@ class ParamSpec:
         if self.kind == "choice":
             return forms.ChoiceField(choices=[("", "---------"), *((c, c) for c in self.choices)], **common)
         if self.kind == "json":
-            widget = forms.Textarea(attrs={"rows": 1, "spellcheck": "false", "class": "param-json"})
+            placeholder = 'JSON, e.g. "cancelled", 3, true or {"id": "1043"}'
+            widget = forms.Textarea(attrs={"rows": 1, "spellcheck": "false", "placeholder": placeholder})
             return forms.CharField(widget=widget, strip=False, **common)
-        if self.kind == "list":
-            common["help_text"] = "Comma-separated."
-        return forms.CharField(**common)
+        attrs = {"placeholder": "names, comma-separated"} if self.kind == "list" else {}
+        return forms.CharField(widget=forms.TextInput(attrs=attrs), **common)
 
 
 def _kind(prop: dict[str, Any]) -> str:
@@ -76,8 +76,6 @@ def param_specs() -> dict[str, ParamSpec]:
     for assertion_type in ASSERTION_PARAMS:
         for name, prop in _definition(assertion_type)["properties"].items():
             help_text = prop.get("description", "")
-            if _kind(prop) == "json":
-                help_text = f"{help_text} JSON: text in double quotes, numbers, true/false, {{…}} or […].".strip()
             spec = specs.get(name) or ParamSpec(
                 name=name,
                 kind=_kind(prop),
@@ -164,5 +162,5 @@ def _value(spec: ParamSpec, raw: Any) -> tuple[Any, bool]:
             return json_loads(text), False
         except ValueError as exc:
             detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-            raise ValueError(f"Not valid JSON: {detail}. Text goes in double quotes, e.g. \"cancelled\".") from None
+            raise ValueError(f'Not valid JSON: {detail}. Text goes in double quotes, e.g. "cancelled".') from None
     return raw or "", not raw
