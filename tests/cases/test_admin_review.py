@@ -280,3 +280,18 @@ def test_it_takes_tags_as_comma_separated_text(admin_client, make_case):
     admin_client.post(change_url(case), change_form(case, tags=" smoke, billing ,, late orders "))
     case.refresh_from_db()
     assert case.tags == ["smoke", "billing", "late orders"]
+
+
+@pytest.mark.parametrize("value", ['"\\ud800"', '{"\\udc00": 1}', "1" * 5000])
+def test_it_refuses_unstorable_json_in_a_typed_field_and_changes_nothing(admin_client, make_case, value):
+    case = make_case()
+    index = assertion_index(case, "stateEquals")
+
+    response = admin_client.post(
+        change_url(case), typed(change_form(case), index, "stateEquals", key="refund", value=value)
+    )
+
+    assert response.status_code == 200
+    form = assertion_form(response, case.assertions.get(type="stateEquals").pk)
+    assert form.errors["param_value"]
+    assert case.assertions.get(type="stateEquals").params == {"key": "refund_requested", "value": True}
