@@ -429,7 +429,7 @@ class CaseAdminForm(forms.ModelForm):
         return cleaned
 
 
-method_decorator_post = method_decorator(require_POST)
+_post_only = method_decorator(require_POST)
 
 
 class TagsField(forms.CharField):
@@ -495,7 +495,7 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
         return HttpResponseRedirect(reverse("admin:cases_case_change", args=[case.pk]))
 
-    @method_decorator_post
+    @_post_only
     def enable_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
         """Enables the case as saved, through the same check as every other door (case_enable); a refusal says why."""
         case = self._case_to_switch(request, object_id)
@@ -519,7 +519,7 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
                     )
         return self._switched(request, case, object_id)
 
-    @method_decorator_post
+    @_post_only
     def disable_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
         case = self._case_to_switch(request, object_id)
         if case is not None:
