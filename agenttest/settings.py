@@ -74,7 +74,9 @@ TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
         # The project's templates and static files live in the agenttest app, so they install with the package.
-        "DIRS": [],
+        # Overrides of templates another app ships (the admin's base_site.html) must be found before that app's:
+        # agenttest comes after django.contrib.admin in INSTALLED_APPS, so they sit in a folder searched first.
+        "DIRS": [BASE_DIR / "agenttest" / "templates" / "overrides"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

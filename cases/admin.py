@@ -10,23 +10,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import Count, QuerySet
 from django.forms.models import BaseInlineFormSet
-from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import URLPattern, path, reverse
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.views.decorators.http import require_POST
 
 from agenthost.seams import configured_models
+from cases.admin_params import PREFIX as PARAM_PREFIX
+from cases.admin_params import param_specs, params_from_fields, params_initial
 from cases.files import files_render, files_zip
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
-from cases.review import case_review
+from cases.review import SHORT_JSON_LENGTH, case_review
 from cases.schema import EXTRA_ALLOWED_HELP, FORCE_BLOCKED_HELP
 from cases.selectors import CASE_PARTS
 from cases.services import case_content_hash_refresh, case_disable, case_enable, case_to_document
@@ -48,6 +53,7 @@ from cases.validation import (
 )
 from common.admin_fields import PrettyJSONWidget, SafeJSONField
 from common.admin_ids import StrictIdsAdminMixin
+from common.inputs import json_loads, printable_json
 
 # --- JSON as readable text ----------------------------------------------------------------------------------------
 
@@ -58,10 +64,22 @@ class SizedJSONWidget(PrettyJSONWidget):
     def __init__(self, attrs: dict[str, Any] | None = None) -> None:
         super().__init__(attrs={"spellcheck": "false", **(attrs or {})})
 
+    def format_value(self, value: Any) -> str | None:
+        text = super().format_value(value)
+        if text and "\n" in text:
+            # Short JSON on one line: a form of many small boxes ({"order_id": "1043"}) stays short.
+            try:
+                compact = printable_json(json_loads(text), separators=(", ", ": "))
+            except (ValueError, TypeError):
+                return text
+            if len(compact) <= SHORT_JSON_LENGTH:
+                return compact
+        return text
+
     def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
         context = super().get_context(name, value, attrs)
         lines = (context["widget"]["value"] or "").count("\n") + 1
-        context["widget"]["attrs"]["rows"] = min(max(lines, 2), 30)
+        context["widget"]["attrs"]["rows"] = min(lines, 12)
         context["widget"]["attrs"]["style"] = "font-family: monospace; min-width: 24em;"
         return context
 
@@ -250,15 +268,76 @@ def _case_tables(case: Case | None) -> dict[str, Any] | None:
 
 
 class AssertionForm(CasePartForm):
+    """Params edited as the typed fields of the chosen type (cases/admin_params.py), or as JSON on request."""
+
+    params_as_json = forms.BooleanField(
+        required=False, label="Edit as JSON", help_text="Edit the parameters as one JSON object instead."
+    )
+    # Present in every form this page renders: a post without it (a form from before the typed fields) means JSON.
+    params_typed = forms.CharField(required=False, widget=forms.HiddenInput, initial="1")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["params"].label = "Parameters"
+        for spec in param_specs().values():
+            self.fields[spec.field_name] = spec.form_field()
+        if self.instance.pk:
+            initial = params_initial(self.instance.type, self.instance.params)
+            if initial is None:
+                self.initial["params_as_json"] = True
+            else:
+                self.initial.update(initial)
+
+    def typed(self) -> bool:
+        """Whether the typed fields, not the JSON box, say what the params are."""
+        if not self.is_bound:
+            return not self.initial.get("params_as_json", False)
+        return bool(self.data.get(self.add_prefix("params_typed"))) and not self.data.get(
+            self.add_prefix("params_as_json")
+        )
+
+    def param_fields(self) -> list[tuple[forms.BoundField, str, str]]:
+        """(field, the types that take it, its kind) for the page; the chosen type's are the ones shown."""
+        return [(self[spec.field_name], " ".join(spec.types), spec.kind) for spec in param_specs().values()]
+
+    def chosen_type(self) -> str:
+        return str(self["type"].value() or "")
+
+    def chosen_takes_params(self) -> bool:
+        chosen = self.chosen_type()
+        return not chosen or any(chosen in spec.types for spec in param_specs().values())
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        typed = self.typed()
+        if typed:
+            # The JSON box is not what is being saved: its text, stale or not, is no error of this form.
+            self._errors.pop("params", None)
+            params, errors = params_from_fields(cleaned.get("type", ""), cleaned, self.instance.params)
+            for field, message in errors.items():
+                self.add_error(field, message)
+            cleaned["params"] = params
         suite = self.case.suite if self.case is not None and self.case.suite_id else None
         fields = _present(self, ("type", "params", "fatal"))
-        _add_problems(
-            self,
-            validate_assertion(fields, suite=suite, functions=self.functions, tables=_case_tables(self.case)),
-        )
+        problems = validate_assertion(fields, suite=suite, functions=self.functions, tables=_case_tables(self.case))
+        if typed:
+            # Said on the field the reviewer typed in: `params.text` is the `text` box.
+            problems = [_on_param_field(problem, self) for problem in problems]
+        _add_problems(self, problems)
         return cleaned
+
+
+def _on_param_field(problem: Problem, form: forms.BaseForm) -> Problem:
+    head, _, rest = problem.field.partition(".")
+    if head != "params" or not rest:
+        return problem
+    name = rest.split(".")[0].split("[")[0]
+    field = PARAM_PREFIX + name
+    if field not in form.fields:
+        return problem
+    tail = rest[len(name):]
+    message = f"{tail.lstrip('.')}: {problem.message}" if tail else problem.message
+    return replace(problem, field=field, message=message)
 
 
 class CasePartInline(JSONTextMixin, admin.TabularInline):
@@ -288,12 +367,25 @@ class MockInline(JSONTextMixin, admin.StackedInline):
     formset = CasePartFormSet
     extra = 0
     classes = ("collapse",)
-    fields = (("function_name", "position"), ("call_index", "stop"), "arguments", "result", "state_writes", "table")
+    # The fields of the case JSON Schema's MockEntry; a stateful mock's table, rarely used, folded.
+    fieldsets = (
+        (None, {"fields": (("function_name", "call_index", "stop", "position"), "arguments", "result",
+                           "state_writes")}),
+        ("Stateful: answer from a table of the case", {"fields": ("table",), "classes": ("collapse",)}),
+    )
+
+    def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> forms.Field | None:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "result" and field is not None:
+            field.widget.attrs.update(rows=3, style="font-family: monospace;")
+        return field
 
 
 class AssertionInline(CasePartInline):
     model = Assertion
     form = AssertionForm
+    # Django's tabular inline, with the params cell holding the typed fields and the "Edit as JSON" switch.
+    template = "admin/cases/case/assertions_inline.html"
     fields = ("position", "turn", "type", "params", "fatal")
 
     def get_formset(self, request: HttpRequest, obj: Case | None = None, **kwargs: Any) -> type[BaseInlineFormSet]:
@@ -337,6 +429,25 @@ class CaseAdminForm(forms.ModelForm):
         return cleaned
 
 
+_post_only = method_decorator(require_POST)
+
+
+class TagsField(forms.CharField):
+    """Tags as one line of text, comma-separated: "smoke, billing" is ["smoke", "billing"]."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, help_text="Comma-separated, e.g. smoke, billing.", **kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list) and all(isinstance(tag, str) for tag in value):
+            return ", ".join(value)
+        return value
+
+    def to_python(self, value: Any) -> list[str]:
+        text = super().to_python(value)
+        return [tag.strip() for tag in text.split(",") if tag.strip()]
+
+
 def _first_problems(problems: list[Problem], limit: int = 3) -> str:
     shown = "; ".join(str(problem) for problem in problems[:limit])
     return shown + (f"; and {len(problems) - limit} more" if len(problems) > limit else "")
@@ -345,7 +456,7 @@ def _first_problems(problems: list[Problem], limit: int = 3) -> str:
 @admin.register(Case)
 class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     form = CaseAdminForm
-    list_display = ("name", "suite", "enabled", "source", "type", "priority", "updated_at")
+    list_display = ("name", "enabled", "suite", "source", "type", "priority", "updated_at")
     list_filter = ("enabled", "source", "suite", "suite__agent")
     list_select_related = ("suite",)
     search_fields = ("name", "description", "turns__user_message")
@@ -365,6 +476,59 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     inlines = (HistoryMessageInline, TurnInline, MockInline, AssertionInline)
     actions = ("enable_selected", "disable_selected", export_case_files)
 
+    def get_urls(self) -> list[URLPattern]:
+        # admin_view: staff only, CSRF checked. The review panel's buttons post here.
+        review = [
+            path("<path:object_id>/enable/", self.admin_site.admin_view(self.enable_view), name="cases_case_enable"),
+            path("<path:object_id>/disable/", self.admin_site.admin_view(self.disable_view), name="cases_case_disable"),
+        ]
+        return review + super().get_urls()
+
+    def _case_to_switch(self, request: HttpRequest, object_id: str) -> Case | None:
+        case = self.get_object(request, object_id)
+        if case is not None and not self.has_change_permission(request, case):
+            raise PermissionDenied
+        return case
+
+    def _switched(self, request: HttpRequest, case: Case | None, object_id: str) -> HttpResponseRedirect:
+        if case is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        return HttpResponseRedirect(reverse("admin:cases_case_change", args=[case.pk]))
+
+    @_post_only
+    def enable_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
+        """Enables the case as saved, through the same check as every other door (case_enable); a refusal says why."""
+        case = self._case_to_switch(request, object_id)
+        if case is not None:
+            try:
+                case_enable(case=case)
+            except CaseValidationError as exc:
+                self.message_user(
+                    request,
+                    f"{case.name!r} is still disabled: it cannot be enabled until this is fixed: "
+                    f"{_first_problems(exc.problems, limit=5)}.",
+                    messages.ERROR,
+                )
+            else:
+                self.message_user(
+                    request, f"Enabled {case.name!r}: runs of suite {case.suite.name!r} include it.", messages.SUCCESS
+                )
+                if warnings := case_warnings(case_to_document(case=case)):
+                    self.message_user(
+                        request, f"{case.name!r} is enabled, but {'; '.join(warnings)}.", messages.WARNING
+                    )
+        return self._switched(request, case, object_id)
+
+    @_post_only
+    def disable_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
+        case = self._case_to_switch(request, object_id)
+        if case is not None:
+            case_disable(case=case)
+            self.message_user(
+                request, f"Disabled {case.name!r}: runs leave it out until it is enabled again.", messages.SUCCESS
+            )
+        return self._switched(request, case, object_id)
+
     def render_change_form(
         self, request: HttpRequest, context: dict[str, Any], add: bool = False, change: bool = False,
         form_url: str = "", obj: Case | None = None,
@@ -374,8 +538,10 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> forms.Field | None:
+        if db_field.name == "tags":
+            return TagsField(label="Tags")
         field = super().formfield_for_dbfield(db_field, request, **kwargs)
-        if db_field.name in ("description", "tags") and field is not None:
+        if db_field.name == "description" and field is not None:
             # Short by default: the review above is what fills the first screen.
             field.widget.attrs["rows"] = 2
         return field

@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
+from agenttest_demo.agents import demo_conversations_create
+from cases.models import Case
+from recording.services import recording_create
+
 CHROMIUM = os.environ.get("AGENTTEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -68,3 +72,10 @@ def save_screenshot() -> Callable[[Page, str], None]:
             page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
 
     return save
+
+
+@pytest.fixture
+def cancel_draft(demo_agents, admin_user) -> Case:
+    """The recorded draft of the demo's "Cancel order 1043" conversation: disabled, with warnings for the reviewer."""
+    played = {result.conversation.title: result.conversation for result in demo_conversations_create(owner=admin_user)}
+    return recording_create(conversation=played["Cancel order 1043"]).cases[0]

@@ -8,8 +8,6 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from agenthost.services import conversation_send, conversation_start
-from agenttest_demo.agents import demo_conversations_create
-from cases.models import Case
 from recording.services import recording_create
 from tests.recording.conftest import THREE_TOPICS
 
@@ -25,12 +23,6 @@ def page_width(page: Page) -> int:
 
 def open_every_section(page: Page) -> None:
     page.evaluate("document.querySelectorAll('details').forEach(details => { details.open = true; })")
-
-
-@pytest.fixture
-def cancel_draft(demo_agents, admin_user) -> Case:
-    played = {result.conversation.title: result.conversation for result in demo_conversations_create(owner=admin_user)}
-    return recording_create(conversation=played["Cancel order 1043"]).cases[0]
 
 
 @pytest.mark.parametrize(("width", "height"), [(1366, 768), (800, 900)])

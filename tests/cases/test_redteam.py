@@ -66,7 +66,6 @@ def test_it_shows_a_form_error_for_unstorable_suite_json_and_stores_nothing(admi
         {"initial_state": '{"k": "\\udc00"}'},
         {"initial_state": '{"\\ud800": 1}'},
         {"initial_state": f'{{"x": {LONG_INTEGER}}}'},
-        {"tags": '["\\ud800"]'},
         {"mocks-0-state_writes": '{"a": "\\ud800"}'},
         {"mocks-0-arguments": f'{{"order_id": {LONG_INTEGER}}}'},
     ],
