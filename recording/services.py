@@ -24,7 +24,7 @@ from cases.validation import CaseValidationError, SuiteValidationError
 from common.inputs import parse_id
 from recording.drafts import NothingToRecord, draft_document
 from recording.segmenter import ModelUnavailable, Segment, SegmentationError, segments_ask
-from recording.trace_tapes import trace_recording_write
+from recording.signals import drafts_stored
 from recording.transcripts import Transcript, transcript_load
 
 RECORDED_SUITE_PREFIX = "Recorded: "
@@ -129,7 +129,7 @@ def recording_create(*, conversation: Conversation, suite: Suite | None = None) 
     transcript = _transcript(conversation)
     whole = [(f"Recorded from {conversation}", 0, len(transcript.turns) - 1)]
     drafts = _store(choice, transcript, whole, source=Case.Source.RECORDED)
-    _trace_recordings(conversation, drafts, whole)
+    _drafts_stored(conversation, drafts, whole)
     return drafts
 
 
@@ -158,7 +158,7 @@ def extraction_create(*, conversation: Conversation, suite: Suite | None = None,
     slices = [(segment.name, segment.first_turn, segment.last_turn) for segment in segments]
     notes = _single_segment_notes(transcript, segments, model_key)
     drafts = _store(choice, transcript, slices, source=Case.Source.EXTRACTED, notes=notes)
-    _trace_recordings(conversation, drafts, slices)
+    _drafts_stored(conversation, drafts, slices)
     drafts.segments = segments
     drafts.warnings = notes
     return drafts
@@ -177,28 +177,17 @@ def _single_segment_notes(transcript: Transcript, segments: list[Segment], model
     ]
 
 
-def _trace_recordings(conversation: Conversation, drafts: Drafts, slices: list[tuple[str, int, int]]) -> None:
-    """A draft of a conversation imported from a trace gets the trace's model answers as its recording, once it is
-    stored (its run reads it from the database); each draft says on which model it replays, or why it cannot."""
-    if conversation.source != Conversation.Source.TRACE:
-        return
-    for index, (case, (_, first_turn, last_turn)) in enumerate(zip(drafts.cases, slices, strict=True)):
-        outcome = trace_recording_write(
-            case=case, conversation=conversation, first_turn=first_turn, last_turn=last_turn
-        )
-        if outcome.written:
-            note = (
-                f"the model's answers are the trace's, recorded on {outcome.model}: run it in replay mode on "
-                f"{outcome.model} and it needs no key"
-            )
-        else:
-            note = (
-                f"the trace's model answers could not be recorded ({outcome.reason}); record it with a run in record "
-                "mode before it can replay"
-            )
-        document = case_to_document(case=case)
-        document["warnings"] = [*document["warnings"], note]
-        drafts.cases[index] = case_update(case=case, document=document)
+def _drafts_stored(conversation: Conversation, drafts: Drafts, slices: list[tuple[str, int, int]]) -> None:
+    """Tell the harness the drafts are stored (their runs read them from the database); each note a receiver returns
+    is added to its draft's warnings."""
+    responses = drafts_stored.send(sender=Case, conversation=conversation, cases=list(drafts.cases), slices=slices)
+    for _, notes in responses:
+        for index, note in enumerate(notes or []):
+            if note:
+                case = drafts.cases[index]
+                document = case_to_document(case=case)
+                document["warnings"] = [*document["warnings"], note]
+                drafts.cases[index] = case_update(case=case, document=document)
 
 
 def _transcript(conversation: Conversation) -> Transcript:

@@ -7,12 +7,15 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         from agenthost.seams import executor_providers, register_agent_load_hook, register_executor_provider
+        from recording.signals import drafts_stored
         from runs import (
             signals,  # noqa: F401  (worker start: sweep and concurrency warning)
             tasks,  # noqa: F401  (registers the run task, which the services dispatch by name)
         )
         from runs.engine.mocking import apply_model_override, mock_provider
+        from runs.engine.trace_tapes import trace_tapes_for_drafts
 
         if mock_provider not in executor_providers():
             register_executor_provider(mock_provider)
         register_agent_load_hook(apply_model_override)
+        drafts_stored.connect(trace_tapes_for_drafts, dispatch_uid="runs.engine.trace_tapes")

@@ -328,7 +328,7 @@ class Recorder(Tape):
 
     def answer(self, request: ModelRequest, model_key: str) -> ModelResponse:
         """What the model says: the real model's answer. A tape whose answers come from elsewhere (a production
-        trace's, recording/trace_tapes.py) overrides it, and its exchanges are kept the same way."""
+        trace's, runs/engine/trace_tapes.py) overrides it, and its exchanges are kept the same way."""
         return get_provider(get_model(model_key).provider).complete(request)
 
     def _keep(self, entry: dict[str, Any]) -> None:

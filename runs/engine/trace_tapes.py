@@ -1,5 +1,6 @@
 """The model answers of a conversation imported from a production trace, written as a recording of its draft — so the
-draft replays with no key (docs/decisions/0026-trace-recordings.md).
+draft replays with no key (docs/decisions/0026-trace-recordings.md). The recording app asks for it when it stores the
+drafts (`recording.signals.drafts_stored`), which `trace_tapes_for_drafts` answers.
 
 A recording is keyed by the requests the agent under test sends, normalised and hashed (runs/tapes/replay.py), and
 only the agent's own code knows those: the framework builds them (its instructions, tool schemas, settings). So the
@@ -151,3 +152,28 @@ def trace_recording_write(
         )
     recording_save(case_id=case.pk, model=key, entries=tape.entries())
     return TraceRecording(key, True)
+
+
+def trace_tapes_for_drafts(
+    *, conversation: Conversation, cases: list[Case], slices: list[tuple[str, int, int]], **kwargs: Any
+) -> list[str] | None:
+    """The `drafts_stored` receiver: each draft of a conversation imported from a trace gets the trace's model answers
+    of its turns as its recording; the note for each says on which model it replays, or why it cannot."""
+    if conversation.source != Conversation.Source.TRACE:
+        return None
+    notes = []
+    for case, (_, first_turn, last_turn) in zip(cases, slices, strict=True):
+        outcome = trace_recording_write(
+            case=case, conversation=conversation, first_turn=first_turn, last_turn=last_turn
+        )
+        if outcome.written:
+            notes.append(
+                f"the model's answers are the trace's, recorded on {outcome.model}: run it in replay mode on "
+                f"{outcome.model} and it needs no key"
+            )
+        else:
+            notes.append(
+                f"the trace's model answers could not be recorded ({outcome.reason}); record it with a run in record "
+                "mode before it can replay"
+            )
+    return notes
