@@ -24,13 +24,21 @@ def test_it_prints_each_line_of_the_demo_server_once(tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AGENTTEST_", "CELERY_", "DJANGO_"))}
     env.pop("DATABASE_URL", None)
     # As scripts/demo serves it: the demo plugin on, DEBUG on, runserver.
-    env.update(AGENTTEST_DEMO="1", AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path), OPENAI_API_KEY="",
-               PYTHONUNBUFFERED="1")
+    env.update(
+        AGENTTEST_DEMO="1",
+        AGENTTEST_DEBUG="1",
+        AGENTTEST_VAR_DIR=str(tmp_path),
+        OPENAI_API_KEY="",
+        PYTHONUNBUFFERED="1",
+    )
     output = tmp_path / "server.out"
     with open(output, "wb") as out:
         server = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-            cwd=BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT,
+            cwd=BASE_DIR,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         deadline = time.monotonic() + 60

@@ -165,7 +165,9 @@ def test_it_navigates_a_run_by_keyboard_filter_and_sort_and_tells_small_truths(s
         for failure in failures:
             page.goto(f"/runs/{one.pk}/results/{failure.pk}/")
             expect(page.locator('pre[data-label="actual"]').first).to_be_visible()
-            assert page.evaluate(CUT_TOKENS) == [], f"tokens cut at {width} px in {failure.case_name} on {failure.model}"
+            assert page.evaluate(CUT_TOKENS) == [], (
+                f"tokens cut at {width} px in {failure.case_name} on {failure.model}"
+            )
             assert_fits(page, "the result page")
 
         # The matrix filtered by one model, then sorted: each link keeps the other's parameter; the CSV follows.
@@ -178,12 +180,18 @@ def test_it_navigates_a_run_by_keyboard_filter_and_sort_and_tells_small_truths(s
         page.wait_for_url(re.compile(r"sort=duration"))
         assert query_of(page.url) == {"model": [HASTY], "sort": ["duration"]}
         by_duration = sorted(one.results.filter(model=HASTY), key=lambda result: -result.duration_ms)
-        shown = [key.split("|")[0] for key in page.locator("#matrix-table td[data-cell]").evaluate_all(
-            "cells => cells.map(cell => cell.dataset.cell)")]
+        shown = [
+            key.split("|")[0]
+            for key in page.locator("#matrix-table td[data-cell]").evaluate_all(
+                "cells => cells.map(cell => cell.dataset.cell)"
+            )
+        ]
         assert shown == [str(result.case_id) for result in by_duration]
         failures_link = page.get_by_role("link", name=re.compile("^Failures only"))
         assert query_of(failures_link.get_attribute("href")) == {
-            "model": [HASTY], "sort": ["duration"], "show": ["failures"]
+            "model": [HASTY],
+            "sort": ["duration"],
+            "show": ["failures"],
         }
         page.get_by_role("navigation", name="Sort").get_by_role("link", name="Worst first").click()
         page.wait_for_url(re.compile(r"sort=status"))
@@ -281,7 +289,8 @@ def test_it_extracts_the_readmes_conversation_typed_in_the_chat_into_two_drafts_
     expect(page.locator(".messagelist")).to_contain_text("Extracted 2 disabled drafts")
     drafts = list(Case.objects.filter(source_conversation=conversation).order_by("pk"))
     assert [list(case.turns.values_list("user_message", flat=True)) for case in drafts] == [
-        [README_STATUS], [README_CANCEL]
+        [README_STATUS],
+        [README_CANCEL],
     ]
     assert not any(case.enabled for case in drafts)
     page.locator("#action-toggle").check()
