@@ -117,6 +117,7 @@
           var fresh = template.content.getElementById("run-body");
           if (!fresh) throw new Error("no run body in the response");
           body.replaceWith(fresh);
+          addSkipLink();
         })
         .catch(function () { retry(swapInResults); });
     }
@@ -162,6 +163,17 @@
   });
 
   // --- Keyboard: the skip link lands on the first failed cell; after Back, focus is where the reviewer left. -----
+
+  // A run that finished while the page watched it gets the skip link the finished page is served with.
+  function addSkipLink() {
+    if (document.querySelector(".skip-link") || !document.getElementById("first-failure")) return;
+    var skip = document.createElement("a");
+    skip.className = "skip-link";
+    skip.href = "#first-failure";
+    skip.dataset.skipTo = "first-failure";
+    skip.textContent = "Skip to first failure";
+    document.body.prepend(skip);
+  }
 
   var LEFT_FROM = "runs:left-from:";
 
