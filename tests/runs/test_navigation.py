@@ -104,6 +104,7 @@ def test_it_sorts_the_matrix_slowest_first_or_worst_first_keeping_the_case_order
         ("sort=fastest", "sort: 'fastest' is not a way to sort the matrix; use duration (slowest first) or status"),
         ("sort=DURATION", "sort: 'DURATION' is not a way to sort the matrix"),
     ],
+    ids=["unknown-model", "long-model", "unknown-sort", "sort-in-capitals"],
 )
 def test_it_refuses_a_model_or_sort_that_names_nothing_naming_the_parameter(admin_client, sized, query, named):
     page = admin_client.get(f"/runs/{sized.pk}/?{query}")
