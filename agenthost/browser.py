@@ -27,3 +27,13 @@ def conversation_page_url(*, conversation_id: int) -> str:
     if (url_name := _conversation_page.get("url_name")) is not None:
         return reverse(url_name, kwargs={"conversation_id": conversation_id})
     return f"{reverse('agents:chat')}?conversation={conversation_id}"
+
+
+# An id no conversation has yet: reversed in its place, then swapped for the placeholder.
+_ID_MARKER = 2_147_483_646
+
+
+def conversation_page_url_pattern() -> str:
+    """conversation_page_url with `{id}` where the id goes, for a page's script that learns the id later (the chat's
+    "Conversation #N" link)."""
+    return conversation_page_url(conversation_id=_ID_MARKER).replace(str(_ID_MARKER), "{id}")

@@ -9,11 +9,12 @@ they use (tests/test_architecture.py holds it to that); plugins have `agenttest.
   writes a conversation a team's service had (read from its traces) from plain data, bound to one of our agents;
 - MCP tools: `declared_functions` expands an agent's declarations of MCP servers' tools, from the cached listings;
 - the conversation browser: `conversation_list` (what a person may see, filtered) and `conversation_page_register`,
-  which makes the host's list open each conversation on a page of the registering app instead of the chat;
+  which makes the host's list open each conversation on a page of the registering app instead of the chat, and
+  `conversation_page_url`, where a conversation opens (that page, else the chat);
 - the model layer: configured models and providers, and runtime providers the harness registers by name.
 """
 
-from agenthost.browser import conversation_page_register
+from agenthost.browser import conversation_page_register, conversation_page_url
 from agenthost.builtins.control import CONTROL_FLOW_FUNCTIONS
 from agenthost.executor import (
     FIRST_ORDER,
@@ -150,6 +151,7 @@ __all__ = [
     "conversation_import",
     "conversation_open",
     "conversation_page_register",
+    "conversation_page_url",
     "declared_functions",
     "function_is_effect_free",
     "executor_providers",

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
-from agenthost.browser import conversation_page_url
+from agenthost.browser import conversation_page_url, conversation_page_url_pattern
 from agenthost.selectors import agent_list, conversation_list, sealed_filter
 from common.inputs import parse_id, text_is_storable
 
@@ -38,7 +38,13 @@ def chat(request: HttpRequest) -> HttpResponse:
     selected = conversation.agent_id if conversation else next(
         (agent.pk for agent in agents if agent.sub_agents.all()), agents[0].pk if agents else None
     )
-    context = {"agents": agents, "conversation": conversation, "error": error, "selected_agent_id": selected}
+    context = {
+        "agents": agents,
+        "conversation": conversation,
+        "error": error,
+        "selected_agent_id": selected,
+        "conversation_page_pattern": conversation_page_url_pattern(),
+    }
     return render(request, "agents/chat.html", context, status=404 if error else 200)
 
 

@@ -293,12 +293,24 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"redact": {"()": "agenthost.redaction.RedactingLogFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
+    "formatters": {
+        "django.server": {"()": "django.utils.log.ServerFormatter", "format": "[{server_time}] {message}", "style": "{"}
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["redact"]},
+        "django.server": {"class": "logging.StreamHandler", "filters": ["redact"], "formatter": "django.server"},
+    },
     "root": {"handlers": ["console"], "level": env_str("AGENTTEST_LOG_LEVEL", "INFO")},
     # The openai SDK sends through httpx2; one INFO line per model request is noise. So is the MCP SDK's session
     # chatter ("Received session ID", "GET stream disconnected, reconnecting…") in `apply`/`run` output.
     "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}, "openai": {"level": "WARNING"},
-                "mcp": {"level": "WARNING"}},
+                "mcp": {"level": "WARNING"},
+                # Django's own configuration gives `django` a console handler of its own (with DEBUG on) and lets it
+                # propagate to the root's: every `django.*` line ("Not Found: …") was printed twice. Its lines go
+                # through the root's handler only, redacted like every other. Naming `django` resets its children,
+                # so runserver's request lines (`django.server`) are declared again as Django declares them.
+                "django": {"handlers": []},
+                "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False}},
 }
 
 from common.provider_config import default_providers, load_providers  # noqa: E402  (a pure module, safe here)

@@ -95,8 +95,8 @@ DEMO_CASES: list[dict[str, Any]] = [
     },
     {
         "name": "An unmocked email is blocked, never sent",
-        "description": "No mock for the email tool: the harness blocks it and the case fails with the call named. "
-                       "It shows what a missing mock looks like.",
+        "description": "The demo's example of a missing mock: it fails on every run, on purpose. The email tool "
+                       "has no mock, so the harness blocks it and the case fails with the call named.",
         "tags": ["blocked"],
         "turns": [{"user_message": "Please cancel order 1044, my email is kim@example.com",
                    "assertions": [_check("toolCalled", function="cancel_order")]}],

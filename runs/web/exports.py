@@ -16,7 +16,7 @@ from runs.engine.numbers import models_priced
 from runs.models import Run
 from runs.selectors import run_matrix_trials
 from runs.web.junit import run_to_junit
-from runs.web.matrix import results_base
+from runs.web.matrix import MatrixQueryError, matrix_sorted, matrix_view, results_base
 
 # Spreadsheets run a cell that starts with one of these as a formula; case names can come from recorded chats.
 _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -53,10 +53,18 @@ _CSV_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
 def matrix_csv(request: HttpRequest, run_id: int) -> HttpResponse:
     """One row per case and trial (1-based; 1 in a run of one trial); per model the _CSV_COLUMNS of that trial's own
     result, so every result of the run is in the file once, linked to itself. An empty group is a case × model ×
-    trial with no result."""
+    trial with no result. It follows the run page's matrix: ?model=<key> keeps that model's columns only, and
+    ?sort=duration|status orders the rows as the page does; a value naming nothing is a 400 naming the parameter."""
     run = get_object_or_404(Run.objects.defer("agent_snapshot", "case_ids"), pk=run_id)
+    try:
+        view = matrix_view(request.GET, list(run.model_keys))
+    except MatrixQueryError as exc:
+        return HttpResponse(f"{exc} Nothing was exported.\n", status=400, content_type="text/plain; charset=utf-8")
     rows = run_matrix_trials(run=run)
-    models = list(dict.fromkeys([*run.model_keys, *(model for row in rows for model in row["cells"])]))
+    models = [view.model] if view.model else list(
+        dict.fromkeys([*run.model_keys, *(model for row in rows for model in row["cells"])])
+    )
+    rows = matrix_sorted(rows, models, view.sort)
     priced = models_priced(models)
     result_links = request.build_absolute_uri(results_base(run))
     response = HttpResponse(content_type="text/csv; charset=utf-8")

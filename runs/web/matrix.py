@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from html import escape as html_escape
 from typing import Any
 
@@ -119,6 +121,7 @@ def _cell_html(
     results_base: str,
     flipped: Flipped | None = None,
     priced: bool = True,
+    anchor: str = "",
 ) -> str:
     cell = _cell(cell, trials, priced)
     reason = cell["reason"] if cell["status"] != CaseResult.Status.PASSED or trials > 1 else ""
@@ -126,10 +129,11 @@ def _cell_html(
     shown = f'<span class="cell-reason">{html_escape(short_reason(reason))}</span>' if reason else ""
     flip = flipped.by_cell.get((key, model)) if flipped else None
     mark = _flip_mark(flip, flipped.baseline_id) if flip and flipped else ""
+    anchor_id = f' id="{anchor}"' if anchor else ""
     return (
         f'<td class="cell cell-{html_escape(cell["css"])}{" flipped" if flip else ""}" '
         f'data-cell="{html_escape(f"{key}|{model}")}">'
-        f'<a href="{results_base}{cell["id"]}/"{title}><span class="cell-head"><span class="cell-verdict">'
+        f'<a href="{results_base}{cell["id"]}/"{anchor_id}{title}><span class="cell-head"><span class="cell-verdict">'
         f'{html_escape(cell["label"])}</span><small class="cell-times">{html_escape(cell["detail"])}</small></span>'
         f"{mark}{shown}</a></td>"
     )
@@ -144,23 +148,32 @@ def _matrix_rows_html(
     live: bool = False,
     flipped: Flipped | None = None,
     run: Run | None = None,
+    descriptions: Mapping[int, str] | None = None,
 ) -> SafeString:
     """The matrix body. Built here rather than in the template: at 1,000 cases × 5 models the template engine spends
     most of the page's time on these cells, plain string building a tenth of it. Every value is escaped (the
     standard library's escape: Django's lazy-aware wrapper costs more than the escaping itself here). While the run
     is live a cell without a result is "not run yet", and the poller replaces it once its result lands. With
     `flipped`, a cell whose verdict flipped since the baseline carries a marker, and its row the class has-flip; a
-    row of several models links to its case on every model, side by side."""
+    row of several models links to its case on every model, side by side. The first cell that failed or errored is the
+    target of the page's skip link (FIRST_FAILURE); a row with a failure says what its case is for (`descriptions`),
+    so a failure the suite shows on purpose reads as one."""
     missing = '<td class="cell cell-missing" title="no result">—</td>'
     priced = cost_priced(run, models) if run is not None and trials > 1 else {}
     lines = []
+    anchored = live
     for row in rows:
         key = matrix_case_key(row)
         cells = []
         for model in models:
             cell = row["cells"].get(model)
             if cell is not None:
-                cells.append(_cell_html(key, model, cell, trials, results_base, flipped, priced.get(model, True)))
+                anchor = ""
+                if not anchored and cell_failed(cell):
+                    anchor, anchored = FIRST_FAILURE, True
+                cells.append(
+                    _cell_html(key, model, cell, trials, results_base, flipped, priced.get(model, True), anchor)
+                )
             elif live:
                 cells.append(
                     f'<td class="cell cell-pending" data-cell="{html_escape(f"{key}|{model}")}">'
@@ -176,9 +189,11 @@ def _matrix_rows_html(
                 f' <a class="row-models" href="{results_base}{first}/models/">'
                 f'models side by side<span class="visually-hidden">: {html_escape(row["case_name"])}</span></a>'
             )
+        description = (descriptions or {}).get(row["case_id"]) if row["any_failure"] else ""
+        about = f'<span class="case-description">{html_escape(description)}</span>' if description else ""
         lines.append(
             f'<tr class="{_row_classes(row, flipped=has_flip)}" data-row="{html_escape(key)}"><th scope="row">'
-            f'{html_escape(row["case_name"])}{side_by_side}</th>{"".join(cells)}</tr>'
+            f'{html_escape(row["case_name"])}{side_by_side}{about}</th>{"".join(cells)}</tr>'
         )
     return mark_safe("\n".join(lines))
 
@@ -188,18 +203,120 @@ def results_base(run: Run) -> str:
 
 
 def matrix_body(
-    run: Run, models: list[str], results_base: str, flipped: Flipped | None = None
+    run: Run, models: list[str], results_base: str, flipped: Flipped | None = None, view: MatrixView | None = None
 ) -> tuple[SafeString, dict[str, int]]:
-    """The matrix body, and how many rows each filter shows (with `flipped`, also the rows that flipped)."""
+    """The matrix body as `view` asks (one model's column, rows sorted), and how many rows each filter shows (with
+    `flipped`, also the rows that flipped). Two queries: the results, and what the failing rows' cases are for."""
+    view = view or MatrixView()
     rows = run_matrix(run=run)
+    if view.model:
+        models = [view.model]
+        rows = [_only_model(row, view.model) for row in rows]
+    rows = matrix_sorted(rows, models, view.sort)
     counts = {
         "all": len(rows),
         "failures": sum(1 for row in rows if row["any_failure"]),
         "disagree": sum(1 for row in rows if row["disagree"]),
     }
     if flipped is not None:
-        counts["flipped"] = len({key for key, _ in flipped.by_cell})
-    return _matrix_rows_html(rows, models, run.trials, results_base, flipped=flipped, run=run), counts
+        counts["flipped"] = len({key for key, model in flipped.by_cell if model in models})
+    # Asked for every row's case, not only the failing ones': the page then runs the same queries whether or not
+    # anything failed.
+    cases = [row["case_id"] for row in rows if row["case_id"] is not None]
+    descriptions = dict(
+        Case.objects.filter(pk__in=cases).exclude(description="").values_list("pk", "description")
+    ) if cases else {}
+    html = _matrix_rows_html(
+        rows, models, run.trials, results_base, flipped=flipped, run=run, descriptions=descriptions
+    )
+    return html, counts
+
+
+# --- What the matrix shows: one model's column, rows sorted; the same for the page and its CSV --------------------
+
+# The id of the first failed or errored cell's link: the run page's skip link goes there.
+FIRST_FAILURE = "first-failure"
+MATRIX_SORTS = {"": "Case order", "duration": "Slowest first", "status": "Worst first"}
+# Worst first: an error, then a failure, then what did not finish, then a pass.
+_STATUS_RANK = {CaseResult.Status.ERROR: 0, CaseResult.Status.FAILED: 1, CaseResult.Status.CANCELLED: 2,
+                CaseResult.Status.PASSED: 3}
+
+
+class MatrixQueryError(ValueError):
+    """A matrix parameter that names no model of the run or no sort: the page answers 400 naming it."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+@dataclass(frozen=True)
+class MatrixView:
+    model: str = ""
+    sort: str = ""
+
+
+def _quoted(value: str) -> str:
+    return repr(value if len(value) <= 60 else value[:59] + "…")
+
+
+def matrix_view(query: Mapping[str, str], models: list[str]) -> MatrixView:
+    """The matrix's `model` (one of the run's models; empty: every model) and `sort` (MATRIX_SORTS) from a query
+    string. A value that names nothing is refused rather than ignored: a link that filters by a model the run did not
+    run would otherwise show the whole matrix as if it were that model's."""
+    model = query.get("model", "")
+    if model and model not in models:
+        raise MatrixQueryError(
+            "model", f"model: {_quoted(model)} is not a model of this run; its models are {', '.join(models)}."
+        )
+    sort = query.get("sort", "")
+    if sort not in MATRIX_SORTS:
+        raise MatrixQueryError(
+            "sort", f"sort: {_quoted(sort)} is not a way to sort the matrix; use duration (slowest first) or "
+            "status (worst first), or leave it out for the case order."
+        )
+    return MatrixView(model=model, sort=sort)
+
+
+def cell_failed(cell: dict[str, Any]) -> bool:
+    """Whether any of the cell's trials failed or errored."""
+    return any(status in (CaseResult.Status.FAILED, CaseResult.Status.ERROR) for status in cell.get("trials") or
+               [cell["status"]])
+
+
+def _only_model(row: dict[str, Any], model: str) -> dict[str, Any]:
+    cells = {key: cell for key, cell in row["cells"].items() if key == model}
+    return {**row, "cells": cells, "any_failure": any(cell_failed(cell) for cell in cells.values()),
+            "disagree": False}
+
+
+def _cell_duration(cell: dict[str, Any]) -> float | None:
+    # With several trials the cell shows the median over those that ran; a trial row of the CSV has its own.
+    return cell["median_duration_ms"] if "median_duration_ms" in cell else cell["duration_ms"]
+
+
+def _cell_rank(cell: dict[str, Any]) -> tuple[int, int]:
+    statuses = cell.get("trials") or [cell["status"]]
+    worst = min(_STATUS_RANK.get(status, len(_STATUS_RANK)) for status in statuses)
+    return worst, statuses.count(CaseResult.Status.PASSED)
+
+
+def matrix_sorted(rows: list[dict[str, Any]], models: list[str], sort: str) -> list[dict[str, Any]]:
+    """Rows in case order, or slowest first (by the row's slowest shown cell), or worst first (by its worst shown
+    cell; among equals, fewer passed trials first); ties keep the case order."""
+    if sort == "duration":
+        def slowest(row: dict[str, Any]) -> float:
+            times = [_cell_duration(cell) for model, cell in row["cells"].items() if model in models]
+            return -max((time for time in times if time is not None), default=-1.0)
+
+        return sorted(rows, key=slowest)
+    if sort == "status":
+        def worst(row: dict[str, Any]) -> tuple[int, int]:
+            ranks = [_cell_rank(cell) for model, cell in row["cells"].items() if model in models]
+            return min(ranks, default=(len(_STATUS_RANK) + 1, 0))
+
+        return sorted(rows, key=worst)
+    return rows
 
 
 def live_matrix(run: Run) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from agenthost.seams import conversation_page_url
 from cases.models import Suite
 from cases.selectors import enabled_cases, suite_list
 from common.forms import unknown_fields_message, unknown_form_fields
@@ -74,15 +75,29 @@ from runs.web.comparison import (
     with_default_baseline,
 )
 from runs.web.forms import RunTriggerForm
-from runs.web.matrix import CASE_TIME_TITLE, live_matrix, matrix_body, new_cells, results_base, short_reason
+from runs.web.matrix import (
+    CASE_TIME_TITLE,
+    FIRST_FAILURE,
+    MATRIX_SORTS,
+    MatrixQueryError,
+    MatrixView,
+    live_matrix,
+    matrix_body,
+    matrix_view,
+    new_cells,
+    results_base,
+    short_reason,
+)
 from runs.web.transcripts import assertion_outcomes, readable, transcript_turns
 
 RUNS_PER_PAGE = 25
 MATRIX_FILTERS = {"all": "All cases", "failures": "Failures only", "disagree": "Where models disagree"}
 
 
-def _forbidden(request: HttpRequest, message: str, *, status: int = 403) -> HttpResponse:
-    return render(request, "runs/forbidden.html", {"message": message}, status=status)
+def _forbidden(
+    request: HttpRequest, message: str, *, status: int = 403, title: str = "Not allowed"
+) -> HttpResponse:
+    return render(request, "runs/forbidden.html", {"message": message, "title": title}, status=status)
 
 
 def _unknown_fields(request: HttpRequest, nothing_done: str) -> HttpResponse | None:
@@ -360,11 +375,42 @@ def _flipped_context(run: Run, flipped: Flipped) -> dict[str, Any]:
     }
 
 
-def _results_context(request: HttpRequest, run: Run) -> dict[str, Any]:
+def _query_link(request: HttpRequest, **changes: str) -> str:
+    """This page's query string with `changes` (an empty value drops the parameter), the others kept: a link that
+    sorts the matrix keeps its model filter, and the other way round. The partial body's own flag never carries."""
+    query = request.GET.copy()
+    query.pop("partial", None)
+    for name, value in changes.items():
+        query.pop(name, None)
+        if value:
+            query[name] = value
+    encoded = query.urlencode()
+    return f"?{encoded}" if encoded else "?"
+
+
+def _matrix_controls(request: HttpRequest, run: Run, view: MatrixView) -> dict[str, Any]:
+    """The links that filter the matrix by model and sort it (server-side), and the CSV of what it shows."""
+    csv_query = _query_link(request, show="")
+    return {
+        "model_links": [
+            {"label": label, "url": _query_link(request, model=key) + "#matrix", "current": view.model == key,
+             "is_model": bool(key)}
+            for key, label in [("", "All models"), *((model, model) for model in run.model_keys)]
+        ] if len(run.model_keys) > 1 or view.model else [],
+        "sort_links": [
+            {"label": label, "url": _query_link(request, sort=key) + "#matrix", "current": view.sort == key}
+            for key, label in MATRIX_SORTS.items()
+        ],
+        "csv_url": reverse("runs:matrix-csv", kwargs={"run_id": run.pk}) + (csv_query if csv_query != "?" else ""),
+        "view": view,
+    }
+
+
+def _results_context(request: HttpRequest, run: Run, view: MatrixView) -> dict[str, Any]:
     summaries = run_summary(run=run)
     models = [summary.model for summary in summaries]
     flipped = run_flipped(run=run)
-    rows, counts = matrix_body(run, models, html_escape(results_base(run)), flipped)
+    rows, counts = matrix_body(run, models, html_escape(results_base(run)), flipped, view)
     _summary_numbers(run, summaries)
     show = request.GET.get("show", "all")
     filters = dict(MATRIX_FILTERS)
@@ -374,10 +420,15 @@ def _results_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     return {
         "summaries": summaries,
         "chart": model_chart(summaries),
-        "models": models,
+        "models": [view.model] if view.model else models,
         "rows": rows,
         "matrix_counts": counts,
-        "matrix_filters": [(key, label, counts[key]) for key, label in filters.items()],
+        "matrix_filters": [
+            (key, label, counts[key], _query_link(request, show="" if key == "all" else key) + "#matrix")
+            for key, label in filters.items()
+        ],
+        "first_failure": FIRST_FAILURE if f'id="{FIRST_FAILURE}"' in rows else "",
+        **_matrix_controls(request, run, view),
         "show": show if show in filters else "all",
         "missing": max(run.total - results, 0),
         "baselines": list(earlier_runs(run=run)),
@@ -388,7 +439,7 @@ def _results_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     }
 
 
-def _run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
+def _run_context(request: HttpRequest, run: Run, view: MatrixView) -> dict[str, Any]:
     elapsed = _elapsed(run)
     context: dict[str, Any] = {
         "run": run,
@@ -403,7 +454,7 @@ def _run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         stall = run_pickup_stall(run=run)
         context["pickup_stall"] = stall and {**vars(stall), "waited": format_duration(stall.waited_seconds)}
     if run.is_finished:
-        context.update(_results_context(request, run))
+        context.update(_results_context(request, run, view))
     else:
         context.update({"progress": _progress(run), "live": live_matrix(run)})
     return context
@@ -421,8 +472,12 @@ def _unserved_group(run: Run) -> str:
 def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run; with ?partial=1 only its body, which the progress poller swaps in once the run has finished."""
     run = get_object_or_404(with_default_baseline(run_list().defer("agent_snapshot")), pk=run_id)
+    try:
+        view = matrix_view(request.GET, list(run.model_keys))
+    except MatrixQueryError as exc:
+        return _forbidden(request, str(exc), status=400, title="Can't show that matrix")
     template = "runs/_run_body.html" if request.GET.get("partial") else "runs/run_detail.html"
-    return render(request, template, _run_context(request, run))
+    return render(request, template, _run_context(request, run, view))
 
 
 @login_required
@@ -552,7 +607,7 @@ def _final_tables(result: CaseResult) -> list[dict[str, Any]]:
 def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpResponse:
     """One result, and where its case stood on its model in the run's baseline: the baseline's verdict, whether it
     flipped, and links to the baseline's result and to the two side by side."""
-    queryset = with_default_baseline(CaseResult.objects.select_related("run__suite"), run="run")
+    queryset = with_default_baseline(CaseResult.objects.select_related("run__suite", "case"), run="run")
     # run__pk, not run_id: Django keeps an id beyond the column's range out of a pk lookup, not out of a foreign key's.
     result = get_object_or_404(queryset, run__pk=run_id, pk=result_id)
     other_models = list(
@@ -584,12 +639,43 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
         "simulation": _simulation(result),
         "can_freeze": request.user.is_staff and bool((result.simulation or {}).get("turns")) and bool(result.case_id),
     }
+    context.update(_failure_neighbours(result))
+    if result.case is not None:
+        context["case_description"] = result.case.description
+        if request.user.is_staff:
+            context["case_edit_url"] = reverse("admin:cases_case_change", args=[result.case_id])
+    if result.conversation_id and request.user.is_staff:
+        # Staff see every conversation; a member only their own, which a run's never is.
+        context["conversation_url"] = conversation_page_url(conversation_id=result.conversation_id)
     if in_baseline is not None and in_baseline.result_id is not None:
         context["baseline_result_url"] = reverse(
             "runs:result", kwargs={"run_id": in_baseline.run_id, "result_id": in_baseline.result_id}
         )
         context["side_by_side_url"] = f"{base}{result.pk}/side-by-side/?with={in_baseline.result_id}"
     return render(request, "runs/result_detail.html", context)
+
+
+def _failure_neighbours(result: CaseResult) -> dict[str, Any]:
+    """The run's failed and errored results before and after this one in matrix order (case, then model, then
+    trial: the run's positions), and where this one stands among them. One query, of ids."""
+    failures = list(
+        CaseResult.objects.filter(run_id=result.run_id, status__in=FAILING)
+        .order_by("position", "id")
+        .values_list("position", "id")
+    )
+    here = (result.position, result.pk)
+    before = [pair for pair in failures if pair < here]
+    after = [pair for pair in failures if pair > here]
+    base = results_base(result.run)
+    return {
+        "failures_total": len(failures),
+        "failure_number": len(before) + 1 if here in failures else None,
+        "previous_failure_url": f"{base}{before[-1][1]}/" if before else "",
+        "next_failure_url": f"{base}{after[0][1]}/" if after else "",
+    }
+
+
+FAILING = (CaseResult.Status.FAILED, CaseResult.Status.ERROR)
 
 
 def _simulation(result: CaseResult) -> dict[str, Any] | None:
@@ -645,6 +731,8 @@ def _delta_rows(run: Run, baseline: Run) -> list[dict[str, Any]]:
     _summary_numbers(run, current)
     _summary_numbers(baseline, before)
     rows = []
+    # Totals of runs with different trial counts compare k results with j: beside them, what one result spent.
+    per_result = run.trials != baseline.trials
     for delta in model_deltas(baseline=before, current=current):
         points = delta.pass_rate_points
         rows.append({
@@ -656,11 +744,20 @@ def _delta_rows(run: Run, baseline: Run) -> list[dict[str, Any]]:
             "p50": format_signed(delta.p50_ms, " ms"),
             "p95": format_signed(delta.p95_ms, " ms"),
             "tokens": "" if delta.tokens is None else format_tokens_delta(delta.tokens),
+            "tokens_per_result": (
+                f"{_tokens_per_result(delta.baseline)} → {_tokens_per_result(delta.current)} per result"
+                if per_result else ""
+            ),
             "cost": "" if delta.cost is None else (
                 format_cost_delta(delta.cost) if delta.baseline.priced and delta.current.priced else "unpriced"
             ),
         })
     return rows
+
+
+def _tokens_per_result(summary: ModelSummary | None) -> str:
+    ran = summary.total - summary.cancelled if summary else 0
+    return format_tokens(round(summary.total_tokens / ran)) if summary and ran else "—"
 
 
 @login_required

@@ -124,6 +124,9 @@ def test_it_triggers_a_two_model_run_and_follows_it_to_the_failing_assertion(
     assert page.evaluate("window.__sameDocument") is True, "the page reloaded"
     seen = page.evaluate("window.__seen")
     assert seen and seen[-1] == f"Failed {run.total}", f"the poller's last update shows the end: {seen}"
+    # The finished results swapped in come with the skip link to their first failure, as a loaded page would.
+    expect(page.locator("a.skip-link")).to_have_attribute("href", "#first-failure")
+    expect(page.locator("#first-failure")).to_have_count(1)
 
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED, run.reason

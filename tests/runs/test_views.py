@@ -423,8 +423,10 @@ def test_it_shows_a_failed_result_with_its_assertions_transcript_and_state(admin
     html, text = html_of(response), text_of(response)
     row = re.search(r'<tr class="assertion-failed">.*?</tr>', html, re.S).group(0)
     assert "toolCalled" in row and "lookup_order was not called; calls made: cancel_order" in row
-    assert re.search(r'data-label="expected">\{\s*&quot;function&quot;: &quot;lookup_order&quot;\s*\}', row)
-    assert re.search(r'data-label="actual">.*&quot;name&quot;: &quot;cancel_order&quot;', row, re.S)
+    # Each JSON token kept whole in its own span (runs_text.token_wrapped): read without the spans.
+    values = re.sub(r'</?span[^>]*>', "", row)
+    assert re.search(r'data-label="expected">\{\s*&quot;function&quot;: &quot;lookup_order&quot;\s*\}', values)
+    assert re.search(r'data-label="actual">.*&quot;name&quot;: &quot;cancel_order&quot;', values, re.S)
     assert "User Please cancel order 1043 because I changed my mind" in text
     # The model as the run names it, not the harness's provider that carried the call.
     assert f"order-desk · {HASTY} ·" in text and "agenttest-live" not in html
@@ -731,22 +733,24 @@ SIZED_SHOWS = {
         # session, user; suites for the filter, count, page of runs (each with its default baseline), the verdicts
         # of the runs and their baselines (their pass rates and what flipped)
         ("/runs/", 6),
-        # session, user; run (with its default baseline), summary, both runs' results (what flipped), matrix,
-        # earlier runs for the compare form
-        ("/runs/{run}/", 7),
-        ("/runs/{run}/?partial=1", 7),
+        # session, user; run (with its default baseline), summary, both runs' results (what flipped), matrix, what
+        # its cases are for (said beside a failure), earlier runs for the compare form
+        ("/runs/{run}/", 8),
+        ("/runs/{run}/?partial=1", 8),
+        ("/runs/{run}/?model=simulated:model-0&sort=duration&show=failures", 8),
         # session, user; run, done per model
         ("/runs/{run}/progress.json", 4),
         # session, user; run, matrix
         ("/runs/{run}/matrix.csv", 4),
+        ("/runs/{run}/matrix.csv?model=simulated:model-0&sort=status", 4),
         # session, user; run, done per model, results since, their cells
         ("/runs/{run}/progress.json?since=0", 6),
         # session, user; run, earlier runs, the default baseline, both runs' results, both summaries, what every
         # case ran in each run (each case changed between them)
         ("/runs/{run}/compare/", 9),
-        # session, user; the result (with its run's default baseline), its case on every model, the same case on
-        # its model in the baseline
-        ("/runs/{run}/results/{result}/", 5),
+        # session, user; the result (with its run's default baseline and its case), its case on every model, the
+        # run's failures (previous / next), the same case on its model in the baseline
+        ("/runs/{run}/results/{result}/", 6),
         # session, user; the result (with its run's default baseline), its case on its model in the baseline
         ("/runs/{run}/results/{result}/side-by-side/", 4),
         # session, user; the result, its case on every model

@@ -246,14 +246,21 @@
   }
 
   function describeConversation(conversation) {
-    const parts = ["Conversation #" + conversation.id, "agent " + conversation.agent.name];
+    // "Conversation #N" opens the conversation's own page (its transcript, and for staff Record / Extract).
+    const pattern = root.dataset.conversationPage;
+    const title = "Conversation #" + conversation.id;
+    const parts = ["agent " + conversation.agent.name];
     if (conversation.current_agent) {
       parts.push("next turn starts with " + conversation.current_agent.name);
     }
     if (conversation.tags.length) {
       parts.push("tags: " + conversation.tags.join(", "));
     }
-    info.textContent = parts.join(" · ");
+    const link = pattern ? el("a", "conversation-link", title) : null;
+    if (link) {
+      link.href = pattern.replace("{id}", encodeURIComponent(String(conversation.id)));
+    }
+    info.replaceChildren(link || title, " · " + parts.join(" · "));
   }
 
   // --- Turns from the API --------------------------------------------------------------------------------------

@@ -117,6 +117,7 @@
           var fresh = template.content.getElementById("run-body");
           if (!fresh) throw new Error("no run body in the response");
           body.replaceWith(fresh);
+          addSkipLink();
         })
         .catch(function () { retry(swapInResults); });
     }
@@ -159,6 +160,54 @@
     if (show === "all") url.searchParams.delete("show");
     else url.searchParams.set("show", show);
     window.history.replaceState(null, "", url.pathname + url.search + "#matrix");
+  });
+
+  // --- Keyboard: the skip link lands on the first failed cell; after Back, focus is where the reviewer left. -----
+
+  // A run that finished while the page watched it gets the skip link the finished page is served with.
+  function addSkipLink() {
+    if (document.querySelector(".skip-link") || !document.getElementById("first-failure")) return;
+    var skip = document.createElement("a");
+    skip.className = "skip-link";
+    skip.href = "#first-failure";
+    skip.dataset.skipTo = "first-failure";
+    skip.textContent = "Skip to first failure";
+    document.body.prepend(skip);
+  }
+
+  var LEFT_FROM = "runs:left-from:";
+
+  document.addEventListener("click", function (event) {
+    var skip = event.target.closest("[data-skip-to]");
+    if (skip) {
+      var target = document.getElementById(skip.dataset.skipTo);
+      if (!target) return;
+      event.preventDefault();
+      target.focus();
+      return;
+    }
+    var link = event.target.closest("#run-body a[href]");
+    if (!link || link.hasAttribute("download") || link.dataset.matrixFilter !== undefined) return;
+    try {
+      window.sessionStorage.setItem(LEFT_FROM + window.location.pathname, link.getAttribute("href"));
+    } catch (error) { /* storage refused (private mode, quota): Back then starts at the top, as it always did */ }
+  });
+
+  // A page restored from the back-forward cache, or loaded again by Back, puts focus back on the link the reviewer
+  // followed from it; a page opened any other way starts at the top.
+  window.addEventListener("pageshow", function (event) {
+    var entry = window.performance && performance.getEntriesByType ? performance.getEntriesByType("navigation")[0] : null;
+    if (!event.persisted && !(entry && entry.type === "back_forward")) return;
+    var href = null;
+    try { href = window.sessionStorage.getItem(LEFT_FROM + window.location.pathname); } catch (error) { return; }
+    if (!href) return;
+    var links = document.querySelectorAll("#run-body a[href]");
+    for (var i = 0; i < links.length; i++) {
+      if (links[i].getAttribute("href") === href) {
+        links[i].focus();
+        return;
+      }
+    }
   });
 
   // --- Trigger form: how many enabled cases the filter selects, before submitting. ------------------------------
