@@ -104,3 +104,14 @@ def test_it_shows_traces_and_binds_for_staff_only(client, member, unknown_trace)
     assert client.get(LIST).status_code == 403
     assert client.post(BIND, {"conversation": unknown_trace, "agent": str(support.pk)}).status_code == 403
     assert not Conversation.objects.exists()
+
+
+def test_it_links_the_traces_page_in_the_menu_for_staff_only(client, admin_user, member):
+    link = '<a href="/traces/conversations/"'
+    client.force_login(member)
+    assert link not in client.get("/runs/").content.decode()
+
+    client.force_login(admin_user)
+    page = client.get("/runs/").content.decode()
+    assert link in page
+    assert f'{link} aria-current="page">Traces</a>' in client.get(LIST).content.decode()
