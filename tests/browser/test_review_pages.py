@@ -4,7 +4,7 @@ reviewer comes with are answered on the pages, at 1366 and at 800 px wide.
 - the matrix says why a case failed, in the cell, and labels its times (case wall time, model latency);
 - a failed result names the root cause first with the remedy that fits it (a mocked tool the suite force-blocks);
 - the compare page shows per-model deltas, the reasons beside flipped cases and what differs between the runs
-  (an edited case as a diff of what each run ran, its flipped row flagged),
+  (an edited case as a diff of what each run ran, its flipped row flagged; an edit after both runs shows nothing),
   against the suite's blessed run by default;
 - finished results are links in the matrix while the run is still live, and the "queued" notice goes once it runs;
 - one cost format, "unpriced" only for a model without a price, thousands separators, trials in the result count;
@@ -244,6 +244,16 @@ def test_it_answers_a_reviewers_questions_on_the_demo(
         screenshot("compare-page.png")
 
     at_width(page, width, f"/runs/{second.pk}/compare/", "the compare page", compare_check)
+
+    # An edit made after both runs is in neither: the comparison, built from what each run ran, does not show it.
+    late = Case.objects.get(suite=demo_suite, name=UNMOCKED_CASE)
+    document = case_to_document(case=late)
+    document["turns"][0]["user_message"] += " Thanks."
+    case_update(case=late, document=document)
+    page.goto(f"/runs/{second.pk}/compare/")
+    changed = page.locator('[data-difference="cases-changed"] .case-change')
+    expect(changed.and_(page.locator(f'[data-case="{LOOKUP_CASE}"]'))).to_have_count(1)
+    expect(changed.and_(page.locator(f'[data-case="{UNMOCKED_CASE}"]'))).to_have_count(0)
 
     # The run page and the runs list fit too, model names whole, every summary column on screen.
     def run_check(page: Page, width: int) -> None:
