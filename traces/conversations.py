@@ -184,6 +184,8 @@ def trace_conversations_queue(*, keys: Sequence[str]) -> int:
     trace_conversations_import: writing one again changes nothing), KEYS_PER_TASK to a message; how many were queued.
     A broker that takes none is logged, not raised: the spans are stored, and their next span or an import writes
     them."""
+    if not keys:
+        return 0
     task = current_app.tasks[IMPORT_CONVERSATIONS]  # by name: the tasks module imports this one
     queued = 0
     for start in range(0, len(keys), KEYS_PER_TASK):

@@ -23,7 +23,6 @@ from tests.traces.dialects.test_genai import VERSIONS, shop_agent
 from tests.workers import REDIS_URL, flush_redis_queue, runs_worker, wait_for
 from traces.conversations import IMPORT_CONVERSATIONS
 from traces.models import TraceSpan
-from traces.tasks import import_trace_conversations
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -123,10 +122,10 @@ def test_it_queues_a_bounded_number_of_the_rest_that_a_worker_writes_once_howeve
     [first] = written()
     [[key]] = queued_keys(path)
     assert key not in Conversation.objects.values_list("trace_key", flat=True)
-    import_trace_conversations.apply(args=[[key]])  # as the worker runs the message
+    app.tasks[IMPORT_CONVERSATIONS].apply(args=[[key]])  # as the worker runs the message
     assert written()[0] == first and len(written()) == 2, "the third waits for its next span: over both limits"
     messages = list(Conversation.objects.get(trace_key=key).messages.values_list("pk", "content"))
-    import_trace_conversations.apply(args=[[key]])  # delivered again
+    app.tasks[IMPORT_CONVERSATIONS].apply(args=[[key]])  # delivered again
     assert list(Conversation.objects.get(trace_key=key).messages.values_list("pk", "content")) == messages
     assert Conversation.objects.count() == 2
 
