@@ -18,6 +18,7 @@ from celery import current_app
 from django.conf import settings
 
 from agenthost.seams import Agent, Conversation, InvalidInput, conversation_import
+from common.broker import BrokerUnavailable, broker_ping
 from traces.dialects import conversations_from_spans
 from traces.selectors import trace_conversation_spans
 from traces.spans import MappedConversation
@@ -29,6 +30,7 @@ IMPORT_CONVERSATIONS = "traces.tasks.import_trace_conversations"
 KEYS_PER_TASK = 20
 # The queue every `agenttest worker` consumes unless told otherwise (common.queues: the default group's).
 TRACES_TASK_QUEUE = "runs"
+_BROKER_PING_SECONDS = 1.0
 
 
 class ConversationImportError(ValueError):
@@ -185,6 +187,13 @@ def trace_conversations_queue(*, keys: Sequence[str]) -> int:
     A broker that takes none is logged, not raised: the spans are stored, and their next span or an import writes
     them."""
     if not keys:
+        return 0
+    try:
+        # Asked first and briefly: a dead broker must not hold the exporter's request for a publish's retries.
+        broker_ping(timeout=_BROKER_PING_SECONDS)
+    except BrokerUnavailable as exc:
+        logger.warning("%s conversation(s) of stored spans not queued for a worker: %s; they wait for their next span "
+                       "or `agenttest traces import`", len(keys), exc)
         return 0
     task = current_app.tasks[IMPORT_CONVERSATIONS]  # by name: the tasks module imports this one
     queued = 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -137,6 +138,8 @@ def test_it_answers_200_and_keeps_the_spans_when_the_broker_takes_nothing(
     settings.AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST = 1
     broker("redis://127.0.0.1:1/0")  # nothing listens there
 
+    started = time.monotonic()
     post(client, staff_token, three_conversations)
 
+    assert time.monotonic() - started < 3, "a dead broker holds the exporter's request no longer than a short ping"
     assert len(written()) == 1 and TraceSpan.objects.values("conversation_key").distinct().count() == 3
