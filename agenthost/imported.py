@@ -80,7 +80,7 @@ def imported_messages(
                 agent=author,
                 agent_name="" if message.agent_name == author.name else stored_name(message.agent_name),
                 trigger="model" if message.role == Message.Role.TOOL_CALL else "",
-                outcome=PROVIDER_EXECUTED if provider_executed else "",
+                outcome=_outcome(message.role, provider_executed),
                 model=redact_text(message.model or "")[:300],
                 input_tokens=_count(message.input_tokens),
                 output_tokens=_count(message.output_tokens),
@@ -88,6 +88,14 @@ def imported_messages(
             )
         )
     return rows
+
+
+def _outcome(role: str, provider_executed: bool) -> str:
+    """How a call was answered, as the host's own results say it: a result the trace holds is what the team's tool
+    returned when it ran in production (a page would otherwise show the call as having no result)."""
+    if provider_executed:
+        return PROVIDER_EXECUTED
+    return "executed" if role == Message.Role.TOOL_RESULT else ""
 
 
 def _count(value: object) -> int:

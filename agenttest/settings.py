@@ -286,8 +286,12 @@ AGENTTEST_TRACES_MAX_BODY_BYTES = env_int("AGENTTEST_TRACES_MAX_BODY_BYTES", 8 *
 AGENTTEST_TRACES_MAX_SPANS = env_int("AGENTTEST_TRACES_MAX_SPANS", 10_000, minimum=1)
 AGENTTEST_TRACES_MAX_VALUE_CHARS = env_int("AGENTTEST_TRACES_MAX_VALUE_CHARS", 256 * 1024, minimum=64)
 AGENTTEST_TRACES_RETENTION_DAYS = env_int("AGENTTEST_TRACES_RETENTION_DAYS", 30, minimum=0)
-# How many conversations one OTLP request may write or update (the rest wait for their next span, or `traces import`).
+# How many conversations one OTLP request writes or updates itself, and how many more it queues for a worker (on the
+# runs queue); any beyond both wait for their next span, or `traces import`.
 AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST = env_int("AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST", 20, minimum=0)
+AGENTTEST_TRACES_CONVERSATIONS_QUEUED_PER_REQUEST = env_int(
+    "AGENTTEST_TRACES_CONVERSATIONS_QUEUED_PER_REQUEST", 1000, minimum=0
+)
 
 LOGGING = {
     "version": 1,

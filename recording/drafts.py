@@ -109,6 +109,9 @@ def draft_document(
             f"the case starts with {transcript.entry_agent}, as the conversation did, and only the calls of its own "
             "turns are mocked and asserted"
         )
+    if transcript.binding:
+        # Its drafts run against that agent: a reviewer checks it is the one that ran in production.
+        warnings.insert(0, f"{transcript.binding}: its runs use that agent's code and tools")
     span = f"turn {first_turn}" if first_turn == last_turn else f"turns {first_turn}–{last_turn}"
     return {
         "name": name[:NAME_MAX_LENGTH],

@@ -118,6 +118,8 @@ class Transcript:
     timeline: list[TimelineRow]
     # Where an imported conversation came from and which agent it was bound to; empty for a chat.
     origin: str = ""
+    # Which trace an imported conversation is and to which of agenttest's agents it is bound, how; empty for a chat.
+    binding: str = ""
 
     def state_before(self, turn: int) -> dict[str, Any]:
         """The state as it stood when turn `turn` began: seeded, start-up and every earlier turn's changes."""
@@ -141,10 +143,16 @@ def transcript_load(*, conversation: Conversation) -> Transcript:
     )
     if imported:
         traces = ", ".join(conversation.trace_ids) or "(none named)"
+        bound = (
+            f"bound to agent {conversation.agent.name} by {_BINDINGS.get(conversation.bound_by, conversation.bound_by)}"
+        )
         transcript.origin = (
             f"imported from the traces of service {conversation.trace_service or '(unnamed)'} (key "
-            f"{conversation.trace_key}, trace {traces}), bound to agent {conversation.agent.name} by "
-            f"{_BINDINGS.get(conversation.bound_by, conversation.bound_by)}"
+            f"{conversation.trace_key}, trace {traces}), {bound}"
+        )
+        trace_agent = f" (agent {conversation.trace_agent})" if conversation.trace_agent else ""
+        transcript.binding = (
+            f"the trace of service {conversation.trace_service or '(unnamed)'}{trace_agent} is {bound}"
         )
     return transcript
 

@@ -12,8 +12,9 @@ database is busy. A token is never checked for CSRF (a signed-in session, which 
 is).
 
 Once the spans are stored, the conversations they belong to are written as agenttest conversations, or brought up to
-date in place, exactly as `agenttest traces import` writes them (traces.conversations), at most
-AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST of them per request.
+date in place, exactly as `agenttest traces import` writes them (traces.conversations): at most
+AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST of them in the request, the next
+AGENTTEST_TRACES_CONVERSATIONS_QUEUED_PER_REQUEST by a worker (traces.tasks).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from django.conf import settings
 from django.db import OperationalError
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
@@ -39,7 +39,7 @@ from rest_framework.views import APIView
 
 from common.api import IsStaff
 from common.inputs import parse_whole_number
-from traces.conversations import trace_conversations_import
+from traces.conversations import trace_conversations_write
 from traces.otlp import JSON, PROTOBUF, Limits, OtlpRefused, body_too_large, media_type
 from traces.services import traces_ingest
 
@@ -100,9 +100,9 @@ class TracesExportApi(APIView):
             content_encoding=request.META.get("HTTP_CONTENT_ENCODING", ""),
         )
         # The spans are committed: the conversations they belong to are written or brought up to date, a bounded
-        # number per request. One that cannot be yet (no agent of its names, no model call yet, no content) is left
-        # as spans; its next span, `agenttest traces import` or the page binds it.
-        trace_conversations_import(keys=report.conversations[: settings.AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST])
+        # number in this request and the next ones by a worker. One that cannot be yet (no agent of its names, no
+        # model call yet, no content) is left as spans; its next span, `agenttest traces import` or the page binds it.
+        trace_conversations_write(keys=report.conversations)
         response = trace_service_pb2.ExportTraceServiceResponse()
         if report.rejected:
             response.partial_success.rejected_spans = report.rejected

@@ -6,4 +6,7 @@ class TracesConfig(AppConfig):
     verbose_name = "Traces"
 
     def ready(self) -> None:
-        from traces import signals  # noqa: F401  (worker start: the retention sweep)
+        from traces import (
+            signals,  # noqa: F401  (worker start: the retention sweep)
+            tasks,  # noqa: F401  (registers the import task, which the receiver queues by name)
+        )

@@ -9,14 +9,28 @@ message content: a draft of it would be half empty.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from celery import current_app
+from django.conf import settings
+
 from agenthost.seams import Agent, Conversation, InvalidInput, conversation_import
+from common.broker import BrokerUnavailable, broker_ping
 from traces.dialects import conversations_from_spans
 from traces.selectors import trace_conversation_spans
 from traces.spans import MappedConversation
+
+logger = logging.getLogger("traces.receiver")
+IMPORT_CONVERSATIONS = "traces.tasks.import_trace_conversations"
+# A queued message's share of the rest: each task writes a few conversations and returns, so a runs worker that takes
+# it is held for seconds, not for the whole overflow of a large request.
+KEYS_PER_TASK = 20
+# The queue every `agenttest worker` consumes unless told otherwise (common.queues: the default group's).
+TRACES_TASK_QUEUE = "runs"
+_BROKER_PING_SECONDS = 1.0
 
 
 class ConversationImportError(ValueError):
@@ -153,3 +167,45 @@ def trace_conversations_import(*, keys: Iterable[str], agent: Agent | None = Non
             except ConversationImportError as exc:
                 outcomes.append(ImportOutcome(key, refused=str(exc)))
     return outcomes
+
+
+def trace_conversations_write(*, keys: Sequence[str]) -> list[ImportOutcome]:
+    """What the receiver does once a request's spans are committed: the first
+    AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST of their conversations written now, and the next
+    AGENTTEST_TRACES_CONVERSATIONS_QUEUED_PER_REQUEST queued for a worker, so a conversation past the limit is written
+    without waiting for its next span. Any beyond both wait for their next span or `agenttest traces import`."""
+    now = settings.AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST
+    later = list(keys[now : now + settings.AGENTTEST_TRACES_CONVERSATIONS_QUEUED_PER_REQUEST])
+    outcomes = trace_conversations_import(keys=keys[:now])
+    trace_conversations_queue(keys=later)
+    return outcomes
+
+
+def trace_conversations_queue(*, keys: Sequence[str]) -> int:
+    """Queue the conversations `keys` to be written by a worker (`traces.tasks`, which runs
+    trace_conversations_import: writing one again changes nothing), KEYS_PER_TASK to a message; how many were queued.
+    A broker that takes none is logged, not raised: the spans are stored, and their next span or an import writes
+    them."""
+    if not keys:
+        return 0
+    try:
+        # Asked first and briefly: a dead broker must not hold the exporter's request for a publish's retries.
+        broker_ping(timeout=_BROKER_PING_SECONDS)
+    except BrokerUnavailable as exc:
+        logger.warning("%s conversation(s) of stored spans not queued for a worker: %s; they wait for their next span "
+                       "or `agenttest traces import`", len(keys), exc)
+        return 0
+    task = current_app.tasks[IMPORT_CONVERSATIONS]  # by name: the tasks module imports this one
+    queued = 0
+    for start in range(0, len(keys), KEYS_PER_TASK):
+        chunk = list(keys[start : start + KEYS_PER_TASK])
+        try:
+            task.apply_async(args=[chunk], queue=TRACES_TASK_QUEUE, retry=False)
+        except Exception:
+            logger.warning(
+                "could not queue %s conversation(s) of stored spans for a worker; they wait for their next span or "
+                "`agenttest traces import`", len(keys) - queued, exc_info=True,
+            )
+            break
+        queued += len(chunk)
+    return queued

@@ -57,12 +57,13 @@ def test_it_imports_a_conversation_and_updates_it_when_imported_again(scripted_m
     assert (conversation.turn_count, conversation.message_count) == (1, 6)
     first = rows(conversation)
     # The agent named in the trace is ours when one of that name exists, else a name under the bound agent; a result
-    # names its function as the host's own do; a tool the provider ran is marked so.
+    # names its function and how it was answered (the tool ran) as the host's own do; a tool the provider ran is
+    # marked so.
     assert [row[1:] for row in first] == [
         (0, "user", "", "shop", "", "", "a0"),
         (0, "assistant", "", "shop", "", "", "a1"),
         (0, "tool_call", "find_order", "shop", "", "", "a1"),
-        (0, "tool_result", "find_order", "shop", "", "", "a2"),
+        (0, "tool_result", "find_order", "shop", "", "executed", "a2"),
         (0, "tool_call", "web_search", "shop", "billing", PROVIDER_EXECUTED, "a1"),
         (0, "assistant", "", "shop", "billing", "", "a3"),
     ]

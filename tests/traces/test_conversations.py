@@ -24,10 +24,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Conversation
+from cases.models import Case
 from cases.services import case_enable
 from recording.services import recording_create
 from runs.models import CaseResult, Recording, Run
 from runs.services import run_create, run_execute
+from tests.recording.conftest import segments_answer
 from tests.runs.test_key_free import OutboundGuard
 from tests.traces.dialects.spans import records
 from tests.traces.dialects.test_genai import VERSIONS, shop_agent
@@ -202,3 +204,40 @@ def test_it_records_the_traces_answers_so_the_draft_replays_with_no_model(mapped
     result = CaseResult.objects.get(run=run, case=draft)
     assert result.status == "passed", result.reason
     assert [call["outcome"] for call in result.tool_calls] == ["mocked", "mocked"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_extracts_an_imported_conversation_into_cases_that_each_replay_their_turns_answers_with_no_model(
+    mapped, shop, admin_client_api, scripted_model, monkeypatch
+):
+    conversation = conversation_from_mapped(mapped=mapped)
+    scripted_model.play(segments_answer(("Where is order 1042", 0, 0), ("Where is order 7", 1, 1)))
+
+    response = admin_client_api.post(
+        "/api/extractions/", {"conversation": conversation.pk, "extraction_model": scripted_model.key}, format="json"
+    )
+
+    assert response.status_code == 201, response.data
+    drafts = [Case.objects.get(pk=case["id"]) for case in response.data["cases"]]
+    assert [(draft.name, draft.source, draft.enabled) for draft in drafts] == [
+        ("Where is order 1042", "extracted", False), ("Where is order 7", "extracted", False)
+    ]
+    # Each draft's mocks and recording are its own turn's: a tool call, then the text after its result.
+    for draft, order in zip(drafts, ("1042", "7"), strict=True):
+        assert [json.loads(mock.result)["order_id"] for mock in draft.mocks.order_by("call_index")] == [order]
+        [recording] = Recording.objects.filter(case=draft)
+        assert recording.model == "function:orders-model"
+        assert len(recording.entries) == 2
+        assert ("Order 7 has shipped." in json.dumps(recording.entries)) == (order == "7")
+        assert any("recorded on function:orders-model: run it in replay mode" in note for note in draft.warnings)
+        case_enable(case=draft)
+    OutboundGuard(monkeypatch)
+    run = run_execute(
+        run_id=run_create(suite=drafts[0].suite, model_keys=["function:orders-model"], mode=Run.Mode.REPLAY).pk
+    )
+    results = {result.case.name: result for result in CaseResult.objects.filter(run=run).select_related("case")}
+    assert {name: result.status for name, result in results.items()} == {
+        "Where is order 1042": "passed", "Where is order 7": "passed"
+    }, {name: result.reason for name, result in results.items()}
+    calls = results["Where is order 7"].tool_calls
+    assert [(call["outcome"], json.loads(call["result"])["order_id"]) for call in calls] == [("mocked", "7")]

@@ -115,9 +115,12 @@ def test_it_keeps_the_spans_of_a_conversation_no_agent_is_named_for_until_one_is
     assert (conversation.agent.name, conversation.bound_by) == (SERVICE, "service name")
 
 
-def test_it_writes_at_most_the_configured_number_of_conversations_per_request(client, staff_token, exported, settings):
+def test_it_writes_or_queues_at_most_the_configured_number_of_conversations_per_request(
+    client, staff_token, exported, settings
+):
     Agent.objects.create(name="shop", provider="scripted", model="scripted")
     settings.AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST = 0
+    settings.AGENTTEST_TRACES_CONVERSATIONS_QUEUED_PER_REQUEST = 0
 
     send(client, staff_token, exported[0])
 

@@ -1,0 +1,145 @@
+"""Conversations past the number one OTLP request writes itself are written by a worker, without a span more: the
+receiver queues them (a bounded number, a few to a task) and the task writes each again without changing it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from agenthost.models import Agent, Conversation
+from agenttest.celery import app
+from tests.traces.conftest import PROTOBUF, TRACES
+from tests.traces.dialects.test_genai import VERSIONS, shop_agent
+from tests.workers import REDIS_URL, flush_redis_queue, runs_worker, wait_for
+from traces.conversations import IMPORT_CONVERSATIONS
+from traces.models import TraceSpan
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SERVICE = "shop-service"
+ORDERS = ("1042", "7", "55")
+
+
+@pytest.fixture(scope="module")
+def three_conversations() -> bytes:
+    """Three conversations of pydantic-ai's shop agent (one run each), as one OTLP request of its instrumentation."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agent = shop_agent(provider, VERSIONS[-1])
+    for order in ORDERS:
+        agent.run_sync(f"Where is order {order}?")
+    body = encode_spans(exporter.get_finished_spans()).SerializeToString()
+    provider.shutdown()
+    return body
+
+
+def _drop_publisher_connections() -> None:
+    # The Celery app keeps the connection and producer pools it built for the broker first used; dropping them makes
+    # the next publish connect to the broker configured now.
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+@pytest.fixture
+def broker(settings) -> Iterator[Callable[[str], None]]:
+    """Point the receiver's publishing at `url` for the test; put back after."""
+    previous = app.conf.broker_url
+
+    def use(url: str) -> None:
+        settings.CELERY_BROKER_URL = app.conf.broker_url = url
+        _drop_publisher_connections()
+
+    yield use
+    app.conf.broker_url = previous
+    _drop_publisher_connections()
+
+
+def post(client, token: str, body: bytes) -> None:
+    response = client.post(TRACES, body, content_type=PROTOBUF, HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 200, response.content
+
+
+def written() -> list[str]:
+    """The order each written conversation asks about, in the order they were written."""
+    return [
+        conversation.messages.get(role="user").content.split()[-1].rstrip("?")
+        for conversation in Conversation.objects.order_by("pk")
+    ]
+
+
+def queued_keys(path: Path) -> list[list[str]]:
+    """The keys of each conversation-import message waiting in an embedded (SQLite) broker."""
+    with sqlite3.connect(path) as db:
+        payloads = [json.loads(row[0]) for row in db.execute("SELECT payload FROM kombu_message WHERE visible")]
+    return [
+        json.loads(base64.b64decode(payload["body"]))[0][0]
+        for payload in payloads
+        if payload["headers"]["task"] == IMPORT_CONVERSATIONS
+    ]
+
+
+@pytest.mark.slow
+def test_it_writes_the_conversations_past_the_requests_limit_on_a_worker_without_another_span(
+    client, staff_token, three_conversations, broker, settings, tmp_path
+):
+    Agent.objects.create(name="shop", provider="scripted", model="scripted")
+    settings.AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST = 1
+    flush_redis_queue(REDIS_URL)
+    broker(REDIS_URL)
+    log = tmp_path / "worker.log"
+
+    with runs_worker(REDIS_URL, log):
+        post(client, staff_token, three_conversations)
+        assert written(), "the request's own, written before it answered (the worker may be writing the rest)"
+        wait_for(lambda: len(written()) == 3, timeout=60, what="the worker to write the other two", log_path=log)
+
+    assert sorted(written()) == sorted(ORDERS)
+    assert all(c.agent.name == "shop" and c.bound_by == "agent name" for c in Conversation.objects.all())
+
+
+def test_it_queues_a_bounded_number_of_the_rest_that_a_worker_writes_once_however_often_it_runs(
+    client, staff_token, three_conversations, broker, settings, tmp_path
+):
+    Agent.objects.create(name="shop", provider="scripted", model="scripted")
+    settings.AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST = 1
+    settings.AGENTTEST_TRACES_CONVERSATIONS_QUEUED_PER_REQUEST = 1
+    path = tmp_path / "broker.sqlite3"
+    broker(f"sqla+sqlite:///{path}")
+
+    post(client, staff_token, three_conversations)
+
+    [first] = written()
+    [[key]] = queued_keys(path)
+    assert key not in Conversation.objects.values_list("trace_key", flat=True)
+    app.tasks[IMPORT_CONVERSATIONS].apply(args=[[key]])  # as the worker runs the message
+    assert written()[0] == first and len(written()) == 2, "the third waits for its next span: over both limits"
+    messages = list(Conversation.objects.get(trace_key=key).messages.values_list("pk", "content"))
+    app.tasks[IMPORT_CONVERSATIONS].apply(args=[[key]])  # delivered again
+    assert list(Conversation.objects.get(trace_key=key).messages.values_list("pk", "content")) == messages
+    assert Conversation.objects.count() == 2
+
+
+def test_it_answers_200_and_keeps_the_spans_when_the_broker_takes_nothing(
+    client, staff_token, three_conversations, broker, settings
+):
+    Agent.objects.create(name="shop", provider="scripted", model="scripted")
+    settings.AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST = 1
+    broker("redis://127.0.0.1:1/0")  # nothing listens there
+
+    started = time.monotonic()
+    post(client, staff_token, three_conversations)
+
+    assert time.monotonic() - started < 3, "a dead broker holds the exporter's request no longer than a short ping"
+    assert len(written()) == 1 and TraceSpan.objects.values("conversation_key").distinct().count() == 3
