@@ -12,7 +12,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from agenthost.calls import stored_name
 from agenthost.functions import FunctionResult
@@ -203,17 +203,24 @@ def conversation_import(
         "message_count": len(rows),
     }
     service, key = stored_name(mapped.service_name), redact_text(mapped.key)[:300]
-    conversation = (
-        Conversation.objects.select_for_update()
-        .filter(source=Conversation.Source.TRACE, trace_service=service, trace_key=key)
-        .first()
+    same_key = Conversation.objects.select_for_update().filter(
+        source=Conversation.Source.TRACE, trace_service=service, trace_key=key
     )
-    kept = 0
+    conversation = same_key.first()
+    created = False
     if conversation is None:
-        conversation = Conversation.objects.create(
-            source=Conversation.Source.TRACE, trace_service=service, trace_key=key, owner=owner, **fields
-        )
-    else:
+        try:
+            with transaction.atomic():
+                conversation = Conversation.objects.create(
+                    source=Conversation.Source.TRACE, trace_service=service, trace_key=key, owner=owner, **fields
+                )
+                created = True
+        except IntegrityError:
+            # The receiver and a worker (or two requests) wrote the same new conversation at once: the other one's
+            # insert won, and this import updates what it wrote.
+            conversation = same_key.get()
+    kept = 0
+    if not created:
         stored = list(conversation.messages.order_by("seq").values_list(*SAME_MESSAGE))
         imported = [tuple(getattr(row, name) for name in SAME_MESSAGE) for row in rows[: len(stored)]]
         if stored == imported:

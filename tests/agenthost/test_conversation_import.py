@@ -3,9 +3,11 @@ as given, re-imports that update it in place, and nothing written for what canno
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import pytest
+from django.db import connection, transaction
 
 from agenthost.imported import PROVIDER_EXECUTED
 from agenthost.models import Agent, Conversation, Message
@@ -110,3 +112,38 @@ def test_it_writes_nothing_for_a_conversation_without_content_or_with_an_unknown
         conversation_import(agent=shop, mapped=trace(message("user", "hi")), bound_by="guess")
 
     assert not Conversation.objects.exists() and not Message.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_updates_the_conversation_another_import_wrote_at_the_same_moment():
+    """The receiver and a worker import one new conversation at once: the second insert meets the first's unique key
+    and updates that conversation instead of failing the request (PostgreSQL lets both read "none yet"; SQLite's
+    IMMEDIATE transactions queue the second behind the first)."""
+    shop = Agent.objects.create(name="shop", provider="scripted", model="scripted")
+    first_written, second_started = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                conversation_import(agent=shop, mapped=trace(*turn("1042", "a")), bound_by="agent name")
+                first_written.set()
+                # Hold the insert uncommitted until the second import has read that there is none yet.
+                second_started.wait(10)
+                threading.Event().wait(0.5)
+        except BaseException as exc:  # noqa: BLE001 — reported by the test
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert first_written.wait(10)
+    second_started.set()
+    grown = trace(*turn("1042", "a"), *turn("1043", "b"))
+    conversation = conversation_import(agent=shop, mapped=grown, bound_by="agent name")
+    thread.join(10)
+
+    assert failures == []
+    assert Conversation.objects.filter(source="trace").count() == 1
+    assert (conversation.turn_count, conversation.messages.count()) == (2, 12)
