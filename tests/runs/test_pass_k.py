@@ -98,8 +98,9 @@ def test_it_works_out_the_figures_by_hand():
 
 
 def test_it_shows_pass_k_beside_pass_at_1_on_the_run_page(three_trials, admin_client, django_assert_num_queries):
-    # session, user; run, summary, matrix, earlier runs for the compare form: no more for k trials.
-    with django_assert_num_queries(6):
+    # session, user; run, summary, matrix, what its cases are for (said beside a failure), earlier runs for the
+    # compare form: no more for k trials.
+    with django_assert_num_queries(7):
         response = admin_client.get(f"/runs/{three_trials.pk}/")
     html, text = html_of(response), text_of(response)
 
