@@ -27,13 +27,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.installed)
         if item.get_closest_marker("django_db") is None and not _DATABASE_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.own_database)
-    # A test of what only a database server can show (a clock of its own, apart from the executors') belongs to the
-    # PostgreSQL pass: on SQLite it is deselected — not run and not counted — rather than skipped.
-    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-        kept = [item for item in items if item.get_closest_marker("database_server") is None]
-        if len(kept) != len(items):
-            config.hook.pytest_deselected(items=[item for item in items if item not in kept])
-            items[:] = kept
+    # A test of what only a database server can show (a clock of its own, apart from the executors'), or a long fuzz
+    # whose answers do not hang on the engine, belongs to the PostgreSQL pass (production's engine); a test of the
+    # embedded default (the demo on SQLite and its file broker) to the SQLite pass. On the other pass it is deselected
+    # — not run and not counted — rather than skipped: the suite runs on both and each such test runs once.
+    sqlite = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
+    elsewhere = ("database_server", "production_engine") if sqlite else ("embedded_default",)
+    kept = [item for item in items if not any(item.get_closest_marker(name) for name in elsewhere)]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
 
 
 @pytest.fixture(autouse=True)

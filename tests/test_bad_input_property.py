@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from tests.bad_input import World, database_fingerprint, fingerprint_changes, token_client, world_create
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# A minute of hypothesis examples through the API: run once, on production's engine.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.production_engine]
 
 WRITE_METHODS = ("post", "put", "patch", "delete")
 LIMIT = 64  # common.inputs.MAX_JSON_DEPTH, as documented

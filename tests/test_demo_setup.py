@@ -130,6 +130,8 @@ def test_it_adds_the_demo_suites_with_every_assertion_type_and_a_blocked_tool():
     assert Suite.objects.filter(name="Order support demo").count() == 1
 
 
+# The demo's own set-up on the embedded default (a SQLite file of its own, the file broker): once is enough.
+@pytest.mark.embedded_default
 def test_it_queues_the_first_run_of_the_demo_suite_once(tmp_path):
     import os
     import sqlite3
