@@ -33,6 +33,18 @@ def execute(suite, models: list[str], mode: str = Run.Mode.LIVE) -> dict[tuple[s
 def users(result: CaseResult) -> list[tuple[str, bool]]:
     return [(m["content"], bool(m.get("simulated"))) for m in result.transcript if m["role"] == "user"]
 
+def assert_stale_after_an_instruction_edit(suite, model: str) -> None:
+    """The router's instruction edited: each recorded simulated case replays Error, stale at its first request."""
+    router = Agent.objects.get(name="order-router")
+    router.instruction += "\nBe brief."
+    router.save()
+    stale = execute(suite, [model], Run.Mode.REPLAY)
+    for name in (ASKED, CHANGED):
+        result = stale[(name, model)]
+        assert result.status == "error"
+        assert result.reason.startswith("stale recording: the request at turn 0 step 0 differs"), result.reason
+
+
 
 def test_it_passes_on_the_careful_model_and_fails_on_the_hasty_one_for_the_reason_shown(demo_agents):
     suite, _ = simulated_users_suite_ensure()
@@ -88,15 +100,7 @@ def test_it_replays_the_recorded_demo_with_no_network_goes_stale_on_an_edit_and_
     # An instruction edit makes the recorded simulated cases stale, naming the turn.
     Case.objects.filter(suite=suite).update(enabled=True)
     Case.objects.filter(pk__in=[case.pk for case in frozen]).update(enabled=False)
-    router = Agent.objects.get(name="order-router")
-    router.instruction += "\nBe brief."
-    router.save()
-    stale = execute(suite, [CAREFUL], Run.Mode.REPLAY)
-    for name in (ASKED, CHANGED):
-        assert stale[(name, CAREFUL)].status == "error"
-        assert stale[(name, CAREFUL)].reason.startswith("stale recording: the request at turn 0 step 0 differs"), stale[
-            (name, CAREFUL)
-        ].reason
+    assert_stale_after_an_instruction_edit(suite, CAREFUL)
 
 
 # The same demo over HTTP: a local OpenAI-compatible server answers with the simulated models' rules, so the agent
@@ -168,12 +172,4 @@ def test_it_records_the_demo_against_a_local_server_and_replays_it_with_the_serv
         assert [m.get("content") for m in after.transcript] == [m.get("content") for m in before.transcript]
 
     # An edit of the router's instruction: each simulated case is stale, naming the turn, never a new user line.
-    router = Agent.objects.get(name="order-router")
-    router.instruction += "\nBe brief."
-    router.save()
-    stale = execute(local_suite, [LOCAL_CAREFUL], Run.Mode.REPLAY)
-    for name in (ASKED, CHANGED):
-        assert stale[(name, LOCAL_CAREFUL)].status == "error"
-        assert stale[(name, LOCAL_CAREFUL)].reason.startswith(
-            "stale recording: the request at turn 0 step 0 differs"
-        ), stale[(name, LOCAL_CAREFUL)].reason
+    assert_stale_after_an_instruction_edit(local_suite, LOCAL_CAREFUL)
