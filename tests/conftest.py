@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.conf import settings
+from django.conf import global_settings, settings
 from rest_framework.test import APIClient
 
 from agenthost.models import Agent
@@ -23,7 +23,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # A test that asks for no database under test gives the same answer on either: scripts/test runs it once.
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
-        if "package_env" in fixtures:
+        if {"package_env", "package_wheel"} & set(fixtures):
             item.add_marker(pytest.mark.installed)
         if item.get_closest_marker("django_db") is None and not _DATABASE_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.own_database)
@@ -46,6 +46,16 @@ def _plain_static_storage(settings: Any) -> None:
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hasher(settings: Any) -> None:
+    # PBKDF2's million iterations cost a quarter of a CPU second per user, and most tests make one to three: MD5 in
+    # the test process only (Django's own advice for tests). PBKDF2 stays listed, so a password set by a command the
+    # tests run (the demo's set-up) still checks; servers and workers started as subprocesses keep the defaults.
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher", *global_settings.PASSWORD_HASHERS,
+    ]
 
 
 @pytest.fixture

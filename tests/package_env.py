@@ -57,24 +57,35 @@ class PackageEnv:
 
     def environment(self) -> dict[str, str]:
         """The environment of a shell that activated the virtualenv, without anything pointing at the checkout."""
-        env = {name: value for name, value in os.environ.items() if not name.startswith(CHECKOUT_VARIABLES)}
-        env.update(PATH=f"{self.bin}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(self.venv), OPENAI_API_KEY="")
+        env = environment_without_the_checkout()
+        env.update(PATH=f"{self.bin}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(self.venv))
         return env
 
 
+_wheel: Path | None = None
 _built: PackageEnv | None = None
 
 
-def package_env_build(root: Path) -> PackageEnv:
-    """Build the wheel from a copy of the checkout (a build writes build/ and *.egg-info where it runs) and install it
-    with its EXTRAS into a new virtualenv, all under `root`; only the first call of a session builds."""
-    global _built
-    if _built is None:
+def package_wheel_build(root: Path) -> Path:
+    """Build the wheel from a copy of the checkout (a build writes build/ and *.egg-info where it runs), under `root`;
+    only the first call of a session builds."""
+    global _wheel
+    if _wheel is None:
         assert not root.resolve().is_relative_to(BASE_DIR), f"{root} is inside the checkout"
-        source, dist, venv = root / "source", root / "dist", root / "venv"
+        source, dist = root / "source", root / "dist"
         shutil.copytree(BASE_DIR, source, ignore=NOT_IN_A_CLONE)
         _pip(root, sys.executable, "wheel", "--no-deps", "--wheel-dir", str(dist), str(source))
-        (wheel,) = dist.glob("agenttest-*.whl")
+        (_wheel,) = dist.glob("agenttest-*.whl")
+    return _wheel
+
+
+def package_env_build(root: Path) -> PackageEnv:
+    """The wheel, installed with its EXTRAS into a new virtualenv under `root`; only the first call of a session
+    builds."""
+    global _built
+    if _built is None:
+        wheel = package_wheel_build(root)
+        venv = root / "venv"
         _run([sys.executable, "-m", "venv", str(venv)], root)
         python = venv / "bin" / "python"
         # No byte-compiling of every installed module up front: the few the tests import compile on first use.
@@ -83,9 +94,23 @@ def package_env_build(root: Path) -> PackageEnv:
     return _built
 
 
+def environment_without_the_checkout() -> dict[str, str]:
+    """This process's environment without anything pointing at the checkout (its virtualenv on PATH included), and
+    with no OpenAI key."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith(CHECKOUT_VARIABLES)}
+    path = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not Path(p).is_relative_to(BASE_DIR))
+    return {**env, "PATH": path, "OPENAI_API_KEY": ""}
+
+
 @pytest.fixture(scope="session", name="package_env")
 def package_env_fixture(tmp_path_factory: pytest.TempPathFactory) -> PackageEnv:
     return package_env_build(tmp_path_factory.mktemp("package"))
+
+
+@pytest.fixture(scope="session", name="package_wheel")
+def package_wheel_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel alone, for a test that installs it as a user would (the guide makes its own virtualenv)."""
+    return package_wheel_build(tmp_path_factory.mktemp("package"))
 
 
 def _pip(cwd: Path, python: str, *args: str) -> None:

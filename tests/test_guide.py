@@ -17,7 +17,11 @@ from xml.etree import ElementTree
 
 import pytest
 
-from tests.package_env import CONSTRAINTS, PackageEnv, package_env_fixture  # noqa: F401  (the fixture)
+from tests.package_env import (  # noqa: F401  (the fixture `package_wheel`)
+    CONSTRAINTS,
+    environment_without_the_checkout,
+    package_wheel_fixture,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +48,7 @@ def test_it_has_a_file_or_a_command_in_every_block():
     assert "agenttest.plugin" in GUIDE.read_text(encoding="utf-8")
 
 
-def test_it_runs_every_command_of_the_guide(package_env: PackageEnv, tmp_path):
+def test_it_runs_every_command_of_the_guide(package_wheel: Path, tmp_path):
     work = tmp_path / "team-repo"
     work.mkdir()
     port = f"127.0.0.1:{_free_port()}"
@@ -54,14 +58,9 @@ def test_it_runs_every_command_of_the_guide(package_env: PackageEnv, tmp_path):
             name = body.splitlines()[0].removeprefix("# ").strip()
             (work / name).write_text(body, encoding="utf-8")
         else:
-            script.append(body.replace("/path/to/agenttest", str(package_env.wheel)).replace(PORT, port))
-    env = {
-        name: value
-        for name, value in package_env.environment().items()
-        if name not in ("VIRTUAL_ENV",)
-    }
-    # The guide makes and activates its own virtualenv: nothing of the test's may be on PATH before it.
-    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not p.startswith(str(package_env.venv)))
+            script.append(body.replace("/path/to/agenttest", str(package_wheel)).replace(PORT, port))
+    # The guide makes and activates its own virtualenv; nothing of the checkout's may be in its environment.
+    env = environment_without_the_checkout()
     env.update(PIP_CONSTRAINT=str(CONSTRAINTS), PIP_DISABLE_PIP_VERSION_CHECK="1")
     process = subprocess.Popen(
         ["bash", "-c", "\n".join(script)],

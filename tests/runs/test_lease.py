@@ -80,29 +80,37 @@ def wait_ready(log: Path) -> None:
 def test_it_leaves_a_run_to_its_worker_when_another_worker_starts_and_refuses_to_resume_it(
     broker, worker_env, tmp_path, admin_client_api
 ):
-    # Enough cases that the run is still going however long the second worker takes to start.
-    suite = order_suite(cases=16)
+    # Far more cases than run before the second worker is up, even on a loaded machine (a fresh-clone CI run saw the
+    # 16 of an earlier version finish first); the run is cancelled once the second worker has had its say.
+    suite = order_suite(cases=150)
     log_a, log_b = tmp_path / "a.log", tmp_path / "b.log"
-    seen: list[str] = []
-
-    def finished() -> bool:
-        seen.append(Run.objects.get(pk=run.pk).status)
-        return seen[-1] in Run.FINISHED
 
     with runs_worker(broker, log_a, **worker_env):
         run = trigger(suite)
         wait_for(lambda: results(run) >= 1, timeout=60, what="a first result", log_path=log_a)
         with runs_worker(broker, log_b, **worker_env):
             wait_ready(log_b)
-            seen.append(Run.objects.get(pk=run.pk).status)
+            # The second worker swept on start-up: the run it found is still the first worker's, and still going.
+            run.refresh_from_db()
+            assert run.status == Run.Status.RUNNING, f"the run was {run.status} when the second worker was ready"
+            owner = run.lease_owner
+            assert owner and run.lease_expires_at is not None
             response = admin_client_api.post(f"/api/runs/{run.pk}/resume/")
             assert response.status_code == 409, response.content
-            wait_for(finished, timeout=90, what="the run to finish", log_path=log_a)
+            # Past a whole lease period the first worker still holds it and goes on adding results.
+            kept = results(run)
+            time.sleep(LEASE_SECONDS + 1)
+            run.refresh_from_db()
+            assert run.status == Run.Status.RUNNING and run.lease_owner == owner
+            assert results(run) > kept
+            assert admin_client_api.post(f"/api/runs/{run.pk}/cancel/").status_code == 200
+            wait_for(
+                lambda: Run.objects.get(pk=run.pk).is_finished, timeout=90, what="the run to stop", log_path=log_a
+            )
     run.refresh_from_db()
-    assert set(seen) == {Run.Status.RUNNING, Run.Status.PASSED}, f"statuses seen: {seen}"
-    assert run.status == Run.Status.PASSED and run.passed == 16 and run.reason == "all 16 results passed"
+    assert run.status == Run.Status.CANCELLED, run.reason
     keys = list(CaseResult.objects.filter(run=run).values_list("case_id", "model", "trial"))
-    assert len(keys) == len(set(keys)) == 16
+    assert len(keys) == len(set(keys)) and len(keys) > kept
     assert run.lease_owner == "" and run.lease_expires_at is None
     assert "UNIQUE constraint" not in log_a.read_text() + log_b.read_text()
 
