@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import importlib.util
 import json
 import resource
 import statistics
 import sys
 import time
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,8 +36,6 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 SPANS_PER_TRACE = 10
 WARM_UP = "bench-warm-up"
-# Used only while traces.dialects (the mapping's own policy) is not installed.
-STAND_IN_PREFIXES = ("gen_ai.", "llm.", "openinference.", "input.", "output.", "tool.", "session.")
 
 
 @dataclass(frozen=True)
@@ -56,21 +52,10 @@ class Report:
     rss_before_mb: float
     rss_after_mb: float
     million_refused_ms: float
-    policy: str
 
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
-
-
-def attribute_policy() -> str:
-    """Which kept-attribute policy the receiver applies; the stand-in is installed when the mapping's is missing."""
-    if importlib.util.find_spec("traces.dialects") is not None:
-        return "traces.dialects.attribute_kept"
-    stand_in = types.ModuleType("traces.dialects")
-    stand_in.attribute_kept = lambda name: name.startswith(STAND_IN_PREFIXES)
-    sys.modules["traces.dialects"] = stand_in
-    return f"stand-in: names starting {', '.join(STAND_IN_PREFIXES)} (traces.dialects is not installed)"
 
 
 def request_body(first_trace: int, spans: int, encoding: str, service: str = "bench-shop") -> bytes:
@@ -125,8 +110,7 @@ def request_body(first_trace: int, spans: int, encoding: str, service: str = "be
     return json.dumps(document).encode()
 
 
-def ingest_benchmark(*, client: Any, token: str, spans: int, batch: int, encoding: str, gzipped: bool,
-                     policy: str) -> Report:
+def ingest_benchmark(*, client: Any, token: str, spans: int, batch: int, encoding: str, gzipped: bool) -> Report:
     """Posts the spans through `client` (Django's test client) and measures; the database must be empty of them."""
     from traces.models import TraceSpan
 
@@ -164,7 +148,7 @@ def ingest_benchmark(*, client: Any, token: str, spans: int, batch: int, encodin
         spans=spans, batch=batch, requests=len(timings), encoding=encoding, gzipped=gzipped, seconds=sum(timings),
         median_ms=statistics.median(timings) * 1000, slowest_ms=max(timings) * 1000,
         stored=TraceSpan.objects.exclude(service_name=WARM_UP).count(), rss_before_mb=rss_before,
-        rss_after_mb=rss_after, million_refused_ms=million_ms, policy=policy,
+        rss_after_mb=rss_after, million_refused_ms=million_ms,
     )
 
 
@@ -182,7 +166,6 @@ def format_report(report: Report, database: str) -> str:
     rows = [
         f"traces ingest benchmark: {report.spans} spans in {report.requests} requests of up to "
         f"{report.batch}, {report.encoding}{' gzipped' if report.gzipped else ''}; {database}",
-        f"kept-attribute policy      {report.policy}",
         f"spans stored               {report.stored}",
         f"spans/s                    {report.spans / report.seconds:.0f}",
         f"ms per request (median)    {report.median_ms:.1f}",
@@ -218,10 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         from rest_framework.authtoken.models import Token
 
         settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
-        policy = attribute_policy()
         user = get_user_model().objects.create_user("bench-exporter", is_staff=True)
         report = ingest_benchmark(client=Client(), token=Token.objects.create(user=user).key, spans=args.spans,
-                                  batch=args.batch, encoding=args.encoding, gzipped=args.gzip, policy=policy)
+                                  batch=args.batch, encoding=args.encoding, gzipped=args.gzip)
         print(format_report(report, description))
         from django.db import connections
 

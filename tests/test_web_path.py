@@ -24,6 +24,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.contrib.auth.hashers import make_password
 from rest_framework.authtoken.models import Token
 
 from agenthost.testing.openai_stub import OpenAIStub
@@ -142,11 +143,18 @@ def test_it_gives_the_procfile_web_server_the_request_timeout_and_threads(tmp_pa
     assert config["worker_class"] == "gthread" and int(config["threads"]) > 1
 
 
+def staff_create(django_user_model):
+    # The web processes are gunicorn's, checking passwords with production's hashers, not the tests' fast one.
+    return django_user_model.objects.create(
+        username="staff", is_staff=True, password=make_password(STAFF_PASSWORD, hasher="pbkdf2_sha256")
+    )
+
+
 @pytest.mark.slow
 def test_it_completes_a_chat_turn_and_an_extraction_on_a_model_slower_than_gunicorns_default_timeout(
     transactional_db, django_user_model, tmp_path
 ):
-    django_user_model.objects.create_user("staff", password=STAFF_PASSWORD, is_staff=True)
+    staff_create(django_user_model)
     model = SlowModel()
     with OpenAIStub(models=("slow-model",)) as stub:
         stub.respond_with(model)
@@ -192,7 +200,7 @@ def test_it_completes_a_chat_turn_and_an_extraction_on_a_model_slower_than_gunic
 def test_it_counts_a_throttle_across_web_processes(transactional_db, django_user_model, tmp_path, cache_url):
     if cache_url:
         workers.flush_redis_queue(cache_url)
-    staff = django_user_model.objects.create_user("staff", password=STAFF_PASSWORD, is_staff=True)
+    staff = staff_create(django_user_model)
     token = Token.objects.create(user=staff).key
     env = server_env(tmp_path, AGENTTEST_THROTTLE_RECORDING="4/hour")
     if cache_url:

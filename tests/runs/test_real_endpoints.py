@@ -454,12 +454,14 @@ def test_it_rides_out_a_429_storm_with_every_case_passed_and_the_waiting_shown(s
 
 
 def test_it_errors_a_rate_limited_case_once_waiting_would_outlast_its_timeout(stub):
-    stub.queue(*[rate_limited(3)] * 3)
+    # The first wait fits in the timeout with 4 s to spare (a loaded machine is slow to the first call); a second one
+    # would not.
+    stub.queue(*[rate_limited(6)] * 3)
 
-    result = only_result(execute(make_suite(timeout=4)))
+    result = only_result(execute(make_suite(timeout=10)))
 
     assert result.status == "error"
-    assert "rate limited (HTTP 429)" in result.reason and "waited 3.0 s for rate limits (1 time" in result.reason
+    assert "rate limited (HTTP 429)" in result.reason and "waited 6.0 s for rate limits (1 time" in result.reason
 
 
 # --- The judge's odd answers ----------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ def _figure(output: str, label: str) -> float:
 @pytest.mark.parametrize(("encoding", "gzipped"), [("protobuf", False), ("json", True)])
 def test_it_ingests_through_the_receiver_and_prints_spans_per_second_and_peak_rss(staff_token, encoding, gzipped):
     report = ingest_benchmark(client=Client(), token=staff_token, spans=45, batch=20, encoding=encoding,
-                              gzipped=gzipped, policy="the tests' policy")
+                              gzipped=gzipped)
 
     output = format_report(report, "the test database")
 
