@@ -72,9 +72,13 @@ def test_it_retries_as_the_server_asks_only_while_the_deadline_allows(settings, 
     # The server's failure; or, when the last attempt started just before the deadline, the deadline's.
     assert raised.value.code in ("http_503", DEADLINE)
     assert took < within + 0.3
-    assert all(at - started < within for at in arrived), "no attempt started past the deadline"
-    # It did not give up early: every wait that ended before the deadline was taken, one more would not have.
-    assert len(arrived) >= 2
+    # Timed where the stub receives it, a little after the client sent it (more on a loaded machine); an attempt
+    # started after a whole wait past the deadline would be 0.2 s late at least.
+    assert all(at - started < within + 0.1 for at in arrived), "no attempt started past the deadline"
+    # It did not give up early: every wait that ended before the deadline was taken, one more would not have. (Whether
+    # the first wait fits hangs on how soon the first answer came: on a loaded machine 0.45 s after it may not.)
+    if arrived[0] - started + retry_after < within - 0.15:
+        assert len(arrived) >= 2
     assert arrived[-1] - started + retry_after >= within - 0.1
 
 
