@@ -118,6 +118,8 @@ def _pip(cwd: Path, python: str, *args: str) -> None:
 
 
 def _run(command: list[str], cwd: Path) -> None:
-    env = {name: value for name, value in os.environ.items() if not name.startswith(CHECKOUT_VARIABLES)}
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        command, cwd=cwd, env=environment_without_the_checkout(), capture_output=True, text=True, timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"

@@ -6,7 +6,9 @@ is `kept` below — a small real policy — passed explicitly; the tests that go
 
 from __future__ import annotations
 
-from typing import Any
+import tracemalloc
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -102,6 +104,19 @@ def hex_trace(number: int) -> str:
 
 def hex_span(number: int) -> str:
     return number.to_bytes(8, "big").hex()
+
+
+T = TypeVar("T")
+
+
+def with_peak_memory(call: Callable[[], T]) -> tuple[T, int]:
+    """What `call` returns, and the most bytes Python held at once while it ran (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        outcome = call()
+        return outcome, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def stored() -> list[tuple[str, str]]:

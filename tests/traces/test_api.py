@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import tracemalloc
 
 import pytest
 from django.core.cache import cache
@@ -25,6 +24,7 @@ from tests.traces.conftest import (
     request,
     span,
     stored,
+    with_peak_memory,
 )
 from traces.models import TraceSpan
 
@@ -127,12 +127,7 @@ def test_it_refuses_a_million_spans_without_decoding_them(staff_token, settings)
     settings.AGENTTEST_TRACES_MAX_BODY_BYTES = 4 * 1024 * 1024
     body = framed_spans(b"\x12\x00" * 10**6)  # the smallest encoded span, repeated
 
-    tracemalloc.start()
-    try:
-        response = post(body, staff_token)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    response, peak = with_peak_memory(lambda: post(body, staff_token))
 
     # Counted, never decoded: 10⁶ decoded spans would take hundreds of MB; the request's own copies of the 2 MB body
     # are all it holds. (How fast: bench/traces_ingest.py.)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import tracemalloc
 import zlib
 
 import pytest
@@ -24,6 +23,7 @@ from tests.traces.conftest import (
     kept,
     request,
     span,
+    with_peak_memory,
 )
 from traces.otlp import MAX_VALUE_DEPTH, Limits, OtlpRefused, request_decode
 from traces.spans import CUT, TRUNCATED, SpanEvent, SpanRecord
@@ -204,12 +204,7 @@ def test_it_inflates_compressed_bodies_only_up_to_the_limit():
     compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
     bomb = b"".join(compressor.compress(bytes(1 << 20)) for _ in range(30)) + compressor.flush()
     limits = Limits(max_body_bytes=1 << 20, max_spans=100, max_value_chars=1000)
-    tracemalloc.start()
-    try:
-        refused = refusal(bomb, encoding="gzip", limits=limits)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    refused, peak = with_peak_memory(lambda: refusal(bomb, encoding="gzip", limits=limits))
     assert refused.status == 413 and "AGENTTEST_TRACES_MAX_BODY_BYTES" in str(refused)
     assert peak < 4 * (1 << 20), peak
 
@@ -219,12 +214,7 @@ def test_it_refuses_a_million_spans_by_counting_them_before_decoding_one():
     body = framed_spans(b"\x12\x00" * 10**6)
     limits = Limits(max_body_bytes=len(body), max_spans=10_000, max_value_chars=1000)
 
-    tracemalloc.start()
-    try:
-        refused = refusal(body, limits=limits)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    refused, peak = with_peak_memory(lambda: refusal(body, limits=limits))
 
     # Not one span decoded: 10⁶ would take hundreds of MB (how fast the refusal is: bench/traces_ingest.py).
     assert peak < 1 << 20, peak
