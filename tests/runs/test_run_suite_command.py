@@ -6,18 +6,23 @@ Cases run for real on the offline simulated models; only the model is simulated,
 from __future__ import annotations
 
 import re
+import threading
 import xml.etree.ElementTree as ET
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from agenthost.llm.scripted import Answer, Call
 from cases.models import Suite
 from runs.models import CaseResult, Run
 from runs.services import run_bless
 from tests.runs.conftest import CAREFUL, HASTY
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+# How long a gate waits for the step it waits on before the test fails: never reached unless the behaviour broke.
+GATE_SECONDS = 60
 
 
 def run_suite(*args: str) -> tuple[int, str, str]:
@@ -208,9 +213,38 @@ def test_it_follows_a_queued_run_and_exits_with_its_verdict(order_suite, run_que
     assert ET.parse(junit).getroot().get("failures") == "1"
 
 
-def test_it_cancels_the_run_when_the_timeout_passes(make_suite, make_case, settings, tmp_path):
-    simulated = settings.AGENTTEST_PROVIDERS["simulated"]
-    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "simulated": {**simulated, "delay_ms": 300}}
+class _Gate(StringIO):
+    """An output stream that holds the command at its first write containing `holds_at` until `opens` is set, and
+    sets `on` once `sets_at` is written: the test decides when the command gets there, not the machine's speed."""
+
+    def __init__(self, *, holds_at: str = "", opens: threading.Event | None = None, sets_at: str = "",
+                 on: threading.Event | None = None) -> None:
+        super().__init__()
+        self.holds_at, self.opens, self.sets_at, self.on = holds_at, opens, sets_at, on
+
+    def write(self, text: str) -> int:
+        if self.opens is not None and self.holds_at and self.holds_at in text:
+            assert self.opens.wait(GATE_SECONDS), f"never let through: {text!r}"
+        written = super().write(text)
+        if self.on is not None and self.sets_at and self.sets_at in text:
+            self.on.set()
+        return written
+
+
+def test_it_cancels_the_run_when_the_timeout_passes(make_suite, make_case, scripted_model, tmp_path):
+    # The timeout's clock starts once the first case is in progress (the command's header waits for the model's
+    # first request), and the model answers only once the command has asked to cancel: however slow the machine,
+    # the timeout passes during the first case, which is kept, and the two after it never start.
+    in_progress, cancel_asked = threading.Event(), threading.Event()
+
+    def answer(request):
+        if request.messages[-1]["role"] == "tool":
+            return "Order 1043 is cancelled."
+        in_progress.set()
+        assert cancel_asked.wait(GATE_SECONDS), "the command never asked to cancel"
+        return Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})])
+
+    scripted_model.respond_with(answer)
     suite = make_suite()
     for number in range(3):
         make_case(
@@ -218,17 +252,26 @@ def test_it_cancels_the_run_when_the_timeout_passes(make_suite, make_case, setti
             assertions=({"type": "toolCalled", "params": {"function": "cancel_order"}},),
         )
     junit = tmp_path / "report.xml"
+    out = _Gate(holds_at="executing in this process", opens=in_progress)
+    err = _Gate(sets_at="cancellation requested", on=cancel_asked)
 
-    code, out, err = run_suite("orders", "--inline", "--timeout", "0.5", "--junit", str(junit))
+    with pytest.raises(SystemExit) as exited:
+        call_command(
+            "run_suite", "orders", "--models", scripted_model.key, "--inline", "--timeout", "0.5",
+            "--junit", str(junit), stdout=out, stderr=err, no_color=True,
+        )
 
-    assert code == 2
-    assert "still running after 0.5 s: cancellation requested" in err
+    assert exited.value.code == 2
+    assert "still running after 0.5 s: cancellation requested" in err.getvalue()
     run = Run.objects.get()
     assert run.status == Run.Status.CANCELLED
-    assert run.passed >= 1 and run.cancelled >= 1 and run.done == 3
-    assert "CANCELLED  cancels the order 2" in out
+    assert (run.passed, run.cancelled, run.done) == (1, 2, 3)
+    assert len(scripted_model.requests) == 2  # the two after the first case never reached the model
+    output = out.getvalue()
+    assert "[1/3] PASSED  cancels the order 0" in output
+    assert "CANCELLED  cancels the order 1" in output and "CANCELLED  cancels the order 2" in output
     root = ET.parse(junit).getroot()
-    assert (root.get("tests"), root.get("skipped")) == ("3", str(run.cancelled))
+    assert (root.get("tests"), root.get("skipped")) == ("3", "2")
 
 
 def test_it_repeats_cases_for_each_trial(order_suite, tmp_path):
