@@ -1,12 +1,15 @@
 """API fuzz: every operation of the OpenAPI schema (/api/schema/), driven by schemathesis as a staff superuser.
 
-    python bench/api_fuzz.py [--examples 20] [--seconds 150] [--database-url postgres://…] [--seed N]
+    python bench/api_fuzz.py [--examples 20] [--seconds 150] [--floor 0] [--database-url postgres://…] [--seed N]
 
 Each operation gets up to `--examples` positive cases (valid per the schema) and as many negative ones (invalid on
 purpose), sent in-process through Django's test client with a DRF token. In half the cases the path ids, and in half
 the positive ones the ids, names and models in the body, are swapped for real ones, so requests reach past the 404s
 and the "no such model" errors: the demo agents and conversations, the demo suite and a finished run of it.
-Operations that delete come last.
+Operations that delete come last. Past `--seconds`, each operation still gets its `--floor` cases of each kind
+and no more, and the report lists the operations cut short: how far the fuzz got depends on the machine's speed,
+which operations it reached does not. The first case of each operation and kind takes the real ids (and, positive,
+the real body values), so even a floor of one gets past the 404s.
 
 A response fails when it is a 5xx, or a 400 that does not name its field: `{"errors": [{"field", "message"}]}` or
 DRF's `{"<field>": [...]}` must name a parameter or body field of the request, a key it sent, or the body as a whole
@@ -74,7 +77,8 @@ class FuzzReport:
     operations: int = 0
     requests: int = 0
     seconds: float = 0.0
-    timed_out: bool = False
+    # "GET /api/runs/ (positive)": what got fewer cases than asked because the time ran out.
+    cut_short: list[str] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
     per_operation: Counter[str] = field(default_factory=Counter)
     successes: Counter[str] = field(default_factory=Counter)
@@ -82,6 +86,10 @@ class FuzzReport:
     failures: list[Failure] = field(default_factory=list)
     refused_connections: list[str] = field(default_factory=list)
     unsatisfiable: list[str] = field(default_factory=list)
+
+    @property
+    def timed_out(self) -> bool:
+        return bool(self.cut_short)
 
     @property
     def server_errors(self) -> int:
@@ -367,23 +375,26 @@ class _OutOfTime(Exception):
 
 
 class _Fuzzer:
-    def __init__(self, *, token: str, raw_schema: dict[str, Any], examples: int, deadline: float,
+    def __init__(self, *, token: str, raw_schema: dict[str, Any], examples: int, deadline: float, floor: int,
                  seed: int | None) -> None:
         self.headers = {"Authorization": f"Token {token}"}
         self.raw_schema = raw_schema
         self.examples = examples
         self.deadline = deadline
+        self.floor = floor
         self.seed = seed
         self.app = TestClientApp()
         self.report = FuzzReport()
 
     def operation(self, operation: Any, mode: Any) -> None:
-        """Up to `examples` cases of `operation` in generation `mode`; raises _OutOfTime past the deadline."""
+        """Up to `examples` cases of `operation` in generation `mode`; past the deadline, no more than `floor`."""
         from hypothesis import HealthCheck, Phase, given
         from hypothesis import seed as hypothesis_seed
         from hypothesis import settings as hypothesis_settings
         from hypothesis import strategies as st
         from hypothesis.errors import Unsatisfiable
+
+        sent = 0
 
         @hypothesis_settings(
             max_examples=self.examples, deadline=None, database=None, phases=[Phase.generate],
@@ -391,25 +402,29 @@ class _Fuzzer:
         )
         @given(case=operation.as_strategy(generation_mode=mode), data=st.data())
         def exercise(case: Any, data: Any) -> None:
-            if time.monotonic() > self.deadline:
+            nonlocal sent
+            if sent >= self.floor and time.monotonic() > self.deadline:
                 raise _OutOfTime
-            self.send(self.realistic(case, data, positive=mode.name == "POSITIVE"), operation)
+            self.send(self.realistic(case, data, positive=mode.name == "POSITIVE", first=sent == 0), operation)
+            sent += 1
 
         if self.seed is not None:
             exercise = hypothesis_seed(self.seed)(exercise)
         try:
             exercise()
+        except _OutOfTime:
+            self.report.cut_short.append(f"{operation.method.upper()} {operation.path} ({mode.value})")
         except Unsatisfiable:
             # Schemathesis found no case of this kind it could generate; the report lists the operation.
             self.report.unsatisfiable.append(f"{operation.method.upper()} {operation.path} ({mode.value})")
 
-    def realistic(self, case: Any, data: Any, *, positive: bool) -> Any:
+    def realistic(self, case: Any, data: Any, *, positive: bool, first: bool) -> Any:
         from hypothesis import strategies as st
 
         path_names = set(case.path_parameters or {})
-        if path_names and data.draw(st.booleans(), label="real path ids"):
+        if path_names and (first or data.draw(st.booleans(), label="real path ids")):
             case.path_parameters.update(_real_path_parameters(path_names, data.draw))
-        if positive and isinstance(case.body, dict) and data.draw(st.booleans(), label="real body values"):
+        if positive and isinstance(case.body, dict) and (first or data.draw(st.booleans(), label="real body values")):
             for key, replace in _real_body_values(data.draw).items():
                 if key in case.body:
                     case.body[key] = replace(case.body[key])
@@ -455,25 +470,24 @@ def _has_inputs(operation: Any) -> bool:
     return any(part.items for part in (operation.path_parameters, operation.query, operation.body))
 
 
-def fuzz_api(*, user: Any, examples: int, seconds: float, seed: int | None = None) -> FuzzReport:
+def fuzz_api(*, user: Any, examples: int, seconds: float, floor: int = 0, seed: int | None = None) -> FuzzReport:
     """Send up to `examples` positive and `examples` negative cases to every operation, as `user`, for at most
-    `seconds`: a case generated past the deadline is not sent, and the report says the fuzz timed out."""
+    `seconds`; past them, each operation still gets `floor` cases of each kind (at most `examples`), and the report
+    lists the operations cut short."""
     from rest_framework.authtoken.models import Token
     from schemathesis import GenerationMode
 
     token, _ = Token.objects.get_or_create(user=user)
     schema, raw = load_schema(token.key)
     started = time.monotonic()
-    fuzzer = _Fuzzer(token=token.key, raw_schema=raw, examples=examples, deadline=started + seconds, seed=seed)
+    fuzzer = _Fuzzer(token=token.key, raw_schema=raw, examples=examples, deadline=started + seconds,
+                     floor=min(floor, examples), seed=seed)
     operations = _operations(schema)
     fuzzer.report.operations = len(operations)
-    try:
-        for operation in operations:
-            fuzzer.operation(operation, GenerationMode.POSITIVE)
-            if _has_inputs(operation):
-                fuzzer.operation(operation, GenerationMode.NEGATIVE)
-    except _OutOfTime:
-        fuzzer.report.timed_out = True
+    for operation in operations:
+        fuzzer.operation(operation, GenerationMode.POSITIVE)
+        if _has_inputs(operation):
+            fuzzer.operation(operation, GenerationMode.NEGATIVE)
     fuzzer.report.seconds = time.monotonic() - started
     return fuzzer.report
 
@@ -489,6 +503,7 @@ def format_report(report: FuzzReport, *, database: str = "") -> str:
         f"{'unnamed validation errors':<28}{sum(f.kind == 'unnamed validation error' for f in report.failures)}",
         f"{'seconds':<28}{report.seconds:.1f}",
         f"{'timed out':<28}{'yes' if report.timed_out else 'no'}",
+        f"{'cut short':<28}{', '.join(report.cut_short) or '-'}",
         f"{'refused connections':<28}{len(report.refused_connections)}",
         f"{'without cases':<28}{', '.join(report.unsatisfiable) or '-'}",
         "statuses",
@@ -548,6 +563,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=150.0, help="stop sending after this long (default 150)")
     parser.add_argument("--database-url", default="", help="a PostgreSQL URL; a scratch database is created on it "
                                                            "and dropped (default: a temporary SQLite file)")
+    parser.add_argument("--floor", type=int, default=0,
+                        help="cases of each kind every operation gets even past --seconds (default 0)")
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed, to repeat a fuzz exactly")
     return parser.parse_args(argv)
 
@@ -562,7 +579,8 @@ def main(argv: list[str] | None = None) -> int:
             refused: list[str] = []
             with loopback_only(refused), celery_broker(settings.CELERY_BROKER_URL):
                 user = fuzz_data_ensure()
-                report = fuzz_api(user=user, examples=options.examples, seconds=options.seconds, seed=options.seed)
+                report = fuzz_api(user=user, examples=options.examples, seconds=options.seconds,
+                                    floor=options.floor, seed=options.seed)
             report.refused_connections = refused
             print(format_report(report, database=database), flush=True)
     except (FuzzError, BenchError) as exc:

@@ -28,13 +28,13 @@ pytestmark = pytest.mark.slow
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-# Positive cases per operation, and as many negative ones: every operation reached and past its 404s with room to
-# spare; `bench/api_fuzz.py` fuzzes deeper.
+# Positive cases per operation, and as many negative ones, while time allows; `bench/api_fuzz.py` fuzzes deeper.
 EXAMPLES = 8
-# Sending stops here, within the test's timeout: a minute is usual, but CI runs eight processes side by side on two
-# cores, and a fuzz that stops early fails on the operations it never reached.
-SECONDS = 240.0
-MIN_REQUESTS = 400
+# Past this many seconds each operation gets its FLOOR cases of each kind and no more, so how deep the fuzz goes
+# depends on the machine's speed (the report prints what was cut short) and what it reaches does not: every operation,
+# past its 404s (an operation's first case takes the real ids). A minute is usual for the whole depth.
+SECONDS = 90.0
+FLOOR = 2
 
 
 @pytest.fixture
@@ -53,11 +53,10 @@ def refused_connections(settings, tmp_path) -> Iterator[list[str]]:
 def test_it_answers_no_5xx_and_names_the_field_of_every_validation_error(refused_connections):
     user = fuzz_data_ensure()
 
-    report = fuzz_api(user=user, examples=EXAMPLES, seconds=SECONDS)
+    report = fuzz_api(user=user, examples=EXAMPLES, seconds=SECONDS, floor=FLOOR)
 
     summary = format_report(report)
-    print(summary)  # the figures, for `pytest -rP` or a CI log
-    assert report.requests >= MIN_REQUESTS, summary
+    print(summary)  # the figures and what was cut short, for `pytest -rP` or a CI log
     assert report.server_errors == 0, summary
     assert report.failures == [], summary
     assert refused_connections == [], summary
@@ -77,7 +76,7 @@ def _figure(output: str, label: str) -> int:
 
 @pytest.mark.own_database
 def test_it_runs_as_a_command_on_a_scratch_database_and_prints_its_figures():
-    command = [sys.executable, "bench/api_fuzz.py", "--examples", "2", "--seconds", "120"]
+    command = [sys.executable, "bench/api_fuzz.py", "--examples", "2", "--seconds", "60", "--floor", "1"]
     database_url = os.environ.get("DATABASE_URL", "")
     if database_url.startswith(("postgres://", "postgresql://")):
         command += ["--database-url", database_url]
