@@ -12,14 +12,22 @@ One virtualenv per test session, whichever test module asks first. Use it from a
 `run_in_venv` runs a program of the virtualenv (`agenttest`, `python`, `pip`, …, or any path) with an environment
 that holds none of this checkout's: no AGENTTEST_*, DATABASE_URL, CELERY_*, DJANGO_SETTINGS_MODULE or PYTHONPATH, so
 nothing can import the checkout instead of the installed package.
+
+With AGENTTEST_TEST_PACKAGE_DIR set (scripts/test sets it to a new directory of its run), the pytest processes of one
+test command share one wheel and one virtualenv built there: the first process to need each builds it under a file
+lock, the others wait for it and reuse it. Unset, each session builds its own. The shared virtualenv is never changed
+by a test (a test installing a distribution installs it in a directory of its own on PYTHONPATH).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +42,8 @@ NOT_IN_A_CLONE = shutil.ignore_patterns(
     ".git", ".venv", "var", "__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",
     "build", "dist", "*.egg-info",
 )
+# A directory the pytest processes of one test command share their wheel and virtualenv in (see above).
+SHARED_DIR_VARIABLE = "AGENTTEST_TEST_PACKAGE_DIR"
 CHECKOUT_VARIABLES = ("AGENTTEST_", "CELERY_", "DATABASE_URL", "DJANGO_SETTINGS_MODULE", "PYTHONPATH", "VIRTUAL_ENV")
 
 
@@ -67,31 +77,59 @@ _built: PackageEnv | None = None
 
 
 def package_wheel_build(root: Path) -> Path:
-    """Build the wheel from a copy of the checkout (a build writes build/ and *.egg-info where it runs), under `root`;
-    only the first call of a session builds."""
+    """Build the wheel from a copy of the checkout (a build writes build/ and *.egg-info where it runs), under `root`
+    (or the shared directory); only the first call of a session builds."""
     global _wheel
     if _wheel is None:
-        assert not root.resolve().is_relative_to(BASE_DIR), f"{root} is inside the checkout"
-        source, dist = root / "source", root / "dist"
-        shutil.copytree(BASE_DIR, source, ignore=NOT_IN_A_CLONE)
-        _pip(root, sys.executable, "wheel", "--no-deps", "--wheel-dir", str(dist), str(source))
-        (_wheel,) = dist.glob("agenttest-*.whl")
+        with _built_once(root, "wheel") as (root, done):
+            source, dist = root / "source", root / "dist"
+            if not done:
+                assert not root.resolve().is_relative_to(BASE_DIR), f"{root} is inside the checkout"
+                shutil.copytree(BASE_DIR, source, ignore=NOT_IN_A_CLONE)
+                _pip(root, sys.executable, "wheel", "--no-deps", "--wheel-dir", str(dist), str(source))
+            (_wheel,) = dist.glob("agenttest-*.whl")
     return _wheel
 
 
 def package_env_build(root: Path) -> PackageEnv:
-    """The wheel, installed with its EXTRAS into a new virtualenv under `root`; only the first call of a session
-    builds."""
+    """The wheel, installed with its EXTRAS into a new virtualenv under `root` (or the shared directory); only the
+    first call of a session builds."""
     global _built
     if _built is None:
         wheel = package_wheel_build(root)
-        venv = root / "venv"
-        _run([sys.executable, "-m", "venv", str(venv)], root)
-        python = venv / "bin" / "python"
-        # No byte-compiling of every installed module up front: the few the tests import compile on first use.
-        _pip(root, str(python), "install", "--no-compile", "--constraint", str(CONSTRAINTS), f"{wheel}[{EXTRAS}]")
+        with _built_once(root, "venv") as (root, done):
+            venv = root / "venv"
+            python = venv / "bin" / "python"
+            if not done:
+                _run([sys.executable, "-m", "venv", str(venv)], root)
+                # No byte-compiling of every installed module up front: the few the tests import compile on first
+                # use.
+                _pip(root, str(python), "install", "--no-compile", "--constraint", str(CONSTRAINTS),
+                     f"{wheel}[{EXTRAS}]")
         _built = PackageEnv(wheel=wheel, venv=venv, bin=venv / "bin", python=python)
     return _built
+
+
+@contextlib.contextmanager
+def _built_once(root: Path, what: str) -> Iterator[tuple[Path, bool]]:
+    """(the directory to build `what` in, whether it is already built there). Shared (SHARED_DIR_VARIABLE), the
+    build holds a lock other processes wait on, and is marked done only once it succeeded: a failed build is tried
+    again by the next process rather than half used."""
+    shared = os.environ.get(SHARED_DIR_VARIABLE)
+    if not shared:
+        yield root, False
+        return
+    root = Path(shared)
+    root.mkdir(parents=True, exist_ok=True)
+    marker = root / f"{what}.done"
+    with open(root / f"{what}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = marker.exists()
+        if not done:
+            for partial in (root / "source", root / "dist") if what == "wheel" else (root / "venv",):
+                shutil.rmtree(partial, ignore_errors=True)
+        yield root, done
+        marker.touch()
 
 
 def environment_without_the_checkout() -> dict[str, str]:

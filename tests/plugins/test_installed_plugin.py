@@ -8,7 +8,6 @@ blocks the unmocked one."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,17 +68,20 @@ def suite_file(path: Path, *, extra_allowed: list[str]) -> Path:
 
 
 @pytest.fixture
-def installed_distribution(package_env: PackageEnv, tmp_path) -> Iterator[None]:
+def installed_distribution(package_env: PackageEnv, tmp_path) -> dict[str, str]:
+    """The environment of a virtualenv that has the plugin's distribution installed too. The virtualenv may be
+    shared with pytest processes running beside this one (tests/package_env.py), so the distribution goes into a
+    directory of its own on the path: its entry point is found all the same, and nobody else sees it."""
     source = tmp_path / "acme-tickets"
     source.mkdir()
     (source / "pyproject.toml").write_text(PYPROJECT)
     (source / f"{MODULE}.py").write_text(SAMPLE_PLUGIN.read_text())
-    installed = package_env.run_in_venv(["pip", "install", "--quiet", str(source)], cwd=tmp_path)
+    site = tmp_path / "site-packages"
+    installed = package_env.run_in_venv(
+        ["pip", "install", "--quiet", "--no-deps", "--target", str(site), str(source)], cwd=tmp_path
+    )
     assert installed.returncode == 0, installed.stderr
-    yield
-    # The virtualenv is the session's: leave it as it was for every other test.
-    removed = package_env.run_in_venv(["pip", "uninstall", "--yes", "--quiet", "acme-tickets"], cwd=tmp_path)
-    assert removed.returncode == 0, removed.stderr
+    return {"PYTHONPATH": str(site)}
 
 
 def use_the_plugin(package_env: PackageEnv, project: Path, env: dict[str, str]) -> None:
@@ -128,7 +130,7 @@ def test_it_loads_an_installed_plugin_distribution_by_its_entry_point(package_en
     project = tmp_path / "project"
     project.mkdir()
 
-    use_the_plugin(package_env, project, {})
+    use_the_plugin(package_env, project, installed_distribution)
 
 
 def test_it_loads_a_plugin_module_named_by_agenttest_plugins(package_env, tmp_path):
