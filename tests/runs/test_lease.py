@@ -4,6 +4,7 @@ in the database), and no failure of the loop leaves a run Running — all throug
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import time
@@ -16,6 +17,7 @@ from kombu import Connection
 
 from agenthost.models import Agent, Conversation, Message
 from cases.models import Assertion, Case, Mock, Suite, Turn
+from common.provider_config import load_providers
 from runs.models import CaseResult, Run, RunLock
 from runs.services import run_trigger
 from runs.tasks import execute_run
@@ -115,12 +117,27 @@ def test_it_leaves_a_run_to_its_worker_when_another_worker_starts_and_refuses_to
     assert "UNIQUE constraint" not in log_a.read_text() + log_b.read_text()
 
 
-def test_it_sweeps_a_killed_workers_run_within_a_lease_period_without_a_restart(broker, worker_env, tmp_path):
-    # Enough cases that the run is still going however long the second worker takes to start.
+def test_it_sweeps_a_killed_workers_run_within_a_lease_period_without_a_restart(broker, settings, tmp_path):
+    # The model answers the first two cases and holds the third's first call: the run is still going however long
+    # the second worker takes to start (20 cases of 400 ms were not, on a loaded machine).
+    script, providers = tmp_path / "script.json", tmp_path / "providers.toml"
+    script.write_text(json.dumps([
+        *({"when": f"order {1040 + index}?", "tool_calls": [{"name": "lookup_order", "arguments": {}}]}
+          for index in range(2)),
+        {"when": "shipped", "text": "It has shipped."},
+        {"when": "Where is order", "hang": 3600},
+    ]))
+    providers.write_text(
+        f'[providers.gated]\nkind = "scripted"\nscript = "{script}"\ntimeout = 3600\nmax_retries = 0\n\n'
+        '[[providers.gated.models]]\nname = "desk-model"\n'
+    )
+    settings.AGENTTEST_PROVIDERS = load_providers(str(providers))
+    worker_env = {"AGENTTEST_PROVIDERS_FILE": str(providers), "AGENTTEST_RUN_LEASE_SECONDS": str(LEASE_SECONDS)}
     suite = order_suite(cases=20)
+    Suite.objects.filter(pk=suite.pk).update(case_timeout_seconds=3600)
     log_a, log_b = tmp_path / "a.log", tmp_path / "b.log"
     with runs_worker(broker, log_a, **worker_env) as worker_a:
-        run = trigger(suite)
+        run = run_trigger(suite=suite, model_keys=["gated:desk-model"], dispatch=dispatch)
         wait_for(lambda: results(run) >= 2, timeout=60, what="two results", log_path=log_a)
         with runs_worker(broker, log_b, **worker_env):
             wait_ready(log_b)
@@ -140,7 +157,7 @@ def test_it_sweeps_a_killed_workers_run_within_a_lease_period_without_a_restart(
         "the executor of this run stopped (its worker was killed, restarted or hung, so its lease expired); "
         f"{kept} of 20 results were kept"
     )
-    assert results(run) == kept >= 2
+    assert results(run) == kept == 2
     assert set(CaseResult.objects.filter(run=run).values_list("status", flat=True)) == {"passed"}
     assert swept_after >= 1.0, "a live lease must not be swept"
     assert not RunLock.objects.filter(run__isnull=False).exists()
