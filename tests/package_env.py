@@ -55,9 +55,11 @@ class PackageEnv:
     python: Path
 
     def run_in_venv(
-        self, args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+        self, args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
     ) -> subprocess.CompletedProcess[str]:
-        """Run `args` (its first word a program of the virtualenv, or a path) and capture its output as text."""
+        """Run `args` (its first word a program of the virtualenv, or a path) and capture its output as text. The
+        timeout only guards against a hang (the tests' own is 900 s): a loaded machine took over 300 s for the files
+        example's six commands."""
         program = self.bin / args[0]
         command = [str(program) if program.exists() else args[0], *args[1:]]
         return subprocess.run(
