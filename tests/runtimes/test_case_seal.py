@@ -5,13 +5,16 @@ a tool starts, from a tool's own openai client. Chat has no seal."""
 from __future__ import annotations
 
 import json
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
+from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.engine.case_session import MockSpec
 from tests.agenthost.listeners import local_server  # noqa: F401 — the fixture
@@ -221,6 +224,26 @@ def test_it_ends_a_case_whose_loop_calls_its_own_function_naming_the_tool(script
     assert len(scripted_model.requests) == 1
     # What the ledger cannot undo: the function ran in the team's own code (only the network is sealed).
     assert [path.name for path in markers(tmp_path)] == ["refund-7"]
+
+
+def test_it_exits_run_suite_inline_with_the_error_code_when_a_loop_runs_its_own_tool(
+    scripted_model, team_repo, tmp_path
+):
+    agent = _agent(team_repo(OWN_CALLS_BOT))
+    scripted_model.play(Answer(tool_calls=[Call("refund", {"order_id": "7"})]), "done: refunded")
+    suite = Suite.objects.create(name="refunds", agent=agent, case_timeout_seconds=20)
+    case = Case.objects.create(suite=suite, name="refunds order 7")
+    Turn.objects.create(case=case, user_message="Refund order 7")
+    Mock.objects.create(case=case, function_name="refund", result="refund queued")
+    Assertion.objects.create(case=case, type="outputContains", params={"text": "done"})
+    out = StringIO()
+
+    with pytest.raises(SystemExit) as exit_:
+        call_command("run_suite", "refunds", "--models", scripted_model.key, "--inline", stdout=out, stderr=StringIO())
+
+    assert exit_.value.code not in (0, None)
+    assert "[1/1] ERROR  refunds order 7" in out.getvalue()
+    assert "tool 'refund' ran outside agenttest" in out.getvalue()
 
 
 def test_it_lets_chat_run_the_teams_code_unsealed(scripted_model, team_repo, listener):
