@@ -17,8 +17,9 @@ from agenthost.services import conversation_send, conversation_start
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from runs.engine.case_session import MockSpec
+from runs.models import Run
 from tests.agenthost.listeners import local_server  # noqa: F401 — the fixture
-from tests.runtimes.conftest import markers
+from tests.runtimes.conftest import execute_suite, markers, stub_provider
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -125,6 +126,27 @@ def respond(messages, client, tools):
     return "I could not finish."
 '''
 
+# A tool written against the async client, run on its own event loop.
+ASYNC_CLIENT_BOT = TOOLS_BOT.replace("def audit_in_thread():", """def ask_async():
+    import asyncio
+
+    from openai import AsyncOpenAI
+
+    async def ask():
+        client = AsyncOpenAI(api_key="sk-own", base_url=LISTENER + "/v1", max_retries=0)
+        answer = await client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "What is the exchange rate today?"}]
+        )
+        return "rate: " + (answer.choices[0].message.content or "")
+
+    return asyncio.run(ask())
+
+
+def audit_in_thread():""").replace(
+    '"ask_own_model_responses": ask_own_model_responses}', '"ask_own_model_responses": ask_own_model_responses,'
+    ' "ask_async": ask_async}'
+).replace('"ask_own_model", "ask_own_model_responses")', '"ask_own_model", "ask_own_model_responses", "ask_async")')
+
 TOOL_NAMES = ("audit_in_thread", "run_script", "ask_own_model", "ask_own_model_responses")
 
 
@@ -199,6 +221,56 @@ def test_it_answers_a_tools_own_openai_client_through_the_model_layer(scripted_m
     assert own.messages == [{"role": "user", "content": "What is the exchange rate today?"}]
     assert own.model == "scripted"
     assert len(scripted_model.requests) == 3
+
+
+def test_it_records_a_tools_own_openai_call_and_replays_it_with_the_server_gone(
+    openai_stub, settings, team_repo, listener
+):
+    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": stub_provider(openai_stub.base_url)}
+    openai_stub.respond_with(
+        lambda body: (
+            "1.08" if body["messages"][-1]["content"] == "What is the exchange rate today?"
+            else "done: " + body["messages"][-1]["content"] if body["messages"][-1]["role"] == "tool"
+            else Answer(tool_calls=[Call("ask_own_model", {})])
+        )
+    )
+    agent = Agent.objects.create(
+        name="desk", runtime="python", entry=f"{team_repo(TOOLS_BOT)}.bot:respond", provider="stub",
+        model="gpt-4o-mini", outside_effects={"ask_own_model": False},
+    )
+    suite = Suite.objects.create(name="rates", agent=agent, case_timeout_seconds=20,
+                                 extra_allowed_functions=["ask_own_model"])
+    case = Case.objects.create(suite=suite, name="converts")
+    Turn.objects.create(case=case, user_message="Convert 10 EUR")
+    Assertion.objects.create(case=case, type="outputContains", params={"text": "rate: 1.08"})
+
+    recorded = execute_suite(suite, Run.Mode.RECORD)
+    assert recorded.status == "passed", recorded.reason
+    # The tool's own call was the model under test's: on the stub, recorded with the case.
+    assert len(openai_stub.requests) == 3
+    openai_stub.stop()
+
+    replayed = execute_suite(suite, Run.Mode.REPLAY)
+
+    assert replayed.status == "passed", replayed.reason
+    assert listener.received == []
+
+
+def test_it_answers_a_tools_own_async_openai_client_through_the_model_layer(scripted_model, team_repo, listener):
+    agent = _agent(team_repo(ASYNC_CLIENT_BOT), outside_effects={"ask_async": False})
+    scripted_model.respond_with(
+        lambda request: (
+            "1.09" if request.messages[-1]["content"] == "What is the exchange rate today?"
+            else "done: " + request.messages[-1]["content"] if request.messages[-1]["role"] == "tool"
+            else Answer(tool_calls=[Call("ask_async", {})])
+        )
+    )
+
+    outcome = _run(agent, scripted_model, extra_allowed=("ask_async",))
+
+    assert listener.received == []
+    assert outcome.status == "passed", outcome.reason
+    assert outcome.tool_calls[0]["result"] == "rate: 1.09"
 
 
 def test_it_refuses_a_tools_own_responses_api_call_naming_it(scripted_model, team_repo, listener):
