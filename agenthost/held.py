@@ -4,6 +4,7 @@ which writes each turn as it ends, and HeldConversation (services.conversation_o
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.db import transaction
@@ -14,6 +15,7 @@ from agenthost.loop import turn_run
 from agenthost.models import Agent, Message
 from agenthost.rules import invoke
 from agenthost.runtimes.base import RuntimeTurn, runtime_invoke, runtime_turn_run
+from agenthost.runtimes.python import chat_completion
 from agenthost.seal import CaseSeal
 from agenthost.session import ConversationSession, SessionCheckpoint, release_claim
 from agenthost.turns import ConversationError, InvalidInput, TurnResult
@@ -35,7 +37,7 @@ def run_send(session: ConversationSession, text: str, *, flush: bool) -> TurnRes
     run = turn_run if loaded.runtime == Agent.Runtime.NATIVE else runtime_turn_run
     if session.case is not None:
         # An openai client the team's code makes itself reaches the model layer as this turn's.
-        session.case.turn = RuntimeTurn(session, loaded, turn, result)
+        session.case.answer_chat = functools.partial(chat_completion, RuntimeTurn(session, loaded, turn, result))
     try:
         loaded = run(session, loaded, turn, text, result)
     except ConversationError as exc:

@@ -104,7 +104,7 @@ def call_model(
     runtime's model calls come here, agenttest's loop and a team's own alike."""
     if session.case is not None:
         # Checked before anything is sent, in live, record and replay mode alike.
-        session.case.check_request(request, result)
+        session.case.check_request(request, result, stored_name)
     try:
         with provider_call(loaded.provider), exempt():
             response = get_provider(loaded.provider).complete(request)

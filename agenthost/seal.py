@@ -31,7 +31,7 @@ import sys
 import sysconfig
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -69,8 +69,9 @@ class CaseSeal:
     def __init__(self, session: Any, *, network_allow: frozenset[str] = frozenset()) -> None:
         self.session = session
         self.network_allow = network_allow
-        # The turn through which a team's own openai client reaches the model layer (held.run_send sets it).
-        self.turn: Any = None
+        # How a chat-completions request of a team's own openai client is answered through the model layer, as the
+        # current turn's (held.run_send sets it).
+        self.answer_chat: Callable[[dict[str, Any]], Any] | None = None
         self.breach: SealBroken | None = None
         self._spares: Counter[tuple[str, str | None]] = Counter()
         self._lock = threading.Lock()
@@ -102,9 +103,11 @@ class CaseSeal:
         with self._lock:
             self._spares[(name, content)] += 1
 
-    def check_request(self, request: ModelRequest, partial: TurnResult | None) -> None:
+    def check_request(
+        self, request: ModelRequest, partial: TurnResult | None, stored_id: Callable[[str], str] = str
+    ) -> None:
         """Refuse (SealBroken) a request about to be sent when the case broke its seal, or when it carries a tool
-        result the seam never produced in this conversation."""
+        result the seam never produced in this conversation. `stored_id`: a call id as the transcript stores it."""
         if self.breach is not None:
             self.raise_breach(partial)
         decided: dict[str, set[str]] = {}
@@ -113,9 +116,7 @@ class CaseSeal:
                 decided.setdefault(message.tool_call_id, set()).add(message.content)
         with self._lock:
             spares = dict(self._spares)
-        from agenthost.calls import stored_name
-
-        found = strangers(request.messages, decided, spares, stored_name)
+        found = strangers(request.messages, decided, spares, stored_id)
         if found:
             first = found[0]
             what = f"tool {first.name!r}" if first.name else f"the tool of call {first.call_id!r}"
@@ -302,16 +303,14 @@ def _through_model_layer(seal: CaseSeal, options: Any, stream: bool) -> Any:
     the model layer, anything else refused."""
     from openai import NotGiven
 
-    from agenthost.runtimes.python import chat_completion
-
     path = "/" + str(options.url).split("?", 1)[0].strip("/")
     method = str(options.method).upper()
     endpoint = f"{method} {path}"
-    if method == "POST" and path.endswith("/chat/completions") and not stream and seal.turn is not None:
+    if method == "POST" and path.endswith("/chat/completions") and not stream and seal.answer_chat is not None:
         body = {**(options.json_data or {}), **(options.extra_json or {})}
         if body.get("stream") is False:
             body.pop("stream")
-        completion = chat_completion(seal.turn, body)
+        completion = seal.answer_chat(body)
         parser = options.post_parser
         return completion if isinstance(parser, NotGiven) else parser(completion)
     what = "a streamed chat.completions call" if stream else (
