@@ -90,7 +90,7 @@ class HeldConversation:
     conversation_invoke_function do, the writes kept until `save()`. One thread at a time: the one running its
     turns, then the one saving it."""
 
-    def __init__(self, session: ConversationSession) -> None:
+    def __init__(self, session: ConversationSession, *, network_allow: frozenset[str] = frozenset()) -> None:
         self._session = session
         # Saved and committed: no longer held.
         self._saved = False
@@ -98,7 +98,7 @@ class HeldConversation:
         self._unsettled: SessionCheckpoint | None = None
         self.conversation = session.conversation
         # Under test nothing of the team's code reaches beyond agenttest while a turn runs (agenthost/seal.py).
-        session.case = CaseSeal(session)
+        session.case = CaseSeal(session, network_allow=network_allow)
 
     def send(self, text: str) -> TurnResult:
         if not isinstance(text, str) or not text.strip():

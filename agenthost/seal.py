@@ -27,6 +27,7 @@ through `_thread` directly, runs unsealed.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import sysconfig
 import threading
@@ -73,6 +74,7 @@ class CaseSeal:
         # current turn's (held.run_send sets it).
         self.answer_chat: Callable[[dict[str, Any]], Any] | None = None
         self.breach: SealBroken | None = None
+        self._addresses: frozenset[str] | None = None
         self._spares: Counter[tuple[str, str | None]] = Counter()
         self._lock = threading.Lock()
 
@@ -84,6 +86,25 @@ class CaseSeal:
             yield self
         finally:
             _active.reset(token)
+
+    def allows(self, host: str) -> bool:
+        """Whether `host` (a name, or the address a connection goes to) is one of network_allow's."""
+        if not self.network_allow:
+            return False
+        if host.lower() in self.network_allow:
+            return True
+        if self._addresses is None:
+            # A connection goes to the address its name was resolved to: network_allow's names resolved once,
+            # by agenttest itself.
+            addresses: set[str] = set()
+            with exempt():
+                for name in self.network_allow:
+                    try:
+                        addresses.update(str(info[4][0]) for info in socket.getaddrinfo(name, None))
+                    except OSError:
+                        continue
+            self._addresses = frozenset(addresses)
+        return host in self._addresses
 
     def refuse(self, message: str) -> SealBroken:
         """Keep `message` as the case's breach (the first one counts) and return it."""
@@ -194,7 +215,7 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         else:
             host, port = address[0], address[1] if len(address) > 1 else None
     host_text = host.decode(errors="replace") if isinstance(host, bytes) else str(host)
-    if host_text in seal.network_allow or _own_connection(host_text, port):
+    if seal.allows(host_text) or _own_connection(host_text, port):
         return
     where = f"{host_text}:{port}" if port is not None else host_text
     raise SealRefused(seal.refuse(

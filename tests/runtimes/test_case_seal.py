@@ -162,13 +162,14 @@ def _agent(package: str, **fields) -> Agent:
     )
 
 
-def _run(agent: Agent, scripted_model, *, mocks=(), extra_allowed=TOOL_NAMES, text: str = "Help me"):
+def _run(agent: Agent, scripted_model, *, mocks=(), extra_allowed=TOOL_NAMES, text: str = "Help me",
+         network_allow=frozenset()):
     plan = CasePlan(
         id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={}, turns=[TurnPlan(text)],
         assertions=[AssertionPlan("outputContains", {"text": "done"})], mocks=list(mocks),
     )
     suite = SuitePlan(extra_allowed=frozenset(extra_allowed), force_blocked=frozenset(), judge_model="",
-                      timeout_seconds=20.0)
+                      timeout_seconds=20.0, network_allow=network_allow)
     return execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 
 
@@ -188,6 +189,17 @@ def test_it_refuses_a_connection_from_a_thread_an_allowed_tool_starts(scripted_m
     assert f"tried to connect to {host_port}" in outcome.reason
     # The model was not asked again once the seal was broken.
     assert len(scripted_model.requests) == 1
+
+
+def test_it_lets_an_allowed_tool_reach_a_host_the_suite_names(scripted_model, team_repo, listener):
+    agent = _effect_free_tools_agent(team_repo)
+    scripted_model.play(Answer(tool_calls=[Call("audit_in_thread", {})]), "done")
+
+    outcome = _run(agent, scripted_model, network_allow=frozenset({"localhost"}))
+
+    assert outcome.status == "passed", outcome.reason
+    assert json.loads(outcome.tool_calls[0]["result"]) == {"posted": True}
+    assert [request.path for request in listener.received] == ["/audit"]
 
 
 def test_it_refuses_a_process_an_allowed_tool_starts(scripted_model, team_repo, listener):
