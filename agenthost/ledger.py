@@ -54,16 +54,18 @@ def _field(message: Any, name: str) -> Any:
 
 def strangers(
     messages: Iterable[Any],
-    decided: Mapping[str, Iterable[str]],
+    decided: Mapping[str, Iterable[str | None]],
     spares: Mapping[tuple[str, str | None], int] | None = None,
     stored_id: Callable[[str], str] = str,
 ) -> list[Stranger]:
     """The tool results of `messages` (chat format) that answer no call the seam decided.
 
-    `decided`: call id (as stored) → the contents the seam produced for it. `spares`: (name, content or ANY_CONTENT)
-    → how many results of calls without the model's id the seam produced; each answers one result of a call of that
-    name in this request. `stored_id`: a call id as `decided` holds it (cut to its column)."""
-    contents = {call_id: set(values) for call_id, values in decided.items()}
+    `decided`: call id (as stored) → the contents the seam produced for it (ANY_CONTENT: a call its framework
+    answered itself, running nothing of the team's — a retry prompt for arguments that do not validate).
+    `spares`: (name, content or ANY_CONTENT) → how many results of calls without the model's id the seam produced;
+    each answers one result of a call of that name in this request. `stored_id`: a call id as `decided` holds it (cut
+    to its column)."""
+    contents: dict[str, set[str | None]] = {call_id: set(values) for call_id, values in decided.items()}
     left = Counter(spares or {})
     names: dict[str, str] = {}
     found: list[Stranger] = []
@@ -82,7 +84,8 @@ def strangers(
         raw_id = _field(message, "tool_call_id")
         call_id = raw_id if isinstance(raw_id, str) else ""
         content = content_text(_field(message, "content"))
-        if content in contents.get(stored_id(call_id), ()):
+        answered = contents.get(stored_id(call_id), ())
+        if content in answered or ANY_CONTENT in answered:
             continue
         name = names.get(call_id, "")
         for key in ((name, content), (name, ANY_CONTENT)):

@@ -75,6 +75,7 @@ class CaseSeal:
         self.answer_chat: Callable[[dict[str, Any]], Any] | None = None
         self.breach: SealBroken | None = None
         self._addresses: frozenset[str] | None = None
+        self._answered_by_framework: set[str] = set()
         self._spares: Counter[tuple[str, str | None]] = Counter()
         self._lock = threading.Lock()
 
@@ -124,6 +125,12 @@ class CaseSeal:
         with self._lock:
             self._spares[(name, content)] += 1
 
+    def note_framework_answer(self, call_id: str) -> None:
+        """A call the framework answered itself, running nothing of the team's (pydantic-ai's retry prompt for
+        arguments that do not validate): its result counts as decided, whatever it says."""
+        with self._lock:
+            self._answered_by_framework.add(call_id)
+
     def check_request(
         self, request: ModelRequest, partial: TurnResult | None, stored_id: Callable[[str], str] = str
     ) -> None:
@@ -131,12 +138,14 @@ class CaseSeal:
         result the seam never produced in this conversation. `stored_id`: a call id as the transcript stores it."""
         if self.breach is not None:
             self.raise_breach(partial)
-        decided: dict[str, set[str]] = {}
+        decided: dict[str, set[str | None]] = {}
         for message in self.session.transcript():
             if message.role == "tool_result":
                 decided.setdefault(message.tool_call_id, set()).add(message.content)
         with self._lock:
             spares = dict(self._spares)
+            for call_id in self._answered_by_framework:
+                decided.setdefault(stored_id(call_id), set()).add(None)
         found = strangers(request.messages, decided, spares, stored_id)
         if found:
             first = found[0]

@@ -338,3 +338,33 @@ def test_it_lets_chat_run_the_teams_code_unsealed(scripted_model, team_repo, lis
 
     assert json.loads(result.tool_calls[0].result) == {"posted": True}
     assert [request.path for request in listener.received] == ["/audit"]
+
+
+# pydantic-ai answers a call whose arguments do not validate itself (a retry prompt), running no tool of the team's.
+RETRY_AGENT = '''
+from pydantic_ai import Agent
+
+agent = Agent("openai:gpt-4o-mini", defer_model_check=True, instructions="Look orders up.")
+
+
+@agent.tool_plain
+def find_order(order_id: int) -> str:
+    """Find an order by its number."""
+    return "shipped"
+'''
+
+
+def test_it_passes_a_framework_retry_prompt_for_arguments_that_do_not_validate(scripted_model, team_repo):
+    agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{team_repo(RETRY_AGENT)}.bot:agent",
+                                 provider="scripted", model="scripted")
+    scripted_model.play(
+        Answer(tool_calls=[Call("find_order", {"order_id": "not a number"})]),
+        Answer(tool_calls=[Call("find_order", {"order_id": 1042})]),
+        "done: in transit",
+    )
+
+    outcome = _run(agent, scripted_model, mocks=[MockSpec("find_order", "in transit")], extra_allowed=())
+
+    assert outcome.status == "passed", outcome.reason
+    assert [(call["name"], call["outcome"]) for call in outcome.tool_calls] == [("find_order", "mocked")]
+    assert scripted_model.requests[1].messages[-1]["role"] == "tool"
