@@ -115,9 +115,9 @@ class CaseSeal:
             return self.breach
 
     def raise_breach(self, partial: TurnResult | None = None) -> None:
+        """Raise the case's breach, if any, with what the turn did so far."""
         if self.breach is not None:
-            error = SealBroken(str(self.breach), partial=partial)
-            raise error
+            raise SealBroken(str(self.breach), partial=partial)
 
     def note_spare(self, name: str, content: str | None = ANY_CONTENT) -> None:
         """A call the seam answered without the model's call id: one result of a call `name` with `content`
