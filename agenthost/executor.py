@@ -35,6 +35,7 @@ from agenthost.functions import (
     validate_arguments,
 )
 from agenthost.mcp import tools as mcp_tools
+from agenthost.seal import exempt
 from common.inputs import json_value_problem
 
 logger = logging.getLogger(__name__)
@@ -129,7 +130,9 @@ def create_executor(name: str | None, context: FunctionContext) -> Executor:
     if name is None or not str(name).strip():
         raise InvalidFunctionName("a function call needs a function name; got a blank or missing name")
     for provider in executor_providers():
-        executor = provider.resolve(name, context)
+        # The providers are agenttest's (the harness's mocks) or a plugin's: not the team's code under the seal.
+        with exempt():
+            executor = provider.resolve(name, context)
         if executor is not None:
             return _provided(name, executor)
     return _pre_seam_executor(name, context)
@@ -137,10 +140,14 @@ def create_executor(name: str | None, context: FunctionContext) -> Executor:
 
 def _provided(name: str, executor: Executor) -> Executor:
     def run(context: FunctionContext) -> FunctionResult:
-        result = executor(context)
+        with exempt():
+            result = executor(context)
         if isinstance(result, PassThrough):
+            # The real implementation runs as the team's code: inside the case's seal again.
             # Bound to the name being resolved: a provider can let its own call through, never run another function.
-            return result.then(_pre_seam_executor(name, context)(context))
+            outcome = _pre_seam_executor(name, context)(context)
+            with exempt():
+                return result.then(outcome)
         return result
 
     return run
@@ -157,8 +164,15 @@ def _pre_seam_executor(name: str, context: FunctionContext) -> Executor:
     if declaration is not None and declaration.get("name") == name and "output" in declaration:
         return _static_executor(declaration["output"])
     if declaration is not None and declaration.get("name") == name and isinstance(declaration.get("mcp"), dict):
-        return mcp_tools.execute
+        return _mcp_executor
     return lambda _context: missing_function_result(name)
+
+
+def _mcp_executor(context: FunctionContext) -> FunctionResult:
+    # agenttest's own MCP client, reaching the server the seam decided to call: not sealed (loopback or not, the
+    # team's code reaches an MCP server only through here).
+    with exempt():
+        return mcp_tools.execute(context)
 
 
 def execute(name: str | None, context: FunctionContext) -> FunctionResult:

@@ -4,6 +4,7 @@ which writes each turn as it ends, and HeldConversation (services.conversation_o
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.db import transaction
@@ -13,7 +14,9 @@ from agenthost.loading import load_agent
 from agenthost.loop import turn_run
 from agenthost.models import Agent, Message
 from agenthost.rules import invoke
-from agenthost.runtimes.base import runtime_invoke, runtime_turn_run
+from agenthost.runtimes.base import RuntimeTurn, runtime_invoke, runtime_turn_run
+from agenthost.runtimes.python import chat_completion
+from agenthost.seal import CaseSeal
 from agenthost.session import ConversationSession, SessionCheckpoint, release_claim
 from agenthost.turns import ConversationError, InvalidInput, TurnResult
 
@@ -32,6 +35,9 @@ def run_send(session: ConversationSession, text: str, *, flush: bool) -> TurnRes
     result.agent_chain.append(loaded.name)
     # The agent's runtime: agenttest's own loop, or the team's code (agenthost/runtimes).
     run = turn_run if loaded.runtime == Agent.Runtime.NATIVE else runtime_turn_run
+    if session.case is not None:
+        # An openai client the team's code makes itself reaches the model layer as this turn's.
+        session.case.answer_chat = functools.partial(chat_completion, RuntimeTurn(session, loaded, turn, result))
     try:
         loaded = run(session, loaded, turn, text, result)
     except ConversationError as exc:
@@ -84,25 +90,47 @@ class HeldConversation:
     conversation_invoke_function do, the writes kept until `save()`. One thread at a time: the one running its
     turns, then the one saving it."""
 
-    def __init__(self, session: ConversationSession) -> None:
+    def __init__(self, session: ConversationSession, *, network_allow: frozenset[str] = frozenset()) -> None:
         self._session = session
         # Saved and committed: no longer held.
         self._saved = False
         # Where the session stood before a save whose transaction has not committed (see save).
         self._unsettled: SessionCheckpoint | None = None
         self.conversation = session.conversation
+        # Under test nothing of the team's code reaches beyond agenttest while a turn runs (agenthost/seal.py).
+        session.case = CaseSeal(session, network_allow=network_allow)
 
     def send(self, text: str) -> TurnResult:
         if not isinstance(text, str) or not text.strip():
             raise InvalidInput("the message text must not be empty")
         self._check_open()
-        return run_send(self._session, text, flush=False)
+        case = self._session.case
+        with case.sealing():
+            try:
+                result = run_send(self._session, text, flush=False)
+            except ConversationError as exc:
+                # A breach the team's code turned into another error (or swallowed and failed on) is the news.
+                case.raise_breach(exc.partial)
+                raise
+            except BaseException:
+                case.raise_breach()
+                raise
+        case.raise_breach(result)
+        return result
 
     def invoke_function(
         self, name: str, arguments: dict[str, Any] | None = None, *, record: bool = True
     ) -> FunctionResult:
         self._check_open()
-        return run_invoke(self._session, name, arguments, record=record, flush=False)
+        case = self._session.case
+        with case.sealing():
+            try:
+                outcome = run_invoke(self._session, name, arguments, record=record, flush=False)
+            except BaseException:
+                case.raise_breach()
+                raise
+        case.raise_breach()
+        return outcome
 
     def _check_open(self) -> None:
         if self._saved or self._unsettled is not None:

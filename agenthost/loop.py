@@ -23,6 +23,7 @@ from agenthost.redaction import redact_text
 from agenthost.routing import route
 from agenthost.rules import fire_rules
 from agenthost.runtimes.guard import ProviderRanTools, provider_call
+from agenthost.seal import exempt
 from agenthost.session import ConversationSession, claim_lost
 from agenthost.templating import TemplateRefused, render_template
 from agenthost.turns import InvalidInput, ModelCallFailed, StepLimitExceeded, ToolCallRecord, TurnResult
@@ -101,8 +102,11 @@ def call_model(
     """One model call of a turn through the agent's provider (so the harness's model override, record/replay,
     throttles, budgets and deadlines apply), its answer checked, counted and written as an assistant message. Every
     runtime's model calls come here, agenttest's loop and a team's own alike."""
+    if session.case is not None:
+        # Checked before anything is sent, in live, record and replay mode alike.
+        session.case.check_request(request, result, stored_name)
     try:
-        with provider_call(loaded.provider):
+        with provider_call(loaded.provider), exempt():
             response = get_provider(loaded.provider).complete(request)
     except ProviderRanTools as exc:
         raise ModelCallFailed(

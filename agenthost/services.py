@@ -9,7 +9,7 @@ a time: a send claims the conversation before it starts (session.py).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -61,6 +61,7 @@ def conversation_open(
     title: str = "",
     on_created: Callable[[Conversation], None] | None = None,
     seal: str = "",
+    network_allow: Iterable[str] = (),
 ) -> HeldConversation:
     """Start a conversation (as conversation_start) and hold it: its turns run one after the other through the
     returned HeldConversation, with no claim, seal check or read of their own, and everything they did is written
@@ -68,12 +69,14 @@ def conversation_open(
 
     For a caller that alone drives a conversation from start to end (the harness's test conversations, sealed):
     a turn costs no database round trip, and a crash loses the conversation's unsaved turns, never a saved one.
-    Until it is saved nobody else can send to it: its turn claim is held (and renewed while turns run)."""
+    Until it is saved nobody else can send to it: its turn claim is held (and renewed while turns run).
+
+    Its turns run sealed (agenthost/seal.py): the agent's code reaches no host but `network_allow`'s."""
     session = _start(
         agent=agent, tags=tags, initial_state=initial_state, history=history, owner=None, title=title,
         on_created=on_created, seal=seal, held=True,
     )
-    return HeldConversation(session)
+    return HeldConversation(session, network_allow=frozenset(network_allow))
 
 
 def _start(

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from agenthost.models import Agent, Conversation, Message, StateChange
 from agenthost.redaction import redact
+from agenthost.seal import exempt
 from agenthost.turns import (
     ConcurrentTurn,
     ConversationGone,
@@ -142,6 +143,8 @@ class ConversationSession:
         self._changes: list[StateChange] = []
         # Conversation fields changed since the last flush (the turn count, the current agent), written by the next.
         self._fields: dict[str, Any] = {}
+        # A held conversation's seal (agenthost/seal.py), which its turns run inside; None in chat.
+        self.case: Any = None
 
     def renew_claim(self) -> bool:
         """Extend the turn claim by another AGENTTEST_REQUEST_TIMEOUT, only while this session still holds it (a
@@ -155,9 +158,10 @@ class ConversationSession:
             # renewed every third of its period, not before every write).
             return True
         renewed = claim_expiry()
-        held = Conversation.objects.filter(pk=self.conversation.pk, turn_claimed_until=self.claim).update(
-            turn_claimed_until=renewed
-        )
+        with exempt():
+            held = Conversation.objects.filter(pk=self.conversation.pk, turn_claimed_until=self.claim).update(
+                turn_claimed_until=renewed
+            )
         if held != 1:
             return False
         self.claim = renewed

@@ -14,6 +14,9 @@ it). The four sides, one warm-up pass each, then `--repeat` interleaved timed pa
   mocked with the same result;
 - native bare and native under agenttest: harness_overhead.py's baseline loop and harness pass.
 
+Within the two harness sides it also times the case seal (agenthost/seal.py): the ledger's check of each model
+request, and the process-wide audit hook on every audited event while a harness pass runs.
+
 See bench/README.md.
 """
 
@@ -107,6 +110,39 @@ def run_sdk_bare(base_url: str, cases: int, turns: int) -> float:
     return asyncio.run(run())
 
 
+class SealClock:
+    """Seconds spent in the case seal: the ledger (CaseSeal.check_request) and the audit hook. Put in place before
+    the first case installs the hook, which then registers the timed one."""
+
+    def __init__(self) -> None:
+        self.ledger = 0.0
+        self.hook = 0.0
+        from agenthost import seal
+
+        check_request, audit = seal.CaseSeal.check_request, seal._audit
+        clock = time.perf_counter
+
+        def timed_check_request(case: Any, *args: Any, **kwargs: Any) -> None:
+            started = clock()
+            try:
+                check_request(case, *args, **kwargs)
+            finally:
+                self.ledger += clock() - started
+
+        def timed_audit(event: str, args: tuple[Any, ...]) -> None:
+            started = clock()
+            try:
+                audit(event, args)
+            finally:
+                self.hook += clock() - started
+
+        seal.CaseSeal.check_request = timed_check_request  # type: ignore[method-assign]
+        seal._audit = timed_audit
+
+    def reading(self) -> tuple[float, float]:
+        return self.ledger, self.hook
+
+
 @dataclass
 class Figures:
     cases: int
@@ -115,24 +151,34 @@ class Figures:
     sdk_harness_s: list[float] = field(default_factory=list)
     native_bare_s: list[float] = field(default_factory=list)
     native_harness_s: list[float] = field(default_factory=list)
+    # (ledger, audit hook) seconds of each timed harness pass.
+    sdk_seal_s: list[tuple[float, float]] = field(default_factory=list)
+    native_seal_s: list[tuple[float, float]] = field(default_factory=list)
 
     def ms(self, seconds: list[float]) -> float:
         return statistics.median(seconds) * 1000 / self.cases
 
+    def seal_ms(self, passes: list[tuple[float, float]], part: int) -> float:
+        return statistics.median(timings[part] for timings in passes) * 1000 / self.cases
+
 
 def measure(sdk_suite: Any, native_suite: Any, base_url: str, cases: int, turns: int, repeat: int) -> Figures:
     figures = Figures(cases=cases, turns=turns)
+    clock = SealClock()
     sides = [
-        (figures.sdk_bare_s, lambda: run_sdk_bare(base_url, cases, turns)),
-        (figures.sdk_harness_s, lambda: native.run_harness(sdk_suite, cases).seconds),
-        (figures.native_bare_s, lambda: native.run_baseline(base_url, cases, turns)),
-        (figures.native_harness_s, lambda: native.run_harness(native_suite, cases).seconds),
+        (figures.sdk_bare_s, None, lambda: run_sdk_bare(base_url, cases, turns)),
+        (figures.sdk_harness_s, figures.sdk_seal_s, lambda: native.run_harness(sdk_suite, cases).seconds),
+        (figures.native_bare_s, None, lambda: native.run_baseline(base_url, cases, turns)),
+        (figures.native_harness_s, figures.native_seal_s, lambda: native.run_harness(native_suite, cases).seconds),
     ]
-    for _, side in sides:
+    for _, _, side in sides:
         side()  # warm-up: imports, connection pools, the entry point's import
     for _ in range(repeat):
-        for timings, side in sides:
+        for timings, seal_timings, side in sides:
+            ledger, hook = clock.reading()
             timings.append(side())
+            if seal_timings is not None:
+                seal_timings.append((clock.ledger - ledger, clock.hook - hook))
     return figures
 
 
@@ -167,6 +213,11 @@ def format_report(figures: Figures, *, database: str, stub: str) -> str:
         _row("overhead ms per case (openai-agents)", f"{sdk_overhead:.2f}"),
         _row("overhead ms per case (native)", f"{native_overhead:.2f}"),
         _row("openai-agents over native", f"{sdk_overhead - native_overhead:.2f}"),
+        "",
+        _row("ledger ms per case (openai-agents)", f"{figures.seal_ms(figures.sdk_seal_s, 0):.3f}"),
+        _row("seal hook ms per case (openai-agents)", f"{figures.seal_ms(figures.sdk_seal_s, 1):.3f}"),
+        _row("ledger ms per case (native)", f"{figures.seal_ms(figures.native_seal_s, 0):.3f}"),
+        _row("seal hook ms per case (native)", f"{figures.seal_ms(figures.native_seal_s, 1):.3f}"),
     ]
     return "\n".join(lines)
 

@@ -32,7 +32,7 @@ from cases.admin_params import param_specs, params_from_fields, params_initial
 from cases.files import files_render, files_zip
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.review import SHORT_JSON_LENGTH, case_review
-from cases.schema import EXTRA_ALLOWED_HELP, FORCE_BLOCKED_HELP
+from cases.schema import EXTRA_ALLOWED_HELP, FORCE_BLOCKED_HELP, NETWORK_ALLOW_HELP
 from cases.selectors import CASE_PARTS
 from cases.services import case_content_hash_refresh, case_disable, case_enable, case_to_document
 from cases.validation import (
@@ -139,7 +139,7 @@ def _present(form: forms.BaseForm, names: tuple[str, ...]) -> dict[str, Any]:
 # --- Suites -------------------------------------------------------------------------------------------------------
 
 
-SUITE_RUN_FIELDS = ("isolation_group", "case_concurrency")
+SUITE_RUN_FIELDS = ("isolation_group", "case_concurrency", "network_allow")
 
 
 class SuiteAdminForm(forms.ModelForm):
@@ -153,6 +153,7 @@ class SuiteAdminForm(forms.ModelForm):
         self.fields["judge_model"].help_text = f"{self.fields['judge_model'].help_text} Configured: {configured}."
         self.fields["extra_allowed_functions"].help_text = EXTRA_ALLOWED_HELP
         self.fields["force_blocked_functions"].help_text = FORCE_BLOCKED_HELP
+        self.fields["network_allow"].help_text = NETWORK_ALLOW_HELP
         for name in SUITE_RUN_FIELDS:
             # A form from before these fields existed leaves them as they are (checked as they are, too).
             self.fields[name].required = False
@@ -166,7 +167,7 @@ class SuiteAdminForm(forms.ModelForm):
         _add_problems(self, problems)
         if not problems:
             # Stored as the API stores them: function names stripped.
-            for field in ("extra_allowed_functions", "force_blocked_functions"):
+            for field in ("extra_allowed_functions", "force_blocked_functions", "network_allow"):
                 cleaned[field] = checked[field]
         return cleaned
 

@@ -98,6 +98,7 @@ class SuiteOutputSerializer(serializers.Serializer):
     judge_model = serializers.CharField()
     extra_allowed_functions = serializers.ListField(child=serializers.CharField())
     force_blocked_functions = serializers.ListField(child=serializers.CharField())
+    network_allow = serializers.ListField(child=serializers.CharField())
     case_timeout_seconds = serializers.IntegerField()
     enabled = serializers.BooleanField()
     isolation_group = serializers.CharField()

@@ -22,6 +22,10 @@ class Suite(models.Model):
     force_blocked_functions = models.JSONField(
         default=list, blank=True, help_text="Function names always blocked, even when allowed or mocked."
     )
+    network_allow = models.JSONField(
+        default=list, blank=True,
+        help_text="Hosts the suite's extra-allowed effect-free tools may reach under test (agenthost/seal.py).",
+    )
     case_timeout_seconds = models.PositiveIntegerField(default=120)
     enabled = models.BooleanField(default=True)
     isolation_group = models.CharField(

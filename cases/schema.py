@@ -155,6 +155,17 @@ _GROUP_MESSAGE = (
 FunctionName = Annotated[str, Field(
     min_length=1, pattern=BLANK, json_schema_extra=_messages_for(type="must be a non-empty string"),
 )]
+NETWORK_ALLOW_HELP = (
+    "Hosts (a name or an IPv4 address, no port) the suite's extra-allowed tools may reach while a case runs; every "
+    "other connection of the agent's code is refused. Only for a suite whose extra-allowed functions are all "
+    "declared free of effects outside agenttest."
+)
+_HOST_MESSAGE = "must be a host name or an IPv4 address, without scheme, port or path (e.g. api.example.com)"
+HostName = Annotated[str, Field(
+    min_length=1, max_length=253, pattern=r"^\s*[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?\s*$",
+    json_schema_extra=_messages_for(type=_HOST_MESSAGE, pattern=_HOST_MESSAGE, minLength=_HOST_MESSAGE,
+                                    maxLength=_HOST_MESSAGE),
+)]
 
 
 class SuiteDocument(_Strict):
@@ -181,6 +192,7 @@ class SuiteDocument(_Strict):
     )
     extra_allowed_functions: list[FunctionName] = Field([], description=EXTRA_ALLOWED_HELP)
     force_blocked_functions: list[FunctionName] = Field([], description=FORCE_BLOCKED_HELP)
+    network_allow: list[HostName] = Field([], description=NETWORK_ALLOW_HELP)
     case_timeout_seconds: int = Field(
         120, ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1], description="How long one case may run.",
         json_schema_extra=_messages_for(minimum=_TIMEOUT_MESSAGE, maximum=_TIMEOUT_MESSAGE),

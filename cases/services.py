@@ -35,6 +35,7 @@ def suite_to_document(*, suite: Suite) -> dict[str, Any]:
         "judge_model": suite.judge_model,
         "extra_allowed_functions": list(suite.extra_allowed_functions),
         "force_blocked_functions": list(suite.force_blocked_functions),
+        "network_allow": list(suite.network_allow),
         "case_timeout_seconds": suite.case_timeout_seconds,
         "enabled": suite.enabled,
         "isolation_group": suite.isolation_group,

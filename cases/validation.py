@@ -849,7 +849,7 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
         return {}, problems.items
     prepared = _Prepared(problems)
     data = {**SUITE_DEFAULTS, "name": None, "agent": None, **data}
-    for key in ("extra_allowed_functions", "force_blocked_functions"):
+    for key in ("extra_allowed_functions", "force_blocked_functions", "network_allow"):
         prepared.field(data, key, at=key, expected=list)
     shape = dict(data)
     if isinstance(data["agent"], Agent):
@@ -912,6 +912,7 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
                 _effects_message(function, functions.declarations.get(function, ())),
             )
     force_blocked = _function_names(data, "force_blocked_functions", functions=functions, problems=problems)
+    network_allow = _network_allow(data, wrong, extra_allowed, functions, problems)
     concurrency = data["case_concurrency"]
     if "case_concurrency" not in wrong and concurrency > 1 and functions is not None:
         problem = _hermetic_problem(extra_allowed, functions)
@@ -924,8 +925,34 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
         "judge_model": judge_model,
         "extra_allowed_functions": extra_allowed,
         "force_blocked_functions": force_blocked,
+        "network_allow": network_allow,
     }
     return cleaned, problems.items
+
+
+def _network_allow(
+    data: dict[str, Any], wrong: set[str], extra_allowed: list[Any], functions: CallableFunctions | None,
+    problems: _Problems,
+) -> list[Any]:
+    """The hosts stored lower-cased; refused for a suite that has no extra-allowed function to reach them, or one
+    whose extra-allowed functions are not all free of outside effects (a host open to such a tool would let it act
+    for real)."""
+    hosts = data.get("network_allow")
+    if "network_allow" in wrong or not isinstance(hosts, list):
+        return hosts if isinstance(hosts, list) else []
+    hosts = list(dict.fromkeys(host.strip().lower() for host in hosts if isinstance(host, str)))
+    if not hosts:
+        return []
+    if not extra_allowed:
+        problems.add("network_allow", "names hosts for the suite's extra-allowed tools, and the suite allows none; "
+                                      "mock the tools instead")
+    elif functions is not None:
+        effectful = [name for name in extra_allowed
+                     if isinstance(name, str) and name in functions.names and not functions.effect_free(name)]
+        if effectful:
+            problems.add("network_allow", f"only a suite whose extra-allowed functions are all free of effects "
+                                          f"outside agenttest may open hosts to them; {', '.join(effectful)} is not")
+    return hosts
 
 
 def suite_hermetic_problem(*, suite: Suite, live: Any = None) -> str:

@@ -43,3 +43,7 @@ def test_it_prints_the_agents_sdk_overhead_beside_the_native_runtimes_for_a_smal
     native = _figure(output, "overhead ms per case (native)")
     assert _figure(output, "openai-agents over native") == pytest.approx(sdk - native, abs=0.011)
     assert re.search(r"^stub\s+subprocess pid \d+", output, re.MULTILINE)
+    # The case seal's share (issue 33): the ledger ran on every harness model request, the audit hook on its events.
+    for runtime in ("openai-agents", "native"):
+        assert _figure(output, f"ledger ms per case ({runtime})") > 0
+        assert _figure(output, f"seal hook ms per case ({runtime})") > 0

@@ -151,7 +151,8 @@ class RuntimeTurn:
         if not self.session.renew_claim():
             raise claim_lost(partial=self.result)
         raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
-        if not call_id:
+        unbound = not call_id
+        if unbound:
             self._calls += 1
             call_id = f"{self.loaded.runtime}_{self.conversation_id}_{self.turn}_{self._calls}"
         declared = {"name": name, "runtime": self.loaded.runtime, **(declaration or {})}
@@ -176,6 +177,9 @@ class RuntimeTurn:
                 content=content, stop=outcome.stop, state_writes=outcome.state_writes, error=outcome.error,
                 outcome=outcome.outcome,
             )
+            if unbound and self.session.case is not None:
+                # The model's id for this call is the team's code's to give: the result answers one call of the name.
+                self.session.case.note_spare(name, content)
         if outcome.stop:
             self.stopped = outcome
             raise TurnStopped(outcome)
@@ -200,6 +204,9 @@ class RuntimeTurn:
             self._calls += 1
             call_id = f"{self.loaded.runtime}_{self.conversation_id}_{self.turn}_{self._calls}"
         caller = _as_agent(self.loaded, from_agent)
+        if self.session.case is not None:
+            # The framework answers its hand-off call in its own words: a decided call of that name, whatever it says.
+            self.session.case.note_spare(name)
         record_call(self.session, caller, self.turn, call_id, name, {}, "{}", "model")
         record_result(
             self.session, caller, self.turn, call_id=call_id, name=name, raw_arguments="{}", arguments={},
@@ -224,6 +231,9 @@ class RuntimeTurn:
         return executor.execute(name, context)
 
     def _check_open(self) -> None:
+        if self.session.case is not None:
+            # The team's code caught the seal's refusal and carried on: nothing more of the turn runs.
+            self.session.case.raise_breach(self.result)
         if self.stopped is not None:
             # The team's code caught the stop and carried on: nothing more of the turn runs.
             raise TurnStopped(self.stopped)

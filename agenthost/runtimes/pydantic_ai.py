@@ -208,6 +208,7 @@ def _model_class() -> type:
 
         async def request(self, messages: Any, model_settings: Any, model_request_parameters: Any) -> Any:
             self.outputs.names.update(tool.name for tool in model_request_parameters.output_tools)
+            _note_retry_prompts(self.outputs.turn, messages)
             token = _own_request.set(True)
             try:
                 return await super().request(messages, model_settings, model_request_parameters)
@@ -215,6 +216,23 @@ def _model_class() -> type:
                 _own_request.reset(token)
 
     return AgenttestChatModel
+
+
+def _note_retry_prompts(turn: RuntimeTurn, messages: Any) -> None:
+    """pydantic-ai's own answers to calls it had the model retry (arguments that do not validate, an unknown tool, a
+    tool's ModelRetry): under test, results the case's ledger (agenthost/seal.py) counts as decided."""
+    from pydantic_ai.messages import RetryPromptPart
+
+    case = turn.session.case
+    if case is None:
+        return
+    for message in messages:
+        for part in getattr(message, "parts", ()):
+            # A retry is pydantic-ai's prompt to try again (its own, or a tool's ModelRetry the seam saw raised),
+            # whether written as a retry prompt or as a tool return whose outcome is "retried".
+            retried = isinstance(part, RetryPromptPart) or getattr(part, "outcome", None) == "retried"
+            if retried and getattr(part, "tool_call_id", None):
+                case.note_framework_answer(part.tool_call_id)
 
 
 @functools.cache

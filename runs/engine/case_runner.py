@@ -129,6 +129,8 @@ class SuitePlan:
     mcp_live: Any = None
     # The agents that have rules (whose calls only the transcript knows); None: unknown, so every turn reads it.
     rule_agents: frozenset[str] | None = None
+    # Hosts the suite's extra-allowed effect-free tools may reach; the case's seal refuses every other connection.
+    network_allow: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -414,6 +416,7 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
         "title": f"[test] {plan.name} on {session.model_provider}:{session.model}"[:200],
         "on_created": register,
         "seal": _seal_reason(suite),
+        "network_allow": suite.network_allow,
     }
     try:
         progress.held = conversation_open(**start)

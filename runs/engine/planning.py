@@ -29,6 +29,7 @@ def run_suite_plan(*, run: Run) -> SuitePlan:
         force_blocked=frozenset(suite.force_blocked_functions or []),
         judge_model=suite.judge_model,
         timeout_seconds=float(suite.case_timeout_seconds),
+        network_allow=frozenset(suite.network_allow or []),
         tags=(run_tag(run.pk),),
         run_id=run.pk,
         rule_agents=frozenset(name for name, rules in Agent.objects.values_list("name", "rules") if rules),

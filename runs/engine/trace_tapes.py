@@ -136,6 +136,7 @@ def trace_recording_write(
             force_blocked=frozenset(suite.force_blocked_functions or []),
             judge_model=suite.judge_model,
             timeout_seconds=float(suite.case_timeout_seconds),
+            network_allow=frozenset(suite.network_allow or []),
         ),
         tape=tape,
         save_conversation=False,
