@@ -234,3 +234,46 @@ def test_it_shows_the_inner_agents_call_in_chat_by_the_inner_agents_name(
         ("tool_result", "ask_refund_expert", "front"),
         ("assistant", "Front: Expert: refunded for real", "front"),
     ]
+
+
+# A tool's exception under the SDK's own rules: its default failure_error_function tells the model; a tool built with
+# failure_error_function=None makes the run raise.
+FAILING_TOOLS = '''
+from agents import Agent, function_tool
+
+
+def lookup(order_id: str) -> str:
+    """Look an order up."""
+    raise ConnectionError(f"the order system is down for {order_id}")
+
+
+told = Agent(name="told", instructions="Look orders up.", tools=[function_tool(lookup)])
+raising = Agent(name="raising", instructions="Look orders up.",
+                tools=[function_tool(lookup, failure_error_function=None)])
+'''
+
+
+def _looking_up(request: ModelRequest) -> Answer | str:
+    if "lookup" not in _called(request):
+        return Answer(tool_calls=[Call("lookup", {"order_id": "1042"})])
+    return f"Lookup said: {request.messages[-1]['content']}"
+
+
+@pytest.mark.parametrize("attribute", ["told", "raising"])
+def test_it_keeps_what_the_sdk_does_with_a_tools_exception(scripted_model, team_repo, attribute):
+    package = team_repo(FAILING_TOOLS)
+    agent = Agent.objects.create(name="desk", runtime="openai-agents", entry=f"{package}.bot:{attribute}",
+                                 provider="scripted", model="scripted", outside_effects={"lookup": False})
+    scripted_model.respond_with(_looking_up)
+
+    result = _run(_case(agent, mocks={}, allowed=["lookup"], expects="Lookup said"), scripted_model)
+
+    if attribute == "told":
+        # The SDK alone hands the model its default error text and the run goes on.
+        assert result.status == "passed", result.reason
+        assert "An error occurred while running the tool" in scripted_model.requests[1].messages[-1]["content"]
+    else:
+        # The SDK alone raises: the case is an Error naming the tool and its exception; the model is not asked again.
+        assert result.status == "error", result.reason
+        assert "in its tool 'lookup'" in result.reason and "ConnectionError" in result.reason, result.reason
+        assert len(scripted_model.requests) == 1
