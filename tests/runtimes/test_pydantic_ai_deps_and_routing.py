@@ -6,11 +6,13 @@ through the seam. Side effects are counted in marker files and at a listener."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from agenthost.llm.base import ModelRequest
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.validation import agent_problems
+from cases.files import agent_file, files_apply
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult
 from runs.services import run_create, run_execute
@@ -268,3 +270,40 @@ def test_it_routes_the_tools_of_an_agent_a_tool_delegates_to_by_that_agents_name
     assert blocked.status in ("failed", "error"), blocked.reason
     assert ("file_refund", "clerk", "blocked") in _calls(blocked)
     assert markers(tmp_path) == [] and listener.received == []
+
+
+@pytest.mark.parametrize(
+    ("deps", "fragment"),
+    [
+        ("{package}.bot:nowhere", "has no attribute"),
+        ("no_such_shop_module.deps:make", "failed to import: ModuleNotFoundError"),
+        ("{package}.bot:MARKERS", "must be a function taking the conversation's state"),
+    ],
+)
+def test_it_answers_a_bad_deps_factory_with_a_400_naming_the_field_and_stores_nothing(
+    admin_client_api, team_repo, deps, fragment
+):
+    package = team_repo(SHOP)
+    response = admin_client_api.post("/api/agents/", {
+        "name": "shop", "provider": "simulated", "model": "sim-careful", "runtime": "pydantic-ai",
+        "entry": f"{package}.bot:agent", "deps": deps.format(package=package),
+    }, format="json")
+
+    assert response.status_code == 400
+    assert fragment in " ".join(str(message) for message in response.data["deps"]), response.data
+    assert not Agent.objects.filter(name="shop").exists()
+
+
+def test_it_applies_and_exports_an_agent_file_naming_a_deps_factory(team_repo, tmp_path, admin_client_api):
+    package = team_repo(SHOP)
+    (tmp_path / "files" / "agents").mkdir(parents=True)
+    document = {"name": "shop", "runtime": "pydantic-ai", "entry": f"{package}.bot:agent",
+                "deps": f"{package}.bot:make_deps", "model": "simulated:sim-careful"}
+    (tmp_path / "files" / "agents" / "shop.yaml").write_text(yaml.safe_dump(document))
+
+    files_apply(directory=tmp_path / "files")
+
+    agent = Agent.objects.get(name="shop")
+    assert agent.deps == f"{package}.bot:make_deps"
+    assert agent_file(agent, "") == document
+    assert admin_client_api.get(f"/api/agents/{agent.pk}/").data["deps"] == f"{package}.bot:make_deps"
