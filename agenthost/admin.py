@@ -62,7 +62,7 @@ class AgentAdminForm(forms.ModelForm):
     class Meta:
         model = Agent
         fields = (
-            "name", "description", "runtime", "entry", "outside_effects", "instruction", "provider", "model",
+            "name", "description", "runtime", "entry", "deps", "outside_effects", "instruction", "provider", "model",
             "temperature", "max_steps", "functions", "rules", "sub_agents",
         )
 
@@ -86,12 +86,13 @@ class AgentAdminForm(forms.ModelForm):
         values = {
             field: cleaned[field] if field in self.fields else getattr(self.instance, field)
             for field in (
-                "name", "instruction", "provider", "model", "functions", "rules", "runtime", "entry", "outside_effects"
+                "name", "instruction", "provider", "model", "functions", "rules", "runtime", "entry", "outside_effects",
+                "deps",
             )
             if field in cleaned or field not in self.fields
         }
         # Fields that already failed their own validation are missing here; check only when all are present.
-        if len(values) == 9:
+        if len(values) == 10:
             subs = cleaned.get("sub_agents") if "sub_agents" in self.fields else self.instance.sub_agents.all()
             sub_agents = [agent.name for agent in subs or []]
             problems = agent_problems(**values, sub_agents=sub_agents, instruction_required=True)
@@ -110,7 +111,7 @@ class AgentAdmin(StrictIdsAdminMixin, admin.ModelAdmin):
     formfield_overrides = JSON_FIELD_OVERRIDES
     readonly_fields = ("created_at", "updated_at")
     fieldsets = (
-        (None, {"fields": ("name", "description", "runtime", "entry", "outside_effects", "instruction")}),
+        (None, {"fields": ("name", "description", "runtime", "entry", "deps", "outside_effects", "instruction")}),
         ("Model", {"fields": ("provider", "model", "temperature", "max_steps")}),
         ("Tools and routing", {"fields": ("functions", "rules", "sub_agents")}),
         ("History", {"fields": ("created_at", "updated_at")}),
@@ -120,7 +121,8 @@ class AgentAdmin(StrictIdsAdminMixin, admin.ModelAdmin):
         if obj is not None and obj.runtime != Agent.Runtime.NATIVE:
             # The team's code defines them (its entry point): there is nothing here to edit, and an edit here would
             # be a second copy that runs nowhere.
-            return (*self.readonly_fields, "runtime", "entry", "instruction", "functions", "rules", "sub_agents")
+            return (*self.readonly_fields, "runtime", "entry", "deps", "instruction", "functions", "rules",
+                    "sub_agents")
         return self.readonly_fields
 
 

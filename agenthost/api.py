@@ -86,6 +86,7 @@ class AgentOutputSerializer(serializers.Serializer):
     runtime = serializers.CharField(help_text="Whose loop runs the agent: native (agenttest's) or the team's code.")
     entry = serializers.CharField(help_text='The team\'s code a non-native runtime runs, "module:attribute".')
     outside_effects = serializers.JSONField(help_text="Tool name → whether it has effects outside agenttest.")
+    deps = serializers.CharField(help_text='pydantic-ai: the run\'s deps factory, "module:attribute", given the state.')
     sub_agents = serializers.SerializerMethodField(help_text="Names of the agents this one may route to.")
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
@@ -126,6 +127,7 @@ class AgentCreateApi(APIView):
         runtime = serializers.CharField(max_length=50, default=Agent.Runtime.NATIVE)
         entry = serializers.CharField(max_length=300, allow_blank=True, default="")
         outside_effects = JSONInputField(default=dict)
+        deps = serializers.CharField(max_length=300, allow_blank=True, default="")
         provider = serializers.CharField(max_length=100)
         model = serializers.CharField(max_length=200)
         # null: the model's default — what a reasoning model needs, since it refuses any other.
@@ -156,7 +158,7 @@ class AgentCreateApi(APIView):
                 field: attrs[field] if field in attrs else getattr(current, field, "")
                 for field in (
                     "name", "instruction", "provider", "model", "functions", "rules", "runtime", "entry",
-                    "outside_effects",
+                    "outside_effects", "deps",
                 )
             }
             if "sub_agents" in attrs:

@@ -46,6 +46,8 @@ class LoadedAgent:
     # Whose loop runs the agent: "native" (agenttest's, turn_run) or a runtime running the team's code at `entry`.
     runtime: str = "native"
     entry: str = ""
+    # pydantic-ai: the factory ("module:attribute") of the run's deps, given the conversation's state.
+    deps: str = ""
     # Tool name → whether it has effects outside agenttest, for the tools of the team's code (undeclared: it has).
     outside_effects: dict[str, bool] = field(default_factory=dict)
     # The agent of the team's framework that this copy acts as (a sub-agent the entry agent handed off to), when it is
@@ -140,6 +142,7 @@ def agent_as_stored(agent: Agent) -> LoadedAgent:
         max_steps=agent.max_steps or settings.AGENTTEST_MAX_STEPS,
         runtime=agent.runtime or Agent.Runtime.NATIVE,
         entry=agent.entry,
+        deps=agent.deps,
         outside_effects=dict(agent.outside_effects or {}),
     )
 

@@ -31,6 +31,13 @@ class Agent(models.Model):
         help_text='The team\'s code a non-native runtime runs, "module:attribute" (e.g. "shop.bot:respond"); '
         "imported like a plugin, from the current directory.",
     )
+    deps = models.CharField(
+        max_length=300,
+        blank=True,
+        default="",
+        help_text='For a pydantic-ai agent: the factory of its run\'s deps, "module:attribute" (e.g. '
+        '"shop.deps:make_deps"), called with the conversation\'s state (a dict) at each turn.',
+    )
     outside_effects = models.JSONField(
         default=dict,
         blank=True,

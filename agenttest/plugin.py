@@ -42,13 +42,69 @@ agenttest/plugin_loading.py for how they load). It registers:
   (`register_agent_load_hook` / `unregister_agent_load_hook`).
 """
 
-from agenthost.executor import register_executor_provider, unregister_executor_provider
-from agenthost.functions import FunctionContext, FunctionError, FunctionResult, effects, register_function, tool
-from agenthost.llm.base import ModelConfig, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
-from agenthost.llm.registry import register_provider_kind
-from agenthost.loading import register_agent_load_hook, unregister_agent_load_hook
-from agenthost.runtimes.base import Runtime, RuntimeTurn, TurnStopped, register_runtime, unregister_runtime
-from agenthost.runtimes.python import DirectTools
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker and an editor see; at run time each name is imported when first asked for
+    from agenthost.executor import register_executor_provider, unregister_executor_provider
+    from agenthost.functions import FunctionContext, FunctionError, FunctionResult, effects, register_function, tool
+    from agenthost.llm.base import (
+        ModelConfig,
+        ModelProvider,
+        ModelRequest,
+        ModelResponse,
+        ProviderError,
+        ToolCall,
+        Usage,
+    )
+    from agenthost.llm.registry import register_provider_kind
+    from agenthost.loading import register_agent_load_hook, unregister_agent_load_hook
+    from agenthost.runtimes.base import Runtime, RuntimeTurn, TurnStopped, register_runtime, unregister_runtime
+    from agenthost.runtimes.direct import DirectTools
+
+# Where each public name lives. Imported when first asked for, so that importing this module needs no Django
+# settings: the guide's stand-alone `from agenttest.plugin import DirectTools` runs in a plain script, where
+# importing the host's models would raise ImproperlyConfigured / AppRegistryNotReady.
+_HOMES = {
+    "register_executor_provider": "agenthost.executor",
+    "unregister_executor_provider": "agenthost.executor",
+    "FunctionContext": "agenthost.functions",
+    "FunctionError": "agenthost.functions",
+    "FunctionResult": "agenthost.functions",
+    "effects": "agenthost.functions",
+    "register_function": "agenthost.functions",
+    "tool": "agenthost.functions",
+    "ModelConfig": "agenthost.llm.base",
+    "ModelProvider": "agenthost.llm.base",
+    "ModelRequest": "agenthost.llm.base",
+    "ModelResponse": "agenthost.llm.base",
+    "ProviderError": "agenthost.llm.base",
+    "ToolCall": "agenthost.llm.base",
+    "Usage": "agenthost.llm.base",
+    "register_provider_kind": "agenthost.llm.registry",
+    "register_agent_load_hook": "agenthost.loading",
+    "unregister_agent_load_hook": "agenthost.loading",
+    "Runtime": "agenthost.runtimes.base",
+    "RuntimeTurn": "agenthost.runtimes.base",
+    "TurnStopped": "agenthost.runtimes.base",
+    "register_runtime": "agenthost.runtimes.base",
+    "unregister_runtime": "agenthost.runtimes.base",
+    "DirectTools": "agenthost.runtimes.direct",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
+
 
 __all__ = [
     "DirectTools",

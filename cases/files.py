@@ -404,13 +404,14 @@ def _agent_fields(data: dict[str, Any]) -> dict[str, Any]:
         "rules": data.get("rules", []),
         "runtime": data.get("runtime", "native"),
         "entry": data.get("entry", ""),
+        "deps": data.get("deps", ""),
         "outside_effects": data.get("outside_effects", {}),
     }
 
 
 def _agent_state(agent: Agent) -> dict[str, Any]:
     fields = ("name", "description", "instruction", "provider", "model", "temperature", "max_steps", "functions",
-              "rules", "runtime", "entry", "outside_effects")
+              "rules", "runtime", "entry", "deps", "outside_effects")
     return {
         **{name: getattr(agent, name) for name in fields},
         "sub_agents": sorted(agent.sub_agents.values_list("name", flat=True)),
@@ -550,7 +551,7 @@ def _apply_agents(sources: list[_Source], report: ApplyReport, problems: list[Fi
         found = agent_problems(
             name=agent.name, instruction=agent.instruction, provider=agent.provider, model=agent.model,
             functions=agent.functions, rules=agent.rules, sub_agents=sub_agents, list_servers=False,
-            runtime=agent.runtime, entry=agent.entry, outside_effects=agent.outside_effects,
+            runtime=agent.runtime, entry=agent.entry, outside_effects=agent.outside_effects, deps=agent.deps,
         )
         for key, messages in found.items():
             for message in messages:
@@ -635,6 +636,7 @@ def agent_file(agent: Agent, instruction_file: str) -> dict[str, Any]:
         "description": agent.description,
         "runtime": agent.runtime,
         "entry": agent.entry,
+        "deps": agent.deps,
         "outside_effects": agent.outside_effects or {},
         "model": agent.model_key,
         "temperature": agent.temperature,

@@ -117,6 +117,8 @@ class AgentFile(_Strict):
         "native", description="Whose loop runs the agent: native (agenttest's) or the team's code at `entry`."
     )
     entry: str = Field("", description='The team\'s code a non-native runtime runs, "module:attribute".')
+    deps: str = Field("", description='pydantic-ai: the factory of the run\'s deps, "module:attribute", called with '
+                      "the conversation's state (under test: the case's initial state).")
     outside_effects: dict[NonEmptyText, bool] = Field(
         {}, description="For the tools of the team's code: name → whether it has effects outside agenttest."
     )

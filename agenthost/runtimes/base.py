@@ -75,6 +75,9 @@ class RuntimeTurn:
         self.record = record
         self.steps = 0
         self.stopped: FunctionResult | None = None
+        # The tool whose exception the framework let through (it does not turn it into text for the model): named
+        # when the run ends on it.
+        self.raised: tuple[str, BaseException] | None = None
         self._calls = 0
 
     @property
@@ -184,6 +187,11 @@ class RuntimeTurn:
             self.stopped = outcome
             raise TurnStopped(outcome)
         return outcome
+
+    def note_tool_raised(self, name: str, exc: BaseException) -> None:
+        """The team's tool `name` raised `exc` and the runtime hands it back to the framework, which, as alone, either
+        handles it (a retry, a message to the model) or ends the run with it."""
+        self.raised = (name, exc)
 
     def record_output(self, *, name: str, arguments: str, call_id: str, content: str, agent: str = "") -> None:
         """A call of the framework's own output tool (pydantic-ai's `final_result`): the model's structured answer,
@@ -333,6 +341,42 @@ def entry_problems(runtime: str, entry: Any) -> dict[str, list[str]]:
     return {"entry": [problem]} if problem else {}
 
 
+def deps_problems(runtime: str, deps: Any) -> dict[str, list[str]]:
+    """What is wrong with an agent's deps factory, keyed by field; imports its module (once), never calls it."""
+    if not deps:
+        return {}
+    if runtime != Agent.Runtime.PYDANTIC_AI:
+        return {"deps": [f"is for a pydantic-ai agent's run (ctx.deps); runtime {runtime!r} takes none"]}
+    if not isinstance(deps, str):
+        return {"deps": ['must be the factory\'s "module:attribute", e.g. "shop.deps:make_deps"']}
+    try:
+        factory = load_entry(deps)
+    except EntryPointError as exc:
+        return {"deps": [str(exc)]}
+    if not callable(factory):
+        return {"deps": [f"{deps!r} must be a function taking the conversation's state (a dict) and returning the "
+                         f"run's deps, got {type(factory).__name__}"]}
+    return {}
+
+
+def runtime_deps(loaded: LoadedAgent, state: dict[str, Any], result: TurnResult | None) -> Any:
+    """The deps of a pydantic-ai run: the agent's factory called with a copy of the conversation's state (under test,
+    the case's initial state and what the run wrote since), or None when the agent names none."""
+    if not loaded.deps:
+        return None
+    try:
+        factory = load_entry(loaded.deps)
+    except EntryPointError as exc:
+        raise InvalidInput(f"agent {loaded.name!r} cannot run: deps: {exc}", partial=result) from None
+    try:
+        return factory(json.loads(json.dumps(state)))
+    except Exception as exc:
+        raise AgentCodeFailed(
+            f"the agent's deps factory ({loaded.deps}) raised: {type(exc).__name__}: {redact_text(str(exc))[:500]}",
+            partial=result,
+        ) from exc
+
+
 def runtime_tool_declarations(agent: Agent) -> list[dict[str, Any]]:
     """The tools of a non-native agent's code as agenttest declarations, each carrying its runtime and the effect the
     agent file declares for it, plus every name the file's `outside_effects` declares that the code did not show;
@@ -395,8 +439,8 @@ def runtime_turn_run(
             result.output, result.finish = runtime_turn.stopped.content, "stop_completion"
             return loaded
         raise AgentCodeFailed(
-            f"the agent's code ({loaded.entry}, runtime {loaded.runtime}) raised at turn {turn}: "
-            f"{type(exc).__name__}: {redact_text(str(exc))[:500]}",
+            f"the agent's code ({loaded.entry}, runtime {loaded.runtime}) raised at turn {turn}"
+            f"{_in_tool(runtime_turn, exc)}: {type(exc).__name__}: {redact_text(str(exc))[:500]}",
             partial=result,
         ) from exc
     if runtime_turn.stopped is not None:
@@ -419,6 +463,23 @@ def runtime_turn_run(
                             agent_name=last.agent_name if last is not None else "")
     result.output, result.finish = output, "answer"
     return loaded
+
+
+def _in_tool(runtime_turn: RuntimeTurn, exc: BaseException) -> str:
+    """", in its tool 'name' (ValueError: …)" when the run ended on an exception of one of the team's tools (the
+    exception itself, or one the framework raised from it)."""
+    if runtime_turn.raised is None:
+        return ""
+    name, raised = runtime_turn.raised
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if link is raised:
+            shown = "" if link is exc else f" ({type(raised).__name__}: {redact_text(str(raised))[:300]})"
+            return f" in its tool {name!r}{shown}"
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return ""
 
 
 def runtime_invoke(

@@ -5,16 +5,21 @@
   `RunConfig(model=…)`, a client of agenttest's: the SDK builds each request exactly as it would send it (its
   instructions, its converted tools and hand-offs, its settings) and agenttest's client answers it through the
   turn's model layer instead of the network.
-- Tools: the agent is cloned (`Agent.clone(tools=…, handoffs=…)`, hand-off agents recursively) with every
-  `FunctionTool.on_invoke_tool` routed through the function-executor factory; the SDK's own invocation is the
-  implementation, run only when nothing under test answers the call. A hosted tool (web search, code interpreter,
-  computer use, …) the case mocks by its name is replaced by a function tool of that name routed the same way, so
-  the mock answers it. MCP servers the SDK connects to itself are dropped under test when the case mocks names no
-  other tool offers: those names stand in for the servers' tools, routed the same way. Tools the SDK would run itself
-  otherwise (hosted tools not mocked, MCP servers without such mocks, hand-offs given as `Handoff` objects) cannot
-  be routed: an agent with any refuses to run where the conversation's calls are owned by an executor provider
-  (under test), naming them.
-- Which agent made each call: the SDK's `RunHooks.on_llm_start` / `on_tool_start` name it.
+- Tools: routed at the SDK's single invocation point, not by discovery. While a turn runs, every function tool the
+  SDK invokes in that turn's context (`agents.run_internal.tool_execution._invoke_function_tool_with_metadata`, patched
+  once per process and a no-op outside a turn) goes through the function-executor factory with the agent that made
+  the call (`ToolContext.agent`); the SDK's own invocation — its failure_error_function included — is the
+  implementation, run only when nothing under test answers. So a clone's tools, a hand-off appended at run time, an
+  agent exposed as a tool (`as_tool`: itself a tool of the outer agent, its inner agent's calls by the inner agent's
+  name) and an agent a tool runs itself are all routed, and so is each model call: the SDK's model resolution
+  (`run_loop.get_model`) gives every agent of the turn's context agenttest's chat-completions model, bound to that
+  agent's name. Before the run the agent is cloned only to put stand-ins in: a hosted tool (web search, code
+  interpreter, computer use, …) the case mocks by its name is replaced by a function tool of that name, so the mock
+  answers it; MCP servers the SDK connects to itself are dropped under test when the case mocks names no other tool
+  offers, those names standing in for the servers' tools. Tools the SDK would run itself otherwise (hosted tools not
+  mocked, MCP servers without such mocks, hand-offs given as `Handoff` objects) refuse the run where the
+  conversation's calls are owned by an executor provider (under test), naming them.
+- Which agent made each call: the tool's `ToolContext.agent`, and the agent the model was resolved for.
 - The run's outcome on the transcript: a tripped guardrail is the turn's answer, naming it (assertions judge it); a
   structured `output_type` is the assistant's message as its JSON; the run context is a copy of the conversation's
   state (a dict), and what the run changed in it is written back as state.
@@ -25,9 +30,12 @@ conversation (`RuntimeTurn.complete`, `call_tool`) runs back on the calling thre
 
 from __future__ import annotations
 
+import contextvars
 import copy
-import dataclasses
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pydantic
@@ -81,23 +89,107 @@ class AgenttestAsyncClient:
         self.chat = _AsyncChat(turn, current)
 
 
-def _routed_tool(tool: Any, turn: RuntimeTurn, current: dict[str, str]) -> Any:
-    original = tool.on_invoke_tool
+class _Routing:
+    """One turn's routing, held in a context variable for the whole of the SDK's run (asgiref and asyncio copy it into
+    every task and thread the run makes, nested runs of agents exposed as tools included)."""
 
-    async def on_invoke_tool(context: Any, input_json: str) -> Any:
+    def __init__(self, turn: RuntimeTurn, current: dict[str, str], *, owned: bool) -> None:
+        self.turn = turn
+        self.current = current
+        # Under test every agent of the run gets agenttest's model; in chat only those of runs given it (the turn's,
+        # and agents as tools, which inherit its run config), so another run the team's code starts reaches its own
+        # model, as in production.
+        self.owned = owned
+        self._models: dict[str, Any] = {}
+
+    def answers_for(self, run_config: Any) -> bool:
+        return self.owned or any(run_config.model is model for model in self._models.values())
+
+    def model_for(self, agent_name: str) -> Any:
+        """agenttest's chat-completions model as the agent named sees it: its calls are written as that agent's."""
+        model = self._models.get(agent_name)
+        if model is None:
+            client = AgenttestAsyncClient(self.turn, {"agent": agent_name})
+            model = _sdk().OpenAIChatCompletionsModel(model=self.turn.loaded.model, openai_client=client)
+            self._models[agent_name] = model
+        return model
+
+    async def invoke(self, original: Any, function_tool: Any, context: Any, arguments: str) -> Any:
+        invoked: list[Any] = []
+        raised: list[BaseException] = []
+
         def implementation(_context: FunctionContext) -> FunctionResult:
-            # The SDK's own invocation of the team's function: only here, when nothing under test answered. Its value
-            # becomes the text the SDK itself would send the model (a plain value stringified, as the SDK does).
-            value = async_to_sync(original)(context, input_json)
+            # The SDK's own invocation of the team's function: only here, when nothing under test answered. Its
+            # failure_error_function turns an exception into text for the model, as the SDK alone does; one it lets
+            # through (failure_error_function=None) is kept and raised again into the run, which ends as alone.
+            try:
+                result = async_to_sync(original)(function_tool=function_tool, context=context, arguments=arguments)
+            except Exception as exc:
+                raised.append(exc)
+                self.turn.note_tool_raised(function_tool.name, exc)
+                return FunctionResult(content=f"{type(exc).__name__}: {exc}", error=True)
+            invoked.append(result)
+            value = result.output
             return FunctionResult(content=value if isinstance(value, str) else str(value))
 
-        result = await sync_to_async(turn.call_tool, thread_sensitive=True)(
-            name=tool.name, arguments=input_json or "{}", implementation=implementation,
-            call_id=getattr(context, "tool_call_id", "") or "", agent=current.get("agent", ""), team_tool=tool,
+        agent = getattr(getattr(context, "agent", None), "name", "") or self.current.get("agent", "")
+        result = await sync_to_async(self.turn.call_tool, thread_sensitive=True)(
+            name=function_tool.name, arguments=arguments or "{}", implementation=implementation,
+            call_id=getattr(context, "tool_call_id", "") or "", agent=agent, team_tool=function_tool,
         )
-        return result.content
+        if raised:
+            raise raised[0]
+        from agents.tool import _FunctionToolInvocationResult
 
-    return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+        return _FunctionToolInvocationResult(
+            result.content, is_sdk_generated_error=bool(invoked) and invoked[0].is_sdk_generated_error
+        )
+
+
+_routing: contextvars.ContextVar[_Routing | None] = contextvars.ContextVar("agenttest_agents_sdk_routing",
+                                                                           default=None)
+_install_lock = threading.Lock()
+
+
+def _install_routing(sdk: Any) -> None:
+    """Put agenttest's routing at the SDK's own invocation points, once per process. Outside a turn's context the
+    patched functions are the SDK's own: a run of the team's code anywhere else is untouched."""
+    from agents import tool as tool_module
+    from agents.run_internal import agent_runner_helpers, run_loop, tool_execution
+
+    with _install_lock:
+        if getattr(tool_execution._invoke_function_tool_with_metadata, "agenttest_routed", False):
+            return
+        original_invoke = tool_module._invoke_function_tool_with_metadata
+        original_get_model = run_loop.get_model
+
+        async def invoke(*, function_tool: Any, context: Any, arguments: str) -> Any:
+            routing = _routing.get()
+            if routing is None:
+                return await original_invoke(function_tool=function_tool, context=context, arguments=arguments)
+            return await routing.invoke(original_invoke, function_tool, context, arguments)
+
+        def get_model(agent: Any, run_config: Any) -> Any:
+            routing = _routing.get()
+            if routing is None or not routing.answers_for(run_config):
+                return original_get_model(agent, run_config)
+            return routing.model_for(agent.name)
+
+        invoke.agenttest_routed = True  # type: ignore[attr-defined]
+        tool_execution._invoke_function_tool_with_metadata = invoke
+        tool_module._invoke_function_tool_with_metadata = invoke
+        run_loop.get_model = get_model
+        agent_runner_helpers.get_model = get_model
+
+
+@contextmanager
+def _routed(routing: _Routing) -> Iterator[None]:
+    _install_routing(_sdk())
+    token = _routing.set(routing)
+    try:
+        yield
+    finally:
+        _routing.reset(token)
 
 
 # What the model is offered for a hosted tool the case mocks by name: the arguments the hosted tool takes, as a
@@ -112,8 +204,7 @@ _HOSTED_ARGUMENTS: dict[str, dict[str, Any]] = {
 }
 
 
-def _stand_in(name: str, description: str, schema: dict[str, Any], turn: RuntimeTurn, current: dict[str, str],
-              kind: str) -> Any:
+def _stand_in(name: str, description: str, schema: dict[str, Any], kind: str) -> Any:
     """A function tool named `name`, routed through the seam, in place of a tool the SDK would run itself: under test
     the case's mock answers; a call no mock matches is blocked. Its own implementation never reaches the real tool."""
     sdk = _sdk()
@@ -121,19 +212,18 @@ def _stand_in(name: str, description: str, schema: dict[str, Any], turn: Runtime
     async def nowhere(_context: Any, _input: str) -> str:
         return f"{name} is {kind} of the OpenAI Agents SDK; agenttest does not run it outside the SDK"
 
-    stand_in = sdk.FunctionTool(name=name, description=description, params_json_schema=schema,
-                                on_invoke_tool=nowhere, strict_json_schema=False)
-    return _routed_tool(stand_in, turn, current)
+    return sdk.FunctionTool(name=name, description=description, params_json_schema=schema,
+                            on_invoke_tool=nowhere, strict_json_schema=False)
 
 
-def _mocked_hosted_tool(tool: Any, turn: RuntimeTurn, current: dict[str, str]) -> Any:
+def _mocked_hosted_tool(tool: Any) -> Any:
     """A hosted tool the case mocks by name, in its place: offered with the arguments it takes."""
     name = tool.name
     properties = _HOSTED_ARGUMENTS.get(name)
     return _stand_in(
         name, f"The hosted tool {name} ({type(tool).__name__}), answered by the case's mock.",
         {"type": "object", "properties": properties or {}, "additionalProperties": properties is None},
-        turn, current, "a hosted tool",
+        "a hosted tool",
     )
 
 
@@ -141,10 +231,36 @@ def _server_name(server: Any) -> str:
     return str(getattr(server, "name", "") or type(server).__name__)
 
 
-def _routed_agent(agent: Any, turn: RuntimeTurn, current: dict[str, str], unroutable: list[str],
-                  seen: dict[int, Any], mcp_mocked: list[str]) -> Any:
-    """The agent cloned with every tool through the seam (hand-off agents too, recursively). `mcp_mocked`: the names
-    the case mocks that no tool of the agents offers, which stand in for the tools of their MCP servers."""
+def _inner_agent(tool: Any) -> Any:
+    """The agent behind an agent exposed as a tool (`Agent.as_tool`), or None."""
+    inner = getattr(tool, "_agent_instance", None) if getattr(tool, "_is_agent_tool", False) else None
+    return inner if isinstance(inner, _sdk().Agent) else None
+
+
+def _unroutable_inside(agent: Any, unroutable: list[str], seen: set[int]) -> None:
+    """What an agent exposed as a tool holds that the SDK would run itself (its tools are routed when invoked, but it
+    cannot be cloned with stand-ins: the tool holds the agent itself)."""
+    sdk = _sdk()
+    if id(agent) in seen:
+        return
+    seen.add(id(agent))
+    for tool in agent.tools:
+        if not isinstance(tool, sdk.FunctionTool):
+            named = getattr(tool, "name", "")
+            unroutable.append(f"{agent.name}: {type(tool).__name__}" + (f" {named!r}" if named else ""))
+        elif (inner := _inner_agent(tool)) is not None:
+            _unroutable_inside(inner, unroutable, seen)
+    unroutable.extend(f"{agent.name}: MCP server {_server_name(server)!r}" for server in agent.mcp_servers)
+    for handoff in agent.handoffs:
+        if isinstance(handoff, sdk.Agent):
+            _unroutable_inside(handoff, unroutable, seen)
+
+
+def _with_stand_ins(agent: Any, turn: RuntimeTurn, unroutable: list[str], seen: dict[int, Any],
+                    mcp_mocked: list[str]) -> Any:
+    """The agent cloned with stand-ins for what the SDK would run itself (hand-off agents too, recursively): a hosted
+    tool the case mocks by name, the MCP servers when the case mocks names no tool of the agents offers
+    (`mcp_mocked`). Function tools are kept as they are: they are routed when the SDK invokes them."""
     sdk = _sdk()
     if id(agent) in seen:
         return seen[id(agent)]
@@ -152,9 +268,11 @@ def _routed_agent(agent: Any, turn: RuntimeTurn, current: dict[str, str], unrout
     for tool in agent.tools:
         named = getattr(tool, "name", "")
         if isinstance(tool, sdk.FunctionTool):
-            tools.append(_routed_tool(tool, turn, current))
+            if (inner := _inner_agent(tool)) is not None:
+                _unroutable_inside(inner, unroutable, set())
+            tools.append(tool)
         elif isinstance(named, str) and named and mocked_by_name(named, turn.conversation_id):
-            tools.append(_mocked_hosted_tool(tool, turn, current))
+            tools.append(_mocked_hosted_tool(tool))
         else:
             unroutable.append(f"{agent.name}: {type(tool).__name__}" + (f" {named!r}" if named else ""))
             tools.append(tool)
@@ -165,8 +283,7 @@ def _routed_agent(agent: Any, turn: RuntimeTurn, current: dict[str, str], unrout
         named = ", ".join(repr(_server_name(server)) for server in servers)
         tools.extend(
             _stand_in(name, f"A tool of the MCP server {named}, answered by the case's mock.",
-                      {"type": "object", "properties": {}, "additionalProperties": True}, turn, current,
-                      "an MCP server's tool")
+                      {"type": "object", "properties": {}, "additionalProperties": True}, "an MCP server's tool")
             for name in mcp_mocked
         )
         servers = []
@@ -177,7 +294,7 @@ def _routed_agent(agent: Any, turn: RuntimeTurn, current: dict[str, str], unrout
     handoffs = []
     for handoff in agent.handoffs:
         if isinstance(handoff, sdk.Agent):
-            handoffs.append(_routed_agent(handoff, turn, current, unroutable, seen, mcp_mocked))
+            handoffs.append(_with_stand_ins(handoff, turn, unroutable, seen, mcp_mocked))
         else:
             unroutable.append(f"{agent.name}: hand-off {getattr(handoff, 'agent_name', '')!r} given as a Handoff")
             handoffs.append(handoff)
@@ -186,8 +303,8 @@ def _routed_agent(agent: Any, turn: RuntimeTurn, current: dict[str, str], unrout
 
 
 def _declarations(entry: Any) -> list[dict[str, Any]]:
-    """The tools the SDK offers the model for `entry` and the agents it hands off to: function tools with their
-    schemas, hosted tools and hand-offs by name."""
+    """The tools the SDK offers the model for `entry`, the agents it hands off to and the agents it exposes as tools:
+    function tools with their schemas, hosted tools and hand-offs by name."""
     sdk = _sdk()
     declarations: dict[str, dict[str, Any]] = {}
 
@@ -207,6 +324,9 @@ def _declarations(entry: Any) -> list[dict[str, Any]]:
         for tool in agent.tools:
             if isinstance(tool, sdk.FunctionTool):
                 add(tool.name, tool.description, tool.params_json_schema, tool)
+                if (inner := _inner_agent(tool)) is not None:
+                    # An agent exposed as a tool is a sub-agent: its own tools are the team's too, mockable by name.
+                    waiting.append(inner)
             else:  # a hosted tool: mockable by its name, never run under test
                 add(getattr(tool, "name", ""))
         for handoff in agent.handoffs:
@@ -316,14 +436,14 @@ class OpenAIAgentsRuntime(Runtime):
     def tool_declarations(self, target: Any) -> list[dict[str, Any]]:
         return _declarations(self._agent(target))
 
-    def _prepared(self, turn: RuntimeTurn, target: Any) -> tuple[Any, Any, dict[str, str]]:
+    def _prepared(self, turn: RuntimeTurn, target: Any) -> tuple[Any, Any, Any, _Routing]:
         sdk = _sdk()
         current: dict[str, str] = {}
         unroutable: list[str] = []
         entry = self._agent(target)
         offered = {declared["name"] for declared in _declarations(entry)}
         mcp_mocked = sorted(mocked_names(turn.conversation_id) - offered)
-        agent = _routed_agent(entry, turn, current, unroutable, {}, mcp_mocked)
+        agent = _with_stand_ins(entry, turn, unroutable, {}, mcp_mocked)
         if unroutable and _owned(turn):
             raise InvalidInput(
                 "the agent uses tools the OpenAI Agents SDK would run itself, outside agenttest's seam, so it does "
@@ -331,14 +451,10 @@ class OpenAIAgentsRuntime(Runtime):
                 "by its name, an MCP server when the case mocks the tools of it the agent calls)",
                 partial=turn.result,
             )
-        client = AgenttestAsyncClient(turn, current)
-        model = sdk.OpenAIChatCompletionsModel(model=turn.loaded.model, openai_client=client)
+        routing = _Routing(turn, current, owned=_owned(turn))
 
         class Hooks(sdk.RunHooks):
             async def on_llm_start(self, context: Any, agent: Any, *args: Any) -> None:
-                current["agent"] = agent.name
-
-            async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
                 current["agent"] = agent.name
 
             async def on_handoff(self, context: Any, from_agent: Any, to_agent: Any) -> None:
@@ -348,12 +464,14 @@ class OpenAIAgentsRuntime(Runtime):
                     name=sdk.Handoff.default_tool_name(to_agent),
                 )
 
-        config = sdk.RunConfig(model=model, tracing_disabled=True)
-        return agent, (config, Hooks()), current
+        # The run's model setting: what the SDK resolves model settings against. Which model answers is decided per
+        # agent at resolution (get_model), for this run and any nested one.
+        config = sdk.RunConfig(model=routing.model_for(entry.name), tracing_disabled=True)
+        return agent, config, Hooks(), routing
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         sdk = _sdk()
-        agent, (config, hooks), current = self._prepared(turn, target)
+        agent, config, hooks, routing = self._prepared(turn, target)
         # Read here, on the calling thread: inside the SDK's event loop the ORM refuses to run.
         history = _history(turn.messages())
         # The run context is the conversation's state, as a dict: what the agent's code (tools, dynamic instructions,
@@ -367,15 +485,18 @@ class OpenAIAgentsRuntime(Runtime):
             )
 
         try:
-            result = async_to_sync(run)()
+            with _routed(routing):
+                result = async_to_sync(run)()
         except (sdk.InputGuardrailTripwireTriggered, sdk.OutputGuardrailTripwireTriggered) as trip:
-            return _tripped(trip, current.get("agent") or agent.name)
+            return _tripped(trip, routing.current.get("agent") or agent.name)
         finally:
             _write_context(turn, before, context)
         return _final_text(turn, result.final_output)
 
     def invoke(self, turn: RuntimeTurn, target: Any, name: str, arguments: dict[str, Any]) -> FunctionResult:
         sdk = _sdk()
+        from agents.run_internal import tool_execution
+        from agents.tool_context import ToolContext
 
         async def stand_in(_context: Any, _input: str) -> str:
             return f"[{name} ran outside agenttest's seam]"
@@ -384,12 +505,18 @@ class OpenAIAgentsRuntime(Runtime):
             name=name, description="agenttest's canary", params_json_schema={"type": "object", "properties": {}},
             on_invoke_tool=stand_in,
         )
-        routed = _routed_tool(probe, turn, {})
         raw = json.dumps(arguments)
-        from agents.tool_context import ToolContext
-
         context = ToolContext(context=None, tool_name=name, tool_call_id="agenttest-canary", tool_arguments=raw)
-        return FunctionResult(content=async_to_sync(routed.on_invoke_tool)(context, raw))
+
+        async def call() -> Any:
+            # The very function the SDK's run calls for every function tool: the canary proves the patch is in place.
+            invoked = await tool_execution._invoke_function_tool_with_metadata(
+                function_tool=probe, context=context, arguments=raw
+            )
+            return invoked.output
+
+        with _routed(_Routing(turn, {}, owned=True)):
+            return FunctionResult(content=async_to_sync(call)())
 
 
 register_runtime(OpenAIAgentsRuntime())

@@ -5,17 +5,22 @@
   given agenttest's client (the one the openai-agents runtime uses): pydantic-ai builds each request exactly as it
   would send it (its instructions, its tool schemas, its settings) and the client answers it through the turn's
   model layer instead of the network.
-- Tools: `Agent.override(toolsets=[…], tools=[])` replaces the agent's toolsets by one `WrapperToolset` around all of
-  them (its function tools, its toolsets, its capabilities' toolsets): pydantic-ai discovers, validates and offers
-  every tool as usual (name, description, JSON schema; tools taking `RunContext` and deps unchanged), and every call
-  it makes goes through the function-executor factory, the wrapped toolset's own call being the implementation run
-  only when nothing under test answers it. Tools pydantic-ai or the model provider would run themselves (native
-  tools such as web search, MCP servers it connects to) cannot be routed: an agent with any refuses to run where the
-  conversation's calls are owned by an executor provider (under test), naming them — except MCP servers when the
-  case mocks names no other tool offers, which then stand in for the servers' tools (never started).
+- Tools: routed at pydantic-ai's single tool-execution point, not by discovery: while a turn runs, every tool call
+  pydantic-ai executes in that turn's context (`ToolManager._raw_execute`, patched once per process and pydantic-ai's
+  own outside a turn) goes through the function-executor factory — the agent's function tools, toolsets built per
+  run, those of another agent a tool runs (by that agent's name) — pydantic-ai's own execution, with its validation,
+  `RunContext` and deps, being the implementation run only when nothing under test answers. Its output tools are
+  its own, never routed. A tool's exception does what it does in pydantic-ai alone: a `ModelRetry` is a retry prompt,
+  anything else ends the run (the turn is an Error naming the tool). Tools pydantic-ai or the model provider would run
+  themselves (native tools such as web search, MCP servers it connects to) cannot be routed: an agent with any
+  refuses to run where the conversation's calls are owned by an executor provider (under test), naming them —
+  except MCP servers when the case mocks names no other tool offers, which then stand in for the servers' tools
+  (never started).
 - Model requests past the layer: while a case under test runs, `pydantic_ai.models.ALLOW_MODEL_REQUESTS` is false
-  for everything but agenttest's own model (`ModelRequestGate`), so the team's code cannot reach a real model by
-  another way (a tool running another agent on its own model is refused by pydantic-ai itself).
+  for everything but agenttest's own model (`ModelRequestGate`). Under test, another pydantic-ai agent the team's
+  code runs in the case's context (a tool delegating to it) is given agenttest's model too (`Agent._pick_raw_model`,
+  patched like the tool-execution point), its calls written by its name; a model reached any other way is refused by
+  pydantic-ai. In chat such an agent reaches its own model, as in production (its tool calls are routed all the same).
 
 pydantic-ai is async; Django's ORM is not. As for the openai-agents runtime, the run happens on asgiref's
 `async_to_sync`, and everything that touches the conversation runs back on the calling thread.
@@ -28,8 +33,7 @@ import functools
 import json
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import pydantic_core
@@ -37,7 +41,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from agenthost.executor import mocked_names
 from agenthost.functions import FunctionContext, FunctionResult, as_function_result, declared_effects
-from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
+from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime, runtime_deps
 from agenthost.runtimes.openai_agents import AgenttestAsyncClient, _owned
 from agenthost.turns import InvalidInput
 
@@ -190,8 +194,8 @@ class _Chat:
 class PydanticAIClient(AgenttestAsyncClient):
     """agenttest's client as pydantic-ai's OpenAI provider takes it (an `AsyncOpenAI`)."""
 
-    def __init__(self, turn: RuntimeTurn, outputs: _OutputCalls) -> None:
-        super().__init__(turn, {})
+    def __init__(self, turn: RuntimeTurn, outputs: _OutputCalls, agent: str = "") -> None:
+        super().__init__(turn, {"agent": agent} if agent else {})
         self.chat = _Chat(self.chat, outputs)
 
 
@@ -235,45 +239,111 @@ def _note_retry_prompts(turn: RuntimeTurn, messages: Any) -> None:
                 case.note_framework_answer(part.tool_call_id)
 
 
-@functools.cache
-def _routed_toolset_class() -> type:
-    from pydantic_ai import ModelRetry
-    from pydantic_ai.toolsets import WrapperToolset
+class _Routing:
+    """One turn's routing, held in a context variable for the whole of pydantic-ai's run: every tool call pydantic-ai
+    executes in that context — of the agent, of a toolset built per run, of another agent a tool runs — goes through
+    the turn's `call_tool`, pydantic-ai's own execution (`ToolManager._raw_execute`) being the implementation."""
 
-    @dataclass
-    class RoutedToolset(WrapperToolset):
-        """Every tool call pydantic-ai makes, through the turn's `call_tool`."""
+    def __init__(self, turn: RuntimeTurn, entry: Any, make_model: Any, *, owned: bool) -> None:
+        self.turn = turn
+        self.entry = entry
+        # Under test another agent's run gets agenttest's model; in chat it reaches its own, as in production.
+        self.owned = owned
+        self._make_model = make_model
+        self._models: dict[int, tuple[Any, Any]] = {}
 
-        turn: Any = None
+    def model_for(self, agent: Any) -> Any:
+        """agenttest's model for another agent the team's code runs in this turn (a tool delegating to it), its calls
+        written as that agent's: its requests go through the model layer like the entry agent's."""
+        held = self._models.get(id(agent))
+        if held is None or held[0] is not agent:
+            held = (agent, self._make_model(self.turn, _OutputCalls(self.turn), str(agent.name or "")))
+            self._models[id(agent)] = held
+        return held[1]
 
-        async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> Any:
-            inner = self.wrapped
-            retries: list[ModelRetry] = []
+    async def execute(self, original: Any, manager: Any, validated: Any, usage: Any, wrap: bool) -> Any:
+        tool, ctx, name = validated.tool, validated.ctx, validated.call.tool_name
+        raised: list[BaseException] = []
 
-            def implementation(_context: FunctionContext) -> FunctionResult:
-                # pydantic-ai's own call of the team's tool, with its RunContext and deps: only here, when nothing
-                # under test answered.
-                try:
-                    return as_function_result(async_to_sync(inner.call_tool)(name, tool_args, ctx, tool))
-                except ModelRetry as retry:
-                    # The tool asks the model to try again: recorded as the call's error, then handed back to
-                    # pydantic-ai, which prompts the model its own way and counts the retry.
-                    retries.append(retry)
-                    return FunctionResult(content=retry.message, error=True)
+        def implementation(_context: FunctionContext) -> FunctionResult:
+            # pydantic-ai's own call of the team's tool, with its RunContext and deps: only here, when nothing under
+            # test answered. What it raises is handed back to pydantic-ai after the call is written: a ModelRetry
+            # (already pydantic-ai's retry prompt) it turns into a retry as alone; anything else ends the run, as
+            # alone, and the turn is an Error naming the tool.
+            try:
+                return as_function_result(async_to_sync(original)(manager, validated, usage=usage,
+                                                                   wrap_validation_errors=wrap))
+            except Exception as exc:
+                raised.append(exc)
+                self.turn.note_tool_raised(name, exc)
+                return FunctionResult(content=_retry_text(exc), error=True)
 
-            definition = tool.tool_def
-            result = await sync_to_async(self.turn.call_tool, thread_sensitive=True)(
-                name=name, arguments=json.dumps(pydantic_core.to_jsonable_python(tool_args)),
-                implementation=implementation, call_id=getattr(ctx, "tool_call_id", None) or "",
-                declaration={"description": definition.description or "",
-                             "parameters": definition.parameters_json_schema},
-                team_tool=_team_function(tool),
-            )
-            if retries:
-                raise retries[0]
-            return result.content
+        definition = tool.tool_def
+        caller = getattr(ctx, "agent", None)
+        result = await sync_to_async(self.turn.call_tool, thread_sensitive=True)(
+            name=name, arguments=json.dumps(pydantic_core.to_jsonable_python(validated.validated_args)),
+            implementation=implementation, call_id=getattr(ctx, "tool_call_id", None) or "",
+            declaration={"description": definition.description or "",
+                         "parameters": definition.parameters_json_schema},
+            team_tool=_team_function(tool),
+            # Another agent a tool ran: its calls are its own, by its name.
+            agent="" if caller is None or caller is self.entry else str(getattr(caller, "name", "") or ""),
+        )
+        if raised:
+            raise raised[0]
+        return result.content
 
-    return RoutedToolset
+
+def _retry_text(exc: BaseException) -> str:
+    """What the model is told of a failed call: pydantic-ai's own retry prompt for a ModelRetry, else the error."""
+    prompt = getattr(exc, "tool_retry", None)
+    if prompt is not None and hasattr(prompt, "model_response"):
+        return str(prompt.model_response())
+    return f"{type(exc).__name__}: {exc}"
+
+
+_routing: contextvars.ContextVar[_Routing | None] = contextvars.ContextVar("agenttest_pydantic_ai_routing",
+                                                                           default=None)
+_install_lock = threading.Lock()
+
+
+def _install_routing() -> None:
+    """Put agenttest's routing at pydantic-ai's single tool-execution point, once per process. Outside a turn's
+    context, and for pydantic-ai's own output tools, it is pydantic-ai's own."""
+    from pydantic_ai import Agent
+    from pydantic_ai.tool_manager import ToolManager
+
+    with _install_lock:
+        if getattr(ToolManager._raw_execute, "agenttest_routed", False):
+            return
+        original = ToolManager._raw_execute
+        original_pick = Agent._pick_raw_model
+
+        def _pick_raw_model(self: Any, model: Any) -> Any:
+            routing = _routing.get()
+            if routing is None or not routing.owned or self is routing.entry:
+                return original_pick(self, model)
+            return routing.model_for(self)
+
+        async def _raw_execute(self: Any, validated: Any, *, usage: Any, wrap_validation_errors: bool = True) -> Any:
+            routing = _routing.get()
+            if routing is None or validated.tool.tool_def.kind == "output":
+                return await original(self, validated, usage=usage, wrap_validation_errors=wrap_validation_errors)
+            return await routing.execute(original, self, validated, usage, wrap_validation_errors)
+
+        _raw_execute.agenttest_routed = True  # type: ignore[attr-defined]
+        ToolManager._raw_execute = _raw_execute  # type: ignore[method-assign]
+        Agent._pick_raw_model = _pick_raw_model  # type: ignore[method-assign]
+
+
+@contextmanager
+def _routed(routing: _Routing) -> Iterator[None]:
+    _install_routing()
+    token = _routing.set(routing)
+    try:
+        yield
+    finally:
+        _routing.reset(token)
 
 
 def _team_function(tool: Any) -> Any:
@@ -286,10 +356,6 @@ def _team_function(tool: Any) -> Any:
         return None
     entry = held.get(getattr(tool, "original_name", None) or tool.tool_def.name)
     return getattr(entry, "function", None)
-
-
-def _routed_toolset(wrapped: Any, turn: RuntimeTurn) -> Any:
-    return _routed_toolset_class()(wrapped, turn=turn)
 
 
 def _native_tools(agent: Any) -> list[str]:
@@ -406,15 +472,15 @@ class PydanticAIRuntime(Runtime):
             return ""
         return f"entry point {entry!r} must be a pydantic_ai.Agent or a zero-argument function returning one"
 
-    def routed(self, toolset: Any, turn: RuntimeTurn) -> Any:
-        """The toolset pydantic-ai is given in place of the agent's: `toolset` with every call through the seam.
-        The canary goes through it too, so a routing not in place shows before any turn runs."""
-        return _routed_toolset(toolset, turn)
+    def routed(self, turn: RuntimeTurn, entry: Any) -> AbstractContextManager[None]:
+        """The block within which every tool call pydantic-ai executes goes through the seam. The canary goes through
+        it too, so a routing not in place shows before any turn runs."""
+        return _routed(_Routing(turn, entry, self._model, owned=_owned(turn)))
 
-    def _model(self, turn: RuntimeTurn, outputs: _OutputCalls) -> Any:
+    def _model(self, turn: RuntimeTurn, outputs: _OutputCalls, agent: str = "") -> Any:
         from pydantic_ai.providers.openai import OpenAIProvider
 
-        provider = OpenAIProvider(openai_client=PydanticAIClient(turn, outputs))
+        provider = OpenAIProvider(openai_client=PydanticAIClient(turn, outputs, agent))
         model = _model_class()(turn.loaded.model, provider=provider)
         model.outputs = outputs
         return model
@@ -423,6 +489,8 @@ class PydanticAIRuntime(Runtime):
         agent = self._agent(target)
         owned = _owned(turn)
         toolsets: Sequence[Any] = list(agent.toolsets)
+        # Only MCP stand-ins change the agent's toolsets: its own tools are routed where pydantic-ai executes them.
+        stand_ins = False
         unroutable = _native_tools(agent)
         servers = [_mcp_name(leaf) for leaf in _leaves(toolsets) if _is_mcp(leaf)]
         if servers and owned:
@@ -431,7 +499,7 @@ class PydanticAIRuntime(Runtime):
             offered = {name for leaf in _leaves(toolsets) if isinstance(leaf, FunctionToolset) for name in leaf.tools}
             mcp_mocked = sorted(mocked_names(turn.conversation_id) - offered)
             if mcp_mocked:
-                toolsets = _mcp_stand_ins(toolsets, mcp_mocked)
+                toolsets, stand_ins = _mcp_stand_ins(toolsets, mcp_mocked), True
             else:
                 unroutable.extend(f"MCP server {server!r}" for server in servers)
         if unroutable and owned:
@@ -441,21 +509,24 @@ class PydanticAIRuntime(Runtime):
                 "case mocks the tools of it the agent calls)",
                 partial=turn.result,
             )
-        from pydantic_ai.toolsets import CombinedToolset
-
-        routed = self.routed(CombinedToolset(toolsets), turn)
         # Read here, on the calling thread: inside pydantic-ai's event loop the ORM refuses to run.
         prompt, history = _history(turn.messages())
         outputs = _OutputCalls(turn)
         model = self._model(turn, outputs)
+        # The agent file's deps factory, given the conversation's state; an `agent.override(deps=…)` of the team's
+        # own still wins, as pydantic-ai has it.
+        deps = runtime_deps(turn.loaded, turn.session.state, turn.result)
 
         async def run() -> Any:
-            # `tools=[]` as well: the agent's own function toolset would otherwise be offered beside the routed one
-            # and clash with it by name.
-            with agent.override(model=model, toolsets=[routed], tools=[]):
-                return await agent.run(prompt, message_history=history or None)
+            if not stand_ins:
+                with agent.override(model=model):
+                    return await agent.run(prompt, message_history=history or None, deps=deps)
+            # `tools=[]` as well: the agent's own function toolset would otherwise be offered beside the given ones
+            # and clash with them by name.
+            with agent.override(model=model, toolsets=toolsets, tools=[]):
+                return await agent.run(prompt, message_history=history or None, deps=deps)
 
-        with _model_requests_only_through_agenttest(owned):
+        with _model_requests_only_through_agenttest(owned), self.routed(turn, agent):
             result = async_to_sync(run)()
         outputs.ended(result.new_messages()[-1:])
         output = result.output
@@ -464,24 +535,29 @@ class PydanticAIRuntime(Runtime):
         return pydantic_core.to_json(output).decode()
 
     def invoke(self, turn: RuntimeTurn, target: Any, name: str, arguments: dict[str, Any]) -> FunctionResult:
-        from pydantic_ai import RunContext
+        from pydantic_ai import RunContext, Tool
+        from pydantic_ai.messages import ToolCallPart
+        from pydantic_ai.tool_manager import ToolManager
         from pydantic_ai.toolsets import FunctionToolset
         from pydantic_ai.usage import RunUsage
 
-        def stand_in() -> str:
+        def stand_in(**_arguments: Any) -> str:
             # Runs only when the call did not go through the seam: the canary then reads this, not its token.
             return f"[{name} ran outside agenttest's seam]"
 
-        probe = FunctionToolset([stand_in])
-        routed = self.routed(probe, turn)
+        probe = FunctionToolset([Tool.from_schema(stand_in, name=name, description="agenttest's canary", json_schema={
+            "type": "object", "properties": {}, "additionalProperties": True})])
         context = RunContext(deps=None, model=self._model(turn, _OutputCalls(turn)), usage=RunUsage(),
                              tool_call_id="agenttest-canary", tool_name=name)
 
         async def call() -> Any:
-            tools = await routed.get_tools(context)
-            return await routed.call_tool(name, arguments, context, tools["stand_in"])
+            # pydantic-ai's own tool manager, as a run calls a tool: the canary proves the routing is in place there.
+            manager = await ToolManager(toolset=probe).for_run_step(context)
+            return await manager.handle_call(ToolCallPart(tool_name=name, args=arguments,
+                                                          tool_call_id="agenttest-canary"))
 
-        return FunctionResult(content=async_to_sync(call)())
+        with self.routed(turn, None):
+            return FunctionResult(content=async_to_sync(call)())
 
 
 register_runtime(PydanticAIRuntime())

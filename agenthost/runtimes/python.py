@@ -12,8 +12,8 @@
   (CHAT_SETTINGS) sent as given;
 - `tools`: a helper through which the function calls its tools: `tools.call(function, arguments, call_id=…)`
   returns the tool's result as text. Under test a mock answers or the call is blocked and `function` never runs; in
-  chat `function(**arguments)` runs. `DirectTools()` is the same helper running the functions directly, for running
-  the function on its own.
+  chat `function(**arguments)` runs. `DirectTools()` (runtimes/direct.py, free of Django) is the same helper running
+  the functions directly, for running the function on its own.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from openai.types.chat import ChatCompletion
 from agenthost.functions import FunctionContext, FunctionResult, as_function_result, declared_effects
 from agenthost.llm.base import CHAT_SETTINGS, ModelResponse
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
+from agenthost.runtimes.direct import tool_name
 
 # What the model layer carries of a chat-completions call (the request's own fields, and its settings sent as given);
 # anything else the function passes is refused by name, so that no setting the team's code relies on is dropped
@@ -150,31 +151,6 @@ class AgenttestClient:
         self.chat = _Chat(turn)
 
 
-def _tool_name(function: Callable[..., Any]) -> str:
-    name = getattr(function, "__name__", "")
-    if not callable(function) or not isinstance(name, str) or not name or name == "<lambda>":
-        raise TypeError(f"tools.call needs the tool's function (a named Python function), got {function!r}")
-    return name
-
-
-def _arguments(arguments: str | dict[str, Any] | None) -> dict[str, Any]:
-    if arguments is None or arguments == "":
-        return {}
-    value = json.loads(arguments) if isinstance(arguments, str) else arguments
-    if not isinstance(value, dict):
-        raise TypeError(f"a tool's arguments must be a JSON object, got {type(value).__name__}")
-    return value
-
-
-class DirectTools:
-    """The tools helper without agenttest: each call runs the function. For running the team's function on its own."""
-
-    def call(self, function: Callable[..., Any], arguments: str | dict[str, Any] | None = None, *,
-             call_id: str = "") -> str:
-        _tool_name(function)
-        return as_function_result(function(**_arguments(arguments))).content
-
-
 class RoutedTools:
     """The tools helper agenttest hands the function: each call through the function-executor factory."""
 
@@ -183,7 +159,7 @@ class RoutedTools:
 
     def call(self, function: Callable[..., Any], arguments: str | dict[str, Any] | None = None, *,
              call_id: str = "") -> str:
-        name = _tool_name(function)
+        name = tool_name(function)
 
         def implementation(context: FunctionContext) -> FunctionResult:
             return as_function_result(function(**context.arguments))

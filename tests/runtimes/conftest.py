@@ -152,3 +152,46 @@ def execute_suite(suite: Suite, mode: str = "live") -> CaseResult:
     """Runs the suite's one case on the stub in `mode`, in this process, and gives its result."""
     run = run_execute(run_id=run_create(suite=suite, model_keys=[STUB_MODEL], mode=mode).pk)
     return CaseResult.objects.get(run=run)
+
+
+class Listener:
+    """A local HTTP listener standing in for the outside world a team's tool reaches (a bank, a CRM): each POST it
+    receives is one side effect that happened for real."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        received: list[tuple[str, str]] = []
+        self.received = received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 — http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                received.append((self.path, body))
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+@pytest.fixture
+def listener(monkeypatch: pytest.MonkeyPatch) -> Iterator[Listener]:
+    """The listener, its address in SHOP_LISTENER for the team's code."""
+    started = Listener()
+    monkeypatch.setenv("SHOP_LISTENER", started.url)
+    yield started
+    started.close()

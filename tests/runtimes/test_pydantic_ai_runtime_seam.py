@@ -3,6 +3,7 @@ agent file's outside_effects, a conversation over several turns, structured outp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 
@@ -38,13 +39,13 @@ def _suite(package: str, *, runtime: str = "pydantic-ai", timeout: int = 20) -> 
 
 
 class _UnwrappedRuntime(PydanticAIRuntime):
-    """pydantic-ai as a version whose tool calls the runtime cannot wrap would leave it: the agent's own toolsets,
-    running the team's functions themselves."""
+    """pydantic-ai as a version whose tool-execution point the runtime cannot reach would leave it: the agent's own
+    toolsets, running the team's functions themselves."""
 
     name = "unrouted-pydantic-ai"
 
-    def routed(self, toolset, turn):
-        return toolset
+    def routed(self, turn, entry):
+        return contextlib.nullcontext()
 
 
 def test_it_errors_on_a_dead_canary_when_pydantic_ais_tool_routing_is_not_in_place(stub, team_repo, tmp_path):
@@ -268,7 +269,7 @@ async def ask_expert(ctx: RunContext[None], question: str) -> str:
 '''
 
 
-def test_it_refuses_a_model_request_of_the_teams_code_past_agenttests_model_under_test_but_not_in_chat(
+def test_it_answers_a_delegated_agents_model_through_agenttests_layer_under_test_but_not_in_chat(
     scripted_model, openai_stub, team_repo, monkeypatch
 ):
     monkeypatch.setenv("EXPERT_URL", openai_stub.base_url)
@@ -276,7 +277,7 @@ def test_it_refuses_a_model_request_of_the_teams_code_past_agenttests_model_unde
     agent = Agent.objects.create(name="shop", runtime="pydantic-ai", entry=f"{team_repo(DELEGATING_AGENT)}.bot:agent",
                                  provider="scripted", model="scripted", outside_effects={"ask_expert": False})
     question = Answer(tool_calls=[Call("ask_expert", {"question": "Do strikes delay parcels?"})])
-    scripted_model.play(question, "I could not ask.", question, "A day late.")
+    scripted_model.play(question, "Strikes may delay it (scripted).", "A day late.", question, "A day late.")
     plan = CasePlan(
         id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
         turns=[TurnPlan("Is my parcel late?")], mocks=[],
@@ -287,13 +288,14 @@ def test_it_refuses_a_model_request_of_the_teams_code_past_agenttests_model_unde
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 
-    # The tool ran (allowed, effect-free), and its own model request was refused by pydantic-ai before it was sent,
-    # while the agent's own model calls went through agenttest's layer.
+    # The tool ran (allowed, effect-free); the agent it delegates to was given agenttest's model, so its request went
+    # through the layer (recorded, replayed, budgeted) and never reached its own server.
     assert outcome.status == "passed", outcome.reason
     assert [(c["name"], c["outcome"]) for c in outcome.tool_calls] == [("ask_expert", "allowed")]
-    assert "Model requests are not allowed, since ALLOW_MODEL_REQUESTS is False" in outcome.tool_calls[0]["result"]
+    assert outcome.tool_calls[0]["result"] == "Strikes may delay it (scripted)."
     assert openai_stub.requests == []
-    assert len(scripted_model.requests) == 2
+    assert len(scripted_model.requests) == 3
+    assert scripted_model.requests[1].messages[-1] == {"role": "user", "content": "Do strikes delay parcels?"}
 
     # In chat the team's code reaches its own model as it does in production.
     result = conversation_send(conversation=conversation_start(agent=agent), text="Is my parcel late?")
