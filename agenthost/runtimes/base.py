@@ -20,6 +20,7 @@ tools, so the canary proves that routing live for every runtime.
 from __future__ import annotations
 
 import abc
+import inspect
 import json
 import threading
 from collections.abc import Callable
@@ -304,23 +305,38 @@ def get_runtime(name: str) -> Runtime:
     return runtime
 
 
-def entry_problems(runtime: str, entry: Any) -> dict[str, list[str]]:
-    """What is wrong with an agent's runtime and entry, keyed by field; imports the entry point (once)."""
-    if runtime == Agent.Runtime.NATIVE:
-        if entry:
-            return {"entry": ["must be empty for the native runtime (agenttest's own loop runs the agent)"]}
-        return {}
-    if runtime not in runtime_names():
-        return {"runtime": [f"must be one of: {', '.join(runtime_names())}; {runtime!r} is not available here"]}
-    if not entry:
-        return {"entry": [f"runtime {runtime!r} needs the team's code to run: an entry point like "
-                          '"shop.bot:respond"']}
+def zero_argument_factory(target: Any) -> bool:
+    """Whether `target` can be called with no argument (a factory of the framework's agent), told from its signature
+    alone: calling it to find out would run the team's code."""
+    if not callable(target) or isinstance(target, type):
+        return False
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        # A builtin without a signature (os.abort): nothing says it needs an argument.
+        return True
+    return all(
+        parameter.default is not inspect.Parameter.empty
+        or parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        for parameter in signature.parameters.values()
+    )
+
+
+def entry_inspected_here(runtime: str, entry: str) -> tuple[str, list[dict[str, Any]]]:
+    """What makes `entry` unusable by `runtime` ("" when nothing) and, when usable, the tools it offers: imported in
+    this process (once) and checked, never called. Run by the child process of an entry check (runtimes/child.py),
+    never by the web process."""
     try:
         target = load_entry(entry)
     except EntryPointError as exc:
-        return {"entry": [str(exc)]}
-    problem = get_runtime(runtime).entry_problem(target, entry)
-    return {"entry": [problem]} if problem else {}
+        return str(exc), []
+    found = get_runtime(runtime)
+    if problem := found.entry_problem(target, entry):
+        return problem, []
+    try:
+        return "", found.tool_declarations(target)
+    except Exception:  # the team's factory raised: the agent cannot run, and its cases say so when it is run
+        return "", []
 
 
 def runtime_tool_declarations(agent: Agent) -> list[dict[str, Any]]:
@@ -329,15 +345,12 @@ def runtime_tool_declarations(agent: Agent) -> list[dict[str, Any]]:
     [] for a native agent. When the entry point does not load, only the file's names (its own validation says why)."""
     if agent.runtime in ("", Agent.Runtime.NATIVE) or agent.runtime not in runtime_names() or not agent.entry:
         return []
+    # Imported here: the child module builds on this one.
+    from agenthost.runtimes.child import entry_tools
+
     effects = {name: value for name, value in (agent.outside_effects or {}).items() if isinstance(name, str)}
-    try:
-        runtime = get_runtime(agent.runtime)
-        target = load_entry(agent.entry)
-        found = [] if runtime.entry_problem(target, agent.entry) else runtime.tool_declarations(target)
-    except (InvalidInput, EntryPointError):
-        found = []
-    except Exception:  # the team's factory raised: the agent cannot run, and its cases say so when it is run
-        found = []
+    # Read in a child process (importing the team's module runs its code), none during a dry run.
+    found = entry_tools(agent.runtime, agent.entry)
     declarations: dict[str, dict[str, Any]] = {}
     for declared in found:
         declarations.setdefault(declared["name"], {**declared, "runtime": agent.runtime})
