@@ -322,16 +322,16 @@ def zero_argument_factory(target: Any) -> bool:
     )
 
 
-def entry_inspected_here(runtime: str, entry: str) -> tuple[str, list[dict[str, Any]]]:
-    """What makes `entry` unusable by `runtime` ("" when nothing) and, when usable, the tools it offers: imported in
-    this process (once) and checked, never called. Run by the child process of an entry check (runtimes/child.py),
-    never by the web process."""
+def entry_inspected_here(runtime: str, entry: str, *, tools: bool) -> tuple[str, list[dict[str, Any]]]:
+    """What makes `entry` unusable by `runtime` ("" when nothing), imported in this process (once) and checked, never
+    called; and with `tools`, when usable, the tools it offers (reading them calls an agent factory). Run by the child
+    process of an entry check (runtimes/child.py), never by the web process."""
     try:
         target = load_entry(entry)
     except EntryPointError as exc:
         return str(exc), []
     found = get_runtime(runtime)
-    if problem := found.entry_problem(target, entry):
+    if (problem := found.entry_problem(target, entry)) or not tools:
         return problem, []
     try:
         return "", found.tool_declarations(target)

@@ -288,18 +288,21 @@ def entry_problems(runtime: str, entry: Any) -> dict[str, list[str]]:
     return {"entry": [problem]} if problem else {}
 
 
-def inspect_in_child(runtime: str, entry: str) -> str:
+def inspect_in_child(runtime: str, entry: str, *, tools: bool = False) -> str:
     """What makes `entry` unusable by `runtime` ("" when nothing): imported and checked in a child process, never
-    called, within AGENTTEST_ENTRY_CHECK_TIMEOUT. The tools it offers are kept for entry_tools."""
+    called, within AGENTTEST_ENTRY_CHECK_TIMEOUT. With `tools`, the tools it offers are read too (which calls an
+    agent factory) and kept for entry_tools."""
+    payload = {"runtime": runtime, "entry": entry, "tools": tools}
     try:
-        answer = child_run(INSPECT, {"runtime": runtime, "entry": entry}, deadline=entry_check_deadline())
+        answer = child_run(INSPECT, payload, deadline=entry_check_deadline())
     except ChildFailed as exc:
         tail = f"; the last it wrote: {redact_text(exc.log_tail)}" if exc.log_tail else ""
         return f"entry point {entry!r} could not be checked: importing and checking it {exc.how}{tail}"
     if "error" in answer:
         return f"entry point {entry!r} could not be checked: {answer['error']['detail']}"
-    with _tools_lock:
-        _tools[(runtime, entry)] = list(answer.get("tools", []))
+    if tools:
+        with _tools_lock:
+            _tools[(runtime, entry)] = list(answer.get("tools", []))
     return str(answer.get("problem", ""))
 
 
@@ -311,11 +314,11 @@ def entry_tools(runtime: str, entry: str) -> list[dict[str, Any]]:
     with _tools_lock:
         if (runtime, entry) in _tools:
             return _tools[(runtime, entry)]
-    problem = inspect_in_child(runtime, entry)
+    problem = inspect_in_child(runtime, entry, tools=True)
     with _tools_lock:
         return [] if problem else _tools.get((runtime, entry), [])
 
 
 def inspect_here(payload: dict[str, Any]) -> dict[str, Any]:
-    problem, tools = entry_inspected_here(payload["runtime"], payload["entry"])
+    problem, tools = entry_inspected_here(payload["runtime"], payload["entry"], tools=bool(payload.get("tools")))
     return {"problem": problem, "tools": tools}

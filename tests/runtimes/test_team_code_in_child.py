@@ -4,7 +4,10 @@ costs that turn an Error naming the entry, never a server worker, and one hangin
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
 import textwrap
 import time
 from collections.abc import Iterator
@@ -17,7 +20,15 @@ import pytest
 
 from agenthost.models import Agent
 from agenthost.testing.openai_stub import OpenAIStub
-from tests.test_web_path import STAFF_PASSWORD, procfile_web_server, server_env, signed_in, staff_create
+from tests.test_web_path import (
+    BASE_DIR,
+    STAFF_PASSWORD,
+    free_port,
+    procfile_web_command,
+    server_env,
+    signed_in,
+    staff_create,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -92,8 +103,40 @@ def _served(tmp_path: Path, **extra_env: str) -> Iterator[tuple[httpx.Client, Pa
             OPENAI_API_KEY="unused", **extra_env,
         )
         log = tmp_path / "gunicorn.log"
-        with procfile_web_server(env, log) as base_url, signed_in(base_url, "staff", STAFF_PASSWORD) as client:
+        with _web_server(env, log) as base_url, signed_in(base_url, "staff", STAFF_PASSWORD) as client:
             yield client, team, log
+
+
+@contextmanager
+def _web_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """The Procfile's gunicorn until the block ends; yields its base URL once it answers (a start-up a loaded machine
+    may take long over: the wait is a safety net, no verdict)."""
+    port = free_port()
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            procfile_web_command(port), cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        until = time.monotonic() + 180
+        while True:
+            assert process.poll() is None, f"gunicorn exited\n{log_path.read_text(errors='replace')[-4000:]}"
+            try:
+                if httpx.get(f"{base_url}/accounts/login/", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < until, f"gunicorn never answered\n{log_path.read_text(errors='replace')}"
+            time.sleep(0.2)
+        yield base_url
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
 
 
 def _agent(name: str, runtime: str, entry: str) -> Agent:
