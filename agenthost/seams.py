@@ -66,7 +66,7 @@ from agenthost.mcp.tools import (
 )
 from agenthost.models import Agent, Conversation, Message
 from agenthost.redaction import redact, redact_text
-from agenthost.runtimes.base import runtime_tool_declarations
+from agenthost.runtimes.child import runtime_tool_declarations
 from agenthost.runtimes.entry import team_code_refused
 from agenthost.selectors import (
     conversation_list,

@@ -339,29 +339,6 @@ def entry_inspected_here(runtime: str, entry: str, *, tools: bool) -> tuple[str,
         return "", []
 
 
-def runtime_tool_declarations(agent: Agent) -> list[dict[str, Any]]:
-    """The tools of a non-native agent's code as agenttest declarations, each carrying its runtime and the effect the
-    agent file declares for it, plus every name the file's `outside_effects` declares that the code did not show;
-    [] for a native agent. When the entry point does not load, only the file's names (its own validation says why)."""
-    if agent.runtime in ("", Agent.Runtime.NATIVE) or agent.runtime not in runtime_names() or not agent.entry:
-        return []
-    # Imported here: the child module builds on this one.
-    from agenthost.runtimes.child import entry_tools
-
-    effects = {name: value for name, value in (agent.outside_effects or {}).items() if isinstance(name, str)}
-    # Read in a child process (importing the team's module runs its code), none during a dry run.
-    found = entry_tools(agent.runtime, agent.entry)
-    declarations: dict[str, dict[str, Any]] = {}
-    for declared in found:
-        declarations.setdefault(declared["name"], {**declared, "runtime": agent.runtime})
-    for name in effects:
-        declarations.setdefault(name, {"name": name, "description": "", "parameters": {}, "runtime": agent.runtime})
-    for declared in declarations.values():
-        if isinstance(effects.get(declared["name"]), bool):
-            declared["outside_effects"] = effects[declared["name"]]
-    return list(declarations.values())
-
-
 def _target(loaded: LoadedAgent, result: TurnResult | None) -> tuple[Runtime, Any]:
     runtime = get_runtime(loaded.runtime)
     try:

@@ -35,7 +35,7 @@ from agenthost.llm.base import Usage
 from agenthost.models import Agent, Conversation, Message
 from agenthost.redaction import redact_text
 from agenthost.runtimes.base import AgentCodeFailed, entry_inspected_here, runtime_names
-from agenthost.runtimes.entry import entry_format_problem, team_code_refusal
+from agenthost.runtimes.entry import entry_format_problem, team_code_kept_out, team_code_refusal
 from agenthost.session import ConversationSession, claim_expiry
 from agenthost.turns import (
     ConcurrentTurn,
@@ -322,3 +322,26 @@ def entry_tools(runtime: str, entry: str) -> list[dict[str, Any]]:
 def inspect_here(payload: dict[str, Any]) -> dict[str, Any]:
     problem, tools = entry_inspected_here(payload["runtime"], payload["entry"], tools=bool(payload.get("tools")))
     return {"problem": problem, "tools": tools}
+
+
+def runtime_tool_declarations(agent: Agent) -> list[dict[str, Any]]:
+    """The tools of a non-native agent's code as agenttest declarations, each carrying its runtime and the effect the
+    agent file declares for it, plus every name the file's `outside_effects` declares that the code did not show;
+    [] for a native agent. When the entry point does not load, only the file's names (its own validation says why)."""
+    if agent.runtime in ("", Agent.Runtime.NATIVE) or agent.runtime not in runtime_names() or not agent.entry:
+        return []
+    effects = {name: value for name, value in (agent.outside_effects or {}).items() if isinstance(name, str)}
+    # In the web process read in a child (importing the team's module runs its code); none during a dry run.
+    if team_code_kept_out():
+        found = entry_tools(agent.runtime, agent.entry)
+    else:
+        found = entry_inspected_here(agent.runtime, agent.entry, tools=True)[1]
+    declarations: dict[str, dict[str, Any]] = {}
+    for declared in found:
+        declarations.setdefault(declared["name"], {**declared, "runtime": agent.runtime})
+    for name in effects:
+        declarations.setdefault(name, {"name": name, "description": "", "parameters": {}, "runtime": agent.runtime})
+    for declared in declarations.values():
+        if isinstance(effects.get(declared["name"]), bool):
+            declared["outside_effects"] = effects[declared["name"]]
+    return list(declarations.values())

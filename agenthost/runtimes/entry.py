@@ -23,6 +23,8 @@ _loaded: dict[str, Any] = {}
 # Set while nothing of the team's code may be imported (`apply --dry-run`): the check that needs it waits for a real
 # apply.
 _refused: ContextVar[str] = ContextVar("agenttest_team_code_refused", default="")
+# Set in the web process (agenttest/wsgi.py, asgi.py): there the team's code is only ever imported in a child process.
+_kept_out = False
 # Re-entrant: a team module whose import loads another agent's entry must not deadlock.
 _lock = threading.RLock()
 
@@ -45,6 +47,17 @@ def team_code_refused(reason: str) -> Iterator[None]:
         yield
     finally:
         _refused.reset(token)
+
+
+def keep_team_code_out() -> None:
+    """Called by the web process as it starts: from then on what needs the team's code imported asks a child
+    process (runtimes/child.py)."""
+    global _kept_out
+    _kept_out = True
+
+
+def team_code_kept_out() -> bool:
+    return _kept_out
 
 
 def team_code_refusal() -> str:

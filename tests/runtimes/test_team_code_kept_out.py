@@ -5,6 +5,7 @@ never returns."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -101,6 +102,8 @@ def test_it_plans_a_dry_run_without_importing_the_teams_code(tmp_path, markers, 
 
 def test_it_checks_the_entry_at_a_real_apply_in_a_child_process(tmp_path, markers, monkeypatch):
     repo = _repository(tmp_path / "repo", "checked_shop", MARKS_AT_IMPORT)
+    # The agent alone: its cases' tools are read in this process outside the web process (the worker runs the code).
+    shutil.rmtree(repo / "suites")
     monkeypatch.chdir(repo)
 
     files_apply(directory=repo)
