@@ -459,7 +459,9 @@ class MessageSendApi(APIView):
         serializer = MessageSendApi.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            result = conversation_send(conversation=conversation, text=serializer.validated_data["text"])
+            result = conversation_send(
+                conversation=conversation, text=serializer.validated_data["text"], team_code_in_child=True
+            )
         except ConversationError as exc:
             code = next(
                 (code for kind, code in self._failure_status if isinstance(exc, kind)),

@@ -66,7 +66,8 @@ from agenthost.mcp.tools import (
 )
 from agenthost.models import Agent, Conversation, Message
 from agenthost.redaction import redact, redact_text
-from agenthost.runtimes.base import runtime_tool_declarations
+from agenthost.runtimes.child import runtime_tool_declarations
+from agenthost.runtimes.entry import team_code_refused
 from agenthost.selectors import (
     conversation_list,
     conversation_messages,
@@ -170,6 +171,7 @@ __all__ = [
     "register_executor_provider",
     "register_runtime_provider",
     "runtime_tool_declarations",
+    "team_code_refused",
     "response_problem",
     "unfinished_answer",
 ]

@@ -22,6 +22,7 @@ from agenthost.loading import load_agent
 from agenthost.models import Agent, Conversation, Message
 from agenthost.redaction import redact_text
 from agenthost.rules import fire_rules
+from agenthost.runtimes.child import send_in_child
 from agenthost.session import ConversationSession, check_seal, claim_expiry, claimed_session, release_claim, seal_digest
 from agenthost.turns import InvalidInput, TurnResult
 
@@ -147,15 +148,24 @@ def _start(
     return session
 
 
-def conversation_send(*, conversation: Conversation, text: str, seal_key: str = "") -> TurnResult:
+def conversation_send(
+    *, conversation: Conversation, text: str, seal_key: str = "", team_code_in_child: bool = False
+) -> TurnResult:
     """Run one user turn to its end and return what happened. Raises ConversationError (with `.partial`):
     ConversationSealed without the conversation's seal key and ConcurrentTurn while another turn runs, both before
-    anything is written or run."""
+    anything is written or run.
+
+    `team_code_in_child` (the web process): a turn of an agent whose runtime runs the team's code runs in a child
+    process with a deadline (runtimes/child.py), so that code exiting, aborting or hanging costs the turn, never
+    the caller's process."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("the message text must not be empty")
     refuse_imported(conversation)
     check_seal(conversation, seal_key)
     with claimed_session(conversation) as session:
+        current = conversation.current_agent or conversation.agent
+        if team_code_in_child and current.runtime != Agent.Runtime.NATIVE:
+            return send_in_child(session, current, text)
         return run_send(session, text, flush=True)
 
 

@@ -12,7 +12,7 @@ from agenthost.loading import callable_function_names
 from agenthost.mcp.tools import declared_functions, is_server_entry, server_entry_problems
 from agenthost.models import Agent
 from agenthost.rules import rule_function_name
-from agenthost.runtimes.base import deps_problems, entry_problems
+from agenthost.runtimes.child import deps_problems, entry_problems
 from agenthost.templating import TemplateRefused, compile_template
 from common.inputs import UNSTORABLE_MESSAGE, text_is_storable
 
@@ -144,7 +144,7 @@ def agent_problems(
 ) -> dict[str, list[str]]:
     """What is wrong with an agent's configuration, keyed by field name; empty when the agent can run. Without
     `list_servers` no MCP server is contacted: its declarations are checked against the cached listing (files).
-    An agent whose runtime runs the team's code has its entry point imported (once per process) to check it."""
+    An agent whose runtime runs the team's code has its entry point imported and checked in a child process."""
     problems: dict[str, list[str]] = entry_problems(runtime, entry)
     problems.update(deps_problems(runtime, deps))
     if runtime != Agent.Runtime.NATIVE:

@@ -4,3 +4,8 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agenttest.settings")
 application = get_asgi_application()
+
+from agenthost.runtimes.entry import keep_team_code_out  # noqa: E402 — needs the apps loaded
+
+# The web process: the team's code runs in child processes, never here (decision 0033).
+keep_team_code_out()

@@ -276,6 +276,9 @@ AGENTTEST_REDACT_PATTERNS = env_list("AGENTTEST_REDACT_PATTERNS")
 # The longest a web request (a chat turn, an extraction) may take: the web server's worker timeout, and how long a
 # turn holds its conversation before another send may take it over.
 AGENTTEST_REQUEST_TIMEOUT = env_int("AGENTTEST_REQUEST_TIMEOUT", 300, minimum=5)
+# The longest the check of a runtime agent's entry point may take when the agent is saved: its module is imported in
+# a child process (decision 0033), which is stopped past this.
+AGENTTEST_ENTRY_CHECK_TIMEOUT = env_int("AGENTTEST_ENTRY_CHECK_TIMEOUT", 60, minimum=1)
 # A run belongs to the executor holding its lease; the lease is renewed every third of this. Only a run whose lease
 # expired (its executor died) is swept.
 AGENTTEST_RUN_LEASE_SECONDS = env_int("AGENTTEST_RUN_LEASE_SECONDS", 60, minimum=3)

@@ -21,6 +21,7 @@ import re
 import sys
 import zipfile
 from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from agenthost.seams import (
     agent_update,
     mcp_cached_listings,
     mcp_servers_named,
+    team_code_refused,
     unstorable_paths,
 )
 from cases.models import Case, Suite
@@ -483,8 +485,11 @@ def files_apply(*, directory: Path, dry_run: bool = False, prune: bool = False) 
         raise FilesRejected(tree.problems)
     report = ApplyReport(dry_run=dry_run)
     problems: list[FileProblem] = []
+    # A plan imports none of the team's code (importing a module runs it): the checks that need an agent's entry
+    # point are a real apply's.
+    refused = team_code_refused("a dry run imports none of the team's code") if dry_run else nullcontext()
     try:
-        with transaction.atomic():
+        with refused, transaction.atomic():
             _apply_agents(tree.agents, report, problems)
             unlisted = _unlisted_servers(tree.agents)
             for suite_source in tree.suites:

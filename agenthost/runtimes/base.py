@@ -20,6 +20,7 @@ tools, so the canary proves that routing live for every runtime.
 from __future__ import annotations
 
 import abc
+import inspect
 import json
 import threading
 from collections.abc import Callable
@@ -322,41 +323,62 @@ def get_runtime(name: str) -> Runtime:
     return runtime
 
 
-def entry_problems(runtime: str, entry: Any) -> dict[str, list[str]]:
-    """What is wrong with an agent's runtime and entry, keyed by field; imports the entry point (once)."""
-    if runtime == Agent.Runtime.NATIVE:
-        if entry:
-            return {"entry": ["must be empty for the native runtime (agenttest's own loop runs the agent)"]}
-        return {}
-    if runtime not in runtime_names():
-        return {"runtime": [f"must be one of: {', '.join(runtime_names())}; {runtime!r} is not available here"]}
-    if not entry:
-        return {"entry": [f"runtime {runtime!r} needs the team's code to run: an entry point like "
-                          '"shop.bot:respond"']}
+def zero_argument_factory(target: Any) -> bool:
+    """Whether `target` can be called with no argument (a factory of the framework's agent), told from its signature
+    alone: calling it to find out would run the team's code."""
+    if not callable(target) or isinstance(target, type):
+        return False
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        # A builtin without a signature (os.abort): nothing says it needs an argument.
+        return True
+    return all(
+        parameter.default is not inspect.Parameter.empty
+        or parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        for parameter in signature.parameters.values()
+    )
+
+
+def entry_inspected_here(runtime: str, entry: str, *, tools: bool) -> tuple[str, list[dict[str, Any]]]:
+    """What makes `entry` unusable by `runtime` ("" when nothing), imported in this process (once) and checked, never
+    called; and with `tools`, when usable, the tools it offers (reading them calls an agent factory). Run by the child
+    process of an entry check (runtimes/child.py), never by the web process."""
     try:
         target = load_entry(entry)
     except EntryPointError as exc:
-        return {"entry": [str(exc)]}
-    problem = get_runtime(runtime).entry_problem(target, entry)
-    return {"entry": [problem]} if problem else {}
+        return str(exc), []
+    found = get_runtime(runtime)
+    if (problem := found.entry_problem(target, entry)) or not tools:
+        return problem, []
+    try:
+        return "", found.tool_declarations(target)
+    except Exception:  # the team's factory raised: the agent cannot run, and its cases say so when it is run
+        return "", []
 
 
-def deps_problems(runtime: str, deps: Any) -> dict[str, list[str]]:
-    """What is wrong with an agent's deps factory, keyed by field; imports its module (once), never calls it."""
+def deps_format_problems(runtime: str, deps: Any) -> dict[str, list[str]]:
+    """What is wrong with an agent's deps factory that can be told without importing it, keyed by field."""
     if not deps:
         return {}
     if runtime != Agent.Runtime.PYDANTIC_AI:
         return {"deps": [f"is for a pydantic-ai agent's run (ctx.deps); runtime {runtime!r} takes none"]}
     if not isinstance(deps, str):
         return {"deps": ['must be the factory\'s "module:attribute", e.g. "shop.deps:make_deps"']}
+    return {}
+
+
+def deps_inspected_here(deps: str) -> str:
+    """What makes the deps factory `deps` unusable ("" when nothing), imported in this process (once), never called.
+    Run by the child process of an entry check (runtimes/child.py), never by the web process."""
     try:
         factory = load_entry(deps)
     except EntryPointError as exc:
-        return {"deps": [str(exc)]}
+        return str(exc)
     if not callable(factory):
-        return {"deps": [f"{deps!r} must be a function taking the conversation's state (a dict) and returning the "
-                         f"run's deps, got {type(factory).__name__}"]}
-    return {}
+        return (f"{deps!r} must be a function taking the conversation's state (a dict) and returning the run's deps, "
+                f"got {type(factory).__name__}")
+    return ""
 
 
 def runtime_deps(loaded: LoadedAgent, state: dict[str, Any], result: TurnResult | None) -> Any:
@@ -375,32 +397,6 @@ def runtime_deps(loaded: LoadedAgent, state: dict[str, Any], result: TurnResult 
             f"the agent's deps factory ({loaded.deps}) raised: {type(exc).__name__}: {redact_text(str(exc))[:500]}",
             partial=result,
         ) from exc
-
-
-def runtime_tool_declarations(agent: Agent) -> list[dict[str, Any]]:
-    """The tools of a non-native agent's code as agenttest declarations, each carrying its runtime and the effect the
-    agent file declares for it, plus every name the file's `outside_effects` declares that the code did not show;
-    [] for a native agent. When the entry point does not load, only the file's names (its own validation says why)."""
-    if agent.runtime in ("", Agent.Runtime.NATIVE) or agent.runtime not in runtime_names() or not agent.entry:
-        return []
-    effects = {name: value for name, value in (agent.outside_effects or {}).items() if isinstance(name, str)}
-    try:
-        runtime = get_runtime(agent.runtime)
-        target = load_entry(agent.entry)
-        found = [] if runtime.entry_problem(target, agent.entry) else runtime.tool_declarations(target)
-    except (InvalidInput, EntryPointError):
-        found = []
-    except Exception:  # the team's factory raised: the agent cannot run, and its cases say so when it is run
-        found = []
-    declarations: dict[str, dict[str, Any]] = {}
-    for declared in found:
-        declarations.setdefault(declared["name"], {**declared, "runtime": agent.runtime})
-    for name in effects:
-        declarations.setdefault(name, {"name": name, "description": "", "parameters": {}, "runtime": agent.runtime})
-    for declared in declarations.values():
-        if isinstance(effects.get(declared["name"]), bool):
-            declared["outside_effects"] = effects[declared["name"]]
-    return list(declarations.values())
 
 
 def _target(loaded: LoadedAgent, result: TurnResult | None) -> tuple[Runtime, Any]:

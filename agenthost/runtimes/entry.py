@@ -8,6 +8,9 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from importlib import import_module
 from typing import Any
 
@@ -17,6 +20,11 @@ ENTRY_FORMAT = '"module:attribute", e.g. "shop.bot:respond"'
 API_KEY_VARIABLE = re.compile(r"\b[A-Z][A-Z0-9_]*_API_KEY\b")
 
 _loaded: dict[str, Any] = {}
+# Set while nothing of the team's code may be imported (`apply --dry-run`): the check that needs it waits for a real
+# apply.
+_refused: ContextVar[str] = ContextVar("agenttest_team_code_refused", default="")
+# Set in the web process (agenttest/wsgi.py, asgi.py): there the team's code is only ever imported in a child process.
+_kept_out = False
 # Re-entrant: a team module whose import loads another agent's entry must not deadlock.
 _lock = threading.RLock()
 
@@ -31,10 +39,38 @@ def entry_format_problem(entry: Any) -> str:
     return ""
 
 
+@contextmanager
+def team_code_refused(reason: str) -> Iterator[None]:
+    """Within the block no entry point is imported (load_entry raises EntryPointError giving `reason`)."""
+    token = _refused.set(reason)
+    try:
+        yield
+    finally:
+        _refused.reset(token)
+
+
+def keep_team_code_out() -> None:
+    """Called by the web process as it starts: from then on what needs the team's code imported asks a child
+    process (runtimes/child.py)."""
+    global _kept_out
+    _kept_out = True
+
+
+def team_code_kept_out() -> bool:
+    return _kept_out
+
+
+def team_code_refusal() -> str:
+    """Why the team's code may not be imported here, or "" when it may."""
+    return _refused.get()
+
+
 def load_entry(entry: str) -> Any:
     """The object the entry point names, imported the first time it is asked for and kept for the process."""
     if problem := entry_format_problem(entry):
         raise EntryPointError(problem)
+    if reason := _refused.get():
+        raise EntryPointError(f"entry point {entry!r} was not imported: {reason}")
     with _lock:
         if entry in _loaded:
             return _loaded[entry]

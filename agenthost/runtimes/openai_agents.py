@@ -43,7 +43,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from agenthost.executor import executor_providers, mocked_by_name, mocked_names
 from agenthost.functions import FunctionContext, FunctionResult, declared_effects
-from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
+from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime, zero_argument_factory
 from agenthost.runtimes.python import chat_completion
 from agenthost.turns import InvalidInput
 from common.inputs import json_value_problem
@@ -429,7 +429,7 @@ class OpenAIAgentsRuntime(Runtime):
             sdk = _sdk()
         except ImportError:
             return "runtime 'openai-agents' needs the OpenAI Agents SDK: pip install 'agenttest[openai-agents]'"
-        if isinstance(target, sdk.Agent) or (callable(target) and not isinstance(target, type)):
+        if isinstance(target, sdk.Agent) or zero_argument_factory(target):
             return ""
         return f"entry point {entry!r} must be an agents.Agent or a zero-argument function returning one"
 

@@ -41,7 +41,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from agenthost.executor import mocked_names
 from agenthost.functions import FunctionContext, FunctionResult, as_function_result, declared_effects
-from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime, runtime_deps
+from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime, runtime_deps, zero_argument_factory
 from agenthost.runtimes.openai_agents import AgenttestAsyncClient, _owned
 from agenthost.turns import InvalidInput
 
@@ -468,7 +468,7 @@ class PydanticAIRuntime(Runtime):
             framework = _framework()
         except ImportError:
             return "runtime 'pydantic-ai' needs pydantic-ai: pip install 'agenttest[pydantic-ai]'"
-        if isinstance(target, framework.Agent) or (callable(target) and not isinstance(target, type)):
+        if isinstance(target, framework.Agent) or zero_argument_factory(target):
             return ""
         return f"entry point {entry!r} must be a pydantic_ai.Agent or a zero-argument function returning one"
 

@@ -79,6 +79,8 @@ NO_ASSERTIONS = "the case has no assertions, so it verifies nothing"
 # the call to unwind (or for an answer that came at the deadline to be counted), short enough that a case's duration
 # is its timeout.
 LATE_ANSWER_GRACE_SECONDS = 2.0
+# The names of case threads (a stuck one is left behind: `run` exits without waiting for it).
+CASE_THREAD_PREFIX = "agenttest-case"
 
 
 @dataclass
@@ -183,7 +185,7 @@ class CaseWorker:
 
     def submit(self, work: Callable[[], None]) -> Future:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenttest-case")
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=CASE_THREAD_PREFIX)
         return self._executor.submit(work)
 
     def abandon(self) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
-from agenthost.runtimes.base import runtime_tool_declarations
+from agenthost.runtimes.child import runtime_tool_declarations
 from agenthost.runtimes.entry import load_entry
 from agenthost.seams import get_model
 from agenttest.plugin import effects

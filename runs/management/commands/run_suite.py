@@ -13,6 +13,9 @@ cancelled or unfinished run, bad arguments, an unavailable run queue — so CI c
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
+import sys
 import threading
 import time
 from decimal import Decimal, InvalidOperation
@@ -25,6 +28,7 @@ from django.db import connection
 from cases.models import Suite
 from cases.selectors import suite_by_reference, suite_list
 from common.inputs import number_text_is_ascii, whole_number_argument
+from runs.engine.case_runner import CASE_THREAD_PREFIX
 from runs.engine.numbers import format_cost, format_pass_rate, models_priced
 from runs.models import CaseResult, Run
 from runs.selectors import ModelSummary, run_lock_holder, run_summary
@@ -47,6 +51,33 @@ from runs.web.junit import run_to_junit
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 POLL_SECONDS = 0.3
+
+
+class ExitsWhenDone:
+    """A command run from the command line (`agenttest run`, `run_suite --inline`) that exits once its results are
+    written, even when the team's code never returned: a case past its deadline leaves its thread behind
+    (case_runner), and the interpreter would wait for that thread at exit for ever — CI hanging, the exit code lost.
+    Only from the command line: call_command in a caller's process returns as always."""
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        try:
+            super().run_from_argv(argv)  # type: ignore[misc]
+            code = EXIT_PASSED
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (EXIT_PASSED if exc.code is None else EXIT_ERROR)
+        # A case thread is a daemon when the run's own thread (inline) started it, and joined at exit all the same
+        # (concurrent.futures), so it is looked for by name too.
+        left = [thread.name for thread in threading.enumerate()
+                if thread is not threading.main_thread() and thread.is_alive()
+                and (not thread.daemon or thread.name.startswith(CASE_THREAD_PREFIX))]
+        if not left:
+            raise SystemExit(code)
+        sys.stderr.write(f"Exiting with threads still running past their case's deadline ({', '.join(left)}).\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # What an ordinary exit would do after joining the threads (the scratch directory of `run`, logging).
+        atexit._run_exitfuncs()
+        os._exit(code)
 
 
 class _Abort(Exception):
@@ -83,7 +114,7 @@ def _pass_rate_change(before: float | None, after: float | None) -> str:
     return f"{format_pass_rate(before)} → {format_pass_rate(after)} ({change})"
 
 
-class Command(BaseCommand):
+class Command(ExitsWhenDone, BaseCommand):
     help = (
         "Run a suite's enabled cases on one or more models. Without --wait or --inline the run is queued for the "
         "runs worker and its id printed. Exit code: 0 passed, 1 a case failed, 2 an error (run or case Error, "
