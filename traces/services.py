@@ -1,19 +1,21 @@
 """Writes of the traces app: a request's spans stored in one transaction (deduplicated, keyed to their conversation),
-and the retention sweep."""
+the retention sweep, and ingest-only tokens made and revoked."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Count, F, Max, Min, Q
 from django.utils import timezone
 
-from traces.models import TraceSpan
-from traces.otlp import DecodedRequest, Limits, request_decode
+from traces.models import INGEST_KEY_PREFIX, IngestToken, TraceSpan, ingest_key_hash
+from traces.otlp import DecodedRequest, Limits, OtlpRefused, request_decode
 
 _BATCH = 500
 
@@ -34,12 +36,21 @@ def traces_ingest(
     content_encoding: str = "",
     kept: Callable[[str], bool] | None = None,
     limits: Limits | None = None,
+    only_service: str = "",
 ) -> StoreReport:
     """One OTLP request body decoded and stored whole, or refused whole (traces.otlp.OtlpRefused) with nothing
-    stored."""
+    stored. With `only_service` (an ingest token's service), a request holding a span of another service is refused
+    (403)."""
     decoded = request_decode(
         body=body, content_type=content_type, content_encoding=content_encoding, kept=kept, limits=limits
     )
+    if only_service:
+        others = sorted({span.record.service_name for span in decoded.spans} - {only_service})
+        if others:
+            raise OtlpRefused(
+                403, f"this ingest token posts spans of service {only_service!r} only; the request has spans of "
+                f"{', '.join(repr(name[:100]) for name in others[:3])}{' and more' if len(others) > 3 else ''}",
+            )
     return spans_store(decoded=decoded)
 
 
@@ -151,3 +162,38 @@ def spans_sweep_expired(*, now: datetime | None = None, retention_days: int | No
         ).delete()
         deleted += count
     return deleted
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: IngestToken
+    key: str  # the only time the key exists outside the exporter's configuration
+
+
+@transaction.atomic
+def ingest_token_create(
+    *, name: str, service_name: str = "", created_by: AbstractBaseUser | None = None
+) -> IssuedToken:
+    """A new ingest-only token; its key is returned here once and never stored."""
+    name, service_name = name.strip(), service_name.strip()
+    if not name:
+        raise ValueError("name: say who holds the token, e.g. the service's production deployment")
+    for field, value in (("name", name), ("service_name", service_name)):
+        if len(value) > 200:
+            raise ValueError(f"{field}: at most 200 characters, got {len(value)}")
+    key = INGEST_KEY_PREFIX + secrets.token_urlsafe(32)
+    token = IngestToken.objects.create(
+        name=name, service_name=service_name, key_hash=ingest_key_hash(key),
+        key_prefix=key[: len(INGEST_KEY_PREFIX) + 6], created_by=created_by,
+    )
+    return IssuedToken(token=token, key=key)
+
+
+@transaction.atomic
+def ingest_token_revoke(*, token: IngestToken) -> IngestToken:
+    """From now on the token's key is refused (401); revoking twice keeps the first time."""
+    token = IngestToken.objects.select_for_update().get(pk=token.pk)
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token
