@@ -11,7 +11,9 @@ given with --agent or to the agent the trace names (gen_ai.agent.name, else serv
 draft; one that binds to no agent, or whose spans carry no message content, is named with the reason (exit code 0:
 its spans are stored, and importing again with --agent binds it).
 
-sweep deletes the conversations past AGENTTEST_TRACES_RETENTION_DAYS (the workers also do it every hour).
+sweep deletes the conversations past AGENTTEST_TRACES_RETENTION_DAYS (the workers also do it every hour): their spans,
+the imported conversations and messages, the drafts recorded from them never enabled; an enabled case is kept without
+its trace ids. `purge --service NAME` or `purge --conversation KEY` deletes the same now, whatever its age.
 
 token create|revoke|list manages ingest-only tokens: `token create NAME [--service SERVICE]` prints the key once, on a
 line of its own (standard output; what to do with it on standard error); `token revoke ID` refuses it from then on.
@@ -39,6 +41,7 @@ from traces.services import (
     ingest_token_revoke,
     spans_store,
     spans_sweep_expired,
+    traces_purge,
 )
 
 _KEYS_SHOWN = 10
@@ -80,6 +83,12 @@ class Command(BaseCommand):
             help="Keep this many days instead of AGENTTEST_TRACES_RETENTION_DAYS (0 keeps everything).",
         )
 
+        purge = actions.add_parser(
+            "purge", help="Delete now everything held of one service's or one conversation's traces."
+        )
+        which = purge.add_mutually_exclusive_group(required=True)
+        which.add_argument("--service", help="Every conversation with a span of this service.name.")
+        which.add_argument("--conversation", help="One conversation, by its key (as the traces page lists it).")
         token = actions.add_parser("token", help="Make, revoke or list ingest-only tokens (POST /v1/traces only).")
         token_actions = token.add_subparsers(dest="token_action", required=True)
         create = token_actions.add_parser("create", help="Make a token and print its key, this once.")
@@ -94,8 +103,16 @@ class Command(BaseCommand):
             self._token(options)
             return
         if options["action"] == "sweep":
-            deleted = spans_sweep_expired(retention_days=options["days"])
-            self.stdout.write(f"deleted {deleted} span(s) of conversations past the retention period")
+            report = spans_sweep_expired(retention_days=options["days"])
+            self.stdout.write(f"past the retention period: {report}")
+            return
+        if options["action"] == "purge":
+            service, key = (options["service"] or "").strip(), (options["conversation"] or "").strip()
+            if not (service or key):
+                raise CommandError(f"--{'service' if options['service'] is not None else 'conversation'}: must not "
+                                   "be blank", returncode=2)
+            report = traces_purge(service=service) if service else traces_purge(keys=[key])
+            self.stdout.write(str(report))
             return
         agent = None
         if options["agent"] is not None:
