@@ -275,6 +275,8 @@ AGENTTEST_TWILIO_AUTH_TOKEN = env_str("AGENTTEST_TWILIO_AUTH_TOKEN")
 AGENTTEST_TWILIO_FROM = env_str("AGENTTEST_TWILIO_FROM")
 AGENTTEST_TWILIO_API_BASE = env_str("AGENTTEST_TWILIO_API_BASE", "https://api.twilio.com")
 AGENTTEST_REDACT_PATTERNS = env_list("AGENTTEST_REDACT_PATTERNS")
+# More key names whose values are secrets (regular expressions a whole key matches), beyond agenthost.redaction's own.
+AGENTTEST_REDACT_KEYS = env_list("AGENTTEST_REDACT_KEYS")
 # The longest a web request (a chat turn, an extraction) may take: the web server's worker timeout, and how long a
 # turn holds its conversation before another send may take it over.
 AGENTTEST_REQUEST_TIMEOUT = env_int("AGENTTEST_REQUEST_TIMEOUT", 300, minimum=5)
