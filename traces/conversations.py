@@ -52,6 +52,13 @@ def conversation_from_mapped(
             f"{where} carries no message content, so it cannot become a draft: {mapped.content_missing}",
             field="conversation",
         )
+    if agent is None:
+        # A binding staff chose holds over the agent later spans name (or fail to name): it is why it was chosen.
+        chosen = Conversation.objects.filter(
+            source=Conversation.Source.TRACE, trace_service=mapped.service_name, trace_key=mapped.key,
+            bound_by="chosen",
+        ).select_related("agent").first()
+        agent = chosen.agent if chosen is not None else None
     agent, bound_by = _bound(mapped, agent, where)
     try:
         return conversation_import(agent=agent, mapped=mapped, bound_by=bound_by, owner=owner)
