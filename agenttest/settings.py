@@ -289,6 +289,9 @@ AGENTTEST_RUN_LEASE_SECONDS = env_int("AGENTTEST_RUN_LEASE_SECONDS", 60, minimum
 AGENTTEST_TRACES_MAX_BODY_BYTES = env_int("AGENTTEST_TRACES_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
 AGENTTEST_TRACES_MAX_SPANS = env_int("AGENTTEST_TRACES_MAX_SPANS", 10_000, minimum=1)
 AGENTTEST_TRACES_MAX_VALUE_CHARS = env_int("AGENTTEST_TRACES_MAX_VALUE_CHARS", 256 * 1024, minimum=64)
+# Attribute values (array items and key-value entries at every level), events and links one request may hold: what
+# decoding costs is counted before it is paid (an 8 KB gzip body can hold millions of empty values).
+AGENTTEST_TRACES_MAX_VALUES = env_int("AGENTTEST_TRACES_MAX_VALUES", 200_000, minimum=100)
 AGENTTEST_TRACES_RETENTION_DAYS = env_int("AGENTTEST_TRACES_RETENTION_DAYS", 30, minimum=0)
 # How many conversations one OTLP request writes or updates itself, and how many more it queues for a worker (on the
 # runs queue); any beyond both wait for their next span, or `traces import`.
