@@ -171,7 +171,8 @@ def _redact(value: Any, secrets: list[str]) -> Any:
     if isinstance(value, dict):
         return {
             UNSTORABLE_TEXT.sub("\ufffd", key) if isinstance(key, str) else key: (
-                _all_text_redacted(item) if isinstance(key, str) and secret_key(key) else _redact(item, secrets)
+                _all_text_redacted(item, secrets) if isinstance(key, str) and secret_key(key)
+                else _redact(item, secrets)
             )
             for key, item in value.items()
         }
@@ -180,18 +181,15 @@ def _redact(value: Any, secrets: list[str]) -> Any:
     return value
 
 
-def _all_text_redacted(value: Any) -> Any:
-    """A secret key's value: every text in it is the secret (numbers are kept: a count of tokens is no secret)."""
+def _all_text_redacted(value: Any, secrets: list[str]) -> Any:
+    """A secret key's value: its text, or every text of a list (a header's values), is the secret; numbers are kept
+    (a count of tokens is no secret), and an object is read key by key — a tool's JSON schema names a parameter
+    "password" with {"type": "string"} under it."""
     if isinstance(value, str):
         return MARKER if value else value
-    if isinstance(value, dict):
-        return {
-            UNSTORABLE_TEXT.sub("\ufffd", key) if isinstance(key, str) else key: _all_text_redacted(item)
-            for key, item in value.items()
-        }
     if isinstance(value, list | tuple):
-        return [_all_text_redacted(item) for item in value]
-    return value
+        return [_all_text_redacted(item, secrets) for item in value]
+    return _redact(value, secrets)
 
 
 class RedactingLogFilter(logging.Filter):

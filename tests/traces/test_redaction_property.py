@@ -90,6 +90,14 @@ def django_settings_keys(settings):
     settings.AGENTTEST_REDACT_KEYS = CONFIGURED_KEYS
 
 
+def test_it_keeps_a_tools_schema_whose_parameter_is_named_like_a_secret(django_settings_keys):
+    schema = {"name": "login", "parameters": {"type": "object", "properties": {
+        "password": {"type": "string", "description": "The user's password."}, "api_key": {"type": "string"},
+    }, "required": ["password"]}}
+    assert redact(schema) == schema
+    assert json.loads(redact_text(json.dumps(schema))) == schema
+
+
 def test_it_keeps_json_json_and_numbers_numbers(django_settings_keys):
     text = json.dumps({"api_key": 'a"b\\c-secret-value', "max_tokens": 1024, "note": "password: 12"})
     assert json.loads(redact_text(text)) == {"api_key": MARKER, "max_tokens": 1024, "note": "password: 12"}
