@@ -12,24 +12,13 @@ import pytest
 from django.test import Client
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from bench.traces_ingest import varint
+from bench.traces_ingest import gzip_bomb, varint
 from tests.traces.conftest import CONTENT, JSON, PROTOBUF, TRACES, framed, span, stored, with_peak_memory
 from tests.traces.test_api import status_of
 
 pytestmark = pytest.mark.django_db
 
 EMPTY_VALUES = 2_500_000
-
-
-def json_bomb() -> bytes:
-    """The issue's body: one span, one attribute whose array holds EMPTY_VALUES empty values, gzipped."""
-    empties = b",".join([b"{}"] * EMPTY_VALUES)
-    return gzip.compress(
-        b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "' + b"0" * 31 + b'1", "spanId": "'
-        + b"0" * 15 + b'1", "name": "chat", "attributes": [{"key": "gen_ai.input.messages", "value": {"arrayValue": '
-        b'{"values": [' + empties + b"]}}}]}]}]}]}",
-        compresslevel=9,
-    )
 
 
 def protobuf_bomb_span() -> bytes:
@@ -47,7 +36,7 @@ def post(body: bytes, token: str, content_type: str, **headers: str):
 
 
 def test_it_refuses_the_8_kb_gzip_json_bomb_before_parsing_it(staff_token):
-    body = json_bomb()
+    body = gzip_bomb(EMPTY_VALUES)
     assert len(body) < 16 * 1024
 
     response, peak = with_peak_memory(lambda: post(body, staff_token, JSON, HTTP_CONTENT_ENCODING="gzip"))
