@@ -52,7 +52,7 @@ def post_with_conversation_id(client, token: str, spans, conversation_id: str) -
     assert response.status_code == 200, response.content
 
 
-def test_it_keeps_two_services_with_the_same_conversation_id_apart(client, staff_token):
+def test_it_keeps_two_services_with_the_same_conversation_id_apart(client, staff_token, admin_user):
     Agent.objects.create(name="shop", provider="scripted", model="scripted", functions=[FIND_ORDER])
 
     post_with_conversation_id(client, staff_token, run_in("shop-eu", "Where is order 1042?"), CONVERSATION_ID)
@@ -64,6 +64,10 @@ def test_it_keeps_two_services_with_the_same_conversation_id_apart(client, staff
     assert transcript(conversations["shop-us"])[0] == ("user", "Where is order 7?")
     assert "Where is order 7?" not in [content for _, content in transcript(conversations["shop-eu"])]
     assert set(TraceSpan.objects.values_list("service_name", flat=True)) == {"shop-eu", "shop-us"}
+    client.force_login(admin_user)
+    listed = client.get("/traces/conversations/").content.decode()
+    for service, conversation in conversations.items():
+        assert f"#{conversation.pk}</a> of {service}, bound to agent shop by the agent its trace names" in listed
 
 
 @pytest.mark.parametrize("trace_names", ["an agent agenttest knows", "no agent agenttest knows"])
