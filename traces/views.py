@@ -14,7 +14,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agenthost.seams import Agent, Conversation
 from common.forms import unknown_fields_message, unknown_form_fields
-from traces.conversations import ConversationImportError, trace_conversation_bind, trace_conversation_unimported_reason
+from traces.conversations import (
+    ConversationImportError,
+    trace_conversation_bind,
+    trace_conversation_unimported_reason,
+    trace_conversation_unplaced,
+)
 from traces.selectors import trace_conversation_count, trace_conversation_list
 
 CONVERSATIONS_PER_PAGE = 25
@@ -48,6 +53,11 @@ def _list(request: HttpRequest, *, error: str = "", status: int = 200) -> HttpRe
             "item": item,
             "conversations": imported.get(item.key, []),
             "reason": "" if item.key in imported else trace_conversation_unimported_reason(key=item.key),
+            # Spans of another service under a key one service's conversation took: shown, not dropped silently.
+            "unplaced": trace_conversation_unplaced(
+                key=item.key, services=item.services,
+                placed={conversation.trace_service for conversation in imported[item.key]},
+            ) if item.key in imported else [],
         }
         for item in listed
     ]
