@@ -29,6 +29,7 @@ def draft(client, staff_token) -> Case:
     conversation = received(client, staff_token, SERVICE, "Where is order 1042? Mail ana@example.com")
     [case] = recording_create(conversation=conversation).cases
     assert not case.enabled
+    assert SERVICE not in case.name, "a draft's name, shown wherever its runs are, names no service"
     return case
 
 
@@ -96,6 +97,8 @@ def test_it_shows_an_enabled_case_from_a_trace_to_members_without_service_key_or
 def test_it_agrees_on_the_run_and_result_pages(draft, users, make_run, enabled):  # noqa: F811
     names = identifiers(draft)
     Case.objects.filter(suite=draft.suite).exclude(pk=draft.pk).delete()
+    # Named as drafts were before their names left the service out: the pages hide it all the same.
+    Case.objects.filter(pk=draft.pk).update(name=f"Recorded from Imported from {SERVICE}")
     # Run while enabled; a draft disabled again is back to staff only.
     run = make_run(draft.suite, models=(CAREFUL,), status=Run.Status.FAILED, results=((CAREFUL, "failed"),))
     Case.objects.filter(pk=draft.pk).update(enabled=enabled)
@@ -103,6 +106,7 @@ def test_it_agrees_on_the_run_and_result_pages(draft, users, make_run, enabled):
     run_url = reverse("runs:detail", kwargs={"run_id": run.pk})
     result_url = reverse("runs:result", kwargs={"run_id": run.pk, "result_id": result.pk})
 
+    assert CaseResult.objects.get(run=run).case_name.endswith(SERVICE)
     staff_result = users["admin"].get(result_url)
     assert staff_result.status_code == 200
     assert SERVICE in staff_result.content.decode()
