@@ -57,6 +57,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before anything serves a request: an ingest-only token gets 403 everywhere but POST /v1/traces.
+    *(["traces.middleware.IngestTokenOnlyIngests"] if "traces" in INSTALLED_APPS else []),
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -273,6 +275,8 @@ AGENTTEST_TWILIO_AUTH_TOKEN = env_str("AGENTTEST_TWILIO_AUTH_TOKEN")
 AGENTTEST_TWILIO_FROM = env_str("AGENTTEST_TWILIO_FROM")
 AGENTTEST_TWILIO_API_BASE = env_str("AGENTTEST_TWILIO_API_BASE", "https://api.twilio.com")
 AGENTTEST_REDACT_PATTERNS = env_list("AGENTTEST_REDACT_PATTERNS")
+# More key names whose values are secrets (regular expressions a whole key matches), beyond agenthost.redaction's own.
+AGENTTEST_REDACT_KEYS = env_list("AGENTTEST_REDACT_KEYS")
 # The longest a web request (a chat turn, an extraction) may take: the web server's worker timeout, and how long a
 # turn holds its conversation before another send may take it over.
 AGENTTEST_REQUEST_TIMEOUT = env_int("AGENTTEST_REQUEST_TIMEOUT", 300, minimum=5)
@@ -288,6 +292,9 @@ AGENTTEST_RUN_LEASE_SECONDS = env_int("AGENTTEST_RUN_LEASE_SECONDS", 60, minimum
 AGENTTEST_TRACES_MAX_BODY_BYTES = env_int("AGENTTEST_TRACES_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
 AGENTTEST_TRACES_MAX_SPANS = env_int("AGENTTEST_TRACES_MAX_SPANS", 10_000, minimum=1)
 AGENTTEST_TRACES_MAX_VALUE_CHARS = env_int("AGENTTEST_TRACES_MAX_VALUE_CHARS", 256 * 1024, minimum=64)
+# Attribute values (array items and key-value entries at every level), events and links one request may hold: what
+# decoding costs is counted before it is paid (an 8 KB gzip body can hold millions of empty values).
+AGENTTEST_TRACES_MAX_VALUES = env_int("AGENTTEST_TRACES_MAX_VALUES", 200_000, minimum=100)
 AGENTTEST_TRACES_RETENTION_DAYS = env_int("AGENTTEST_TRACES_RETENTION_DAYS", 30, minimum=0)
 # How many conversations one OTLP request writes or updates itself, and how many more it queues for a worker (on the
 # runs queue); any beyond both wait for their next span, or `traces import`.

@@ -8,8 +8,9 @@ view, authentication, throttle, decoding and the one-transaction store — no ne
 request holds traces shaped as an agent's: an invoke_agent span and, under it, model calls carrying their messages
 (about 1 KB of kept content each) and tool calls, plus attributes the mapping does not read (dropped). Bodies are
 built outside the timed part, and one request before them is not timed (the first pays for imports). Prints spans/s
-over the time spent in the requests, the median and slowest request, the process's peak RSS before and after, and how
-long a request of 10⁶ spans takes to be refused.
+over the time spent in the requests, the median and slowest request, the process's peak RSS before and after, how
+long a request of 10⁶ spans takes to be refused, and what issue 35's 8 KB gzip OTLP/JSON body of millions of empty
+values costs (it took 28-65 s of CPU and ~364 MB before AGENTTEST_TRACES_MAX_VALUES).
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ class Report:
     rss_before_mb: float
     rss_after_mb: float
     million_refused_ms: float
+    bomb_bytes: int = 0
+    bomb_refused_ms: float = 0.0
+    bomb_rss_mb: float = 0.0  # the process's peak RSS once the bomb was refused
 
 
 def _peak_rss_mb() -> float:
@@ -144,11 +148,31 @@ def ingest_benchmark(*, client: Any, token: str, spans: int, batch: int, encodin
     million_ms = (time.perf_counter() - started) * 1000
     if refused.status_code != 413:
         raise SystemExit(f"a request of 10⁶ spans got {refused.status_code}, not 413")
+    bomb = gzip_bomb()
+    started = time.perf_counter()
+    refused = client.generic("POST", "/v1/traces", bomb, content_type=JSON, HTTP_CONTENT_ENCODING="gzip",
+                             HTTP_AUTHORIZATION=headers["HTTP_AUTHORIZATION"])
+    bomb_ms = (time.perf_counter() - started) * 1000
+    if refused.status_code != 413:
+        raise SystemExit(f"the gzip bomb got {refused.status_code}, not 413")
     return Report(
         spans=spans, batch=batch, requests=len(timings), encoding=encoding, gzipped=gzipped, seconds=sum(timings),
         median_ms=statistics.median(timings) * 1000, slowest_ms=max(timings) * 1000,
         stored=TraceSpan.objects.exclude(service_name=WARM_UP).count(), rss_before_mb=rss_before,
-        rss_after_mb=rss_after, million_refused_ms=million_ms,
+        rss_after_mb=rss_after, million_refused_ms=million_ms, bomb_bytes=len(bomb), bomb_refused_ms=bomb_ms,
+        bomb_rss_mb=_peak_rss_mb(),
+    )
+
+
+def gzip_bomb(values: int = 2_500_000) -> bytes:
+    """Issue 35's body: one OTLP/JSON span whose one attribute is an array of `values` empty values, gzipped (about
+    8 KB for the default)."""
+    empties = b"{}," * (values - 1) + b"{}"
+    return gzip.compress(
+        b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "' + b"0" * 31 + b'1", "spanId": "'
+        + b"0" * 15 + b'1", "name": "chat", "attributes": [{"key": "gen_ai.input.messages", "value": {"arrayValue": '
+        b'{"values": [' + empties + b"]}}}]}]}]}]}",
+        compresslevel=9,
     )
 
 
@@ -173,6 +197,9 @@ def format_report(report: Report, database: str) -> str:
         f"peak RSS before            {report.rss_before_mb:.1f} MB",
         f"peak RSS                   {report.rss_after_mb:.1f} MB",
         f"10^6 spans refused in      {report.million_refused_ms:.0f} ms",
+        f"gzip bomb bytes            {report.bomb_bytes}",
+        f"gzip bomb refused in       {report.bomb_refused_ms:.0f} ms",
+        f"peak RSS after the bomb    {report.bomb_rss_mb:.1f} MB",
     ]
     return "\n".join(rows)
 

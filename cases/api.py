@@ -22,7 +22,15 @@ from rest_framework.views import APIView
 
 from cases.models import Case, Suite
 from cases.schema import CaseDocument, SuiteDocument
-from cases.selectors import case_detail, case_list, suite_detail, suite_list
+from cases.selectors import (
+    case_detail,
+    case_hidden_from,
+    case_list,
+    case_text_for,
+    cases_visible,
+    suite_detail,
+    suite_list,
+)
 from cases.services import (
     case_copy,
     case_create,
@@ -200,8 +208,10 @@ class CaseCreateInput(CaseDocument):
 _TIME = serializers.DateTimeField()
 
 
-def _case_output(case: Case) -> dict[str, Any]:
+def _case_output(case: Case, *, user: Any) -> dict[str, Any]:
     document = case_to_document(case=case)
+    # A member reads a case made from production traces without its service, conversation key or trace ids.
+    document["name"], document["description"], document["warnings"] = case_text_for(case, user=user)
     return {
         **document,
         # The stored notes, then what is wrong with the case as it stands (e.g. enabled with nothing to check); the
@@ -215,11 +225,15 @@ def _case_output(case: Case) -> dict[str, Any]:
     }
 
 
-def _case_or_404(case_id: int) -> Case:
+def _case_or_404(case_id: int, *, user: Any = None) -> Case:
+    """With `user`, a draft from production traces they may not see is not found either."""
     try:
-        return case_detail(case_id=case_id)
+        case = case_detail(case_id=case_id)
     except Case.DoesNotExist as exc:
         raise NotFound(f"no case with id {case_id}") from exc
+    if user is not None and case_hidden_from(case, user=user):
+        raise NotFound(f"no case with id {case_id}")
+    return case
 
 
 def _same_suite(data: dict[str, Any], case: Case) -> dict[str, Any]:
@@ -251,8 +265,10 @@ class CaseListApi(CasesApiView):
         filters = CaseListApi.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         paginator = ApiPagination()
-        page = paginator.paginate_queryset(case_list(filters=filters.validated_data), request, view=self)
-        return paginator.get_paginated_response([_case_output(case) for case in page])
+        page = paginator.paginate_queryset(
+            cases_visible(case_list(filters=filters.validated_data), user=request.user), request, view=self
+        )
+        return paginator.get_paginated_response([_case_output(case, user=request.user) for case in page])
 
 
 class CaseCreateApi(CasesApiView):
@@ -271,7 +287,7 @@ class CaseCreateApi(CasesApiView):
             problems = [Problem("suite", f"must be the id of an existing suite, not {suite_id!r}")]
             raise CaseValidationError(problems + validate_case_document(document, suite=None))
         case = case_create(suite=suite, document=document)
-        return Response(_case_output(_case_or_404(case.pk)), status=status.HTTP_201_CREATED)
+        return Response(_case_output(_case_or_404(case.pk), user=request.user), status=status.HTTP_201_CREATED)
 
 
 class CasesApi(CaseListApi, CaseCreateApi):
@@ -281,7 +297,7 @@ class CasesApi(CaseListApi, CaseCreateApi):
 class CaseDetailApi(CasesApiView):
     @extend_schema(tags=["cases"], operation_id="cases_retrieve", responses=CaseOutput)
     def get(self, request: Request, case_id: int) -> Response:
-        return Response(_case_output(_case_or_404(case_id)))
+        return Response(_case_output(_case_or_404(case_id, user=request.user), user=request.user))
 
 
 class CaseReplaceApi(CasesApiView):
@@ -293,7 +309,7 @@ class CaseReplaceApi(CasesApiView):
         case = _case_or_404(case_id)
         document = _same_suite(_body(request, output_only=()), case)
         case = case_update(case=case, document=document)
-        return Response(_case_output(_case_or_404(case.pk)))
+        return Response(_case_output(_case_or_404(case.pk), user=request.user))
 
 
 class CaseUpdateApi(CasesApiView):
@@ -305,7 +321,7 @@ class CaseUpdateApi(CasesApiView):
         case = _case_or_404(case_id)
         changes = _same_suite(_body(request, output_only=()), case)
         case = case_update(case=case, document={**case_to_document(case=case), **changes})
-        return Response(_case_output(_case_or_404(case.pk)))
+        return Response(_case_output(_case_or_404(case.pk), user=request.user))
 
 
 class CaseDeleteApi(CasesApiView):
@@ -330,7 +346,7 @@ class CaseCopyApi(CasesApiView):
     def post(self, request: Request, case_id: int) -> Response:
         _no_body(request)
         copy = case_copy(case=_case_or_404(case_id))
-        return Response(_case_output(_case_or_404(copy.pk)), status=status.HTTP_201_CREATED)
+        return Response(_case_output(_case_or_404(copy.pk), user=request.user), status=status.HTTP_201_CREATED)
 
 
 class CaseEnableApi(CasesApiView):
@@ -360,7 +376,7 @@ class CaseEnableApi(CasesApiView):
                 },
                 status=status.HTTP_409_CONFLICT,
             )
-        return Response(_case_output(_case_or_404(case.pk)))
+        return Response(_case_output(_case_or_404(case.pk), user=request.user))
 
 
 class CaseDisableApi(CasesApiView):
@@ -374,5 +390,5 @@ class CaseDisableApi(CasesApiView):
     def post(self, request: Request, case_id: int) -> Response:
         _no_body(request)
         case = case_disable(case=_case_or_404(case_id))
-        return Response(_case_output(_case_or_404(case.pk)))
+        return Response(_case_output(_case_or_404(case.pk), user=request.user))
 

@@ -3,16 +3,20 @@ the same number of queries as listing one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
+from agenthost.seams import Conversation
 from cases.models import Case, Suite
 from common.inputs import parse_id, text_is_storable
 
 CASE_PARTS = ("history", "turns", "mocks", "assertions")
+# What a member reads instead of the service, conversation key or trace ids of a case made from production traces.
+HIDDEN_TRACE = "[production trace]"
 TAG_FILTER_PREFIX = "tag:"
 
 
@@ -53,7 +57,57 @@ def suite_detail(*, suite_id: int) -> Suite:
 
 
 def _with_parts(queryset: QuerySet[Case]) -> QuerySet[Case]:
-    return queryset.select_related("suite", "suite__agent", "entry_agent").prefetch_related(*CASE_PARTS)
+    return queryset.select_related(
+        "suite", "suite__agent", "entry_agent", "source_conversation"
+    ).prefetch_related(*CASE_PARTS)
+
+
+def _sees_production(user: Any) -> bool:
+    return bool(user is not None and user.is_active and user.is_staff)
+
+
+def cases_visible(queryset: QuerySet[Case], *, user: Any) -> QuerySet[Case]:
+    """What of `queryset` `user` may see: staff every case; anyone else no draft made from production traces (the
+    customer's messages and tool results), until a person has reviewed and enabled it (decision 0034)."""
+    if _sees_production(user):
+        return queryset
+    return queryset.exclude(enabled=False, source_conversation__source=Conversation.Source.TRACE)
+
+
+def case_hidden_from(case: Case, *, user: Any) -> bool:
+    """Whether `case` is a draft from production traces that `user` may not see."""
+    return not case.enabled and not _sees_production(user) and _from_traces(case)
+
+
+def _from_traces(case: Case) -> bool:
+    conversation = case.source_conversation
+    return conversation is not None and conversation.source == Conversation.Source.TRACE
+
+
+def trace_hider(case: Case, *, user: Any) -> Callable[[Any], Any]:
+    """What `user` may read of a text about `case`: for anyone but staff, a case made from production traces names no
+    service, conversation key or trace id (each read as HIDDEN_TRACE) — in its name, description or warnings."""
+    if _sees_production(user) or not _from_traces(case):
+        return lambda text: text
+    conversation = case.source_conversation
+    identifiers = {conversation.trace_service, conversation.trace_key, *conversation.trace_ids}
+    # Longest first: a trace id that holds a shorter key is hidden whole.
+    ordered = sorted((item for item in identifiers if isinstance(item, str) and item), key=len, reverse=True)
+
+    def hidden(text: Any) -> Any:
+        if not isinstance(text, str):
+            return text
+        for identifier in ordered:
+            text = text.replace(identifier, HIDDEN_TRACE)
+        return text
+
+    return hidden
+
+
+def case_text_for(case: Case, *, user: Any) -> tuple[str, str, list[Any]]:
+    """The case's name, description and warnings as `user` may read them (trace_hider)."""
+    hidden = trace_hider(case, user=user)
+    return hidden(case.name), hidden(case.description), [hidden(warning) for warning in case.warnings]
 
 
 def _tagged(queryset: QuerySet[Case], tag: str) -> QuerySet[Case]:

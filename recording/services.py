@@ -124,10 +124,16 @@ def extraction_model_default() -> str:
 
 
 def recording_create(*, conversation: Conversation, suite: Suite | None = None) -> Drafts:
-    """The whole conversation as one disabled draft, named "Recorded from <conversation>"."""
+    """The whole conversation as one disabled draft, named "Recorded from <conversation>" — from "imported conversation
+    #N" when it came from production traces, whose title names the service, which members may not read once the
+    draft is enabled (docs/decisions/0034-production-traces.md)."""
     choice = draft_suite_choice(conversation=conversation, suite=suite)
     transcript = _transcript(conversation)
-    whole = [(f"Recorded from {conversation}", 0, len(transcript.turns) - 1)]
+    label = (
+        f"imported conversation #{conversation.pk}" if conversation.source == Conversation.Source.TRACE
+        else str(conversation)
+    )
+    whole = [(f"Recorded from {label}", 0, len(transcript.turns) - 1)]
     drafts = _store(choice, transcript, whole, source=Case.Source.RECORDED)
     _drafts_stored(conversation, drafts, whole)
     return drafts

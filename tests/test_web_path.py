@@ -69,8 +69,8 @@ def server_env(var_dir: Path, **extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def procfile_web_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
-    """Serves until the block ends; yields the base URL once the server answers."""
+def procfile_web_server(env: dict[str, str], log_path: Path, *, ready_within: float = 30) -> Iterator[str]:
+    """Serves until the block ends; yields the base URL once the server answers (a hang if not in `ready_within`)."""
     port = free_port()
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
@@ -79,7 +79,7 @@ def procfile_web_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
         )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + ready_within
         while True:
             assert process.poll() is None, f"gunicorn exited\n{log_path.read_text(errors='replace')[-4000:]}"
             try:

@@ -5,7 +5,8 @@ Answers as the OTLP specification says (opentelemetry-proto's docs/specification
 own encoding (application/x-protobuf or application/json): 200 with an ExportTraceServiceResponse — its
 partial_success counting the spans refused one by one (an invalid id), the rest stored; otherwise a google.rpc.Status
 and nothing stored: 400 a body that cannot be decoded, 401 no or a wrong API token (`Authorization: Token <key>` or
-`Bearer <key>`, as OTEL_EXPORTER_OTLP_HEADERS sends it), 403 a user who is not staff, 411 a body without a length,
+`Bearer <key>`, as OTEL_EXPORTER_OTLP_HEADERS sends it; an ingest-only token as `Bearer <key>`), 403 a user who is
+not staff or an ingest token bound to another service, 411 a body without a length,
 413 over AGENTTEST_TRACES_MAX_BODY_BYTES (before or after decompression) or AGENTTEST_TRACES_MAX_SPANS, 415 another
 media type or content encoding, 429 with Retry-After over the "traces" throttle rate, 503 with Retry-After when the
 database is busy. A token is never checked for CSRF (a signed-in session, which the view takes like every API view,
@@ -22,6 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser
 from django.db import OperationalError
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
@@ -29,7 +31,12 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import (
+    BaseAuthentication,
+    SessionAuthentication,
+    TokenAuthentication,
+    get_authorization_header,
+)
 from rest_framework.exceptions import APIException, AuthenticationFailed, NotAuthenticated, PermissionDenied, Throttled
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
@@ -40,7 +47,9 @@ from rest_framework.views import APIView
 from common.api import IsStaff
 from common.inputs import parse_whole_number
 from traces.conversations import trace_conversations_write
+from traces.models import INGEST_KEY_PREFIX, IngestToken
 from traces.otlp import JSON, PROTOBUF, Limits, OtlpRefused, body_too_large, media_type
+from traces.selectors import ingest_token_for_key
 from traces.services import traces_ingest
 
 THROTTLE_SCOPE = "traces"
@@ -64,11 +73,49 @@ class BearerTokenAuthentication(TokenAuthentication):
     keyword = "Bearer"
 
 
+class IngestTokenAuthentication(BaseAuthentication):
+    """An ingest-only token (traces.models.IngestToken) as OTLP exporters send a header: `Authorization: Bearer <key>`.
+    It authenticates no user: request.auth is the token, which only this view's permission accepts."""
+
+    def authenticate(self, request: Request) -> tuple[AnonymousUser, IngestToken] | None:
+        words = get_authorization_header(request).split()
+        if len(words) != 2 or words[0].lower() != b"bearer" or not words[1].startswith(INGEST_KEY_PREFIX.encode()):
+            return None
+        try:
+            key = words[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("Invalid or revoked ingest token.") from None
+        token = ingest_token_for_key(key)
+        if token is None:
+            raise AuthenticationFailed("Invalid or revoked ingest token.")
+        return AnonymousUser(), token
+
+
+class StaffOrIngestToken(IsStaff):
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return isinstance(request.auth, IngestToken) or super().has_permission(request, view)
+
+
+class CsrfCheckedSession(SessionAuthentication):
+    """A signed-in session, checked for CSRF on Django's own request: DRF's check reads the DRF request's POST, which
+    parses the body with the view's parsers — none here (the body is OTLP), so a valid session and CSRF token were
+    answered 415."""
+
+    def enforce_csrf(self, request: Request) -> None:
+        super().enforce_csrf(request._request)
+
+
 class TracesThrottle(ScopedRateThrottle):
-    """The "traces" rate, read when a request comes (DRF's own class reads the rates once, at import)."""
+    """The "traces" rate, read when a request comes (DRF's own class reads the rates once, at import); an ingest
+    token counts as its own client, as a user does."""
 
     def get_rate(self) -> str | None:
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        if isinstance(request.auth, IngestToken):
+            return self.cache_format % {"scope": self.scope, "ident": f"ingest-{request.auth.pk}"}
+        return super().get_cache_key(request, view)
 
 
 class AnyAccept(BaseContentNegotiation):
@@ -83,10 +130,13 @@ class AnyAccept(BaseContentNegotiation):
 
 @extend_schema(exclude=True)  # OTLP's own protocol, described by its specification, not by this API's schema
 class TracesExportApi(APIView):
-    # Token first: its keyword is the WWW-Authenticate challenge of a 401. A signed-in session is taken too, as by
-    # every API view (and, being a session, checked for CSRF); exporters send a token, which never is.
-    authentication_classes = [TokenAuthentication, BearerTokenAuthentication, SessionAuthentication]
-    permission_classes = [IsStaff]
+    # Token first: its keyword is the WWW-Authenticate challenge of a 401. An ingest token before the Bearer staff
+    # token, which would look its key up among users' tokens. A signed-in session is taken too, as by every API view
+    # (and, being a session, checked for CSRF); exporters send a token, which never is.
+    authentication_classes = [
+        TokenAuthentication, IngestTokenAuthentication, BearerTokenAuthentication, CsrfCheckedSession
+    ]
+    permission_classes = [StaffOrIngestToken]
     staff_only_message = "Only staff users may import traces."
     throttle_classes = [TracesThrottle]
     throttle_scope = THROTTLE_SCOPE
@@ -98,6 +148,7 @@ class TracesExportApi(APIView):
         report = traces_ingest(
             body=_body(request), content_type=content_type,
             content_encoding=request.META.get("HTTP_CONTENT_ENCODING", ""),
+            only_service=request.auth.service_name if isinstance(request.auth, IngestToken) else "",
         )
         # The spans are committed: the conversations they belong to are written or brought up to date, a bounded
         # number in this request and the next ones by a worker. One that cannot be yet (no agent of its names, no

@@ -10,14 +10,16 @@ message content: a draft of it would be half empty.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from celery import current_app
 from django.conf import settings
+from django.db import transaction
 
 from agenthost.seams import Agent, Conversation, InvalidInput, conversation_import
+from cases.models import Case
 from common.broker import BrokerUnavailable, broker_ping
 from traces.dialects import conversations_from_spans
 from traces.selectors import trace_conversation_spans
@@ -52,6 +54,13 @@ def conversation_from_mapped(
             f"{where} carries no message content, so it cannot become a draft: {mapped.content_missing}",
             field="conversation",
         )
+    if agent is None:
+        # A binding staff chose holds over the agent later spans name (or fail to name): it is why it was chosen.
+        chosen = Conversation.objects.filter(
+            source=Conversation.Source.TRACE, trace_service=mapped.service_name, trace_key=mapped.key,
+            bound_by="chosen",
+        ).select_related("agent").first()
+        agent = chosen.agent if chosen is not None else None
     agent, bound_by = _bound(mapped, agent, where)
     try:
         return conversation_import(agent=agent, mapped=mapped, bound_by=bound_by, owner=owner)
@@ -75,19 +84,27 @@ def _bound(mapped: MappedConversation, chosen: Agent | None, where: str) -> tupl
     raise ConversationImportError(f"{where} is bound to no agent: {named}; choose one", field="agent")
 
 
+@transaction.atomic
 def _adopt_provisional(mapped: MappedConversation) -> None:
     """A conversation imported while its spans named no conversation id was keyed by its trace; once a later span
     names the id (pydantic-ai's invoke_agent span, which carries it, ends — and is exported — last), that conversation
-    takes the id as its key, so the update lands on it rather than making a second copy of the same talk."""
+    takes the id as its key, so the update lands on it rather than making a second copy of the same talk. Any other
+    conversation keyed by one of its traces (a later turn's spans that arrived before their own named one) is part of
+    the same talk: its drafts move to the one conversation, and it goes — no orphan copy is left behind."""
     provisional = [trace_id for trace_id in mapped.trace_ids if trace_id != mapped.key]
     if not provisional:
         return
     imported = Conversation.objects.filter(source=Conversation.Source.TRACE, trace_service=mapped.service_name)
-    if imported.filter(trace_key=mapped.key).exists():
+    copies = list(imported.filter(trace_key__in=provisional).order_by("pk").values_list("pk", flat=True))
+    if not copies:
         return
-    first = imported.filter(trace_key__in=provisional).order_by("pk").first()
-    if first is not None:
-        imported.filter(pk=first.pk).update(trace_key=mapped.key)
+    keeper = imported.filter(trace_key=mapped.key).values_list("pk", flat=True).first()
+    if keeper is None:
+        keeper, *copies = copies
+        imported.filter(pk=keeper).update(trace_key=mapped.key)
+    if copies:
+        Case.objects.filter(source_conversation__in=copies).update(source_conversation=keeper)
+        Conversation.objects.filter(pk__in=copies).delete()
 
 
 def trace_conversation_bind(*, key: Any, agent: Any, owner: Any = None) -> Conversation:
@@ -114,7 +131,10 @@ def trace_conversation_unimported_reason(*, key: str) -> str:
     mapped = conversations_from_spans(trace_conversation_spans(key=key))
     if not mapped:
         return "its spans hold no model call of a known dialect (yet)"
-    conversation = next((item for item in mapped if item.key == key), mapped[0])
+    return _unimported_reason(next((item for item in mapped if item.key == key), mapped[0]))
+
+
+def _unimported_reason(conversation: MappedConversation) -> str:
     where = f"conversation {conversation.key!r} of service {conversation.service_name or '(unnamed)'}"
     if conversation.content_missing:
         return f"{where} carries no message content: {conversation.content_missing}"
@@ -123,6 +143,21 @@ def trace_conversation_unimported_reason(*, key: str) -> str:
     except ConversationImportError as exc:
         return str(exc)
     return "not imported yet: its next span, `agenttest traces import` or binding it here imports it"
+
+
+def trace_conversation_unplaced(*, key: str, services: Iterable[str], placed: Collection[str]) -> list[str]:
+    """Why the spans of `key` of each of `services` not in `placed` (the services whose conversation of this key is
+    imported) are in no agenttest conversation: a key two services share can be one's conversation and not the
+    other's, whose spans must still be seen."""
+    missing = sorted(set(services) - set(placed))
+    if not missing:
+        return []
+    mapped = {item.service_name: item for item in conversations_from_spans(trace_conversation_spans(key=key))}
+    return [
+        _unimported_reason(mapped[service]) if service in mapped
+        else f"the spans of service {service or '(unnamed)'} hold no model call of a known dialect (yet)"
+        for service in missing
+    ]
 
 
 def _agent_chosen(agent: Any) -> Agent:

@@ -1,8 +1,12 @@
 """Spans as they were received over OTLP (or imported from a file exporter's output). Conversations are not stored:
-they are the spans that share a conversation key (docs/decisions/0019-traces-stored-as-spans.md)."""
+they are the spans that share a conversation key (docs/decisions/0019-traces-stored-as-spans.md). And the ingest-only
+tokens production exporters post them with (docs/decisions/0034-production-traces.md)."""
 
 from __future__ import annotations
 
+import hashlib
+
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -62,3 +66,42 @@ class TraceSpan(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.trace_id}/{self.span_id})"
+
+
+# Every ingest token's key starts so: recognisable in a header (traces.middleware) and in text to redact.
+INGEST_KEY_PREFIX = "agt_ingest_"
+
+
+def ingest_key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class IngestToken(models.Model):
+    """A credential that may POST spans to /v1/traces and nothing else: what a production service's exporter holds,
+    instead of a staff token that could do everything staff can. Its key is shown once, when it is made; only the
+    key's SHA-256 is kept (a random 256-bit key needs no slow hash)."""
+
+    name = models.CharField(max_length=200, help_text="Who holds it, e.g. the service's production deployment.")
+    service_name = models.CharField(
+        max_length=200, blank=True,
+        help_text="When set, a request is taken only if all its spans are of this service.name.",
+    )
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    key_prefix = models.CharField(
+        max_length=24, editable=False, help_text="The key's first characters, to tell tokens apart."
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.key_prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

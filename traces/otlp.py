@@ -77,6 +77,7 @@ class Limits:
     max_body_bytes: int
     max_spans: int
     max_value_chars: int
+    max_values: int = 200_000
 
     @classmethod
     def from_settings(cls) -> Limits:
@@ -84,6 +85,7 @@ class Limits:
             max_body_bytes=settings.AGENTTEST_TRACES_MAX_BODY_BYTES,
             max_spans=settings.AGENTTEST_TRACES_MAX_SPANS,
             max_value_chars=settings.AGENTTEST_TRACES_MAX_VALUE_CHARS,
+            max_values=settings.AGENTTEST_TRACES_MAX_VALUES,
         )
 
 
@@ -136,7 +138,7 @@ def request_decode(
     if len(body) > limits.max_body_bytes:
         raise body_too_large(f"the body is {len(body)} bytes", limits)
     body = _decompressed(body, content_encoding, limits)
-    request = _request_from_json(body, limits) if media == JSON else _request_from_protobuf(body)
+    request = _request_from_json(body, limits) if media == JSON else _request_from_protobuf(body, limits)
     return _decoded(request, kept or dialect_attribute_kept(), limits)
 
 
@@ -200,15 +202,15 @@ def _decompressed(body: bytes, content_encoding: str, limits: Limits) -> bytes:
 @functools.cache
 def _lenient_types() -> tuple[type[Message], type[Message]]:
     """(request, span): the official message types with every string field read as bytes, and — in the request —
-    each span kept as its encoded bytes."""
+    each span kept as its encoded bytes, a scope's attributes (never kept) too."""
     pool = descriptor_pool.DescriptorPool()
     for module in (common_pb2, resource_pb2, trace_pb2, trace_service_pb2):
         proto = descriptor_pb2.FileDescriptorProto()
         module.DESCRIPTOR.CopyToProto(proto)
         for message in _message_protos(proto.message_type):
             for item in message.field:
-                as_bytes = item.type == FieldDescriptor.TYPE_STRING or (
-                    message.name == "ScopeSpans" and item.name == "spans"
+                as_bytes = item.type == FieldDescriptor.TYPE_STRING or (message.name, item.name) in (
+                    ("ScopeSpans", "spans"), ("InstrumentationScope", "attributes")
                 )
                 if as_bytes:
                     item.type = FieldDescriptor.TYPE_BYTES
@@ -228,7 +230,11 @@ def _message_protos(messages: Any) -> Iterator[descriptor_pb2.DescriptorProto]:
         yield from _message_protos(message.nested_type)
 
 
-def _request_from_protobuf(body: bytes) -> Message:
+def _request_from_protobuf(body: bytes, limits: Limits) -> Message:
+    # The request is decoded with its resources' attributes: those are counted first.
+    if _wire_values(body, limits.max_values, root=_REQUEST) > limits.max_values:
+        raise OtlpRefused(413, f"the request's resources hold over {limits.max_values} attribute values "
+                               "(AGENTTEST_TRACES_MAX_VALUES)")
     request_type, _ = _lenient_types()
     try:
         return request_type.FromString(body)
@@ -241,7 +247,16 @@ def _request_from_protobuf(body: bytes) -> Message:
 _ID_SIZES = {"traceId": 16, "trace_id": 16, "spanId": 8, "span_id": 8, "parentSpanId": 8, "parent_span_id": 8}
 
 
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
 def _request_from_json(body: bytes, limits: Limits) -> Message:
+    # Every value, event, link and span of OTLP/JSON is an object: counted (outside strings, at C speed) before
+    # json.loads and json_format build millions of them from a small compressed body.
+    objects = _JSON_STRING.sub(b"", body).count(b"{")
+    if objects > limits.max_values + 3 * limits.max_spans:
+        raise OtlpRefused(413, f"the request holds {objects} JSON objects; at most {limits.max_values} attribute "
+                               "values, events and links are taken in one request (AGENTTEST_TRACES_MAX_VALUES)")
     return _request_from_document(_json_text_read(body.decode("utf-8-sig", errors="replace")), limits)
 
 
@@ -261,7 +276,7 @@ def _request_from_document(document: Any, limits: Limits) -> Message:
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         raise OtlpRefused(400, f"the request is not an ExportTraceServiceRequest in OTLP/JSON: {exc}") from None
-    return _request_from_protobuf(request.SerializeToString())
+    return _request_from_protobuf(request.SerializeToString(), limits)
 
 
 def _json_spans(document: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -341,6 +356,7 @@ def _decoded(request: Message, kept: Callable[[str], bool], limits: Limits) -> D
     # The same few names on every span: asked once each per request.
     kept = functools.lru_cache(maxsize=4096)(kept)
     decoded = DecodedRequest()
+    budget = limits.max_values
     for resource_spans in request.resource_spans:
         resource_attributes = resource_spans.resource.attributes
         service = _label(_text(next(
@@ -350,6 +366,17 @@ def _decoded(request: Message, kept: Callable[[str], bool], limits: Limits) -> D
         for scope_spans in resource_spans.scope_spans:
             scope = _label(_text(scope_spans.scope.name))
             for encoded in scope_spans.spans:
+                # Counted on the wire first: a span is decoded only within what is left of the request's budget.
+                values = _wire_values(encoded, budget)
+                if values > budget:
+                    budget = 0
+                    decoded.rejected.append(
+                        f"span {len(decoded.spans) + len(decoded.rejected) + 1} of the request: over the "
+                        f"{limits.max_values} attribute values, events and links taken in one request "
+                        "(AGENTTEST_TRACES_MAX_VALUES); send it in a smaller batch"
+                    )
+                    continue
+                budget -= values
                 try:
                     span = span_type.FromString(encoded)
                 except DecodeError as exc:
@@ -362,6 +389,70 @@ def _decoded(request: Message, kept: Callable[[str], bool], limits: Limits) -> D
                     continue
                 decoded.spans.append(_span(span, service=service, scope=scope, resource=resource, kept=kept))
     return _finished(decoded, limits)
+
+
+# The fields of a span that hold what decoding multiplies: (message, field number) → the message the field holds.
+# And a request's own: its resources' attributes (a scope's are never decoded; its spans are counted one by one, as
+# they are decoded, and not walked here: 10⁶ of them are refused by their count).
+_SPAN, _EVENT, _LINK, _KEY_VALUE, _ANY_VALUE, _ARRAY, _KEY_VALUE_LIST = range(7)
+_REQUEST, _RESOURCE_SPANS, _RESOURCE = range(7, 10)
+_HELD = {
+    (_REQUEST, 1): _RESOURCE_SPANS, (_RESOURCE_SPANS, 1): _RESOURCE, (_RESOURCE, 1): _KEY_VALUE,
+    (_SPAN, 9): _KEY_VALUE, (_SPAN, 11): _EVENT, (_SPAN, 13): _LINK, (_EVENT, 3): _KEY_VALUE, (_LINK, 4): _KEY_VALUE,
+    (_KEY_VALUE, 2): _ANY_VALUE, (_ANY_VALUE, 5): _ARRAY, (_ANY_VALUE, 6): _KEY_VALUE_LIST, (_ARRAY, 1): _ANY_VALUE,
+    (_KEY_VALUE_LIST, 1): _KEY_VALUE,
+}
+# AnyValue's array_value (field 5) and kvlist_value (6), length-delimited: the values that nest.
+_NESTING_TAGS = (5 << 3 | 2, 6 << 3 | 2)
+# Deeper than protobuf's decoder reads: such a span is refused by the decoder, not walked further here.
+_WIRE_DEPTH = 101
+
+
+def _wire_values(encoded: bytes, limit: int, *, root: int = _SPAN) -> int:
+    """How many values (key-values and any-values at every level), events and links the encoded span holds, read
+    from the wire without decoding it — and no further than one past `limit`, so the count costs at most the limit.
+    Malformed bytes end the count: the decoder refuses them."""
+    count = 0
+    stack = [(root, 0, len(encoded), 0)]
+    try:
+        while stack:
+            kind, position, end, depth = stack.pop()
+            while position < end:
+                key, position = _varint(encoded, position)
+                wire = key & 7
+                if wire == 0:
+                    _, position = _varint(encoded, position)
+                elif wire == 1:
+                    position += 8
+                elif wire == 5:
+                    position += 4
+                elif wire == 2:
+                    length, position = _varint(encoded, position)
+                    held = _HELD.get((kind, key >> 3))
+                    if held is not None and depth < _WIRE_DEPTH:
+                        count += 1
+                        if count > limit:
+                            return count
+                        # A value that is no array or key-value list holds nothing more to count: not walked.
+                        if length and (held != _ANY_VALUE or encoded[position] in _NESTING_TAGS):
+                            stack.append((held, position, min(position + length, end), depth + 1))
+                    position += length
+                else:
+                    break
+    except IndexError:
+        pass
+    return count
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80 or shift > 63:
+            return value, position
+        shift += 7
 
 
 def _span_problem(span: Message) -> str:

@@ -1,4 +1,5 @@
-"""Reads of the traces app: the conversations the stored spans make up, and one conversation's spans in order."""
+"""Reads of the traces app: the conversations the stored spans make up, one conversation's spans in order, and the
+ingest token a key names."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Max, Min, QuerySet
 
-from traces.models import TraceSpan
+from traces.models import INGEST_KEY_PREFIX, IngestToken, TraceSpan, ingest_key_hash
 from traces.spans import SpanEvent, SpanRecord
 
 
@@ -106,3 +107,10 @@ def _record(row: TraceSpan) -> SpanRecord:
             for event in row.events
         ),
     )
+
+
+def ingest_token_for_key(key: str) -> IngestToken | None:
+    """The active (not revoked) ingest token whose key this is, else None."""
+    if not key.startswith(INGEST_KEY_PREFIX):
+        return None
+    return IngestToken.objects.filter(key_hash=ingest_key_hash(key), revoked_at__isnull=True).first()

@@ -1,19 +1,23 @@
 """Writes of the traces app: a request's spans stored in one transaction (deduplicated, keyed to their conversation),
-and the retention sweep."""
+the retention sweep, and ingest-only tokens made and revoked."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import secrets
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Count, F, Max, Min, Q
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q
 from django.utils import timezone
 
-from traces.models import TraceSpan
-from traces.otlp import DecodedRequest, Limits, request_decode
+from agenthost.seams import Conversation, Message
+from cases.models import Case
+from traces.models import INGEST_KEY_PREFIX, IngestToken, TraceSpan, ingest_key_hash
+from traces.otlp import DecodedRequest, Limits, OtlpRefused, request_decode
 
 _BATCH = 500
 
@@ -34,12 +38,21 @@ def traces_ingest(
     content_encoding: str = "",
     kept: Callable[[str], bool] | None = None,
     limits: Limits | None = None,
+    only_service: str = "",
 ) -> StoreReport:
     """One OTLP request body decoded and stored whole, or refused whole (traces.otlp.OtlpRefused) with nothing
-    stored."""
+    stored. With `only_service` (an ingest token's service), a request holding a span of another service is refused
+    (403)."""
     decoded = request_decode(
         body=body, content_type=content_type, content_encoding=content_encoding, kept=kept, limits=limits
     )
+    if only_service:
+        others = sorted({span.record.service_name for span in decoded.spans} - {only_service})
+        if others:
+            raise OtlpRefused(
+                403, f"this ingest token posts spans of service {only_service!r} only; the request has spans of "
+                f"{', '.join(repr(name[:100]) for name in others[:3])}{' and more' if len(others) > 3 else ''}",
+            )
     return spans_store(decoded=decoded)
 
 
@@ -128,13 +141,36 @@ def spans_store(*, decoded: DecodedRequest) -> StoreReport:
     )
 
 
-def spans_sweep_expired(*, now: datetime | None = None, retention_days: int | None = None) -> int:
-    """Deletes the spans of every conversation whose newest span was received more than the retention period ago
-    (settings.AGENTTEST_TRACES_RETENTION_DAYS; 0 keeps them for ever): a conversation goes whole, never in part.
-    Returns how many spans were deleted."""
+DELETED_TRACE = "[deleted trace]"
+
+
+@dataclass(frozen=True)
+class PurgeReport:
+    """Rows deleted: spans, imported conversations and their messages, drafts recorded from them and never enabled
+    (with their recordings); and enabled cases kept — a person reviewed them — without their trace ids or key."""
+
+    spans: int = 0
+    conversations: int = 0
+    messages: int = 0
+    drafts: int = 0
+    cases_kept: int = 0
+
+    def __str__(self) -> str:
+        return (
+            f"deleted {self.spans} span(s), {self.conversations} imported conversation(s) with {self.messages} "
+            f"message(s), {self.drafts} draft(s) never enabled; {self.cases_kept} enabled case(s) kept without their "
+            "trace ids"
+        )
+
+
+def spans_sweep_expired(*, now: datetime | None = None, retention_days: int | None = None) -> PurgeReport:
+    """Deletes everything held of each conversation whose newest span was received more than the retention period ago
+    (settings.AGENTTEST_TRACES_RETENTION_DAYS; 0 keeps them for ever) — a conversation goes whole, never in part —,
+    and the imported conversations whose spans are gone (deleted before this sweep took their conversations too) and
+    that were not updated within the period."""
     days = settings.AGENTTEST_TRACES_RETENTION_DAYS if retention_days is None else retention_days
     if days <= 0:
-        return 0
+        return PurgeReport()
     cutoff = (now or timezone.now()) - timedelta(days=days)
     expired = list(
         TraceSpan.objects.order_by()
@@ -143,11 +179,113 @@ def spans_sweep_expired(*, now: datetime | None = None, retention_days: int | No
         .filter(last__lt=cutoff)
         .values_list("conversation_key", flat=True)
     )
-    deleted = 0
-    for start in range(0, len(expired), _BATCH):
-        # received_at too: a span that arrived since the conversation was found expired stays.
-        count, _ = TraceSpan.objects.filter(
-            conversation_key__in=expired[start : start + _BATCH], received_at__lt=cutoff
-        ).delete()
-        deleted += count
-    return deleted
+    orphans = list(
+        Conversation.objects.filter(source=Conversation.Source.TRACE, updated_at__lt=cutoff)
+        .filter(~Exists(TraceSpan.objects.filter(conversation_key=OuterRef("trace_key"))))
+        .values_list("pk", flat=True)
+    )
+    return traces_purge(keys=expired, conversation_ids=orphans, received_before=cutoff)
+
+
+@transaction.atomic
+def traces_purge(
+    *,
+    keys: Collection[str] = (),
+    service: str = "",
+    conversation_ids: Collection[int] = (),
+    received_before: datetime | None = None,
+) -> PurgeReport:
+    """Everything held of the conversations `keys`, of every conversation of `service`, and of the imported
+    conversations `conversation_ids`: their spans, the imported conversations and their messages, the drafts
+    recorded from them that were never enabled; an enabled case is kept, its trace ids and key replaced by
+    DELETED_TRACE. With `received_before` (the sweep), a span received since stays, and so does its conversation."""
+    keys = set(keys)
+    if service:
+        keys.update(TraceSpan.objects.filter(service_name=service).order_by().values_list(
+            "conversation_key", flat=True
+        ).distinct())
+    ordered = sorted(keys)
+    trace_ids: set[str] = set()
+    spans = 0
+    for start in range(0, len(ordered), _BATCH):
+        chunk = TraceSpan.objects.filter(conversation_key__in=ordered[start : start + _BATCH])
+        if received_before is not None:
+            chunk = chunk.filter(received_at__lt=received_before)
+        trace_ids.update(chunk.order_by().values_list("trace_id", flat=True).distinct())
+        spans += chunk.delete()[0]
+    # A conversation with a span left (one received while the sweep ran) is not expired after all.
+    kept = set(TraceSpan.objects.filter(conversation_key__in=ordered).order_by().values_list(
+        "conversation_key", flat=True
+    ).distinct()) if received_before is not None else set()
+    gone = keys - kept
+    imported = Conversation.objects.filter(source=Conversation.Source.TRACE)
+    chosen = Q(pk__in=list(conversation_ids))
+    if service:
+        chosen |= Q(trace_service=service)
+    ids: set[int] = set(imported.filter(chosen).values_list("pk", flat=True))
+    # Imported under its conversation key, or under its trace id while no span named the conversation yet.
+    named = sorted(gone | (trace_ids - kept))
+    for start in range(0, len(named), _BATCH):
+        ids.update(imported.filter(trace_key__in=named[start : start + _BATCH]).values_list("pk", flat=True))
+    conversations = Conversation.objects.filter(pk__in=sorted(ids))
+    for conversation in conversations.only("trace_key", "trace_ids"):
+        trace_ids.update(conversation.trace_ids)
+        gone.add(conversation.trace_key)
+    made = Case.objects.filter(source_conversation__in=conversations)
+    drafts = made.filter(enabled=False).delete()[1].get(Case._meta.label, 0)
+    reviewed = list(made.filter(enabled=True))
+    for case in reviewed:
+        case.description = _scrubbed(case.description, gone | trace_ids)
+        case.warnings = [_scrubbed(warning, gone | trace_ids) if isinstance(warning, str) else warning
+                         for warning in case.warnings]
+        case.source_conversation = None
+        case.save(update_fields=["description", "warnings", "source_conversation", "updated_at"])
+    _, deleted = conversations.delete()
+    return PurgeReport(
+        spans=spans,
+        conversations=deleted.get(Conversation._meta.label, 0),
+        messages=deleted.get(Message._meta.label, 0),
+        drafts=drafts,
+        cases_kept=len(reviewed),
+    )
+
+
+def _scrubbed(text: str, identifiers: set[str]) -> str:
+    for identifier in sorted((item for item in identifiers if item), key=len, reverse=True):
+        text = text.replace(identifier, DELETED_TRACE)
+    return text
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: IngestToken
+    key: str  # the only time the key exists outside the exporter's configuration
+
+
+@transaction.atomic
+def ingest_token_create(
+    *, name: str, service_name: str = "", created_by: AbstractBaseUser | None = None
+) -> IssuedToken:
+    """A new ingest-only token; its key is returned here once and never stored."""
+    name, service_name = name.strip(), service_name.strip()
+    if not name:
+        raise ValueError("name: say who holds the token, e.g. the service's production deployment")
+    for field, value in (("name", name), ("service_name", service_name)):
+        if len(value) > 200:
+            raise ValueError(f"{field}: at most 200 characters, got {len(value)}")
+    key = INGEST_KEY_PREFIX + secrets.token_urlsafe(32)
+    token = IngestToken.objects.create(
+        name=name, service_name=service_name, key_hash=ingest_key_hash(key),
+        key_prefix=key[: len(INGEST_KEY_PREFIX) + 6], created_by=created_by,
+    )
+    return IssuedToken(token=token, key=key)
+
+
+@transaction.atomic
+def ingest_token_revoke(*, token: IngestToken) -> IngestToken:
+    """From now on the token's key is refused (401); revoking twice keeps the first time."""
+    token = IngestToken.objects.select_for_update().get(pk=token.pk)
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token

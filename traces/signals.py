@@ -32,12 +32,12 @@ def _keep_sweeping() -> None:
 
     while True:
         try:
-            deleted = spans_sweep_expired()
+            report = spans_sweep_expired()
         except DatabaseError:
             logger.warning("the traces retention sweep could not reach the database; trying again", exc_info=True)
         else:
-            if deleted:
-                logger.info("deleted %s span(s) past AGENTTEST_TRACES_RETENTION_DAYS", deleted)
+            if report.spans or report.conversations:
+                logger.info("past AGENTTEST_TRACES_RETENTION_DAYS: %s", report)
         finally:
             connection.close()
         if _stop.wait(SWEEP_INTERVAL_SECONDS):

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from cases.models import Case
+from cases.selectors import trace_hider
 from runs.engine.numbers import format_cost, models_priced
 from runs.models import CaseResult, Run
 from runs.selectors import matrix_case_key, run_matrix
@@ -203,7 +204,8 @@ def results_base(run: Run) -> str:
 
 
 def matrix_body(
-    run: Run, models: list[str], results_base: str, flipped: Flipped | None = None, view: MatrixView | None = None
+    run: Run, models: list[str], results_base: str, flipped: Flipped | None = None, view: MatrixView | None = None,
+    *, viewer: Any = None,
 ) -> tuple[SafeString, dict[str, int]]:
     """The matrix body as `view` asks (one model's column, rows sorted), and how many rows each filter shows (with
     `flipped`, also the rows that flipped). Two queries: the results, and what the failing rows' cases are for."""
@@ -223,9 +225,16 @@ def matrix_body(
     # Asked for every row's case, not only the failing ones': the page then runs the same queries whether or not
     # anything failed.
     cases = [row["case_id"] for row in rows if row["case_id"] is not None]
-    descriptions = dict(
-        Case.objects.filter(pk__in=cases).exclude(description="").values_list("pk", "description")
-    ) if cases else {}
+    # Said as `viewer` may read it: to a member, a case from production traces names no service, key or trace id.
+    cases_shown = Case.objects.filter(pk__in=cases).select_related("source_conversation").only(
+        "pk", "description", "source_conversation__source", "source_conversation__trace_service",
+        "source_conversation__trace_key", "source_conversation__trace_ids",
+    ) if cases else []
+    hiders = {case.pk: trace_hider(case, user=viewer) for case in cases_shown}
+    descriptions = {case.pk: hiders[case.pk](case.description) for case in cases_shown if case.description}
+    for row in rows:
+        if row["case_id"] in hiders:
+            row["case_name"] = hiders[row["case_id"]](row["case_name"])
     html = _matrix_rows_html(
         rows, models, run.trials, results_base, flipped=flipped, run=run, descriptions=descriptions
     )

@@ -18,7 +18,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from agenthost.seams import conversation_page_url
 from cases.models import Suite
-from cases.selectors import enabled_cases, suite_list
+from cases.selectors import case_hidden_from, enabled_cases, suite_list, trace_hider
 from common.forms import unknown_fields_message, unknown_form_fields
 from common.inputs import parse_id, printable_json, text_is_storable
 from runs.engine.numbers import (
@@ -410,7 +410,9 @@ def _results_context(request: HttpRequest, run: Run, view: MatrixView) -> dict[s
     summaries = run_summary(run=run)
     models = [summary.model for summary in summaries]
     flipped = run_flipped(run=run)
-    rows, counts = matrix_body(run, models, html_escape(results_base(run)), flipped, view)
+    rows, counts = matrix_body(
+        run, models, html_escape(results_base(run)), flipped, view, viewer=request.user
+    )
     _summary_numbers(run, summaries)
     show = request.GET.get("show", "all")
     filters = dict(MATRIX_FILTERS)
@@ -607,9 +609,14 @@ def _final_tables(result: CaseResult) -> list[dict[str, Any]]:
 def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpResponse:
     """One result, and where its case stood on its model in the run's baseline: the baseline's verdict, whether it
     flipped, and links to the baseline's result and to the two side by side."""
-    queryset = with_default_baseline(CaseResult.objects.select_related("run__suite", "case"), run="run")
+    queryset = with_default_baseline(
+        CaseResult.objects.select_related("run__suite", "case__source_conversation"), run="run"
+    )
     # run__pk, not run_id: Django keeps an id beyond the column's range out of a pk lookup, not out of a foreign key's.
     result = get_object_or_404(queryset, run__pk=run_id, pk=result_id)
+    if result.case is not None and case_hidden_from(result.case, user=request.user):
+        # A draft from production traces, run before it was disabled again: staff only, as the draft itself.
+        raise Http404("no such result")
     other_models = list(
         same_case(CaseResult.objects.filter(run_id=run_id), result=result)
         .order_by("position")
@@ -641,7 +648,9 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
     }
     context.update(_failure_neighbours(result))
     if result.case is not None:
-        context["case_description"] = result.case.description
+        hidden = trace_hider(result.case, user=request.user)
+        context["case_description"] = hidden(result.case.description)
+        result.case_name = hidden(result.case_name)
         if request.user.is_staff:
             context["case_edit_url"] = reverse("admin:cases_case_change", args=[result.case_id])
     if result.conversation_id and request.user.is_staff:

@@ -113,13 +113,14 @@ def test_it_binds_an_unknown_agents_trace_reads_it_and_records_a_draft_that_says
     save_screenshot(page, "traces-draft.png")
     page.goto("/traces/conversations/")
     expect(page.locator("tr", has_text=key)).to_contain_text(
-        f"#{conversation.pk} with {support.name} (bound by chosen)"
+        f"#{conversation.pk}, bound to agent {support.name} by staff choice"
     )
     context.close()
 
     context, page = sign_in(*MEMBER)
     assert page.goto("/traces/conversations/").status == 403
     assert key not in page.content() and trace_id not in page.content()
+    expect(page.locator("h1")).to_have_text("Staff only")  # the app's page, styled, not Django's bare 403
     # Bound by staff, the conversation is nobody's: a member does not see it (one of their own shows its transcript
     # without the spans, tests/traces/test_conversations.py).
     assert page.goto(f"/conversations/{conversation.pk}/").status == 404

@@ -32,6 +32,7 @@ def test_it_ingests_through_the_receiver_and_prints_spans_per_second_and_peak_rs
     assert _figure(output, "spans/s") > 0
     assert _figure(output, "peak RSS") >= _figure(output, "peak RSS before") > 0
     assert _figure(output, "10^6 spans refused in") > 0
+    assert _figure(output, "gzip bomb bytes") < 16 * 1024 and _figure(output, "gzip bomb refused in") > 0
     # Content kept, what the mapping does not read dropped, every span keyed to its agent run's conversation.
     chat = TraceSpan.objects.filter(name="chat gpt-4o", service_name="bench-shop").first()
     assert "gen_ai.input.messages" in chat.attributes and "http.request.header.user-agent" not in chat.attributes

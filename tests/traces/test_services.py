@@ -82,16 +82,16 @@ def test_it_sweeps_whole_conversations_past_retention_by_service_command_and_wor
     TraceSpan.objects.filter(conversation_key__in=["old", "active"]).update(received_at=long_ago)
     ingest(span(trace=2, span_id=2, parent=1))  # "active" received a span today: kept whole
 
-    assert spans_sweep_expired(retention_days=0) == 0
-    assert spans_sweep_expired(retention_days=40) == 0
+    assert spans_sweep_expired(retention_days=0).spans == 0
+    assert spans_sweep_expired(retention_days=40).spans == 0
     settings.AGENTTEST_TRACES_RETENTION_DAYS = 30
-    assert spans_sweep_expired() == 2
+    assert spans_sweep_expired().spans == 2
 
     assert sorted(set(TraceSpan.objects.values_list("conversation_key", flat=True))) == ["active", "recent"]
     TraceSpan.objects.filter(conversation_key="recent").update(received_at=long_ago)
     out = StringIO()
     call_command("traces", "sweep", "--days", "7", stdout=out)
-    assert out.getvalue().strip() == "deleted 1 span(s) of conversations past the retention period"
+    assert out.getvalue().strip().startswith("past the retention period: deleted 1 span(s), 0 imported conversation")
     assert TraceSpan.objects.filter(conversation_key="active").count() == 2
 
 

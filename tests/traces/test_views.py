@@ -52,7 +52,9 @@ def test_it_lists_an_unbound_trace_with_why_and_binds_it_to_the_agent_chosen(cli
     assert "is bound to agent support" in client.get(bound["Location"]).content.decode()
     [draft] = recording_create(conversation=conversation).cases
     assert "bound to agent support by choice" in draft.description
-    assert f"#{conversation.pk}</a> with support (bound by chosen)" in client.get(LIST).content.decode()
+    listed = client.get(LIST).content.decode()
+    assert f"#{conversation.pk}</a>, bound to agent support by staff choice" in listed
+    assert 'href="/admin/traces/ingesttoken/add/"' in listed, "where an exporter's token is made"
 
 
 def test_it_binds_an_imported_conversation_again_from_its_page(client, admin_user, staff_token, unknown_trace):
@@ -101,7 +103,11 @@ def test_it_shows_traces_and_binds_for_staff_only(client, member, unknown_trace)
     assert client.get(LIST)["Location"] == f"/accounts/login/?next={LIST}"
     client.force_login(member)
 
-    assert client.get(LIST).status_code == 403
+    refused = client.get(LIST)
+    assert refused.status_code == 403
+    # The app's page (its menu and styles), saying why, not Django's bare "403 Forbidden".
+    assert "<h1>Staff only</h1>" in refused.content.decode() and "/static/" in refused.content.decode()
+    assert unknown_trace not in refused.content.decode()
     assert client.post(BIND, {"conversation": unknown_trace, "agent": str(support.pk)}).status_code == 403
     assert not Conversation.objects.exists()
 

@@ -51,11 +51,12 @@ def conversations_from_spans(spans: Iterable[SpanRecord]) -> list[MappedConversa
     depth = _depths(steps, parent)
     ordered = sorted(steps, key=lambda key: (unique[key].start_ns, depth[key], unique[key].end_ns, key))
     conversation = _conversation_ids(ordered, steps, parent)
-    groups: dict[str, list[tuple[str, str]]] = {}
+    # By service too: two services that happen to use the same conversation id had two conversations, not one.
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for key in ordered:
-        groups.setdefault(conversation[key], []).append(key)
+        groups.setdefault((unique[key].service_name, conversation[key]), []).append(key)
     mapped = []
-    for group_key, keys in groups.items():
+    for (_, group_key), keys in groups.items():
         result = assemble(Group(key=group_key, steps=[steps[key] for key in keys], parent=parent, all_steps=steps))
         if result is not None:
             mapped.append(result)

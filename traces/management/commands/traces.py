@@ -11,7 +11,12 @@ given with --agent or to the agent the trace names (gen_ai.agent.name, else serv
 draft; one that binds to no agent, or whose spans carry no message content, is named with the reason (exit code 0:
 its spans are stored, and importing again with --agent binds it).
 
-sweep deletes the conversations past AGENTTEST_TRACES_RETENTION_DAYS (the workers also do it every hour).
+sweep deletes the conversations past AGENTTEST_TRACES_RETENTION_DAYS (the workers also do it every hour): their spans,
+the imported conversations and messages, the drafts recorded from them never enabled; an enabled case is kept without
+its trace ids. `purge --service NAME` or `purge --conversation KEY` deletes the same now, whatever its age.
+
+token create|revoke|list manages ingest-only tokens: `token create NAME [--service SERVICE]` prints the key once, on a
+line of its own (standard output; what to do with it on standard error); `token revoke ID` refuses it from then on.
 """
 
 from __future__ import annotations
@@ -26,9 +31,18 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from agenthost.seams import Agent
+from common.inputs import parse_id
 from traces.conversations import trace_conversations_import
+from traces.models import IngestToken
 from traces.otlp import JSON, OtlpRefused, request_decode
-from traces.services import StoreReport, spans_store, spans_sweep_expired
+from traces.services import (
+    StoreReport,
+    ingest_token_create,
+    ingest_token_revoke,
+    spans_store,
+    spans_sweep_expired,
+    traces_purge,
+)
 
 _KEYS_SHOWN = 10
 
@@ -41,6 +55,13 @@ def _days(text: str) -> int:
     if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(f"must be a whole number of days, got {text!r}")
     return int(text)
+
+
+def _id(text: str) -> int:
+    number = parse_id(text)
+    if number is None:
+        raise argparse.ArgumentTypeError(f"must be a token's id (a whole number), got {text[:40]!r}")
+    return number
 
 
 class Command(BaseCommand):
@@ -62,10 +83,36 @@ class Command(BaseCommand):
             help="Keep this many days instead of AGENTTEST_TRACES_RETENTION_DAYS (0 keeps everything).",
         )
 
+        purge = actions.add_parser(
+            "purge", help="Delete now everything held of one service's or one conversation's traces."
+        )
+        which = purge.add_mutually_exclusive_group(required=True)
+        which.add_argument("--service", help="Every conversation with a span of this service.name.")
+        which.add_argument("--conversation", help="One conversation, by its key (as the traces page lists it).")
+        token = actions.add_parser("token", help="Make, revoke or list ingest-only tokens (POST /v1/traces only).")
+        token_actions = token.add_subparsers(dest="token_action", required=True)
+        create = token_actions.add_parser("create", help="Make a token and print its key, this once.")
+        create.add_argument("name", help="Who holds it, e.g. 'shop production'.")
+        create.add_argument("--service", default="", help="Take only spans of this service.name with it.")
+        revoke = token_actions.add_parser("revoke", help="Refuse a token's key from now on.")
+        revoke.add_argument("id", type=_id, help="The token's id, as `token list` shows it.")
+        token_actions.add_parser("list", help="The tokens, without their keys (never kept).")
+
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["action"] == "token":
+            self._token(options)
+            return
         if options["action"] == "sweep":
-            deleted = spans_sweep_expired(retention_days=options["days"])
-            self.stdout.write(f"deleted {deleted} span(s) of conversations past the retention period")
+            report = spans_sweep_expired(retention_days=options["days"])
+            self.stdout.write(f"past the retention period: {report}")
+            return
+        if options["action"] == "purge":
+            service, key = (options["service"] or "").strip(), (options["conversation"] or "").strip()
+            if not (service or key):
+                raise CommandError(f"--{'service' if options['service'] is not None else 'conversation'}: must not "
+                                   "be blank", returncode=2)
+            report = traces_purge(service=service) if service else traces_purge(keys=[key])
+            self.stdout.write(str(report))
             return
         agent = None
         if options["agent"] is not None:
@@ -77,6 +124,31 @@ class Command(BaseCommand):
             raise CommandError(
                 f"nothing stored from {len(bad)} file(s) with bad input: {', '.join(bad)}", returncode=2
             )
+
+    def _token(self, options: dict[str, Any]) -> None:
+        if options["token_action"] == "create":
+            try:
+                issued = ingest_token_create(name=options["name"], service_name=options["service"])
+            except ValueError as exc:
+                raise CommandError(str(exc), returncode=2) from None
+            self.stderr.write(
+                f"ingest token #{issued.token.pk} {issued.token.name!r}"
+                f"{f' for service {issued.token.service_name!r}' if issued.token.service_name else ''}; its key, "
+                "shown this once (set it as OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20<key>):"
+            )
+            self.stdout.write(issued.key)
+        elif options["token_action"] == "revoke":
+            token = IngestToken.objects.filter(pk=options["id"]).first()
+            if token is None:
+                raise CommandError(f"id: no ingest token #{options['id']}", returncode=2)
+            token = ingest_token_revoke(token=token)
+            self.stdout.write(f"ingest token #{token.pk} {token.name!r} revoked at {token.revoked_at:%Y-%m-%d %H:%M}")
+        else:
+            for token in IngestToken.objects.all():
+                state = f"revoked {token.revoked_at:%Y-%m-%d}" if token.revoked_at else "active"
+                self.stdout.write(
+                    f"#{token.pk}\t{token.key_prefix}…\t{token.name}\t{token.service_name or '(any service)'}\t{state}"
+                )
 
     def _import(self, path: Path, agent: Agent | None) -> bool:
         reports: list[StoreReport] = []
