@@ -61,6 +61,7 @@ from runs.web.comparison import (
     ComparisonError,
     Flipped,
     baseline_get,
+    change_anchor,
     compared_results_of,
     default_baseline,
     earlier_runs,
@@ -358,6 +359,7 @@ def _flipped_context(run: Run, flipped: Flipped) -> dict[str, Any]:
     """The flipped cases as the top of the run page lists them: regressions first, each with its links."""
     base = results_base(run)
     baseline_base = reverse("runs:detail", kwargs={"run_id": flipped.baseline_id}) + "results/"
+    compare_url = reverse("runs:compare", kwargs={"run_id": run.pk}) + f"?baseline={flipped.baseline_id}"
     listed = []
     for flip in [*flipped.regressions, *flipped.fixes][:FLIPS_LISTED]:
         listed.append({
@@ -366,12 +368,13 @@ def _flipped_context(run: Run, flipped: Flipped) -> dict[str, Any]:
             "baseline_url": f"{baseline_base}{flip.baseline_result_id}/",
             "side_by_side_url": f"{base}{flip.current_result_id}/side-by-side/?with={flip.baseline_result_id}",
             "reason": short_reason(flip.current_reason if flip.kind == BROKE else flip.baseline_reason),
+            "change_url": f"{compare_url}#{flip.change_anchor}",
         })
     return {
         "flipped": flipped,
         "flips_listed": listed,
         "flips_unlisted": flipped.count - len(listed),
-        "compare_url": reverse("runs:compare", kwargs={"run_id": run.pk}) + f"?baseline={flipped.baseline_id}",
+        "compare_url": compare_url,
     }
 
 
@@ -652,6 +655,10 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
             "runs:result", kwargs={"run_id": in_baseline.run_id, "result_id": in_baseline.result_id}
         )
         context["side_by_side_url"] = f"{base}{result.pk}/side-by-side/?with={in_baseline.result_id}"
+        context["change_url"] = (
+            reverse("runs:compare", kwargs={"run_id": result.run_id})
+            + f"?baseline={in_baseline.run_id}#{change_anchor(in_baseline.case_hash, result.case_hash)}"
+        )
     return render(request, "runs/result_detail.html", context)
 
 
