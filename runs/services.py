@@ -189,9 +189,10 @@ def _agent_snapshot(suite: Suite, case_ids: list[int], *, model_keys: list[str],
     agent = suite.agent
     loaded = agent_as_stored(agent)
     agent_model = Case._meta.get_field("entry_agent").related_model
-    entered = agent_model.objects.filter(
-        pk__in=Case.objects.filter(pk__in=case_ids, entry_agent__isnull=False).values("entry_agent")
-    ).order_by("name")
+    entering = dict(
+        Case.objects.filter(pk__in=case_ids, entry_agent__isnull=False).values_list("pk", "entry_agent__name")
+    )
+    entered = agent_model.objects.filter(name__in=set(entering.values())).order_by("name") if entering else []
     return {
         "agent": agent.name,
         "instruction_hash": hashlib.sha256(agent.instruction.encode()).hexdigest(),
@@ -208,6 +209,8 @@ def _agent_snapshot(suite: Suite, case_ids: list[int], *, model_keys: list[str],
             if isinstance(item.get("mcp"), dict)
         },
         "agents": agents_snapshot(entry=agent, case_entry_agents=entered),
+        # Case id → the agent it enters at, for the cases that do not start at the suite's.
+        "case_entry_agents": {str(pk): name for pk, name in entering.items()},
         "models": {key: model_config_hash(key) for key in model_keys},
         **({"recordings": recording_versions(case_ids=case_ids, model_keys=model_keys)} if mode == Run.Mode.REPLAY
            else {}),

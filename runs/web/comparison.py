@@ -269,27 +269,14 @@ def run_flipped(*, run: Run) -> Flipped | None:
     for _, _, flip in sorted(flips, key=lambda item: item[:2]):
         (flipped.regressions if flip.kind == BROKE else flipped.fixes).append(flip)
     if flips:
-        cause_finder(run_id=run.pk, baseline_id=baseline_id, flips=[flip for *_, flip in flips]).annotate(
-            [flip for *_, flip in flips]
-        )
+        cause_finder(run_id=run.pk, baseline_id=baseline_id).annotate([flip for *_, flip in flips])
     return flipped
 
 
-def cause_finder(*, run_id: int, baseline_id: int, flips: list[Flip]) -> CauseFinder:
-    """The CauseFinder of two runs, their snapshots read here: one query, and one for the agents the flipped cases
-    enter at when any of them names one."""
+def cause_finder(*, run_id: int, baseline_id: int) -> CauseFinder:
+    """The CauseFinder of two runs, their snapshots read here: one query."""
     snapshots = dict(Run.objects.filter(pk__in=[run_id, baseline_id]).values_list("pk", "agent_snapshot"))
-    return CauseFinder(
-        baseline_snapshot=snapshots.get(baseline_id) or {}, run_snapshot=snapshots.get(run_id) or {},
-        entry_agents=_entry_agents_of(snapshots.get(run_id) or {}, flips),
-    )
-
-
-def _entry_agents_of(snapshot: dict[str, Any], flips: list[Flip]) -> dict[str, str]:
-    # Only a run that reached more than the suite's agent can have a case entering elsewhere.
-    if len(snapshot.get("agents") or {}) <= 1:
-        return {}
-    return case_entry_agents({flip.current_hash for flip in flips if flip.current_hash})
+    return CauseFinder(baseline_snapshot=snapshots.get(baseline_id) or {}, run_snapshot=snapshots.get(run_id) or {})
 
 
 def verdict_of(statuses: list[str]) -> str | None:
@@ -339,7 +326,7 @@ class InBaseline:
 def result_in_baseline(*, result: CaseResult, verdict: str | None) -> InBaseline | None:
     """Where `result` (from with_default_baseline(…, run="run")), whose case has `verdict` on its model over the
     run's trials, stood in the run's default baseline; None when the suite has no earlier run. One query, and when it
-    flipped one more for the two runs' snapshots (two when the case enters at another agent)."""
+    flipped one more for the two runs' snapshots."""
     baseline_id = getattr(result, "baseline_id", None)
     if baseline_id is None:
         return None
@@ -362,7 +349,7 @@ def result_in_baseline(*, result: CaseResult, verdict: str | None) -> InBaseline
                 "id": result.pk, "status": result.status, "reason": result.reason, "case_hash": result.case_hash,
                 **names,
             })
-            found.causes = cause_finder(run_id=result.run_id, baseline_id=baseline_id, flips=[flip]).causes(flip)
+            found.causes = cause_finder(run_id=result.run_id, baseline_id=baseline_id).causes(flip)
     return found
 
 
@@ -446,10 +433,9 @@ def run_compare(
         comparisons.append(comparison)
     flips = [flip for comparison in comparisons for kind in (BROKE, FIXED) for flip in comparison.flips[kind]]
     if flips:
-        CauseFinder(
-            baseline_snapshot=baseline.agent_snapshot or {}, run_snapshot=run.agent_snapshot or {},
-            entry_agents=_entry_agents_of(run.agent_snapshot or {}, flips),
-        ).annotate(flips)
+        CauseFinder(baseline_snapshot=baseline.agent_snapshot or {}, run_snapshot=run.agent_snapshot or {}).annotate(
+            flips
+        )
     return comparisons
 
 
@@ -713,11 +699,8 @@ class CauseFinder:
     the agents, the models' configuration and, for a replay, the version of each recording served — and the case
     hashes their results kept. Reads nothing more."""
 
-    def __init__(self, *, baseline_snapshot: dict[str, Any], run_snapshot: dict[str, Any],
-                 entry_agents: dict[str, str] | None = None) -> None:
+    def __init__(self, *, baseline_snapshot: dict[str, Any], run_snapshot: dict[str, Any]) -> None:
         self.old, self.new = baseline_snapshot or {}, run_snapshot or {}
-        # Case content hash → the agent the case enters at, when it is not the suite's.
-        self.entry_agents = entry_agents or {}
 
     def _agents_changed(self, entry: str) -> bool:
         old_agents, new_agents = self.old.get("agents"), self.new.get("agents")
@@ -728,7 +711,7 @@ class CauseFinder:
 
     def causes(self, flip: Flip) -> list[str]:
         found = []
-        entry = self.entry_agents.get(flip.current_hash) or self.new.get("agent") or ""
+        entry = (self.new.get("case_entry_agents") or {}).get(str(flip.case_id)) or self.new.get("agent") or ""
         if self._agents_changed(entry):
             found.append(AGENT_CHANGED)
         if flip.case_changed:
@@ -746,16 +729,6 @@ class CauseFinder:
     def annotate(self, flips: list[Flip]) -> None:
         for flip in flips:
             flip.causes = self.causes(flip)
-
-
-def case_entry_agents(hashes: set[str]) -> dict[str, str]:
-    """Content hash → the name of the agent the case enters at, for the stored contents that name one. One query,
-    none when `hashes` is empty."""
-    if not hashes:
-        return {}
-    rows = CaseSnapshot.objects.filter(content_hash__in=hashes).values_list("content_hash", "content")
-    return {key: content["entry_agent"] for key, content in rows
-            if isinstance(content, dict) and isinstance(content.get("entry_agent"), str) and content["entry_agent"]}
 
 
 @dataclass

@@ -70,13 +70,13 @@ def test_it_names_the_sub_agent_whose_instruction_edit_caused_a_regression(
         assert_fits(page, f"the run page at {width}")
         flip = page.locator(f'.flip-item.flip-broke[data-case="{CANCELLATION_CASE}"]')
         expect(flip.locator(".flip-causes")).to_have_attribute("data-causes", "agent changed")
-        expect(flip.locator(".badge.cause")).to_have_text(["agent changed"])
+        expect(flip.locator(".flip-causes .badge")).to_have_text(["agent changed"])
 
         page.goto(f"/runs/{after.pk}/results/{regressed.pk}/")
         assert_fits(page, f"the result page at {width}")
         context = page.locator(".baseline-context")
         expect(context).to_contain_text(f"Regression since baseline #{before.pk}")
-        expect(context.locator(".badge.cause")).to_have_text(["agent changed"])
+        expect(context.locator(".flip-causes .badge")).to_have_text(["agent changed"])
 
         page.goto(f"/runs/{after.pk}/compare/?baseline={before.pk}")
         assert_fits(page, f"the compare page at {width}")
@@ -88,7 +88,7 @@ def test_it_names_the_sub_agent_whose_instruction_edit_caused_a_regression(
         # The router and the look-up agent did not change: they are not listed.
         expect(page.locator(".agent-change")).to_have_count(1)
         row = page.locator("tr", has_text=CANCELLATION_CASE).filter(has=page.locator(".flip-causes"))
-        expect(row.locator(".badge.cause")).to_have_text(["agent changed"])
+        expect(row.locator(".flip-causes .badge")).to_have_text(["agent changed"])
 
 
 def test_it_says_case_changed_not_agent_when_only_the_case_was_edited(
@@ -114,10 +114,10 @@ def test_it_says_case_changed_not_agent_when_only_the_case_was_edited(
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(f"/runs/{after.pk}/")
         flip = page.locator(f'.flip-item.flip-broke[data-case="{CANCELLATION_CASE}"]')
-        expect(flip.locator(".badge.cause")).to_have_text(["case changed"])
+        expect(flip.locator(".flip-causes .badge")).to_have_text(["case changed"])
         expect(flip.locator("a.badge.case-changed")).to_have_attribute("href", re.compile(r"/compare/.*#case-change-"))
         assert_fits(page, f"the run page at {width}")
 
         page.goto(f"/runs/{after.pk}/results/{regressed.pk}/")
-        expect(page.locator(".baseline-context .badge.cause")).to_have_text(["case changed"])
+        expect(page.locator(".baseline-context .flip-causes .badge")).to_have_text(["case changed"])
         assert_fits(page, f"the result page at {width}")
