@@ -1,7 +1,8 @@
 """The README's own scenario (issue 37, item 1), in a real browser with a real worker: delete "Look the order up
 first" from the order-cancellation sub-agent's instruction and run the demo again on sim-hasty. The regression says
 on the run page and the result page that the agent changed (not the case, the model or a recording), in the same
-words, and Compare names the sub-agent with its instruction's diff — at 1366 and at 800 px wide.
+words; Compare names the sub-agent with its instruction's diff; side by side shows the skipped look-up as one
+skipped row (issue 37, item 2) — at 1366 and at 800 px wide.
 
 A case edit between two runs reads "case changed" on those pages instead: an edited case is not an agent regression
 (issue 37, item 2 of the findings)."""
@@ -89,6 +90,15 @@ def test_it_names_the_sub_agent_whose_instruction_edit_caused_a_regression(
         expect(page.locator(".agent-change")).to_have_count(1)
         row = page.locator("tr", has_text=CANCELLATION_CASE).filter(has=page.locator(".flip-causes"))
         expect(row.locator(".flip-causes .badge")).to_have_text(["agent changed"])
+
+        # Side by side, aligned by content: the look-up the edited instruction no longer asks for is one skipped row,
+        # named in the first-divergence summary; the calls after it sit beside their like.
+        page.goto(f"/runs/{after.pk}/results/{regressed.pk}/side-by-side/")
+        assert_fits(page, f"the side by side page at {width}")
+        expect(page.locator(".divergence-what")).to_contain_text("skipped what")
+        expect(page.locator(".divergence-what")).to_contain_text("lookup_order")
+        expect(page.locator('.sbs-difference[data-difference="skipped"]').first).to_be_visible()
+        expect(page.get_by_text("the turn ended sooner")).to_have_count(0)
 
 
 def test_it_says_case_changed_not_agent_when_only_the_case_was_edited(
