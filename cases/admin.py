@@ -31,6 +31,7 @@ from cases.admin_params import PREFIX as PARAM_PREFIX
 from cases.admin_params import param_specs, params_from_fields, params_initial
 from cases.files import files_render, files_zip
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
+from cases.permissions import case_switch_allowed
 from cases.review import SHORT_JSON_LENGTH, case_review
 from cases.schema import EXTRA_ALLOWED_HELP, FORCE_BLOCKED_HELP
 from cases.selectors import CASE_PARTS
@@ -484,9 +485,13 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
         ]
         return review + super().get_urls()
 
+    def has_switch_permission(self, request: HttpRequest) -> bool:
+        """The bulk Enable and Disable actions' permission: the review panel's and the API's rule."""
+        return case_switch_allowed(request.user)
+
     def _case_to_switch(self, request: HttpRequest, object_id: str) -> Case | None:
         case = self.get_object(request, object_id)
-        if case is not None and not self.has_change_permission(request, case):
+        if case is not None and not case_switch_allowed(request.user):
             raise PermissionDenied
         return case
 
@@ -577,7 +582,7 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
         elif warnings := case_warnings(document):
             self.message_user(request, f"{case.name!r} is enabled, but {'; '.join(warnings)}.", messages.WARNING)
 
-    @admin.action(description="Enable selected cases")
+    @admin.action(description="Enable selected cases", permissions=["switch"])
     def enable_selected(self, request: HttpRequest, queryset: QuerySet[Case]) -> None:
         enabled, refused, unchecked = 0, [], []
         for case in queryset.select_related("suite", "entry_agent").prefetch_related(*CASE_PARTS):
@@ -601,7 +606,7 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
         if refused:
             self.message_user(request, f"Not enabled, fix these first: {'; '.join(refused)}.", messages.ERROR)
 
-    @admin.action(description="Disable selected cases")
+    @admin.action(description="Disable selected cases", permissions=["switch"])
     def disable_selected(self, request: HttpRequest, queryset: QuerySet[Case]) -> None:
         count = 0
         for case in queryset:
