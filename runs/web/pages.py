@@ -686,8 +686,8 @@ FAILING = (CaseResult.Status.FAILED, CaseResult.Status.ERROR)
 
 
 def _simulation(result: CaseResult) -> dict[str, Any] | None:
-    """What the page says of a simulated user: who played it, which turns it wrote, what stopped it, and the goal
-    verdict with its reason."""
+    """What the page says of a simulated user: who played it, as whom (persona, goal, the facts it could reveal),
+    which turns it wrote (counted from 1), what stopped it, and the goal verdict with its reason."""
     simulation = result.simulation or {}
     if not simulation:
         return None
@@ -698,10 +698,18 @@ def _simulation(result: CaseResult) -> dict[str, Any] | None:
         verdict = {"status": goals[0].get("status", ""), "reached": actual.get("reached"),
                    "reason": actual.get("reason") or goals[0].get("message", "")}
     usage = simulation.get("usage") or {}
+    # The persona and facts the user model was given, from what the result ran (its case's snapshot): one query.
+    ran = CaseSnapshot.objects.filter(content_hash=result.case_hash).values_list("content", flat=True).first()
+    played = (ran or {}).get("simulated_user") if isinstance(ran, dict) else None
+    played = played if isinstance(played, dict) else {}
+    facts = played.get("facts") if isinstance(played.get("facts"), dict) else {}
     return {
         "model": simulation.get("user_model", ""),
-        "goal": simulation.get("goal", ""),
-        "turns": ", ".join(str(turn) for turn in simulation.get("turns") or []) or "none",
+        "goal": simulation.get("goal", "") or played.get("goal", ""),
+        "persona": played.get("persona", ""),
+        "facts": sorted(facts.items()),
+        # Counted from 1, as a person counts turns: turn index 0 is the first.
+        "turns": ", ".join(str(turn + 1) for turn in simulation.get("turns") or [] if isinstance(turn, int)) or "none",
         "stop": (simulation.get("stop") or {}).get("text", ""),
         "stop_by": (simulation.get("stop") or {}).get("by", ""),
         "verdict": verdict,
