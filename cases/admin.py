@@ -395,6 +395,9 @@ class AssertionInline(CasePartInline):
         # Only this case's turns: an assertion can never point into another case.
         turn.queryset = Turn.objects.filter(case=obj) if obj is not None else Turn.objects.none()
         turn.empty_label = "Case-level (after the last turn)"
+        # The choices read once for every assertion's select: a queryset would be read again by each form's widget,
+        # a query per assertion (issue 37: the review page's queries grew with the case).
+        turn.choices = [("", turn.empty_label), *((item.pk, turn.label_from_instance(item)) for item in turn.queryset)]
         turn.help_text = "Case-level: checked over the whole conversation. A new turn can be chosen once it is saved."
         return formset
 
