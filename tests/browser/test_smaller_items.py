@@ -1,6 +1,6 @@
 """Smaller findings of issue 37 (item 11 of the findings), each where a person sees it, at 1366 and at 800 px: a
-skip-to-content link on the app's own pages, a member's 404 sentence ending once, and the conversations list
-fitting an imported conversation's unbroken trace id."""
+skip-to-content link on the app's own pages, a member's 404 sentence ending once, the conversations list fitting an
+imported conversation's unbroken trace id, and a focused regressed cell that can be seen."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import pytest
 from playwright.sync_api import expect
 
 from agenthost.models import Agent, Conversation
+from cases.models import Case, Suite
+from runs.models import CaseResult, Run
 from tests.browser.test_review_pages import WIDTHS, assert_fits
 from tests.browser.test_run_pages import ADMIN, MEMBER
 
@@ -51,3 +53,25 @@ def test_it_fits_an_imported_conversations_trace_id_in_the_list(sign_in, admin_u
     page.goto("/conversations/")
     expect(page.locator(".trace-id")).to_contain_text(TRACE_ID[:16])
     assert_fits(page, f"the conversations list at {width}")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_it_rings_a_focused_failed_cell_so_it_can_be_seen(sign_in, admin_user, width):
+    agent = Agent.objects.create(name="shop", instruction="Help.", provider="simulated", model="sim-careful")
+    suite = Suite.objects.create(name="shop", agent=agent)
+    case = Case.objects.create(suite=suite, name="looks the order up")
+    run = Run.objects.create(suite=suite, model_keys=["simulated:sim-careful"], case_ids=[case.pk], total=1,
+                             status=Run.Status.FAILED, failed=1)
+    CaseResult.objects.create(run=run, case=case, case_name=case.name, model="simulated:sim-careful",
+                              status="failed", reason="lookup_order was not called")
+    _, page = sign_in(*ADMIN)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"/runs/{run.pk}/")
+    cell = page.locator("td.cell-failed > a")
+    cell.focus()
+
+    ring = cell.evaluate(
+        "el => { const s = getComputedStyle(el); return [s.outlineStyle, s.outlineWidth, s.boxShadow]; }"
+    )
+    assert ring[0] == "solid" and float(ring[1].removesuffix("px")) >= 3, ring
+    assert "inset" in ring[2], ring
