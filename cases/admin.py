@@ -298,8 +298,16 @@ class AssertionForm(CasePartForm):
         )
 
     def param_fields(self) -> list[tuple[forms.BoundField, str, str]]:
-        """(field, the types that take it, its kind) for the page; the chosen type's are the ones shown."""
-        return [(self[spec.field_name], " ".join(spec.types), spec.kind) for spec in param_specs().values()]
+        """(field, the types that take it, its kind) for the page: the chosen type's only, every type's in the
+        formset's empty form. Issue 37: every type's fields in every assertion were most of the review page's widgets
+        and of its time; the page's script copies another type's fields from the empty form when the type changes."""
+        chosen = self.chosen_type()
+        every = "__prefix__" in (self.prefix or "")
+        return [
+            (self[spec.field_name], " ".join(spec.types), spec.kind)
+            for spec in param_specs().values()
+            if every or chosen in spec.types
+        ]
 
     def chosen_type(self) -> str:
         return str(self["type"].value() or "")

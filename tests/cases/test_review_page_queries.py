@@ -54,3 +54,22 @@ def test_it_lists_cases_in_the_same_number_of_queries_however_many_there_are(adm
         make_case(name=f"case {index}")
 
     assert queries(admin_client, "/admin/cases/case/") == few
+
+
+def test_it_renders_only_each_assertions_own_types_parameter_fields(admin_client, make_case):
+    """Issue 37, item 6: every type's parameter fields in every assertion were most of the review page's time. A saved
+    assertion's row holds its own type's fields; the empty form ("Add another") holds every type's, which the page's
+    script copies when a reviewer changes a row's type (tests/browser/test_case_review_editing.py)."""
+    from cases.admin_params import param_specs
+
+    case = make_case(name="params")
+    page = admin_client.get(f"/admin/cases/case/{case.pk}/change/").content.decode()
+    rows = {assertion.type: index for index, assertion in enumerate(case.assertions.order_by("position", "pk"))}
+
+    def fields_of(prefix: str) -> set[str]:
+        return {name for name in param_specs() if f'name="assertions-{prefix}-param_{name}"' in page}
+
+    assert fields_of(str(rows["toolCalled"])) == {"function", "arguments"}
+    assert fields_of(str(rows["outputRegex"])) == {"pattern"}
+    assert fields_of(str(rows["stateEquals"])) == {"key", "value"}
+    assert fields_of("__prefix__") == set(param_specs())
