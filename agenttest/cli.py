@@ -38,6 +38,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         _scratch_environment()
     elif arguments[:1] == ["init"]:
         _local_environment()
+    elif _serves_nothing(arguments) and not os.environ.get("AGENTTEST_SECRET_KEY"):
+        _local_environment()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agenttest.settings")
     # The team's own modules (plugins) are importable from the project's directory, but after the installed packages:
     # a team's `cases/` or `runs/` folder must not shadow agenttest's.
@@ -75,9 +77,22 @@ def _scratch_environment() -> None:
     _local_environment()
 
 
+# Commands that serve nothing and hold no secret: reading the files, checking the settings, printing a schema, moving
+# agents, suites and cases between files and the database. Everything else (serve, runserver, worker, migrate,
+# createsuperuser, drf_create_token, …) is a deployment's and still demands AGENTTEST_SECRET_KEY or AGENTTEST_DEBUG.
+LOCAL_COMMANDS = frozenset({"help", "check", "schema", "apply", "export"})
+_HELP_OPTIONS = frozenset({"-h", "--help", "--version"})
+
+
+def _serves_nothing(arguments: Sequence[str]) -> bool:
+    """Whether the command line asks for help, a version or one of the LOCAL_COMMANDS."""
+    return not arguments or arguments[0] in LOCAL_COMMANDS or any(a in _HELP_OPTIONS for a in arguments)
+
+
 def _local_environment() -> None:
     # Nothing is served and no mail is sent, so the production checks (secret key, mail server, broker) do not
-    # apply: the command runs with a local install's settings.
+    # apply: the command runs with a local install's settings. A deployment's own values (a secret key given, DEBUG
+    # set either way) are kept.
     os.environ.setdefault("AGENTTEST_DEBUG", "1")
     os.environ.setdefault("AGENTTEST_SECRET_KEY", secrets.token_urlsafe(50))
 

@@ -28,7 +28,9 @@ def not_found_page(request: HttpRequest, exception: Exception | None = None) -> 
 def _reason(exception: Exception | None) -> str:
     # Http404 messages from get_object_or_404 name a model and a query; only a message a view wrote for people shows.
     message = str(exception.args[0]) if exception is not None and exception.args else ""
-    return message if isinstance(exception, Http404) and message and "matches the given query" not in message else ""
+    shown = isinstance(exception, Http404) and message and "matches the given query" not in message
+    # The page ends the sentence itself: a message written as a sentence would end it twice ("… deleted..").
+    return message.rstrip(". ") if shown else ""
 
 
 class NotFoundPageMiddleware:

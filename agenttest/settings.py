@@ -14,10 +14,26 @@ from agenttest.env import env_bool, env_cache, env_float, env_int, env_list, env
 from common.project_file import ProjectFileError, project_read
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-# Installed as a package, BASE_DIR is site-packages: the database and the broker file must never land there, so
-# outside a checkout they go to ./var in the working directory, as a project's own files would.
+
+# The project file (agenttest.toml, common/project_file.py): AGENTTEST_CONFIG, else the nearest one from the working
+# directory up to the repository's root. The variables below override what it says. A bad file is not raised here:
+# the `agenttest` command refuses it before Django starts (exit 2), and the system check reports it (agenttest.E011).
+try:
+    _PROJECT = project_read()
+    AGENTTEST_PROJECT_PROBLEMS: list[str] = []
+except ProjectFileError as _error:
+    _PROJECT = None
+    AGENTTEST_PROJECT_PROBLEMS = _error.lines()
+
+# A project's commands use the project's database: with a project file, its var_dir (var/ beside it by default).
+# Without one, installed as a package BASE_DIR is site-packages, where the database and the broker file must never
+# land, so they go to ./var in the working directory; from a checkout (the demo, an editable install used without a
+# project file) to the checkout's var/.
 _FROM_CHECKOUT = (BASE_DIR / "manage.py").is_file()
-VAR_DIR = Path(env_str("AGENTTEST_VAR_DIR", str(BASE_DIR / "var" if _FROM_CHECKOUT else Path.cwd() / "var"))).absolute()
+_DEFAULT_VAR_DIR = (
+    _PROJECT.var_dir if _PROJECT else BASE_DIR / "var" if _FROM_CHECKOUT else Path.cwd() / "var"
+)
+VAR_DIR = Path(env_str("AGENTTEST_VAR_DIR", str(_DEFAULT_VAR_DIR))).absolute()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("AGENTTEST_DEBUG", False)
@@ -237,15 +253,6 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {"runs.tasks.*": {"queue": "runs"}}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
-# The project file (agenttest.toml, common/project_file.py): AGENTTEST_CONFIG, else the nearest one from the working
-# directory up to the repository's root. The variables below override what it says. A bad file is not raised here:
-# the `agenttest` command refuses it before Django starts (exit 2), and the system check reports it (agenttest.E011).
-try:
-    _PROJECT = project_read()
-    AGENTTEST_PROJECT_PROBLEMS: list[str] = []
-except ProjectFileError as _error:
-    _PROJECT = None
-    AGENTTEST_PROJECT_PROBLEMS = _error.lines()
 AGENTTEST_PROJECT_FILE = str(_PROJECT.path) if _PROJECT else ""
 # Plugin modules and runtime entry points are importable from it (agenttest/plugin_loading.py).
 AGENTTEST_PROJECT_DIR = str(_PROJECT.directory) if _PROJECT else ""

@@ -1,16 +1,20 @@
-"""Server time of the run page for a large finished run: 1,000 cases × 5 models by default.
+"""Server time of the run page for a large finished run: 1,000 cases × 5 models by default; beside it, the admin's
+case review page (where a reviewer reads and enables each draft) and its cases list.
 
     python bench/run_page.py [--cases 1000] [--models 5] [--repeat 5] [--database-url postgres://…]
 
 Builds the run's results in bulk on a scratch database (each with a transcript of a realistic size, which the page
 must not load), then renders the run page, its matrix CSV and its progress JSON with Django's test client, in process:
 the time is the server's (URL routing, queries, template rendering), with no network and no browser. Prints the median
-(and min / max) of `--repeat` renders after one warm-up, the number of SQL queries and the page size.
+(and min / max) of `--repeat` renders after one warm-up, the number of SQL queries and the page size. The review page
+is measured on a case the size of a recorded one (history, turns, mocks, assertions): issue 37 found it ten times
+slower than the app's own pages.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -85,6 +89,31 @@ def build_run(cases: int, models: int) -> int:
     return run.pk
 
 
+def build_review_case(turns: int = 3, mocks: int = 4, assertions: int = 6) -> int:
+    """The bench suite's first case given the parts a recorded draft has; returns its id."""
+    from cases.models import Assertion, Case, HistoryMessage, Mock, Turn
+
+    case = Case.objects.order_by("pk").first()
+    HistoryMessage.objects.bulk_create([
+        HistoryMessage(case=case, position=0, role="user", content="Hello, I have a question about an order."),
+        HistoryMessage(case=case, position=1, role="assistant", content="Of course: which order?"),
+    ])
+    made = Turn.objects.bulk_create([
+        Turn(case=case, position=index, user_message=f"Where is order {1042 + index}?") for index in range(turns)
+    ])
+    Mock.objects.bulk_create([
+        Mock(case=case, position=index, function_name="lookup_order", arguments={"order_id": str(1042 + index)},
+             result=json.dumps({"order_id": str(1042 + index), "status": "shipped", "email": "ann@example.com"}))
+        for index in range(mocks)
+    ])
+    Assertion.objects.bulk_create([
+        Assertion(case=case, turn=made[index % turns], position=index, type="toolCalled",
+                  params={"function": "lookup_order", "arguments": {"order_id": str(1042 + index % turns)}})
+        for index in range(assertions)
+    ])
+    return case.pk
+
+
 def measure(client: Any, url: str, repeat: int) -> dict[str, Any]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -133,9 +162,14 @@ def main(argv: list[str] | None = None) -> int:
         client.force_login(get_user_model().objects.get(username="bench"))
         print(f"run page benchmark: {args.cases} cases × {args.models} models = {args.cases * args.models} results; "
               f"{description}; built in {built_s:.1f} s; {args.repeat} renders after a warm-up")
-        for url in (f"/runs/{run_id}/", f"/runs/{run_id}/matrix.csv", f"/runs/{run_id}/progress.json"):
+        case_id = build_review_case()
+        pages = (
+            f"/runs/{run_id}/", f"/runs/{run_id}/matrix.csv", f"/runs/{run_id}/progress.json",
+            f"/admin/cases/case/{case_id}/change/", "/admin/cases/case/",
+        )
+        for url in pages:
             row = measure(client, url, args.repeat)
-            print(f"  {row['url']:<28} median {row['median_ms']:7.1f} ms  (min {row['min_ms']:.1f}, max "
+            print(f"  {row['url']:<32} median {row['median_ms']:7.1f} ms  (min {row['min_ms']:.1f}, max "
                   f"{row['max_ms']:.1f})  {row['queries']} queries  {row['bytes'] / 1024:.0f} KiB")
         from django.db import connections
 

@@ -31,6 +31,7 @@ from cases.admin_params import PREFIX as PARAM_PREFIX
 from cases.admin_params import param_specs, params_from_fields, params_initial
 from cases.files import files_render, files_zip
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
+from cases.permissions import case_switch_allowed
 from cases.review import SHORT_JSON_LENGTH, case_review
 from cases.schema import EXTRA_ALLOWED_HELP, FORCE_BLOCKED_HELP, NETWORK_ALLOW_HELP
 from cases.selectors import CASE_PARTS
@@ -298,8 +299,16 @@ class AssertionForm(CasePartForm):
         )
 
     def param_fields(self) -> list[tuple[forms.BoundField, str, str]]:
-        """(field, the types that take it, its kind) for the page; the chosen type's are the ones shown."""
-        return [(self[spec.field_name], " ".join(spec.types), spec.kind) for spec in param_specs().values()]
+        """(field, the types that take it, its kind) for the page: the chosen type's only, every type's in the
+        formset's empty form. Issue 37: every type's fields in every assertion were most of the review page's widgets
+        and of its time; the page's script copies another type's fields from the empty form when the type changes."""
+        chosen = self.chosen_type()
+        every = "__prefix__" in (self.prefix or "")
+        return [
+            (self[spec.field_name], " ".join(spec.types), spec.kind)
+            for spec in param_specs().values()
+            if every or chosen in spec.types
+        ]
 
     def chosen_type(self) -> str:
         return str(self["type"].value() or "")
@@ -395,6 +404,9 @@ class AssertionInline(CasePartInline):
         # Only this case's turns: an assertion can never point into another case.
         turn.queryset = Turn.objects.filter(case=obj) if obj is not None else Turn.objects.none()
         turn.empty_label = "Case-level (after the last turn)"
+        # The choices read once for every assertion's select: a queryset would be read again by each form's widget,
+        # a query per assertion (issue 37: the review page's queries grew with the case).
+        turn.choices = [("", turn.empty_label), *((item.pk, turn.label_from_instance(item)) for item in turn.queryset)]
         turn.help_text = "Case-level: checked over the whole conversation. A new turn can be chosen once it is saved."
         return formset
 
@@ -485,9 +497,13 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
         ]
         return review + super().get_urls()
 
+    def has_switch_permission(self, request: HttpRequest) -> bool:
+        """The bulk Enable and Disable actions' permission: the review panel's and the API's rule."""
+        return case_switch_allowed(request.user)
+
     def _case_to_switch(self, request: HttpRequest, object_id: str) -> Case | None:
         case = self.get_object(request, object_id)
-        if case is not None and not self.has_change_permission(request, case):
+        if case is not None and not case_switch_allowed(request.user):
             raise PermissionDenied
         return case
 
@@ -578,7 +594,7 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
         elif warnings := case_warnings(document):
             self.message_user(request, f"{case.name!r} is enabled, but {'; '.join(warnings)}.", messages.WARNING)
 
-    @admin.action(description="Enable selected cases")
+    @admin.action(description="Enable selected cases", permissions=["switch"])
     def enable_selected(self, request: HttpRequest, queryset: QuerySet[Case]) -> None:
         enabled, refused, unchecked = 0, [], []
         for case in queryset.select_related("suite", "entry_agent").prefetch_related(*CASE_PARTS):
@@ -602,7 +618,7 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
         if refused:
             self.message_user(request, f"Not enabled, fix these first: {'; '.join(refused)}.", messages.ERROR)
 
-    @admin.action(description="Disable selected cases")
+    @admin.action(description="Disable selected cases", permissions=["switch"])
     def disable_selected(self, request: HttpRequest, queryset: QuerySet[Case]) -> None:
         count = 0
         for case in queryset:

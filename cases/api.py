@@ -16,11 +16,13 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from pydantic import Field
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
+from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cases.models import Case, Suite
+from cases.permissions import CASE_SWITCH_REFUSED, case_switch_allowed
 from cases.schema import CaseDocument, SuiteDocument
 from cases.selectors import (
     case_detail,
@@ -349,7 +351,18 @@ class CaseCopyApi(CasesApiView):
         return Response(_case_output(_case_or_404(copy.pk), user=request.user), status=status.HTTP_201_CREATED)
 
 
+class CanSwitchCases(BasePermission):
+    """Enable and Disable: cases.permissions' rule, the one the admin's actions and review panel follow."""
+
+    message = CASE_SWITCH_REFUSED
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return case_switch_allowed(request.user)
+
+
 class CaseEnableApi(CasesApiView):
+    permission_classes = [IsAuthenticated, CanSwitchCases]
+
     @extend_schema(
         tags=["cases"], operation_id="cases_enable", request=None,
         responses={
@@ -380,6 +393,8 @@ class CaseEnableApi(CasesApiView):
 
 
 class CaseDisableApi(CasesApiView):
+    permission_classes = [IsAuthenticated, CanSwitchCases]
+
     @extend_schema(
         tags=["cases"], operation_id="cases_disable", request=None,
         responses={

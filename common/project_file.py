@@ -11,6 +11,7 @@ nearest `agenttest.toml` from the working directory upward, stopping at the repo
     plugins = ["order_tools"]             # modules importable from this file's directory
     providers_file = "providers.toml"     # or [providers.<name>] tables here, in the providers file's shape
     mcp_file = "mcp.toml"                 # or [mcp_servers.<name>] tables here, in the MCP file's shape
+    var_dir = "var"                       # the database and broker files (the default: var/ beside this file)
 
     [run]                                 # defaults of `agenttest run`; its options override them
     directory = "."                       # agents/, suites/, recordings/
@@ -26,7 +27,7 @@ nearest `agenttest.toml` from the working directory upward, stopping at the repo
 Keys sit at the top level (not under an [agenttest] table) so that the same keys could one day live under
 [tool.agenttest] of a pyproject.toml, as ruff.toml's do under [tool.ruff]. Every relative path is relative to the
 file's directory. Environment variables override the file (settings.py): AGENTTEST_PLUGINS, AGENTTEST_PROVIDERS_FILE,
-AGENTTEST_MCP_FILE.
+AGENTTEST_MCP_FILE, AGENTTEST_VAR_DIR.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ REPOSITORY_MARKERS = (".git", ".hg")
 # runs.models.Run.Mode's values (common imports no app); tests/test_project_file.py pins that they agree.
 RUN_MODES = ("live", "record", "replay")
 
-_TOP_KEYS = ("plugins", "providers_file", "providers", "mcp_file", "mcp_servers", "run")
+_TOP_KEYS = ("plugins", "providers_file", "providers", "mcp_file", "mcp_servers", "var_dir", "run")
 _RUN_KEYS = ("directory", "suites", "models", "cases", "mode", "trials", "junit", "summary", "results")
 _RUN_PATHS = ("junit", "summary", "results")
 _MODULE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
@@ -85,10 +86,17 @@ class Project:
     providers_file: Path | None = None
     mcp_servers: dict[str, dict[str, Any]] | None = None
     run: dict[str, Any] = field(default_factory=dict)
+    # Where the project's database and broker files live: the file's var_dir, else var/ beside the file — never the
+    # agenttest checkout's, which an editable install would otherwise share with every project (issue 37).
+    var_dir_given: Path | None = None
 
     @property
     def directory(self) -> Path:
         return self.path.parent
+
+    @property
+    def var_dir(self) -> Path:
+        return self.var_dir_given or self.directory / "var"
 
 
 def project_file_find(start: Path) -> Path | None:
@@ -151,11 +159,14 @@ def project_parse(path: Path, data: dict[str, Any]) -> Project:
     providers, providers_file = _providers(data, directory, problems)
     mcp_servers = _mcp_servers(data, directory, problems)
     run = _run(data.get("run", {}), directory, problems)
+    var_dir = _path(data["var_dir"], directory, "var_dir", problems) if "var_dir" in data else None
+    if var_dir is not None and var_dir.exists() and not var_dir.is_dir():
+        problems.append(f"var_dir: {var_dir} is a file, not a directory")
     if problems:
         raise ProjectFileError(path, problems)
     return Project(path=path, plugins=list(plugins), providers=providers,
                    providers_file=providers_file if providers_file else (path if providers is not None else None),
-                   mcp_servers=mcp_servers, run=run)
+                   mcp_servers=mcp_servers, run=run, var_dir_given=var_dir)
 
 
 def _providers(data: dict[str, Any], directory: Path, problems: list[str]

@@ -18,7 +18,7 @@ from common.queues import group_queue
 from runs.engine.case_runner import TEST_TAG
 from runs.engine.leases import unpicked_runs
 from runs.engine.workers import live_workers
-from runs.models import CaseResult, Run, RunLock
+from runs.models import CaseResult, Recording, Run, RunLock
 
 
 def run_list(*, suite_id: int | None = None, status: str = "") -> QuerySet[Run]:
@@ -434,3 +434,8 @@ def run_matrix_trials(*, run: Run) -> list[dict[str, Any]]:
         )
         row["cells"][result["model"]] = result
     return list(rows.values())
+
+
+def recorded_models() -> list[str]:
+    """The models any suite has recordings of, by name: what a replay can serve. One query."""
+    return list(Recording.objects.order_by("model").values_list("model", flat=True).distinct())

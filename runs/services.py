@@ -21,7 +21,8 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from agenthost.seams import Conversation, agent_as_stored
-from cases.models import Suite
+from cases.models import Case, Suite
+from runs.engine.agent_snapshots import agents_snapshot, model_config_hash, recording_versions
 from runs.engine.dispatch import queue_or_undo, queue_ping, run_dispatch
 from runs.engine.errors import QueueUnavailable, RunConflict, RunError
 from runs.engine.freezing import result_freeze
@@ -102,7 +103,7 @@ def run_create(
         budget_cost=Decimal(str(budget_cost)) if budget_cost is not None else None,
         total=len(case_ids) * len(model_keys) * trials,
         triggered_by=triggered_by,
-        agent_snapshot=_agent_snapshot(suite),
+        agent_snapshot=_agent_snapshot(suite, case_ids, model_keys=model_keys, mode=mode),
         isolation_group=suite.isolation_group,
     )
 
@@ -180,9 +181,18 @@ def run_resume(*, run: Run, dispatch: Callable[[int], None] | None = None) -> Ru
     return run
 
 
-def _agent_snapshot(suite: Suite) -> dict[str, Any]:
+def _agent_snapshot(suite: Suite, case_ids: list[int], *, model_keys: list[str], mode: str) -> dict[str, Any]:
+    """The suite's agent at its top level (as every run has kept it); under "agents" every agent the run can reach
+    (runs.engine.agent_snapshots), so a comparison names the sub-agent that changed; under "models" a hash of each
+    model's configuration; and for a replay under "recordings" the version of each recording it will serve — so the
+    run page can say of each flipped case whether the agent, the case, the model or a recording changed."""
     agent = suite.agent
     loaded = agent_as_stored(agent)
+    agent_model = Case._meta.get_field("entry_agent").related_model
+    entering = dict(
+        Case.objects.filter(pk__in=case_ids, entry_agent__isnull=False).values_list("pk", "entry_agent__name")
+    )
+    entered = agent_model.objects.filter(name__in=set(entering.values())).order_by("name") if entering else []
     return {
         "agent": agent.name,
         "instruction_hash": hashlib.sha256(agent.instruction.encode()).hexdigest(),
@@ -198,6 +208,12 @@ def _agent_snapshot(suite: Suite) -> dict[str, Any]:
             for item in loaded.functions
             if isinstance(item.get("mcp"), dict)
         },
+        "agents": agents_snapshot(entry=agent, case_entry_agents=entered),
+        # Case id → the agent it enters at, for the cases that do not start at the suite's.
+        "case_entry_agents": {str(pk): name for pk, name in entering.items()},
+        "models": {key: model_config_hash(key) for key in model_keys},
+        **({"recordings": recording_versions(case_ids=case_ids, model_keys=model_keys)} if mode == Run.Mode.REPLAY
+           else {}),
     }
 
 

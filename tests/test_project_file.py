@@ -177,7 +177,8 @@ def test_it_reads_a_kinds_file_options_from_the_directory_of_the_file_that_set_t
 
 @pytest.mark.parametrize(("text", "expected"), [
     ('plugin = ["order_tools"]', "plugin: unknown key (did you mean 'plugins'? keys: plugins, providers_file, "
-     "providers, mcp_file, mcp_servers, run)"),
+     "providers, mcp_file, mcp_servers, var_dir, run)"),
+    ('var_dir = 3', "var_dir: must be a path (relative to this file's directory), got 3"),
     ('plugins = "order_tools"', "plugins: must be a list of importable module paths (e.g. [\"shop.tools\"]), got "
      "'order_tools'"),
     ('plugins = ["order-tools"]', "plugins: must be a list of importable module paths"),

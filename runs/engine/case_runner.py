@@ -22,6 +22,7 @@ The conversation is sealed: its key lives only here, while the case runs, so not
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, connection
 
@@ -72,6 +73,9 @@ from runs.engine.simulated_user import (
     user_request,
 )
 from runs.tapes.replay import Replayer, Tape
+
+if TYPE_CHECKING:
+    from runs.engine.budget import RunBudget
 
 TEST_TAG = "agenttest"
 NO_ASSERTIONS = "the case has no assertions, so it verifies nothing"
@@ -210,6 +214,7 @@ def execute_case(
     tape: Tape | None = None,
     worker: CaseWorker | None = None,
     save_conversation: bool = True,
+    budget: RunBudget | None = None,
 ) -> CaseExecution:
     """Run the case on the model (through `tape` in record/replay mode) and say what happened; never raises.
 
@@ -239,6 +244,9 @@ def execute_case(
         throttles=suite.throttles,
         mcp_live=suite.mcp_live,
         tables=plan.tables,
+        # A replay spends nothing, so no budget stops it.
+        budget=budget if tape is None or tape.spends else None,
+        price=functools.partial(_price, model, suite, plan),
     )
     progress = _Progress()
     outcome: dict[str, Any] = {}
@@ -368,6 +376,18 @@ def _wait(future: Future, seconds: float) -> bool:
     except FutureTimeout:
         return False
     return True
+
+
+def _price(model: ModelConfig, suite: SuitePlan, plan: CasePlan, usage: Usage, who: str) -> Decimal:
+    """What one call's usage costs at its model's price: the model under test's, the judge's or the simulated
+    user's."""
+    if who == "agent":
+        return _cost(model, usage)
+    key = plan.simulated_user.model if who == "user" and plan.simulated_user is not None else suite.judge_model
+    try:
+        return _cost(get_model(key), usage)
+    except UnknownModel:
+        return Decimal(0)
 
 
 def _cost(model: ModelConfig, usage: Usage) -> Decimal:

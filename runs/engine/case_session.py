@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from agenthost.seams import (
@@ -44,6 +45,8 @@ RATE_LIMIT_BACKOFF = 1.0
 RATE_LIMIT_MAX_WAIT = 60.0
 # What a case keeps of its time, after the last wait for a rate limit, to report the 429 and finish.
 REPORT_MARGIN_SECONDS = 0.5
+# A model call the run's budget (budget.py) refused: nothing was sent (issue 37, item 7).
+BUDGET_SPENT = "budget_spent"
 
 
 class Outcome:
@@ -157,6 +160,10 @@ class CaseSession:
     _canary_open: bool = True
     _expired: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # The run's budget (budget.py), held before each model call of the case, and what a call's usage costs for whom
+    # ("agent", "judge", "user"); None outside a run and in a replay, which spends nothing.
+    budget: Any = None
+    price: Callable[[Usage, str], Decimal] | None = None
     # The throttle slots the case's calls hold right now (throttle.py).
     _slots: list[Slot] = field(default_factory=list)
 
@@ -225,6 +232,13 @@ class CaseSession:
     ) -> ModelResponse:
         """Make one model call of the case. None starts once the case timed out; a call that finishes is counted
         even when it returns after the timeout, because it was paid for."""
+        over = self.budget.exhausted() if self.budget is not None else ""
+        if over:
+            reason = f"the run's budget was spent before this model call, which was not made: {over}"
+            with self._lock:
+                # The case's Error whichever call met it: the agent's, the judge's or the simulated user's.
+                self.failure = self.failure or reason
+            raise ProviderError(reason, code=BUDGET_SPENT, provider=self.provider, model=request.model)
         attempt = 0
         while True:
             if self.out_of_time():
@@ -249,6 +263,10 @@ class CaseSession:
             if response.notes:
                 whose = "the judge" if judge else "the simulated user's model" if user else f"the model {request.model}"
                 self.answer_notes.append(f"{whose} reported {', '.join(response.notes)}")
+            if self.budget is not None:
+                who = "user" if user else "judge" if judge else "agent"
+                cost = self.price(response.usage, who) if self.price is not None else 0
+                self.budget.add(response.usage.total_tokens, cost)
             if user:
                 self.user_usage = self.user_usage + response.usage
             elif judge:

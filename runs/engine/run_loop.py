@@ -18,7 +18,7 @@ from typing import Any
 from agenthost.seams import ModelConfig, UnknownModel
 from cases.models import Case
 from cases.validation import suite_hermetic_problem
-from runs.engine.budget import Spend
+from runs.engine.budget import RunBudget, Spend
 from runs.engine.case_runner import ERROR, CaseExecution, CasePlan, CaseWorker, SuitePlan, execute_case
 from runs.engine.durability import relaxed_commit
 from runs.engine.leases import Lease, LeaseLost
@@ -58,6 +58,8 @@ def run_execute_held(*, lease: Lease) -> Run:
         done_keys.add((case_id, model_key, trial))
         if not replaying:
             spent.add(tokens_in + tokens_out + judge_in + judge_out, Decimal(cost or 0) + Decimal(judge_cost or 0))
+    # Held before every model call of the run's cases, from what its stored results used (issue 37, item 7).
+    budget = RunBudget(run, spent)
     position = len(done_keys)
     pending = pending_pairs(run=run, models=models, done=done_keys)
     recordings = _recordings(run) if replaying else {}
@@ -167,7 +169,9 @@ def run_execute_held(*, lease: Lease) -> Run:
                     reason=f"cancelled after {stored} of {run.total} results",
                 )
             future = slots.submit(
-                lambda worker, plan=plan, model=model: _execute_pair(run, plan, model, suite_plan, recordings, worker)
+                lambda worker, plan=plan, model=model: _execute_pair(
+                    run, plan, model, suite_plan, recordings, worker, budget
+                )
             )
             in_flight[future] = (plan, model, trial, position)
             position += 1
@@ -245,6 +249,7 @@ def _execute_pair(
     suite_plan: SuitePlan,
     recordings: dict[tuple[int, str], list[dict[str, Any]]],
     worker: CaseWorker,
+    budget: RunBudget,
 ) -> tuple[CaseExecution, list[dict[str, Any]] | None]:
     """One case × model in the run's mode, and in record mode what the model said — kept whatever the outcome (a
     replay must fail where the recorded run failed), keyed by case and model, never by the order cases finished."""
@@ -261,6 +266,6 @@ def _execute_pair(
         tape = Recorder(case_name=plan.name, model_key=model.key)
     # Saved by result_store, in the transaction that stores the result.
     execution = execute_case(
-        plan=plan, model=model, suite=suite_plan, tape=tape, worker=worker, save_conversation=False
+        plan=plan, model=model, suite=suite_plan, tape=tape, worker=worker, save_conversation=False, budget=budget
     )
     return execution, (tape.entries() if isinstance(tape, Recorder) else None)

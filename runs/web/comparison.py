@@ -55,6 +55,9 @@ class Flip:
     current_reason: str = ""
     baseline_hash: str = ""
     current_hash: str = ""
+    # What changed between the two runs for this case on this model (CAUSES' words, in their order); empty when
+    # nothing that agenttest keeps did — the model answered differently.
+    causes: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -265,7 +268,15 @@ def run_flipped(*, run: Run) -> Flipped | None:
     flipped = Flipped(baseline_id=baseline_id, blessed=run.baseline_rank == 0)
     for _, _, flip in sorted(flips, key=lambda item: item[:2]):
         (flipped.regressions if flip.kind == BROKE else flipped.fixes).append(flip)
+    if flips:
+        cause_finder(run_id=run.pk, baseline_id=baseline_id).annotate([flip for *_, flip in flips])
     return flipped
+
+
+def cause_finder(*, run_id: int, baseline_id: int) -> CauseFinder:
+    """The CauseFinder of two runs, their snapshots read here: one query."""
+    snapshots = dict(Run.objects.filter(pk__in=[run_id, baseline_id]).values_list("pk", "agent_snapshot"))
+    return CauseFinder(baseline_snapshot=snapshots.get(baseline_id) or {}, run_snapshot=snapshots.get(run_id) or {})
 
 
 def verdict_of(statuses: list[str]) -> str | None:
@@ -307,11 +318,15 @@ class InBaseline:
     kind: str | None = None
     # Both runs judged the case on the model, alike.
     same: bool = False
+    case_hash: str = ""
+    # When it flipped: what changed between the two runs for it (CAUSES).
+    causes: list[str] = field(default_factory=list)
 
 
 def result_in_baseline(*, result: CaseResult, verdict: str | None) -> InBaseline | None:
     """Where `result` (from with_default_baseline(…, run="run")), whose case has `verdict` on its model over the
-    run's trials, stood in the run's default baseline; None when the suite has no earlier run. One query."""
+    run's trials, stood in the run's default baseline; None when the suite has no earlier run. One query, and when it
+    flipped one more for the two runs' snapshots."""
     baseline_id = getattr(result, "baseline_id", None)
     if baseline_id is None:
         return None
@@ -319,14 +334,22 @@ def result_in_baseline(*, result: CaseResult, verdict: str | None) -> InBaseline
     rows = list(
         same_case(CaseResult.objects.filter(run_id=baseline_id, model=result.model), result=result)
         .order_by("position", "id")
-        .values("id", "status", "reason")
+        .values("id", "status", "reason", "case_hash")
     )
     if rows:
         best = rows[shows_best([row["status"] for row in rows]) or 0]
         found.result_id, found.status, found.reason = best["id"], best["status"], best["reason"]
+        found.case_hash = rows[0]["case_hash"]
         there = verdict_of([row["status"] for row in rows])
         found.kind = flip_kind(there, verdict)
         found.same = there is not None and there == verdict
+        if found.kind is not None:
+            names = {"case_name": result.case_name, "case_id": result.case_id}
+            flip = _flip(found.kind, result.model, {**rows[0], **names}, {
+                "id": result.pk, "status": result.status, "reason": result.reason, "case_hash": result.case_hash,
+                **names,
+            })
+            found.causes = cause_finder(run_id=result.run_id, baseline_id=baseline_id).causes(flip)
     return found
 
 
@@ -408,6 +431,11 @@ def run_compare(
                 kind = flip_kind(old_verdict, new_verdict)
             comparison.flips[kind].append(_flip(kind, model, old_row, new_row))
         comparisons.append(comparison)
+    flips = [flip for comparison in comparisons for kind in (BROKE, FIXED) for flip in comparison.flips[kind]]
+    if flips:
+        CauseFinder(baseline_snapshot=baseline.agent_snapshot or {}, run_snapshot=run.agent_snapshot or {}).annotate(
+            flips
+        )
     return comparisons
 
 
@@ -564,6 +592,145 @@ def _case_changes(
     return list(changes.values())
 
 
+# Why a case on a model may have flipped, in the words every page uses (one badge each): its agent (or a sub-agent it
+# can reach) changed, the case's content changed, the model's configuration changed, or the recording a replay
+# served changed.
+AGENT_CHANGED, CASE_CHANGED, MODEL_CHANGED, RECORDING_CHANGED = (
+    "agent changed", "case changed", "model changed", "recording changed"
+)
+CAUSES = (AGENT_CHANGED, CASE_CHANGED, MODEL_CHANGED, RECORDING_CHANGED)
+# The parts of an agent's snapshot a comparison reads, with their labels; an agent's tools are compared by schema.
+AGENT_FIELDS = (
+    ("model", "Model"), ("temperature", "Temperature"), ("max_steps", "Max steps"), ("runtime", "Runtime"),
+    ("entry", "Entry point"), ("sub_agents", "Sub-agents"), ("rules", "Rules"),
+)
+
+
+@dataclass
+class AgentChange:
+    """One agent the two runs could reach that differs: added (reached only by the run), removed (only by the
+    baseline) or changed, with what changed. For the suite's own agent, what the lines above it show (instruction,
+    model, temperature, tools, sub-agents) is left out."""
+
+    name: str
+    status: str
+    entry: bool = False
+    fields: list[tuple[str, Any, Any]] = field(default_factory=list)
+    instruction_diff: list[str] = field(default_factory=list)
+    tool_changes: list[tuple[str, list[str]]] = field(default_factory=list)
+    code_changed: bool = False
+
+
+def _instruction_diff(before: Any, after: Any, *, baseline_id: int, run_id: int) -> list[str]:
+    if not isinstance(before, str) or not isinstance(after, str):
+        return []
+    return list(difflib.unified_diff(
+        before.splitlines(), after.splitlines(), fromfile=f"run #{baseline_id}", tofile=f"run #{run_id}", lineterm=""
+    ))[2:]
+
+
+def _tool_changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    old_tools, new_tools = _tools(old), _tools(new)
+    kinds = (
+        ("changed", [name for name in new_tools if name in old_tools and new_tools[name] != old_tools[name]]),
+        ("added", [name for name in new_tools if name not in old_tools]),
+        ("removed", [name for name in old_tools if name not in new_tools]),
+    )
+    return [(label, names) for label, names in kinds if names]
+
+
+def agent_changes(*, baseline: Run, run: Run) -> list[AgentChange]:
+    """Every agent either run could reach (its snapshot's "agents") that differs between them, the suite's agent
+    first, then the run's order, then those only the baseline reached. Empty when either run predates per-agent
+    snapshots."""
+    old_all, new_all = (baseline.agent_snapshot or {}).get("agents"), (run.agent_snapshot or {}).get("agents")
+    if not isinstance(old_all, dict) or not isinstance(new_all, dict):
+        return []
+    entry = (run.agent_snapshot or {}).get("agent")
+    changes = []
+    for name in dict.fromkeys([*new_all, *old_all]):
+        old, new = old_all.get(name), new_all.get(name)
+        if old is None or new is None:
+            changes.append(AgentChange(name=name, status="added" if old is None else "removed", entry=name == entry))
+            continue
+        is_entry = name == entry and name == (baseline.agent_snapshot or {}).get("agent")
+        shown_above = {"model", "temperature", "sub_agents"} if is_entry else set()
+        change = AgentChange(name=name, status="changed", entry=is_entry)
+        change.fields = [
+            (label, old.get(key), new.get(key)) for key, label in AGENT_FIELDS
+            if key not in shown_above and old.get(key) != new.get(key)
+        ]
+        if not is_entry:
+            if old.get("instruction_hash") != new.get("instruction_hash"):
+                change.instruction_diff = _instruction_diff(
+                    old.get("instruction"), new.get("instruction"), baseline_id=baseline.pk, run_id=run.pk
+                ) or ["(the instruction changed)"]
+            change.tool_changes = _tool_changes(old, new)
+        change.code_changed = old.get("code_hash", "") != new.get("code_hash", "")
+        if change.fields or change.instruction_diff or change.tool_changes or change.code_changed:
+            changes.append(change)
+    return changes
+
+
+def _reachable(agents: dict[str, Any], start: str) -> set[str]:
+    reached, pending = set(), [start]
+    while pending:
+        name = pending.pop()
+        if name in reached or name not in agents:
+            continue
+        reached.add(name)
+        pending.extend(agents[name].get("sub_agents") or [])
+    return reached
+
+
+def _agent_part(snapshot: dict[str, Any], agents_reached: set[str] | None) -> Any:
+    """What of a run's agent snapshot a case's verdict can depend on: the agents it can reach, or (runs without
+    per-agent snapshots) the suite's agent as kept at the top level."""
+    agents = snapshot.get("agents")
+    if isinstance(agents, dict) and agents_reached is not None:
+        return {name: agents.get(name) for name in sorted(agents_reached)}
+    return {key: snapshot.get(key) for key in ("agent", "instruction_hash", "model", "temperature", "sub_agents")} | {
+        "functions": _tools(snapshot)
+    }
+
+
+class CauseFinder:
+    """The causes (CAUSES) of a flip of a case on a model between two runs, from their agent snapshots — which keep
+    the agents, the models' configuration and, for a replay, the version of each recording served — and the case
+    hashes their results kept. Reads nothing more."""
+
+    def __init__(self, *, baseline_snapshot: dict[str, Any], run_snapshot: dict[str, Any]) -> None:
+        self.old, self.new = baseline_snapshot or {}, run_snapshot or {}
+
+    def _agents_changed(self, entry: str) -> bool:
+        old_agents, new_agents = self.old.get("agents"), self.new.get("agents")
+        if isinstance(old_agents, dict) and isinstance(new_agents, dict):
+            reached = _reachable(old_agents, entry) | _reachable(new_agents, entry)
+            return _agent_part(self.old, reached) != _agent_part(self.new, reached)
+        return _agent_part(self.old, None) != _agent_part(self.new, None)
+
+    def causes(self, flip: Flip) -> list[str]:
+        found = []
+        entry = (self.new.get("case_entry_agents") or {}).get(str(flip.case_id)) or self.new.get("agent") or ""
+        if self._agents_changed(entry):
+            found.append(AGENT_CHANGED)
+        if flip.case_changed:
+            found.append(CASE_CHANGED)
+        old_models, new_models = self.old.get("models") or {}, self.new.get("models") or {}
+        if flip.model in old_models and flip.model in new_models and old_models[flip.model] != new_models[flip.model]:
+            found.append(MODEL_CHANGED)
+        old_tapes, new_tapes = self.old.get("recordings"), self.new.get("recordings")
+        if isinstance(old_tapes, dict) and isinstance(new_tapes, dict) and flip.case_id is not None:
+            key = f"{flip.case_id} {flip.model}"
+            if old_tapes.get(key) != new_tapes.get(key):
+                found.append(RECORDING_CHANGED)
+        return found
+
+    def annotate(self, flips: list[Flip]) -> None:
+        for flip in flips:
+            flip.causes = self.causes(flip)
+
+
 @dataclass
 class RunDifferences:
     agent: tuple[str, str] | None = None
@@ -578,6 +745,8 @@ class RunDifferences:
     tools_removed: list[str] = field(default_factory=list)
     tools_changed: list[str] = field(default_factory=list)
     sub_agents: tuple[list[str], list[str]] | None = None
+    # Every agent the runs could reach that differs (sub-agents as much as the suite's own), when both kept them.
+    agents: list[AgentChange] = field(default_factory=list)
     cases_added: list[dict[str, Any]] = field(default_factory=list)
     cases_removed: list[dict[str, Any]] = field(default_factory=list)
     cases_changed: list[CaseChange] = field(default_factory=list)
@@ -594,7 +763,7 @@ class RunDifferences:
     def agent_changed(self) -> bool:
         return bool(
             self.agent or self.model or self.temperature or self.instruction_changed or self.tools_added
-            or self.tools_removed or self.tools_changed or self.sub_agents
+            or self.tools_removed or self.tools_changed or self.sub_agents or self.agents
         )
 
     @property
@@ -656,6 +825,7 @@ def run_differences(
     old_subs, new_subs = list(old.get("sub_agents") or []), list(new.get("sub_agents") or [])
     if old_subs != new_subs:
         differences.sub_agents = (old_subs, new_subs)
+    differences.agents = agent_changes(baseline=baseline, run=run)
     old_ids, new_ids = list(baseline.case_ids or []), list(run.case_ids or [])
     old_set, new_set = set(old_ids), set(new_ids)
     added, removed = [pk for pk in new_ids if pk not in old_set], [pk for pk in old_ids if pk not in new_set]

@@ -14,6 +14,7 @@ from common.forms import AsciiDecimalFormField, StrictForm, WholeNumberFormField
 from common.inputs import parse_id
 from runs.engine.run_checks import MAX_TRIALS
 from runs.models import Run
+from runs.selectors import recorded_models
 from runs.services import RunError
 
 # RunError.field → the form field it belongs on.
@@ -88,9 +89,16 @@ class RunTriggerForm(StrictForm):
         super().__init__(*args, **kwargs)
         self.fields["suite"].queryset = suites
         self.fields["suite"].label_from_instance = _suite_label
-        self.fields["models"].choices = [
+        configured = [
             (model.key, f"{model.key} — {model.label}" if model.label else model.key) for model in configured_models()
         ]
+        # A model this machine does not configure can still be replayed where a suite has recordings of it (a draft
+        # recorded from a production trace is on the trace's model): offered for a replay, and said so.
+        known = {key for key, _ in configured}
+        recorded = [
+            (key, f"{key} — recorded; replay only") for key in recorded_models() if key not in known
+        ]
+        self.fields["models"].choices = configured + recorded
 
     def clean_mode(self) -> str:
         return self.cleaned_data.get("mode") or Run.Mode.LIVE

@@ -61,6 +61,7 @@ from runs.web.comparison import (
     ComparisonError,
     Flipped,
     baseline_get,
+    change_anchor,
     compared_results_of,
     default_baseline,
     earlier_runs,
@@ -358,6 +359,7 @@ def _flipped_context(run: Run, flipped: Flipped) -> dict[str, Any]:
     """The flipped cases as the top of the run page lists them: regressions first, each with its links."""
     base = results_base(run)
     baseline_base = reverse("runs:detail", kwargs={"run_id": flipped.baseline_id}) + "results/"
+    compare_url = reverse("runs:compare", kwargs={"run_id": run.pk}) + f"?baseline={flipped.baseline_id}"
     listed = []
     for flip in [*flipped.regressions, *flipped.fixes][:FLIPS_LISTED]:
         listed.append({
@@ -366,12 +368,13 @@ def _flipped_context(run: Run, flipped: Flipped) -> dict[str, Any]:
             "baseline_url": f"{baseline_base}{flip.baseline_result_id}/",
             "side_by_side_url": f"{base}{flip.current_result_id}/side-by-side/?with={flip.baseline_result_id}",
             "reason": short_reason(flip.current_reason if flip.kind == BROKE else flip.baseline_reason),
+            "change_url": f"{compare_url}#{flip.change_anchor}",
         })
     return {
         "flipped": flipped,
         "flips_listed": listed,
         "flips_unlisted": flipped.count - len(listed),
-        "compare_url": reverse("runs:compare", kwargs={"run_id": run.pk}) + f"?baseline={flipped.baseline_id}",
+        "compare_url": compare_url,
     }
 
 
@@ -661,6 +664,10 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
             "runs:result", kwargs={"run_id": in_baseline.run_id, "result_id": in_baseline.result_id}
         )
         context["side_by_side_url"] = f"{base}{result.pk}/side-by-side/?with={in_baseline.result_id}"
+        context["change_url"] = (
+            reverse("runs:compare", kwargs={"run_id": result.run_id})
+            + f"?baseline={in_baseline.run_id}#{change_anchor(in_baseline.case_hash, result.case_hash)}"
+        )
     return render(request, "runs/result_detail.html", context)
 
 
@@ -688,8 +695,8 @@ FAILING = (CaseResult.Status.FAILED, CaseResult.Status.ERROR)
 
 
 def _simulation(result: CaseResult) -> dict[str, Any] | None:
-    """What the page says of a simulated user: who played it, which turns it wrote, what stopped it, and the goal
-    verdict with its reason."""
+    """What the page says of a simulated user: who played it, as whom (persona, goal, the facts it could reveal),
+    which turns it wrote (counted from 1), what stopped it, and the goal verdict with its reason."""
     simulation = result.simulation or {}
     if not simulation:
         return None
@@ -700,10 +707,18 @@ def _simulation(result: CaseResult) -> dict[str, Any] | None:
         verdict = {"status": goals[0].get("status", ""), "reached": actual.get("reached"),
                    "reason": actual.get("reason") or goals[0].get("message", "")}
     usage = simulation.get("usage") or {}
+    # The persona and facts the user model was given, from what the result ran (its case's snapshot): one query.
+    ran = CaseSnapshot.objects.filter(content_hash=result.case_hash).values_list("content", flat=True).first()
+    played = (ran or {}).get("simulated_user") if isinstance(ran, dict) else None
+    played = played if isinstance(played, dict) else {}
+    facts = played.get("facts") if isinstance(played.get("facts"), dict) else {}
     return {
         "model": simulation.get("user_model", ""),
-        "goal": simulation.get("goal", ""),
-        "turns": ", ".join(str(turn) for turn in simulation.get("turns") or []) or "none",
+        "goal": simulation.get("goal", "") or played.get("goal", ""),
+        "persona": played.get("persona", ""),
+        "facts": sorted(facts.items()),
+        # Counted from 1, as a person counts turns: turn index 0 is the first.
+        "turns": ", ".join(str(turn + 1) for turn in simulation.get("turns") or [] if isinstance(turn, int)) or "none",
         "stop": (simulation.get("stop") or {}).get("text", ""),
         "stop_by": (simulation.get("stop") or {}).get("by", ""),
         "verdict": verdict,

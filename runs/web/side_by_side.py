@@ -1,6 +1,10 @@
 """Results of one case side by side: a flipped case's baseline result beside the current one, or the case on every
-model of a run. Columns are aligned by turn, and within a turn step by step (the messages and tool calls, then the
-assertion outcomes); the first step where the columns differ is the divergence, marked and linked from the top.
+model of a run. Columns are aligned by turn, and within a turn by content (issue 37): the messages and tool calls of
+each column are aligned with the first column's as sequences (difflib), a step matching a step of the same kind — a
+tool call one of the same name — so one skipped call reads as one skipped row, not as every row after it differing.
+Each row of another column says how it differs from the first: skipped, added, different arguments, different result
+(or a different message); assertion outcomes are aligned in order. The first row that differs is the divergence,
+marked and linked from the top with the field that differs.
 
 Each column is read as the result page reads it (runs.web.transcripts), so a tool call shows its arguments, outcome
 and result the same way on both pages. Every value reaches the page through the template engine, escaped.
@@ -8,6 +12,8 @@ and result the same way on both pages. Every value reaches the page through the 
 
 from __future__ import annotations
 
+import difflib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,14 +51,24 @@ class Column:
         return reverse("runs:result", kwargs={"run_id": self.result.run_id, "result_id": self.result.pk})
 
 
+# How a step of another column differs from the first column's at its row.
+SKIPPED, ADDED, DIFFERENT_ARGUMENTS, DIFFERENT_RESULT, DIFFERENT_MESSAGE, DIFFERENT_OUTCOME = (
+    "skipped", "added", "different arguments", "different result", "different message", "different outcome"
+)
+
+
 @dataclass
 class Step:
-    """One column's step at one position of a block: a transcript entry or an assertion outcome; None where that
-    column has no step there (its turn ended sooner)."""
+    """One column's step at one row of a block: a transcript entry or an assertion outcome; None where that column
+    has no step there. `difference` says how it differs from the first column's step on the row ("" when alike, and
+    always for the first column)."""
 
     column: str
     kind: str
     entry: dict[str, Any] | None = None
+    difference: str = ""
+    # The fields that differ (argument or result keys), for the divergence summary.
+    fields: list[str] = field(default_factory=list)
 
     @property
     def signature(self) -> tuple[Any, ...] | None:
@@ -72,7 +88,7 @@ class Step:
         """The step in a few words, for the divergence summary."""
         entry = self.entry
         if entry is None:
-            return "nothing: its turn ended sooner" if self.kind == "message" else "no such assertion"
+            return "nothing at this step" if self.kind == "message" else "no such assertion"
         if self.kind == "user":
             return f"the user said “{short_reason(entry['content'], QUOTED_CHARS)}”"
         if self.kind == "assistant":
@@ -82,6 +98,86 @@ class Step:
             outcome = f" ({entry['outcome']})" if entry["outcome"] else ""
             return f"called {entry['name']}{' with ' + arguments if arguments else ''}{outcome}"
         return f"{entry.get('type')} {entry.get('status')}"
+
+
+def _anchor_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """What two steps must share to be aligned on one row: their kind, and a tool call's name."""
+    return ("tool", entry["name"]) if entry["kind"] == "tool" else (entry["kind"],)
+
+
+def _parsed(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _differing_fields(before: Any, after: Any) -> list[str]:
+    """The top-level keys whose values differ, when both are JSON objects; else none named."""
+    old, new = _parsed(before), _parsed(after)
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return []
+    return [key for key in dict.fromkeys([*old, *new]) if old.get(key) != new.get(key)]
+
+
+def _difference(first: dict[str, Any], other: dict[str, Any]) -> tuple[str, list[str]]:
+    """How `other` differs from `first`, two steps aligned on one row, and the fields that do."""
+    if first["kind"] != "tool":
+        same = first.get("content") == other.get("content") and first.get("agent") == other.get("agent")
+        return ("", []) if same else (DIFFERENT_MESSAGE, [])
+    if first["arguments"] != other["arguments"]:
+        return DIFFERENT_ARGUMENTS, _differing_fields(first["arguments"], other["arguments"])
+    if (first["outcome"], first["result"]) != (other["outcome"], other["result"]):
+        if first["outcome"] != other["outcome"]:
+            return DIFFERENT_OUTCOME, []
+        return DIFFERENT_RESULT, _differing_fields(first["result"], other["result"])
+    return ("", []) if first.get("agent") == other.get("agent") else (DIFFERENT_MESSAGE, [])
+
+
+def _aligned_rows(columns: list[Column], lists: list[list[dict[str, Any]]]) -> list[list[Step]]:
+    """The columns' messages and tool calls on rows, each other column aligned with the first by content. A step
+    only another column has gets a row of its own, where the first column's step would have been."""
+    reference = lists[0]
+    # Per other column: the step matched to each of the first column's, and the steps it has before each of them.
+    matched: list[dict[int, dict[str, Any]]] = []
+    inserted: list[dict[int, list[dict[str, Any]]]] = []
+    for items in lists[1:]:
+        pairs: dict[int, dict[str, Any]] = {}
+        extra: dict[int, list[dict[str, Any]]] = {}
+        matcher = difflib.SequenceMatcher(
+            None, [_anchor_key(item) for item in reference], [_anchor_key(item) for item in items], autojunk=False
+        )
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                pairs.update({i1 + offset: items[j1 + offset] for offset in range(i2 - i1)})
+            elif j2 > j1:
+                extra.setdefault(i1, []).extend(items[j1:j2])
+        matched.append(pairs)
+        inserted.append(extra)
+    rows = []
+    for position in range(len(reference) + 1):
+        for index, extra in enumerate(inserted, start=1):
+            for entry in extra.get(position, []):
+                rows.append([
+                    Step(column.title, entry["kind"] if number == index else "message",
+                         entry if number == index else None, difference=ADDED if number == index else "")
+                    for number, column in enumerate(columns)
+                ])
+        if position == len(reference):
+            break
+        first = reference[position]
+        row = [Step(columns[0].title, first["kind"], first)]
+        for column, pairs in zip(columns[1:], matched, strict=True):
+            other = pairs.get(position)
+            if other is None:
+                row.append(Step(column.title, "message", None, difference=SKIPPED))
+            else:
+                difference, fields = _difference(first, other)
+                row.append(Step(column.title, other["kind"], other, difference=difference, fields=fields))
+        rows.append(row)
+    return rows
 
 
 @dataclass
@@ -120,6 +216,33 @@ class Divergence:
     position: int
     row: Row
 
+    @property
+    def what(self) -> list[str]:
+        """Per column that differs from the first on the row, what does, naming the field."""
+        first = self.row.steps[0]
+        said = []
+        for step in self.row.steps[1:]:
+            if not step.difference:
+                continue
+            fields = f" ({', '.join(step.fields)})" if step.fields else ""
+            name = (step.entry or first.entry or {}).get("name", "")
+            if step.difference == SKIPPED:
+                text = f"skipped what {first.column} did: {first.describe()}"
+            elif step.difference == ADDED:
+                text = f"added a step {first.column} did not take: {step.describe()}"
+            elif step.difference == DIFFERENT_ARGUMENTS:
+                text = f"called {name} with different arguments{fields}"
+            elif step.difference == DIFFERENT_RESULT:
+                text = f"got a different result from {name}{fields}"
+            elif step.difference == DIFFERENT_OUTCOME and step.kind == "tool":
+                text = f"{name} was {step.entry['outcome'] or 'run'} where it was {first.entry['outcome'] or 'run'}"
+            elif step.difference == DIFFERENT_OUTCOME:
+                text = f"a different assertion outcome: {step.describe()} where {first.column} has {first.describe()}"
+            else:
+                text = "a different message"
+            said.append(f"{step.column}: {text}")
+        return said
+
 
 def _scope_turn(scope: Any) -> Any:
     """An assertion's scope ("turn 2", "case") → the turn it belongs with."""
@@ -144,13 +267,20 @@ def _turn_order(key: Any) -> tuple[int, int]:
 
 def _block(label: str, kind: str, columns: list[Column], lists: list[list[dict[str, Any]]]) -> Block:
     block = Block(label)
+    if kind == "message":
+        for steps in _aligned_rows(columns, lists):
+            block.rows.append(Row(steps, differs=any(step.difference for step in steps)))
+        return block
     for position in range(max((len(items) for items in lists), default=0)):
         steps = []
         for column, items in zip(columns, lists, strict=True):
             entry = items[position] if position < len(items) else None
-            steps.append(Step(column.title, entry["kind"] if entry and kind == "message" else kind, entry))
-        row = Row(steps, differs=len({step.signature for step in steps}) > 1)
-        block.rows.append(row)
+            steps.append(Step(column.title, kind, entry))
+        first = steps[0].signature
+        for step in steps[1:]:
+            if step.signature != first:
+                step.difference = SKIPPED if step.entry is None else ADDED if first is None else DIFFERENT_OUTCOME
+        block.rows.append(Row(steps, differs=any(step.difference for step in steps)))
     return block
 
 

@@ -132,7 +132,8 @@ def test_it_marks_regressions_against_the_blessed_baseline_and_shows_a_flipped_c
         diverging = page.locator(".sbs-step.sbs-diverges")
         expect(diverging).to_have_count(2)
         expect(diverging.nth(0).locator(".badge")).to_have_text("Mocked")
-        expect(diverging.nth(1).locator(".badge")).to_have_text("Blocked")
+        expect(diverging.nth(1).locator(".badge.outcome-blocked")).to_have_text("Blocked")
+        expect(diverging.nth(1).locator(".sbs-difference")).to_have_text("different outcome")
         assert_fits(page, "the side-by-side page")
         if width == 1366:
             save_screenshot(page, "side-by-side.png")

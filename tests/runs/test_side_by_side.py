@@ -11,8 +11,11 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from runs.models import CaseResult, Run
+from runs.web.side_by_side import Column, aligned
 from tests.runs.conftest import CAREFUL, HASTY
 from tests.runs.test_flipped import words
 from tests.runs.test_views import html_of
@@ -139,32 +142,38 @@ def test_it_puts_the_baseline_beside_the_flipped_result_and_marks_where_they_fir
     assert f"Run #{was.run_id} {CAREFUL} Passed the blessed baseline" in text
     assert f"Run #{now.run_id} {CAREFUL} Failed this result toolCalled (turn 0): lookup_order was not called" in text
 
-    # Linked from the top, and marked once: the second step of turn 0, where one looked up and the other cancelled.
+    # Aligned by content (issue 37): the one skipped call is one row, marked "skipped" and named in the summary;
+    # the cancellation and the answer after it sit beside their like, not read as differences nor as a turn that
+    # "ended sooner".
     summary = words(re.search(r'<div class="divergence-summary".*?</div>', html, re.S).group(0))
     assert summary == (
         f"First divergence: Turn 0, messages and tool calls, step 2: "
+        f'Run #{now.run_id} · {CAREFUL}: skipped what Run #{was.run_id} · {CAREFUL} did: called lookup_order with '
+        f'{{ "order_id": "1043" }} (mocked) '
         f'Run #{was.run_id} · {CAREFUL}: called lookup_order with {{ "order_id": "1043" }} (mocked) '
-        f'Run #{now.run_id} · {CAREFUL}: called cancel_order with {{ "order_id": "1043" }} (mocked)'
+        f"Run #{now.run_id} · {CAREFUL}: nothing at this step"
     )
     assert '<a href="#divergence">' in html and html.count('id="divergence"') == 1
     turn0 = re.search(r'<section class="card sbs-turn" id="turn-0".*?</section>', html, re.S).group(0)
     steps = re.findall(r'<div class="sbs-step([^"]*)" data-column="Run #(\d+)[^"]*" data-kind="(\w+)">', turn0)
     base, cur = str(was.run_id), str(now.run_id)
     assert steps == [
-        # messages and tool calls, aligned step by step
+        # messages and tool calls, aligned by content
         ("", base, "user"),
         ("", cur, "user"),
         (" sbs-diverges", base, "tool"),
-        (" sbs-diverges", cur, "tool"),
-        (" sbs-differs", base, "tool"),
-        (" sbs-differs", cur, "assistant"),
-        (" sbs-differs", base, "assistant"),
-        (" sbs-differs", cur, "message"),
+        (" sbs-diverges", cur, "message"),
+        ("", base, "tool"),
+        ("", cur, "tool"),
+        ("", base, "assistant"),
+        ("", cur, "assistant"),
         # assertion outcomes
         (" sbs-differs", base, "assertion"),
         (" sbs-differs", cur, "assertion"),
     ]
-    assert "nothing: the turn ended sooner" in turn0
+    assert re.findall(r'data-difference="([\w-]+)">', turn0) == ["skipped", "different-outcome"]
+    assert "nothing here: this result skipped the step" in turn0
+    assert "the turn ended sooner" not in html
     # The divergence label sits right before the diverging pair.
     assert re.search(r'id="divergence">.*?First divergence</div>\s*<div class="sbs-step sbs-diverges"', turn0, re.S)
     # Turn 1 and the case assertions are the same on both sides: nothing marked.
@@ -302,7 +311,7 @@ def test_it_shows_a_case_on_every_model_of_a_run_side_by_side_in_the_runs_model_
     assert "a later trial" not in html
     summary = words(re.search(r'<div class="divergence-summary".*?</div>', html, re.S).group(0))
     assert summary.startswith("First divergence: Turn 0, messages and tool calls, step 2:")
-    assert f"{HASTY}: called cancel_order" in summary and f"{CAREFUL}: called lookup_order" in summary
+    assert f"{CAREFUL}: added a step {HASTY} did not take: called lookup_order" in summary
     assert f'href="/runs/{run.pk}/results/{hasty.pk}/"' in html and "this result" in html
 
 
@@ -322,3 +331,54 @@ def test_it_sends_anonymous_visitors_to_log_in_and_answers_404_for_a_result_of_a
         assert response.status_code == 302 and response["Location"].startswith("/accounts/login/?next=")
     assert admin_client.get(f"/runs/{was.run_id}/results/{now.pk}/side-by-side/").status_code == 404
     assert admin_client.get(f"/runs/{was.run_id}/results/{now.pk}/models/").status_code == 404
+
+
+def test_it_names_the_argument_or_the_result_field_that_differs(admin_client, flipped_pair):
+    was, now = flipped_pair
+    # A case edit changed the look-up's mock: the same calls, in the same order, one result differs in one field.
+    delivered = [
+        user(0, ASK),
+        *called(0, "c1", "lookup_order", {"order_id": "1043"}, {"status": "delivered"}),
+        *called(0, "c2", "cancel_order", {"order_id": "1043"}, {"cancelled": True}),
+        said(0, "Order 1043 is cancelled."),
+        user(1, "Thanks!"),
+        said(1, "You're welcome."),
+    ]
+    store(now, delivered, was.assertions)
+    _, html = page(admin_client, f"/runs/{now.run_id}/results/{now.pk}/side-by-side/")
+    what = re.findall(r"<li data-divergence-what>(.*?)</li>", html)
+    assert what == [f"Run #{now.run_id} · {CAREFUL}: got a different result from lookup_order (status)"]
+    assert re.findall(r'data-difference="([\w-]+)">', html) == ["different-result"]
+
+    other_order = [*LOOKED_UP[:1], *called(0, "c1", "lookup_order", {"order_id": "1044"}, {"status": "processing"}),
+                   *LOOKED_UP[3:]]
+    store(now, other_order, was.assertions)
+    _, html = page(admin_client, f"/runs/{now.run_id}/results/{now.pk}/side-by-side/")
+    what = re.findall(r"<li data-divergence-what>(.*?)</li>", html)
+    assert what == [f"Run #{now.run_id} · {CAREFUL}: called lookup_order with different arguments (order_id)"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    calls=st.lists(st.sampled_from(["lookup_order", "cancel_order", "refund", "email"]), min_size=1, max_size=8),
+    data=st.data(),
+)
+def test_it_marks_one_skipped_and_one_added_row_for_one_call_left_out_and_one_put_in(calls, data):
+    def transcript(names: list[str]) -> list[dict[str, Any]]:
+        rows = [user(0, ASK)]
+        for index, name in enumerate(names):
+            rows += called(0, f"c{index}", name, {"order_id": "1043"}, {"ok": True})
+        return [*rows, said(0, "Done.")]
+
+    left_out = data.draw(st.integers(0, len(calls) - 1))
+    put_in = data.draw(st.integers(0, len(calls) - 1))
+    fewer = calls[:left_out] + calls[left_out + 1:]
+    more = calls[:put_in] + ["escalate"] + calls[put_in:]
+    base = CaseResult(pk=1, run_id=1, model=CAREFUL, transcript=transcript(calls))
+
+    for other, expected in ((fewer, ["skipped"]), (more, ["added"])):
+        columns = [Column(base), Column(CaseResult(pk=2, run_id=2, model=CAREFUL, transcript=transcript(other)))]
+        turns, divergence = aligned(columns)
+        rows = turns[0].blocks[0].rows
+        assert [step.difference for row in rows for step in row.steps if step.difference] == expected
+        assert divergence is not None and divergence.row.steps[1].difference == expected[0]

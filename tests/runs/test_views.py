@@ -733,11 +733,12 @@ SIZED_SHOWS = {
         # session, user; suites for the filter, count, page of runs (each with its default baseline), the verdicts
         # of the runs and their baselines (their pass rates and what flipped)
         ("/runs/", 6),
-        # session, user; run (with its default baseline), summary, both runs' results (what flipped), matrix, what
-        # its cases are for (said beside a failure), earlier runs for the compare form
-        ("/runs/{run}/", 8),
-        ("/runs/{run}/?partial=1", 8),
-        ("/runs/{run}/?model=simulated:model-0&sort=duration&show=failures", 8),
+        # session, user; run (with its default baseline), summary, both runs' results (what flipped), both runs'
+        # snapshots (why each flipped), matrix, what its cases are for (said beside a failure), earlier runs for the
+        # compare form
+        ("/runs/{run}/", 9),
+        ("/runs/{run}/?partial=1", 9),
+        ("/runs/{run}/?model=simulated:model-0&sort=duration&show=failures", 9),
         # session, user; run, done per model
         ("/runs/{run}/progress.json", 4),
         # session, user; run, matrix
@@ -749,8 +750,9 @@ SIZED_SHOWS = {
         # case ran in each run (each case changed between them)
         ("/runs/{run}/compare/", 9),
         # session, user; the result (with its run's default baseline and its case), its case on every model, the
-        # run's failures (previous / next), the same case on its model in the baseline
-        ("/runs/{run}/results/{result}/", 6),
+        # run's failures (previous / next), the same case on its model in the baseline, both runs' snapshots (why
+        # it flipped)
+        ("/runs/{run}/results/{result}/", 7),
         # session, user; the result (with its run's default baseline), its case on its model in the baseline
         ("/runs/{run}/results/{result}/side-by-side/", 4),
         # session, user; the result, its case on every model

@@ -73,7 +73,34 @@
     }
   }
 
+  // A saved assertion's row holds only its own type's fields (issue 37: the page rendered every type's in every
+  // row); another type's are copied from the formset's empty form, under this row's names.
+  function ensureFields(editor, type) {
+    const select = rowOf(editor).querySelector('select[name$="-type"]');
+    const rowPrefix = select.name.slice(0, -'-type'.length);
+    const formsetPrefix = rowPrefix.slice(0, rowPrefix.lastIndexOf('-'));
+    const index = rowPrefix.slice(formsetPrefix.length + 1);
+    const empty = document.getElementById(`${formsetPrefix}-empty`);
+    if (!empty || index === '__prefix__') return;
+    const have = new Set([...editor.querySelectorAll('.param-field')].map((wrapper) => wrapper.dataset.name));
+    const before = editor.querySelector('.params-none');
+    for (const source of empty.querySelectorAll('.param-field')) {
+      if (have.has(source.dataset.name) || !source.dataset.types.split(' ').includes(type)) continue;
+      const copy = source.cloneNode(true);
+      for (const element of [copy, ...copy.querySelectorAll('*')]) {
+        for (const attribute of ['id', 'name', 'for']) {
+          const value = element.getAttribute(attribute);
+          if (value && value.includes('__prefix__')) {
+            element.setAttribute(attribute, value.replaceAll('__prefix__', index));
+          }
+        }
+      }
+      before.before(copy);
+    }
+  }
+
   function showType(editor, type) {
+    ensureFields(editor, type);
     let any = false;
     for (const wrapper of editor.querySelectorAll('.param-field')) {
       const shown = wrapper.dataset.types.split(' ').includes(type);
@@ -88,6 +115,7 @@
     const box = editor.querySelector('.params-json textarea');
     const problem = editor.querySelector('.params-switch-error');
     const switchBox = editor.querySelector('.params-switch input[type=checkbox]');
+    ensureFields(editor, type);
     try {
       if (toJSON) {
         box.value = JSON.stringify(paramsFromFields(editor, type), null, 2);
