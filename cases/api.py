@@ -35,7 +35,13 @@ from cases.services import (
     suite_delete,
     suite_update,
 )
-from cases.validation import CaseValidationError, Problem, case_warnings, validate_case_document
+from cases.validation import (
+    CaseValidationError,
+    Problem,
+    case_warnings,
+    mock_schema_warnings,
+    validate_case_document,
+)
 from common.api import (
     ApiPagination,
     ErrorSerializer,
@@ -199,13 +205,18 @@ class CaseCreateInput(CaseDocument):
 _TIME = serializers.DateTimeField()
 
 
-def _case_output(case: Case) -> dict[str, Any]:
+def _case_output(case: Case, *, one: bool = True) -> dict[str, Any]:
+    """The case as the API answers it. Its mocks are checked against their tools' schemas only when it is answered
+    alone (`one`): a list asks no agent about each of its cases."""
     document = case_to_document(case=case)
     return {
         **document,
         # The stored notes, then what is wrong with the case as it stands (e.g. enabled with nothing to check); the
         # latter is never stored, so sending the case back does not turn it into a note.
-        "warnings": [*document["warnings"], *case_warnings(document)],
+        "warnings": [
+            *document["warnings"], *case_warnings(document),
+            *(mock_schema_warnings(document, suite=case.suite) if one else []),
+        ],
         "id": case.pk,
         "suite": case.suite_id,
         "suite_name": case.suite.name,
@@ -251,7 +262,7 @@ class CaseListApi(CasesApiView):
         filters.is_valid(raise_exception=True)
         paginator = ApiPagination()
         page = paginator.paginate_queryset(case_list(filters=filters.validated_data), request, view=self)
-        return paginator.get_paginated_response([_case_output(case) for case in page])
+        return paginator.get_paginated_response([_case_output(case, one=False) for case in page])
 
 
 class CaseCreateApi(CasesApiView):
