@@ -108,6 +108,7 @@ class SuiteOutputSerializer(serializers.Serializer):
     enabled = serializers.BooleanField()
     isolation_group = serializers.CharField()
     case_concurrency = serializers.IntegerField()
+    mock_rules = serializers.DictField(help_text="Per tool, how `agenttest mocks verify` compares its mocks.")
     case_count = serializers.IntegerField()
     enabled_case_count = serializers.IntegerField()
     created_at = serializers.DateTimeField()

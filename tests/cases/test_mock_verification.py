@@ -215,3 +215,35 @@ def test_it_verifies_a_repositorys_files_and_rewrites_them_with_update(db, deplo
     code, _, err = verify(str(repo))
     assert code == 1
     assert "suites/parcels/cases/status.yaml: mocks[0].result: 'state' is a required property" in err
+
+
+@pytest.mark.parametrize(
+    ("rules_given", "field", "message"),
+    [
+        pytest.param({"verify_track_parcl": {}}, "mock_rules.verify_track_parcl",
+                     "did you mean 'verify_track_parcel'?", id="a-function-no-agent-can-call"),
+        pytest.param({"verify_track_parcel": {"compare": "loose"}}, "mock_rules.verify_track_parcel.compare",
+                     "must be 'exact' or 'shape'", id="an-unknown-comparison"),
+        pytest.param({"verify_track_parcel": {"ignore": ["items[x]"]}}, "mock_rules.verify_track_parcel.ignore[0]",
+                     "must be a path into the tool's result", id="a-path-that-is-not-one"),
+    ],
+)
+def test_it_refuses_a_bad_comparison_rule_with_a_400_naming_it(admin_client_api, suite, rules_given, field, message):
+    response = admin_client_api.patch(f"/api/suites/{suite.pk}/", {"mock_rules": rules_given}, format="json")
+
+    assert response.status_code == 400, response.content
+    errors = {error["field"]: error["message"] for error in response.json()["errors"]}
+    assert message in errors[field], errors
+    suite.refresh_from_db()
+    assert suite.mock_rules == {}
+
+
+def test_it_keeps_the_comparison_rules_the_api_is_given(admin_client_api, suite):
+    rules_given = {"verify_track_parcel": {"compare": "shape", "ignore": ["updated_at", "items[*].price"]}}
+
+    response = admin_client_api.patch(f"/api/suites/{suite.pk}/", {"mock_rules": rules_given}, format="json")
+
+    assert response.status_code == 200, response.content
+    assert response.json()["mock_rules"] == rules_given
+    suite.refresh_from_db()
+    assert suite.mock_rules == rules_given
