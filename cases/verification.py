@@ -12,8 +12,8 @@ recorded arguments, and the real answer is compared with the mock's result:
 - failed — the real call answered an error the mock does not;
 - unverifiable — never called: a tool with effects outside agenttest (or that does not declare it), whose mock is
   held to the tool's output schema only (a misfit there is drift); a tool of a runtime agent's code (it runs only
-  inside its agent); a stateful mock (it answers from its table) or a stop-completion (its result is the turn's
-  reply); arguments that leave out what the tool requires.
+  inside its agent); a control-flow function (it acts on a conversation); a stateful mock (it answers from its table)
+  or a stop-completion (its result is the turn's reply); arguments that leave out what the tool requires.
 
 Each mock keeps its last verification (MockVerification, keyed by what the mock says). `update` rewrites a drifted
 mock's result with the real answer, through case_update like any reviewed edit (the case's content hash changes,
@@ -32,7 +32,7 @@ import jsonschema
 from django.db import transaction
 from django.utils import timezone
 
-from agenthost.seams import FunctionContext, LiveListings, function_execute
+from agenthost.seams import CONTROL_FLOW_FUNCTIONS, FunctionContext, LiveListings, function_execute
 from cases.models import Case, MockVerification, Suite
 from cases.services import case_to_document, case_update
 from cases.tool_schemas import input_schema, mock_schema_problems, output_schema
@@ -200,6 +200,9 @@ def _verify(
     declarations = functions.declarations[name]
     declaration = next((item for item in declarations if item is not None), None)
     version = _tool_version(name, declaration)
+    if name in CONTROL_FLOW_FUNCTIONS:
+        return _check(mock, Verdict.UNVERIFIABLE, "a control-flow function acts on its conversation, which there is "
+                      "none of here", tool_version=version)
     if mock.get("table"):
         return _check(mock, Verdict.UNVERIFIABLE, "a stateful mock answers from its case's table",
                       tool_version=version)

@@ -247,3 +247,19 @@ def test_it_keeps_the_comparison_rules_the_api_is_given(admin_client_api, suite)
     assert response.json()["mock_rules"] == rules_given
     suite.refresh_from_db()
     assert suite.mock_rules == rules_given
+
+
+def test_it_never_runs_a_mocked_control_flow_function_outside_its_conversation(suite):
+    rules(suite, ignore=["updated_at"])
+    case_create(suite=suite, document={
+        "name": "Hand over",
+        "turns": [{"user_message": "A person, please.",
+                   "assertions": [{"type": "toolCalled", "params": {"function": "human_intervention_needed"}}]}],
+        "mocks": [{"function_name": "human_intervention_needed", "result": "A person will answer.", "stop": False}],
+    })
+
+    code, out, _ = verify()
+
+    assert code == 0
+    assert ("unverifiable: suite 'Parcels', case 'Hand over', mocks[0] (human_intervention_needed) — a control-flow "
+            "function acts on its conversation") in out
