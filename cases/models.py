@@ -222,6 +222,9 @@ class MockVerification(models.Model):
 
     case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="mock_verifications")
     mock_key = models.CharField(max_length=64)
+    # The case's content hash when verified: a result that ran that content (CaseResult.case_hash) ran these mocks.
+    case_hash = models.CharField(max_length=64, blank=True, db_index=True)
+    position = models.PositiveIntegerField(default=0, help_text="The mock's place in its case when verified.")
     function_name = models.CharField(max_length=200)
     verdict = models.CharField(max_length=20, choices=Verdict.choices)
     reason = models.TextField(blank=True, help_text="Why it is unverifiable or failed.")
@@ -233,7 +236,7 @@ class MockVerification(models.Model):
     verified_at = models.DateTimeField()
 
     class Meta:
-        ordering = ["case_id", "id"]
+        ordering = ["case_id", "position", "id"]
         constraints = [
             models.UniqueConstraint(fields=["case", "mock_key"], name="cases_mock_verification_one_per_mock")
         ]

@@ -164,6 +164,8 @@ def _store(case: Case, document: dict[str, Any], checks: list[MockCheck], *, upd
         MockVerification.objects.update_or_create(
             case=case, mock_key=mock_key(mock),
             defaults={
+                "case_hash": case.content_hash,
+                "position": check.position,
                 "function_name": check.function_name,
                 # A refreshed mock says what the tool says now.
                 "verdict": Verdict.EQUAL if check.updated else check.verdict,

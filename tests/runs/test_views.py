@@ -749,8 +749,8 @@ SIZED_SHOWS = {
         # case ran in each run (each case changed between them)
         ("/runs/{run}/compare/", 9),
         # session, user; the result (with its run's default baseline and its case), its case on every model, the
-        # run's failures (previous / next), the same case on its model in the baseline
-        ("/runs/{run}/results/{result}/", 6),
+        # run's failures (previous / next), the same case on its model in the baseline, its mocks' verifications
+        ("/runs/{run}/results/{result}/", 7),
         # session, user; the result (with its run's default baseline), its case on its model in the baseline
         ("/runs/{run}/results/{result}/side-by-side/", 4),
         # session, user; the result, its case on every model
