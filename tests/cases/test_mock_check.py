@@ -1,6 +1,6 @@
-"""Issue 36: `agenttest check` lists the mocks a tool's schema now refuses — the team's tracking tool renamed a field
-since its mocks were written — naming suite, case and the mock's path; a draft's recorded misfit is the reviewer's
-warning, not the check's."""
+"""Issue 36: `agenttest check --database default` lists the mocks a tool's schema now refuses — the team's tracking
+tool renamed a field since its mocks were written — naming suite, case and the mock's path; a draft's recorded misfit
+is the reviewer's warning, not the check's."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def suite(db) -> Suite:
 
 def check() -> str:
     out, err = io.StringIO(), io.StringIO()
-    call_command("check", stdout=out, stderr=err)
+    call_command("check", "--database", "default", stdout=out, stderr=err)
     return out.getvalue() + err.getvalue()
 
 
@@ -59,3 +59,7 @@ def test_it_lists_the_mocks_a_tools_changed_schema_now_refuses(suite):
     assert "agenttest mocks verify --update" in output
     assert "Recorded status" not in output
     assert output.count("cases.W001") == 1
+    # The checks every command runs as it starts do not read every case.
+    out, err = io.StringIO(), io.StringIO()
+    call_command("check", stdout=out, stderr=err)
+    assert "cases.W001" not in out.getvalue() + err.getvalue()
