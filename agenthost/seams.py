@@ -11,7 +11,9 @@ they use (tests/test_architecture.py holds it to that); plugins have `agenttest.
 - the conversation browser: `conversation_list` (what a person may see, filtered) and `conversation_page_register`,
   which makes the host's list open each conversation on a page of the registering app instead of the chat, and
   `conversation_page_url`, where a conversation opens (that page, else the chat);
-- the model layer: configured models and providers, and runtime providers the harness registers by name.
+- the model layer: configured models and providers, and runtime providers the harness registers by name;
+- `function_execute`: a function run for real outside any conversation, as the factory resolves it (verifying a
+  mock of an effect-free tool against it, `agenttest mocks verify`).
 """
 
 from agenthost.browser import conversation_page_register, conversation_page_url
@@ -22,6 +24,7 @@ from agenthost.executor import (
     executor_providers,
     register_executor_provider,
 )
+from agenthost.executor import execute as function_execute
 from agenthost.functions import (
     FunctionContext,
     FunctionResult,
@@ -121,6 +124,7 @@ __all__ = [
     "ConversationGone",
     "FunctionContext",
     "FunctionResult",
+    "function_execute",
     "HeldConversation",
     "InvalidInput",
     "LiveListings",

@@ -45,7 +45,13 @@ from cases.services import (
     suite_delete,
     suite_update,
 )
-from cases.validation import CaseValidationError, Problem, case_warnings, validate_case_document
+from cases.validation import (
+    CaseValidationError,
+    Problem,
+    case_warnings,
+    mock_schema_warnings,
+    validate_case_document,
+)
 from common.api import (
     ApiPagination,
     ErrorSerializer,
@@ -113,6 +119,7 @@ class SuiteOutputSerializer(serializers.Serializer):
     enabled = serializers.BooleanField()
     isolation_group = serializers.CharField()
     case_concurrency = serializers.IntegerField()
+    mock_rules = serializers.DictField(help_text="Per tool, how `agenttest mocks verify` compares its mocks.")
     case_count = serializers.IntegerField()
     enabled_case_count = serializers.IntegerField()
     created_at = serializers.DateTimeField()
@@ -210,7 +217,9 @@ class CaseCreateInput(CaseDocument):
 _TIME = serializers.DateTimeField()
 
 
-def _case_output(case: Case, *, user: Any) -> dict[str, Any]:
+def _case_output(case: Case, *, user: Any, one: bool = True) -> dict[str, Any]:
+    """The case as the API answers it. Its mocks are checked against their tools' schemas only when it is answered
+    alone (`one`): a list asks no agent about each of its cases."""
     document = case_to_document(case=case)
     # A member reads a case made from production traces without its service, conversation key or trace ids.
     document["name"], document["description"], document["warnings"] = case_text_for(case, user=user)
@@ -218,7 +227,10 @@ def _case_output(case: Case, *, user: Any) -> dict[str, Any]:
         **document,
         # The stored notes, then what is wrong with the case as it stands (e.g. enabled with nothing to check); the
         # latter is never stored, so sending the case back does not turn it into a note.
-        "warnings": [*document["warnings"], *case_warnings(document)],
+        "warnings": [
+            *document["warnings"], *case_warnings(document),
+            *(mock_schema_warnings(document, suite=case.suite) if one else []),
+        ],
         "id": case.pk,
         "suite": case.suite_id,
         "suite_name": case.suite.name,
@@ -270,7 +282,9 @@ class CaseListApi(CasesApiView):
         page = paginator.paginate_queryset(
             cases_visible(case_list(filters=filters.validated_data), user=request.user), request, view=self
         )
-        return paginator.get_paginated_response([_case_output(case, user=request.user) for case in page])
+        return paginator.get_paginated_response(
+            [_case_output(case, user=request.user, one=False) for case in page]
+        )
 
 
 class CaseCreateApi(CasesApiView):

@@ -39,6 +39,11 @@ class Suite(models.Model):
         help_text="How many case × model pairs of a run execute at once. Above 1 only for a hermetic suite (every "
         "function mocked or blocked, extra-allowed ones free of outside effects).",
     )
+    mock_rules = models.JSONField(
+        default=dict, blank=True,
+        help_text='How `agenttest mocks verify` compares each tool\'s mocks with the real tool: function name → '
+        '{"compare": "exact" | "shape", "ignore": [paths such as "updated_at" or "items[*].price"]}.',
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -204,3 +209,41 @@ class Assertion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} {self.params}"
+
+
+class MockVerification(models.Model):
+    """A mock's last verification against the real tool (`agenttest mocks verify`, cases/verification.py). Mock rows
+    are written again whenever their case is saved, so a verification belongs to the case and names its mock by
+    `mock_key`, the hash of what the mock says: it survives a save that leaves the mock as it was, and an edited
+    mock has none until it is verified again."""
+
+    class Verdict(models.TextChoices):
+        EQUAL = "equal", "Equal"
+        SHAPE = "shape", "Equal in shape"
+        DRIFTED = "drifted", "Drifted"
+        FAILED = "failed", "Tool failed"
+        UNVERIFIABLE = "unverifiable", "Unverifiable"
+
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="mock_verifications")
+    mock_key = models.CharField(max_length=64)
+    # The case's content hash when verified: a result that ran that content (CaseResult.case_hash) ran these mocks.
+    case_hash = models.CharField(max_length=64, blank=True, db_index=True)
+    position = models.PositiveIntegerField(default=0, help_text="The mock's place in its case when verified.")
+    function_name = models.CharField(max_length=200)
+    verdict = models.CharField(max_length=20, choices=Verdict.choices)
+    reason = models.TextField(blank=True, help_text="Why it is unverifiable or failed.")
+    diff = models.JSONField(default=list, blank=True, help_text="Each path that differs: path, change, mock, real.")
+    real_result = models.TextField(blank=True, help_text="What the real tool answered.")
+    tool_version = models.CharField(
+        max_length=64, blank=True, help_text="SHA-256 of the tool's schemas and effects declaration when verified."
+    )
+    verified_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["case_id", "position", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["case", "mock_key"], name="cases_mock_verification_one_per_mock")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.function_name}: {self.verdict}"

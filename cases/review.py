@@ -14,7 +14,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from cases.models import Assertion, Case, HistoryMessage, Mock, Turn
+from cases.models import Assertion, Case, HistoryMessage, Mock, MockVerification, Turn
+from cases.services import case_to_document
+from cases.validation import mock_schema_warnings
+from cases.verification import diff_line, mock_key
 from common.inputs import json_loads, printable_json
 
 # JSON longer than this, or on more than one line, is folded under its first characters.
@@ -50,12 +53,19 @@ class CaseReview:
     case_assertions: list[Assertion]
     # Mocks no turn's toolCalled assertion names: they answer whichever call matches them.
     any_turn_mocks: list[Mock]
+    # The stored notes, then each mock its tool's schemas refuse as they stand now (cases.validation).
+    warnings: list[str] = field(default_factory=list)
 
 
 def case_review(*, case: Case) -> CaseReview:
     turns = list(case.turns.all())
     assertions = list(case.assertions.all())
     mocks = list(case.mocks.all())
+    document = case_to_document(case=case)
+    verifications = {item.mock_key: item for item in case.mock_verifications.all()}
+    for mock, mock_document in zip(mocks, document["mocks"], strict=True):
+        # Its last verification against the real tool, if what it says now was ever verified (`mocks verify`).
+        mock.verification = verifications.get(mock_key(mock_document))
     reviews = [TurnReview(turn=turn, number=number) for number, turn in enumerate(turns)]
     by_turn = {turn.pk: review for turn, review in zip(turns, reviews, strict=True)}
     case_level = []
@@ -82,6 +92,7 @@ def case_review(*, case: Case) -> CaseReview:
         turns=reviews,
         case_assertions=case_level,
         any_turn_mocks=[mock for mock in mocks if mock.pk not in placed],
+        warnings=[*case.warnings, *mock_schema_warnings(document, suite=case.suite)],
     )
 
 
@@ -108,6 +119,11 @@ def _matches(mock: Mock, arguments: Any) -> bool:
     if not isinstance(mock.arguments, dict) or not mock.arguments:
         return True
     return isinstance(arguments, dict) and all(arguments.get(key) == value for key, value in mock.arguments.items())
+
+
+def verification_lines(verification: MockVerification) -> list[str]:
+    """A verification's diff, one line per path, as `agenttest mocks verify` prints it."""
+    return [diff_line(item) for item in verification.diff if isinstance(item, dict)]
 
 
 def shown_json(value: Any) -> ShownJSON:

@@ -170,6 +170,25 @@ HostName = Annotated[str, Field(
 )]
 
 
+# A path into a tool's JSON result: keys joined by ".", list items as [0] or [*] (every item).
+MOCK_RULE_PATH = r"^[^.\[\]\s]+(\[(\d+|\*)\])*(\.[^.\[\]\s]+(\[(\d+|\*)\])*)*$"
+_MOCK_RULE_PATH_MESSAGE = "must be a path into the tool's result: keys joined by '.', items as [0] or [*]"
+
+
+class MockRule(_Strict):
+    """How `agenttest mocks verify` compares a tool's mocks with what the real tool answers now."""
+
+    compare: Literal["exact", "shape"] = Field(
+        "exact", description="exact: any value that differs is drift; shape: only a field gone, added or of "
+        "another type is.",
+        json_schema_extra=_messages_for(enum="must be 'exact' or 'shape'"),
+    )
+    ignore: list[Annotated[str, Field(pattern=MOCK_RULE_PATH, json_schema_extra=_messages_for(
+        pattern=_MOCK_RULE_PATH_MESSAGE, type=_MOCK_RULE_PATH_MESSAGE))]] = Field(
+        [], description="Paths never compared (timestamps, ids the tool makes up), e.g. updated_at, items[*].price.",
+    )
+
+
 class SuiteDocument(_Strict):
     """A suite as the API, the admin and import take it."""
 
@@ -209,6 +228,10 @@ class SuiteDocument(_Strict):
         1, ge=CASE_CONCURRENCY_RANGE[0], le=CASE_CONCURRENCY_RANGE[1],
         description="Case × model pairs run at once; above 1 only for a hermetic suite.",
         json_schema_extra=_messages_for(minimum=_CONCURRENCY_MESSAGE, maximum=_CONCURRENCY_MESSAGE),
+    )
+    mock_rules: dict[str, MockRule] = Field(
+        {}, description="Per tool (function name), how `agenttest mocks verify` compares its mocks with the real "
+        "tool; a tool not named is compared exactly.",
     )
 
 

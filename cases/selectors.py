@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from agenthost.seams import Conversation
-from cases.models import Case, Suite
+from cases.models import Case, MockVerification, Suite
 from common.inputs import parse_id, text_is_storable
 
 CASE_PARTS = ("history", "turns", "mocks", "assertions")
@@ -158,3 +158,23 @@ def enabled_cases(*, suite: Suite, case_filter: str = "") -> QuerySet[Case]:
     elif case_filter:
         queryset = queryset.filter(name__icontains=case_filter)
     return _with_parts(queryset).order_by("-priority", "name", "id")
+
+
+# The verdicts that mark a case: one of its mocks no longer answers what the real tool does (`agenttest mocks verify`).
+DRIFT_VERDICTS = (MockVerification.Verdict.DRIFTED, MockVerification.Verdict.FAILED)
+
+
+def mock_drift_exists(*, case_hashes: Any) -> Exists:
+    """For annotating a Case queryset in the same query: whether the case has a mock that drifted (or whose tool
+    failed) when verified as the case was in one of `case_hashes` (a values queryset, may use OuterRef) — the content
+    a run ran, so an edit since, which changes the hash, leaves no stale mark."""
+    return Exists(
+        MockVerification.objects.filter(case_id=OuterRef("pk"), case_hash__in=case_hashes, verdict__in=DRIFT_VERDICTS)
+    )
+
+
+def mock_verifications_of(*, case_id: int | None, case_hash: str) -> list[MockVerification]:
+    """The last verification of each mock of the case as it was in `case_hash`, in mock order. One query."""
+    if case_id is None or not case_hash:
+        return []
+    return list(MockVerification.objects.filter(case_id=case_id, case_hash=case_hash).order_by("position", "id"))

@@ -40,6 +40,7 @@ def suite_to_document(*, suite: Suite) -> dict[str, Any]:
         "enabled": suite.enabled,
         "isolation_group": suite.isolation_group,
         "case_concurrency": suite.case_concurrency,
+        "mock_rules": dict(suite.mock_rules or {}),
     }
 
 
@@ -254,7 +255,9 @@ def case_copy(*, case: Case) -> Case:
 @transaction.atomic
 def case_enable(*, case: Case) -> Case:
     """Enables the case once it passes whole-case validation; raises CaseValidationError otherwise."""
-    problems = validate_case_document(case_to_document(case=case), suite=case.suite, instance=case)
+    # Checked as the enabled case it becomes: a draft's mocks that only warned while it was disabled now refuse it.
+    document = {**case_to_document(case=case), "enabled": True}
+    problems = validate_case_document(document, suite=case.suite, instance=case)
     if problems:
         raise CaseValidationError(problems)
     case.enabled = True

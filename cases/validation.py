@@ -53,6 +53,7 @@ from cases.schema import (
     part_problems,
     schema_problems,
 )
+from cases.tool_schemas import mock_schema_problems
 from common.inputs import (
     INT_RANGE_PROBLEM,
     MAX_ID,
@@ -441,12 +442,18 @@ def _mean_assertion(
 
 
 def _mean_mock(data: dict[str, Any], *, prefix: str, functions: CallableFunctions | None,
-               problems: _Problems, tables: dict[str, Any] | None = None) -> dict[str, Any]:
+               problems: _Problems, tables: dict[str, Any] | None = None, draft: bool = False) -> dict[str, Any]:
+    """The mock as stored, and what the schema of case documents cannot know: a function the agents can call, whose
+    schemas its arguments and result fit (cases.tool_schemas) — except in a `draft`, which keeps what was recorded
+    and is warned instead (mock_schema_warnings)."""
     name = data.get("function_name")
     if isinstance(name, str) and name.strip() and len(name) <= FUNCTION_NAME_MAX_LENGTH:
         name = name.strip()
         if functions is not None and name not in functions.names:
             problems.add(_at(prefix, "function_name"), functions.not_callable(name), shared=functions.listing)
+        elif functions is not None and not draft:
+            for field, message in mock_schema_problems({**data, "function_name": name}, functions.declarations[name]):
+                problems.add(_under(prefix, field), f"{message} (mock of {name})")
     table = data.get("table")
     if isinstance(table, dict):
         parameters = functions.parameters(name) if functions is not None and isinstance(name, str) else None
@@ -662,10 +669,11 @@ def _clean_document(
     ] if isinstance(data.get("history", []), list) else []
     cleaned["turns"] = _mean_list(data.get("turns", []), field="turns", mean=turn)
     cleaned["assertions"] = _mean_list(data.get("assertions", []), field="assertions", mean=assertion)
+    draft = is_draft(cleaned)
     cleaned["mocks"] = _mean_list(
         data.get("mocks", []), field="mocks",
         mean=lambda item, where: _mean_mock(item, prefix=where, functions=functions, problems=problems,
-                                            tables=tables),
+                                            tables=tables, draft=draft),
     )
     cleaned["simulated_user"] = _mean_simulated_user(
         data.get("simulated_user"), suite=suite, functions=functions, problems=problems
@@ -809,16 +817,48 @@ def validate_assertion(
 
 
 def validate_mock(
-    mock: dict[str, Any], *, functions: CallableFunctions | None = None, tables: dict[str, Any] | None = None
+    mock: dict[str, Any], *, functions: CallableFunctions | None = None, tables: dict[str, Any] | None = None,
+    draft: bool = False,
 ) -> list[Problem]:
     """Problems with one mock; its function must be in `functions`, a stateful mock's table in the case's `tables`
-    (None skips either check)."""
+    (None skips either check), and its arguments and result fit the function's schemas unless it is a `draft`'s
+    (is_draft)."""
     problems = _Problems()
     data = _part("MockEntry", mock, what="a mock", problems=problems,
                  prepare=lambda prepared, item: prepared.mock(item, ""))
     if data is not None:
-        _mean_mock(data, prefix="", functions=functions, problems=problems, tables=tables)
+        _mean_mock(data, prefix="", functions=functions, problems=problems, tables=tables, draft=draft)
     return problems.items
+
+
+def is_draft(case: dict[str, Any] | Case) -> bool:
+    """A recorded or extracted case not yet enabled: it keeps its mocks as the conversation had them even where the
+    tools' schemas refuse them (recordings are evidence), and the reviewer is warned instead; enabling it holds them
+    to the schemas like any case."""
+    if isinstance(case, Case):
+        return not case.enabled and case.source != Case.Source.MANUAL
+    return not case.get("enabled", True) and case.get("source", Case.Source.MANUAL) != Case.Source.MANUAL
+
+
+def mock_schema_warnings(document: dict[str, Any], *, suite: Suite | None) -> list[str]:
+    """Each of the case's mocks whose arguments or result its function's schemas refuse, for a reviewer to read: a
+    draft's recorded misfits, or the mocks of a case whose tool changed its schemas since they were written."""
+    entry = document.get("entry_agent")
+    entry_agent = Agent.objects.filter(name=entry).first() if isinstance(entry, str) else None
+    functions = case_callable_functions(suite=suite, entry_agent=entry_agent)
+    if functions is None or (entry is not None and entry_agent is None):
+        return []
+    warnings = []
+    for index, mock in enumerate(document.get("mocks") or []):
+        name = mock.get("function_name") if isinstance(mock, dict) else None
+        if name not in functions.names:
+            continue
+        for field, message in mock_schema_problems(mock, functions.declarations[name]):
+            warnings.append(
+                f"mocks[{index}].{field}: {message} — the mock of {name} does not fit the tool's schema; fix it "
+                "before enabling the case"
+            )
+    return warnings
 
 
 def validate_history_message(message: dict[str, Any]) -> list[Problem]:
@@ -913,6 +953,12 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
             )
     force_blocked = _function_names(data, "force_blocked_functions", functions=functions, problems=problems)
     network_allow = _network_allow(data, wrong, extra_allowed, functions, problems)
+    rules = data.get("mock_rules")
+    if functions is not None and isinstance(rules, dict) and "mock_rules" not in wrong:
+        # A rule for a function no case can call would compare nothing.
+        for function in rules:
+            if function not in functions.names:
+                problems.add(_at("mock_rules", function), functions.not_callable(function), shared=functions.listing)
     concurrency = data["case_concurrency"]
     if "case_concurrency" not in wrong and concurrency > 1 and functions is not None:
         problem = _hermetic_problem(extra_allowed, functions)

@@ -6,11 +6,14 @@ The mapping — a draft must replay its own source conversation green:
 
 - each user message opens a turn; pre-written history stays history;
 - each real tool result becomes a mock: function name, the arguments of the call it answered, its call index for that
-  function, the result verbatim, and whether it ended the turn. A function the draft mocks more than once matches by
-  call order, not arguments (its mocks keep no arguments). Calls that a replay never sends to an executor get no mock:
-  the five control-flow functions (they run for real under test), calls skipped after a stop, calls invoked directly
-  rather than by the agent, calls whose arguments were not a JSON object (the host answers those itself), and calls
-  the model provider ran itself in an imported conversation (no local tool ran, so no mock may stand in for one).
+  function, the result verbatim, and whether it ended the turn. A function the draft mocks more than once keeps, on
+  each mock, the arguments that identify its call, as a single call does (issue 36: looking order 1042 up, then
+  1043, must not let 1042's mock answer a look-up of the wrong order); where its calls have none to keep, its mocks
+  match by call order alone, and the reviewer is warned naming them. Calls that a replay never sends to an executor
+  get no mock: the five control-flow functions (they run for real under test), calls skipped after a stop, calls
+  invoked directly rather than by the agent, calls whose arguments were not a JSON object (the host answers those
+  itself), and calls the model provider ran itself in an imported conversation (no local tool ran, so no mock may
+  stand in for one).
   Start-up rule calls are mocked too, because a replay starts the conversation and fires them again;
 - state with no causing message is initial state. Each turn's state changes (last value per key) become the state
   writes of that turn's last mock; a turn with changes but no mock drops them, with a warning. Start-up changes ride
@@ -172,7 +175,7 @@ def _mocks(
             mock_calls.append(call)
             mock_blocks.append(block.index)
             calls_per_function[call.name] += 1
-            if left_out:
+            if left_out and kept:
                 warnings.append(_left_out_note(block, call.name, kept, left_out))
             if call.outcome == "missing":
                 warnings.append(
@@ -184,11 +187,32 @@ def _mocks(
                     f"{_where(block)}: {call.name} was blocked by a test run when the conversation ran; its mock "
                     "replays the block message, which no real run of the tool would answer"
                 )
-    for mock in mocks:
-        if calls_per_function[mock["function_name"]] > 1:
-            # Matched by call order: a repeated call's arguments often differ in ways that do not matter.
-            mock["arguments"] = None
+    _unidentified_notes(mocks, mock_calls, mock_blocks, calls_per_function, blocks, warnings)
     return mocks, mock_calls, mock_blocks
+
+
+def _unidentified_notes(
+    mocks: list[dict[str, Any]], mock_calls: list[RecordedCall], mock_blocks: list[int],
+    calls_per_function: Counter[str], blocks: list[Block], warnings: list[str],
+) -> None:
+    """A mock with no identifying argument answers its function's N-th call whatever it asks for; the reviewer is told
+    which, and why. For a function called once that is the only call there is, so only free text is worth a note."""
+    where = {block.index: block for block in blocks}
+    for index, mock in enumerate(mocks):
+        if mock["arguments"]:
+            continue
+        call, block = mock_calls[index], where[mock_blocks[index]]
+        _kept, left_out = identifying_arguments(call)
+        name = mock["function_name"]
+        if calls_per_function[name] > 1:
+            why = f"; left out: {', '.join(f'{key} ({reason})' for key, reason in left_out)}" if left_out else ""
+            warnings.append(
+                f"{_where(block)}: mocks[{index}] ({name}, call #{mock['call_index']}) keeps no argument that "
+                f"identifies its call{why}, and {name} is called {calls_per_function[name]} times: it answers that "
+                "call by its order alone, whatever it asks for; add the argument that tells the calls apart"
+            )
+        elif left_out:
+            warnings.append(_left_out_note(block, name, {}, left_out))
 
 
 def identifying_arguments(call: RecordedCall) -> tuple[dict[str, Any], list[tuple[str, str]]]:

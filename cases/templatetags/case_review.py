@@ -6,8 +6,8 @@ from typing import Any
 
 from django import template
 
-from cases.models import Assertion
-from cases.review import ShownAssertion, ShownJSON, shown_assertion, shown_json, shown_result
+from cases.models import Assertion, MockVerification
+from cases.review import ShownAssertion, ShownJSON, shown_assertion, shown_json, shown_result, verification_lines
 
 register = template.Library()
 
@@ -25,3 +25,8 @@ def review_result(text: str) -> ShownJSON:
 @register.filter
 def review_assertion(assertion: Assertion) -> ShownAssertion:
     return shown_assertion(assertion)
+
+
+@register.filter
+def review_verification(verification: MockVerification) -> list[str]:
+    return verification_lines(verification)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from html import escape as html_escape
 from typing import Any
@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from cases.models import Case
-from cases.selectors import trace_hider
+from cases.selectors import mock_drift_exists, trace_hider
 from runs.engine.numbers import format_cost, models_priced
 from runs.models import CaseResult, Run
 from runs.selectors import matrix_case_key, run_matrix
@@ -140,6 +140,13 @@ def _cell_html(
     )
 
 
+_DRIFT_MARK = (
+    ' <span class="mock-drift" title="A mock this case ran no longer answers what its real tool does '
+    '(agenttest mocks verify): its verdict may rest on a stale mock. The result page shows what differs.">'
+    '<span aria-hidden="true">⚠</span> mock drifted</span>'
+)
+
+
 def _matrix_rows_html(
     rows: list[dict[str, Any]],
     models: list[str],
@@ -150,6 +157,7 @@ def _matrix_rows_html(
     flipped: Flipped | None = None,
     run: Run | None = None,
     descriptions: Mapping[int, str] | None = None,
+    drifted: Collection[int] = (),
 ) -> SafeString:
     """The matrix body. Built here rather than in the template: at 1,000 cases × 5 models the template engine spends
     most of the page's time on these cells, plain string building a tenth of it. Every value is escaped (the
@@ -158,7 +166,8 @@ def _matrix_rows_html(
     `flipped`, a cell whose verdict flipped since the baseline carries a marker, and its row the class has-flip; a
     row of several models links to its case on every model, side by side. The first cell that failed or errored is the
     target of the page's skip link (FIRST_FAILURE); a row with a failure says what its case is for (`descriptions`),
-    so a failure the suite shows on purpose reads as one."""
+    so a failure the suite shows on purpose reads as one. A case in `drifted` ran a mock that no longer answers what
+    its real tool does (`agenttest mocks verify`): its verdict may rest on a stale mock, and its row says so."""
     missing = '<td class="cell cell-missing" title="no result">—</td>'
     priced = cost_priced(run, models) if run is not None and trials > 1 else {}
     lines = []
@@ -192,9 +201,10 @@ def _matrix_rows_html(
             )
         description = (descriptions or {}).get(row["case_id"]) if row["any_failure"] else ""
         about = f'<span class="case-description">{html_escape(description)}</span>' if description else ""
+        drift = _DRIFT_MARK if row["case_id"] in drifted else ""
         lines.append(
             f'<tr class="{_row_classes(row, flipped=has_flip)}" data-row="{html_escape(key)}"><th scope="row">'
-            f'{html_escape(row["case_name"])}{side_by_side}{about}</th>{"".join(cells)}</tr>'
+            f'{html_escape(row["case_name"])}{drift}{side_by_side}{about}</th>{"".join(cells)}</tr>'
         )
     return mark_safe("\n".join(lines))
 
@@ -226,9 +236,12 @@ def matrix_body(
     # anything failed.
     cases = [row["case_id"] for row in rows if row["case_id"] is not None]
     # Said as `viewer` may read it: to a member, a case from production traces names no service, key or trace id.
-    cases_shown = Case.objects.filter(pk__in=cases).select_related("source_conversation").only(
-        "pk", "description", "source_conversation__source", "source_conversation__trace_service",
-        "source_conversation__trace_key", "source_conversation__trace_ids",
+    # The same query says which cases ran a mock found drifted since (as the case was when this run ran it).
+    cases_shown = list(
+        Case.objects.filter(pk__in=cases).select_related("source_conversation").only(
+            "pk", "description", "source_conversation__source", "source_conversation__trace_service",
+            "source_conversation__trace_key", "source_conversation__trace_ids",
+        ).annotate(drifted=mock_drift_exists(case_hashes=CaseResult.objects.filter(run=run).values("case_hash")))
     ) if cases else []
     hiders = {case.pk: trace_hider(case, user=viewer) for case in cases_shown}
     descriptions = {case.pk: hiders[case.pk](case.description) for case in cases_shown if case.description}
@@ -236,7 +249,8 @@ def matrix_body(
         if row["case_id"] in hiders:
             row["case_name"] = hiders[row["case_id"]](row["case_name"])
     html = _matrix_rows_html(
-        rows, models, run.trials, results_base, flipped=flipped, run=run, descriptions=descriptions
+        rows, models, run.trials, results_base, flipped=flipped, run=run, descriptions=descriptions,
+        drifted={case.pk for case in cases_shown if case.drifted},
     )
     return html, counts
 

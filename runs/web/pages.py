@@ -90,6 +90,7 @@ from runs.web.matrix import (
     short_reason,
 )
 from runs.web.transcripts import assertion_outcomes, readable, transcript_turns
+from runs.web.verifications import result_mock_verifications
 
 RUNS_PER_PAGE = 25
 MATRIX_FILTERS = {"all": "All cases", "failures": "Failures only", "disagree": "Where models disagree"}
@@ -635,6 +636,7 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
         "assertions": assertion_outcomes(result),
         "final_state": sorted((key, readable(value)) for key, value in (result.final_state or {}).items()),
         "final_tables": _final_tables(result),
+        "mock_verifications": result_mock_verifications(result),
         "duration": format_ms(result.duration_ms),
         "latency": format_ms(result.model_latency_ms),
         "tokens": f"{format_tokens(result.input_tokens)} / {format_tokens(result.output_tokens)}",

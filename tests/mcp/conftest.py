@@ -45,9 +45,15 @@ class Markers:
         beside the markers' directory, so clearing the markers leaves it."""
         return self.root.with_name("listing.json")
 
-    def list(self, *, annotations: dict[str, Any] | None = None, extra: list[dict[str, Any]] | None = None) -> None:
-        """Change what the order server lists from its next tools/list on, without restarting it."""
-        self.listing_file.write_text(json.dumps({"annotations": annotations or {}, "extra": extra or []}))
+    def list(
+        self, *, annotations: dict[str, Any] | None = None, extra: list[dict[str, Any]] | None = None,
+        status: str = "shipped",
+    ) -> None:
+        """Change what the order server lists from its next tools/list on, and the status its lookup_order answers
+        from its next call on, without restarting it."""
+        self.listing_file.write_text(
+            json.dumps({"annotations": annotations or {}, "extra": extra or [], "status": status})
+        )
 
 
 @pytest.fixture

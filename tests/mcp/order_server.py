@@ -8,7 +8,8 @@ $MCP_ORDERS_VARIANT=2 changes lookup_order's input schema (tool-schema drift).
 $MCP_LISTING_FILE names a JSON file read on every tools/list, so a test can change what the running server lists
 between the agenttest cache and the run: {"annotations": {tool: annotations or null}} replaces the annotations of
 the tools below, and {"extra": [{"name", "annotations"?}]} lists more tools, each of which answers "done" and leaves
-a marker when called.
+a marker when called. Read on every call too: {"status": …} is the status lookup_order answers from then on (the real
+tool's answer changing under a mock).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ if VARIANT == "2":
     ) -> str:
         """Look an order up by its number."""
         _called("lookup_order", {"order_id": order_id})
-        return json.dumps({"order_id": order_id, "status": "shipped"})
+        return json.dumps({"order_id": order_id, "status": _listing().get("status", "shipped")})
 
 else:
 
@@ -87,7 +88,7 @@ else:
     def lookup_order(order_id: Annotated[str, Field(description="The order number")]) -> str:
         """Look an order up by its number."""
         _called("lookup_order", {"order_id": order_id})
-        return json.dumps({"order_id": order_id, "status": "shipped"})
+        return json.dumps({"order_id": order_id, "status": _listing().get("status", "shipped")})
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))

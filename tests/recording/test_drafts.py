@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agenthost.functions import FunctionResult, register_function
@@ -9,6 +11,7 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
 from agenthost.services import conversation_send, conversation_start
 from recording.drafts import NothingToRecord, draft_document
+from recording.services import recording_create
 from recording.transcripts import transcript_load
 from runs.engine.case_session import CaseSession, registry
 from tests.recording.conftest import CANCEL_1043, SEEDED_STATE, THREE_TOPICS, WHERE_IS_1042
@@ -85,14 +88,46 @@ def test_it_turns_each_real_tool_result_into_a_mock_with_the_result_verbatim(thr
     assert email["result"] == tool_results(three_topics, "util-email-handle_email_sender")[0]
 
 
-def test_it_matches_a_function_recorded_more_than_once_by_call_order(repeated):
+def test_it_keeps_the_identifying_arguments_of_a_function_recorded_more_than_once(repeated):
     document = draft(repeated)
 
     lookups = [mock for mock in document["mocks"] if mock["function_name"] == "lookup_order"]
-    assert [(mock["arguments"], mock["call_index"]) for mock in lookups] == [(None, 0), (None, 1)]
+    assert [(mock["arguments"], mock["call_index"]) for mock in lookups] == [({"order_id": "1"}, 0),
+                                                                              ({"order_id": "2"}, 1)]
     assert [mock["result"] for mock in lookups] == tool_results(repeated, "lookup_order")
     (cancel,) = [mock for mock in document["mocks"] if mock["function_name"] == "cancel_order"]
     assert (cancel["arguments"], cancel["call_index"]) == ({"order_id": "1"}, 0), "a single call keeps its arguments"
+
+
+def test_it_keeps_the_order_id_of_each_look_up_of_the_readme_demo_conversation(demo_agents, talk):
+    # The README's demo: order 1042 looked up, then 1043 looked up and cancelled, in one conversation.
+    conversation = talk(
+        demo_agents["order-router"], "Where is order #1042?", "Please cancel order 1043, my email is ana@example.com"
+    )
+
+    [case] = recording_create(conversation=conversation).cases
+
+    lookups = case.mocks.filter(function_name="lookup_order").order_by("call_index")
+    assert [(mock.arguments, mock.call_index) for mock in lookups] == [({"order_id": "1042"}, 0),
+                                                                         ({"order_id": "1043"}, 1)]
+    assert [json.loads(mock.result)["order_id"] for mock in lookups] == ["1042", "1043"]
+
+
+def test_it_warns_naming_the_mocks_of_repeated_calls_nothing_identifies(scripted_model, scripted_desk, talk):
+    worded = ["the one I ordered on Monday", "the blue one from last week"]
+    scripted_model.play(
+        Answer(tool_calls=[Call("lookup_order", {"order_id": text}) for text in worded]), "Both have shipped.",
+    )
+    conversation = talk(scripted_desk, "Where are my two orders?")
+
+    document = draft(conversation)
+
+    assert [mock["arguments"] for mock in document["mocks"]] == [{}, {}]
+    notes = [note for note in document["warnings"] if "identifies its call" in note]
+    assert [note.split(" keeps")[0] for note in notes] == [
+        "turn 0: mocks[0] (lookup_order, call #0)", "turn 0: mocks[1] (lookup_order, call #1)",
+    ]
+    assert all("order_id (free text)" in note for note in notes)
 
 
 def test_it_asserts_each_mocked_call_with_its_recorded_arguments_in_its_turn(repeated):
@@ -227,7 +262,7 @@ def test_it_mocks_start_up_rule_calls_and_keeps_their_state(scripted_model, scri
     whole = draft(conversation)
 
     start, cancel, lookup = whole["mocks"]
-    assert (start["function_name"], start["call_index"], start["arguments"]) == ("lookup_order", 0, None)
+    assert (start["function_name"], start["call_index"], start["arguments"]) == ("lookup_order", 0, {"order_id": "7"})
     assert start["state_writes"] == {"order_id": "7", "order_status": "delivered"}
     assert (lookup["call_index"], lookup["state_writes"]) == (1, {"order_id": "3", "order_status": "processing"})
     assert whole["initial_state"] == SEEDED_STATE

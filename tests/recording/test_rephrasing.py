@@ -186,7 +186,8 @@ def test_it_fails_a_recorded_two_turn_case_on_sim_hasty_where_it_loses_the_order
     demo_agents, talk
 ):
     """What recording still catches: "cancel it" refers to the order of the first turn; sim-careful resolves it,
-    sim-hasty cancels without an order number — so its recorded cancel_order call is not the one it makes."""
+    sim-hasty looks up no order number — and since each recorded look-up keeps the order it was for (issue 36), that
+    look-up is blocked rather than answered with order 1041's data, and the recorded cancellation never comes."""
     conversation = talk(demo_agents["order-router"], "Where is order 1041?", "Please cancel it")
     case = recording_create(conversation=conversation).cases[0]
 
@@ -195,13 +196,12 @@ def test_it_fails_a_recorded_two_turn_case_on_sim_hasty_where_it_loses_the_order
     results = {result.model: result for result in run.results.all()}
     assert (results[CAREFUL].status, results[CAREFUL].reason) == ("passed", "")
     assert results[HASTY].status == "failed"
-    assert 'cancel_order was called, but never with arguments containing {"order_id": "1041"}' in failed_assertions(
-        results[HASTY]
-    )
-    assert [(call["name"], call["arguments"].get("order_id"), call["outcome"]) for call in results[HASTY].tool_calls
-            if call["name"] == "cancel_order"] == [
-        ("cancel_order", "", "blocked")
-    ], "the call for no order has no recorded mock: it is blocked, never run"
+    assert failed_assertions(results[HASTY])[0].startswith("cancel_order was not called")
+    lookups = [(call["arguments"].get("order_id"), call["outcome"]) for call in results[HASTY].tool_calls
+               if call["name"] == "lookup_order"]
+    assert lookups[0] == ("1041", "mocked")
+    assert lookups[-1][0] != "1041" and lookups[-1][1] == "blocked", "the look-up for no order is never answered"
+    assert not [call for call in results[HASTY].tool_calls if call["name"] == "cancel_order"]
 
 
 def test_it_fails_the_recorded_cancellation_on_sim_hasty_once_the_instruction_stops_asking_to_look_first(

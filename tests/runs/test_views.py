@@ -751,8 +751,8 @@ SIZED_SHOWS = {
         ("/runs/{run}/compare/", 9),
         # session, user; the result (with its run's default baseline and its case), its case on every model, the
         # run's failures (previous / next), the same case on its model in the baseline, both runs' snapshots (why
-        # it flipped)
-        ("/runs/{run}/results/{result}/", 7),
+        # it flipped), its mocks' verifications
+        ("/runs/{run}/results/{result}/", 8),
         # session, user; the result (with its run's default baseline), its case on its model in the baseline
         ("/runs/{run}/results/{result}/side-by-side/", 4),
         # session, user; the result, its case on every model
