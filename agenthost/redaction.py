@@ -35,9 +35,10 @@ _BUILTIN = tuple(re.compile(pattern) for pattern in _BUILTIN_PATTERNS)
 # Every built-in pattern needs one of these (lower-cased) words: a text without any is spared four searches.
 _BUILTIN_HINTS = ("authorization", "bearer", "sk-", "api")
 
-# A key whose value is a secret, whatever the value looks like: any name containing one of these.
+# A key whose value is a secret, whatever the value looks like: any name containing one of these. "tokens" in the
+# plural is a count in a model's settings and usage (max_tokens, input_tokens), never a secret.
 _SECRET_KEY_WORDS = (
-    r"api[_\-]?key|apikey|passw(?:or)?d|pwd|secret|token|authorization|credential|cookie|private[_\-]?key"
+    r"api[_\-]?key|apikey|passw(?:or)?d|pwd|secret|token(?!s)|authorization|credential|cookie|private[_\-]?key"
     r"|access[_\-]?key"
 )
 _KEY_HINTS = ("key", "pass", "pwd", "secret", "token", "auth", "credential", "cookie")

@@ -208,7 +208,9 @@ def _agent_snapshot(suite: Suite, case_ids: list[int], *, model_keys: list[str],
             for item in loaded.functions
             if isinstance(item.get("mcp"), dict)
         },
-        "agents": agents_snapshot(entry=agent, case_entry_agents=entered),
+        "agents": (reached := agents_snapshot(entry=agent, case_entry_agents=entered)),
+        # The order the run reached them in: PostgreSQL's jsonb keeps an object's keys in an order of its own.
+        "agents_order": list(reached),
         # Case id → the agent it enters at, for the cases that do not start at the suite's.
         "case_entry_agents": {str(pk): name for pk, name in entering.items()},
         "models": {key: model_config_hash(key) for key in model_keys},

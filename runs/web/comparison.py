@@ -648,7 +648,9 @@ def agent_changes(*, baseline: Run, run: Run) -> list[AgentChange]:
         return []
     entry = (run.agent_snapshot or {}).get("agent")
     changes = []
-    for name in dict.fromkeys([*new_all, *old_all]):
+    new_order = (run.agent_snapshot or {}).get("agents_order") or list(new_all)
+    old_order = (baseline.agent_snapshot or {}).get("agents_order") or list(old_all)
+    for name in dict.fromkeys([*new_order, *new_all, *old_order, *old_all]):
         old, new = old_all.get(name), new_all.get(name)
         if old is None or new is None:
             changes.append(AgentChange(name=name, status="added" if old is None else "removed", entry=name == entry))

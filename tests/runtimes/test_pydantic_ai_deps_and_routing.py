@@ -10,7 +10,9 @@ import yaml
 
 from agenthost.llm.base import ModelRequest
 from agenthost.llm.scripted import Answer, Call
-from agenthost.models import Agent
+from agenthost.models import Agent, Conversation
+from agenthost.services import conversation_send
+from agenthost.turns import ConversationError
 from agenthost.validation import agent_problems
 from cases.files import agent_file, files_apply
 from cases.models import Assertion, Case, Mock, Suite, Turn
@@ -145,9 +147,9 @@ def _chat(admin_client, agent: Agent, text: str, state: dict | None = None) -> l
                                 content_type="application/json")
     assert started.status_code == 201, started.content
     conversation = started.json()["id"]
-    sent = admin_client.post(f"/api/conversations/{conversation}/messages/", {"text": text},
-                             content_type="application/json")
-    assert sent.status_code in (200, 201), sent.content
+    # The turn as the chat's child process runs it (the scripted model answers in this process; the child itself is
+    # tested with the local stub in test_team_code_in_child.py).
+    conversation_send(conversation=Conversation.objects.get(pk=conversation), text=text)
     return admin_client.get(f"/api/conversations/{conversation}/messages/").json()["results"]
 
 
@@ -208,9 +210,8 @@ def test_it_ends_the_run_as_an_error_naming_the_tool_whose_exception_pydantic_ai
 
     scripted_model.respond_with(_calling("flaky", {"order_id": "1042"}))
     chat = admin_client.post("/api/conversations/", {"agent": str(agent.pk)}, content_type="application/json")
-    sent = admin_client.post(f"/api/conversations/{chat.json()['id']}/messages/", {"text": "Where is 1042?"},
-                             content_type="application/json")
-    assert sent.status_code >= 400 and "flaky" in sent.content.decode()
+    with pytest.raises(ConversationError, match="flaky"):
+        conversation_send(conversation=Conversation.objects.get(pk=chat.json()["id"]), text="Where is 1042?")
 
 
 def test_it_keeps_a_model_retry_a_retry_prompt_as_pydantic_ai_does(scripted_model, team_repo):
