@@ -181,7 +181,9 @@ def test_it_answers_a_template_that_would_render_too_much_with_a_tool_error_and_
     result = execution.tool_calls[0]["result"]
     assert execution.status == "passed", execution.reason
     assert words in result and len(result) < 1000, result[:300]
-    assert time.monotonic() - started < 10
+    # Rendering the template whole would take hours (10^10 characters): a loaded machine's seconds must not decide
+    # the verdict (issue 40), so the bound only tells refused-early from rendered.
+    assert time.monotonic() - started < 120
     assert scripted_model.requests[1].messages[-1]["content"] == result
 
 
