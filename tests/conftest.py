@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import resource
 from typing import Any
 
 import pytest
@@ -44,6 +45,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    # The suite's processes run side by side on a few cores, so their wall times say little about what each costs:
+    # the CPU seconds do (scripts/test prints this line in its summary). Subprocesses count once they are waited for.
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    terminalreporter.write_line(
+        f"cpu: {own.ru_utime + own.ru_stime:.0f} s in pytest, {children.ru_utime + children.ru_stime:.0f} s in the"
+        " subprocesses it waited for"
+    )
 
 
 @pytest.fixture(autouse=True)
