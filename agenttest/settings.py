@@ -226,6 +226,10 @@ SPECTACULAR_SETTINGS = {
         "ResultStatusEnum": "runs.models.CaseResult.Status",
         "MessageRoleEnum": "agenthost.models.Message.Role",
     },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "agenttest.openapi.distinct_schema_titles",
+    ],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
