@@ -105,6 +105,9 @@ TEMPLATES = [
         },
     },
 ]
+# Django's form renderer with its plainest widget templates written out in Python (agenttest/forms_renderer.py): the
+# admin's case review page spent nearly half its time rendering them.
+FORM_RENDERER = "agenttest.forms_renderer.FormRenderer"
 
 DATABASES = {
     "default": dj_database_url.parse(
