@@ -101,6 +101,7 @@ def test_it_runs_every_command_of_the_guide(package_wheel: Path, tmp_path):
     # both recorded suites — the MCP agent's on the tool listing kept with the recordings, its server never started.
     assert (work / "agenttest.toml").read_text(encoding="utf-8").count("[run]") == 1
     assert (work / "agenttest-files" / "recordings" / "recorded-parcels").is_dir()
+    assert re.search(r"suite 'Recorded: parcels': 1 result\(s\), replay mode\.", output), output[-4000:]
     replay_report = ElementTree.parse(work / "replay-report.xml").getroot()
     replay_suites = [replay_report] if replay_report.tag == "testsuite" else list(replay_report)
     assert sum(int(s.get("tests", 0)) for s in replay_suites) == 2
