@@ -162,11 +162,28 @@ def conversation_send(
         raise InvalidInput("the message text must not be empty")
     refuse_imported(conversation)
     check_seal(conversation, seal_key)
+    if not conversation.title:
+        _conversation_title(conversation, text)
     with claimed_session(conversation) as session:
         current = conversation.current_agent or conversation.agent
         if team_code_in_child and current.runtime != Agent.Runtime.NATIVE:
             return send_in_child(session, current, text)
         return run_send(session, text, flush=True)
+
+
+# A conversation's title in the lists: its first user message on one line, cut at a word past this length.
+TITLE_LENGTH = 80
+
+
+def _conversation_title(conversation: Conversation, text: str) -> None:
+    """Title an untitled conversation (a chat started in Chat or by the API without one) after its first user message,
+    as stored (redacted), so the lists and a draft recorded from it read what it was about, not "(untitled)". The
+    conditional update leaves a title written meanwhile alone."""
+    line = " ".join(redact_text(text).split())
+    if len(line) > TITLE_LENGTH:
+        line = (line[: TITLE_LENGTH - 1].rsplit(" ", 1)[0] or line[: TITLE_LENGTH - 1]) + "…"
+    conversation.title = line
+    Conversation.objects.filter(pk=conversation.pk, title="").update(title=line)
 
 
 def conversation_invoke_function(

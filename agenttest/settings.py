@@ -105,6 +105,9 @@ TEMPLATES = [
         },
     },
 ]
+# Django's form renderer with its plainest widget templates written out in Python (agenttest/forms_renderer.py): the
+# admin's case review page spent nearly half its time rendering them.
+FORM_RENDERER = "agenttest.forms_renderer.FormRenderer"
 
 DATABASES = {
     "default": dj_database_url.parse(
@@ -226,6 +229,10 @@ SPECTACULAR_SETTINGS = {
         "ResultStatusEnum": "runs.models.CaseResult.Status",
         "MessageRoleEnum": "agenthost.models.Message.Role",
     },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "agenttest.openapi.distinct_schema_titles",
+    ],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -8,7 +8,7 @@ must not load), then renders the run page, its matrix CSV and its progress JSON 
 the time is the server's (URL routing, queries, template rendering), with no network and no browser. Prints the median
 (and min / max) of `--repeat` renders after one warm-up, the number of SQL queries and the page size. The review page
 is measured on a case the size of a recorded one (history, turns, mocks, assertions): issue 37 found it ten times
-slower than the app's own pages.
+slower than the app's own pages; and so is its Enable button (the POST and the review page it lands on).
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def build_run(cases: int, models: int) -> int:
     from runs.models import CaseResult, Run
 
     user = get_user_model().objects.create_superuser("bench", "bench@example.com", "bench-password-123")
-    agent = Agent.objects.create(name="bench-agent", instruction="Help.", provider="simulated", model="sim-careful")
+    agent = Agent.objects.create(name="bench-agent", instruction="Help.", provider="simulated", model="sim-careful",
+                                 functions=[{"name": "lookup_order"}])
     suite = Suite.objects.create(name="bench suite", agent=agent)
     made = Case.objects.bulk_create(
         [Case(suite=suite, name=f"case {index:04d}: the customer asks about order {1000 + index}")
@@ -137,6 +138,35 @@ def measure(client: Any, url: str, repeat: int) -> dict[str, Any]:
     }
 
 
+def measure_switch(client: Any, case_id: int, repeat: int) -> dict[str, Any]:
+    """The review panel's Enable: its POST and the review page it lands on, as a reviewer waits for both. Each timed
+    enable follows an untimed disable, so every one enables a draft."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from cases.models import Case
+
+    base = f"/admin/cases/case/{case_id}"
+    timings = []
+    for _ in range(repeat + 1):
+        client.post(f"{base}/disable/")
+        with CaptureQueriesContext(connection) as queries:
+            started = time.perf_counter()
+            response = client.post(f"{base}/enable/", follow=True)
+            timings.append((time.perf_counter() - started) * 1000)
+        if response.status_code != 200 or not Case.objects.filter(pk=case_id, enabled=True).exists():
+            raise SystemExit(f"{base}/enable/ answered {response.status_code} and did not enable the case")
+    timings = timings[1:]  # the first is the warm-up
+    return {
+        "url": f"{base}/enable/ (POST)",
+        "median_ms": statistics.median(timings),
+        "min_ms": min(timings),
+        "max_ms": max(timings),
+        "queries": len(queries),
+        "bytes": len(response.content),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=1000)
@@ -167,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             f"/runs/{run_id}/", f"/runs/{run_id}/matrix.csv", f"/runs/{run_id}/progress.json",
             f"/admin/cases/case/{case_id}/change/", "/admin/cases/case/",
         )
-        for url in pages:
-            row = measure(client, url, args.repeat)
+        rows = [measure(client, url, args.repeat) for url in pages]
+        rows.append(measure_switch(client, case_id, args.repeat))
+        for row in rows:
             print(f"  {row['url']:<32} median {row['median_ms']:7.1f} ms  (min {row['min_ms']:.1f}, max "
                   f"{row['max_ms']:.1f})  {row['queries']} queries  {row['bytes'] / 1024:.0f} KiB")
         from django.db import connections

@@ -97,6 +97,15 @@ def test_it_runs_every_command_of_the_guide(package_wheel: Path, tmp_path):
     suites = [report] if report.tag == "testsuite" else list(report)
     assert sum(int(s.get("tests", 0)) for s in suites) >= 1
     assert sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites) == 0
+    # The project file: init's [run] table edited, not a second one added; with it, `agenttest run` alone replayed
+    # both recorded suites — the MCP agent's on the tool listing kept with the recordings, its server never started.
+    assert (work / "agenttest.toml").read_text(encoding="utf-8").count("[run]") == 1
+    assert (work / "agenttest-files" / "recordings" / "recorded-parcels").is_dir()
+    assert re.search(r"suite 'Recorded: parcels': 1 result\(s\), replay mode\.", output), output[-4000:]
+    replay_report = ElementTree.parse(work / "replay-report.xml").getroot()
+    replay_suites = [replay_report] if replay_report.tag == "testsuite" else list(replay_report)
+    assert sum(int(s.get("tests", 0)) for s in replay_suites) == 2
+    assert sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in replay_suites) == 0
     # Traces: the production run sent the receipt once; the draft recorded from its trace replayed green in CI with
     # its model answers and tool results from the trace, and sent nothing.
     assert (work / "support-receipts.log").read_text() == "1042 ana@example.com\n"

@@ -242,6 +242,23 @@ def _recordings(run: Run) -> dict[tuple[int, str], list[dict[str, Any]]]:
     return {(case_id, model): entries for case_id, model, entries in rows}
 
 
+def _no_recording_reason(plan: CasePlan, model_key: str) -> str:
+    """Why a replay has nothing to play, naming the models the case's recordings are on: a recording on another
+    model (a draft recorded from a trace is on the trace's model) needs that model chosen, not a record run. One
+    query, on this error's path only."""
+    recorded_on = list(
+        Recording.objects.filter(case_id=plan.id).order_by("model").values_list("model", flat=True)
+    )
+    if not recorded_on:
+        return f"no recording of case '{plan.name}' on any model: run it in record mode on {model_key} first"
+    on = ", ".join(recorded_on)
+    return (
+        f"no recording of case '{plan.name}' on {model_key}: its recording{'s are' if len(recorded_on) > 1 else ' is'}"
+        f" on {on}; replay it on {'one of those' if len(recorded_on) > 1 else 'that model'}, or run it in record "
+        f"mode on {model_key} first"
+    )
+
+
 def _execute_pair(
     run: Run,
     plan: CasePlan,
@@ -257,10 +274,7 @@ def _execute_pair(
     if run.mode == Run.Mode.REPLAY:
         entries = recordings.get((plan.id, model.key))
         if entries is None:
-            return CaseExecution(
-                status=ERROR,
-                reason=f"no recording of case '{plan.name}' on {model.key}: run it in record mode first",
-            ), None
+            return CaseExecution(status=ERROR, reason=_no_recording_reason(plan, model.key)), None
         tape = Replayer(case_name=plan.name, model_key=model.key, entries=entries)
     elif run.mode == Run.Mode.RECORD:
         tape = Recorder(case_name=plan.name, model_key=model.key)

@@ -218,7 +218,8 @@ def matrix_body(
     *, viewer: Any = None,
 ) -> tuple[SafeString, dict[str, int]]:
     """The matrix body as `view` asks (one model's column, rows sorted), and how many rows each filter shows (with
-    `flipped`, also the rows that flipped). Two queries: the results, and what the failing rows' cases are for."""
+    `flipped`, how many case × model cells flipped). Two queries: the results, and what the failing rows' cases are
+    for."""
     view = view or MatrixView()
     rows = run_matrix(run=run)
     if view.model:
@@ -231,7 +232,9 @@ def matrix_body(
         "disagree": sum(1 for row in rows if row["disagree"]),
     }
     if flipped is not None:
-        counts["flipped"] = len({key for key, model in flipped.by_cell if model in models})
+        # Counted as the page's heading and its regressions and fixes count them, a case once per model it flipped
+        # on: "4 flipped" beside "Flipped 3" read as two different sets.
+        counts["flipped"] = sum(1 for _, model in flipped.by_cell if model in models)
     # Asked for every row's case, not only the failing ones': the page then runs the same queries whether or not
     # anything failed.
     cases = [row["case_id"] for row in rows if row["case_id"] is not None]

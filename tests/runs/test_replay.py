@@ -195,7 +195,23 @@ def test_it_errors_for_a_case_that_was_never_recorded(suite):
     first, second = results(execute(suite, Run.Mode.REPLAY))
 
     assert (first.status, first.reason) == (
-        "error", "no recording of case 'looks the order up' on stub:gpt-4o-mini: run it in record mode first"
+        "error",
+        "no recording of case 'looks the order up' on any model: run it in record mode on stub:gpt-4o-mini first",
+    )
+    assert second.status == "failed"
+
+
+def test_it_names_the_model_a_case_is_recorded_on_when_another_is_replayed(suite):
+    # A draft recorded from a production trace is recorded on the trace's model, not on the one the run asked for.
+    record(suite)
+    Recording.objects.filter(case__name="looks the order up").update(model="function:support-model")
+
+    first, second = results(execute(suite, Run.Mode.REPLAY))
+
+    assert (first.status, first.reason) == (
+        "error",
+        "no recording of case 'looks the order up' on stub:gpt-4o-mini: its recording is on function:support-model; "
+        "replay it on that model, or run it in record mode on stub:gpt-4o-mini first",
     )
     assert second.status == "failed"
 
