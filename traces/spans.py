@@ -78,3 +78,5 @@ class MappedConversation:
     # Set when the spans carry no message content (content capture was off): which setting of which exporter turns
     # it on. Such a conversation is listed with this note and never recorded into a draft.
     content_missing: str = ""
+    # What a reviewer must know before trusting it: a turn whose history was cut at the receiver is incomplete.
+    warnings: tuple[str, ...] = ()
