@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
+import hypothesis
 import pytest
 from django.test import Client
-import hypothesis
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from opentelemetry.sdk.resources import Resource
