@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Func, JSONField, Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce, Substr
+from django.db.models.functions import Coalesce, Right, Substr
 
 from agenthost.seams import Conversation, Message
 from traces.models import INGEST_KEY_PREFIX, IngestToken, TraceSpan, ingest_key_hash
-from traces.spans import TRUNCATED, SpanEvent, SpanRecord
+from traces.spans import TRUNCATED, SpanEvent, SpanRecord, StoredValue
 
 FIRST_QUESTION_CHARS = 160
 
@@ -161,9 +162,41 @@ def spans_of(*, keys: Collection[str], services: dict[str, Collection[str]]) -> 
     return found
 
 
+class _Without(Func):
+    """A JSON object without one of its keys, computed where it is stored (SQLite and PostgreSQL)."""
+
+    output_field = JSONField()
+
+    def __init__(self, expression: Any, key: str) -> None:
+        super().__init__(expression)
+        self.key = key
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, tuple]:
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"JSON_REMOVE({sql}, %s)", (*params, f'$."{self.key}"')
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, tuple]:
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"({sql} - %s)", (*params, self.key)
+
+
+# The one attribute whose value repeats the conversation so far: left stored until the mapping reads it.
+_HISTORY = "gen_ai.input.messages"
+_TAIL_CHARS = 64  # enough of a value's end to see the receiver's cut marker in it, however it was cut
+
+
 def trace_conversation_spans(*, key: str) -> list[SpanRecord]:
-    """The conversation's spans by start time; of spans starting at once, a parent before its children."""
-    records = [_record(row) for row in TraceSpan.objects.filter(conversation_key=key).order_by("start_ns", "id")]
+    """The conversation's spans by start time; of spans starting at once, a parent before its children. Each model
+    call's history (`gen_ai.input.messages`) is read from the database only if the mapping asks for it — the last
+    call of each turn's —, so a span arriving reads the rest of its conversation once, not every history in it."""
+    rows = (
+        TraceSpan.objects.filter(conversation_key=key)
+        .defer("attributes")
+        .annotate(rest=_Without(F("attributes"), _HISTORY),
+                  history_tail=Right(KeyTextTransform(_HISTORY, "attributes"), _TAIL_CHARS))
+        .order_by("start_ns", "id")
+    )
+    records = [_record(row, _history_left_stored(row)) for row in rows]
     parents = {(record.trace_id, record.span_id): (record.trace_id, record.parent_span_id) for record in records}
     depths: dict[tuple[str, str], int] = {}
     for record in records:
@@ -180,7 +213,18 @@ def trace_conversation_spans(*, key: str) -> list[SpanRecord]:
     return sorted(records, key=lambda record: (record.start_ns, depths[(record.trace_id, record.span_id)]))
 
 
-def _record(row: TraceSpan) -> SpanRecord:
+def _history_left_stored(row: TraceSpan) -> dict[str, Any]:
+    attributes = dict(row.rest)
+    if row.history_tail is not None:
+        pk = row.pk
+        attributes[_HISTORY] = StoredValue(
+            load=lambda: TraceSpan.objects.values_list("attributes", flat=True).get(pk=pk).get(_HISTORY),
+            cut=TRUNCATED in row.history_tail,
+        )
+    return attributes
+
+
+def _record(row: TraceSpan, attributes: dict[str, Any] | None = None) -> SpanRecord:
     return SpanRecord(
         trace_id=row.trace_id,
         span_id=row.span_id,
@@ -193,7 +237,7 @@ def _record(row: TraceSpan) -> SpanRecord:
         kind=row.kind,
         status_code=row.status_code,
         status_message=row.status_message,
-        attributes=row.attributes,
+        attributes=row.attributes if attributes is None else attributes,
         resource=row.resource,
         events=tuple(
             SpanEvent(name=event["name"], time_ns=event["time_ns"], attributes=event["attributes"])

@@ -237,10 +237,13 @@ def model_key(step: Step) -> str:
 
 def _system_instruction(model_calls: list[Step]) -> str:
     """The entry agent's instruction: the first model call's (an exporter may repeat it as a system message and as
-    `gen_ai.system_instructions`; it is kept once)."""
+    `gen_ai.system_instructions`; it is kept once). Only the first call that sent messages is asked: the input of
+    every later one would be read (each repeats the history) for an instruction the first did not have."""
     for call in model_calls:
         if call.system:
             return "\n\n".join(dict.fromkeys(t for t in call.system if t))
+        if call.load_input is not None:
+            break
     return ""
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from traces.spans import TRUNCATED, SpanRecord
+from traces.spans import TRUNCATED, SpanRecord, StoredValue
 
 MODEL = "model"
 TOOL = "tool"
@@ -208,6 +208,8 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 def was_cut(value: Any) -> bool:
     """Whether the receiver cut this value to its attribute limit (traces.otlp: a text ends with TRUNCATED, a list's
     last item is TRUNCATED, an object's last key is). Only a value's tail is ever cut."""
+    if isinstance(value, StoredValue):
+        return value.cut
     if isinstance(value, str):
         return value.endswith(TRUNCATED)
     if isinstance(value, list):
@@ -248,3 +250,8 @@ def whole_items(value: Any) -> list[Any]:
         if body[after] == "]":
             return items
         index = after + 1
+
+
+def loaded(value: Any) -> Any:
+    """The value itself, read from where it is stored when it was left there (StoredValue)."""
+    return value.load() if isinstance(value, StoredValue) else value

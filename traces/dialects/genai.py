@@ -35,6 +35,7 @@ from traces.dialects._common import (
     as_int,
     as_str,
     has_content,
+    loaded,
     parse_json,
     text,
     was_cut,
@@ -181,7 +182,7 @@ def _read_model_call(step: Step, attributes: dict[str, Any]) -> None:
         # A history over the attribute limit is cut: its whole messages are read, never the cut text as a message.
         step.messages_cut = was_cut(raw) or was_cut(raw_output)
         if raw is not None:
-            step.load_input = lambda: messages(raw, default_role="user")
+            step.load_input = lambda: messages(loaded(raw), default_role="user")
         outputs = messages(raw_output, default_role="assistant")
     else:
         step.messages_cut = was_cut(attributes.get(EVENTS_ATTRIBUTE))
