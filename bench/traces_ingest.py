@@ -1,7 +1,7 @@
 """Span ingestion through the real receiver: spans/s and peak RSS.
 
     python bench/traces_ingest.py [--spans 20000] [--batch 200] [--encoding protobuf|json] [--gzip]
-                                  [--database-url postgres://…]
+                                  [--growing 10,100,1000] [--database-url postgres://…]
 
 Posts `--spans` spans to POST /v1/traces in requests of `--batch` spans, with Django's test client in process (the
 view, authentication, throttle, decoding and the one-transaction store — no network), on a scratch database. Each
@@ -11,6 +11,13 @@ built outside the timed part, and one request before them is not timed (the firs
 over the time spent in the requests, the median and slowest request, the process's peak RSS before and after, how
 long a request of 10⁶ spans takes to be refused, and what issue 35's 8 KB gzip OTLP/JSON body of millions of empty
 values costs (it took 28-65 s of CPU and ~364 MB before AGENTTEST_TRACES_MAX_VALUES).
+
+Then one conversation grows span by span (`--growing`: the sizes to report at): each turn a trace of an agent run —
+two model calls, each resending the whole history, a tool call and the invoke_agent span — posted one span a request,
+as a service exporting each span when it ends does, with an agent to bind it to, so every request writes the
+conversation. Prints spans/s over the whole growth, the process's peak RSS, and at each size the median cost of the
+last spans that brought the conversation to it: a cost that stays flat as the conversation grows is one that does not
+re-read the conversation.
 """
 
 from __future__ import annotations
@@ -164,6 +171,109 @@ def ingest_benchmark(*, client: Any, token: str, spans: int, batch: int, encodin
     )
 
 
+@dataclass(frozen=True)
+class Growth:
+    spans: int
+    seconds: float  # in the requests
+    per_span_ms: tuple[tuple[int, float], ...]  # (size, median ms of the spans that brought the conversation to it)
+    rss_mb: tuple[tuple[int, float], ...]  # (size, the process's peak RSS then)
+    messages: int  # the imported conversation's messages at the end
+
+
+def growing_spans(spans: int, service: str = "bench-growing") -> list[bytes]:
+    """One conversation's spans, each its own protobuf request body, in the order an exporter ends them."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+    def attributes(values: dict[str, Any]) -> list[KeyValue]:
+        return [KeyValue(key=key, value=AnyValue(string_value=value)) for key, value in values.items()]
+
+    def text(role: str, content: str) -> dict[str, Any]:
+        return {"role": role, "parts": [{"type": "text", "content": content}]}
+
+    history: list[dict[str, Any]] = []
+    bodies: list[bytes] = []
+    turn = 0
+    while len(bodies) < spans:
+        turn += 1
+        trace = (10**6 + turn).to_bytes(16, "big")
+        start = 1_700_000_000_000_000_000 + turn * 1_000_000_000
+        call_id = f"call_{turn}"
+        question = text("user", f"Where is order {turn}? It was due last week.")
+        asked = [*history, question]
+        called = {"role": "assistant", "parts": [{"type": "tool_call", "id": call_id, "name": "lookup_order",
+                                                   "arguments": {"order_id": str(turn)}}]}
+        result = {"role": "tool", "parts": [{"type": "tool_call_response", "id": call_id,
+                                              "result": {"order_id": str(turn), "status": "shipped"}}]}
+        answer = text("assistant", f"Order {turn} has shipped.")
+        common = {"gen_ai.conversation.id": "bench-growing-conversation"}
+        chat = {**common, "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
+        made = [  # (span number, name, values, offset in ms): children end, and are exported, before the run
+            (2, "chat gpt-4o", {**chat, "gen_ai.input.messages": json.dumps(asked),
+                                "gen_ai.output.messages": json.dumps([called])}, 1),
+            (3, "execute_tool lookup_order", {**common, "gen_ai.operation.name": "execute_tool",
+                                              "gen_ai.tool.name": "lookup_order", "gen_ai.tool.call.id": call_id,
+                                              "gen_ai.tool.call.result": json.dumps(result["parts"][0]["result"])}, 2),
+            (4, "chat gpt-4o", {**chat, "gen_ai.input.messages": json.dumps([*asked, called, result]),
+                                "gen_ai.output.messages": json.dumps([answer])}, 3),
+            (1, "invoke_agent shop", {**common, "gen_ai.operation.name": "invoke_agent",
+                                      "gen_ai.agent.name": "shop"}, 0),
+        ]
+        for number, name, values, offset in made:
+            span = Span(
+                trace_id=trace, span_id=number.to_bytes(8, "big"),
+                parent_span_id=b"" if number == 1 else (1).to_bytes(8, "big"), name=name,
+                start_time_unix_nano=start + offset * 1_000_000, end_time_unix_nano=start + 900_000_000,
+                kind=Span.SPAN_KIND_INTERNAL, attributes=attributes(values),
+            )
+            bodies.append(ExportTraceServiceRequest(resource_spans=[ResourceSpans(
+                resource={"attributes": attributes({"service.name": service})},
+                scope_spans=[ScopeSpans(scope={"name": "bench"}, spans=[span])],
+            )]).SerializeToString())
+        history = [*asked, called, result, answer]
+    return bodies[:spans]
+
+
+def growing_benchmark(*, client: Any, token: str, sizes: tuple[int, ...], window: int = 5) -> Growth:
+    """Posts one conversation's spans one a request until it has max(sizes) spans; an agent named as its service
+    exists, so each request writes the conversation."""
+    from agenthost.seams import Agent, Conversation
+
+    service = "bench-growing"
+    Agent.objects.get_or_create(name=service, defaults={"provider": "scripted", "model": "scripted"})
+    bodies = growing_spans(max(sizes), service=service)
+    timings = []
+    rss: list[tuple[int, float]] = []
+    for number, body in enumerate(bodies, start=1):
+        started = time.perf_counter()
+        response = client.generic("POST", "/v1/traces", body, content_type=PROTOBUF,
+                                  HTTP_AUTHORIZATION=f"Bearer {token}")
+        timings.append(time.perf_counter() - started)
+        if response.status_code != 200:
+            raise SystemExit(f"the receiver answered {response.status_code}: {response.content[:300]!r}")
+        if number in sizes:
+            rss.append((number, _peak_rss_mb()))
+    per_span = tuple(
+        (size, statistics.median(timings[max(0, size - window) : size]) * 1000) for size in sorted(sizes)
+    )
+    conversation = Conversation.objects.filter(trace_service=service).first()
+    return Growth(spans=len(bodies), seconds=sum(timings), per_span_ms=per_span, rss_mb=tuple(rss),
+                  messages=conversation.messages.count() if conversation else 0)
+
+
+def format_growth(growth: Growth) -> str:
+    rows = [
+        f"one conversation growing span by span: {growth.spans} spans, one a request",
+        f"growing spans/s            {growth.spans / growth.seconds:.0f}",
+        f"messages imported          {growth.messages}",
+    ]
+    rss = dict(growth.rss_mb)
+    for size, ms in growth.per_span_ms:
+        rows.append(f"ms per span at {size:<11} {ms:.1f} (peak RSS {rss.get(size, 0.0):.1f} MB)")
+    return "\n".join(rows)
+
+
 def gzip_bomb(values: int = 2_500_000) -> bytes:
     """Issue 35's body: one OTLP/JSON span whose one attribute is an array of `values` empty values, gzipped (about
     8 KB for the default)."""
@@ -210,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--encoding", choices=["protobuf", "json"], default="protobuf")
     parser.add_argument("--gzip", action="store_true", help="gzip each body, as OTEL_EXPORTER_OTLP_COMPRESSION=gzip")
+    parser.add_argument("--growing", default="10,100,1000",
+                        help="the sizes (spans) of the growing conversation to report per-span cost at")
     parser.add_argument("--database-url", default="", help="postgres://… (a scratch database is made); default SQLite")
     args = parser.parse_args(argv)
 
@@ -232,6 +344,10 @@ def main(argv: list[str] | None = None) -> int:
         report = ingest_benchmark(client=Client(), token=Token.objects.create(user=user).key, spans=args.spans,
                                   batch=args.batch, encoding=args.encoding, gzipped=args.gzip)
         print(format_report(report, description))
+        sizes = tuple(sorted({int(size) for size in args.growing.split(",") if size.strip()}))
+        if sizes:
+            growth = growing_benchmark(client=Client(), token=Token.objects.get(user=user).key, sizes=sizes)
+            print(format_growth(growth))
         from django.db import connections
 
         connections.close_all()

@@ -22,7 +22,8 @@ from agenthost.seams import Agent, Conversation, InvalidInput, conversation_impo
 from cases.models import Case
 from common.broker import BrokerUnavailable, broker_ping
 from traces.dialects import conversations_from_spans
-from traces.selectors import trace_conversation_spans
+from traces.models import TraceSpan
+from traces.selectors import TraceConversation, history_cut, spans_of, trace_conversation_spans
 from traces.spans import MappedConversation
 
 logger = logging.getLogger("traces.receiver")
@@ -75,13 +76,16 @@ def _bound(mapped: MappedConversation, chosen: Agent | None, where: str) -> tupl
         agent = Agent.objects.filter(name=name).first() if name else None
         if agent is not None:
             return agent, bound_by
+    raise ConversationImportError(f"{where} is bound to no agent: {_unbound(mapped)}; choose one", field="agent")
+
+
+def _unbound(mapped: MappedConversation) -> str:
     names = " or ".join(
         f"{name!r} ({attribute})"
         for name, attribute in ((mapped.agent_name, "gen_ai.agent.name"), (mapped.service_name, "service.name"))
         if name
     )
-    named = f"no agent is named {names}" if names else "its spans name no agent and no service"
-    raise ConversationImportError(f"{where} is bound to no agent: {named}; choose one", field="agent")
+    return f"no agent is named {names}" if names else "its spans name no agent and no service"
 
 
 @transaction.atomic
@@ -126,38 +130,48 @@ def trace_conversation_bind(*, key: Any, agent: Any, owner: Any = None) -> Conve
     return conversation_from_mapped(mapped=conversation, agent=chosen, owner=owner)
 
 
-def trace_conversation_unimported_reason(*, key: str) -> str:
-    """Why the spans of conversation `key` are not (yet) an agenttest conversation, as an import would say it."""
-    mapped = conversations_from_spans(trace_conversation_spans(key=key))
-    if not mapped:
-        return "its spans hold no model call of a known dialect (yet)"
-    return _unimported_reason(next((item for item in mapped if item.key == key), mapped[0]))
-
-
-def _unimported_reason(conversation: MappedConversation) -> str:
+def _unimported_reason(conversation: MappedConversation, known: Collection[str]) -> str:
+    """Why a mapped conversation is not (yet) an agenttest conversation; `known`: the agent names it could bind to
+    that exist."""
     where = f"conversation {conversation.key!r} of service {conversation.service_name or '(unnamed)'}"
     if conversation.content_missing:
         return f"{where} carries no message content: {conversation.content_missing}"
-    try:
-        _bound(conversation, None, where)
-    except ConversationImportError as exc:
-        return str(exc)
+    if not {conversation.agent_name, conversation.service_name} & set(known):
+        return f"{where} is bound to no agent: {_unbound(conversation)}; choose one"
     return "not imported yet: its next span, `agenttest traces import` or binding it here imports it"
 
 
-def trace_conversation_unplaced(*, key: str, services: Iterable[str], placed: Collection[str]) -> list[str]:
-    """Why the spans of `key` of each of `services` not in `placed` (the services whose conversation of this key is
-    imported) are in no agenttest conversation: a key two services share can be one's conversation and not the
-    other's, whose spans must still be seen."""
-    missing = sorted(set(services) - set(placed))
-    if not missing:
-        return []
-    mapped = {item.service_name: item for item in conversations_from_spans(trace_conversation_spans(key=key))}
-    return [
-        _unimported_reason(mapped[service]) if service in mapped
-        else f"the spans of service {service or '(unnamed)'} hold no model call of a known dialect (yet)"
-        for service in missing
-    ]
+def trace_conversations_unimported(
+    *, listed: Sequence[TraceConversation], placed: dict[str, set[str]]
+) -> dict[str, list[str]]:
+    """For each listed conversation key, why its spans are in no agenttest conversation: all of them when no
+    imported conversation holds the key, else those of each service not in `placed[key]` (a key two services share
+    can be one's conversation and not the other's, whose spans must still be seen). Two queries however many keys:
+    the spans, and the agents they name."""
+    unimported = [item.key for item in listed if item.key not in placed]
+    partly = {
+        item.key: sorted(set(item.services) - placed[item.key])
+        for item in listed
+        if item.key in placed and set(item.services) - placed[item.key]
+    }
+    mapped = {key: conversations_from_spans(records) for key, records in spans_of(keys=unimported,
+                                                                                 services=partly).items()}
+    names = {name for items in mapped.values() for item in items for name in (item.agent_name, item.service_name)}
+    known = set(Agent.objects.filter(name__in=sorted(names - {""})).values_list("name", flat=True))
+    nothing = "hold no model call of a known dialect (yet)"
+    reasons: dict[str, list[str]] = {}
+    for key in unimported:
+        items = mapped.get(key, [])
+        item = next((one for one in items if one.key == key), items[0] if items else None)
+        reasons[key] = [_unimported_reason(item, known) if item else f"its spans {nothing}"]
+    for key, missing in partly.items():
+        by_service = {item.service_name: item for item in mapped.get(key, [])}
+        reasons[key] = [
+            _unimported_reason(by_service[service], known) if service in by_service
+            else f"the spans of service {service or '(unnamed)'} {nothing}"
+            for service in missing
+        ]
+    return reasons
 
 
 def _agent_chosen(agent: Any) -> Agent:
@@ -244,3 +258,23 @@ def trace_conversations_queue(*, keys: Sequence[str]) -> int:
             break
         queued += len(chunk)
     return queued
+
+
+def history_cut_notes_for_drafts(
+    *, conversation: Conversation, cases: list[Case], slices: list[tuple[str, int, int]], **kwargs: Any
+) -> list[str] | None:
+    """The `drafts_stored` receiver: each draft of a conversation whose history was cut at the receiver says which
+    turns are incomplete (the mapping's warnings), so a reviewer does not enable a case missing its question."""
+    if conversation.source != Conversation.Source.TRACE:
+        return None
+    spans = TraceSpan.objects.filter(conversation_key=conversation.trace_key, service_name=conversation.trace_service)
+    # The common case is answered by one query, without mapping the spans again.
+    if not spans.filter(history_cut()).exists():
+        return None
+    warnings = [
+        warning
+        for mapped in conversations_from_spans(trace_conversation_spans(key=conversation.trace_key))
+        if mapped.service_name == conversation.trace_service
+        for warning in mapped.warnings
+    ]
+    return ["; ".join(warnings)] * len(cases) if warnings else None

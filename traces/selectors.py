@@ -1,14 +1,22 @@
-"""Reads of the traces app: the conversations the stored spans make up, one conversation's spans in order, and the
-ingest token a key names."""
+"""Reads of the traces app: the conversations the stored spans make up (as the traces page lists and filters them),
+one conversation's spans in order, and the ingest token a key names."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from django.db.models import Count, Max, Min, QuerySet
+from django.db.models import Count, F, Func, JSONField, Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce, Right, Substr
 
+from agenthost.seams import Conversation, Message
 from traces.models import INGEST_KEY_PREFIX, IngestToken, TraceSpan, ingest_key_hash
-from traces.spans import SpanEvent, SpanRecord
+from traces.spans import TRUNCATED, SpanEvent, SpanRecord, StoredValue
+
+FIRST_QUESTION_CHARS = 160
 
 
 @dataclass(frozen=True)
@@ -19,28 +27,67 @@ class TraceConversation:
     span_count: int
     first_ns: int  # the earliest start
     last_ns: int  # the latest end
+    received_at: datetime | None = None  # when its newest span arrived
+    models: tuple[str, ...] = ()  # the models its model calls name, sorted
+    history_cut: bool = False  # a model call's messages were over the attribute limit and cut
 
 
-def _conversation_rows(*, service: str = "") -> QuerySet[TraceSpan]:
+# What a conversation page is filtered by: bound (an imported conversation holds it) or not; and its status.
+BINDINGS = ("bound", "unbound")
+STATUSES = {"imported": "Imported", "incomplete": "Incomplete (history cut)", "unimported": "Not imported"}
+_MESSAGE_ATTRIBUTES = ("gen_ai.input.messages", "gen_ai.output.messages", "events")
+# The model a call names, in each dialect (the request's first: what the service asked for).
+_MODEL_ATTRIBUTES = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name")
+
+
+def history_cut() -> Q:
+    """Spans whose messages the receiver cut at its attribute limit (traces.dialects reads only their whole ones)."""
+    cut = Q()
+    for name in _MESSAGE_ATTRIBUTES:
+        cut |= Q(**{f"attributes__{name}__endswith": TRUNCATED})
+    return cut
+
+
+def _imported_keys() -> QuerySet:
+    return Conversation.objects.filter(source=Conversation.Source.TRACE).values("trace_key")
+
+
+def _conversation_rows(*, service: str = "", binding: str = "", status: str = "") -> QuerySet[TraceSpan]:
     rows = TraceSpan.objects.order_by()
     if service:
         rows = rows.filter(
             conversation_key__in=TraceSpan.objects.filter(service_name=service).values("conversation_key")
         )
+    if binding == "bound" or status in ("imported", "incomplete"):
+        rows = rows.filter(conversation_key__in=_imported_keys())
+    elif binding == "unbound" or status == "unimported":
+        rows = rows.exclude(conversation_key__in=_imported_keys())
+    cut = TraceSpan.objects.filter(history_cut()).values("conversation_key")
+    if status == "incomplete":
+        rows = rows.filter(conversation_key__in=cut)
+    elif status == "imported":
+        rows = rows.exclude(conversation_key__in=cut)
     return rows
 
 
-def trace_conversation_count(*, service: str = "") -> int:
-    return _conversation_rows(service=service).values("conversation_key").distinct().count()
+def trace_conversation_count(*, service: str = "", binding: str = "", status: str = "") -> int:
+    return _conversation_rows(service=service, binding=binding, status=status).values(
+        "conversation_key"
+    ).distinct().count()
 
 
-def trace_conversation_list(*, service: str = "", limit: int = 50, offset: int = 0) -> list[TraceConversation]:
+def trace_conversation_list(
+    *, service: str = "", binding: str = "", status: str = "", limit: int = 50, offset: int = 0
+) -> list[TraceConversation]:
     """Conversations (spans grouped by conversation key), the most recently active first; `service`: only those with
-    a span of that service."""
+    a span of that service; `binding` (BINDINGS) and `status` (STATUSES) as the traces page filters them. A fixed
+    number of queries, however many conversations the page holds."""
     page = list(
-        _conversation_rows(service=service)
+        _conversation_rows(service=service, binding=binding, status=status)
         .values("conversation_key")
-        .annotate(span_count=Count("id"), first_ns=Min("start_ns"), last_ns=Max("end_ns"))
+        .annotate(
+            span_count=Count("id"), first_ns=Min("start_ns"), last_ns=Max("end_ns"), received_at=Max("received_at")
+        )
         .order_by("-last_ns", "conversation_key")[offset : offset + limit]
     )
     keys = [row["conversation_key"] for row in page]
@@ -55,6 +102,15 @@ def trace_conversation_list(*, service: str = "", limit: int = 50, offset: int =
         traces[key].add(trace_id)
         if service_name:
             services[key].add(service_name)
+    models: dict[str, set[str]] = {key: set() for key in keys}
+    named = TraceSpan.objects.filter(conversation_key__in=keys).order_by()
+    model = Coalesce(*(KeyTextTransform(name, "attributes") for name in _MODEL_ATTRIBUTES))
+    for key, name in named.annotate(model=model).filter(model__isnull=False).values_list(
+        "conversation_key", "model"
+    ).distinct():
+        if name:
+            models[key].add(name[:200])
+    cut = set(named.filter(history_cut()).values_list("conversation_key", flat=True).distinct())
     return [
         TraceConversation(
             key=row["conversation_key"],
@@ -63,14 +119,84 @@ def trace_conversation_list(*, service: str = "", limit: int = 50, offset: int =
             span_count=row["span_count"],
             first_ns=row["first_ns"],
             last_ns=row["last_ns"],
+            received_at=row["received_at"],
+            models=tuple(sorted(models[row["conversation_key"]])),
+            history_cut=row["conversation_key"] in cut,
         )
         for row in page
     ]
 
 
+def trace_service_names() -> list[str]:
+    """Every service that sent spans, for the traces page's filter."""
+    return list(
+        TraceSpan.objects.exclude(service_name="").order_by("service_name").values_list("service_name", flat=True)
+        .distinct()
+    )
+
+
+def imported_conversations(*, keys: Collection[str]) -> list[Conversation]:
+    """The imported conversations of these keys, with their agent and the start of their first user message."""
+    first_question = Message.objects.filter(conversation=OuterRef("pk"), role=Message.Role.USER).order_by("seq")
+    return list(
+        Conversation.objects.filter(source=Conversation.Source.TRACE, trace_key__in=list(keys))
+        .select_related("agent")
+        .annotate(first_question=Subquery(first_question.annotate(
+            start=Substr("content", 1, FIRST_QUESTION_CHARS)
+        ).values("start")[:1]))
+        .order_by("trace_service", "pk")
+    )
+
+
+def spans_of(*, keys: Collection[str], services: dict[str, Collection[str]]) -> dict[str, list[SpanRecord]]:
+    """In one query, the spans of each of `keys` (all its services), and of each key of `services` only those of the
+    services named: what the traces page maps to say why they are in no conversation."""
+    wanted = Q(conversation_key__in=list(keys))
+    for key, names in services.items():
+        wanted |= Q(conversation_key=key, service_name__in=list(names))
+    found: dict[str, list[SpanRecord]] = {}
+    if not keys and not services:
+        return found
+    for row in TraceSpan.objects.filter(wanted).order_by("start_ns", "id"):
+        found.setdefault(row.conversation_key, []).append(_record(row))
+    return found
+
+
+class _Without(Func):
+    """A JSON object without one of its keys, computed where it is stored (SQLite and PostgreSQL)."""
+
+    output_field = JSONField()
+
+    def __init__(self, expression: Any, key: str) -> None:
+        super().__init__(expression)
+        self.key = key
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, tuple]:
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"JSON_REMOVE({sql}, %s)", (*params, f'$."{self.key}"')
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, tuple]:
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"({sql} - %s)", (*params, self.key)
+
+
+# The one attribute whose value repeats the conversation so far: left stored until the mapping reads it.
+_HISTORY = "gen_ai.input.messages"
+_TAIL_CHARS = 64  # enough of a value's end to see the receiver's cut marker in it, however it was cut
+
+
 def trace_conversation_spans(*, key: str) -> list[SpanRecord]:
-    """The conversation's spans by start time; of spans starting at once, a parent before its children."""
-    records = [_record(row) for row in TraceSpan.objects.filter(conversation_key=key).order_by("start_ns", "id")]
+    """The conversation's spans by start time; of spans starting at once, a parent before its children. Each model
+    call's history (`gen_ai.input.messages`) is read from the database only if the mapping asks for it — the last
+    call of each turn's —, so a span arriving reads the rest of its conversation once, not every history in it."""
+    rows = (
+        TraceSpan.objects.filter(conversation_key=key)
+        .defer("attributes")
+        .annotate(rest=_Without(F("attributes"), _HISTORY),
+                  history_tail=Right(KeyTextTransform(_HISTORY, "attributes"), _TAIL_CHARS))
+        .order_by("start_ns", "id")
+    )
+    records = [_record(row, _history_left_stored(row)) for row in rows]
     parents = {(record.trace_id, record.span_id): (record.trace_id, record.parent_span_id) for record in records}
     depths: dict[tuple[str, str], int] = {}
     for record in records:
@@ -87,7 +213,18 @@ def trace_conversation_spans(*, key: str) -> list[SpanRecord]:
     return sorted(records, key=lambda record: (record.start_ns, depths[(record.trace_id, record.span_id)]))
 
 
-def _record(row: TraceSpan) -> SpanRecord:
+def _history_left_stored(row: TraceSpan) -> dict[str, Any]:
+    attributes = dict(row.rest)
+    if row.history_tail is not None:
+        pk = row.pk
+        attributes[_HISTORY] = StoredValue(
+            load=lambda: TraceSpan.objects.values_list("attributes", flat=True).get(pk=pk).get(_HISTORY),
+            cut=TRUNCATED in row.history_tail,
+        )
+    return attributes
+
+
+def _record(row: TraceSpan, attributes: dict[str, Any] | None = None) -> SpanRecord:
     return SpanRecord(
         trace_id=row.trace_id,
         span_id=row.span_id,
@@ -100,7 +237,7 @@ def _record(row: TraceSpan) -> SpanRecord:
         kind=row.kind,
         status_code=row.status_code,
         status_message=row.status_message,
-        attributes=row.attributes,
+        attributes=row.attributes if attributes is None else attributes,
         resource=row.resource,
         events=tuple(
             SpanEvent(name=event["name"], time_ns=event["time_ns"], attributes=event["attributes"])

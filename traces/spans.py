@@ -7,6 +7,7 @@ conversation into a `MappedConversation`. Neither side knows the other's wire fo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,16 @@ from typing import Any
 # the last key of an object) cut to the per-attribute limit, and an array or key-value list nested too deep.
 TRUNCATED = "…[truncated]"
 CUT = "[cut: nested too deep]"
+
+
+@dataclass(frozen=True)
+class StoredValue:
+    """An attribute value left where it is stored until a dialect reads it: a model call's history, which every later
+    call of the conversation repeats, so reading each one whenever a span arrives would re-read the conversation
+    many times over. `cut`: whether the receiver cut it (traces.dialects reads only its whole messages then)."""
+
+    load: Callable[[], Any] = field(compare=False, repr=False)
+    cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,3 +89,5 @@ class MappedConversation:
     # Set when the spans carry no message content (content capture was off): which setting of which exporter turns
     # it on. Such a conversation is listed with this note and never recorded into a draft.
     content_missing: str = ""
+    # What a reviewer must know before trusting it: a turn whose history was cut at the receiver is incomplete.
+    warnings: tuple[str, ...] = ()

@@ -1,8 +1,11 @@
-"""Staff pages for imported traces: the conversations the stored spans make, each imported one linked to its page and
-each one agenttest could not import named with the reason; a conversation is bound to an agent chosen here (a trace
-whose agent agenttest does not know), or bound again from its conversation page."""
+"""Staff pages for imported traces: the conversations the stored spans make — when they arrived, their service, first
+question, model, spans, binding and status, filtered by service, binding and status — each imported one linked to its
+page and each one agenttest could not import named with the reason; a conversation is bound to an agent chosen here
+(a trace whose agent agenttest does not know), or bound again from its conversation page."""
 
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -14,13 +17,16 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agenthost.seams import Agent, Conversation
 from common.forms import unknown_fields_message, unknown_form_fields
-from traces.conversations import (
-    ConversationImportError,
-    trace_conversation_bind,
-    trace_conversation_unimported_reason,
-    trace_conversation_unplaced,
+from traces.conversations import ConversationImportError, trace_conversation_bind, trace_conversations_unimported
+from traces.selectors import (
+    BINDINGS,
+    FIRST_QUESTION_CHARS,
+    STATUSES,
+    imported_conversations,
+    trace_conversation_count,
+    trace_conversation_list,
+    trace_service_names,
 )
-from traces.selectors import trace_conversation_count, trace_conversation_list
 
 CONVERSATIONS_PER_PAGE = 25
 _BIND_FIELDS = ("conversation", "agent")
@@ -38,35 +44,63 @@ def _staff(request: HttpRequest) -> HttpResponse | None:
     return render(request, "traces/forbidden.html", {"reason": _STAFF_ONLY}, status=403)
 
 
+def _filters(request: HttpRequest) -> tuple[dict[str, str], str]:
+    """The page's filters from its query string, and what is wrong with them ("" when nothing)."""
+    filters = {name: request.GET.get(name, "").strip() for name in ("service", "binding", "status")}
+    if filters["binding"] not in ("", *BINDINGS):
+        return filters, f"binding: must be one of {', '.join(BINDINGS)}, got {filters['binding'][:50]!r}"
+    if filters["status"] not in ("", *STATUSES):
+        return filters, f"status: must be one of {', '.join(STATUSES)}, got {filters['status'][:50]!r}"
+    if len(filters["service"]) > 200:
+        return filters, "service: at most 200 characters, as a service.name is stored"
+    return filters, ""
+
+
 def _list(request: HttpRequest, *, error: str = "", status: int = 200) -> HttpResponse:
-    page = Paginator(range(trace_conversation_count()), CONVERSATIONS_PER_PAGE).get_page(request.GET.get("page"))
-    listed = trace_conversation_list(limit=CONVERSATIONS_PER_PAGE, offset=(page.number - 1) * CONVERSATIONS_PER_PAGE)
+    filters, wrong = _filters(request)
+    if wrong:
+        error, status, filters = f"{wrong}. Nothing was filtered.", 400, {}
+    page = Paginator(range(trace_conversation_count(**filters)), CONVERSATIONS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    listed = trace_conversation_list(
+        **filters, limit=CONVERSATIONS_PER_PAGE, offset=(page.number - 1) * CONVERSATIONS_PER_PAGE
+    )
     # One key may be two services' conversations (each its own, docs/decisions/0034-production-traces.md).
     imported: dict[str, list[Conversation]] = {}
-    for conversation in Conversation.objects.filter(
-        source=Conversation.Source.TRACE, trace_key__in=[item.key for item in listed]
-    ).select_related("agent").order_by("trace_service", "pk"):
+    for conversation in imported_conversations(keys=[item.key for item in listed]):
         conversation.bound_by_text = _BOUND_BY.get(conversation.bound_by, conversation.bound_by)
         imported.setdefault(conversation.trace_key, []).append(conversation)
-    rows = [
-        {
+    # Spans of another service under a key one service's conversation took: shown, not dropped silently.
+    reasons = trace_conversations_unimported(
+        listed=listed,
+        placed={key: {conversation.trace_service for conversation in items} for key, items in imported.items()},
+    )
+    rows = []
+    for item in listed:
+        conversations = imported.get(item.key, [])
+        question = next((c.first_question for c in conversations if c.first_question), "")
+        rows.append({
             "item": item,
-            "conversations": imported.get(item.key, []),
-            "reason": "" if item.key in imported else trace_conversation_unimported_reason(key=item.key),
-            # Spans of another service under a key one service's conversation took: shown, not dropped silently.
-            "unplaced": trace_conversation_unplaced(
-                key=item.key, services=item.services,
-                placed={conversation.trace_service for conversation in imported[item.key]},
-            ) if item.key in imported else [],
-        }
-        for item in listed
-    ]
+            "conversations": conversations,
+            "question": question,
+            "question_cut": len(question) >= FIRST_QUESTION_CHARS,
+            "status": "unimported" if not conversations else "incomplete" if item.history_cut else "imported",
+            "reasons": reasons.get(item.key, []),
+        })
     context = {
         "rows": rows,
         "page": page,
         "agents": Agent.objects.order_by("name"),
         "error": error,
         "chosen": request.POST.get("conversation", ""),
+        "filters": filters,
+        "filtered": any(filters.values()),
+        "services": trace_service_names(),
+        "bindings": BINDINGS,
+        "statuses": STATUSES,
+        # The page's query string without its page number, for the pager's links to keep the filters.
+        "query": urlencode({name: value for name, value in filters.items() if value}),
     }
     return render(request, "traces/conversations.html", context, status=status)
 

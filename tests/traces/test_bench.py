@@ -8,7 +8,7 @@ import re
 import pytest
 from django.test import Client
 
-from bench.traces_ingest import format_report, ingest_benchmark
+from bench.traces_ingest import format_growth, format_report, growing_benchmark, ingest_benchmark
 from traces.models import TraceSpan
 
 pytestmark = pytest.mark.django_db
@@ -38,3 +38,16 @@ def test_it_ingests_through_the_receiver_and_prints_spans_per_second_and_peak_rs
     assert "gen_ai.input.messages" in chat.attributes and "http.request.header.user-agent" not in chat.attributes
     assert set(TraceSpan.objects.filter(service_name="bench-shop").values_list("conversation_key", flat=True)) == {
         f"conversation-{trace}" for trace in range(1, 6)}
+
+
+def test_it_prints_the_per_span_cost_of_one_conversation_growing_span_by_span(staff_token):
+    growth = growing_benchmark(client=Client(), token=staff_token, sizes=(4, 12), window=2)
+
+    output = format_growth(growth)
+
+    assert output.startswith("one conversation growing span by span: 12 spans, one a request")
+    assert _figure(output, "growing spans/s") > 0
+    assert _figure(output, "ms per span at 4") > 0 and _figure(output, "ms per span at 12") > 0
+    # Three turns of four spans: each a question, a tool call and its result, and an answer, written as they came.
+    assert _figure(output, "messages imported") == 3 * 5
+    assert set(TraceSpan.objects.values_list("conversation_key", flat=True)) == {"bench-growing-conversation"}

@@ -48,31 +48,48 @@ def assemble(group: Group) -> MappedConversation | None:
     }
     if not any(step.has_content() for step in steps):
         return MappedConversation(**base, content_missing=capture_hint(steps))
-    history, sources = _history(model_calls)
+    history, sources, warnings = _history(model_calls)
     messages = _messages(history, sources, model_calls, [s for s in steps if s.kind == TOOL], agents)
     return MappedConversation(
         **base,
         system_instruction=_system_instruction(model_calls),
         messages=tuple(messages),
         tools=tuple(_tools(model_calls)),
+        warnings=tuple(warnings),
     )
 
 
-def _history(model_calls: list[Step]) -> tuple[list[Msg], list[Step]]:
-    """The transcript (messages without the system ones) and, for each message, the step it was read from."""
+def _history(model_calls: list[Step]) -> tuple[list[Msg], list[Step], list[str]]:
+    """The transcript (messages without the system ones), for each message the step it was read from, and a warning
+    for each turn a cut history left incomplete.
+
+    A turn is read from its last model call, whose input holds the whole history — unless that input was cut at the
+    receiver: then every call of the turn is read in order, each adding what it says beyond the transcript so far
+    (its own delta). A cut input adds its whole messages only where they continue the transcript exactly; the cut
+    tail (the turn's question, usually) is missing, never made up."""
     last_of_trace: dict[str, Step] = {}
     for call in model_calls:
         if call.output or call.load_input is not None:
             last_of_trace[call.span.trace_id] = call
-    position = {id(call): index for index, call in enumerate(model_calls)}
-    turns = sorted(last_of_trace.values(), key=lambda call: position[id(call)])
+    cut = {trace_id for trace_id, call in last_of_trace.items() if call.messages_cut}
+    turns = [
+        call for call in model_calls
+        if last_of_trace.get(call.span.trace_id) is call
+        or (call.span.trace_id in cut and (call.output or call.load_input is not None))
+    ]
     history: list[Msg] = []
     fingerprints: list[tuple] = []
     sources: list[Step] = []
+    warnings: dict[str, str] = {}
     for call in turns:
         incoming = call.input
         incoming_fingerprints = [msg.fingerprint() for msg in incoming]
-        known = _known_prefix(fingerprints, incoming_fingerprints)
+        if call.messages_cut:
+            whole = incoming_fingerprints[: len(fingerprints)] == fingerprints
+            known = len(fingerprints) if whole else len(incoming)
+            warnings.setdefault(call.span.trace_id, _cut_warning(call))
+        else:
+            known = _known_prefix(fingerprints, incoming_fingerprints)
         for msg, fingerprint in zip(incoming[known:], incoming_fingerprints[known:], strict=True):
             history.append(msg)
             fingerprints.append(fingerprint)
@@ -81,7 +98,16 @@ def _history(model_calls: list[Step]) -> tuple[list[Msg], list[Step]]:
             history.append(msg)
             fingerprints.append(msg.fingerprint())
             sources.append(call)
-    return history, sources
+    return history, sources, list(warnings.values())
+
+
+def _cut_warning(call: Step) -> str:
+    return (
+        f"the turn of trace {call.span.trace_id} is incomplete: its model call's messages (span "
+        f"{call.span.span_id}) were over the receiver's limit per attribute (AGENTTEST_TRACES_MAX_VALUE_CHARS) and "
+        "were cut, so what only the cut part held — the turn's question, a tool result no tool span recorded — is "
+        "missing here, not made up; compare the turn with the service's own record before enabling"
+    )
 
 
 def _known_prefix(known: list[tuple], incoming: list[tuple]) -> int:
@@ -211,10 +237,13 @@ def model_key(step: Step) -> str:
 
 def _system_instruction(model_calls: list[Step]) -> str:
     """The entry agent's instruction: the first model call's (an exporter may repeat it as a system message and as
-    `gen_ai.system_instructions`; it is kept once)."""
+    `gen_ai.system_instructions`; it is kept once). Only the first call that sent messages is asked: the input of
+    every later one would be read (each repeats the history) for an instruction the first did not have."""
     for call in model_calls:
         if call.system:
             return "\n\n".join(dict.fromkeys(t for t in call.system if t))
+        if call.load_input is not None:
+            break
     return ""
 
 

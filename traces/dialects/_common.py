@@ -9,11 +9,12 @@ input: attribute values come from other people's exporters and are read defensiv
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from traces.spans import SpanRecord
+from traces.spans import TRUNCATED, SpanRecord, StoredValue
 
 MODEL = "model"
 TOOL = "tool"
@@ -84,6 +85,9 @@ class Step:
     tool_result: Any = None
     # Whether the span's tool arguments or result are content (a model call's content is `has_content()`).
     content: bool = False
+    # A model call whose messages were over the receiver's attribute limit and cut: `input` and `output` hold only the
+    # messages that arrived whole; whatever was in the cut tail (often the turn's new question) is unknown.
+    messages_cut: bool = False
     _input: list[Msg] | None = field(default=None, init=False, repr=False)
     _system: list[str] = field(default_factory=list, init=False, repr=False)
 
@@ -196,3 +200,58 @@ def indexed(attributes: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]
 
 def ordered(groups: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     return [groups[index] for index in sorted(groups)]
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def was_cut(value: Any) -> bool:
+    """Whether the receiver cut this value to its attribute limit (traces.otlp: a text ends with TRUNCATED, a list's
+    last item is TRUNCATED, an object's last key is). Only a value's tail is ever cut."""
+    if isinstance(value, StoredValue):
+        return value.cut
+    if isinstance(value, str):
+        return value.endswith(TRUNCATED)
+    if isinstance(value, list):
+        return bool(value) and was_cut(value[-1])
+    if isinstance(value, dict):
+        return bool(value) and (TRUNCATED in value or was_cut(next(reversed(value.values()))))
+    return False
+
+
+def whole_items(value: Any) -> list[Any]:
+    """The items of a cut JSON array — as text, or as an OTLP array already decoded — that arrived whole, in order:
+    what the exporter wrote before the cut, and nothing made of the cut tail."""
+    if isinstance(value, list):
+        items = list(value)
+        while items and was_cut(items[-1]):
+            items.pop()
+        return items
+    if not isinstance(value, str):
+        return []
+    body = value[: -len(TRUNCATED)] if value.endswith(TRUNCATED) else value
+    index = _SPACE.match(body).end()
+    if body[index : index + 1] != "[":
+        return []
+    decoder = json.JSONDecoder()
+    items = []
+    index += 1
+    while True:
+        index = _SPACE.match(body, index).end()
+        try:
+            item, end = decoder.raw_decode(body, index)
+        except (ValueError, RecursionError):
+            return items
+        after = _SPACE.match(body, end).end()
+        # Whole only when the array goes on or closes after it: "12" may be the cut start of "123".
+        if body[after : after + 1] not in (",", "]"):
+            return items
+        items.append(item)
+        if body[after] == "]":
+            return items
+        index = after + 1
+
+
+def loaded(value: Any) -> Any:
+    """The value itself, read from where it is stored when it was left there (StoredValue)."""
+    return value.load() if isinstance(value, StoredValue) else value

@@ -35,8 +35,11 @@ from traces.dialects._common import (
     as_int,
     as_str,
     has_content,
+    loaded,
     parse_json,
     text,
+    was_cut,
+    whole_items,
 )
 from traces.spans import SpanRecord
 
@@ -175,10 +178,14 @@ def _read_model_call(step: Step, attributes: dict[str, Any]) -> None:
     step.tools = tool_definitions(attributes.get(TOOL_DEFINITIONS))
     if INPUT_MESSAGES in attributes or OUTPUT_MESSAGES in attributes:
         raw = attributes.get(INPUT_MESSAGES)
+        raw_output = attributes.get(OUTPUT_MESSAGES)
+        # A history over the attribute limit is cut: its whole messages are read, never the cut text as a message.
+        step.messages_cut = was_cut(raw) or was_cut(raw_output)
         if raw is not None:
-            step.load_input = lambda: messages(raw, default_role="user")
-        outputs = messages(attributes.get(OUTPUT_MESSAGES), default_role="assistant")
+            step.load_input = lambda: messages(loaded(raw), default_role="user")
+        outputs = messages(raw_output, default_role="assistant")
     else:
+        step.messages_cut = was_cut(attributes.get(EVENTS_ATTRIBUTE))
         inputs, outputs = _event_messages(step.span)
         if inputs:
             step.load_input = lambda: inputs
@@ -187,10 +194,11 @@ def _read_model_call(step: Step, attributes: dict[str, Any]) -> None:
 
 
 def messages(value: Any, *, default_role: str) -> list[Msg]:
-    """A `gen_ai.*.messages` attribute as messages. Text that is not JSON is kept as one message of that text."""
+    """A `gen_ai.*.messages` attribute as messages. Text that is not JSON is kept as one message of that text; of a
+    text or list the receiver cut, only the messages that arrived whole."""
     if value is None:
         return []
-    decoded = parse_json(value)
+    decoded = whole_items(value) if was_cut(value) else parse_json(value)
     if isinstance(decoded, dict):
         decoded = [decoded]
     if not isinstance(decoded, list):
@@ -338,7 +346,8 @@ def tool_definitions(value: Any) -> list[dict[str, Any]]:
 def _event_messages(span: SpanRecord) -> tuple[list[Msg], list[Msg]]:
     """Input and output messages of the event-based form: pydantic-ai's `events` attribute, or span events."""
     bodies: list[tuple[str, dict[str, Any]]] = []
-    listed = parse_json(span.attributes.get(EVENTS_ATTRIBUTE))
+    raw = span.attributes.get(EVENTS_ATTRIBUTE)
+    listed = whole_items(raw) if was_cut(raw) else parse_json(raw)
     if isinstance(listed, list):
         bodies.extend((as_str(item.get("event.name")), item) for item in listed if isinstance(item, dict))
     for event in span.events:
