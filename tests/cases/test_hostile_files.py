@@ -53,8 +53,10 @@ def alias_bomb(levels: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def agenttest(cwd: Path, *args: str, timeout: float = 90, **env: str) -> subprocess.CompletedProcess[str]:
-    """The `agenttest` command of this checkout, in its own process, with nothing of the test's environment."""
+def agenttest(cwd: Path, *args: str, timeout: float | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """The `agenttest` command of this checkout, in its own process, with nothing of the test's environment. No time
+    limit of its own unless a test asks for one: the test's (pytest-timeout) guards against a hang, and a loaded
+    machine took over 90 s for a `migrate`."""
     clean = {name: value for name, value in os.environ.items() if not name.startswith(CHECKOUT_VARIABLES)}
     clean.update(PYTHONPATH=str(BASE_DIR), AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(cwd / "var"), **env)
     return subprocess.run(
