@@ -54,6 +54,7 @@ from cases.validation import (
     validate_mock,
     validate_turn,
 )
+from cases.verification import FAILING, NothingToRefresh, case_drifted_mocks_refresh, not_refreshable
 from common.admin_fields import PrettyJSONWidget, SafeJSONField
 from common.admin_ids import StrictIdsAdminMixin
 from common.inputs import json_loads, printable_json
@@ -501,6 +502,10 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
         review = [
             path("<path:object_id>/enable/", self.admin_site.admin_view(self.enable_view), name="cases_case_enable"),
             path("<path:object_id>/disable/", self.admin_site.admin_view(self.disable_view), name="cases_case_disable"),
+            path(
+                "<path:object_id>/refresh-drifted/", self.admin_site.admin_view(self.refresh_drifted_view),
+                name="cases_case_refresh_drifted",
+            ),
         ]
         return review + super().get_urls()
 
@@ -551,6 +556,31 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
             self.message_user(
                 request, f"Disabled {case.name!r}: runs leave it out until it is enabled again.", messages.SUCCESS
             )
+        return self._switched(request, case, object_id)
+
+    @_post_only
+    def refresh_drifted_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
+        """Verifies the case's mocks against their real tools again and rewrites each drifted effect-free one with the
+        real answer: `agenttest mocks verify --update`'s service, for the reviewer who just read the drift."""
+        case = self._case_to_switch(request, object_id)
+        if case is not None:
+            try:
+                checks = case_drifted_mocks_refresh(case=case)
+            except NothingToRefresh as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+            else:
+                rewritten = [check.mock for check in checks if check.updated]
+                self.message_user(
+                    request,
+                    f"Rewrote {', '.join(rewritten)} of {case.name!r} from the real tool: the case's content changed, "
+                    "so its next results compare as a changed case.",
+                    messages.SUCCESS,
+                )
+                if stuck := [check for check in checks if check.verdict in FAILING and not check.updated]:
+                    self.message_user(
+                        request, "; ".join(f"{check.mock} {not_refreshable(check)}" for check in stuck) + ".",
+                        messages.WARNING,
+                    )
         return self._switched(request, case, object_id)
 
     def render_change_form(
