@@ -11,9 +11,10 @@ from django.core.checks import CheckMessage, Warning, register
 from django.db import DatabaseError
 
 MOCKS_REFUSED = "cases.W001"
+MOCKS_TAG = "mocks"
 
 
-@register("mocks")
+@register(MOCKS_TAG)
 def check_mocks_fit_their_tools(
     app_configs: Any = None, databases: list[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
