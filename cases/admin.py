@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
@@ -20,6 +21,7 @@ from django.db import models
 from django.db.models import Count, QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.defaultfilters import pluralize
 from django.urls import URLPattern, path, reverse
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
@@ -29,12 +31,13 @@ from django.views.decorators.http import require_POST
 from agenthost.seams import configured_models
 from cases.admin_params import PREFIX as PARAM_PREFIX
 from cases.admin_params import param_specs, params_from_fields, params_initial
+from cases.checks import mocks_refused_by_their_tools
 from cases.files import files_render, files_zip
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.permissions import case_switch_allowed
-from cases.review import SHORT_JSON_LENGTH, case_review
+from cases.review import SHORT_JSON_LENGTH, case_review, verification_lines
 from cases.schema import EXTRA_ALLOWED_HELP, FORCE_BLOCKED_HELP, NETWORK_ALLOW_HELP
-from cases.selectors import CASE_PARTS
+from cases.selectors import CASE_PARTS, mock_drifted_now, suite_drifted_count, suite_mock_drifts
 from cases.services import case_content_hash_refresh, case_disable, case_enable, case_to_document
 from cases.validation import (
     SUITE_DOCUMENT_FIELDS,
@@ -54,6 +57,7 @@ from cases.validation import (
     validate_mock,
     validate_turn,
 )
+from cases.verification import FAILING, NothingToRefresh, case_drifted_mocks_refresh, not_refreshable
 from common.admin_fields import PrettyJSONWidget, SafeJSONField
 from common.admin_ids import StrictIdsAdminMixin
 from common.inputs import json_loads, printable_json
@@ -197,21 +201,64 @@ def export_case_files(modeladmin: admin.ModelAdmin, request: HttpRequest, querys
     return _files_download(list({case.suite_id: case.suite for case in cases}.values()), cases)
 
 
+DRIFT_MARK = "⚠ mock drifted"
+DRIFT_TITLE = ("agenttest mocks verify found a mock of this case, as it stands, no longer telling the truth about its "
+               "tool: its results may rest on a stale mock")
+
+
 @admin.register(Suite)
 class SuiteAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     form = SuiteAdminForm
     actions = (export_suite_files,)
-    list_display = ("name", "agent", "judge_model", "enabled", "case_count", "updated_at")
+    list_display = ("name", "agent", "judge_model", "enabled", "case_count", "drifted_display", "updated_at")
     list_filter = ("enabled", "agent")
     list_select_related = ("agent",)
     search_fields = ("name", "description")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Suite]:
-        return super().get_queryset(request).annotate(case_count=Count("cases"))
+        # Distinct counts: the drift count joins the cases a second time.
+        return super().get_queryset(request).annotate(
+            case_count=Count("cases", distinct=True), drifted_count=suite_drifted_count()
+        )
 
     @admin.display(description="Cases", ordering="case_count")
     def case_count(self, suite: Suite) -> int:
         return suite.case_count
+
+    @admin.display(description="Mocks", ordering="drifted_count")
+    def drifted_display(self, suite: Suite) -> SafeString | str:
+        if not suite.drifted_count:
+            return "—"
+        cases = {"suite__id__exact": suite.pk, MockDriftFilter.parameter_name: "yes"}
+        url = f"{reverse('admin:cases_case_changelist')}?{urlencode(cases)}"
+        return format_html(
+            '<a class="mock-drift" href="{}" title="{}">{} in {} case{}</a>', url, DRIFT_TITLE, DRIFT_MARK,
+            suite.drifted_count, pluralize(suite.drifted_count),
+        )
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], add: bool = False, change: bool = False,
+        form_url: str = "", obj: Suite | None = None,
+    ) -> Any:
+        if obj is not None and obj.pk:
+            # What a reviewer of the suite must see first: the cases whose mocks no longer tell the truth.
+            context["mock_drifts"] = [
+                (case, [(verification, verification_lines(verification)) for verification in verifications])
+                for case, verifications in suite_mock_drifts(suite=obj)
+            ]
+            context["mocks_refused"] = mocks_refused_by_their_tools(suite=obj)
+        return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
+
+
+class MockDriftFilter(admin.SimpleListFilter):
+    title = "mocks"
+    parameter_name = "mock_drift"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("yes", "drifted from their tools")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Case]) -> QuerySet[Case]:
+        return queryset.filter(mock_drifted_now()) if self.value() == "yes" else queryset
 
 
 # --- Case parts ---------------------------------------------------------------------------------------------------
@@ -476,8 +523,8 @@ def _first_problems(problems: list[Problem], limit: int = 3) -> str:
 @admin.register(Case)
 class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     form = CaseAdminForm
-    list_display = ("name", "enabled", "suite", "source", "type", "priority", "updated_at")
-    list_filter = ("enabled", "source", "suite", "suite__agent")
+    list_display = ("name", "enabled", "suite", "source", "type", "priority", "drift_display", "updated_at")
+    list_filter = ("enabled", "source", "suite", "suite__agent", MockDriftFilter)
     list_select_related = ("suite",)
     search_fields = ("name", "description", "turns__user_message")
     raw_id_fields = ("source_conversation",)
@@ -501,8 +548,21 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
         review = [
             path("<path:object_id>/enable/", self.admin_site.admin_view(self.enable_view), name="cases_case_enable"),
             path("<path:object_id>/disable/", self.admin_site.admin_view(self.disable_view), name="cases_case_disable"),
+            path(
+                "<path:object_id>/refresh-drifted/", self.admin_site.admin_view(self.refresh_drifted_view),
+                name="cases_case_refresh_drifted",
+            ),
         ]
         return review + super().get_urls()
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Case]:
+        return super().get_queryset(request).annotate(mock_drifted=mock_drifted_now())
+
+    @admin.display(description="Mocks", boolean=False)
+    def drift_display(self, case: Case) -> SafeString | str:
+        if not getattr(case, "mock_drifted", False):
+            return "—"
+        return format_html('<span class="mock-drift" title="{}">{}</span>', DRIFT_TITLE, DRIFT_MARK)
 
     def has_switch_permission(self, request: HttpRequest) -> bool:
         """The bulk Enable and Disable actions' permission: the review panel's and the API's rule."""
@@ -551,6 +611,31 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
             self.message_user(
                 request, f"Disabled {case.name!r}: runs leave it out until it is enabled again.", messages.SUCCESS
             )
+        return self._switched(request, case, object_id)
+
+    @_post_only
+    def refresh_drifted_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
+        """Verifies the case's mocks against their real tools again and rewrites each drifted effect-free one with the
+        real answer: `agenttest mocks verify --update`'s service, for the reviewer who just read the drift."""
+        case = self._case_to_switch(request, object_id)
+        if case is not None:
+            try:
+                checks = case_drifted_mocks_refresh(case=case)
+            except NothingToRefresh as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+            else:
+                rewritten = [check.mock for check in checks if check.updated]
+                self.message_user(
+                    request,
+                    f"Rewrote {', '.join(rewritten)} of {case.name!r} from the real tool: the case's content changed, "
+                    "so its next results compare as a changed case.",
+                    messages.SUCCESS,
+                )
+                if stuck := [check for check in checks if check.verdict in FAILING and not check.updated]:
+                    self.message_user(
+                        request, "; ".join(f"{check.mock} {not_refreshable(check)}" for check in stuck) + ".",
+                        messages.WARNING,
+                    )
         return self._switched(request, case, object_id)
 
     def render_change_form(

@@ -11,9 +11,10 @@ from django.core.checks import CheckMessage, Warning, register
 from django.db import DatabaseError
 
 MOCKS_REFUSED = "cases.W001"
+MOCKS_TAG = "mocks"
 
 
-@register("mocks")
+@register(MOCKS_TAG)
 def check_mocks_fit_their_tools(
     app_configs: Any = None, databases: list[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
@@ -36,9 +37,10 @@ def check_mocks_fit_their_tools(
     ]
 
 
-def mocks_refused_by_their_tools() -> list[str]:
-    """`suite …, case …: mocks[i].path: message (mock of …)` for each mock of a case (drafts aside) its tool's schemas
-    refuse: the same check every door makes (cases/tool_schemas.py), against what the agents declare now."""
+def mocks_refused_by_their_tools(*, suite: Any = None) -> list[str]:
+    """`suite …, case …: mocks[i].path: message (mock of …)` for each mock of a case (drafts aside; of `suite` only
+    when given) its tool's schemas refuse: the same check every door makes (cases/tool_schemas.py), against what the
+    agents declare now. The check above and the suite's admin page list it."""
     from cases.models import Case
     from cases.tool_schemas import mock_schema_problems
     from cases.validation import case_callable_functions, is_draft
@@ -46,7 +48,7 @@ def mocks_refused_by_their_tools() -> list[str]:
     found = []
     functions_of: dict[tuple[int, int | None], Any] = {}
     cases = (
-        Case.objects.filter(mocks__isnull=False).distinct()
+        Case.objects.filter(mocks__isnull=False, **({"suite": suite} if suite is not None else {})).distinct()
         .select_related("suite__agent", "entry_agent").prefetch_related("mocks").order_by("suite__name", "name")
     )
     for case in cases:

@@ -1,6 +1,7 @@
 """Who may enable or disable a case: one rule for every door (issue 37, item 8) — the admin's bulk actions, the
 review panel's buttons and the API. Staff holding the permission to change cases (a superuser holds every one);
-staff who may only view cases, and members, may not, whichever door they use."""
+staff who may only view cases, and members, may not, whichever door they use. The review panel's "Refresh drifted"
+(issue 36), which rewrites a case's mocks, keeps to the same rule."""
 
 from __future__ import annotations
 

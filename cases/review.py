@@ -17,7 +17,7 @@ from typing import Any
 from cases.models import Assertion, Case, HistoryMessage, Mock, MockVerification, Turn
 from cases.services import case_to_document
 from cases.validation import mock_schema_warnings
-from cases.verification import diff_line, mock_key
+from cases.verification import FAILING, diff_line, mock_key
 from common.inputs import json_loads, printable_json
 
 # JSON longer than this, or on more than one line, is folded under its first characters.
@@ -55,6 +55,8 @@ class CaseReview:
     any_turn_mocks: list[Mock]
     # The stored notes, then each mock its tool's schemas refuse as they stand now (cases.validation).
     warnings: list[str] = field(default_factory=list)
+    # Mocks whose last verification of what they say now drifted or failed: the panel offers "Refresh drifted".
+    drifted: list[Mock] = field(default_factory=list)
 
 
 def case_review(*, case: Case) -> CaseReview:
@@ -93,6 +95,7 @@ def case_review(*, case: Case) -> CaseReview:
         case_assertions=case_level,
         any_turn_mocks=[mock for mock in mocks if mock.pk not in placed],
         warnings=[*case.warnings, *mock_schema_warnings(document, suite=case.suite)],
+        drifted=[mock for mock in mocks if mock.verification is not None and mock.verification.verdict in FAILING],
     )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from agenthost.seams import Conversation
@@ -171,6 +171,42 @@ def mock_drift_exists(*, case_hashes: Any) -> Exists:
     return Exists(
         MockVerification.objects.filter(case_id=OuterRef("pk"), case_hash__in=case_hashes, verdict__in=DRIFT_VERDICTS)
     )
+
+
+def mock_drifted_now() -> Exists:
+    """For annotating a Case queryset in the same query: whether a mock of the case as it stands now (its content
+    hash) was last verified drifted, or its tool failed — what marks the case on its suite's page and in the case
+    list. An edit since the verification changes the hash, so it leaves no stale mark."""
+    return Exists(
+        MockVerification.objects.filter(
+            case_id=OuterRef("pk"), case_hash=OuterRef("content_hash"), verdict__in=DRIFT_VERDICTS
+        )
+    )
+
+
+def suite_drifted_count() -> Count:
+    """For annotating a Suite queryset: how many of its cases are marked by `mock_drifted_now`."""
+    return Count("cases", distinct=True, filter=Q(Exists(
+        MockVerification.objects.filter(
+            case_id=OuterRef("cases__pk"), case_hash=OuterRef("cases__content_hash"), verdict__in=DRIFT_VERDICTS
+        )
+    )))
+
+
+def suite_mock_drifts(*, suite: Suite) -> list[tuple[Case, list[MockVerification]]]:
+    """Each case of the suite marked by `mock_drifted_now`, by name, with its drifted (or failed) verifications in
+    mock order. One query."""
+    found: dict[int, tuple[Case, list[MockVerification]]] = {}
+    verifications = (
+        MockVerification.objects.filter(
+            case__suite=suite, case_hash=F("case__content_hash"), verdict__in=DRIFT_VERDICTS
+        )
+        .select_related("case")
+        .order_by("case__name", "case_id", "position", "id")
+    )
+    for verification in verifications:
+        found.setdefault(verification.case_id, (verification.case, []))[1].append(verification)
+    return list(found.values())
 
 
 def mock_verifications_of(*, case_id: int | None, case_hash: str) -> list[MockVerification]:

@@ -6,7 +6,8 @@
   A mock's arguments are what a call must *contain* (runs.engine.case_session.is_subset), so the schema's
   `required` keys are not required of them: only what they do say must be something a call could say.
 - Its `result` against the tool's output schema, where the tool has one: a typed plugin tool's return annotation
-  (pydantic's TypeAdapter, as the host serialises the value) or an MCP tool's `outputSchema` from its cached listing.
+  (pydantic's TypeAdapter, as the host serialises the value), an MCP tool's `outputSchema` from its cached listing,
+  or a framework tool's return type as the runtime discovered it in the team's code (its declaration's `returns`).
   A result that is not JSON at all stands for the error text any tool may answer (FunctionError, an MCP isError), so
   only JSON is held to the schema. A stop-completion's text is the turn's reply, and a stateful mock's empty result
   is its table's record: neither is checked.
@@ -67,7 +68,11 @@ def output_schema(name: str, declaration: dict[str, Any] | None) -> dict[str, An
     mcp = (declaration or {}).get("mcp")
     if isinstance(mcp, dict):
         return _mcp_output_schema(str(mcp.get("server", "")), str(mcp.get("tool", "")))
-    if declaration is not None and ("runtime" in declaration or "output" in declaration):
+    if declaration is not None and "runtime" in declaration:
+        # What the runtime found in the team's code: a framework tool's return type (agenthost/runtimes).
+        returns = declaration.get("returns")
+        return returns if isinstance(returns, dict) and returns else None
+    if declaration is not None and "output" in declaration:
         return None
     registered = get_function(name)
     if registered is None:
@@ -94,7 +99,7 @@ def _return_schema(func: Any) -> dict[str, Any] | None:
         return None
     try:
         return pydantic.TypeAdapter(annotation).json_schema(mode="serialization")
-    except pydantic.PydanticError:
+    except pydantic.PydanticUserError:  # a type pydantic cannot describe (a typing.TypedDict before 3.12)
         return None
 
 

@@ -136,19 +136,58 @@ def mocks_verify(*, suites: list[Suite], update: bool = False) -> VerifyReport:
     report = VerifyReport()
     live = LiveListings()
     for suite in suites:
-        rules = suite.mock_rules if isinstance(suite.mock_rules, dict) else {}
         for case in Case.objects.filter(suite=suite).select_related("suite", "entry_agent").prefetch_related("mocks"):
-            document = case_to_document(case=case)
-            functions = case_callable_functions(suite=suite, entry_agent=case.entry_agent)
-            checks = [
-                _verify(mock, functions=functions, rule=rules.get(mock["function_name"]) or {}, live=live)
-                for mock in document["mocks"]
-            ]
-            for position, check in enumerate(checks):
-                check.suite, check.case, check.case_id, check.position = suite.name, case.name, case.pk, position
-            _store(case, document, checks, update=update)
-            report.checks.extend(checks)
+            report.checks.extend(case_mocks_verify(case=case, update=update, live=live))
     return report
+
+
+def case_mocks_verify(*, case: Case, update: bool = False, live: LiveListings | None = None) -> list[MockCheck]:
+    """One case's mocks verified and stored as `mocks_verify` does; the door both `agenttest mocks verify` and the
+    review panel's "Refresh drifted" go through, so they cannot disagree on what drifted or what is rewritten."""
+    suite = case.suite
+    rules = suite.mock_rules if isinstance(suite.mock_rules, dict) else {}
+    document = case_to_document(case=case)
+    functions = case_callable_functions(suite=suite, entry_agent=case.entry_agent)
+    live = live if live is not None else LiveListings()
+    checks = [
+        _verify(mock, functions=functions, rule=rules.get(mock["function_name"]) or {}, live=live)
+        for mock in document["mocks"]
+    ]
+    for position, check in enumerate(checks):
+        check.suite, check.case, check.case_id, check.position = suite.name, case.name, case.pk, position
+    _store(case, document, checks, update=update)
+    return checks
+
+
+class NothingToRefresh(Exception):
+    """No mock of the case could be rewritten from its real tool; the message says why, naming each drifted mock."""
+
+
+def case_drifted_mocks_refresh(*, case: Case) -> list[MockCheck]:
+    """The review panel's "Refresh drifted": the case's mocks verified again against their real tools now, and each
+    drifted mock of an effect-free tool rewritten with the real answer, as `agenttest mocks verify --update` does —
+    a change to the case like any reviewed edit (its content hash changes). Returns every check, the rewritten ones
+    `updated`; raises NothingToRefresh when none was rewritten."""
+    checks = case_mocks_verify(case=case, update=True)
+    if any(check.updated for check in checks):
+        return checks
+    stuck = [check for check in checks if check.verdict in FAILING]
+    if not stuck:
+        raise NothingToRefresh(
+            f"Nothing to refresh in {case.name!r}: no mock drifted from its tool (verified again just now)."
+        )
+    raise NothingToRefresh(
+        f"Nothing refreshed in {case.name!r}: " + "; ".join(f"{check.mock} {not_refreshable(check)}" for check in stuck)
+        + "."
+    )
+
+
+def not_refreshable(check: MockCheck) -> str:
+    """Why a drifted or failed mock was not rewritten from its tool."""
+    if check.verdict == Verdict.FAILED:
+        return f"was not rewritten: {check.reason}"
+    return ("drifted, but its tool has effects outside agenttest (or does not declare it), so it is never called: "
+            "fix its result by hand to what the tool's output schema says")
 
 
 @transaction.atomic

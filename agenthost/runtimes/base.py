@@ -23,9 +23,13 @@ import abc
 import inspect
 import json
 import threading
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
+
+import pydantic
 
 from agenthost import executor
 from agenthost.calls import parse_arguments, record_call
@@ -59,6 +63,37 @@ class TurnStopped(BaseException):  # noqa: N818 — a signal through the team's 
 
 
 Implementation = Callable[[FunctionContext], FunctionResult]
+# The key of a tool declaration discovered in the team's code that holds its output schema (issue 36).
+RETURNS = "returns"
+
+
+def return_schema(func: Any, annotation: Any = inspect.Parameter.empty) -> dict[str, Any] | None:
+    """The JSON Schema of what a framework tool's Python function returns, from its return annotation (or the one
+    given), as pydantic serialises it — what a mock of the tool's result is held to. None for a return the model
+    reads as text or that says nothing (str, Any, None, FunctionResult, a union with any of them): the same rule as
+    a plugin tool's (cases/tool_schemas.py), so a runtime's tool and a plugin's typed alike are checked alike."""
+    if annotation is inspect.Parameter.empty:
+        try:
+            annotation = typing.get_type_hints(inspect.unwrap(func)).get("return")
+        except Exception:  # an annotation that does not resolve says nothing about what the tool returns
+            return None
+    if annotation is None or _may_be_text(annotation):
+        return None
+    try:
+        schema = pydantic.TypeAdapter(annotation).json_schema(mode="serialization")
+    except pydantic.PydanticUserError:  # a type pydantic cannot describe (a typing.TypedDict before 3.12)
+        return None
+    return schema or None
+
+
+def _may_be_text(annotation: Any) -> bool:
+    if annotation in (str, Any, FunctionResult, type(None), object):
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_may_be_text(arm) for arm in typing.get_args(annotation))
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _may_be_text(typing.get_args(annotation)[0])
+    return False
 # The outcome of a call of the framework's own output tool (RuntimeTurn.record_output).
 OUTPUT = "output"
 

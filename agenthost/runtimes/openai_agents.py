@@ -43,7 +43,14 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from agenthost.executor import executor_providers, mocked_by_name, mocked_names
 from agenthost.functions import FunctionContext, FunctionResult, declared_effects
-from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime, zero_argument_factory
+from agenthost.runtimes.base import (
+    RETURNS,
+    Runtime,
+    RuntimeTurn,
+    register_runtime,
+    return_schema,
+    zero_argument_factory,
+)
 from agenthost.runtimes.python import chat_completion
 from agenthost.turns import InvalidInput
 from common.inputs import json_value_problem
@@ -302,6 +309,19 @@ def _with_stand_ins(agent: Any, turn: RuntimeTurn, unroutable: list[str], seen: 
     return clone
 
 
+def _returns(tool: Any) -> dict[str, Any] | None:
+    """A function tool's output schema: the one it declares (`output_type`, `output_json_schema`), else its
+    function's return annotation. An agent exposed as a tool, or a FunctionTool built by hand, has no function."""
+    declared = getattr(tool, "output_json_schema", None)
+    if isinstance(declared, dict) and declared:
+        return declared
+    try:
+        function = tool.__wrapped__
+    except AttributeError:
+        return None
+    return return_schema(function)
+
+
 def _declarations(entry: Any) -> list[dict[str, Any]]:
     """The tools the SDK offers the model for `entry`, the agents it hands off to and the agents it exposes as tools:
     function tools with their schemas, hosted tools and hand-offs by name."""
@@ -314,6 +334,8 @@ def _declarations(entry: Any) -> list[dict[str, Any]]:
                                                       "parameters": parameters or {}})
             if (by_plugin := declared_effects(team_tool)) is not None:
                 declared["outside_effects"] = by_plugin
+            if team_tool is not None and (returns := _returns(team_tool)) is not None:
+                declared[RETURNS] = returns
 
     waiting, seen = [entry], set()
     while waiting:

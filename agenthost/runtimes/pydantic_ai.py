@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 import json
 import threading
+import typing
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -41,7 +43,15 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from agenthost.executor import mocked_names
 from agenthost.functions import FunctionContext, FunctionResult, as_function_result, declared_effects
-from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime, runtime_deps, zero_argument_factory
+from agenthost.runtimes.base import (
+    RETURNS,
+    Runtime,
+    RuntimeTurn,
+    register_runtime,
+    return_schema,
+    runtime_deps,
+    zero_argument_factory,
+)
 from agenthost.runtimes.openai_agents import AgenttestAsyncClient, _owned
 from agenthost.turns import InvalidInput
 
@@ -346,6 +356,17 @@ def _routed(routing: _Routing) -> Iterator[None]:
         _routing.reset(token)
 
 
+def _returns(function: Any) -> dict[str, Any] | None:
+    """A tool function's output schema from its return annotation; `ToolReturn[T]` returns a T to the model."""
+    try:
+        annotation = typing.get_type_hints(inspect.unwrap(function)).get("return")
+    except Exception:  # an annotation that does not resolve says nothing about what the tool returns
+        return None
+    if getattr(typing.get_origin(annotation) or annotation, "__name__", "") == "ToolReturn":
+        annotation = (typing.get_args(annotation) or (None,))[0]
+    return return_schema(function, annotation)
+
+
 def _team_function(tool: Any) -> Any:
     """The team's function behind a tool pydantic-ai is calling (what a plugin declares effects on), or None: the
     function toolset's own entry, under whatever combining wrappers hold it."""
@@ -461,6 +482,8 @@ class PydanticAIRuntime(Runtime):
                 })
                 if (by_plugin := declared_effects(tool.function)) is not None:
                     declared["outside_effects"] = by_plugin
+                if (returns := _returns(tool.function)) is not None:
+                    declared[RETURNS] = returns
         return list(declarations.values())
 
     def entry_problem(self, target: Any, entry: str) -> str:
