@@ -27,6 +27,10 @@ from tests.bad_input import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DEEP = 1000  # Python's recursive decoder fails from about 950
+# A body refused before anything is stored (too deep, a non-finite number, an unknown field) is refused the same on
+# either engine, and a refusal that stopped working would show on PostgreSQL, which rejects such values itself (a 500):
+# these run in the PostgreSQL pass only.
+ENGINE_NEUTRAL = pytest.mark.production_engine
 
 
 @pytest.fixture
@@ -99,6 +103,7 @@ def _path(template: str, world: World) -> str:
 # --- 12: nesting ---------------------------------------------------------------------------------------------------
 
 
+@ENGINE_NEUTRAL
 @pytest.mark.parametrize(("method", "path"), JSON_WRITES)
 def test_it_refuses_json_nested_too_deep_at_every_json_write_endpoint(staff_api, world, method, path):
     before = database_fingerprint()
@@ -204,6 +209,7 @@ def test_it_shows_a_form_error_for_deep_json_in_the_conversation_admin(staff_pag
 # --- 13: non-finite numbers ----------------------------------------------------------------------------------------
 
 
+@ENGINE_NEUTRAL
 @pytest.mark.parametrize("number", ["1e999", "-1e999", "NaN", "Infinity", "-Infinity"])
 @pytest.mark.parametrize(
     ("method", "path", "body", "field"),
@@ -424,6 +430,7 @@ def test_it_still_reads_ascii_digits_as_whole_numbers(staff_api, world):
 # --- 15: unknown fields --------------------------------------------------------------------------------------------
 
 
+@ENGINE_NEUTRAL
 @pytest.mark.parametrize(
     ("method", "path", "body", "unknown"),
     [

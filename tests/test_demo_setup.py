@@ -148,7 +148,7 @@ def test_it_queues_the_first_run_of_the_demo_suite_once(tmp_path):
 
     def manage(*args):
         result = subprocess.run(
-            [sys.executable, "manage.py", *args], cwd=base, env=env, capture_output=True, text=True, timeout=180
+            [sys.executable, "manage.py", *args], cwd=base, env=env, capture_output=True, text=True
         )
         assert result.returncode == 0, result.stderr
         return result.stdout

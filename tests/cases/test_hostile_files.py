@@ -22,7 +22,10 @@ from agenthost.models import Agent
 from cases.models import Case, Suite
 from tests.package_env import CHECKOUT_VARIABLES
 
-pytestmark = pytest.mark.django_db
+# The commands below run in their own process on a database of their own (AGENTTEST_VAR_DIR under tmp_path, no
+# DATABASE_URL): the same on either pass, so they run once (own_database); only the in-process doors further down
+# use the database under test.
+in_the_database = pytest.mark.django_db
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 AGENT = "name: support\nmodel: simulated:sim-careful\ninstruction: Help with orders.\nfunctions: [lookup_order]\n"
@@ -203,6 +206,7 @@ def _apply(directory: Path) -> tuple[int, str]:
     return 0, err.getvalue()
 
 
+@in_the_database
 @pytest.mark.parametrize("temperature", [".nan", ".inf", "99", "-0.5"])
 def test_it_refuses_an_agent_temperature_the_api_refuses_and_the_agent_list_still_answers(
     tmp_path, admin_client_api, temperature
@@ -223,6 +227,7 @@ def test_it_refuses_an_agent_temperature_the_api_refuses_and_the_agent_list_stil
 DOOR_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
+@in_the_database
 @DOOR_SETTINGS
 @example(temperature=1e-05)  # YAML 1.1 reads `1e-05` as text
 @given(temperature=st.floats(min_value=-3, max_value=5) | st.sampled_from([0.0, 2.0, 2.0000001, -1e-9, 1e308]))
@@ -255,6 +260,7 @@ def test_it_takes_the_same_temperatures_through_files_the_api_and_the_admin(
         assert "must be a number from 0 to 2" in " ".join(form.errors["temperature"])
 
 
+@in_the_database
 @pytest.mark.parametrize(("max_steps", "allowed"), [(0, False), (1, True), (1000, True), (1001, False)])
 def test_it_takes_the_same_max_steps_through_files_the_api_and_the_admin(
     tmp_path, admin_client_api, max_steps, allowed
@@ -276,6 +282,7 @@ def test_it_takes_the_same_max_steps_through_files_the_api_and_the_admin(
     assert ("max_steps" not in form.errors) is allowed, form.errors
 
 
+@in_the_database
 @DOOR_SETTINGS
 @given(depth=st.integers(min_value=1, max_value=3000), mapping=st.booleans())
 def test_it_refuses_any_nesting_past_the_limit_and_keeps_any_within(tmp_path_factory, depth, mapping):
@@ -296,6 +303,7 @@ def test_it_refuses_any_nesting_past_the_limit_and_keeps_any_within(tmp_path_fac
         assert "nested more than 64 levels deep" in err
 
 
+@in_the_database
 @DOOR_SETTINGS
 @given(digits=st.integers(min_value=1, max_value=6000), negative=st.booleans())
 def test_it_stores_any_integer_in_range_exactly_and_names_any_other(tmp_path_factory, digits, negative):
@@ -315,6 +323,7 @@ def test_it_stores_any_integer_in_range_exactly_and_names_any_other(tmp_path_fac
         assert "Traceback" not in err
 
 
+@in_the_database
 @DOOR_SETTINGS
 @given(
     path=st.lists(st.sampled_from(["a", "b", 0]), min_size=0, max_size=6),
@@ -342,6 +351,7 @@ def test_it_refuses_an_anchor_or_alias_wherever_it_stands_naming_its_key(tmp_pat
         assert f"suites/support/cases/status.yaml: {where}: uses a YAML anchor or alias (&spot)" in err
 
 
+@in_the_database
 @pytest.mark.parametrize(
     ("value", "what"),
     [

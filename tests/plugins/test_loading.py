@@ -19,6 +19,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 NO_ISSUES = "System check identified no issues"
 
 
+@pytest.fixture
+def _fresh_throttle_history() -> None:
+    """The package's autouse fixture, without its database: these tests start agenttest in processes of their own, on
+    databases of their own, so they give the same answers on either pass and run once (own_database)."""
+
+
 def distribution(site: Path, entry_points: str) -> Path:
     """An installed distribution `acme-tickets` 1.0 with these `agenttest.plugins` entry points, as pip leaves it."""
     info = site / "acme_tickets-1.0.dist-info"

@@ -61,7 +61,8 @@ def called(function):
 
 
 def suite_plan(**overrides):
-    values = {"extra_allowed": frozenset(), "force_blocked": frozenset(), "judge_model": "", "timeout_seconds": 20.0}
+    # A case's deadline far beyond what any case here needs on a loaded machine: a test of the deadline sets its own.
+    values = {"extra_allowed": frozenset(), "force_blocked": frozenset(), "judge_model": "", "timeout_seconds": 600.0}
     values.update(overrides)
     return SuitePlan(**values)
 
@@ -437,15 +438,14 @@ def test_it_errors_rather_than_fails_when_a_regex_times_out_on_the_reply(agent, 
     # (a|aa)+$ backtracks exponentially on a run of a's that does not end the reply; it is refused at save today,
     # but a case stored before that still runs. The agent did not regress: whether the reply matches is unknown.
     scripted_model.play(Answer("a" * 60 + "!"))
-    started = time.monotonic()
     execution = execute_case(
         plan=plan(agent, TurnPlan("x", [AssertionPlan("outputRegex", {"pattern": "(a|aa)+$"})])),
         model=get_model(scripted_model.key),
         suite=suite_plan(),
     )
     assert execution.status == "error", execution.reason
+    # The regex's own limit ended it (the search alone would take centuries), not the case's deadline.
     assert "could not tell whether the reply matches: the regex took longer than 1 s" in execution.reason
-    assert time.monotonic() - started < 15
 
 
 def test_it_skips_remaining_turns_after_a_fatal_failure(agent, scripted_model):

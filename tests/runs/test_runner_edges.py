@@ -82,7 +82,8 @@ def plan(agent, *turns, mocks=(), assertions=None, name="case"):
 
 
 def suite_plan(**overrides):
-    values = {"extra_allowed": frozenset(), "force_blocked": frozenset(), "judge_model": "", "timeout_seconds": 20.0}
+    # A case's deadline far beyond what any case here needs on a loaded machine: a test of the deadline sets its own.
+    values = {"extra_allowed": frozenset(), "force_blocked": frozenset(), "judge_model": "", "timeout_seconds": 600.0}
     values.update(overrides)
     return SuitePlan(**values)
 

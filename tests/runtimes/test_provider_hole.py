@@ -20,7 +20,8 @@ from agenthost.services import conversation_send, conversation_start
 from agenttest.plugin import ModelProvider, ModelRequest, ModelResponse, register_provider_kind
 from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# The last test runs agenttest in a process of its own with no DATABASE_URL: the same on either pass, run once.
+in_the_database = pytest.mark.django_db(transaction=True)
 
 
 @function_tool
@@ -59,6 +60,7 @@ def wrapped(settings, tmp_path, monkeypatch) -> Agent:
     return Agent.objects.create(name="support", instruction="Help.", provider="wrapped", model="support")
 
 
+@in_the_database
 def test_it_refuses_a_test_run_whose_provider_runs_a_framework_that_executes_tools(wrapped, tmp_path):
     plan = CasePlan(
         id=1, name="refund", type="agent", entry_agent=wrapped, history=[], initial_state={},
@@ -78,6 +80,7 @@ def test_it_refuses_a_test_run_whose_provider_runs_a_framework_that_executes_too
     assert "bring a framework's agent in as a runtime" in execution.reason
 
 
+@in_the_database
 def test_it_refuses_the_same_provider_in_chat_before_the_framework_runs_anything(wrapped, tmp_path):
     with pytest.raises(ConversationError, match="outside agenttest's seam: refused before it ran anything"):
         conversation_send(conversation=conversation_start(agent=wrapped), text="Please refund order 1042")
