@@ -6,6 +6,7 @@ blocked, a tool result the seam never produced refused."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ from agenthost.services import conversation_send, conversation_start
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from tests.runtimes.conftest import execute_suite, markers
+from tests.runtimes.test_case_seal import TOOL_NAMES, TOOLS_BOT, _run
+from tests.runtimes.test_case_seal import _agent as plain_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -252,8 +255,6 @@ def test_it_ends_the_case_when_the_teams_code_hands_a_responses_model_a_tool_res
 
 
 def test_it_answers_a_tools_own_responses_call_through_the_model_layer(scripted_model, team_repo, monkeypatch):
-    from tests.runtimes.test_case_seal import TOOLS_BOT, TOOL_NAMES, _agent as plain_agent, _run
-
     monkeypatch.setenv("SEAL_LISTENER", "http://127.0.0.1:9")
     agent = plain_agent(team_repo(TOOLS_BOT), outside_effects={name: False for name in TOOL_NAMES})
     scripted_model.respond_with(
@@ -276,8 +277,6 @@ def test_it_answers_a_tools_own_responses_call_through_the_model_layer(scripted_
 
 def _without_ids(requests: list[dict]) -> list[dict]:
     # The stub numbers its call, response and output item ids across both runs.
-    import re
-
     text = json.dumps(requests)
     for position, found in enumerate(dict.fromkeys(re.findall(r'"((?:call|\w+_resp_stub)_\d+(?:_\d+)?)"', text))):
         text = text.replace(f'"{found}"', f'"id-{position}"')
@@ -309,3 +308,64 @@ def test_it_sends_the_responses_request_each_framework_sends_on_its_own(framewor
         assert sorted(mine) == sorted(theirs)
         for field in theirs:
             assert mine[field] == theirs[field], field
+
+
+# A plain loop written against the Responses API: through the seam (`tools.call`) or calling its function itself.
+RESPONSES_LOOP = '''
+import json
+import os
+from pathlib import Path
+
+MARKERS = Path(os.environ["SHOP_MARKERS"])
+TOOLS = [{"type": "function", "name": "refund", "description": "Refund an order.", "parameters": {
+    "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}]
+
+
+def refund(order_id):
+    MARKERS.mkdir(parents=True, exist_ok=True)
+    (MARKERS / f"refund-{order_id}").write_text("refunded")
+    return f"refunded order {order_id}"
+
+
+def respond(messages, client, tools):
+    items = list(messages)
+    for _ in range(4):
+        response = client.responses.create(model="gpt-4o-mini", instructions="Refund what the customer asks.",
+                                           input=items, tools=TOOLS)
+        calls = [item for item in response.output if item.type == "function_call"]
+        if not calls:
+            return response.output_text
+        for call in calls:
+            items.append({"type": "function_call", "call_id": call.call_id, "name": call.name,
+                          "arguments": call.arguments})
+            result = THROUGH_THE_SEAM
+            items.append({"type": "function_call_output", "call_id": call.call_id, "output": result})
+    return "I could not finish."
+'''
+
+
+@pytest.mark.parametrize(("how", "through_the_seam"), [
+    ("tools.call", "tools.call(refund, call.arguments, call_id=call.call_id)"),
+    ("its own call", "refund(**json.loads(call.arguments))"),
+])
+def test_it_takes_a_plain_responses_loops_tool_results_only_from_the_seam(
+    how, through_the_seam, shop_stub, team_repo, tmp_path
+):
+    package = team_repo(RESPONSES_LOOP.replace("THROUGH_THE_SEAM", through_the_seam))
+    agent = Agent.objects.create(name="shop", runtime="python", entry=f"{package}.bot:respond", provider="stub",
+                                 model="gpt-4o-mini")
+    suite = _suite(agent, "Please refund 1042.", mocks={"refund": "refund queued"}, expects="refund queued")
+
+    result = execute_suite(suite, Run.Mode.LIVE)
+
+    assert shop_stub.paths[0] == "/v1/responses"
+    if how == "tools.call":
+        assert result.status == "passed", result.reason
+        assert markers(tmp_path) == []
+        assert len(shop_stub.requests) == 2
+    else:
+        # The refund ran in the loop's own code (its marker is there); its result never reached the model.
+        assert result.status == "error"
+        assert "tool 'refund' ran outside agenttest" in result.reason
+        assert [marker.name for marker in markers(tmp_path)] == ["refund-1042"]
+        assert len(shop_stub.requests) == 1
