@@ -335,7 +335,7 @@ def _through_model_layer(seal: CaseSeal, options: Any, stream: bool, cast_to: An
     Responses API through the model layer, anything else refused."""
     from openai import NotGiven
 
-    from agenthost.runtimes.responses import as_response, is_responses, request_body
+    from agenthost.llm.responses import as_response, is_responses, request_body
 
     path = "/" + str(options.url).split("?", 1)[0].strip("/")
     method = str(options.method).upper()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -76,6 +77,52 @@ CHAT_SETTINGS = (
 )
 
 
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list | tuple):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping):
+                value = part.get("text") if isinstance(part.get("text"), str) else part.get("refusal")
+                if isinstance(value, str):
+                    parts.append(value)
+        return "".join(parts)
+    return str(content)
+
+
+def input_as_chat(instructions: Any, items: list[Any]) -> list[dict[str, Any]]:
+    """A Responses request's instructions and input items as chat messages: a message item as a message of its role
+    with its text, consecutive function_call items as one assistant message's tool calls, a function_call_output as
+    the tool result of its call. Items with no chat equivalent (reasoning, hosted tools' calls) are left out."""
+    messages: list[dict[str, Any]] = []
+    if isinstance(instructions, str) and instructions:
+        messages.append({"role": "system", "content": instructions})
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type")
+        if kind == "function_call":
+            call = {
+                "id": str(item.get("call_id") or ""), "type": "function",
+                "function": {"name": str(item.get("name") or ""), "arguments": str(item.get("arguments") or "")},
+            }
+            last = messages[-1] if messages else None
+            if last is not None and last.get("role") == "assistant" and last.get("tool_calls") is not None:
+                last["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            messages.append({
+                "role": "tool", "tool_call_id": str(item.get("call_id") or ""), "content": _text_of(item.get("output"))
+            })
+        elif (kind in (None, "message")) and isinstance(item.get("role"), str):
+            messages.append({"role": item["role"], "content": _text_of(item.get("content"))})
+    return messages
+
+
 @dataclass
 class ModelRequest:
     model: str
@@ -109,8 +156,6 @@ class ModelRequest:
         results); items with no chat equivalent (reasoning) left out."""
         if self.api != RESPONSES:
             return self.messages
-        from agenthost.llm.responses import input_as_chat
-
         return input_as_chat(self.settings.get("instructions"), self.messages)
 
 

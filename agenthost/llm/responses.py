@@ -8,8 +8,8 @@ the request the team's agent sends in production. The answer comes back as a `Mo
 usage, read by the loop, the ledger and the results as any answer) that keeps the endpoint's output items, reasoning
 items included, so the framework gets them back as they were (`response_payload`).
 
-What needs no more than to read a request (the ledger, a scripted rule) reads it in the chat format
-(`input_as_chat`).
+What needs no more than to read a request (a scripted rule, the stub's responders) reads it in the chat format
+(`ModelRequest.chat_messages`, `input_as_chat`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from typing import Any
+
+from openai import NotGiven
 
 from agenthost.llm.base import ModelResponse, ToolCall, Usage
 
@@ -38,52 +40,6 @@ def carried_settings() -> tuple[str, ...]:
         name for name in ResponseCreateParamsBase.__annotations__
         if name not in _OWN and name not in _TRANSPORT and name not in SERVER_STATE
     )
-
-
-def _text_of(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list | tuple):
-        parts = []
-        for part in content:
-            if isinstance(part, Mapping):
-                value = part.get("text") if isinstance(part.get("text"), str) else part.get("refusal")
-                if isinstance(value, str):
-                    parts.append(value)
-        return "".join(parts)
-    return str(content)
-
-
-def input_as_chat(instructions: Any, items: list[Any]) -> list[dict[str, Any]]:
-    """A Responses request's instructions and input items as chat messages: a message item as a message of its role
-    with its text, consecutive function_call items as one assistant message's tool calls, a function_call_output as
-    the tool result of its call. Items with no chat equivalent (reasoning, hosted tools' calls) are left out."""
-    messages: list[dict[str, Any]] = []
-    if isinstance(instructions, str) and instructions:
-        messages.append({"role": "system", "content": instructions})
-    for item in items:
-        if not isinstance(item, Mapping):
-            continue
-        kind = item.get("type")
-        if kind == "function_call":
-            call = {
-                "id": str(item.get("call_id") or ""), "type": "function",
-                "function": {"name": str(item.get("name") or ""), "arguments": str(item.get("arguments") or "")},
-            }
-            last = messages[-1] if messages else None
-            if last is not None and last.get("role") == "assistant" and last.get("tool_calls") is not None:
-                last["tool_calls"].append(call)
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
-            messages.append({
-                "role": "tool", "tool_call_id": str(item.get("call_id") or ""), "content": _text_of(item.get("output"))
-            })
-        elif (kind in (None, "message")) and isinstance(item.get("role"), str):
-            messages.append({"role": item["role"], "content": _text_of(item.get("content"))})
-    return messages
 
 
 def tools_as_chat(tools: list[Any]) -> list[dict[str, Any]]:
@@ -201,3 +157,27 @@ def response_payload(
             "total_tokens": usage.total_tokens,
         },
     }
+
+
+# --- The openai SDK's side: a request it built, an answer it reads -------------------------------------------------
+
+
+def request_body(options: Any) -> dict[str, Any]:
+    """The JSON body the openai SDK built for a request (its `extra_body` merged in, as it sends it)."""
+    body = {**(options.json_data or {}), **(options.extra_json or {})}
+    return body
+
+
+def as_response(payload: dict[str, Any], cast_to: Any, options: Any) -> Any:
+    """The `response` object as the openai SDK would have made it of the server's JSON (its post-parser applied:
+    `responses.parse`'s structured output)."""
+    from openai._models import construct_type
+
+    response = construct_type(type_=cast_to, value=payload)
+    parser = options.post_parser
+    return response if isinstance(parser, NotGiven) else parser(response)
+
+
+def is_responses(options: Any) -> bool:
+    path = "/" + str(options.url).split("?", 1)[0].strip("/")
+    return str(options.method).upper() == "POST" and path.endswith("/responses")

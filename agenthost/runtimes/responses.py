@@ -20,10 +20,16 @@ from typing import Any
 
 import openai
 from asgiref.sync import sync_to_async
-from openai import NotGiven
 
 from agenthost.llm.base import RESPONSES
-from agenthost.llm.responses import SERVER_STATE, carried_settings, response_payload
+from agenthost.llm.responses import (
+    SERVER_STATE,
+    as_response,
+    carried_settings,
+    is_responses,
+    request_body,
+    response_payload,
+)
 from agenthost.runtimes.base import RuntimeTurn
 
 # A base URL that is never contacted: the client's requests are answered in the process.
@@ -70,29 +76,10 @@ def responses_create(turn: RuntimeTurn, body: dict[str, Any], *, agent: str = ""
     )
     return response_payload(
         response, model=turn.loaded.model, request_body=body,
-        response_id=f"resp_agenttest_{turn.conversation_id}_{turn.turn}_{turn.steps}",
+        # No conversation id in it: the framework sends its output items (their ids built from this one) back in its
+        # next request, which a replay in another conversation must find unchanged.
+        response_id=f"resp_agenttest_{turn.turn}_{turn.steps}",
     )
-
-
-def request_body(options: Any) -> dict[str, Any]:
-    """The JSON body the openai SDK built for a request (its `extra_body` merged in, as it sends it)."""
-    body = {**(options.json_data or {}), **(options.extra_json or {})}
-    return body
-
-
-def as_response(payload: dict[str, Any], cast_to: Any, options: Any) -> Any:
-    """The `response` object as the openai SDK would have made it of the server's JSON (its post-parser applied:
-    `responses.parse`'s structured output)."""
-    from openai._models import construct_type
-
-    response = construct_type(type_=cast_to, value=payload)
-    parser = options.post_parser
-    return response if isinstance(parser, NotGiven) else parser(response)
-
-
-def is_responses(options: Any) -> bool:
-    path = "/" + str(options.url).split("?", 1)[0].strip("/")
-    return str(options.method).upper() == "POST" and path.endswith("/responses")
 
 
 class ModelLayerClient(openai.AsyncOpenAI):

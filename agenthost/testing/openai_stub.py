@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agenthost.llm.base import ModelRequest, ModelResponse, ToolCall, Usage
-from agenthost.llm.responses import input_as_chat, output_items, response_payload, tools_as_chat
+from agenthost.llm.base import ModelRequest, ModelResponse, ToolCall, Usage, input_as_chat
+from agenthost.llm.responses import output_items, response_payload, tools_as_chat
 from agenthost.llm.scripted import Answer, Call, Fail, Hang, estimate_usage, load_script_file
 
 
