@@ -21,6 +21,7 @@ from agenthost.runtimes.entry import load_entry
 from agenthost.services import conversation_send, conversation_start
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
+from runs.services import run_create, run_execute
 from tests.runtimes.conftest import execute_suite, markers
 from tests.runtimes.test_case_seal import TOOL_NAMES, TOOLS_BOT, _run
 from tests.runtimes.test_case_seal import _agent as plain_agent
@@ -369,3 +370,24 @@ def test_it_takes_a_plain_responses_loops_tool_results_only_from_the_seam(
         assert "tool 'refund' ran outside agenttest" in result.reason
         assert [marker.name for marker in markers(tmp_path)] == ["refund-1042"]
         assert len(shop_stub.requests) == 1
+
+
+def test_it_replays_in_a_new_conversation_what_a_scripted_model_answered_on_the_responses_api(
+    framework, scripted_model, team_repo
+):
+    # The scripted model says text and calls only: its output items' ids are the model layer's, and the framework
+    # sends them back in its next request — which the replay, in another conversation, must find unchanged.
+    agent = Agent.objects.create(name="shop", runtime=framework.runtime, entry=f"{team_repo(framework.source)}."
+                                 f"{framework.entry}", provider="scripted", model="scripted")
+    suite = _suite(agent, "Where is find_order 1042?", mocks={"find_order": "in transit"}, expects="in transit")
+    scripted_model.play(Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]), "Your order: in transit")
+
+    recorded, replayed = (
+        CaseResult.objects.get(run=run_execute(run_id=run_create(suite=suite, model_keys=[scripted_model.key],
+                                                                 mode=mode).pk))
+        for mode in (Run.Mode.RECORD, Run.Mode.REPLAY)
+    )
+
+    assert recorded.status == "passed", recorded.reason
+    assert replayed.status == "passed", replayed.reason
+    assert [request.api for request in scripted_model.requests] == ["responses"] * 2
