@@ -16,6 +16,7 @@ from agenthost.models import Agent, Message
 from agenthost.rules import invoke
 from agenthost.runtimes.base import RuntimeTurn, runtime_invoke, runtime_turn_run
 from agenthost.runtimes.python import chat_completion
+from agenthost.runtimes.responses import responses_create
 from agenthost.seal import CaseSeal
 from agenthost.session import ConversationSession, SessionCheckpoint, release_claim
 from agenthost.turns import ConversationError, InvalidInput, TurnResult
@@ -36,8 +37,11 @@ def run_send(session: ConversationSession, text: str, *, flush: bool) -> TurnRes
     # The agent's runtime: agenttest's own loop, or the team's code (agenthost/runtimes).
     run = turn_run if loaded.runtime == Agent.Runtime.NATIVE else runtime_turn_run
     if session.case is not None:
-        # An openai client the team's code makes itself reaches the model layer as this turn's.
-        session.case.answer_chat = functools.partial(chat_completion, RuntimeTurn(session, loaded, turn, result))
+        # An openai client the team's code makes itself reaches the model layer as this turn's, through chat
+        # completions or the Responses API.
+        own_client_turn = RuntimeTurn(session, loaded, turn, result)
+        session.case.answer_chat = functools.partial(chat_completion, own_client_turn)
+        session.case.answer_responses = functools.partial(responses_create, own_client_turn)
     try:
         loaded = run(session, loaded, turn, text, result)
     except ConversationError as exc:

@@ -8,6 +8,9 @@ call that reached the seam without the model's call id (a plain loop calling `to
 framework's hand-off, which runs no tool of the team's) is a *spare*: it may answer one call of that name in a
 request, with its content (a hand-off: whatever its framework says of it).
 
+A request for the Responses API carries its calls and results as `function_call` and `function_call_output` items;
+they are read the same way.
+
 A tool result found nowhere there — a loop that called its own function, a clone's tool, an inner agent's tool
 reaching the outer conversation — ran outside agenttest: `strangers` names it, and the request is not sent.
 """
@@ -58,7 +61,8 @@ def strangers(
     spares: Mapping[tuple[str, str | None], int] | None = None,
     stored_id: Callable[[str], str] = str,
 ) -> list[Stranger]:
-    """The tool results of `messages` (chat format) that answer no call the seam decided.
+    """The tool results of `messages` (chat messages, or the Responses API's input items: function_call and
+    function_call_output) that answer no call the seam decided.
 
     `decided`: call id (as stored) → the contents the seam produced for it (ANY_CONTENT: a call its framework
     answered itself, running nothing of the team's — a retry prompt for arguments that do not validate).
@@ -70,7 +74,14 @@ def strangers(
     names: dict[str, str] = {}
     found: list[Stranger] = []
     for message in messages:
-        role = _field(message, "role")
+        kind = _field(message, "type")
+        if kind == "function_call":
+            # The Responses API's items: a call, and (below) its output.
+            call_id, name = _field(message, "call_id"), _field(message, "name")
+            if isinstance(call_id, str):
+                names[call_id] = name if isinstance(name, str) else ""
+            continue
+        role = "tool" if kind == "function_call_output" else _field(message, "role")
         if role == "assistant":
             for call in _field(message, "tool_calls") or ():
                 function = _field(call, "function")
@@ -81,9 +92,9 @@ def strangers(
             continue
         if role != "tool":
             continue
-        raw_id = _field(message, "tool_call_id")
+        raw_id = _field(message, "call_id" if kind == "function_call_output" else "tool_call_id")
         call_id = raw_id if isinstance(raw_id, str) else ""
-        content = content_text(_field(message, "content"))
+        content = content_text(_field(message, "output" if kind == "function_call_output" else "content"))
         answered = contents.get(stored_id(call_id), ())
         if content in answered or ANY_CONTENT in answered:
             continue

@@ -15,7 +15,14 @@ from agenthost import executor
 from agenthost.calls import parse_arguments, record_call, refusal_for, storable_raw_arguments, stored_name
 from agenthost.functions import FunctionContext, FunctionResult
 from agenthost.history import history_as_model_messages
-from agenthost.llm.base import ModelRequest, ModelResponse, ProviderError, response_problem, unfinished_answer
+from agenthost.llm.base import (
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    api_problem,
+    response_problem,
+    unfinished_answer,
+)
 from agenthost.llm.registry import UnknownModel, get_provider
 from agenthost.loading import LoadedAgent
 from agenthost.models import Message
@@ -107,7 +114,10 @@ def call_model(
         session.case.check_request(request, result, stored_name)
     try:
         with provider_call(loaded.provider), exempt():
-            response = get_provider(loaded.provider).complete(request)
+            provider = get_provider(loaded.provider)
+            if unsupported := api_problem(provider, request):
+                raise ProviderError(unsupported, code="unsupported_api", provider=loaded.provider, model=request.model)
+            response = provider.complete(request)
     except ProviderRanTools as exc:
         raise ModelCallFailed(
             f"the model {loaded.model_named} failed at turn {turn} step {step}: {exc}",

@@ -11,9 +11,9 @@ carry it; a thread started inside it inherits it too):
   model layer's call (loop.call_model), the harness's executor providers, MCP calls made by the seam; and a
   connection agenttest's own code opens to its own database or broker is let through.
 - the openai SDK: inside a sealed context, `SyncAPIClient.request` and `AsyncAPIClient.request` of any client the
-  team's code made answer `chat.completions` through the model layer (the turn's provider: recorded, replayed,
-  budgeted and bound to the case's deadline like the runtime's own calls); any other endpoint (`responses`,
-  embeddings, …) is refused, naming it.
+  team's code made answer `chat.completions` and `responses.create` through the model layer (the turn's provider:
+  recorded, replayed, budgeted and bound to the case's deadline like the runtime's own calls); any other endpoint
+  (a stream, embeddings, …) is refused, naming it.
 - the ledger (agenthost/ledger.py): `check_request` refuses a model request carrying a tool result the seam never
   produced.
 
@@ -73,6 +73,8 @@ class CaseSeal:
         # How a chat-completions request of a team's own openai client is answered through the model layer, as the
         # current turn's (held.run_send sets it).
         self.answer_chat: Callable[[dict[str, Any]], Any] | None = None
+        # The same for a Responses API request (its JSON body → the `response` object as JSON).
+        self.answer_responses: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self.breach: SealBroken | None = None
         self._addresses: frozenset[str] | None = None
         self._answered_by_framework: set[str] = set()
@@ -312,7 +314,7 @@ def _patch_openai() -> None:
         seal = _active.get()
         if seal is None:
             return sync_request(self, cast_to, options, stream=stream, stream_cls=stream_cls)
-        return _through_model_layer(seal, options, stream)
+        return _through_model_layer(seal, options, stream, cast_to)
 
     async def async_request(
         self: Any, cast_to: Any, options: Any, *, stream: bool = False, stream_cls: Any = None
@@ -322,16 +324,18 @@ def _patch_openai() -> None:
             return await async_original(self, cast_to, options, stream=stream, stream_cls=stream_cls)
         from asgiref.sync import sync_to_async
 
-        return await sync_to_async(_through_model_layer, thread_sensitive=True)(seal, options, stream)
+        return await sync_to_async(_through_model_layer, thread_sensitive=True)(seal, options, stream, cast_to)
 
     _base_client.SyncAPIClient.request = request  # type: ignore[method-assign,assignment]
     _base_client.AsyncAPIClient.request = async_request  # type: ignore[method-assign,assignment]
 
 
-def _through_model_layer(seal: CaseSeal, options: Any, stream: bool) -> Any:
-    """A request of an openai client the team's code made itself, inside a sealed turn: chat completions through
-    the model layer, anything else refused."""
+def _through_model_layer(seal: CaseSeal, options: Any, stream: bool, cast_to: Any) -> Any:
+    """A request of an openai client the team's code made itself, inside a sealed turn: chat completions and the
+    Responses API through the model layer, anything else refused."""
     from openai import NotGiven
+
+    from agenthost.llm.responses import as_response, is_responses, request_body
 
     path = "/" + str(options.url).split("?", 1)[0].strip("/")
     method = str(options.method).upper()
@@ -343,12 +347,24 @@ def _through_model_layer(seal: CaseSeal, options: Any, stream: bool) -> Any:
         completion = seal.answer_chat(body)
         parser = options.post_parser
         return completion if isinstance(parser, NotGiven) else parser(completion)
-    what = "a streamed chat.completions call" if stream else (
-        "the Responses API (client.responses)" if path.endswith("/responses") or "/responses/" in path
+    if is_responses(options) and not stream and seal.answer_responses is not None:
+        try:
+            return as_response(seal.answer_responses(request_body(options)), cast_to, options)
+        except TypeError as exc:
+            # A field the model layer cannot carry: refused like any request that does not go through it.
+            raise SealRefused(seal.refuse(
+                f"the agent's code called the OpenAI API ({endpoint}) through its own openai client while the case "
+                f"ran: refused, nothing was sent — {exc}"
+            )) from None
+    what = (
+        "a streamed Responses API call (stream=True), which agenttest's model layer does not carry yet"
+        if stream and (path.endswith("/responses") or "/responses/" in path)
+        else "a streamed chat.completions call" if stream
+        else "the Responses API beyond responses.create (client.responses)" if "/responses/" in path
         else "an endpoint agenttest's model layer does not carry"
     )
     raise SealRefused(seal.refuse(
         f"the agent's code called the OpenAI API ({endpoint}: {what}) through its own openai client while the case "
         "ran: refused, nothing was sent — under test every model call goes through agenttest's model layer, which "
-        "carries chat.completions"
+        "carries chat.completions and responses.create, not streamed"
     ))

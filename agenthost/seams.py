@@ -42,6 +42,7 @@ from agenthost.llm.base import (
     ProviderError,
     ToolCall,
     Usage,
+    api_problem,
     response_problem,
     unfinished_answer,
 )
@@ -138,6 +139,7 @@ __all__ = [
     "PassThrough",
     "PROVIDER_EXECUTED",
     "ProviderError",
+    "api_problem",
     "StepLimitExceeded",
     "ToolCall",
     "TurnResult",

@@ -176,12 +176,12 @@ class ShopRun:
 
 def shop_scenario(
     package_env: PackageEnv, repo: Path, *, instruction: str, changed: str, shown: str,
-    env: dict[str, str] | None = None,
+    env: dict[str, str] | None = None, differs_at: str = "messages[0].content",
 ) -> ShopRun:
     """A shop with one agent `shop` (its suites `shop` and `unmocked-effects`, their recordings committed for both
     models) through every "Done when" line of issue 26 a runtime must hold from the installed wheel. `instruction` is
     a piece of the instruction in the agent's own code, `changed` what it becomes, and `shown` what the stale replay
-    shows of the change."""
+    shows of the change; `differs_at` the field the stale replay names first."""
     providers = repo / "providers.toml"
     # The scripted provider logs every request it is sent: the framework's model calls while recording.
     providers.write_text(providers.read_text().replace('script = "script.json"',
@@ -244,7 +244,7 @@ def shop_scenario(
     for result in results(repo / "stale.json").values():
         assert result["status"] == "error", result
         assert result["reason"].startswith("stale recording: the request at turn 0 step 0 differs"), result["reason"]
-        assert "First difference: messages[0].content" in result["reason"], result["reason"]
+        assert f"First difference: {differs_at}" in result["reason"], result["reason"]
         assert shown in result["reason"].partition(" now '")[2], result["reason"]
     assert markers(repo) == []
     return ShopRun(chat=talked, effects=effects, recorded=fresh)

@@ -98,7 +98,8 @@ def test_it_replays_offline_and_reports_a_changed_instruction_in_the_teams_code_
     assert {item["status"] for item in outcomes.values()} == {"error"}
     for result in outcomes.values():
         assert result["reason"].startswith("stale recording: the request at turn 0 step 0 differs"), result["reason"]
-        assert "First difference: messages[0].content" in result["reason"]
+        # The SDK's default model calls the Responses API, its instructions a field of the request.
+        assert "First difference: settings.instructions" in result["reason"]
         assert "now '…u say anything about it. Hand every cancellation" in result["reason"]
     assert markers(repo) == []
 

@@ -23,6 +23,8 @@ def test_it_chats_records_blocks_and_replays_the_teams_pydantic_ai_agent_step_by
     shop = shop_scenario(
         package_env, repo, env=PLACEHOLDER_KEY, instruction="then confirm by email with send_email.",
         changed="then always confirm by email with send_email.", shown="then always confirm",
+        # pydantic-ai's "openai:…" model calls the Responses API, its instructions a field of the request.
+        differs_at="settings.instructions",
     )
 
     # In chat pydantic-ai called the shop's tool with its own RunContext: the ledger holds the prompt it carries.
@@ -30,7 +32,8 @@ def test_it_chats_records_blocks_and_replays_the_teams_pydantic_ai_agent_step_by
     assert ledger.endswith(f"The customer wrote: {CANCEL_REQUEST}")
     # The tools offered are pydantic-ai's, from the functions and their docstrings, not a copy in agenttest's files.
     lines = (repo / "recordings" / "shop" / "status-is-looked-up.local-gpt-4o-mini.jsonl").read_text().splitlines()
-    tools = {tool["function"]["name"]: tool["function"] for tool in json.loads(lines[1])["request"]["tools"]}
+    # As the Responses API takes them: each tool the function itself.
+    tools = {tool["name"]: tool for tool in json.loads(lines[1])["request"]["tools"]}
     assert sorted(tools) == ["cancel_order", "find_order", "send_email"]
     assert tools["find_order"]["description"] == "Look an order up by its number and tell its status."
     assert tools["find_order"]["parameters"]["properties"]["order_id"] == {

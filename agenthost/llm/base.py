@@ -1,13 +1,17 @@
 """The one model-provider interface. Every model endpoint (real, scripted, simulated, replayed) implements it.
 
 Messages and tools use the OpenAI chat format because every provider we talk to speaks it and it is the format
-recordings and transcripts are written in.
+recordings and transcripts are written in — except a request a framework built for the Responses API
+(`api="responses"`, agenthost/llm/responses.py): it carries the Responses request as the framework built it, so the
+request recorded, diffed and sent is the one the team's agent sends in production, and `chat_messages()` reads it
+in the chat format where agenttest only needs to read (the ledger, scripted rules).
 """
 
 from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -61,6 +65,9 @@ _USAGE_FIGURES = (
 )
 
 
+CHAT, RESPONSES = "chat", "responses"
+
+
 # The chat-completions parameters a ModelRequest carries in `settings`, beside its own fields: what the OpenAI Agents
 # SDK's ModelSettings put in a request, and what a team's plain loop commonly sets. Anything else a caller sets is
 # refused by name, so that no setting the team's code relies on is dropped silently.
@@ -68,6 +75,52 @@ CHAT_SETTINGS = (
     "max_tokens", "max_completion_tokens", "top_p", "frequency_penalty", "presence_penalty", "tool_choice",
     "parallel_tool_calls", "seed", "stop", "reasoning_effort", "verbosity", "logprobs", "top_logprobs", "store",
 )
+
+
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list | tuple):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping):
+                value = part.get("text") if isinstance(part.get("text"), str) else part.get("refusal")
+                if isinstance(value, str):
+                    parts.append(value)
+        return "".join(parts)
+    return str(content)
+
+
+def input_as_chat(instructions: Any, items: list[Any]) -> list[dict[str, Any]]:
+    """A Responses request's instructions and input items as chat messages: a message item as a message of its role
+    with its text, consecutive function_call items as one assistant message's tool calls, a function_call_output as
+    the tool result of its call. Items with no chat equivalent (reasoning, hosted tools' calls) are left out."""
+    messages: list[dict[str, Any]] = []
+    if isinstance(instructions, str) and instructions:
+        messages.append({"role": "system", "content": instructions})
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type")
+        if kind == "function_call":
+            call = {
+                "id": str(item.get("call_id") or ""), "type": "function",
+                "function": {"name": str(item.get("name") or ""), "arguments": str(item.get("arguments") or "")},
+            }
+            last = messages[-1] if messages else None
+            if last is not None and last.get("role") == "assistant" and last.get("tool_calls") is not None:
+                last["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            messages.append({
+                "role": "tool", "tool_call_id": str(item.get("call_id") or ""), "content": _text_of(item.get("output"))
+            })
+        elif (kind in (None, "message")) and isinstance(item.get("role"), str):
+            messages.append({"role": item["role"], "content": _text_of(item.get("content"))})
+    return messages
 
 
 @dataclass
@@ -90,9 +143,20 @@ class ModelRequest:
     # provider that can caps each attempt's timeout at the time left and starts no retry past it, failing with
     # code DEADLINE. None: only the provider's own timeout and retries bound the call.
     deadline: float | None = None
+    # Which API the request is for: "chat" (chat.completions) or "responses" (the Responses API: `messages` are its
+    # input items, `tools` its tools, `settings` its other body fields — instructions, reasoning, text — as built).
+    api: str = "chat"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def chat_messages(self) -> list[dict[str, Any]]:
+        """The request's messages in the chat format: a Responses request's instructions and input items read as
+        chat messages (function_call items as an assistant's tool calls, function_call_output items as tool
+        results); items with no chat equivalent (reasoning) left out."""
+        if self.api != RESPONSES:
+            return self.messages
+        return input_as_chat(self.settings.get("instructions"), self.messages)
 
 
 @dataclass
@@ -111,6 +175,10 @@ class ModelResponse:
     # What was wrong with the answer's figures without making it unusable (an absurd usage, bounded), for whoever
     # reads the result; never part of the answer itself.
     notes: list[str] = field(default_factory=list)
+    # A Responses API answer's output items as the endpoint sent them (reasoning items included), so the framework
+    # that asked gets them back as they were; [] for a chat answer, and for a provider that only says text and calls
+    # (the scripted one), whose items are built from them.
+    output: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # Every answer is built here, whichever provider made it: the one place a figure from an endpoint enters.
@@ -145,6 +213,8 @@ class ModelResponse:
         }
         if self.length_limit:
             data["length_limit"] = self.length_limit
+        if self.output:
+            data["output"] = self.output
         return data
 
 
@@ -214,6 +284,9 @@ class ModelProvider(abc.ABC):
     the constructor sees it."""
 
     kind: str = ""
+    # Whether the kind answers requests for the Responses API (ModelRequest.api "responses"); one that does not is
+    # never handed one (its answer would be to a request it did not read).
+    speaks_responses: bool = False
     option_keys: frozenset[str] = frozenset()
     model_option_keys: frozenset[str] = frozenset()
     path_option_keys: frozenset[str] = frozenset()
@@ -231,6 +304,17 @@ class ModelProvider(abc.ABC):
     @abc.abstractmethod
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer one chat request. Raise ProviderError on failure; measure latency_ms and usage."""
+
+
+def api_problem(provider: ModelProvider, request: ModelRequest) -> str:
+    """Why `provider` cannot answer `request`'s API, or ""."""
+    if request.api == RESPONSES and not getattr(provider, "speaks_responses", False):
+        return (
+            f"the agent calls the Responses API (/responses), and provider {provider.name!r} (kind "
+            f"{getattr(provider, 'kind', '') or type(provider).__name__!r}) answers chat completions only — use an "
+            "'openai' or 'scripted' provider for this model, or have the agent use chat completions"
+        )
+    return ""
 
 
 def response_problem(response: Any) -> str:
@@ -255,6 +339,8 @@ def response_problem(response: Any) -> str:
         return f"latency_ms must be a finite number ≥ 0, got {latency!r}"[:200]
     if not isinstance(response.tool_calls, list):
         return f"tool_calls must be a list, got {type(response.tool_calls).__name__}"
+    if not isinstance(response.output, list) or not all(isinstance(item, dict) for item in response.output):
+        return "output must be a list of the Responses API's output items (objects)"
     for index, call in enumerate(response.tool_calls):
         if not isinstance(call, ToolCall):
             return f"tool_calls[{index}] must be a ToolCall, got {type(call).__name__}"

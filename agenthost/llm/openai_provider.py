@@ -21,8 +21,19 @@ from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
 
-from agenthost.llm.base import DEADLINE, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
+from agenthost.llm.base import (
+    DEADLINE,
+    RESPONSES,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ToolCall,
+    Usage,
+)
+from agenthost.llm.responses import parse_payload
 from common.inputs import json_value_issue
 from common.provider_config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OPENAI_BASE_URL, is_number
 
@@ -177,6 +188,8 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
 
 class OpenAIProvider(ModelProvider):
     kind = "openai"
+    # A request built for the Responses API is POSTed to /responses as built (agenthost/llm/responses.py).
+    speaks_responses = True
     # api_version: the Azure OpenAI API version; set, the base_url is the Azure resource's endpoint.
     option_keys = frozenset({"api_version", "headers_env"})
     model_option_keys = frozenset(
@@ -241,8 +254,11 @@ class OpenAIProvider(ModelProvider):
         return f"<OpenAIProvider {self.name!r} {self.base_url}>"
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
-        """The chat-completions parameters for `request` on its model, as its options in the providers file say."""
+        """The chat-completions (or Responses API) parameters for `request` on its model, as its options in the
+        providers file say."""
         options = self._models.get(request.model, {})
+        if request.api == RESPONSES:
+            return self._responses_params(request, options)
         params: dict[str, Any] = {"model": request.model, "messages": request.messages}
         if request.tools:
             params["tools"] = request.tools
@@ -264,6 +280,30 @@ class OpenAIProvider(ModelProvider):
                     "strict": True,
                 },
             }
+        if options.get("extra_body"):
+            params["extra_body"] = options["extra_body"]
+        headers = self._headers.get(request.model, self._default_headers)
+        if headers:
+            params["extra_headers"] = headers
+        return params
+
+    def _responses_params(self, request: ModelRequest, options: dict[str, Any]) -> dict[str, Any]:
+        """A Responses API body: the framework's request as it built it, the providers file's options for the model
+        filling in only what it left unset (its `reasoning_effort` as `reasoning.effort`, `max_completion_tokens` as
+        `max_output_tokens`)."""
+        params: dict[str, Any] = {"model": request.model, "input": request.messages}
+        if request.tools:
+            params["tools"] = request.tools
+        if request.temperature is not None and options.get("accepts_temperature", True):
+            params["temperature"] = request.temperature
+        params.update(request.settings)
+        if "reasoning_effort" in options and not (params.get("reasoning") or {}).get("effort"):
+            params["reasoning"] = {**(params.get("reasoning") or {}), "effort": options["reasoning_effort"]}
+        if "max_completion_tokens" in options:
+            params.setdefault("max_output_tokens", options["max_completion_tokens"])
+        if request.response_schema and options.get("structured_output", True) and "text" not in params:
+            params["text"] = {"format": {"type": "json_schema", "name": request.response_schema["name"],
+                                         "schema": request.response_schema["schema"], "strict": True}}
         if options.get("extra_body"):
             params["extra_body"] = options["extra_body"]
         headers = self._headers.get(request.model, self._default_headers)
@@ -321,6 +361,8 @@ class OpenAIProvider(ModelProvider):
             message = f"unexpected answer from {self.base_url}: {self._scrub(str(exc))}"
             raise self._error(message, "provider_error", request) from None
         latency_ms = (time.perf_counter() - started) * 1000
+        if request.api == RESPONSES:
+            return self._responses_answer(completion, request, latency_ms)
         if not completion.choices:
             raise self._error(
                 f"{self.base_url} answered with an empty 'choices' list (no answer at all)", "empty_response", request
@@ -343,6 +385,25 @@ class OpenAIProvider(ModelProvider):
             length_limit=self._length_limit(request) if choice.finish_reason == "length" else "",
         )
 
+    def _responses_answer(self, answer: Response, request: ModelRequest, latency_ms: float) -> ModelResponse:
+        if answer.error is not None or answer.status == "failed":
+            error = answer.error
+            raise self._error(
+                f"{self.base_url} answered that the response failed: "
+                f"{self._scrub(str(getattr(error, 'message', '') or 'no reason given'))}",
+                str(getattr(error, "code", "") or "response_failed"),
+                request,
+            )
+        payload = answer.model_dump(mode="json", exclude_unset=True, by_alias=True)
+        if not payload.get("output"):
+            raise self._error(
+                f"{self.base_url} answered with an empty 'output' list (no answer at all)", "empty_response", request
+            )
+        response = parse_payload(payload, model=request.model, latency_ms=latency_ms)
+        if response.finish_reason == "length":
+            response.length_limit = self._length_limit(request)
+        return response
+
     def _length_limit(self, request: ModelRequest) -> str:
         """What set the length limit an answer was cut off at, naming the options that were sent: some servers
         (llama-cpp-python) ignore max_completion_tokens and honour only extra_body's max_tokens."""
@@ -359,13 +420,12 @@ class OpenAIProvider(ModelProvider):
             "server that ignores it)"
         )
 
-    def _post(self, params: dict[str, Any], options: dict[str, Any], request: ModelRequest) -> ChatCompletion:
+    def _post(self, params: dict[str, Any], options: dict[str, Any], request: ModelRequest) -> Any:
         """POST the request: the SDK's attempts, or — for a request with a deadline — attempts made here, each
         within the time left, none started once a wait for it would reach the deadline."""
+        path, cast_to = ("/responses", Response) if request.api == RESPONSES else ("/chat/completions", ChatCompletion)
         if request.deadline is None:
-            return self._client.post(
-                "/chat/completions", cast_to=ChatCompletion, body=params, options=options  # type: ignore[arg-type]
-            )
+            return self._client.post(path, cast_to=cast_to, body=params, options=options)  # type: ignore[arg-type]
         retry = 0
         while True:
             left = request.deadline - time.monotonic()
@@ -375,8 +435,8 @@ class OpenAIProvider(ModelProvider):
             timeout = min(self._timeout, left)
             try:
                 return self._client.post(
-                    "/chat/completions",
-                    cast_to=ChatCompletion,
+                    path,
+                    cast_to=cast_to,
                     body=params,
                     options={**options, "timeout": timeout, "max_retries": 0},  # type: ignore[arg-type]
                 )

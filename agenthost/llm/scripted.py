@@ -212,7 +212,8 @@ class _FileResponder:
         self._lock = threading.Lock()
 
     def __call__(self, request: ModelRequest) -> Entry:
-        last = request.messages[-1] if request.messages else {}
+        messages = request.chat_messages()
+        last = messages[-1] if messages else {}
         content = last.get("content") if isinstance(last, dict) else ""
         text = content if isinstance(content, str) else json.dumps(content)
         for when, entry in self.rules:
@@ -231,6 +232,9 @@ class _FileResponder:
 
 class ScriptedProvider(ModelProvider):
     kind = "scripted"
+    # A Responses API request is answered like a chat one (rules read its last message in the chat format); the
+    # answer's output items are built from the entry's text and calls.
+    speaks_responses = True
     option_keys = frozenset({"script", "requests_log"})
     path_option_keys = option_keys
 

@@ -141,8 +141,10 @@ class RuntimeTurn:
         response_schema: dict[str, Any] | None = None,
         settings: dict[str, Any] | None = None,
         agent: str = "",
+        api: str = "chat",
     ) -> ModelResponse:
-        """One model call of the team's loop, as the framework built it, through the agent's provider."""
+        """One model call of the team's loop, as the framework built it, through the agent's provider. `api`: the
+        API it was built for ("responses": `messages` are the Responses API's input items, llm/responses.py)."""
         self._check_open()
         if self.steps >= self.loaded.max_steps:
             raise StepLimitExceeded(
@@ -159,6 +161,7 @@ class RuntimeTurn:
             temperature=temperature,
             response_schema=response_schema,
             settings=dict(settings or {}),
+            api=api,
             metadata={
                 "conversation_id": self.conversation_id,
                 "turn": self.turn,

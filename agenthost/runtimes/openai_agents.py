@@ -1,10 +1,11 @@
 """The `openai-agents` runtime: the team's OpenAI Agents SDK agent runs with the SDK's own loop, `entry:
 "shop.agents:triage"` naming an `agents.Agent` or a zero-argument factory returning one.
 
-- Model: the SDK's own chat-completions model (`OpenAIChatCompletionsModel`) is handed, through
-  `RunConfig(model=…)`, a client of agenttest's: the SDK builds each request exactly as it would send it (its
-  instructions, its converted tools and hand-offs, its settings) and agenttest's client answers it through the
-  turn's model layer instead of the network.
+- Model: the SDK's own model — its Responses model (`OpenAIResponsesModel`, the SDK's default for OpenAI models) or
+  its chat-completions model (`OpenAIChatCompletionsModel`), whichever the agent would use alone — is handed, through
+  `RunConfig(model=…)` and model resolution, a client of agenttest's: the SDK builds each request exactly as it would
+  send it (its instructions, its converted tools and hand-offs, its settings) and agenttest's client answers it
+  through the turn's model layer instead of the network (agenthost/runtimes/responses.py for the Responses API).
 - Tools: routed at the SDK's single invocation point, not by discovery. While a turn runs, every function tool the
   SDK invokes in that turn's context (`agents.run_internal.tool_execution._invoke_function_tool_with_metadata`, patched
   once per process and a no-op outside a turn) goes through the function-executor factory with the agent that made
@@ -12,10 +13,10 @@
   implementation, run only when nothing under test answers. So a clone's tools, a hand-off appended at run time, an
   agent exposed as a tool (`as_tool`: itself a tool of the outer agent, its inner agent's calls by the inner agent's
   name) and an agent a tool runs itself are all routed, and so is each model call: the SDK's model resolution
-  (`run_loop.get_model`) gives every agent of the turn's context agenttest's chat-completions model, bound to that
-  agent's name. Before the run the agent is cloned only to put stand-ins in: a hosted tool (web search, code
-  interpreter, computer use, …) the case mocks by its name is replaced by a function tool of that name, so the mock
-  answers it; MCP servers the SDK connects to itself are dropped under test when the case mocks names no other tool
+  (`run_loop.get_model`) gives every agent of the turn's context agenttest's model, bound to that agent's name.
+  Before the run the agent is cloned only to put stand-ins in: a hosted tool (web search, code interpreter, computer
+  use, …) the case mocks by its name is replaced by a function tool of that name, so the mock answers it; MCP servers
+  the SDK connects to itself are dropped under test when the case mocks names no other tool
   offers, those names standing in for the servers' tools. Tools the SDK would run itself otherwise (hosted tools not
   mocked, MCP servers without such mocks, hand-offs given as `Handoff` objects) refuse the run where the
   conversation's calls are owned by an executor provider (under test), naming them.
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 import json
 import threading
 from collections.abc import Iterator
@@ -52,6 +54,7 @@ from agenthost.runtimes.base import (
     zero_argument_factory,
 )
 from agenthost.runtimes.python import chat_completion
+from agenthost.runtimes.responses import ModelLayerClient, responses_create
 from agenthost.turns import InvalidInput
 from common.inputs import json_value_problem
 
@@ -112,13 +115,20 @@ class _Routing:
     def answers_for(self, run_config: Any) -> bool:
         return self.owned or any(run_config.model is model for model in self._models.values())
 
-    def model_for(self, agent_name: str) -> Any:
-        """agenttest's chat-completions model as the agent named sees it: its calls are written as that agent's."""
-        model = self._models.get(agent_name)
+    def model_for(self, agent: Any) -> Any:
+        """agenttest's model as the agent sees it — the SDK's own Responses model or chat-completions model, the one
+        the agent would use alone (`_wants_responses`) — its calls written as that agent's."""
+        key = (agent.name, _wants_responses(agent))
+        model = self._models.get(key)
         if model is None:
-            client = AgenttestAsyncClient(self.turn, {"agent": agent_name})
-            model = _sdk().OpenAIChatCompletionsModel(model=self.turn.loaded.model, openai_client=client)
-            self._models[agent_name] = model
+            if key[1]:
+                answer = functools.partial(responses_create, self.turn, agent=agent.name)
+                client = ModelLayerClient(answer)
+                model = _sdk().OpenAIResponsesModel(model=self.turn.loaded.model, openai_client=client)
+            else:
+                client = AgenttestAsyncClient(self.turn, {"agent": agent.name})
+                model = _sdk().OpenAIChatCompletionsModel(model=self.turn.loaded.model, openai_client=client)
+            self._models[key] = model
         return model
 
     async def invoke(self, original: Any, function_tool: Any, context: Any, arguments: str) -> Any:
@@ -153,6 +163,22 @@ class _Routing:
         )
 
 
+def _wants_responses(agent: Any) -> bool:
+    """Whether the agent alone would call the Responses API: the SDK's own Responses model, or a model name (or
+    none) its default OpenAI provider resolves, which uses the Responses API unless the team's code switched the
+    default to chat completions (`set_default_openai_api`). A name with another provider's prefix ("litellm/…") and
+    any other model object are answered as chat completions."""
+    from agents.models import _openai_shared
+    from agents.models.openai_responses import OpenAIResponsesModel
+
+    model = getattr(agent, "model", None)
+    if isinstance(model, OpenAIResponsesModel):
+        return True
+    if model is None or (isinstance(model, str) and ("/" not in model or model.startswith("openai/"))):
+        return _openai_shared.get_use_responses_by_default()
+    return False
+
+
 _routing: contextvars.ContextVar[_Routing | None] = contextvars.ContextVar("agenttest_agents_sdk_routing",
                                                                            default=None)
 _install_lock = threading.Lock()
@@ -180,7 +206,7 @@ def _install_routing(sdk: Any) -> None:
             routing = _routing.get()
             if routing is None or not routing.answers_for(run_config):
                 return original_get_model(agent, run_config)
-            return routing.model_for(agent.name)
+            return routing.model_for(agent)
 
         invoke.agenttest_routed = True  # type: ignore[attr-defined]
         tool_execution._invoke_function_tool_with_metadata = invoke
@@ -488,7 +514,7 @@ class OpenAIAgentsRuntime(Runtime):
 
         # The run's model setting: what the SDK resolves model settings against. Which model answers is decided per
         # agent at resolution (get_model), for this run and any nested one.
-        config = sdk.RunConfig(model=routing.model_for(entry.name), tracing_disabled=True)
+        config = sdk.RunConfig(model=routing.model_for(entry), tracing_disabled=True)
         return agent, config, Hooks(), routing
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:

@@ -1,10 +1,11 @@
 """The `pydantic-ai` runtime: the team's pydantic-ai agent runs with pydantic-ai's own loop, `entry:
 "shop.agents:agent"` naming a `pydantic_ai.Agent` or a zero-argument factory returning one.
 
-- Model: `Agent.override(model=…)` puts pydantic-ai's own chat-completions model (`OpenAIChatModel`) in, its provider
-  given agenttest's client (the one the openai-agents runtime uses): pydantic-ai builds each request exactly as it
+- Model: `Agent.override(model=…)` puts pydantic-ai's own OpenAI model in — its Responses model
+  (`OpenAIResponsesModel`) for an agent that would use it alone ("openai:…" names it), else its chat-completions
+  model (`OpenAIChatModel`) — its provider given agenttest's client: pydantic-ai builds each request exactly as it
   would send it (its instructions, its tool schemas, its settings) and the client answers it through the turn's
-  model layer instead of the network.
+  model layer instead of the network (agenthost/runtimes/responses.py for the Responses API).
 - Tools: routed at pydantic-ai's single tool-execution point, not by discovery: while a turn runs, every tool call
   pydantic-ai executes in that turn's context (`ToolManager._raw_execute`, patched once per process and pydantic-ai's
   own outside a turn) goes through the function-executor factory — the agent's function tools, toolsets built per
@@ -53,6 +54,7 @@ from agenthost.runtimes.base import (
     zero_argument_factory,
 )
 from agenthost.runtimes.openai_agents import AgenttestAsyncClient, _owned
+from agenthost.runtimes.responses import ModelLayerClient, responses_create
 from agenthost.turns import InvalidInput
 
 
@@ -210,13 +212,14 @@ class PydanticAIClient(AgenttestAsyncClient):
 
 
 @functools.cache
-def _model_class() -> type:
-    from pydantic_ai.models.openai import OpenAIChatModel
+def _model_class(responses: bool = False) -> type:
+    from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 
-    class AgenttestChatModel(OpenAIChatModel):
-        """pydantic-ai's own chat-completions model, unchanged but for noting which of the tools it offers are
-        pydantic-ai's output tools (the request's parameters say so; the chat request does not), and for passing the
-        model-request gate: its requests go through agenttest's model layer, never straight to a model."""
+    class AgenttestModel:
+        """pydantic-ai's own OpenAI model (its Responses model or its chat-completions model), unchanged but for
+        noting which of the tools it offers are pydantic-ai's output tools (the request's parameters say so; the
+        request body does not), and for passing the model-request gate: its requests go through agenttest's model
+        layer, never straight to a model."""
 
         outputs: _OutputCalls
 
@@ -225,11 +228,44 @@ def _model_class() -> type:
             _note_retry_prompts(self.outputs.turn, messages)
             token = _own_request.set(True)
             try:
-                return await super().request(messages, model_settings, model_request_parameters)
+                return await super().request(  # type: ignore[misc]
+                    messages, model_settings, model_request_parameters
+                )
             finally:
                 _own_request.reset(token)
 
-    return AgenttestChatModel
+    base = OpenAIResponsesModel if responses else OpenAIChatModel
+    return type(f"Agenttest{base.__name__}", (AgenttestModel, base), {})
+
+
+def _wants_responses(agent: Any) -> bool:
+    """Whether the agent alone would call the Responses API: pydantic-ai's own Responses model, or a model name its
+    OpenAI provider serves through it ("openai:…", "openai-responses:…"). An agent without a model (agenttest gives
+    it one) and any other model are answered as chat completions."""
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+
+    model = getattr(agent, "model", None)
+    if isinstance(model, OpenAIResponsesModel):
+        return True
+    return isinstance(model, str) and model.split(":", 1)[0] in ("openai", "openai-responses")
+
+
+def _responses_answer(turn: RuntimeTurn, outputs: _OutputCalls, agent: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses API request of pydantic-ai's Responses model through the model layer, its output tools' calls
+    noted as the chat client notes them (`_Completions`). On the calling thread."""
+    answers = [
+        (item["call_id"], item.get("output"))
+        for item in body.get("input") or []
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+        and item.get("call_id") in outputs.pending
+    ]
+    if answers:
+        outputs.answered(answers)
+    payload = responses_create(turn, body, agent=agent)
+    for item in payload["output"]:
+        if item.get("type") == "function_call" and item.get("name") in outputs.names:
+            outputs.pending[item["call_id"]] = (item["name"], item.get("arguments") or "")
+    return payload
 
 
 def _note_retry_prompts(turn: RuntimeTurn, messages: Any) -> None:
@@ -267,7 +303,8 @@ class _Routing:
         written as that agent's: its requests go through the model layer like the entry agent's."""
         held = self._models.get(id(agent))
         if held is None or held[0] is not agent:
-            held = (agent, self._make_model(self.turn, _OutputCalls(self.turn), str(agent.name or "")))
+            held = (agent, self._make_model(self.turn, _OutputCalls(self.turn), str(agent.name or ""),
+                                            responses=_wants_responses(agent)))
             self._models[id(agent)] = held
         return held[1]
 
@@ -500,11 +537,14 @@ class PydanticAIRuntime(Runtime):
         it too, so a routing not in place shows before any turn runs."""
         return _routed(_Routing(turn, entry, self._model, owned=_owned(turn)))
 
-    def _model(self, turn: RuntimeTurn, outputs: _OutputCalls, agent: str = "") -> Any:
+    def _model(self, turn: RuntimeTurn, outputs: _OutputCalls, agent: str = "", *, responses: bool = False) -> Any:
         from pydantic_ai.providers.openai import OpenAIProvider
 
-        provider = OpenAIProvider(openai_client=PydanticAIClient(turn, outputs, agent))
-        model = _model_class()(turn.loaded.model, provider=provider)
+        if responses:
+            client: Any = ModelLayerClient(functools.partial(_responses_answer, turn, outputs, agent))
+        else:
+            client = PydanticAIClient(turn, outputs, agent)
+        model = _model_class(responses)(turn.loaded.model, provider=OpenAIProvider(openai_client=client))
         model.outputs = outputs
         return model
 
@@ -535,7 +575,7 @@ class PydanticAIRuntime(Runtime):
         # Read here, on the calling thread: inside pydantic-ai's event loop the ORM refuses to run.
         prompt, history = _history(turn.messages())
         outputs = _OutputCalls(turn)
-        model = self._model(turn, outputs)
+        model = self._model(turn, outputs, responses=_wants_responses(agent))
         # The agent file's deps factory, given the conversation's state; an `agent.override(deps=…)` of the team's
         # own still wins, as pydantic-ai has it.
         deps = runtime_deps(turn.loaded, turn.session.state, turn.result)

@@ -7,9 +7,10 @@
 - `messages`: the conversation so far as OpenAI chat messages (user, assistant, tool calls and results), this turn's
   user message last; the function adds its own instruction;
 - `client`: an OpenAI-compatible client agenttest provides. `client.chat.completions.create(model=…, messages=…,
-  tools=…, temperature=…, max_tokens=…, …)` returns the openai SDK's own `ChatCompletion`; each call goes through
-  agenttest's model layer (the model named is the agent's, or the model under test in a run), its settings
-  (CHAT_SETTINGS) sent as given;
+  tools=…, temperature=…, max_tokens=…, …)` returns the openai SDK's own `ChatCompletion`, and
+  `client.responses.create(model=…, input=…, instructions=…, tools=…, …)` its `Response` (the Responses API,
+  agenthost/runtimes/responses.py); each call goes through agenttest's model layer (the model named is the agent's,
+  or the model under test in a run), its settings (CHAT_SETTINGS; any Responses API field) sent as given;
 - `tools`: a helper through which the function calls its tools: `tools.call(function, arguments, call_id=…)`
   returns the tool's result as text. Under test a mock answers or the call is blocked and `function` never runs; in
   chat `function(**arguments)` runs. `DirectTools()` (runtimes/direct.py, free of Django) is the same helper running
@@ -27,12 +28,15 @@ from typing import Any
 
 import pydantic
 from openai import NotGiven
+from openai._models import construct_type
 from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
 
 from agenthost.functions import FunctionContext, FunctionResult, as_function_result, declared_effects
 from agenthost.llm.base import CHAT_SETTINGS, ModelResponse
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.direct import tool_name
+from agenthost.runtimes.responses import responses_create
 
 # What the model layer carries of a chat-completions call (the request's own fields, and its settings sent as given);
 # anything else the function passes is refused by name, so that no setting the team's code relies on is dropped
@@ -144,11 +148,22 @@ class _Chat:
         self.completions = _Completions(turn)
 
 
+class _Responses:
+    def __init__(self, turn: RuntimeTurn) -> None:
+        self._turn = turn
+
+    def create(self, **parameters: Any) -> Response:
+        body = {name: _plain(value) for name, value in parameters.items() if _given(value)}
+        return construct_type(type_=Response, value=responses_create(self._turn, body))
+
+
 class AgenttestClient:
-    """The OpenAI-compatible client the function is handed: `client.chat.completions.create(...)`."""
+    """The OpenAI-compatible client the function is handed: `client.chat.completions.create(...)`, and
+    `client.responses.create(...)` for a loop written against the Responses API."""
 
     def __init__(self, turn: RuntimeTurn) -> None:
         self.chat = _Chat(turn)
+        self.responses = _Responses(turn)
 
 
 class RoutedTools:

@@ -5,6 +5,10 @@
         ...  # point an `openai` provider at stub.base_url
         assert stub.requests[1]["messages"][-1]["role"] == "tool"
 
+It serves `POST /v1/chat/completions` and `POST /v1/responses` (the Responses API, non-streaming): a responder reads
+a Responses request in the chat format (`chat_view`: its instructions and input items as messages) and its reply is
+sent as the Responses API's output items; `requests` keeps each body as sent.
+
 A reply is a string (text), an `Answer` (text and/or tool calls, a refusal, a finish reason, usage with cached and
 reasoning tokens, as in the scripted provider), an int HTTP status, an `HttpError` (`rate_limited(seconds)` for a 429
 with Retry-After) or a `RawCompletion` sent as it is (an empty `choices`, say).
@@ -49,7 +53,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agenthost.llm.base import ModelRequest, ToolCall, Usage
+from agenthost.llm.base import ModelRequest, ModelResponse, ToolCall, Usage, input_as_chat
+from agenthost.llm.responses import output_items, response_payload, tools_as_chat
 from agenthost.llm.scripted import Answer, Call, Fail, Hang, estimate_usage, load_script_file
 
 
@@ -99,6 +104,18 @@ class _Server(ThreadingHTTPServer):
         if isinstance(sys.exc_info()[1], ConnectionError):
             return
         super().handle_error(request, client_address)
+
+
+def chat_view(body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses API request as the chat request a responder reads (its instructions and input items as messages,
+    its function tools as chat tools); the body as sent stays in `requests`."""
+    given = body.get("input")
+    items = [{"role": "user", "content": given}] if isinstance(given, str) else list(given or [])
+    return {
+        "model": body.get("model", ""),
+        "messages": input_as_chat(body.get("instructions"), items),
+        "tools": tools_as_chat(list(body.get("tools") or [])),
+    }
 
 
 def echo_reply(body: dict[str, Any]) -> Reply:
@@ -257,7 +274,7 @@ class OpenAIStub:
                 self._requests.append(body)
                 self._headers.append(headers)
 
-    def _next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> Reply | None:
+    def _next_reply(self, body: dict[str, Any], headers: dict[str, str], view: dict[str, Any]) -> Reply | None:
         with self._lock:
             self._count += 1
             if self.record:
@@ -266,7 +283,7 @@ class OpenAIStub:
             if self._replies:
                 return self._replies.popleft()
             responder = self._responder
-        return responder(body) if responder is not None else None
+        return responder(view) if responder is not None else None
 
     def is_reasoning_model(self, model: str) -> bool:
         return model in self.reasoning_models or bool(_REASONING_MODEL.match(model))
@@ -316,6 +333,59 @@ class OpenAIStub:
                         {"x-should-retry": "true"},
                     )
         return None
+
+    def responses_refusal_of(self, body: dict[str, Any]) -> HttpError | None:
+        """What the OpenAI API would refuse in this Responses API request, as it would say it; None when it would
+        answer."""
+        model = str(body.get("model", ""))
+        reasoning = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
+        if self.is_reasoning_model(model):
+            temperature = body.get("temperature")
+            if temperature is not None and temperature != 1:
+                return HttpError(
+                    400,
+                    "Unsupported parameter: 'temperature' is not supported with this model.",
+                    param="temperature",
+                    code="unsupported_parameter",
+                )
+        elif reasoning.get("effort") is not None:
+            return HttpError(
+                400,
+                "Unsupported parameter: 'reasoning.effort' is not supported with this model.",
+                param="reasoning.effort",
+                code="unsupported_parameter",
+            )
+        if not isinstance(body.get("input"), str | list):
+            return HttpError(
+                400, "Missing required parameter: 'input'.", param="input", code="missing_required_parameter"
+            )
+        return None
+
+    def _response(self, body: dict[str, Any], answer: Answer) -> dict[str, Any]:
+        """A Responses API answer: what `_completion` answers, as the Responses API's output items (a reasoning item
+        first for a reasoning model, as OpenAI's)."""
+        completion = self._completion(chat_view(body), answer)
+        choice = completion["choices"][0]
+        calls = [
+            ToolCall(id=call["id"], name=call["function"]["name"], arguments=call["function"]["arguments"])
+            for call in choice["message"].get("tool_calls") or []
+        ]
+        usage = completion["usage"]
+        response = ModelResponse(
+            text=answer.text, tool_calls=calls, finish_reason=choice["finish_reason"], refusal=answer.refusal,
+            model=str(body.get("model", "")),
+            usage=Usage(
+                input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
+                cached_input_tokens=usage["prompt_tokens_details"]["cached_tokens"],
+                reasoning_tokens=usage["completion_tokens_details"]["reasoning_tokens"],
+            ),
+        )
+        response_id = f"resp_stub_{self._count}"
+        items = output_items(response, prefix=response_id)
+        if self.is_reasoning_model(response.model):
+            items.insert(0, {"type": "reasoning", "id": f"rs_stub_{self._count}", "summary": []})
+        response.output = items
+        return response_payload(response, model=response.model, response_id=response_id, request_body=body)
 
     def _cached_tokens(self, model: str, messages: list[Any]) -> int:
         """Tokens of the longest prompt this model saw before that this one starts with (the prompt cache)."""
@@ -426,7 +496,9 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             # Azure OpenAI adds the deployment to the path and the API version to the query.
-            if not urllib.parse.urlsplit(self.path).path.rstrip("/").endswith("/chat/completions"):
+            route = urllib.parse.urlsplit(self.path).path.rstrip("/")
+            responses = route.endswith("/responses")
+            if not responses and not route.endswith("/chat/completions"):
                 self._error(HttpError(404, f"no route POST {self.path}"))
                 return
             try:
@@ -435,7 +507,7 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 self._error(HttpError(400, "the request body is not JSON"))
                 return
             if not isinstance(body, dict) or body.get("stream"):
-                self._error(HttpError(400, "the stub answers non-streaming chat completions only"))
+                self._error(HttpError(400, "the stub answers non-streaming chat completions and responses only"))
                 return
             headers = {name.lower(): value for name, value in self.headers.items()}
             with stub._lock:
@@ -443,9 +515,9 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                     stub._paths.append(self.path)
                     stub._times.append(time.monotonic())
             try:
-                reply = stub.refusal_of(body)
+                reply = stub.responses_refusal_of(body) if responses else stub.refusal_of(body)
                 if reply is None:
-                    reply = stub._next_reply(body, headers)
+                    reply = stub._next_reply(body, headers, chat_view(body) if responses else body)
                 else:
                     stub._note(body, headers)
             except Exception as exc:  # a broken responder becomes a 500 the test can see
@@ -460,6 +532,8 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 self._error(reply)
             elif isinstance(reply, RawCompletion):
                 self._send(200, reply.payload)
+            elif responses:
+                self._send(200, stub._response(body, reply))
             else:
                 self._send(200, stub._completion(body, reply))
 

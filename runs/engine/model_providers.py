@@ -20,6 +20,7 @@ from agenthost.seams import (
     ModelResponse,
     ProviderError,
     UnknownModel,
+    api_problem,
     get_provider,
     register_runtime_provider,
 )
@@ -34,6 +35,8 @@ class _CaseProvider(ModelProvider):
     starts once the case timed out and every finished one counts towards its usage."""
 
     mode = ""
+    # The request goes on to the model under test (or its tape), which is asked whether it speaks its API.
+    speaks_responses = True
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         session = registry.get(request.metadata.get("conversation_id"))
@@ -65,6 +68,8 @@ class LiveProvider(_CaseProvider):
         except UnknownModel as exc:
             # Said as the model's failure: the host would report it as this runtime provider being unconfigured.
             raise ProviderError(str(exc), code="not_configured", provider=self.name, model=request.model) from None
+        if unsupported := api_problem(provider, request):
+            raise ProviderError(unsupported, code="unsupported_api", provider=self.name, model=request.model)
         return session.throttled(lambda: provider.complete(request))
 
 

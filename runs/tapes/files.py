@@ -348,8 +348,8 @@ _MANIFEST_ITEM_KEYS = ("case", "model", "file")
 _HEADER_KEYS = ("format", "suite", "case", "model", "entries", "recorded_at")
 _ENTRY_KEYS = ("purpose", "turn", "step", "agent", "scope", "model", "request_hash", "request", "kind")
 _KIND_KEYS = {ANSWER: ("response", "latency_ms"), ERROR: ("error",), HANG: ()}
-_REQUEST_KEYS = ("model", "temperature", "messages", "tools", "settings", "response_schema")
-_RESPONSE_KEYS = ("text", "tool_calls", "finish_reason", "usage", "model", "refusal")
+_REQUEST_KEYS = ("model", "temperature", "messages", "tools", "settings", "response_schema", "api")
+_RESPONSE_KEYS = ("text", "tool_calls", "finish_reason", "usage", "model", "refusal", "output")
 _CALL_KEYS = ("id", "name", "arguments")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
 # Parts of the two counts above (never added to them): cached input and reasoning tokens.
@@ -477,6 +477,10 @@ def _request_problem(request: dict[str, Any]) -> str:
             return f"request.{key} must be a list"
     if not isinstance(request.get("settings", {}), dict):
         return "request.settings must be an object of chat-completions parameters"
+    if request.get("api", "responses") != "responses":
+        return (
+            f"request.api must be 'responses' (a chat-completions request names no api), got {_shown(request['api'])}"
+        )
     return ""
 
 
@@ -496,6 +500,9 @@ def _answer_problem(entry: dict[str, Any]) -> str:
     )
     if problem:
         return problem
+    output = response.get("output", [])
+    if not isinstance(output, list) or not all(isinstance(item, dict) for item in output):
+        return "response.output must be a list of the Responses API's output items (objects)"
     calls = response.get("tool_calls")
     if not isinstance(calls if calls is not None else [], list):
         return "an answer needs a response with text and a tool_calls list"

@@ -37,6 +37,7 @@ from agenthost.seams import (
     ProviderError,
     ToolCall,
     Usage,
+    api_problem,
     get_model,
     get_provider,
     redact,
@@ -87,6 +88,10 @@ def normalise_request(request: ModelRequest, model_key: str) -> dict[str, Any]:
         "messages": stable([_with_content(message) for message in request.messages]),
         "tools": stable(request.tools),
     }
+    if request.api != "chat":
+        # Only for another API than chat completions, so that every chat recording keeps its key: a Responses
+        # request's input items and tools are under messages and tools, its instructions among its settings.
+        normalised["api"] = request.api
     if request.settings:
         # Only when set, so that every recording made without settings keeps its key.
         normalised["settings"] = stable(request.settings)
@@ -194,7 +199,8 @@ def changed_tools(recorded: Any, now: Any) -> str:
             return {}
         named = {}
         for tool in tools:
-            function = tool.get("function") if isinstance(tool, dict) else None
+            # A chat tool names its function; a Responses API tool is the function itself.
+            function = tool.get("function", tool) if isinstance(tool, dict) else None
             if isinstance(function, dict) and isinstance(function.get("name"), str):
                 named[function["name"]] = function
         return named
@@ -319,6 +325,8 @@ class Recorder(Tape):
                         "model": response.model,
                         # Only when there is one: recordings without it stay as they were.
                         **({"refusal": response.refusal} if response.refusal else {}),
+                        # A Responses API answer's output items (reasoning included), replayed as they came.
+                        **({"output": response.output} if response.output else {}),
                     }
                 ),
                 "latency_ms": round(response.latency_ms, 3),
@@ -329,7 +337,10 @@ class Recorder(Tape):
     def answer(self, request: ModelRequest, model_key: str) -> ModelResponse:
         """What the model says: the real model's answer. A tape whose answers come from elsewhere (a production
         trace's, runs/engine/trace_tapes.py) overrides it, and its exchanges are kept the same way."""
-        return get_provider(get_model(model_key).provider).complete(request)
+        provider = get_provider(get_model(model_key).provider)
+        if unsupported := api_problem(provider, request):
+            raise ProviderError(unsupported, code="unsupported_api", provider=self.provider_name, model=request.model)
+        return provider.complete(request)
 
     def _keep(self, entry: dict[str, Any]) -> None:
         with self._lock:
@@ -460,6 +471,14 @@ def _usage_entry(usage: Usage) -> dict[str, int]:
     return entry
 
 
+def _output(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise UnreadableEntry("response.output must be a list of the Responses API's output items (objects)")
+    return value
+
+
 def _response(entry: dict[str, Any], request: ModelRequest) -> ModelResponse:
     response = entry["response"]
     usage = response.get("usage") or {}
@@ -480,6 +499,7 @@ def _response(entry: dict[str, Any], request: ModelRequest) -> ModelResponse:
         ),
         refusal=response.get("refusal") or "",
         length_limit=str(response.get("length_limit") or ""),
+        output=_output(response.get("output")),
         # As recorded: a replayed comparison shows what the model took, not how fast a lookup is.
         latency_ms=float(entry.get("latency_ms", 0.0)),
         model=response.get("model") or request.model,

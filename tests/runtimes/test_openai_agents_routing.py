@@ -81,7 +81,7 @@ front = Agent(
 
 
 def _called(request: ModelRequest) -> list[str]:
-    return [call["function"]["name"] for message in request.messages if message["role"] == "assistant"
+    return [call["function"]["name"] for message in request.chat_messages() if message["role"] == "assistant"
             for call in message.get("tool_calls") or []]
 
 
@@ -91,12 +91,12 @@ def _closing(request: ModelRequest) -> Answer | str:
         return Answer(tool_calls=[Call("transfer_to_closer", {})])
     if "close_account" not in _called(request):
         return Answer(tool_calls=[Call("close_account", {"account_id": "A-7"})])
-    return f"Your account: {request.messages[-1]['content']}"
+    return f"Your account: {request.chat_messages()[-1]['content']}"
 
 
 def _refunding(request: ModelRequest) -> Answer | str:
     """front asks the expert; the expert calls refund and reports what it said; front passes it on."""
-    last = request.messages[-1]
+    last = request.chat_messages()[-1]
     if request.metadata["agent"] == "refund_expert":
         if last["role"] == "tool":
             return f"Expert: {last['content']}"
@@ -257,7 +257,7 @@ raising = Agent(name="raising", instructions="Look orders up.",
 def _looking_up(request: ModelRequest) -> Answer | str:
     if "lookup" not in _called(request):
         return Answer(tool_calls=[Call("lookup", {"order_id": "1042"})])
-    return f"Lookup said: {request.messages[-1]['content']}"
+    return f"Lookup said: {request.chat_messages()[-1]['content']}"
 
 
 @pytest.mark.parametrize("attribute", ["told", "raising"])
@@ -272,7 +272,7 @@ def test_it_keeps_what_the_sdk_does_with_a_tools_exception(scripted_model, team_
     if attribute == "told":
         # The SDK alone hands the model its default error text and the run goes on.
         assert result.status == "passed", result.reason
-        assert "An error occurred while running the tool" in scripted_model.requests[1].messages[-1]["content"]
+        assert "An error occurred while running the tool" in scripted_model.requests[1].chat_messages()[-1]["content"]
     else:
         # The SDK alone raises: the case is an Error naming the tool and its exception; the model is not asked again.
         assert result.status == "error", result.reason

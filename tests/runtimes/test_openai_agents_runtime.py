@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from agents import AsyncOpenAI, OpenAIChatCompletionsModel, RunConfig, Runner
+from agents import AsyncOpenAI, OpenAIResponsesModel, RunConfig, Runner
 from django.urls import reverse
 
 from agenthost.llm.scripted import Answer, Call
@@ -92,13 +92,14 @@ def test_it_runs_the_sdks_loop_with_the_real_tools_in_chat_and_names_the_agent_o
     assert result.agent_chain == ["shop", "billing"]
     assert len(markers(tmp_path)) == 1
     first, after_handoff = scripted_model.requests[0], scripted_model.requests[2]
-    # The SDK's own request: its instructions, its tool and hand-off schemas, its settings.
-    assert first.messages[0] == {"role": "system", "content": "You are the shop's triage agent. Look orders up; "
-                                                             "hand emails to billing."}
-    assert [tool["function"]["name"] for tool in first.tools] == ["find_order", "transfer_to_billing"]
+    # The SDK's own request, for the Responses API it uses by default: its instructions, its tool and hand-off
+    # schemas, its settings.
+    assert first.api == "responses"
+    assert first.settings["instructions"] == "You are the shop's triage agent. Look orders up; hand emails to billing."
+    assert [tool["name"] for tool in first.tools] == ["find_order", "transfer_to_billing"]
     assert first.temperature == 0.3
     assert first.metadata["agent"] == "triage" and after_handoff.metadata["agent"] == "billing"
-    assert after_handoff.messages[0]["content"] == "You email customers about their orders."
+    assert after_handoff.settings["instructions"] == "You email customers about their orders."
 
 
 # Who wrote each message of the turn: the user message is the agenttest agent's; the SDK's agents make the rest, by
@@ -216,14 +217,15 @@ def test_it_records_the_sdks_loop_replays_it_offline_and_reports_a_changed_instr
     stale = execute_suite(suite, Run.Mode.REPLAY)
     assert stale.status == "error"
     assert stale.reason.startswith("stale recording: the request at turn 0 step 0 differs from the recording")
-    assert "First difference: messages[0].content" in stale.reason
+    assert "First difference: settings.instructions" in stale.reason
     assert "Always look orders up first" in stale.reason
 
 
 def _without_call_ids(requests: list[dict]) -> list[dict]:
+    # The stub numbers its call, response and output item ids across both runs.
     text = json.dumps(requests)
-    for position, call_id in enumerate(dict.fromkeys(re.findall(r'"(call_\d+)"', text))):
-        text = text.replace(f'"{call_id}"', f'"call-{position}"')
+    for position, call_id in enumerate(dict.fromkeys(re.findall(r'"((?:call|\w+_resp_stub)_\d+(?:_\d+)?)"', text))):
+        text = text.replace(f'"{call_id}"', f'"id-{position}"')
     return json.loads(text)
 
 
@@ -234,14 +236,16 @@ def test_it_sends_the_request_the_sdk_sends_when_the_agent_runs_on_its_own(stub,
     through_agenttest = stub.requests
 
     module = __import__(f"{package}.bot", fromlist=["triage"])
-    model = OpenAIChatCompletionsModel(model="gpt-4o-mini",
-                                       openai_client=AsyncOpenAI(base_url=stub.base_url, api_key="unused"))
+    # The SDK's default model for an OpenAI model name: its Responses model (issue 33, reproduction 5).
+    model = OpenAIResponsesModel(model="gpt-4o-mini",
+                                 openai_client=AsyncOpenAI(base_url=stub.base_url, api_key="unused"))
     alone = Runner.run_sync(module.triage, "Where is order 1042?",
                             run_config=RunConfig(model=model, tracing_disabled=True))
 
     assert alone.final_output == under_agenttest.output
     on_its_own = stub.requests[len(through_agenttest):]
     assert len(through_agenttest) == len(on_its_own) == 2
+    assert stub.paths == ["/v1/responses"] * 4
     for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
         assert sorted(mine) == sorted(theirs)
         for field in theirs:

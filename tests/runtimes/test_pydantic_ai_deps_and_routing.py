@@ -104,7 +104,7 @@ async def ask_clerk(ctx: RunContext[Deps], order_id: str) -> str:
 
 
 def _called(request: ModelRequest) -> list[str]:
-    return [call["function"]["name"] for message in request.messages if message["role"] == "assistant"
+    return [call["function"]["name"] for message in request.chat_messages() if message["role"] == "assistant"
             for call in message.get("tool_calls") or []]
 
 
@@ -113,7 +113,7 @@ def _calling(tool: str, arguments: dict) -> callable:
     def answer(request: ModelRequest) -> Answer | str:
         if tool not in _called(request):
             return Answer(tool_calls=[Call(tool, arguments)])
-        return f"Answer: {request.messages[-1]['content']}"
+        return f"Answer: {request.chat_messages()[-1]['content']}"
     return answer
 
 
@@ -224,7 +224,7 @@ def test_it_keeps_a_model_retry_a_retry_prompt_as_pydantic_ai_does(scripted_mode
             return Answer(tool_calls=[Call("picky", {"order_id": "1042"})])
         if len(tried) == 1:
             return Answer(tool_calls=[Call("picky", {"order_id": "ORD-1042"})])
-        return f"Answer: {request.messages[-1]['content']}"
+        return f"Answer: {request.chat_messages()[-1]['content']}"
 
     scripted_model.respond_with(answer)
     suite = _case(agent, state={}, mocks={}, expects="ORD-1042: shipped")
@@ -234,7 +234,7 @@ def test_it_keeps_a_model_retry_a_retry_prompt_as_pydantic_ai_does(scripted_mode
     result = _run(suite, scripted_model)
 
     assert result.status == "passed", result.reason
-    assert "use the long form" in scripted_model.requests[1].messages[-1]["content"]
+    assert "use the long form" in scripted_model.requests[1].chat_messages()[-1]["content"]
 
 
 def test_it_routes_the_tools_of_an_agent_a_tool_delegates_to_by_that_agents_name(
@@ -244,13 +244,13 @@ def test_it_routes_the_tools_of_an_agent_a_tool_delegates_to_by_that_agents_name
     Agent.objects.filter(pk=agent.pk).update(outside_effects={"ask_clerk": False})
 
     def answer(request: ModelRequest) -> Answer | str:
-        if request.messages[0]["content"] == "You file refunds.":
+        if request.chat_messages()[0]["content"] == "You file refunds.":
             if "file_refund" not in _called(request):
                 return Answer(tool_calls=[Call("file_refund", {"order_id": "1042"})])
-            return f"Clerk: {request.messages[-1]['content']}"
+            return f"Clerk: {request.chat_messages()[-1]['content']}"
         if "ask_clerk" not in _called(request):
             return Answer(tool_calls=[Call("ask_clerk", {"order_id": "1042"})])
-        return f"Answer: {request.messages[-1]['content']}"
+        return f"Answer: {request.chat_messages()[-1]['content']}"
 
     scripted_model.respond_with(answer)
     mocked = _case(agent, state={}, mocks={"file_refund": "filed (mock)"}, expects="Clerk: filed (mock)")

@@ -40,7 +40,7 @@ class Shop:
 
 
 agent = Agent(
-    "openai:gpt-4o-mini",
+    "openai-chat:gpt-4o-mini",
     defer_model_check=True,
     deps_type=Shop,
     instructions="You are the shop's assistant. Look orders up before answering.",

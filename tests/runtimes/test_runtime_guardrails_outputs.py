@@ -121,8 +121,8 @@ def test_it_records_a_structured_output_as_the_assistants_json_and_the_run_conte
     ], [MockSpec("find_order", '{"status": "in transit"}')]), model=get_model(scripted_model.key), suite=SUITE)
 
     assert execution.status == "passed", execution.reason
-    # The SDK asked for its output type's schema: it is part of the request.
-    assert scripted_model.requests[0].response_schema["name"] == "final_output"
+    # The SDK asked for its output type's schema (its Responses request's text format): it is part of the request.
+    assert scripted_model.requests[0].settings["text"]["format"]["name"] == "final_output"
 
     scripted_model.play(Answer(tool_calls=[Call("find_order", {"order_id": "7"})]), '{"order_id":"7","status":"x"}')
     conversation = conversation_start(agent=agent)
@@ -157,4 +157,4 @@ def test_it_replays_a_structured_output_keyed_on_its_type_and_names_a_changed_ty
     stale = execute_suite(suite, Run.Mode.REPLAY)
 
     assert stale.status == "error"
-    assert "First difference: response_schema.schema" in stale.reason
+    assert "First difference: settings.text.format.schema" in stale.reason

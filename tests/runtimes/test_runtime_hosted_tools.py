@@ -53,9 +53,9 @@ def test_it_answers_a_hosted_tool_the_case_mocks_by_name_through_the_seam(script
     ]
     # The model is offered the hosted tools by their names, as functions; the mock's answer is what it reads.
     offered = scripted_model.requests[0].tools
-    assert [tool["function"]["name"] for tool in offered] == ["find_order", "web_search", "code_interpreter"]
-    assert scripted_model.requests[1].messages[-1] == {
-        "role": "tool", "tool_call_id": scripted_model.requests[1].messages[-2]["tool_calls"][0]["id"],
+    assert [tool.get("function", tool)["name"] for tool in offered] == ["find_order", "web_search", "code_interpreter"]
+    assert scripted_model.requests[1].chat_messages()[-1] == {
+        "role": "tool", "tool_call_id": scripted_model.requests[1].chat_messages()[-2]["tool_calls"][0]["id"],
         "content": "No strike reported today.",
     }
     assert markers(tmp_path) == []
@@ -151,8 +151,8 @@ def test_it_refuses_an_mcp_server_the_framework_connects_to_unless_the_case_mock
 
     assert answered.status == "passed", answered.reason
     assert [(c["name"], c["outcome"]) for c in answered.tool_calls] == [("track_parcel", "mocked")]
-    assert sorted(tool["function"]["name"] for tool in scripted_model.requests[0].tools) == [
+    assert sorted(tool.get("function", tool)["name"] for tool in scripted_model.requests[0].tools) == [
         "find_order", "track_parcel",
     ]
-    assert scripted_model.requests[1].messages[-1]["content"] == "Out for delivery, arrives tomorrow."
+    assert scripted_model.requests[1].chat_messages()[-1]["content"] == "Out for delivery, arrives tomorrow."
     assert markers(tmp_path) == [], "the MCP server was never started"

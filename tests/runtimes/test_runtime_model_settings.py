@@ -4,7 +4,7 @@ by agenttest's model layer: the request goes out as the framework built it, and 
 from __future__ import annotations
 
 import pytest
-from agents import AsyncOpenAI, OpenAIChatCompletionsModel, RunConfig, Runner
+from agents import AsyncOpenAI, OpenAIResponsesModel, RunConfig, Runner
 
 from agenthost.models import Agent
 from agenthost.runtimes.base import AgentCodeFailed
@@ -24,8 +24,8 @@ SETTINGS = (
     "frequency_penalty=0.1, presence_penalty=0.2)"
 )
 TUNED = SHOP_AGENTS.replace("model_settings=ModelSettings(temperature=0.3)", SETTINGS)
-SENT = {"top_p": 0.9, "max_tokens": 300, "parallel_tool_calls": False, "frequency_penalty": 0.1,
-        "presence_penalty": 0.2}
+# As the SDK's default (Responses) model sends them.
+SENT = {"top_p": 0.9, "max_output_tokens": 300, "parallel_tool_calls": False}
 
 
 def test_it_sends_the_sdks_model_settings_as_the_sdk_sends_them_alone(stub, team_repo):
@@ -36,8 +36,8 @@ def test_it_sends_the_sdks_model_settings_as_the_sdk_sends_them_alone(stub, team
     under_agenttest = conversation_send(conversation=conversation_start(agent=agent), text="Where is order 1042?")
     through_agenttest = list(stub.requests)
     module = __import__(f"{package}.bot", fromlist=["triage"])
-    model = OpenAIChatCompletionsModel(model="gpt-4o-mini",
-                                       openai_client=AsyncOpenAI(base_url=stub.base_url, api_key="unused"))
+    model = OpenAIResponsesModel(model="gpt-4o-mini",
+                                 openai_client=AsyncOpenAI(base_url=stub.base_url, api_key="unused"))
     Runner.run_sync(module.triage, "Where is order 1042?", run_config=RunConfig(model=model, tracing_disabled=True))
 
     assert under_agenttest.output.startswith("Your order:")
@@ -60,7 +60,7 @@ def test_it_replays_keyed_on_the_settings_and_names_a_changed_one_stale(stub, te
     stale = execute_suite(suite, Run.Mode.REPLAY)
 
     assert stale.status == "error"
-    assert "First difference: settings.max_tokens: recorded 300 now 50" in stale.reason
+    assert "First difference: settings.max_output_tokens: recorded 300 now 50" in stale.reason
 
 
 PLAIN_BOT = '''
