@@ -22,7 +22,10 @@ CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run",
 ]
-TIMEOUT_MS = 20_000
+# Only a guard against a hang, for every action and `expect`: a loaded machine took over 20 s to load a page and over
+# 5 s to start the API docs' script, with every page right.
+TIMEOUT_MS = 120_000
+expect.set_options(timeout=TIMEOUT_MS)
 SCREENSHOTS = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"
 
 
