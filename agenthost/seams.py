@@ -70,6 +70,7 @@ from agenthost.mcp.tools import (
 )
 from agenthost.models import Agent, Conversation, Message
 from agenthost.redaction import redact, redact_text
+from agenthost.runtimes.base import return_schema
 from agenthost.runtimes.child import runtime_tool_declarations
 from agenthost.runtimes.entry import team_code_refused
 from agenthost.selectors import (
@@ -180,4 +181,5 @@ __all__ = [
     "team_code_refused",
     "response_problem",
     "unfinished_answer",
+    "return_schema",
 ]

@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import inspect
 import json
-import types
-import typing
 from functools import cache
 from typing import Any
 
 import jsonschema
-import pydantic
 import referencing.exceptions
 
-from agenthost.seams import FunctionResult, get_function, mcp_cached_listings
+from agenthost.seams import get_function, mcp_cached_listings, return_schema
 
 # Keys that make an object's schema demand what a subset of a call need not contain.
 _DEMANDING = ("required", "minProperties", "dependentRequired")
@@ -91,28 +88,8 @@ def _mcp_output_schema(server: str, tool: str) -> dict[str, Any] | None:
 
 @cache
 def _return_schema(func: Any) -> dict[str, Any] | None:
-    try:
-        annotation = typing.get_type_hints(func).get("return")
-    except Exception:  # an annotation that does not resolve says nothing about what the tool returns
-        return None
-    if annotation is None or _may_be_text(annotation):
-        return None
-    try:
-        return pydantic.TypeAdapter(annotation).json_schema(mode="serialization")
-    except pydantic.PydanticUserError:  # a type pydantic cannot describe (a typing.TypedDict before 3.12)
-        return None
-
-
-def _may_be_text(annotation: Any) -> bool:
-    """A return type whose value the host passes on as text (a str, a FunctionResult), or that says nothing (Any,
-    None): no output schema to hold a mock to."""
-    if annotation in (str, Any, FunctionResult, type(None), object):
-        return True
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return any(_may_be_text(arm) for arm in typing.get_args(annotation))
-    if typing.get_origin(annotation) is typing.Annotated:
-        return _may_be_text(typing.get_args(annotation)[0])
-    return False
+    # The host's rule for every typed tool, plugin or framework alike (agenthost.runtimes.base.return_schema).
+    return return_schema(func)
 
 
 def _relaxed(schema: Any) -> Any:

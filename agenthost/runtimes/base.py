@@ -70,8 +70,8 @@ RETURNS = "returns"
 def return_schema(func: Any, annotation: Any = inspect.Parameter.empty) -> dict[str, Any] | None:
     """The JSON Schema of what a framework tool's Python function returns, from its return annotation (or the one
     given), as pydantic serialises it — what a mock of the tool's result is held to. None for a return the model
-    reads as text or that says nothing (str, Any, None, FunctionResult, a union with any of them): the same rule as
-    a plugin tool's (cases/tool_schemas.py), so a runtime's tool and a plugin's typed alike are checked alike."""
+    reads as text or that says nothing (str, Any, None, FunctionResult, a union with any of them). The harness holds
+    a plugin tool's mocks to it too (through agenthost.seams), so a runtime's tool and a plugin's are checked alike."""
     if annotation is inspect.Parameter.empty:
         try:
             annotation = typing.get_type_hints(inspect.unwrap(func)).get("return")
