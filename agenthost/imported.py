@@ -47,15 +47,16 @@ SAME_MESSAGE = ("role", "content", "function_name", "arguments", "raw_arguments"
 
 
 def imported_messages(
-    messages: Sequence[ImportedMessage], *, agent: Agent, named: dict[str, Agent]
+    messages: Sequence[ImportedMessage], *, agent: Agent, named: dict[str, Agent], seq: int = 0, users_before: int = 0
 ) -> list[Message]:
-    """The messages as rows of the host (unsaved, seq from 0): each user message opens a turn; a message names
-    its agent by FK when `named` holds one of its name, else by name under `agent`."""
+    """The messages as rows of the host (unsaved, seq from `seq`, after `users_before` user messages): each user
+    message opens a turn; a message names its agent by FK when `named` holds one of its name, else by name under
+    `agent`."""
     rows = []
-    turn = PRE_TURN
+    turn = PRE_TURN + users_before
     # A result names its function, as the host's own results do; the trace may give it only the call's id.
     called: dict[str, str] = {}
-    for seq, message in enumerate(messages):
+    for number, message in enumerate(messages, start=seq):
         if message.role == Message.Role.USER:
             turn += 1
         function_name = message.function_name
@@ -69,7 +70,7 @@ def imported_messages(
         )
         rows.append(
             Message(
-                seq=seq,
+                seq=number,
                 turn=max(turn, 0),
                 role=message.role,
                 content=redact_text(message.content or ""),
