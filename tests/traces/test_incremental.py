@@ -126,3 +126,20 @@ def test_it_writes_the_conversation_a_span_continues_as_importing_all_its_spans_
     fields, messages = continued
     assert fields["message_count"] == 9 * 5 + 4 and fields["trace_agent"] == "shop"
     assert {m["agent__name"] for m in messages[: 9 * 5]} == {"shop"}
+
+
+def test_it_maps_the_whole_conversation_again_when_a_span_of_an_earlier_turn_comes_late(staff_token):
+    Agent.objects.create(name="bench-growing", provider="scripted", model="scripted")
+    bodies = growing_spans(5 * SPANS_PER_TURN, service="bench-growing")
+    late = bodies.pop(SPANS_PER_TURN + 1)  # the second turn's tool span, held up in the service's exporter
+    for body in [*bodies, late]:
+        post_body(staff_token, body)
+    continued = written()
+
+    Conversation.objects.filter(trace_key=GROWING).delete()
+    trace_conversations_import(keys=[GROWING])
+
+    assert written() == continued
+    results = [m for m in continued[1] if m["role"] == "tool_result"]
+    assert [m["tool_call_id"] for m in results] == [f"call_{turn}" for turn in range(1, 6)]
+    assert ConversationMapping.objects.get(conversation_key=GROWING).message_count == 5 * 5
