@@ -17,7 +17,14 @@ from django.db import IntegrityError, transaction
 from agenthost.calls import stored_name
 from agenthost.functions import FunctionResult
 from agenthost.held import PRE_TURN, HeldConversation, run_invoke, run_send
-from agenthost.imported import BOUND_BY, SAME_MESSAGE, ImportedConversation, imported_messages, refuse_imported
+from agenthost.imported import (
+    SAME_MESSAGE,
+    ImportedConversation,
+    check_imported,
+    imported_fields,
+    imported_rows,
+    refuse_imported,
+)
 from agenthost.loading import load_agent
 from agenthost.models import Agent, Conversation, Message
 from agenthost.redaction import redact_text
@@ -195,9 +202,9 @@ def conversation_import(
 
     A message names an agent by its FK when an agent of that name exists, else by name (`agent_name`) under `agent`.
     Raises InvalidInput, writing nothing, for a conversation without content or a message of an unknown role."""
-    _check_imported(mapped, bound_by)
-    rows = _imported_rows(mapped, agent=agent)
-    fields = _imported_fields(mapped, agent=agent, bound_by=bound_by, trace_ids=mapped.trace_ids,
+    check_imported(mapped, bound_by)
+    rows = imported_rows(mapped, agent=agent)
+    fields = imported_fields(mapped, agent=agent, bound_by=bound_by, trace_ids=mapped.trace_ids,
                               turn_count=sum(row.role == Message.Role.USER for row in rows), message_count=len(rows))
     service, key = stored_name(mapped.service_name), redact_text(mapped.key)[:300]
     same_key = Conversation.objects.select_for_update().filter(
@@ -254,7 +261,7 @@ def conversation_messages_append(
     not repeat exactly, and replaced from there. Its trace ids gain `mapped`'s; its binding, title and counts are set
     as conversation_import sets them. Raises InvalidInput, writing nothing, as conversation_import does, and for a
     `from_seq` past its messages."""
-    _check_imported(mapped, bound_by)
+    check_imported(mapped, bound_by)
     locked = Conversation.objects.select_for_update().filter(pk=conversation.pk, source=Conversation.Source.TRACE)
     current = locked.first()
     if current is None:
@@ -263,7 +270,7 @@ def conversation_messages_append(
         raise InvalidInput(f"from_seq must be between 0 and the conversation's {current.message_count} messages")
     if not isinstance(users_before, int) or not 0 <= users_before <= from_seq:
         raise InvalidInput("users_before must count the user messages before from_seq")
-    rows = _imported_rows(mapped, agent=agent, seq=from_seq, users_before=users_before)
+    rows = imported_rows(mapped, agent=agent, seq=from_seq, users_before=users_before)
     stored = list(current.messages.filter(seq__gte=from_seq).order_by("seq").values_list(*_SAME_WRITTEN))
     kept = 0
     for row, values in zip(rows, stored, strict=False):
@@ -273,7 +280,7 @@ def conversation_messages_append(
     if kept < len(stored):
         current.messages.filter(seq__gte=from_seq + kept).delete()
     trace_ids = [*current.trace_ids, *(str(t) for t in mapped.trace_ids if str(t) not in current.trace_ids)]
-    fields = _imported_fields(
+    fields = imported_fields(
         mapped, agent=agent, bound_by=bound_by, trace_ids=trace_ids,
         turn_count=users_before + sum(row.role == Message.Role.USER for row in rows),
         message_count=from_seq + len(rows),
@@ -285,40 +292,6 @@ def conversation_messages_append(
         row.conversation = current
     Message.objects.bulk_create(rows[kept:])
     return current
-
-
-def _check_imported(mapped: ImportedConversation, bound_by: str) -> None:
-    if mapped.content_missing:
-        raise InvalidInput(f"the conversation has no message content: {mapped.content_missing}")
-    if bound_by not in BOUND_BY:
-        raise InvalidInput(f"bound_by must be one of {', '.join(BOUND_BY)}")
-    roles = set(Message.Role.values)
-    for index, message in enumerate(mapped.messages):
-        if message.role not in roles:
-            raise InvalidInput(f"messages[{index}]: role must be one of {', '.join(sorted(roles))}")
-
-
-def _imported_rows(mapped: ImportedConversation, *, agent: Agent, seq: int = 0, users_before: int = 0) -> list[
-    Message
-]:
-    named = {a.name: a for a in Agent.objects.filter(name__in={m.agent_name for m in mapped.messages if m.agent_name})}
-    return imported_messages(mapped.messages, agent=agent, named=named, seq=seq, users_before=users_before)
-
-
-def _imported_fields(
-    mapped: ImportedConversation, *, agent: Agent, bound_by: str, trace_ids: Iterable[Any], turn_count: int,
-    message_count: int,
-) -> dict[str, Any]:
-    return {
-        "agent": agent,
-        "current_agent": None,
-        "title": f"Imported from {mapped.service_name or 'a trace'}"[:200],
-        "trace_ids": [str(trace_id) for trace_id in trace_ids],
-        "trace_agent": stored_name(mapped.agent_name),
-        "bound_by": bound_by,
-        "turn_count": turn_count,
-        "message_count": message_count,
-    }
 
 
 @transaction.atomic
