@@ -3,7 +3,7 @@ traces: any objects with these attributes will do), written by `services.convers
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from agenthost.calls import storable_raw_arguments, stored_name
@@ -47,15 +47,16 @@ SAME_MESSAGE = ("role", "content", "function_name", "arguments", "raw_arguments"
 
 
 def imported_messages(
-    messages: Sequence[ImportedMessage], *, agent: Agent, named: dict[str, Agent]
+    messages: Sequence[ImportedMessage], *, agent: Agent, named: dict[str, Agent], seq: int = 0, users_before: int = 0
 ) -> list[Message]:
-    """The messages as rows of the host (unsaved, seq from 0): each user message opens a turn; a message names
-    its agent by FK when `named` holds one of its name, else by name under `agent`."""
+    """The messages as rows of the host (unsaved, seq from `seq`, after `users_before` user messages): each user
+    message opens a turn; a message names its agent by FK when `named` holds one of its name, else by name under
+    `agent`."""
     rows = []
-    turn = PRE_TURN
+    turn = PRE_TURN + users_before
     # A result names its function, as the host's own results do; the trace may give it only the call's id.
     called: dict[str, str] = {}
-    for seq, message in enumerate(messages):
+    for number, message in enumerate(messages, start=seq):
         if message.role == Message.Role.USER:
             turn += 1
         function_name = message.function_name
@@ -69,7 +70,7 @@ def imported_messages(
         )
         rows.append(
             Message(
-                seq=seq,
+                seq=number,
                 turn=max(turn, 0),
                 role=message.role,
                 content=redact_text(message.content or ""),
@@ -110,3 +111,40 @@ def refuse_imported(conversation: Conversation) -> None:
             f"conversation #{conversation.pk} was imported from the traces of {service}: it happened there, and "
             "nothing can be sent to it here"
         )
+
+
+def check_imported(mapped: ImportedConversation, bound_by: str) -> None:
+    """InvalidInput for a conversation that cannot be imported: no content, an unknown binding or role."""
+    if mapped.content_missing:
+        raise InvalidInput(f"the conversation has no message content: {mapped.content_missing}")
+    if bound_by not in BOUND_BY:
+        raise InvalidInput(f"bound_by must be one of {', '.join(BOUND_BY)}")
+    roles = set(Message.Role.values)
+    for index, message in enumerate(mapped.messages):
+        if message.role not in roles:
+            raise InvalidInput(f"messages[{index}]: role must be one of {', '.join(sorted(roles))}")
+
+
+def imported_rows(mapped: ImportedConversation, *, agent: Agent, seq: int = 0, users_before: int = 0) -> list[
+    Message
+]:
+    """`mapped`'s messages as rows of the host (imported_messages), each naming its agent by FK where one exists."""
+    named = {a.name: a for a in Agent.objects.filter(name__in={m.agent_name for m in mapped.messages if m.agent_name})}
+    return imported_messages(mapped.messages, agent=agent, named=named, seq=seq, users_before=users_before)
+
+
+def imported_fields(
+    mapped: ImportedConversation, *, agent: Agent, bound_by: str, trace_ids: Iterable[Any], turn_count: int,
+    message_count: int,
+) -> dict[str, Any]:
+    """What an import writes on the conversation itself."""
+    return {
+        "agent": agent,
+        "current_agent": None,
+        "title": f"Imported from {mapped.service_name or 'a trace'}"[:200],
+        "trace_ids": [str(trace_id) for trace_id in trace_ids],
+        "trace_agent": stored_name(mapped.agent_name),
+        "bound_by": bound_by,
+        "turn_count": turn_count,
+        "message_count": message_count,
+    }

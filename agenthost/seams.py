@@ -83,6 +83,7 @@ from agenthost.services import (
     agent_create,
     agent_update,
     conversation_import,
+    conversation_messages_append,
     conversation_open,
 )
 from agenthost.turns import (
@@ -157,6 +158,7 @@ __all__ = [
     "conversation_state",
     "conversation_state_timeline",
     "conversation_import",
+    "conversation_messages_append",
     "conversation_open",
     "conversation_page_register",
     "conversation_page_url",

@@ -17,7 +17,14 @@ from django.db import IntegrityError, transaction
 from agenthost.calls import stored_name
 from agenthost.functions import FunctionResult
 from agenthost.held import PRE_TURN, HeldConversation, run_invoke, run_send
-from agenthost.imported import BOUND_BY, SAME_MESSAGE, ImportedConversation, imported_messages, refuse_imported
+from agenthost.imported import (
+    SAME_MESSAGE,
+    ImportedConversation,
+    check_imported,
+    imported_fields,
+    imported_rows,
+    refuse_imported,
+)
 from agenthost.loading import load_agent
 from agenthost.models import Agent, Conversation, Message
 from agenthost.redaction import redact_text
@@ -212,26 +219,10 @@ def conversation_import(
 
     A message names an agent by its FK when an agent of that name exists, else by name (`agent_name`) under `agent`.
     Raises InvalidInput, writing nothing, for a conversation without content or a message of an unknown role."""
-    if mapped.content_missing:
-        raise InvalidInput(f"the conversation has no message content: {mapped.content_missing}")
-    if bound_by not in BOUND_BY:
-        raise InvalidInput(f"bound_by must be one of {', '.join(BOUND_BY)}")
-    roles = set(Message.Role.values)
-    for index, message in enumerate(mapped.messages):
-        if message.role not in roles:
-            raise InvalidInput(f"messages[{index}]: role must be one of {', '.join(sorted(roles))}")
-    named = {a.name: a for a in Agent.objects.filter(name__in={m.agent_name for m in mapped.messages if m.agent_name})}
-    rows = imported_messages(mapped.messages, agent=agent, named=named)
-    fields = {
-        "agent": agent,
-        "current_agent": None,
-        "title": f"Imported from {mapped.service_name or 'a trace'}"[:200],
-        "trace_ids": [str(trace_id) for trace_id in mapped.trace_ids],
-        "trace_agent": stored_name(mapped.agent_name),
-        "bound_by": bound_by,
-        "turn_count": sum(row.role == Message.Role.USER for row in rows),
-        "message_count": len(rows),
-    }
+    check_imported(mapped, bound_by)
+    rows = imported_rows(mapped, agent=agent)
+    fields = imported_fields(mapped, agent=agent, bound_by=bound_by, trace_ids=mapped.trace_ids,
+                              turn_count=sum(row.role == Message.Role.USER for row in rows), message_count=len(rows))
     service, key = stored_name(mapped.service_name), redact_text(mapped.key)[:300]
     same_key = Conversation.objects.select_for_update().filter(
         source=Conversation.Source.TRACE, trace_service=service, trace_key=key
@@ -264,6 +255,60 @@ def conversation_import(
         row.conversation = conversation
     Message.objects.bulk_create(rows[kept:])
     return conversation
+
+
+# What an appended message must equal to be kept: all that the import writes of it. Only the last turn is compared,
+# so what later spans of the turn tell (the agent that ran it, a tool call that ran locally after all) is written.
+_SAME_WRITTEN = (*SAME_MESSAGE, "turn", "agent_id", "agent_name", "outcome", "model", "input_tokens", "output_tokens")
+
+
+@transaction.atomic
+def conversation_messages_append(
+    *,
+    conversation: Conversation,
+    agent: Agent,
+    mapped: ImportedConversation,
+    bound_by: str,
+    from_seq: int,
+    users_before: int,
+) -> Conversation:
+    """Continue an imported conversation from message `from_seq` on with `mapped`'s messages (those of its last turns,
+    which `users_before` user messages precede), without reading or comparing the messages before it: what a span
+    arriving at a long conversation writes. Messages from `from_seq` on are kept up to the first that a new one does
+    not repeat exactly, and replaced from there. Its trace ids gain `mapped`'s; its binding, title and counts are set
+    as conversation_import sets them. Raises InvalidInput, writing nothing, as conversation_import does, and for a
+    `from_seq` past its messages."""
+    check_imported(mapped, bound_by)
+    locked = Conversation.objects.select_for_update().filter(pk=conversation.pk, source=Conversation.Source.TRACE)
+    current = locked.first()
+    if current is None:
+        raise InvalidInput(f"conversation #{conversation.pk} is not an imported conversation (any longer)")
+    if not isinstance(from_seq, int) or not 0 <= from_seq <= current.message_count:
+        raise InvalidInput(f"from_seq must be between 0 and the conversation's {current.message_count} messages")
+    if not isinstance(users_before, int) or not 0 <= users_before <= from_seq:
+        raise InvalidInput("users_before must count the user messages before from_seq")
+    rows = imported_rows(mapped, agent=agent, seq=from_seq, users_before=users_before)
+    stored = list(current.messages.filter(seq__gte=from_seq).order_by("seq").values_list(*_SAME_WRITTEN))
+    kept = 0
+    for row, values in zip(rows, stored, strict=False):
+        if tuple(getattr(row, name) for name in _SAME_WRITTEN) != values:
+            break
+        kept += 1
+    if kept < len(stored):
+        current.messages.filter(seq__gte=from_seq + kept).delete()
+    trace_ids = [*current.trace_ids, *(str(t) for t in mapped.trace_ids if str(t) not in current.trace_ids)]
+    fields = imported_fields(
+        mapped, agent=agent, bound_by=bound_by, trace_ids=trace_ids,
+        turn_count=users_before + sum(row.role == Message.Role.USER for row in rows),
+        message_count=from_seq + len(rows),
+    )
+    for name, value in fields.items():
+        setattr(current, name, value)
+    current.save(update_fields=[*fields, "updated_at"])
+    for row in rows:
+        row.conversation = current
+    Message.objects.bulk_create(rows[kept:])
+    return current
 
 
 @transaction.atomic

@@ -9,6 +9,7 @@ message content: a draft of it would be half empty.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -18,13 +19,20 @@ from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
-from agenthost.seams import Agent, Conversation, InvalidInput, conversation_import
+from agenthost.seams import Agent, Conversation, InvalidInput, conversation_import, conversation_messages_append
 from cases.models import Case
 from common.broker import BrokerUnavailable, broker_ping
 from traces.dialects import conversations_from_spans
-from traces.models import TraceSpan
-from traces.selectors import TraceConversation, history_cut, spans_of, trace_conversation_spans
-from traces.spans import MappedConversation
+from traces.models import ConversationMapping, TraceSpan
+from traces.selectors import (
+    TraceConversation,
+    history_cut,
+    spans_of,
+    trace_conversation_mark,
+    trace_conversation_spans,
+    trace_conversation_touched,
+)
+from traces.spans import MappedConversation, Resume
 
 logger = logging.getLogger("traces.receiver")
 IMPORT_CONVERSATIONS = "traces.tasks.import_trace_conversations"
@@ -205,17 +213,97 @@ def trace_conversations_import(*, keys: Iterable[str], agent: Agent | None = Non
     imported, is reported with the reason and nothing of it is written."""
     outcomes = []
     for key in keys:
+        continued = _continued(key) if agent is None else None
+        if continued is not None:
+            outcomes.append(continued)
+            continue
+        mark = trace_conversation_mark(key=key)
         mapped = conversations_from_spans(trace_conversation_spans(key=key))
         if not mapped:
             outcomes.append(ImportOutcome(key, refused="its spans hold no model call of a known dialect"))
+        written = []
         for conversation in mapped:
             _adopt_provisional(conversation)
             try:
-                outcomes.append(ImportOutcome(key, conversation_from_mapped(mapped=conversation, agent=agent,
-                                                                            owner=owner)))
+                written.append(ImportOutcome(key, conversation_from_mapped(mapped=conversation, agent=agent,
+                                                                           owner=owner)))
             except ConversationImportError as exc:
-                outcomes.append(ImportOutcome(key, refused=str(exc)))
+                written.append(ImportOutcome(key, refused=str(exc)))
+        _remember(key, mapped, written, mark)
+        outcomes.extend(written)
     return outcomes
+
+
+def _remember(key: str, mapped: list[MappedConversation], written: list[ImportOutcome], mark: tuple[int, int]) -> None:
+    """Keep where the mapping of `key` stands for its next span — when its spans make one conversation, written, whose
+    last turn follows the others; else forget it, so the next span maps them all again."""
+    outcome = written[0] if len(written) == 1 else None
+    if len(mapped) != 1 or outcome is None or outcome.conversation is None or mapped[0].resume is None:
+        ConversationMapping.objects.filter(conversation_key=key).delete()
+        return
+    conversation = outcome.conversation
+    ConversationMapping.objects.filter(conversation_key=key).exclude(conversation=conversation).delete()
+    ConversationMapping.objects.update_or_create(conversation=conversation, defaults={
+        "conversation_key": key, "service_name": mapped[0].service_name, "span_count": mark[0],
+        "last_span": mark[1], "message_count": conversation.message_count,
+        "resume": dataclasses.asdict(mapped[0].resume),
+    })
+
+
+def _continued(key: str) -> ImportOutcome | None:
+    """The conversation of `key` continued from where its mapping stands: only the spans of its last turn and of the
+    traces that began after it are mapped, and the host appends from the last turn on, so a span costs what its turn
+    holds, not what the conversation does. None when that cannot be done exactly — no state, or spans it cannot
+    account for: of an earlier turn, of another service, added or removed elsewhere; the caller maps every span
+    then."""
+    with transaction.atomic():
+        states = list(ConversationMapping.objects.select_for_update().filter(conversation_key=key)
+                      .select_related("conversation__agent")[:2])
+        if len(states) != 1:
+            return None
+        state = states[0]
+        conversation = state.conversation
+        if conversation.message_count != state.message_count:
+            return None
+        total, newest = trace_conversation_mark(key=key)
+        touched = trace_conversation_touched(key=key, after=state.last_span)
+        if total != state.span_count + sum(trace.new for trace in touched):
+            return None
+        if not touched:
+            return ImportOutcome(key, conversation)
+        prior = Resume(**{**state.resume, "prefix": tuple(state.resume["prefix"])})
+        for trace in touched:
+            if trace.service_name != state.service_name:
+                return None
+            if trace.trace_id == prior.last_trace:
+                # A span older than a turn before the last one would change that turn: the whole is mapped again.
+                if trace.first_new_ns <= prior.prior_max_start:
+                    return None
+            elif trace.old or trace.first_ns <= prior.max_start:
+                return None
+        traces = [prior.last_trace, *(t.trace_id for t in touched if t.trace_id != prior.last_trace)]
+        mapped = conversations_from_spans(trace_conversation_spans(key=key, trace_ids=traces), prior=prior)
+        if (len(mapped) != 1 or mapped[0].key != key or mapped[0].service_name != state.service_name
+                or mapped[0].resume is None or mapped[0].content_missing):
+            return None
+        continuation = mapped[0]
+        _adopt_provisional(continuation)
+        where = f"conversation {key!r} of service {continuation.service_name or '(unnamed)'}"
+        try:
+            chosen = conversation.agent if conversation.bound_by == "chosen" else None
+            agent, bound_by = _bound(continuation, chosen, where)
+            written = conversation_messages_append(
+                conversation=conversation, agent=agent, mapped=continuation, bound_by=bound_by, from_seq=prior.seq,
+                users_before=prior.users_before,
+            )
+        except ConversationImportError as exc:
+            return ImportOutcome(key, refused=str(exc))
+        except InvalidInput as exc:
+            return ImportOutcome(key, refused=f"{where}: {exc}")
+        state.span_count, state.last_span, state.message_count = total, newest, written.message_count
+        state.resume = dataclasses.asdict(continuation.resume)
+        state.save(update_fields=["span_count", "last_span", "message_count", "resume"])
+        return ImportOutcome(key, written)
 
 
 def trace_conversations_write(*, keys: Sequence[str]) -> list[ImportOutcome]:

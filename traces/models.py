@@ -105,3 +105,27 @@ class IngestToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class ConversationMapping(models.Model):
+    """Where the mapping of one imported conversation stands (traces.spans.Resume), so that a span arriving maps only
+    its conversation's last turn and what came after it, and the host appends, instead of every stored span being
+    mapped and every stored message compared again. Deleted with its conversation; a span the state cannot account
+    for (older than the last turn, or spans the count says were added or removed elsewhere) maps the whole
+    conversation again, which writes the state anew."""
+
+    conversation = models.OneToOneField(
+        "agenthost.Conversation", on_delete=models.CASCADE, related_name="trace_mapping"
+    )
+    conversation_key = models.CharField(max_length=200, help_text="The spans' conversation key.")
+    service_name = models.CharField(max_length=200, blank=True, help_text="The spans' service.name.")
+    span_count = models.PositiveIntegerField(help_text="The spans of the key when it was mapped.")
+    last_span = models.BigIntegerField(help_text="The newest span's id then: spans after it are new.")
+    message_count = models.PositiveIntegerField(help_text="The conversation's messages as it was written.")
+    resume = models.JSONField(help_text="traces.spans.Resume: what the turns before the last one left behind.")
+
+    class Meta:
+        indexes = [models.Index(fields=["conversation_key"], name="traces_mapping_key")]
+
+    def __str__(self) -> str:
+        return f"mapping of {self.conversation_key} ({self.service_name or 'unnamed service'})"

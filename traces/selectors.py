@@ -148,6 +148,43 @@ def imported_conversations(*, keys: Collection[str]) -> list[Conversation]:
     )
 
 
+@dataclass(frozen=True)
+class TouchedTrace:
+    """A trace of a conversation with spans newer than a given one: how many of its spans are older (`old`) and
+    newer (`new`), when it began and when its newer spans began."""
+
+    trace_id: str
+    service_name: str
+    old: int
+    new: int
+    first_ns: int
+    first_new_ns: int
+
+
+def trace_conversation_mark(*, key: str) -> tuple[int, int]:
+    """How many spans the conversation key has, and the newest one's id (0 for none)."""
+    row = TraceSpan.objects.filter(conversation_key=key).aggregate(total=Count("id"), newest=Max("id"))
+    return row["total"], row["newest"] or 0
+
+
+def trace_conversation_touched(*, key: str, after: int) -> list[TouchedTrace]:
+    """The traces (by service) of the conversation key that have spans newer than span id `after`, in one query
+    that reads only their spans."""
+    newer = Q(pk__gt=after)
+    rows = (
+        TraceSpan.objects.filter(
+            conversation_key=key,
+            trace_id__in=TraceSpan.objects.filter(newer, conversation_key=key).values("trace_id"),
+        )
+        .order_by()
+        .values("trace_id", "service_name")
+        .annotate(old=Count("id", filter=~newer), new=Count("id", filter=newer), first_ns=Min("start_ns"),
+                  first_new_ns=Min("start_ns", filter=newer))
+        .order_by("first_ns", "trace_id", "service_name")
+    )
+    return [TouchedTrace(**row) for row in rows]
+
+
 def spans_of(*, keys: Collection[str], services: dict[str, Collection[str]]) -> dict[str, list[SpanRecord]]:
     """In one query, the spans of each of `keys` (all its services), and of each key of `services` only those of the
     services named: what the traces page maps to say why they are in no conversation."""
@@ -185,12 +222,16 @@ _HISTORY = "gen_ai.input.messages"
 _TAIL_CHARS = 64  # enough of a value's end to see the receiver's cut marker in it, however it was cut
 
 
-def trace_conversation_spans(*, key: str) -> list[SpanRecord]:
-    """The conversation's spans by start time; of spans starting at once, a parent before its children. Each model
-    call's history (`gen_ai.input.messages`) is read from the database only if the mapping asks for it — the last
-    call of each turn's —, so a span arriving reads the rest of its conversation once, not every history in it."""
+def trace_conversation_spans(*, key: str, trace_ids: Collection[str] | None = None) -> list[SpanRecord]:
+    """The conversation's spans by start time (only those of `trace_ids`, when given); of spans starting at once, a
+    parent before its children. Each model call's history (`gen_ai.input.messages`) is read from the database only if
+    the mapping asks for it — the last call of each turn's —, so a span arriving reads the rest of its conversation
+    once, not every history in it."""
+    rows = TraceSpan.objects.filter(conversation_key=key)
+    if trace_ids is not None:
+        rows = rows.filter(trace_id__in=list(trace_ids))
     rows = (
-        TraceSpan.objects.filter(conversation_key=key)
+        rows
         .defer("attributes")
         .annotate(rest=_Without(F("attributes"), _HISTORY),
                   history_tail=Right(KeyTextTransform(_HISTORY, "attributes"), _TAIL_CHARS))

@@ -76,6 +76,22 @@ class MappedMessage:
 
 
 @dataclass(frozen=True)
+class Resume:
+    """Where a conversation's mapping stands after its last turn began, so a later span re-maps only that turn (and
+    any turn after it) instead of every span of the conversation: what the turns before it left behind."""
+
+    last_trace: str  # the trace of the last turn, which later spans may still change
+    prefix: tuple[str, ...]  # the transcript before the last turn, as message fingerprints (hashed)
+    seq: int  # how many mapped messages the turns before the last one made
+    users_before: int  # how many of those are user messages (the host numbers turns by them)
+    has_tools: bool  # whether the conversation has tool spans (an unexecuted call is then the provider's)
+    agent_name: str  # the entry agent so far
+    agent_from_span: bool  # whether an invoke_agent span named it (later spans cannot change it then)
+    prior_max_start: int  # the latest start of the spans of the turns before the last one
+    max_start: int  # the latest start of every span mapped
+
+
+@dataclass(frozen=True)
 class MappedConversation:
     key: str  # gen_ai.conversation.id when the spans carry one, else the trace id
     dialect: str  # "genai", "openinference" or "openllmetry"
@@ -91,3 +107,6 @@ class MappedConversation:
     content_missing: str = ""
     # What a reviewer must know before trusting it: a turn whose history was cut at the receiver is incomplete.
     warnings: tuple[str, ...] = ()
+    # Where the mapping stands, for the next span to continue from; None when it cannot be continued (its last turn
+    # is interleaved with another).
+    resume: Resume | None = field(default=None, compare=False)

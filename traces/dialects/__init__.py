@@ -15,7 +15,7 @@ from types import ModuleType
 from traces.dialects import genai, openinference, openllmetry
 from traces.dialects._assemble import Group, assemble
 from traces.dialects._common import OTHER, Step
-from traces.spans import MappedConversation, SpanRecord
+from traces.spans import MappedConversation, Resume, SpanRecord
 
 __all__ = ["attribute_kept", "conversations_from_spans"]
 
@@ -31,10 +31,11 @@ def attribute_kept(name: str) -> bool:
     return name in _KEPT_NAMES or _KEPT_PATTERN.fullmatch(name) is not None
 
 
-def conversations_from_spans(spans: Iterable[SpanRecord]) -> list[MappedConversation]:
+def conversations_from_spans(spans: Iterable[SpanRecord], prior: Resume | None = None) -> list[MappedConversation]:
     """The conversations the spans hold, in the order they started: grouped by `gen_ai.conversation.id`
     (OpenInference: `session.id`; a span without one takes its nearest ancestor's, then its trace's), else by trace.
-    Spans of no known dialect shape the tree but make no conversation of their own."""
+    Spans of no known dialect shape the tree but make no conversation of their own. `prior`: where the mapping of
+    the one conversation they continue stood (its `resume`), when the spans are only those of its last turns."""
     unique: dict[tuple[str, str], SpanRecord] = {}
     for span in spans:
         key = (span.trace_id, span.span_id)
@@ -57,7 +58,8 @@ def conversations_from_spans(spans: Iterable[SpanRecord]) -> list[MappedConversa
         groups.setdefault((unique[key].service_name, conversation[key]), []).append(key)
     mapped = []
     for (_, group_key), keys in groups.items():
-        result = assemble(Group(key=group_key, steps=[steps[key] for key in keys], parent=parent, all_steps=steps))
+        result = assemble(Group(key=group_key, steps=[steps[key] for key in keys], parent=parent, all_steps=steps),
+                          prior)
         if result is not None:
             mapped.append(result)
     return mapped

@@ -11,12 +11,13 @@ that record no id) and tool results to their calls. All of it is linear in the s
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from traces.dialects._common import AGENT, MODEL, TOOL, Msg, Step, has_content, text
-from traces.spans import MappedConversation, MappedMessage
+from traces.spans import MappedConversation, MappedMessage, Resume
 
 # How many places a turn's first message may appear in the transcript so far before the turn is taken as new.
 _MAX_ALIGNMENTS = 16
@@ -30,15 +31,19 @@ class Group:
     all_steps: dict[tuple[str, str], Step]
 
 
-def assemble(group: Group) -> MappedConversation | None:
+def assemble(group: Group, prior: Resume | None = None) -> MappedConversation | None:
+    """The conversation of the group's steps; continued from `prior` (the group then holds only the spans of its last
+    turn and of the turns after it), its messages are those from the last turn on."""
     steps = [step for step in group.steps if step.dialect]
     model_calls = [step for step in steps if step.kind == MODEL]
     if not model_calls:
         return None
     agents = _Agents(group)
-    entry_agent = next((s.agent_name for s in steps if s.kind == AGENT and s.agent_name), "") or agents.of(
-        model_calls[0]
-    )
+    named_agent = next((s.agent_name for s in steps if s.kind == AGENT and s.agent_name), "")
+    if prior is not None and (prior.agent_from_span or not named_agent):
+        entry_agent = prior.agent_name or named_agent or agents.of(model_calls[0])
+    else:
+        entry_agent = named_agent or agents.of(model_calls[0])
     base: dict[str, Any] = {
         "key": group.key,
         "dialect": model_calls[0].dialect,
@@ -48,25 +53,71 @@ def assemble(group: Group) -> MappedConversation | None:
     }
     if not any(step.has_content() for step in steps):
         return MappedConversation(**base, content_missing=capture_hint(steps))
-    history, sources, warnings = _history(model_calls)
-    messages = _messages(history, sources, model_calls, [s for s in steps if s.kind == TOOL], agents)
+    history, sources, warnings = _history(model_calls, prior.prefix if prior is not None else ())
+    tool_steps = [s for s in steps if s.kind == TOOL]
+    has_tools = bool(tool_steps) or (prior is not None and prior.has_tools)
+    messages, origins = _messages(history, sources, model_calls, tool_steps, agents, has_tools=has_tools)
+    resume = _resume(
+        group, prior, history=history, sources=sources, messages=messages, origins=origins, has_tools=has_tools,
+        agent_name=entry_agent, agent_from_span=bool(named_agent) or (prior is not None and prior.agent_from_span),
+    )
     return MappedConversation(
         **base,
         system_instruction=_system_instruction(model_calls),
         messages=tuple(messages),
         tools=tuple(_tools(model_calls)),
         warnings=tuple(warnings),
+        resume=resume,
     )
 
 
-def _history(model_calls: list[Step]) -> tuple[list[Msg], list[Step], list[str]]:
+def _resume(
+    group: Group, prior: Resume | None, *, history: list[Msg], sources: list[Step], messages: list[MappedMessage],
+    origins: list[str], has_tools: bool, agent_name: str, agent_from_span: bool,
+) -> Resume | None:
+    """Where the mapping stands before its last turn. None when the last turn's messages are not all after the other
+    turns' (traces whose calls interleave): a later span must then map the whole conversation again."""
+    if not sources:
+        return None
+    last = sources[-1].span.trace_id
+    first_of_last = next(index for index, step in enumerate(sources) if step.span.trace_id == last)
+    first_message = next((index for index, trace_id in enumerate(origins) if trace_id == last), len(origins))
+    if any(step.span.trace_id != last for step in sources[first_of_last:]) or any(
+        trace_id != last for trace_id in origins[first_message:]
+    ):
+        return None
+    starts = [step.span.start_ns for step in group.steps]
+    before = [step.span.start_ns for step in group.steps if step.span.trace_id != last]
+    start = prior.seq if prior is not None else 0
+    return Resume(
+        last_trace=last,
+        prefix=(*(prior.prefix if prior is not None else ()),
+                *(fingerprint_key(msg) for msg in history[:first_of_last])),
+        seq=start + first_message,
+        users_before=(prior.users_before if prior is not None else 0)
+        + sum(message.role == "user" for message in messages[:first_message]),
+        has_tools=has_tools,
+        agent_name=agent_name,
+        agent_from_span=agent_from_span,
+        prior_max_start=max([*before, prior.prior_max_start if prior is not None else 0]),
+        max_start=max([*starts, prior.max_start if prior is not None else 0]),
+    )
+
+
+def fingerprint_key(msg: Msg) -> str:
+    """A message's fingerprint in a few bytes, as a conversation's mapping state keeps its transcript."""
+    return hashlib.blake2b(repr(msg.fingerprint()).encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+def _history(model_calls: list[Step], prefix: tuple[str, ...] = ()) -> tuple[list[Msg], list[Step], list[str]]:
     """The transcript (messages without the system ones), for each message the step it was read from, and a warning
     for each turn a cut history left incomplete.
 
     A turn is read from its last model call, whose input holds the whole history — unless that input was cut at the
     receiver: then every call of the turn is read in order, each adding what it says beyond the transcript so far
     (its own delta). A cut input adds its whole messages only where they continue the transcript exactly; the cut
-    tail (the turn's question, usually) is missing, never made up."""
+    tail (the turn's question, usually) is missing, never made up. `prefix`: the transcript the turns continue (its
+    fingerprint keys), when only the last turns' calls are given."""
     last_of_trace: dict[str, Step] = {}
     for call in model_calls:
         if call.output or call.load_input is not None:
@@ -78,12 +129,12 @@ def _history(model_calls: list[Step]) -> tuple[list[Msg], list[Step], list[str]]
         or (call.span.trace_id in cut and (call.output or call.load_input is not None))
     ]
     history: list[Msg] = []
-    fingerprints: list[tuple] = []
+    fingerprints: list[str] = list(prefix)
     sources: list[Step] = []
     warnings: dict[str, str] = {}
     for call in turns:
         incoming = call.input
-        incoming_fingerprints = [msg.fingerprint() for msg in incoming]
+        incoming_fingerprints = [fingerprint_key(msg) for msg in incoming]
         if call.messages_cut:
             whole = incoming_fingerprints[: len(fingerprints)] == fingerprints
             known = len(fingerprints) if whole else len(incoming)
@@ -96,7 +147,7 @@ def _history(model_calls: list[Step]) -> tuple[list[Msg], list[Step], list[str]]
             sources.append(call)
         for msg in call.output:
             history.append(msg)
-            fingerprints.append(msg.fingerprint())
+            fingerprints.append(fingerprint_key(msg))
             sources.append(call)
     return history, sources, list(warnings.values())
 
@@ -110,7 +161,7 @@ def _cut_warning(call: Step) -> str:
     )
 
 
-def _known_prefix(known: list[tuple], incoming: list[tuple]) -> int:
+def _known_prefix(known: list[str], incoming: list[str]) -> int:
     """How many of a turn's leading messages the transcript already ends with."""
     if not known or not incoming:
         return 0
@@ -131,8 +182,10 @@ def _known_prefix(known: list[tuple], incoming: list[tuple]) -> int:
 
 
 def _messages(
-    history: list[Msg], sources: list[Step], model_calls: list[Step], tool_steps: list[Step], agents: _Agents
-) -> list[MappedMessage]:
+    history: list[Msg], sources: list[Step], model_calls: list[Step], tool_steps: list[Step], agents: _Agents, *,
+    has_tools: bool,
+) -> tuple[list[MappedMessage], list[str]]:
+    """The host's messages of the history, and for each the trace of the turn it belongs to."""
     produced: dict[tuple, deque[Step]] = {}
     for call in model_calls:
         for msg in call.output:
@@ -147,7 +200,11 @@ def _messages(
     agent_of_call: dict[str, str] = {}
     usage_given: set[int] = set()
     out: list[MappedMessage] = []
+    origins: list[str] = []
+    made_by = ""  # the trace of the history message whose host messages are the last ones made
     for msg, source in zip(history, sources, strict=True):
+        origins.extend([made_by] * (len(out) - len(origins)))
+        made_by = source.span.trace_id
         if msg.role == "assistant":
             queue = produced.get(msg.fingerprint())
             maker = queue.popleft() if queue else None
@@ -164,7 +221,7 @@ def _messages(
             for call in msg.calls:
                 ran = executed.get(id(call))
                 provider_executed = call.provider_executed or (
-                    ran is None and bool(tool_steps) and call.id not in sent_back
+                    ran is None and has_tools and call.id not in sent_back
                 )
                 args, raw = _arguments(call.arguments)
                 agent_of_call[call.id] = agent
@@ -194,7 +251,8 @@ def _messages(
             ))
         if msg.role not in ("tool", "system", "developer") and msg.text:
             out.append(MappedMessage(role="user", content=msg.text, span_id=source.span.span_id))
-    return out
+    origins.extend([made_by] * (len(out) - len(origins)))
+    return out, origins
 
 
 def _executions(history: list[Msg], tool_steps: list[Step]) -> dict[int, Step]:
