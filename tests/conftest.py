@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from django.conf import global_settings, settings
+from django.db import connections, transaction
+from django.test import TransactionTestCase
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
@@ -21,6 +23,31 @@ pytest_plugins = ["agenthost.testing.fixtures"]
 # product's behaviour: off for the whole suite (issue 40), so a loaded or slow machine gives the same verdicts.
 hypothesis_settings.register_profile("agenttest", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 hypothesis_settings.load_profile("agenttest")
+
+# The rows every migrated database holds from the start: kept between tests, so no test has to make them again.
+_MIGRATED_ROWS = frozenset({"django_migrations", "django_content_type", "auth_permission"})
+
+
+def _empty_every_table(self: TransactionTestCase) -> None:
+    """What a transactional test leaves is deleted, row by row, in one transaction per database.
+
+    Django's own teardown (`flush`) truncates every table and then re-creates the content types and permissions
+    (post_migrate): on PostgreSQL a TRUNCATE of ~50 tables took 0.6–1 s of wall time and 75 ms of the server's CPU
+    here, against 8 ms and 3 ms for DELETE on the few rows a test writes, and post_migrate 20–30 ms of the test
+    process's CPU on either engine — for each of the ~900 transactional tests of a pass (issue 40). The end state is
+    flush's: no row a test wrote, the content types and permissions of the migrations."""
+    for db_name in self._databases_names(include_mirrors=False):
+        connection = connections[db_name]
+        tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
+        with transaction.atomic(using=db_name), connection.cursor() as cursor:
+            # Foreign keys are deferred (Django makes them so): checked once, at the commit, when every table is empty.
+            if connection.vendor == "postgresql":
+                cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+            for table in sorted(set(tables) - _MIGRATED_ROWS):
+                cursor.execute(f"DELETE FROM {connection.ops.quote_name(table)}")
+
+
+TransactionTestCase._fixture_teardown = _empty_every_table  # type: ignore[method-assign]
 
 # Every database fixture of pytest-django asks for this one; the live server holds the database open for its thread.
 _DATABASE_FIXTURES = frozenset({"_django_db_helper", "live_server"})
