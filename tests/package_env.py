@@ -44,6 +44,10 @@ NOT_IN_A_CLONE = shutil.ignore_patterns(
 )
 # A directory the pytest processes of one test command share their wheel and virtualenv in (see above).
 SHARED_DIR_VARIABLE = "AGENTTEST_TEST_PACKAGE_DIR"
+# A child process imports the team's module to check an entry, within 60 s by default: the Agents SDK's import took
+# longer than that with the suite's ten processes pinned to one core (issue 40). No test of the installed wheel is
+# about that deadline, so it gets one no loaded machine reaches (pyproject's pytest env gives the other tests the same).
+ENTRY_CHECK_TIMEOUT = {"AGENTTEST_ENTRY_CHECK_TIMEOUT": "900"}
 CHECKOUT_VARIABLES = ("AGENTTEST_", "CELERY_", "DATABASE_URL", "DJANGO_SETTINGS_MODULE", "PYTHONPATH", "VIRTUAL_ENV")
 
 
@@ -72,6 +76,7 @@ class PackageEnv:
         """The environment of a shell that activated the virtualenv, without anything pointing at the checkout."""
         env = environment_without_the_checkout()
         env.update(PATH=f"{self.bin}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(self.venv))
+        env.update(ENTRY_CHECK_TIMEOUT)
         return env
 
 
