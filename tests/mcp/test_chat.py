@@ -15,7 +15,9 @@ from agenthost.mcp import client
 from agenthost.models import Agent, McpToolList
 from tests.mcp.conftest import order_server_spec
 
-pytestmark = pytest.mark.django_db
+# What these tests answer hangs on MCP servers in processes of their own, not on the database
+# engine: the PostgreSQL pass runs them, once.
+pytestmark = [pytest.mark.django_db, pytest.mark.production_engine]
 
 
 def create_agent(admin_client_api, functions, name="desk"):

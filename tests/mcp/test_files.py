@@ -22,7 +22,9 @@ from runs.tapes.files import recordings_export
 from tests.mcp.conftest import order_server_spec
 from tests.mcp.test_runs import server_processes
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# What these tests answer hangs on MCP servers in processes of their own, not on the database
+# engine: the PostgreSQL pass runs them, once.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.production_engine]
 
 LOOKUP = "orders__lookup_order"
 REMOTE = "remote__lookup_order"

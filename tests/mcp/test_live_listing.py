@@ -20,7 +20,9 @@ from cases.models import Assertion, Case, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# What these tests answer hangs on MCP servers in processes of their own, not on the database
+# engine: the PostgreSQL pass runs them, once.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.production_engine]
 
 LOOKUP = "orders__lookup_order"
 DESTRUCTIVE = {"readOnlyHint": False, "destructiveHint": True}

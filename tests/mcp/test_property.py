@@ -20,7 +20,9 @@ from cases.models import Assertion, Case, Suite, Turn
 from runs.models import Run
 from runs.services import run_create, run_execute
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# What these tests answer hangs on MCP servers in processes of their own, not on the database
+# engine: the PostgreSQL pass runs them, once.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.production_engine]
 
 # Names that sanitise to the same function name (peek.ticket, peek_ticket) and names that do not (peek-ticket).
 NAMES = st.sampled_from(

@@ -30,7 +30,9 @@ from tests.test_web_path import (
     staff_create,
 )
 
-pytestmark = pytest.mark.slow
+# What these tests answer hangs on the team's code in processes of its own, not on the database
+# engine: the PostgreSQL pass runs them, once.
+pytestmark = [pytest.mark.slow, pytest.mark.production_engine]
 
 # A plain loop as a team writes it: asks its model once and answers what it said.
 HEALTHY = """

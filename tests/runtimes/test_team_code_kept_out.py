@@ -17,7 +17,9 @@ from django.core.management import call_command
 from agenthost.models import Agent
 from cases.files import FilesRejected, files_apply
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# What these tests answer hangs on the team's code in processes of its own, not on the database
+# engine: the PostgreSQL pass runs them, once.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.production_engine]
 
 # Leaves a marker the moment it is imported: what a module's import-time code could do (open a connection, send).
 MARKS_AT_IMPORT = """
