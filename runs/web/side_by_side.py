@@ -136,6 +136,37 @@ def _difference(first: dict[str, Any], other: dict[str, Any]) -> tuple[str, list
     return ("", []) if first.get("agent") == other.get("agent") else (DIFFERENT_MESSAGE, [])
 
 
+# Past this many cells (steps of one column × steps of the other) the table of common lengths costs more than a page
+# should: difflib's matching, which may read one step left out as more rows differing, takes over.
+ALIGNMENT_CELLS = 250_000
+
+
+def _matched(first: list[Any], other: list[Any]) -> list[tuple[int, int]]:
+    """Index pairs of a longest common subsequence of two lists of keys: the fewest rows skipped and added. difflib
+    matches the longest block first, which is not the fewest: one call left out of L L C L C L read as a row added and
+    two skipped."""
+    n, m = len(first), len(other)
+    if n * m > ALIGNMENT_CELLS:
+        matcher = difflib.SequenceMatcher(None, first, other, autojunk=False)
+        return [(i + k, j + k) for i, j, size in matcher.get_matching_blocks() for k in range(size)]
+    # longest[i][j]: the length of a longest common subsequence of first[i:] and other[j:].
+    longest = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        here, below = longest[i], longest[i + 1]
+        for j in range(m - 1, -1, -1):
+            here[j] = below[j + 1] + 1 if first[i] == other[j] else max(below[j], here[j + 1])
+    pairs, i, j = [], 0, 0
+    while i < n and j < m:
+        if first[i] == other[j]:
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+        elif longest[i + 1][j] >= longest[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return pairs
+
+
 def _aligned_rows(columns: list[Column], lists: list[list[dict[str, Any]]]) -> list[list[Step]]:
     """The columns' messages and tool calls on rows, each other column aligned with the first by content. A step
     only another column has gets a row of its own, where the first column's step would have been."""
@@ -146,14 +177,17 @@ def _aligned_rows(columns: list[Column], lists: list[list[dict[str, Any]]]) -> l
     for items in lists[1:]:
         pairs: dict[int, dict[str, Any]] = {}
         extra: dict[int, list[dict[str, Any]]] = {}
-        matcher = difflib.SequenceMatcher(
-            None, [_anchor_key(item) for item in reference], [_anchor_key(item) for item in items], autojunk=False
-        )
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            if tag == "equal":
-                pairs.update({i1 + offset: items[j1 + offset] for offset in range(i2 - i1)})
-            elif j2 > j1:
-                extra.setdefault(i1, []).extend(items[j1:j2])
+        # An unmatched step goes right after the last matched one before it (before any skipped there).
+        position, pairs_left = 0, iter(_matched([_anchor_key(item) for item in reference],
+                                                [_anchor_key(item) for item in items]))
+        pair = next(pairs_left, None)
+        for j, item in enumerate(items):
+            if pair is not None and pair[1] == j:
+                pairs[pair[0]] = item
+                position = pair[0] + 1
+                pair = next(pairs_left, None)
+            else:
+                extra.setdefault(position, []).append(item)
         matched.append(pairs)
         inserted.append(extra)
     rows = []
