@@ -57,7 +57,7 @@ def test_it_runs_mcp_cases_on_a_worker_from_mocks_without_starting_a_server(
     with runs_worker(broker, log, AGENTTEST_MCP_FILE=str(config)):
         run = run_trigger(suite=suite, model_keys=["simulated:sim-careful"], triggered_by=admin_user,
                           dispatch=dispatch)
-        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=90, what="the run to finish", log_path=log)
+        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, what="the run to finish", log_path=log)
         assert server_processes(markers) == []
 
     result = CaseResult.objects.get(run=run)

@@ -35,7 +35,7 @@ def test_it_runs_plugin_tools_on_the_plugins_model_in_a_real_worker(ticket_agent
         broker_url, log, AGENTTEST_PLUGINS=PLUGIN, AGENTTEST_PROVIDERS_FILE=str(providers), **{OUTBOX_ENV: str(outbox)}
     ):
         run = run_trigger(suite=suite, model_keys=[RULES_MODEL], triggered_by=admin_user, dispatch=dispatch)
-        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=180, what="the run to finish", log_path=log)
+        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, what="the run to finish", log_path=log)
 
     [result] = CaseResult.objects.filter(run=run)
     assert result.model == RULES_MODEL

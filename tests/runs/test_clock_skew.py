@@ -103,7 +103,7 @@ def dispatch(run_id: int) -> None:
 def wait_ready(*logs: Path) -> None:
     for log in logs:
         wait_for(
-            lambda log=log: " ready." in log.read_text(errors="replace"), timeout=60, what="a worker to start",
+            lambda log=log: " ready." in log.read_text(errors="replace"), what="a worker to start",
             log_path=log,
         )
 
@@ -125,7 +125,7 @@ def test_it_leaves_a_healthy_run_to_its_executor_whose_clock_is_20_s_behind(brok
     ):
         wait_ready(sweeper, executor)
         run = run_trigger(suite=suite, model_keys=[STUB], dispatch=dispatch)
-        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=120, what="the run", log_path=executor)
+        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, what="the run", log_path=executor)
     run.refresh_from_db()
     assert run.status == Run.Status.PASSED, run.reason
     assert run.reason == "all 28 results passed" and CaseResult.objects.filter(run=run).count() == 28
@@ -147,7 +147,7 @@ def test_it_takes_a_dead_executors_run_within_a_lease_period_though_its_clock_wa
         wait_ready(sweeper, executor)
         run = run_trigger(suite=suite, model_keys=[STUB], dispatch=dispatch)
         wait_for(
-            lambda: CaseResult.objects.filter(run=run).count() >= 1, timeout=60, what="a first result",
+            lambda: CaseResult.objects.filter(run=run).count() >= 1, what="a first result",
             log_path=executor,
         )
         os.killpg(ahead.pid, signal.SIGKILL)

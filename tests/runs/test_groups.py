@@ -77,7 +77,7 @@ def test_it_overlaps_runs_of_two_groups_and_never_two_runs_of_one_group(broker, 
             workers.enter_context(
                 group_worker(broker, log, groups="alpha,beta", name=f"w{number}", **slow_model_env)
             )
-        wait_for(lambda: len(live_workers(group="beta")) == 2, timeout=60, what="both workers", log_path=logs[0])
+        wait_for(lambda: len(live_workers(group="beta")) == 2, what="both workers", log_path=logs[0])
         unserved = run_create(suite=group_suite("gamma", "gamma", cases=1), model_keys=[MODEL])
         page = admin_client.get(reverse("runs:detail", args=[unserved.pk])).content.decode()
         assert "No live worker serves isolation group <code>gamma</code>" in page
@@ -89,8 +89,8 @@ def test_it_overlaps_runs_of_two_groups_and_never_two_runs_of_one_group(broker, 
         assert "No live worker serves" not in waiting
         runs = (first, second, other)
         wait_for(
-            lambda: all(Run.objects.get(pk=run.pk).is_finished for run in runs),
-            timeout=120, what="the three runs", log_path=logs[1],
+            lambda: all(Run.objects.get(pk=run.pk).is_finished for run in runs), what="the three runs",
+            log_path=logs[1],
         )
         assert Run.objects.get(pk=unserved.pk).status == "pending", "no worker serves gamma: it stays Pending"
     first, second, other = (Run.objects.get(pk=run.pk) for run in runs)
@@ -104,10 +104,10 @@ def test_it_overlaps_runs_of_two_groups_and_never_two_runs_of_one_group(broker, 
 def test_it_says_a_worker_is_gone_once_its_beat_is_older_than_a_lease(broker, slow_model_env, tmp_path):
     log = tmp_path / "worker.log"
     with group_worker(broker, log, groups="gpu", name="gpu", **slow_model_env):
-        wait_for(lambda: live_workers(group="gpu"), timeout=60, what="the worker's beat", log_path=log)
+        wait_for(lambda: live_workers(group="gpu"), what="the worker's beat", log_path=log)
         assert live_workers(group="default") == []
         seen = WorkerBeat.objects.get().seen_at
-        wait_for(lambda: WorkerBeat.objects.get().seen_at > seen, timeout=10, what="a renewed beat", log_path=log)
+        wait_for(lambda: WorkerBeat.objects.get().seen_at > seen, what="a renewed beat", log_path=log)
     # Killed without a word: its beat stops, and a lease period later it no longer counts.
     time.sleep(LEASE_SECONDS + 0.5)
     assert live_workers(group="gpu") == []

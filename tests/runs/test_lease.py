@@ -76,7 +76,7 @@ def results(run: Run) -> int:
 
 def wait_ready(log: Path) -> None:
     # Celery logs "ready." right after the worker_ready signal, whose handler sweeps.
-    wait_for(lambda: " ready." in log.read_text(errors="replace"), timeout=60, what="the worker to start", log_path=log)
+    wait_for(lambda: " ready." in log.read_text(errors="replace"), what="the worker to start", log_path=log)
 
 
 def test_it_leaves_a_run_to_its_worker_when_another_worker_starts_and_refuses_to_resume_it(
@@ -89,7 +89,7 @@ def test_it_leaves_a_run_to_its_worker_when_another_worker_starts_and_refuses_to
 
     with runs_worker(broker, log_a, **worker_env):
         run = trigger(suite)
-        wait_for(lambda: results(run) >= 1, timeout=60, what="a first result", log_path=log_a)
+        wait_for(lambda: results(run) >= 1, what="a first result", log_path=log_a)
         with runs_worker(broker, log_b, **worker_env):
             wait_ready(log_b)
             # The second worker swept on start-up: the run it found is still the first worker's, and still going.
@@ -107,7 +107,7 @@ def test_it_leaves_a_run_to_its_worker_when_another_worker_starts_and_refuses_to
             assert results(run) > kept
             assert admin_client_api.post(f"/api/runs/{run.pk}/cancel/").status_code == 200
             wait_for(
-                lambda: Run.objects.get(pk=run.pk).is_finished, timeout=90, what="the run to stop", log_path=log_a
+                lambda: Run.objects.get(pk=run.pk).is_finished, what="the run to stop", log_path=log_a
             )
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED, run.reason
@@ -138,7 +138,7 @@ def test_it_sweeps_a_killed_workers_run_within_a_lease_period_without_a_restart(
     log_a, log_b = tmp_path / "a.log", tmp_path / "b.log"
     with runs_worker(broker, log_a, **worker_env) as worker_a:
         run = run_trigger(suite=suite, model_keys=["gated:desk-model"], dispatch=dispatch)
-        wait_for(lambda: results(run) >= 2, timeout=60, what="two results", log_path=log_a)
+        wait_for(lambda: results(run) >= 2, what="two results", log_path=log_a)
         with runs_worker(broker, log_b, **worker_env):
             wait_ready(log_b)
             os.killpg(worker_a.pid, signal.SIGKILL)
@@ -173,7 +173,7 @@ def test_it_keeps_every_stored_result_with_its_whole_conversation_when_the_worke
     log = tmp_path / "worker.log"
     with runs_worker(broker, log, **worker_env) as worker:
         run = trigger(suite)
-        wait_for(lambda: results(run) >= 3, timeout=60, what="three results", log_path=log)
+        wait_for(lambda: results(run) >= 3, what="three results", log_path=log)
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(10)
 
@@ -199,7 +199,7 @@ def test_it_runs_two_pending_runs_on_two_workers_one_after_the_other(broker, wor
         wait_ready(log_b)
         runs = [trigger(first), trigger(second)]
         wait_for(
-            lambda: all(Run.objects.get(pk=run.pk).is_finished for run in runs), timeout=120,
+            lambda: all(Run.objects.get(pk=run.pk).is_finished for run in runs),
             what="both runs to finish", log_path=log_b,
         )
     one, other = sorted(Run.objects.filter(pk__in=[run.pk for run in runs]), key=lambda run: run.started_at)
@@ -213,7 +213,7 @@ def test_it_fails_an_inline_run_fast_while_a_worker_executes_one(broker, worker_
     log = tmp_path / "worker.log"
     with runs_worker(broker, log, **worker_env):
         run = trigger(suite)
-        wait_for(lambda: results(run) >= 1, timeout=60, what="a first result", log_path=log)
+        wait_for(lambda: results(run) >= 1, what="a first result", log_path=log)
         stdout, stderr = io.StringIO(), io.StringIO()
         started = time.monotonic()
         with pytest.raises(SystemExit) as exited:
@@ -223,7 +223,7 @@ def test_it_fails_an_inline_run_fast_while_a_worker_executes_one(broker, worker_
         assert f"run #{run.pk} holds the run lock (started " in stderr.getvalue()
         assert stderr.getvalue().rstrip().endswith("; wait for it or cancel it")
         assert list(Run.objects.values_list("pk", flat=True)) == [run.pk], "the refused run leaves nothing"
-        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=90, what="the worker's run", log_path=log)
+        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, what="the worker's run", log_path=log)
     assert Run.objects.get(pk=run.pk).status == Run.Status.PASSED
 
 
@@ -264,11 +264,11 @@ def test_it_ends_a_run_error_naming_the_failure_when_the_database_keeps_refusing
         _refuse_results()
         try:
             run = trigger(suite)
-            wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=60, what="the run to end", log_path=log)
+            wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, what="the run to end", log_path=log)
         finally:
             _allow_results()
         after = trigger(order_suite(cases=1, name="after"))
-        wait_for(lambda: Run.objects.get(pk=after.pk).is_finished, timeout=60, what="the next run", log_path=log)
+        wait_for(lambda: Run.objects.get(pk=after.pk).is_finished, what="the next run", log_path=log)
     run.refresh_from_db()
     assert run.status == Run.Status.ERROR
     assert run.reason.startswith("the run stopped on a failure: ")

@@ -45,7 +45,7 @@ def test_it_queues_again_a_run_whose_message_was_deleted_from_redis_and_the_grou
         wait_ready(log)
         busy = trigger(real_worker.order_suite(cases=6, name="busy"))
         wait_for(
-            lambda: Run.objects.get(pk=busy.pk).status == Run.Status.RUNNING, timeout=60, what="the first run",
+            lambda: Run.objects.get(pk=busy.pk).status == Run.Status.RUNNING, what="the first run",
             log_path=log,
         )
         lost = trigger(real_worker.order_suite(cases=2, name="lost"))
@@ -53,12 +53,12 @@ def test_it_queues_again_a_run_whose_message_was_deleted_from_redis_and_the_grou
         assert queue.llen("runs") == 1
         queue.delete("runs")
         following = trigger(real_worker.order_suite(cases=2, name="following"))
-        wait_for(lambda: finished(busy, lost, following), timeout=90, what="the three runs", log_path=log)
+        wait_for(lambda: finished(busy, lost, following), what="the three runs", log_path=log)
 
         # A duplicate of a finished run's message changes nothing; the run triggered after it shows it was taken.
         dispatch(lost.pk)
         after = trigger(real_worker.order_suite(cases=1, name="after"))
-        wait_for(lambda: finished(after), timeout=60, what="the run after the duplicate", log_path=log)
+        wait_for(lambda: finished(after), what="the run after the duplicate", log_path=log)
 
     busy, lost, following, after = (Run.objects.get(pk=run.pk) for run in (busy, lost, following, after))
     assert [run.status for run in (busy, lost, following, after)] == ["passed"] * 4, lost.reason
@@ -106,12 +106,12 @@ def test_it_keeps_a_run_whose_first_delivery_met_a_database_error_and_the_groups
         _refuse_run_locks()
         try:
             blipped = trigger(real_worker.order_suite(cases=2, name="blipped"))
-            wait_for(lambda: "the database is restarting" in log.read_text(errors="replace"), timeout=30,
+            wait_for(lambda: "the database is restarting" in log.read_text(errors="replace"),
                      what="the worker to meet the database error", log_path=log)
         finally:
             _allow_run_locks()
         following = trigger(real_worker.order_suite(cases=2, name="following"))
-        wait_for(lambda: finished(blipped, following), timeout=60, what="both runs", log_path=log)
+        wait_for(lambda: finished(blipped, following), what="both runs", log_path=log)
     blipped, following = Run.objects.get(pk=blipped.pk), Run.objects.get(pk=following.pk)
     assert (blipped.status, following.status) == ("passed", "passed"), (blipped.reason, following.reason)
     assert blipped.finished_at <= following.started_at

@@ -60,7 +60,7 @@ def test_it_plays_a_script_file_on_a_real_worker_and_logs_the_requests(tmp_path,
     worker_log = tmp_path / "worker.log"
     with runs_worker(broker_url, worker_log, AGENTTEST_PROVIDERS_FILE=str(providers)):
         run = run_trigger(suite=suite, model_keys=["ci:desk-model"], triggered_by=admin_user, dispatch=dispatch)
-        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=90, what="the run", log_path=worker_log)
+        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, what="the run", log_path=worker_log)
 
     results = {r.case_name: r for r in CaseResult.objects.filter(run=run)}
     assert results["status"].status == "passed", results["status"].reason

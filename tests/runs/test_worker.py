@@ -59,7 +59,7 @@ def test_it_runs_a_two_model_run_end_to_end_on_a_real_worker(broker_url, tmp_pat
     log = tmp_path / "worker.log"
     with runs_worker(broker_url, log):
         run = run_trigger(suite=suite, model_keys=MODELS, triggered_by=admin_user, dispatch=dispatch_via(broker_url))
-        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=90, what="the run to finish", log_path=log)
+        wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, what="the run to finish", log_path=log)
     run.refresh_from_db()
     results = list(CaseResult.objects.filter(run=run).order_by("position"))
     assert [(r.case_name, r.model) for r in results] == [
@@ -88,7 +88,7 @@ def test_it_sweeps_interrupted_runs_and_redispatches_lost_pending_ones_at_worker
     lost = Run.objects.create(suite=suite, model_keys=MODELS[:1], case_ids=case_ids, total=2)
     log = tmp_path / "worker.log"
     with runs_worker(broker_url, log):
-        wait_for(lambda: Run.objects.get(pk=lost.pk).is_finished, timeout=90, what="the lost run", log_path=log)
+        wait_for(lambda: Run.objects.get(pk=lost.pk).is_finished, what="the lost run", log_path=log)
     interrupted.refresh_from_db()
     assert interrupted.status == "error"
     assert interrupted.reason == (
@@ -124,7 +124,7 @@ def test_it_warns_when_the_runs_worker_has_more_than_one_process(tmp_path):
     )
     try:
         wait_for(
-            lambda: "concurrency 2" in log.read_text(errors="replace"), timeout=60, what="the warning", log_path=log
+            lambda: "concurrency 2" in log.read_text(errors="replace"), what="the warning", log_path=log
         )
     finally:
         os.killpg(process.pid, 9)

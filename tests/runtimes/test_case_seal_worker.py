@@ -140,7 +140,7 @@ def test_it_stops_a_loop_running_its_own_tools_and_routes_a_tools_own_client_on_
     with runs_worker(broker_url, worker_log, **env):
         for suite in (own_calls, own_client):
             run = run_trigger(suite=suite, model_keys=["ci:desk-model"], triggered_by=admin_user, dispatch=dispatch)
-            wait_for(lambda run=run: Run.objects.get(pk=run.pk).is_finished, timeout=120, what="the run",
+            wait_for(lambda run=run: Run.objects.get(pk=run.pk).is_finished, what="the run",
                      log_path=worker_log)
             runs.append(run)
 

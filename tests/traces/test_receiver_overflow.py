@@ -103,7 +103,7 @@ def test_it_writes_the_conversations_past_the_requests_limit_on_a_worker_without
     with runs_worker(REDIS_URL, log):
         post(client, staff_token, three_conversations)
         assert written(), "the request's own, written before it answered (the worker may be writing the rest)"
-        wait_for(lambda: len(written()) == 3, timeout=60, what="the worker to write the other two", log_path=log)
+        wait_for(lambda: len(written()) == 3, what="the worker to write the other two", log_path=log)
 
     assert sorted(written()) == sorted(ORDERS)
     assert all(c.agent.name == "shop" and c.bound_by == "agent name" for c in Conversation.objects.all())
