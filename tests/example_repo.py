@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.package_env import PackageEnv
+from tests.workers import WAIT_SECONDS
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 # Every connection to another machine goes to a proxy that refuses it; in replay the model endpoint itself is a
@@ -58,7 +59,7 @@ class Stub:
              "--script", "script.json", "--lenient-content"],
             cwd=repo, env=package_env.environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + WAIT_SECONDS
         while time.monotonic() < deadline:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.test_web_path import free_port
+from tests.workers import WAIT_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -41,7 +42,7 @@ def test_it_prints_each_line_of_the_demo_server_once(tmp_path):
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + WAIT_SECONDS
         while True:
             assert server.poll() is None, output.read_text(errors="replace")
             try:
@@ -51,7 +52,7 @@ def test_it_prints_each_line_of_the_demo_server_once(tmp_path):
                 assert time.monotonic() < deadline, output.read_text(errors="replace")
                 time.sleep(0.3)
         assert missing.status_code == 404
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + WAIT_SECONDS
         while '"GET /no-page-here/ HTTP/1.1" 404' not in output.read_text(errors="replace"):
             assert time.monotonic() < deadline, output.read_text(errors="replace")
             time.sleep(0.1)

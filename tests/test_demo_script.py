@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.test_web_path import free_port, signed_in
+from tests.workers import WAIT_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEMO = ["bash", str(BASE_DIR / "scripts" / "demo")]
@@ -116,7 +117,7 @@ def test_it_serves_the_demo_on_port_with_a_clean_setup_and_worker_log(tmp_path):
         # finds it taken, and that is routine, not a line in the log.
         log_path = tmp_path / "worker.log"
         resent = "at worker start: pending runs [1] queued again in case their message was lost"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + WAIT_SECONDS
         def tasks_done() -> bool:
             text = log_path.read_text(errors="replace")
             return text.count(" succeeded in ") >= (2 if resent in text else 1)

@@ -17,7 +17,7 @@ from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_trigger
 from runs.tasks import execute_run
-from tests.workers import REDIS_URL, flush_redis_queue, runs_worker, wait_for
+from tests.workers import REDIS_URL, WAIT_SECONDS, flush_redis_queue, runs_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -112,7 +112,7 @@ def own_redis(tmp_path):
         ],
         stdout=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()

@@ -13,6 +13,7 @@ from xml.etree import ElementTree
 import pytest
 
 from tests.package_env import PackageEnv, package_env_fixture  # noqa: F401  (the fixture)
+from tests.workers import WAIT_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.installed]
 
@@ -29,7 +30,7 @@ def _free_port() -> int:
 
 
 def _wait_for(port: int) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()

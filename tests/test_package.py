@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from agenttest.cli import worker_command
 from tests.package_env import CHECKOUT_VARIABLES, PackageEnv, package_env_fixture  # noqa: F401  (`package_env`)
+from tests.workers import WAIT_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PACKAGES = ("agenttest", "common", "agenthost", "cases", "runs", "recording", "traces", "agenttest_demo")
@@ -289,7 +290,7 @@ def test_it_executes_the_queued_demo_run_on_agenttest_worker(package_env, demo_d
             env={**package_env.environment(), **DEMO}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + WAIT_SECONDS
         while (status := run_status(package_env, demo_dir, 1)) in ("pending", "running"):
             assert worker.poll() is None, log_path.read_text()
             assert time.monotonic() < deadline, f"run #1 still {status}:\n{log_path.read_text()}"
@@ -324,7 +325,7 @@ def served(package_env: PackageEnv, tmp_path: Path) -> Iterator[str]:
         )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + WAIT_SECONDS
         while True:
             assert server.poll() is None, log_path.read_text()
             try:

@@ -12,6 +12,7 @@ import pytest
 from agenthost.llm import registry
 from agenthost.llm.base import ModelRequest, ProviderError, Usage
 from agenthost.llm.scripted import Answer, Call, Fail, Hang, ScriptedProvider
+from tests.workers import WAIT_SECONDS
 
 
 def request(text="Where is order 1042?", **metadata):
@@ -107,7 +108,7 @@ def test_a_hang_blocks_until_released_then_times_out(scripted_model, provider):
 
     worker = threading.Thread(target=call)
     worker.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + WAIT_SECONDS
     while not scripted_model.requests and time.monotonic() < deadline:
         time.sleep(0.005)
     assert worker.is_alive()

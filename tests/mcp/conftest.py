@@ -18,6 +18,7 @@ import pytest
 
 from agenthost.mcp import client
 from common.mcp_config import normalise
+from tests.workers import WAIT_SECONDS
 
 ORDER_SERVER = Path(__file__).with_name("order_server.py")
 
@@ -110,7 +111,7 @@ class HttpOrderServer:
                  "MCP_LISTING_FILE": str(self.markers.listing_file)},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + WAIT_SECONDS
         while True:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()

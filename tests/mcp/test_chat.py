@@ -14,6 +14,7 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.mcp import client
 from agenthost.models import Agent, McpToolList
 from tests.mcp.conftest import order_server_spec
+from tests.workers import WAIT_SECONDS
 
 # What these tests answer hangs on MCP servers in processes of their own, not on the database
 # engine: the PostgreSQL pass runs them, once.
@@ -137,7 +138,7 @@ def test_it_restarts_a_server_that_died_between_calls(admin_client_api, scripted
     assert chat(admin_client_api, agent, "one").status_code == 200
     [first] = markers.started()
     os.kill(int(first.name.split("-")[1]), signal.SIGKILL)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + WAIT_SECONDS
     while client.supervisor().running() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert client.supervisor().running() == []  # the supervisor noticed

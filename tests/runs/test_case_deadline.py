@@ -30,6 +30,7 @@ from runs.models import CaseResult, Recording, Run
 from runs.services import run_create, run_execute
 from runs.tapes.replay import HANG
 from tests.runs.test_concurrency import stub_provider
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -110,7 +111,7 @@ def judged(stub: OpenAIStub) -> int:
 
 def settle(*stubs: OpenAIStub) -> None:
     """Wait until the servers work on nothing any more (a request whose client hung up is dropped)."""
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + WAIT_SECONDS
     while any(stub.in_flight for stub in stubs) and time.monotonic() < deadline:
         time.sleep(0.05)
 

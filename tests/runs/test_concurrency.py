@@ -19,6 +19,7 @@ from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Recording, Run
 from runs.services import run_cancel, run_create, run_execute
 from runs.web.junit import run_to_junit
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -177,7 +178,7 @@ def test_it_starts_nothing_after_a_cancel_and_stores_every_case_in_flight(stub):
     run = run_create(suite=suite, model_keys=[STUB])
     worker = threading.Thread(target=run_execute, kwargs={"run_id": run.pk})
     worker.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + WAIT_SECONDS
     while CaseResult.objects.filter(run=run).count() < 3 and time.monotonic() < deadline:
         time.sleep(0.02)
     run_cancel(run=Run.objects.get(pk=run.pk))

@@ -16,6 +16,7 @@ from runs.models import CaseResult, Recording, Run
 from runs.selectors import REPLAY_COST_NOTE, run_summary
 from runs.services import RunError, run_create, run_execute
 from runs.tapes.replay import HANG
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -232,7 +233,7 @@ def test_it_times_out_on_a_recorded_hang_and_lets_the_case_thread_end(suite):
     assert result.reason == (
         "the case timed out after 1 s (replayed the hang recorded for the request at turn 0 step 1)"
     )
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + WAIT_SECONDS
     while len(registry) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(registry) == 0

@@ -29,6 +29,7 @@ from tests.test_web_path import (
     signed_in,
     staff_create,
 )
+from tests.workers import WAIT_SECONDS
 
 # What these tests answer hangs on the team's code in processes of its own, not on the database
 # engine: the PostgreSQL pass runs them, once.
@@ -220,7 +221,7 @@ def test_it_answers_another_agents_chat_while_an_entry_import_hangs(transactiona
 
         hanging = pool.submit(_chat, client, "hanger")
         # Safety net only: the import starts when its child does.
-        until = time.monotonic() + 120
+        until = time.monotonic() + WAIT_SECONDS
         while not (markers / "import-started").exists():
             assert time.monotonic() < until and not hanging.done(), "the hanging entry's import never started"
             time.sleep(0.05)

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from tests.traces.conftest import CONTENT, PROTOBUF, hex_trace, kept, request, span, stored
+from tests.workers import WAIT_SECONDS
 from traces.models import TraceSpan
 from traces.otlp import Limits, OtlpRefused
 from traces.services import spans_sweep_expired, traces_ingest
@@ -104,7 +105,7 @@ def test_it_sweeps_in_the_worker_from_its_start():
 
     signals.start_sweeping()
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + WAIT_SECONDS
         while TraceSpan.objects.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
