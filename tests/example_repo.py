@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.package_env import PackageEnv
+from tests.ports import free_port
 from tests.workers import WAIT_SECONDS
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -39,12 +40,6 @@ LOOKUP, CANCELLATION, UNMOCKED = (
 CANCEL_REQUEST = "Please cancel order 1043, I ordered the wrong size."
 CANCELLED = "Order 1043 is cancelled, and we emailed you a confirmation."
 BLOCKED = "cancel_order has no mock, so it was blocked"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Stub:

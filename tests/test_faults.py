@@ -17,6 +17,7 @@ from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_trigger
 from runs.tasks import execute_run
+from tests.ports import free_port
 from tests.workers import REDIS_URL, WAIT_SECONDS, flush_redis_queue, runs_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -86,16 +87,10 @@ def test_it_keeps_finished_results_and_says_why_when_the_worker_is_killed_mid_ru
     assert set(CaseResult.objects.filter(run=run).values_list("status", flat=True)) == {"passed"}
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def own_redis(tmp_path):
     """A Redis server of this test's own, so stopping it disturbs nothing else."""
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [
             "redis-server",

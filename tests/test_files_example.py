@@ -13,6 +13,7 @@ from xml.etree import ElementTree
 import pytest
 
 from tests.package_env import PackageEnv, package_env_fixture  # noqa: F401  (the fixture)
+from tests.ports import free_port
 from tests.workers import WAIT_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.installed]
@@ -21,12 +22,6 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "order-support"
 # Every connection to another machine goes to a proxy that refuses it, and in replay the model endpoint itself is a
 # closed port: replay must need neither. Only the local stub (record) is reachable.
 REFUSED = "http://127.0.0.1:9"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_for(port: int) -> None:
@@ -78,7 +73,7 @@ def test_it_replays_records_and_round_trips_the_example(package_env: PackageEnv,
     assert "stale recording" in stale.stdout
     assert "passed → error" in (repo / "stale.md").read_text()
 
-    port = _free_port()
+    port = free_port()
     stub = subprocess.Popen(
         [str(package_env.python), "-m", "agenthost.testing.openai_stub", "--port", str(port), "--echo"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

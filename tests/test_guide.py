@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 from pathlib import Path
 from xml.etree import ElementTree
@@ -22,6 +21,7 @@ from tests.package_env import (  # noqa: F401  (the fixture `package_wheel`)
     environment_without_the_checkout,
     package_wheel_fixture,
 )
+from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -32,12 +32,6 @@ PORT = "127.0.0.1:8000"
 
 def guide_blocks() -> list[tuple[str, str]]:
     return [(language, body) for language, body in BLOCK.findall(GUIDE.read_text(encoding="utf-8"))]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_it_has_a_file_or_a_command_in_every_block():
@@ -51,7 +45,7 @@ def test_it_has_a_file_or_a_command_in_every_block():
 def test_it_runs_every_command_of_the_guide(package_wheel: Path, tmp_path, request):
     work = tmp_path / "team-repo"
     work.mkdir()
-    port = f"127.0.0.1:{_free_port()}"
+    port = f"127.0.0.1:{free_port()}"
     script = ["set -euo pipefail", "set -x"]
     for language, body in guide_blocks():
         if language == "python":

@@ -11,7 +11,6 @@ import ast
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from hypothesis import strategies as st
 
 from agenttest.cli import worker_command
 from tests.package_env import CHECKOUT_VARIABLES, PackageEnv, package_env_fixture  # noqa: F401  (`package_env`)
+from tests.ports import free_port
 from tests.workers import WAIT_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -60,12 +60,6 @@ def checkout_python(args: list[str], cwd: Path, **env: str) -> subprocess.Comple
 
 def gunicorn_config(printed: str) -> dict[str, str]:
     return dict(re.findall(r"^(\w+)\s+= (.*)$", printed, re.MULTILINE))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_it_declares_in_pyproject_exactly_the_ranges_ci_installs():

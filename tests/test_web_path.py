@@ -12,7 +12,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from rest_framework.authtoken.models import Token
 from agenthost.testing.openai_stub import OpenAIStub
 from recording.segmenter import SYSTEM_PROMPT
 from tests import workers
+from tests.ports import free_port
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 MODEL_DELAY_SECONDS = 45
@@ -47,12 +47,6 @@ def procfile_web_command(port: int) -> list[str]:
     assert len(binds) == 1, line
     command[binds[0] + 1] = f"127.0.0.1:{port}"
     return command
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def server_env(var_dir: Path, **extra: str) -> dict[str, str]:

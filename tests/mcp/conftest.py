@@ -18,6 +18,7 @@ import pytest
 
 from agenthost.mcp import client
 from common.mcp_config import normalise
+from tests.ports import free_port
 from tests.workers import WAIT_SECONDS
 
 ORDER_SERVER = Path(__file__).with_name("order_server.py")
@@ -89,18 +90,12 @@ def mcp_servers(settings: Any, markers: Markers) -> Iterator[dict[str, dict[str,
     client.shutdown()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class HttpOrderServer:
     """The order server's HTTP process on one port; `restart()` stops it and starts a new one on the same port."""
 
     def __init__(self, markers: Markers) -> None:
         self.markers = markers
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.process: subprocess.Popen | None = None
 
