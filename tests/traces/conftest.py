@@ -6,12 +6,15 @@ is `kept` below — a small real policy — passed explicitly; the tests that go
 
 from __future__ import annotations
 
+import base64
+import json
 import tracemalloc
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
 from django.db import connection
+from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
@@ -75,6 +78,18 @@ def request(*spans: Span, service: str = "shop", scope: str = "test.scope") -> E
     )])
 
 
+
+
+def json_body(message: ExportTraceServiceRequest) -> bytes:
+    """The request as OTLP/JSON: protobuf's JSON mapping, with ids in hex as OTLP says (not base64)."""
+    body = MessageToDict(message)
+    for resource in body.get("resourceSpans", []):
+        for scope in resource.get("scopeSpans", []):
+            for one in scope.get("spans", []):
+                for name in ("traceId", "spanId", "parentSpanId"):
+                    if one.get(name):
+                        one[name] = base64.b64decode(one[name]).hex()
+    return json.dumps(body).encode()
 
 
 def framed(*spans: bytes) -> bytes:
