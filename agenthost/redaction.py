@@ -55,12 +55,17 @@ _SHAPES = (
 
 
 @functools.lru_cache(maxsize=16)
-def _key_rules(configured: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[re.Pattern[str], ...]]:
-    """A secret key name (whole-key match), and the patterns finding such a key's value in JSON text and prose."""
+def _key_rules(
+    configured: tuple[str, ...],
+) -> tuple[re.Pattern[str], re.Pattern[str], tuple[re.Pattern[str], ...]]:
+    """A secret key name (whole-key match); the pattern finding such a key whose list or object value is JSON inside
+    prose; and the patterns finding such a key's value in JSON text and prose."""
     # Bounded around the word: an unbounded run would be tried from every position of a long word (quadratic).
     words = "|".join([f"[\\w.\\-]{{0,40}}(?:{_SECRET_KEY_WORDS})[\\w.\\-]{{0,40}}",
                       *(f"(?:{key})" for key in configured)])
     name = re.compile(f"(?i)(?:{words})")
+    # "key": [ or "key": { — a list or object value, written as JSON inside prose.
+    embedded = re.compile(f'(?i)"(?:{words})"\\s*:\\s*(?=[\\[{{])')
     values = (
         # "key": "value" — the value's escapes skipped whole, so the text stays JSON.
         re.compile(f'(?i)(?P<pre>"(?:{words})"\\s*:\\s*")(?:[^"\\\\]|\\\\.)+(?P<post>")'),
@@ -75,7 +80,7 @@ def _key_rules(configured: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[re.P
         re.compile(f"(?i)(?P<pre>(?<![\\w.\\-])(?:{words})\\s*[:=]\\s*)(?!\\[redacted\\]|\\d+\\b)"
                    f"(?:(?:basic|bearer|token|digest)\\s+)?[^\\s\"',;&]{{4,}}"),
     )
-    return name, values
+    return name, embedded, values
 
 
 def _configured_keys() -> tuple[str, ...]:
@@ -85,6 +90,30 @@ def _configured_keys() -> tuple[str, ...]:
 def secret_key(key: str) -> bool:
     """Whether a value under this key (a dict key, a header name) is a secret whatever it looks like."""
     return bool(_key_rules(_configured_keys())[0].fullmatch(key))
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _embedded_redacted(text: str, embedded: re.Pattern[str], secrets: list[str]) -> str:
+    """A secret key's list or object value written as JSON inside prose (`sent {"api_key": ["…"]}`), which neither
+    the whole text's JSON nor a pattern for one string value finds: parsed where it starts, written again redacted.
+    Each value is parsed once — a key inside a value already parsed is not tried again —, so the cost is linear."""
+    parts = []
+    kept_from = scanned_to = 0
+    for match in embedded.finditer(text):
+        if match.start() < scanned_to:
+            continue
+        try:
+            value, end = _DECODER.raw_decode(text, match.end())
+        except (ValueError, RecursionError):
+            continue
+        scanned_to = end
+        redacted = _all_text_redacted(value, secrets)
+        if redacted != value:
+            parts += [text[kept_from : match.end()], json.dumps(redacted, ensure_ascii=False)]
+            kept_from = end
+    return "".join([*parts, text[kept_from:]]) if parts else text
 
 
 def _json_redacted(text: str, secrets: list[str]) -> str:
@@ -151,7 +180,9 @@ def _redact_text(text: str, secrets: list[str]) -> str:
     configured = _configured_keys()
     if configured or any(hint in lowered for hint in _KEY_HINTS):
         text = _json_redacted(text, secrets)
-        for pattern in _key_rules(configured)[1]:
+        _, embedded, values = _key_rules(configured)
+        text = _embedded_redacted(text, embedded, secrets)
+        for pattern in values:
             text = pattern.sub(_keep_ends, text)
     for pattern, hints in _SHAPES:
         if any(hint in lowered for hint in hints):

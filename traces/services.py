@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from agenthost.seams import Conversation, Message
 from cases.models import Case
+from runs.models import CaseResult, CaseSnapshot
 from traces.models import INGEST_KEY_PREFIX, IngestToken, TraceSpan, ingest_key_hash
 from traces.otlp import DecodedRequest, Limits, OtlpRefused, request_decode
 
@@ -232,7 +233,12 @@ def traces_purge(
         trace_ids.update(conversation.trace_ids)
         gone.add(conversation.trace_key)
     made = Case.objects.filter(source_conversation__in=conversations)
-    drafts = made.filter(enabled=False).delete()[1].get(Case._meta.label, 0)
+    unreviewed = made.filter(enabled=False)
+    # What a draft tested is also in the content-addressed snapshot its recording run planned (and any run of it
+    # since): the customer's messages and tool results, which outlive the draft unless they go with it.
+    tested = {*unreviewed.values_list("content_hash", flat=True),
+              *CaseResult.objects.filter(case__in=unreviewed).values_list("case_hash", flat=True)} - {""}
+    drafts = unreviewed.delete()[1].get(Case._meta.label, 0)
     reviewed = list(made.filter(enabled=True))
     for case in reviewed:
         case.description = _scrubbed(case.description, gone | trace_ids)
@@ -241,6 +247,12 @@ def traces_purge(
         case.source_conversation = None
         case.save(update_fields=["description", "warnings", "source_conversation", "updated_at"])
     _, deleted = conversations.delete()
+    # A snapshot a remaining case still tests, or a remaining case's result names, is that case's (a person kept it).
+    CaseSnapshot.objects.filter(content_hash__in=tested).exclude(
+        content_hash__in=Case.objects.filter(content_hash__in=tested).values("content_hash")
+    ).exclude(
+        content_hash__in=CaseResult.objects.filter(case_hash__in=tested, case__isnull=False).values("case_hash")
+    ).delete()
     return PurgeReport(
         spans=spans,
         conversations=deleted.get(Conversation._meta.label, 0),

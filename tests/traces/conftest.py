@@ -6,11 +6,15 @@ is `kept` below — a small real policy — passed explicitly; the tests that go
 
 from __future__ import annotations
 
+import base64
+import json
 import tracemalloc
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
+from django.db import connection
+from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
@@ -76,6 +80,18 @@ def request(*spans: Span, service: str = "shop", scope: str = "test.scope") -> E
 
 
 
+def json_body(message: ExportTraceServiceRequest) -> bytes:
+    """The request as OTLP/JSON: protobuf's JSON mapping, with ids in hex as OTLP says (not base64)."""
+    body = MessageToDict(message)
+    for resource in body.get("resourceSpans", []):
+        for scope in resource.get("scopeSpans", []):
+            for one in scope.get("spans", []):
+                for name in ("traceId", "spanId", "parentSpanId"):
+                    if one.get(name):
+                        one[name] = base64.b64decode(one[name]).hex()
+    return json.dumps(body).encode()
+
+
 def framed(*spans: bytes) -> bytes:
     """Encoded spans as one request, framed by hand: resource_spans (1) → scope_spans (2) → spans (2)."""
     return framed_spans(b"".join(b"\x12" + varint(len(one)) + one for one in spans))
@@ -117,6 +133,22 @@ def with_peak_memory(call: Callable[[], T]) -> tuple[T, int]:
         return outcome, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def stored_texts() -> str:
+    """Every value of every row of every table in the database, as text: where a secret must be found nowhere."""
+    found = []
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names(cursor):
+            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
+            found.extend(_as_text(value) for row in cursor.fetchall() for value in row)
+    return "\n".join(found)
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bytes | memoryview):
+        return bytes(value).decode(errors="replace")
+    return str(value)
 
 
 def stored() -> list[tuple[str, str]]:

@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from agenthost.models import Agent, Conversation, Message
 from bench.traces_ingest import growing_spans
 from tests.traces.conftest import PROTOBUF, TRACES, request, span, with_peak_memory
+from traces import conversations
 from traces.conversations import trace_conversations_import
 from traces.models import ConversationMapping
 
@@ -143,3 +144,38 @@ def test_it_maps_the_whole_conversation_again_when_a_span_of_an_earlier_turn_com
     results = [m for m in continued[1] if m["role"] == "tool_result"]
     assert [m["tool_call_id"] for m in results] == [f"call_{turn}" for turn in range(1, 6)]
     assert ConversationMapping.objects.get(conversation_key=GROWING).message_count == 5 * 5
+
+
+def test_it_continues_a_conversation_keyed_by_its_one_trace_from_where_it_stands(staff_token, monkeypatch):
+    """No conversation id: the conversation is its trace's, and an agent loop's trace grows call by call. Each span
+    continues it (mapped from its state, not from nothing) and holds one history, not all of them."""
+    Agent.objects.create(name="shop", provider="scripted", model="scripted")
+    mappings: list[bool] = []
+    real = conversations.conversations_from_spans
+
+    def mapped(spans, prior=None):
+        mappings.append(prior is not None)
+        return real(spans, prior=prior)
+
+    monkeypatch.setattr(conversations, "conversations_from_spans", mapped)
+    history = [text("user", "Where is order 1042? " + FILLER)]
+    peaks = []
+    for number in range(1, CALLS // 2 + 1):
+        answer = text("assistant", f"Step {number}: still looking. " + FILLER[:2_000])
+        one = span(trace=7, span_id=number + 1, parent=1, start=number * 1_000, end=number * 1_000 + 500, **{
+            "gen_ai.operation.name": "chat", "gen_ai.agent.name": "shop",
+            "gen_ai.input.messages": json.dumps(history), "gen_ai.output.messages": json.dumps([answer]),
+        })
+        _, peak = with_peak_memory(lambda one=one: post(staff_token, one))
+        peaks.append(peak)
+        history = [*history, answer, text("user", f"Go on {number}")]
+
+    conversation = Conversation.objects.get()
+    assert conversation.trace_key == f"{7:032x}" and conversation.messages.filter(role="assistant").count() == 20
+    assert mappings == [False] + [True] * (CALLS // 2 - 1), "every span after the first continues the conversation"
+    # Each span resends the history (its first message is 100 KB): the 20th holds about what the 5th did.
+    assert peaks[-1] < 2 * peaks[4], [round(peak / 1e6, 2) for peak in peaks]
+    continued = list(conversation.messages.order_by("seq").values_list("role", "content"))
+    conversation.delete()
+    trace_conversations_import(keys=[f"{7:032x}"])
+    assert list(Conversation.objects.get().messages.order_by("seq").values_list("role", "content")) == continued

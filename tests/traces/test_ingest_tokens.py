@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 from agenthost.models import Agent
 from cases.models import Case, Suite
 from runs.models import Run
-from tests.test_security import app_routes, concrete, world  # noqa: F401 (world: a fixture)
+from tests.test_security import _routes, app_routes, concrete, world  # noqa: F401 (world: a fixture)
 from tests.test_web_path import BASE_DIR, procfile_web_server, server_env, signed_in
 from tests.traces.conftest import JSON, PROTOBUF, TRACES, request, span, stored
 from traces.models import INGEST_KEY_PREFIX, IngestToken, TraceSpan
 from traces.services import ingest_token_create, ingest_token_revoke
 
-METHODS = ("get", "post", "put", "patch", "delete", "head", "options")
+METHODS = ("get", "post", "put", "patch", "delete", "head", "options", "trace")
 STAFF_PASSWORD = "staff-password-123"
 # Only a hang guard: seven engineers' tests share two cores, and gunicorn's worker imports all of Django first.
 SERVER_START = 180
@@ -42,9 +42,16 @@ def export(token: str, *, service: str = "shop", trace: int = 1, client: Client 
     )
 
 
-# Django's admin: its generated routes are regular expressions; these stand for them (the middleware reads no path).
-ADMIN_URLS = ("/admin/", "/admin/traces/", "/admin/traces/ingesttoken/", "/admin/traces/ingesttoken/add/",
-              "/admin/auth/user/1/change/", "/admin/cases/case/1/delete/", "/static/agenttest/app.css")
+def admin_urls() -> list[str]:
+    """Every route of Django's admin the URL resolver knows, made concrete: a converter's or a group's value is 1, an
+    alternation its first choice (the middleware reads no path, so any id will do)."""
+    urls = set()
+    for route in _routes():
+        if route.startswith("admin/"):
+            route = re.sub(r"\(\?P<\w+>([^|)]*)[^)]*\)", r"\1", route)
+            route = re.sub(r"<(?:\w+:)?\w+>", "1", route)
+            urls.add("/" + re.sub(r"[\^$]", "", route).replace(".*", "1").replace(".+", "1"))
+    return sorted(urls)
 
 
 @pytest.mark.django_db
@@ -53,7 +60,9 @@ def test_it_takes_spans_from_an_ingest_token_and_refuses_it_on_every_other_url_a
     before = (Agent.objects.count(), Suite.objects.count(), Case.objects.count(), Run.objects.count())
     client = Client()
     probed = 0
-    for url in [concrete(route, world) for route in app_routes()] + list(ADMIN_URLS):
+    admin = admin_urls()
+    assert {"/admin/", "/admin/traces/ingesttoken/1/change/", "/admin/auth/user/add/"} <= set(admin), admin[:20]
+    for url in [concrete(route, world) for route in app_routes()] + admin + ["/static/agenttest/app.css"]:
         for method in METHODS:
             if url == TRACES and method == "post":
                 continue

@@ -34,7 +34,7 @@ def planted(draw) -> tuple[object, str]:
     key = draw(keys)
     shape = draw(st.sampled_from([
         "dict", "json", "json in json", "url", "basic", "basic json", "bearer", "ingest", "api token", "prose",
-        "header list",
+        "header list", "json list in prose",
     ]))
     if shape == "api token":
         secret = draw(st.text("0123456789abcdef", min_size=40, max_size=40))
@@ -50,6 +50,7 @@ def planted(draw) -> tuple[object, str]:
         "api token": f"curl -H 'Authorization: Token {secret}'",
         "prose": f"the {key.lower()}={secret} was set",
         "header list": {"http.headers": {key: [secret]}},
+        "json list in prose": f"sent {json.dumps({'http.headers': {key: ['a-value', secret]}})} upstream",
     }[shape]
     return value, secret
 
@@ -96,6 +97,22 @@ def test_it_keeps_a_tools_schema_whose_parameter_is_named_like_a_secret(django_s
     }, "required": ["password"]}}
     assert redact(schema) == schema
     assert json.loads(redact_text(json.dumps(schema))) == schema
+
+
+def test_it_redacts_a_secret_keys_list_or_object_written_as_json_in_prose_and_keeps_the_rest(django_settings_keys):
+    text = ('retrying with {"headers": {"Cookie": ["a=Zq1", "b=Zq2"]}, "max_tokens": 5} and '
+            '{"token": {"credentials": ["Zq3"]}}')
+    assert redact_text(text) == (
+        'retrying with {"headers": {"Cookie": ["[redacted]", "[redacted]"]}, "max_tokens": 5} and '
+        '{"token": {"credentials": ["Zq3"]}}'.replace("Zq3", MARKER)
+    )
+    # An object under a secret key is read key by key, as in JSON text: a tool's schema keeps its parameter's type.
+    schema = 'the tool takes {"password": {"type": "string", "minLength": 8}}'
+    assert redact_text(schema) == schema
+    # Not JSON after the key, or nested past what the decoder reads: left to the other patterns, never an error.
+    assert redact_text('"api_key": [oops') == '"api_key": [oops'
+    deep = '"token": ' + "[" * 5_000 + '"Zq4"' + "]" * 5_000
+    assert isinstance(redact_text(deep), str)
 
 
 def test_it_keeps_json_json_and_numbers_numbers(django_settings_keys):

@@ -19,7 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from agenthost.models import Agent, Conversation, Message
 from cases.models import Case
 from recording.services import recording_create
-from runs.models import Recording
+from runs.models import CaseSnapshot, Recording
+from tests.traces.conftest import stored_texts
 from tests.traces.dialects.test_genai import VERSIONS, shop_agent
 from tests.traces.test_conversations import FIND_ORDER
 from tests.traces.test_receiver_conversations import send
@@ -91,6 +92,27 @@ def test_it_deletes_everything_derived_past_retention_and_keeps_enabled_cases_wi
     assert kept.turns.exists(), "the case a person reviewed still runs"
     # Nothing left to delete: a second sweep counts nothing.
     assert spans_sweep_expired().spans == 0
+
+
+def test_it_deletes_the_case_snapshot_a_drafts_recording_left_and_keeps_a_reviewed_cases(
+    client, staff_token, shop, settings
+):
+    old = received(client, staff_token, "shop", "Where is order 1042? Mail ana@example.com")
+    reviewed = received(client, staff_token, "shop", "Where is order 7? Mail bo@example.com")
+    recording_create(conversation=old)
+    [kept] = recording_create(conversation=reviewed).cases
+    Case.objects.filter(pk=kept.pk).update(enabled=True)
+    # The recording run planned each draft, storing what it tests (the customer's words) as a snapshot.
+    assert "ana@example.com" in stored_texts() and CaseSnapshot.objects.count() == 2
+    TraceSpan.objects.update(received_at=timezone.now() - timedelta(days=31))
+    settings.AGENTTEST_TRACES_RETENTION_DAYS = 30
+
+    spans_sweep_expired()
+
+    assert "ana@example.com" not in stored_texts(), "nothing of the draft nobody reviewed is left, in any table"
+    assert list(CaseSnapshot.objects.values_list("content_hash", flat=True)) == [
+        Case.objects.get(pk=kept.pk).content_hash
+    ]
 
 
 def test_it_deletes_imported_conversations_whose_spans_an_older_sweep_took(client, staff_token, shop, settings):
