@@ -41,7 +41,8 @@ from traces.conversations import trace_conversation_bind, trace_conversations_im
 from traces.models import ConversationMapping, TraceSpan
 from traces.services import ingest_token_create
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# A production receiver runs on PostgreSQL; the same findings in-process run on both engines (the other modules here).
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.production_engine]
 
 # Only a hang guard: engineers' tests share two cores, and gunicorn's worker imports all of Django first.
 SERVER_START = 180
