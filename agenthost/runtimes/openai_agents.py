@@ -42,6 +42,7 @@ from typing import Any
 
 import pydantic
 from asgiref.sync import async_to_sync, sync_to_async
+from pydantic_core import PydanticSerializationError
 
 from agenthost.executor import executor_providers, mocked_by_name, mocked_names
 from agenthost.functions import FunctionContext, FunctionResult, declared_effects
@@ -96,7 +97,8 @@ class AgenttestAsyncClient:
     base_url = _NOWHERE
 
     def __init__(self, turn: RuntimeTurn, current: dict[str, str]) -> None:
-        self.chat = _AsyncChat(turn, current)
+        # The SDK reads `chat.completions.create` only; a framework's client wraps it (runtimes/pydantic_ai.py).
+        self.chat: Any = _AsyncChat(turn, current)
 
 
 class _Routing:
@@ -110,7 +112,7 @@ class _Routing:
         # and agents as tools, which inherit its run config), so another run the team's code starts reaches its own
         # model, as in production.
         self.owned = owned
-        self._models: dict[str, Any] = {}
+        self._models: dict[tuple[str, bool], Any] = {}
 
     def answers_for(self, run_config: Any) -> bool:
         return self.owned or any(run_config.model is model for model in self._models.values())
@@ -123,11 +125,11 @@ class _Routing:
         if model is None:
             if key[1]:
                 answer = functools.partial(responses_create, self.turn, agent=agent.name)
-                client = ModelLayerClient(answer)
-                model = _sdk().OpenAIResponsesModel(model=self.turn.loaded.model, openai_client=client)
+                responses_client = ModelLayerClient(answer)
+                model = _sdk().OpenAIResponsesModel(model=self.turn.loaded.model, openai_client=responses_client)
             else:
-                client = AgenttestAsyncClient(self.turn, {"agent": agent.name})
-                model = _sdk().OpenAIChatCompletionsModel(model=self.turn.loaded.model, openai_client=client)
+                chat_client = AgenttestAsyncClient(self.turn, {"agent": agent.name})
+                model = _sdk().OpenAIChatCompletionsModel(model=self.turn.loaded.model, openai_client=chat_client)
             self._models[key] = model
         return model
 
@@ -190,8 +192,11 @@ def _install_routing(sdk: Any) -> None:
     from agents import tool as tool_module
     from agents.run_internal import agent_runner_helpers, run_loop, tool_execution
 
+    # The SDK's private names (not exported, so the checker refuses them): patched where its run calls them.
     with _install_lock:
-        if getattr(tool_execution._invoke_function_tool_with_metadata, "agenttest_routed", False):
+        if getattr(
+            tool_execution._invoke_function_tool_with_metadata, "agenttest_routed", False  # type: ignore[attr-defined]
+        ):
             return
         original_invoke = tool_module._invoke_function_tool_with_metadata
         original_get_model = run_loop.get_model
@@ -209,10 +214,10 @@ def _install_routing(sdk: Any) -> None:
             return routing.model_for(agent)
 
         invoke.agenttest_routed = True  # type: ignore[attr-defined]
-        tool_execution._invoke_function_tool_with_metadata = invoke
+        tool_execution._invoke_function_tool_with_metadata = invoke  # type: ignore[attr-defined]
         tool_module._invoke_function_tool_with_metadata = invoke
         run_loop.get_model = get_model
-        agent_runner_helpers.get_model = get_model
+        agent_runner_helpers.get_model = get_model  # type: ignore[attr-defined]
 
 
 @contextmanager
@@ -420,7 +425,7 @@ def _tripped(trip: Any, agent: str) -> str:
     if info is not None:
         try:
             shown = info if isinstance(info, str) else pydantic.TypeAdapter(Any).dump_json(info).decode()
-        except (TypeError, ValueError, pydantic.PydanticSerializationError):
+        except (TypeError, ValueError, PydanticSerializationError):
             shown = repr(info)
         shown = f": {shown[:2000]}"
     return f"[guardrail] the {kind} guardrail {found.guardrail.get_name()!r} of agent {by!r} tripped{shown}"
@@ -501,7 +506,8 @@ class OpenAIAgentsRuntime(Runtime):
             )
         routing = _Routing(turn, current, owned=_owned(turn))
 
-        class Hooks(sdk.RunHooks):
+        # The SDK is imported when a turn runs (an optional extra): its hooks class is a value here, not a type.
+        class Hooks(sdk.RunHooks):  # type: ignore[name-defined,misc]
             async def on_llm_start(self, context: Any, agent: Any, *args: Any) -> None:
                 current["agent"] = agent.name
 
@@ -558,7 +564,7 @@ class OpenAIAgentsRuntime(Runtime):
 
         async def call() -> Any:
             # The very function the SDK's run calls for every function tool: the canary proves the patch is in place.
-            invoked = await tool_execution._invoke_function_tool_with_metadata(
+            invoked = await tool_execution._invoke_function_tool_with_metadata(  # type: ignore[attr-defined]
                 function_tool=probe, context=context, arguments=raw
             )
             return invoked.output
