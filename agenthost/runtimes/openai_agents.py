@@ -192,11 +192,8 @@ def _install_routing(sdk: Any) -> None:
     from agents import tool as tool_module
     from agents.run_internal import agent_runner_helpers, run_loop, tool_execution
 
-    # The SDK's private names (not exported, so the checker refuses them): patched where its run calls them.
     with _install_lock:
-        if getattr(
-            tool_execution._invoke_function_tool_with_metadata, "agenttest_routed", False  # type: ignore[attr-defined]
-        ):
+        if getattr(tool_execution._invoke_function_tool_with_metadata, "agenttest_routed", False):
             return
         original_invoke = tool_module._invoke_function_tool_with_metadata
         original_get_model = run_loop.get_model
@@ -214,10 +211,10 @@ def _install_routing(sdk: Any) -> None:
             return routing.model_for(agent)
 
         invoke.agenttest_routed = True  # type: ignore[attr-defined]
-        tool_execution._invoke_function_tool_with_metadata = invoke  # type: ignore[attr-defined]
+        tool_execution._invoke_function_tool_with_metadata = invoke
         tool_module._invoke_function_tool_with_metadata = invoke
         run_loop.get_model = get_model
-        agent_runner_helpers.get_model = get_model  # type: ignore[attr-defined]
+        agent_runner_helpers.get_model = get_model
 
 
 @contextmanager
@@ -564,7 +561,7 @@ class OpenAIAgentsRuntime(Runtime):
 
         async def call() -> Any:
             # The very function the SDK's run calls for every function tool: the canary proves the patch is in place.
-            invoked = await tool_execution._invoke_function_tool_with_metadata(  # type: ignore[attr-defined]
+            invoked = await tool_execution._invoke_function_tool_with_metadata(
                 function_tool=probe, context=context, arguments=raw
             )
             return invoked.output
