@@ -164,7 +164,7 @@ class TracesExportApi(APIView):
             response.partial_success.error_message = report.rejection_message
         return _encoded(response, media, status=200)
 
-    # DRF finalizes any HttpResponse (an OTLP answer is protobuf or JSON, not a DRF Response); the stubs want a Response.
+    # DRF finalizes any HttpResponse (an OTLP answer is protobuf or JSON, not a Response); the stubs want a Response.
     def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]
         headers: dict[str, str] = {}
         if isinstance(exc, NotAuthenticated | AuthenticationFailed):

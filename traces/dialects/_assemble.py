@@ -216,7 +216,8 @@ def _messages(
                 usage_given.add(id(counted))
             out.append(MappedMessage(
                 role="assistant", content=msg.text, agent_name=agent, model=model_key(maker) if maker else "",
-                input_tokens=counted.input_tokens if counted else 0, output_tokens=counted.output_tokens if counted else 0,
+                input_tokens=counted.input_tokens if counted else 0,
+                output_tokens=counted.output_tokens if counted else 0,
                 span_id=step.span.span_id,
             ))
             for call in msg.calls:
