@@ -3,7 +3,7 @@ runs it, so every app (the demo's too) is installed and it imports with no secre
 
 import os
 
-os.environ.setdefault("AGENTTEST_DEBUG", "1")
-os.environ.setdefault("AGENTTEST_DEMO", "1")
+os.environ["AGENTTEST_DEBUG"] = "1"
+os.environ["AGENTTEST_DEMO"] = "1"
 
 from agenttest.settings import *  # noqa: E402, F403
