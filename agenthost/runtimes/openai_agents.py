@@ -42,7 +42,6 @@ from typing import Any
 
 import pydantic
 from asgiref.sync import async_to_sync, sync_to_async
-from pydantic_core import PydanticSerializationError
 
 from agenthost.executor import executor_providers, mocked_by_name, mocked_names
 from agenthost.functions import FunctionContext, FunctionResult, declared_effects
@@ -422,7 +421,9 @@ def _tripped(trip: Any, agent: str) -> str:
     if info is not None:
         try:
             shown = info if isinstance(info, str) else pydantic.TypeAdapter(Any).dump_json(info).decode()
-        except (TypeError, ValueError, PydanticSerializationError):
+        # pydantic-core's PydanticSerializationError is a ValueError (pydantic itself does not export it: naming it
+        # as `pydantic.PydanticSerializationError` raised AttributeError here in place of the fallback).
+        except (TypeError, ValueError):
             shown = repr(info)
         shown = f": {shown[:2000]}"
     return f"[guardrail] the {kind} guardrail {found.guardrail.get_name()!r} of agent {by!r} tripped{shown}"
