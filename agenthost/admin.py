@@ -81,7 +81,8 @@ class AgentAdminForm(forms.ModelForm):
         return {} if value in (None, "") else value
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         # Fields shown read-only (an agent whose runtime is the team's code) are not in the form: as stored.
         values = {
             field: cleaned[field] if field in self.fields else getattr(self.instance, field)

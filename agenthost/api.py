@@ -64,7 +64,7 @@ MAX_POSITIVE_INT = 2**31 - 1
 
 
 def _paginated_response(
-    *, serializer_class: type[serializers.Serializer], queryset: QuerySet, request: Request, view: APIView
+    *, serializer_class: type[serializers.Serializer[Any]], queryset: QuerySet[Any], request: Request, view: APIView
 ) -> Response:
     paginator = ApiPagination()
     page = paginator.paginate_queryset(queryset, request, view=view)
@@ -74,7 +74,7 @@ def _paginated_response(
 # --- Agents -----------------------------------------------------------------------------------------------------
 
 
-class AgentOutputSerializer(serializers.Serializer):
+class AgentOutputSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     name = serializers.CharField()
     description = serializers.CharField()
@@ -154,7 +154,7 @@ class AgentCreateApi(APIView):
 
         def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
             current = self.instance
-            merged = {
+            merged: dict[str, Any] = {
                 field: attrs[field] if field in attrs else getattr(current, field, "")
                 for field in (
                     "name", "instruction", "provider", "model", "functions", "rules", "runtime", "entry",
@@ -195,7 +195,10 @@ class AgentsApi(AgentListApi, AgentCreateApi):
 def _name_taken(name: str, *, exclude: int | None) -> bool:
     """After an IntegrityError: whether another request took the name between validation and the write. Any other
     integrity failure is the server's, and never reported as a name clash."""
-    return Agent.objects.filter(name=name).exclude(pk=exclude).exists()
+    others = Agent.objects.filter(name=name)
+    if exclude is not None:
+        others = others.exclude(pk=exclude)
+    return others.exists()
 
 
 def _name_taken_response(name: str) -> Response:
@@ -259,12 +262,12 @@ def _conversation_or_404(request: Request, conversation_id: int) -> Conversation
     return get_object_or_404(_visible_conversations(request), pk=conversation_id)
 
 
-class AgentRefSerializer(serializers.Serializer):
+class AgentRefSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     name = serializers.CharField()
 
 
-class ConversationOutputSerializer(serializers.Serializer):
+class ConversationOutputSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     title = serializers.CharField()
     agent = AgentRefSerializer()
@@ -290,7 +293,7 @@ def _conversation_detail(conversation: Conversation) -> dict[str, Any]:
 class ConversationListApi(APIView):
     pagination_class = ApiPagination
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(serializers.Serializer[Any]):
         agent = IdField(thing="agent", required=False)
         tag = serializers.CharField(required=False, default="")
         search = serializers.CharField(required=False, default="")
@@ -381,13 +384,13 @@ class ConversationDetailApi(APIView):
         return Response(_conversation_detail(_conversation_or_404(request, conversation_id)))
 
 
-class UsageSerializer(serializers.Serializer):
+class UsageSerializer(serializers.Serializer[Any]):
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
 
 
-class ToolCallSerializer(serializers.Serializer):
+class ToolCallSerializer(serializers.Serializer[Any]):
     name = serializers.CharField()
     arguments = serializers.JSONField(help_text="Parsed arguments, or the raw text when they were not valid JSON.")
     result = serializers.CharField()
@@ -401,7 +404,7 @@ class ToolCallSerializer(serializers.Serializer):
     stop = serializers.BooleanField()
 
 
-class TurnSerializer(serializers.Serializer):
+class TurnSerializer(serializers.Serializer[Any]):
     conversation_id = serializers.IntegerField()
     turn = serializers.IntegerField()
     output = serializers.CharField()
@@ -414,10 +417,14 @@ class TurnSerializer(serializers.Serializer):
     models = serializers.ListField(child=serializers.CharField())
 
 
-class TurnFailureSerializer(serializers.Serializer):
+class TurnFailureSerializer(serializers.Serializer[Any]):
     detail = serializers.CharField()
     code = serializers.CharField()
-    partial = TurnSerializer(allow_null=True, help_text="What happened in the turn before it stopped.")
+    # The response's key; DRF's metaclass moves a declared field out of the class, so it never shadows the
+    # serializer's `partial` flag the stubs see it override.
+    partial = TurnSerializer(  # type: ignore[assignment]
+        allow_null=True, help_text="What happened in the turn before it stopped."
+    )
     state = serializers.DictField(child=serializers.JSONField())
 
 
@@ -478,7 +485,7 @@ class MessageSendApi(APIView):
         return Response(MessageSendApi.OutputSerializer(data).data)
 
 
-class MessageOutputSerializer(serializers.Serializer):
+class MessageOutputSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     seq = serializers.IntegerField()
     turn = serializers.IntegerField(help_text="-1 for pre-written history and start-up rules.")
@@ -533,17 +540,17 @@ class MessageSeqField(serializers.IntegerField):
 
 
 class ConversationStateApi(APIView):
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(serializers.Serializer[Any]):
         at = MessageSeqField(
             required=False, min_value=0, max_value=MAX_POSITIVE_INT,
             help_text="A message seq: the state right after that message.",
         )
 
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(serializers.Serializer[Any]):
         class Meta:
             ref_name = "ConversationState"
 
-        class TimelineEntrySerializer(serializers.Serializer):
+        class TimelineEntrySerializer(serializers.Serializer[Any]):
             key = serializers.CharField()
             value = serializers.JSONField()
             message_seq = serializers.IntegerField(allow_null=True, help_text="Empty for the initial state.")

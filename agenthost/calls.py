@@ -3,6 +3,7 @@ agent may call the name at all, its arguments parsed, and its call message recor
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from agenthost.functions import FunctionResult
@@ -52,7 +53,7 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     try:
         value = json_loads(raw)
     except ValueError as exc:
-        message = f"{exc.msg} at position {exc.pos}" if hasattr(exc, "msg") else str(exc)
+        message = f"{exc.msg} at position {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
         return {}, f"the arguments are not valid JSON ({message})"
     if not isinstance(value, dict):
         return {}, f"the arguments must be a JSON object, got {type(value).__name__}"

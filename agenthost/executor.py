@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from agenthost.functions import (
     Executor,
@@ -31,6 +29,8 @@ from agenthost.functions import (
     FunctionContext,
     FunctionError,
     FunctionResult,
+    PassThrough,
+    ProvidedExecutor,
     get_function,
     validate_arguments,
 )
@@ -46,14 +46,6 @@ _providers_lock = threading.Lock()
 
 class InvalidFunctionName(ValueError):
     pass
-
-
-@dataclass(frozen=True)
-class PassThrough:
-    """What a provider's executor returns to let the call it answers reach its real implementation. `then` receives
-    the real result, and what it returns is the call's result (the harness labels and records it there)."""
-
-    then: Callable[[FunctionResult], FunctionResult]
 
 
 # The order of the one provider that must be asked before every other: the test harness's mock provider, which owns
@@ -138,7 +130,7 @@ def create_executor(name: str | None, context: FunctionContext) -> Executor:
     return _pre_seam_executor(name, context)
 
 
-def _provided(name: str, executor: Executor) -> Executor:
+def _provided(name: str, executor: ProvidedExecutor) -> Executor:
     def run(context: FunctionContext) -> FunctionResult:
         with exempt():
             result = executor(context)

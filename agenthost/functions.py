@@ -62,13 +62,25 @@ class FunctionResult:
 Executor = Callable[[FunctionContext], FunctionResult]
 
 
+@dataclass(frozen=True)
+class PassThrough:
+    """What a provider's executor returns to let the call it answers reach its real implementation. `then` receives
+    the real result, and what it returns is the call's result (the harness labels and records it there)."""
+
+    then: Callable[[FunctionResult], FunctionResult]
+
+
+# What a provider's executor answers: a result, or PassThrough to let the call reach its real implementation.
+ProvidedExecutor = Callable[[FunctionContext], FunctionResult | PassThrough]
+
+
 class ExecutorProvider(Protocol):
     """Asked before anything else which executor handles a function name. Return None to pass."""
 
     name: str
     order: int
 
-    def resolve(self, name: str, context: FunctionContext) -> Executor | None: ...
+    def resolve(self, name: str, context: FunctionContext) -> ProvidedExecutor | None: ...
 
 
 class FunctionError(Exception):

@@ -14,29 +14,65 @@ from agenthost.turns import InvalidInput
 
 
 class ImportedMessage(Protocol):
-    """One message of a conversation held elsewhere, in the host's terms (any object with these attributes)."""
+    """One message of a conversation held elsewhere, in the host's terms (any object with these attributes, read
+    only: a frozen dataclass will do)."""
 
-    role: str  # user, assistant, tool_call or tool_result
-    content: str
-    function_name: str
-    arguments: dict[str, Any] | None
-    raw_arguments: str
-    tool_call_id: str
-    agent_name: str
-    model: str
-    input_tokens: int
-    output_tokens: int
-    span_id: str
-    provider_executed: bool
+    # user, assistant, tool_call or tool_result
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def function_name(self) -> str: ...
+
+    @property
+    def arguments(self) -> dict[str, Any] | None: ...
+
+    @property
+    def raw_arguments(self) -> str: ...
+
+    @property
+    def tool_call_id(self) -> str: ...
+
+    @property
+    def agent_name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def input_tokens(self) -> int: ...
+
+    @property
+    def output_tokens(self) -> int: ...
+
+    @property
+    def span_id(self) -> str: ...
+
+    @property
+    def provider_executed(self) -> bool: ...
 
 
 class ImportedConversation(Protocol):
-    key: str
-    service_name: str
-    trace_ids: Sequence[str]
-    agent_name: str
-    messages: Sequence[ImportedMessage]
-    content_missing: str
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def service_name(self) -> str: ...
+
+    @property
+    def trace_ids(self) -> Sequence[str]: ...
+
+    @property
+    def agent_name(self) -> str: ...
+
+    @property
+    def messages(self) -> Sequence[ImportedMessage]: ...
+
+    @property
+    def content_missing(self) -> str: ...
 
 
 # The outcome of a tool call the model provider ran itself: no local tool ran, so nothing may stand in for one.

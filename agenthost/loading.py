@@ -100,6 +100,7 @@ class LoadedAgent:
             )
         if self.name != entry_agent_name and "util-routing-fallback_to_router" not in declared:
             registered = get_function("util-routing-fallback_to_router")
+            assert registered is not None, "a built-in function, registered when agenthost is imported"
             tools.append(_tool(registered.name, registered.description, registered.parameters))
         return tools
 

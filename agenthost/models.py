@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -122,6 +124,11 @@ class Conversation(models.Model):
         help_text="Where the conversation happened: agenttest's chat, or a team's service whose traces were imported.",
     )
     trace_service = models.CharField(max_length=200, blank=True, help_text="An imported conversation's service.name.")
+    # Attributes of one instance, never stored (annotations only: no class attribute, so `hasattr` tells whether one
+    # was set): the seal key conversation_start hands a sealed conversation's creator, and the state the API's
+    # detail shows.
+    seal_key: str
+    state: dict[str, Any]
     trace_key = models.CharField(
         max_length=300,
         blank=True,
@@ -203,7 +210,7 @@ class Message(models.Model):
     def author(self) -> str | None:
         """The name of the agent that wrote the message, as a transcript shows it: the framework's sub-agent that
         made it, else the agenttest agent; None when there is neither."""
-        return self.agent_name or (self.agent.name if self.agent_id else None)
+        return self.agent_name or (self.agent.name if self.agent is not None else None)
 
 
 class StateChange(models.Model):

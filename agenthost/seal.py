@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -276,7 +277,7 @@ def _own_connection(host: str, port: Any) -> bool:
     endpoints = _own_endpoints()
     if (host, port) not in endpoints and not any(host == known and port is None for known, _ in endpoints):
         return False
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         filename = frame.f_code.co_filename
         if filename != __file__ and not filename.startswith(_LIBRARY_ROOTS) and not filename.startswith("<"):
@@ -326,8 +327,8 @@ def _patch_openai() -> None:
 
         return await sync_to_async(_through_model_layer, thread_sensitive=True)(seal, options, stream, cast_to)
 
-    _base_client.SyncAPIClient.request = request  # type: ignore[method-assign,assignment]
-    _base_client.AsyncAPIClient.request = async_request  # type: ignore[method-assign,assignment]
+    _base_client.SyncAPIClient.request = request  # type: ignore[method-assign]
+    _base_client.AsyncAPIClient.request = async_request  # type: ignore[method-assign]
 
 
 def _through_model_layer(seal: CaseSeal, options: Any, stream: bool, cast_to: Any) -> Any:

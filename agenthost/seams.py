@@ -20,7 +20,6 @@ from agenthost.browser import conversation_page_register, conversation_page_url
 from agenthost.builtins.control import CONTROL_FLOW_FUNCTIONS
 from agenthost.executor import (
     FIRST_ORDER,
-    PassThrough,
     executor_providers,
     register_executor_provider,
 )
@@ -28,6 +27,7 @@ from agenthost.executor import execute as function_execute
 from agenthost.functions import (
     FunctionContext,
     FunctionResult,
+    PassThrough,
     function_is_effect_free,
     get_function,
 )

@@ -95,9 +95,10 @@ def claimed_session(conversation: Conversation) -> Iterator[ConversationSession]
         session = ConversationSession(conversation, claim=claim)
         yield session
     finally:
-        if session is None or session.claim is not None:
-            # The session's claim, renewed as the turn went; a lost one matches nothing and is left to its holder.
-            release_claim(conversation.pk, claim if session is None else session.claim)
+        # The session's claim, renewed as the turn went; a lost one matches nothing and is left to its holder.
+        held = claim if session is None else session.claim
+        if held is not None:
+            release_claim(conversation.pk, held)
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ class ConversationSession:
             if new
             else dict(StateChange.objects.filter(conversation=conversation).order_by("id").values_list("key", "value"))
         )
-        self._agents: dict[str, Agent] = {}
+        self._agents: dict[str, Agent | None] = {}
         # The stored messages, read once when a turn first needs the history; then kept up to date by flush.
         self._stored: list[Message] | None = [] if new else None
         self._messages: list[Message] = []

@@ -118,7 +118,8 @@ _MAX_LOREM = 1000
 
 
 def _bound(node: Node) -> None:
-    render = node.render_annotated
+    # django-stubs declares `int | str`; a node renders text (Node.render's contract, and every built-in node's).
+    render: Callable[[Context], str] = node.render_annotated  # type: ignore[assignment]
     leaf = not any(getattr(node, attr, None) for attr in node.child_nodelists)
 
     def render_annotated(context: Context) -> str:

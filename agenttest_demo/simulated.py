@@ -129,7 +129,7 @@ class SimulatedProvider(ModelProvider):
             )
         view = _read(request)
         if not view.tools and view.system_text.startswith(_PLAY_A_USER):
-            text, calls = _play_user(request.messages, view.system_text), []
+            text, calls = _play_user(request.messages, view.system_text), list[Any]()
         elif not view.tools and _asks_for_a_goal_verdict(view.system_text):
             text, calls = _goal_verdict(view.user_text), []
         elif not view.tools and _asks_for_a_score(view.system_text):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
 from django import forms
@@ -116,7 +116,14 @@ class JSONTextField(SafeJSONField):
             raise
 
 
-class JSONTextMixin:
+if TYPE_CHECKING:
+    # Checked as the ModelAdmin it is mixed into, so its call to the admin's own method is checked too.
+    _AdminBase = admin.ModelAdmin[Any]
+else:
+    _AdminBase = object
+
+
+class JSONTextMixin(_AdminBase):
     def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> forms.Field | None:
         if isinstance(db_field, models.JSONField):
             empty = None if db_field.null else db_field.default
@@ -167,7 +174,8 @@ class SuiteAdminForm(forms.ModelForm):
             self.fields[name].required = False
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         for name in SUITE_RUN_FIELDS:
             if name in cleaned and cleaned[name] in (None, ""):
                 cleaned[name] = getattr(self.instance, name)
@@ -222,11 +230,11 @@ class SuiteAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
         )
 
     @admin.display(description="Cases", ordering="case_count")
-    def case_count(self, suite: Suite) -> int:
+    def case_count(self, suite: Any) -> int:  # a Suite annotated by get_queryset
         return suite.case_count
 
     @admin.display(description="Mocks", ordering="drifted_count")
-    def drifted_display(self, suite: Suite) -> SafeString | str:
+    def drifted_display(self, suite: Any) -> SafeString | str:  # a Suite annotated by get_queryset
         if not suite.drifted_count:
             return "—"
         cases = {"suite__id__exact": suite.pk, MockDriftFilter.parameter_name: "yes"}
@@ -290,14 +298,16 @@ class CasePartForm(forms.ModelForm):
 
 class HistoryMessageForm(CasePartForm):
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         _add_problems(self, validate_history_message(_present(self, ("role", "content"))))
         return cleaned
 
 
 class TurnForm(CasePartForm):
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         _add_problems(self, validate_turn(_present(self, ("user_message",))))
         return cleaned
 
@@ -306,7 +316,8 @@ class MockForm(CasePartForm):
     FIELDS = ("function_name", "arguments", "call_index", "result", "stop", "state_writes", "table")
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         _add_problems(
             self,
             validate_mock(
@@ -372,11 +383,12 @@ class AssertionForm(CasePartForm):
         return not chosen or any(chosen in spec.types for spec in param_specs().values())
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         typed = self.typed()
         if typed:
             # The JSON box is not what is being saved: its text, stale or not, is no error of this form.
-            self._errors.pop("params", None)
+            self.errors.pop("params", None)
             params, errors = params_from_fields(cleaned.get("type", ""), cleaned, self.instance.params)
             for field, message in errors.items():
                 self.add_error(field, message)
@@ -454,7 +466,7 @@ class AssertionInline(CasePartInline):
 
     def get_formset(self, request: HttpRequest, obj: Case | None = None, **kwargs: Any) -> type[BaseInlineFormSet]:
         formset = super().get_formset(request, obj, **kwargs)
-        turn = formset.form.base_fields["turn"]
+        turn = cast("forms.ModelChoiceField[Turn]", formset.form.base_fields["turn"])
         # Only this case's turns: an assertion can never point into another case.
         turn.queryset = Turn.objects.filter(case=obj) if obj is not None else Turn.objects.none()
         turn.empty_label = "Case-level (after the last turn)"
@@ -480,7 +492,8 @@ class CaseAdminForm(forms.ModelForm):
         fields = (*CASE_FORM_FIELDS, "suite", "entry_agent", "source_conversation")
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         if "tables" not in self.data:
             # A form from before tables existed leaves them as they are.
             cleaned["tables"] = self.instance.tables if self.instance.pk else {}
@@ -510,8 +523,9 @@ class TagsField(forms.CharField):
             return ", ".join(value)
         return value
 
-    def to_python(self, value: Any) -> list[str]:
-        text = super().to_python(value)
+    # A text field whose value is a list: Django's Field.to_python returns any type, the stubs pin CharField's to text.
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        text = super().to_python(value) or ""
         return [tag.strip() for tag in text.split(",") if tag.strip()]
 
 
@@ -576,7 +590,10 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
 
     def _switched(self, request: HttpRequest, case: Case | None, object_id: str) -> HttpResponseRedirect:
         if case is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            # Django's own answer for a missing object in the admin; a private method the stubs leave out.
+            return self._get_obj_does_not_exist_redirect(  # type: ignore[attr-defined]
+                request, self.opts, object_id
+            )
         return HttpResponseRedirect(reverse("admin:cases_case_change", args=[case.pk]))
 
     @_post_only

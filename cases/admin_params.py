@@ -39,7 +39,7 @@ class ParamSpec:
         return PREFIX + self.name
 
     def form_field(self) -> forms.Field:
-        common = {"required": False, "label": self.label, "help_text": self.help_text}
+        common: dict[str, Any] = {"required": False, "label": self.label, "help_text": self.help_text}
         if self.kind == "boolean":
             return forms.BooleanField(**common)
         if self.kind == "integer":

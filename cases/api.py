@@ -10,7 +10,7 @@ shapes of cases/schema.py, and the same pydantic models describe the bodies in t
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from pydantic import Field
@@ -72,7 +72,10 @@ class StoredCaseErrorSerializer(serializers.Serializer):
         ref_name = "StoredCaseErrors"
 
     detail = serializers.CharField()
-    errors = ErrorSerializer.ProblemSerializer(many=True, help_text="Paths into the case's document.")
+    # The response's key; DRF's metaclass moves a declared field out of the class (common/api.py's ErrorSerializer).
+    errors = ErrorSerializer.ProblemSerializer(  # type: ignore[assignment]
+        many=True, help_text="Paths into the case's document."
+    )
 
 
 class CasesApiView(APIView):
@@ -267,7 +270,8 @@ class CaseListApi(CasesApiView):
             thing="agent", required=False, help_text="Agent id: the suite's agent or the case's entry agent."
         )
         enabled = serializers.BooleanField(required=False, allow_null=True, default=None)
-        source = serializers.ChoiceField(choices=Case.Source.choices, required=False)
+        # A filter named `source`; DRF's metaclass moves a declared field out of the class.
+        source = serializers.ChoiceField(choices=Case.Source.choices, required=False)  # type: ignore[assignment]
         tag = serializers.CharField(required=False, default="", help_text="Cases carrying exactly this tag.")
         search = serializers.CharField(required=False, default="", help_text="In name or description.")
 
@@ -283,7 +287,7 @@ class CaseListApi(CasesApiView):
             cases_visible(case_list(filters=filters.validated_data), user=request.user), request, view=self
         )
         return paginator.get_paginated_response(
-            [_case_output(case, user=request.user, one=False) for case in page]
+            [_case_output(case, user=request.user, one=False) for case in page or []]
         )
 
 
@@ -294,10 +298,12 @@ class CaseCreateApi(CasesApiView):
     )
     def post(self, request: Request) -> Response:
         document = _body(request, output_only=CASE_OUTPUT_ONLY_KEYS)
-        suite_id = request.data.get("suite")
+        # Read from the body itself: the document leaves the output-only `suite` out; _body made sure it is an object.
+        suite_id = cast(dict[str, Any], request.data).get("suite")
+        suite = None
         # A JSON number only ("5" is not an id here), and one a database can hold.
-        is_id = isinstance(suite_id, int) and parse_id(suite_id) is not None
-        suite = Suite.objects.filter(pk=suite_id).first() if is_id else None
+        if isinstance(suite_id, int) and parse_id(suite_id) is not None:
+            suite = Suite.objects.filter(pk=suite_id).first()
         if suite is None:
             # Checked without a suite as well, so the client sees every problem at once.
             problems = [Problem("suite", f"must be the id of an existing suite, not {suite_id!r}")]

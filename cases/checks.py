@@ -5,8 +5,10 @@ longer say. Drafts are left out: their recorded misfits are the reviewer's warni
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from django.apps import AppConfig
 from django.core.checks import CheckMessage, Warning, register
 from django.db import DatabaseError
 
@@ -16,7 +18,7 @@ MOCKS_TAG = "mocks"
 
 @register(MOCKS_TAG)
 def check_mocks_fit_their_tools(
-    app_configs: Any = None, databases: list[str] | None = None, **kwargs: Any
+    app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
     if not databases or "default" not in databases:
         # Reading every case is for `agenttest check --database default` (Django asks the database only then), not

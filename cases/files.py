@@ -221,10 +221,12 @@ def _event_problem(text: str) -> tuple[str, str] | None:
             if is_key and isinstance(event, yaml.ScalarEvent):
                 here = opened[-1]
                 path = _join(here.path, event.value)
+                # The parser's events always carry their marks; the stubs allow an event made without.
+                line = event.start_mark.line + 1  # type: ignore[union-attr]
                 if event.value in here.key_lines:
                     return path, (f"the key is written twice (lines {here.key_lines[event.value]} and "
-                                  f"{event.start_mark.line + 1}); YAML would silently keep only the last")
-                here.key, here.key_lines[event.value] = event.value, event.start_mark.line + 1
+                                  f"{line}); YAML would silently keep only the last")
+                here.key, here.key_lines[event.value] = event.value, line
             if isinstance(event, yaml.AliasEvent) or event.anchor is not None:
                 marker = "*" if isinstance(event, yaml.AliasEvent) else "&"
                 return path, ALIAS_MESSAGE.format(what=f"{marker}{event.anchor}")
@@ -286,7 +288,8 @@ def _load(root: Path, path: Path, kind: str, problems: list[FileProblem]) -> _So
     if problem is None and data is None:
         problem = FileProblem(name, "", f"is empty: a {kind} file holds a mapping of keys")
     elif problem is None and not isinstance(data, dict):
-        what = {list: "a list", str: "text"}.get(type(data), "a single value")
+        words: dict[type, str] = {list: "a list", str: "text"}
+        what = words.get(type(data), "a single value")
         problem = FileProblem(name, "", f"holds {what} where a {kind} file holds a mapping of keys (name: …)")
     if problem is not None:
         problems.append(problem)
@@ -714,7 +717,7 @@ def files_render(*, suites: Iterable[Suite], cases: Iterable[Case] | None = None
                 "history", "turns", "assertions", "mocks"
             ).order_by("name", "pk")
         )
-        waiting += [case.entry_agent for case in case_lists[suite.pk] if case.entry_agent_id]
+        waiting += [case.entry_agent for case in case_lists[suite.pk] if case.entry_agent is not None]
     while waiting:
         agent = waiting.pop()
         if agent.pk not in agents:

@@ -150,6 +150,10 @@ class Turn(models.Model):
 
 
 class Mock(models.Model):
+    # Given to one instance by case_review, never stored (an annotation only, no class attribute): its last
+    # verification against the real tool.
+    verification: MockVerification | None
+
     case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="mocks")
     position = models.PositiveIntegerField(default=0)
     function_name = models.CharField(max_length=200)

@@ -70,7 +70,7 @@ def case_review(*, case: Case) -> CaseReview:
         mock.verification = verifications.get(mock_key(mock_document))
     reviews = [TurnReview(turn=turn, number=number) for number, turn in enumerate(turns)]
     by_turn = {turn.pk: review for turn, review in zip(turns, reviews, strict=True)}
-    case_level = []
+    case_level: list[Any] = []
     for assertion in assertions:
         review = by_turn.get(assertion.turn_id) if assertion.turn_id else None
         (review.assertions if review is not None else case_level).append(assertion)
@@ -83,10 +83,10 @@ def case_review(*, case: Case) -> CaseReview:
             if assertion.type != Assertion.Type.TOOL_CALLED or not isinstance(assertion.params, dict):
                 continue
             candidates = unplaced.get(str(assertion.params.get("function", "")), [])
-            mock = next((mock for mock in candidates if _matches(mock, assertion.params.get("arguments"))), None)
-            if mock is not None:
-                candidates.remove(mock)
-                review.mocks.append(mock)
+            matched = next((mock for mock in candidates if _matches(mock, assertion.params.get("arguments"))), None)
+            if matched is not None:
+                candidates.remove(matched)
+                review.mocks.append(matched)
     placed = {mock.pk for review in reviews for mock in review.mocks}
     return CaseReview(
         case=case,

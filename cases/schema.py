@@ -288,7 +288,10 @@ class OutputRegexParams(_Strict):
 class ToolCalledParams(_Strict):
     model_config = _params("toolCalled")
     function: str = NonEmpty
-    arguments: JsonObject = Field(None, description="The call's arguments must contain these.")
+    # Absent means no constraint; the schema keeps the field an object (no null is accepted).
+    arguments: JsonObject = Field(
+        None, description="The call's arguments must contain these."  # type: ignore[arg-type]
+    )
 
 
 class ToolNotCalledParams(_Strict):
@@ -421,7 +424,8 @@ def _turns_or_simulated_user() -> dict[str, Any]:
 
 
 class AssertionEntry(_Strict):
-    type: Literal[ASSERTION_TYPES]
+    # The tuple's names, read by pydantic at run time; the checker takes only literal values.
+    type: Literal[ASSERTION_TYPES]  # type: ignore[valid-type]
     params: JsonObject = {}
     fatal: bool = False
 
@@ -492,7 +496,8 @@ class MockEntry(_Strict):
 
 
 class MockFileEntry(MockEntry):
-    result: str | JsonObject | list[Any] = Field(
+    # A file's mock takes any JSON value where the API's takes text (pydantic lets a subclass widen a field).
+    result: str | JsonObject | list[Any] = Field(  # type: ignore[assignment]
         "", description="The tool result the agent receives: text, or a JSON value (stored as compact JSON text)."
     )
 
@@ -516,7 +521,8 @@ FactValue = Annotated[str, Field(max_length=FACT_VALUE_MAX_LENGTH)]
 
 
 class EndCondition(_Strict):
-    type: Literal[END_CONDITION_TYPES] = Field(
+    # The tuple's names, read by pydantic at run time; the checker takes only literal values.
+    type: Literal[END_CONDITION_TYPES] = Field(  # type: ignore[valid-type]
         json_schema_extra=_messages_for(enum=f"must be one of {', '.join(END_CONDITION_TYPES)}")
     )
     params: JsonObject = {}
@@ -568,7 +574,8 @@ class _CaseFields(_Strict):
     description: str = ""
     enabled: bool = True
     source: Literal["manual", "recorded", "extracted"] = "manual"
-    type: Literal[CASE_TYPES] = "agent"
+    # The tuple's names, read by pydantic at run time; the checker takes only literal values.
+    type: Literal[CASE_TYPES] = "agent"  # type: ignore[valid-type]
     entry_agent: str | None = Field(
         None, description="The agent the conversation starts with; empty: the suite's.",
         json_schema_extra=_messages_for(type="must be an agent name or null"),
@@ -615,7 +622,8 @@ class CaseFile(_CaseFields):
     model_config = ConfigDict(extra="forbid", title="agenttest case")
 
     schema_: str | None = Field(None, alias="$schema", description="Where the schema is, for editors; ignored.")
-    mocks: list[MockFileEntry] = []
+    # A file's mocks, as MockFileEntry widens them.
+    mocks: list[MockFileEntry] = []  # type: ignore[assignment]
 
 
 MODELS: dict[str, type[BaseModel]] = {
@@ -722,7 +730,8 @@ def _kind_of(value: Any) -> str:
         return repr(value)  # nan, inf, -inf: named, or "must be a number, not a number" would be the news
     if isinstance(value, int | float):
         return "a number"
-    return {str: "a string", dict: "an object", list: "a list"}.get(type(value), type(value).__name__)
+    words: dict[type, str] = {str: "a string", dict: "an object", list: "a list"}
+    return words.get(type(value), type(value).__name__)
 
 
 def _resolved(schema: dict[str, Any]) -> dict[str, Any]:
@@ -735,7 +744,7 @@ def _resolved(schema: dict[str, Any]) -> dict[str, Any]:
 def _wanted(schema: dict[str, Any]) -> list[str]:
     schema = _resolved(schema)
     if "type" in schema:
-        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        types: list[str] = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         return [_TYPE_WORDS.get(item, item) for item in types]
     found: list[str] = []
     for option in schema.get("anyOf", []):
@@ -756,17 +765,20 @@ def _json_type(value: Any) -> str:
 def _matching_branch(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError] | None:
     """The sub-errors of the one anyOf option of the instance's own type, when exactly one option is of it: what is
     wrong inside that option is the useful news (a call_index of -1, a mapping with an unknown key)."""
-    kind = _json_type(error.instance)
+    # Set on every error a validation raises; the stubs allow the unset marker of an error made by hand.
+    value: Any = error.validator_value
+    instance: Any = error.instance
+    kind = _json_type(instance)
     options = [
-        index for index, option in enumerate(error.validator_value)
+        index for index, option in enumerate(value)
         if kind and (_resolved(option).get("type") == kind or (kind == "integer" and _resolved(option).get("type")
                                                                 == "number"))
     ]
     if len(options) > 1 and kind == "object":
         # Several shapes of object (a function declared in full, an MCP server's tools): the one whose keys the
         # instance uses most is the one meant, when there is exactly one such.
-        overlap = {index: len(_resolved(error.validator_value[index]).get("properties", {}).keys()
-                              & error.instance.keys()) for index in options}
+        overlap = {index: len(_resolved(value[index]).get("properties", {}).keys()
+                              & instance.keys()) for index in options}
         best = max(overlap.values())
         options = [index for index in options if overlap[index] == best] if best else options
     if len(options) != 1:
@@ -777,17 +789,21 @@ def _matching_branch(error: jsonschema.ValidationError) -> list[jsonschema.Valid
 def _shapes(error: jsonschema.ValidationError) -> str | None:
     """For an object that fits none of several object shapes: each shape's keys (optional ones marked ?), and the
     instance's own."""
+    # Set on every error a validation raises; the stubs allow the unset marker of an error made by hand.
+    value: Any = error.validator_value
+    instance: Any = error.instance
+    error_schema: Any = error.schema
     shapes = []
-    for option in error.validator_value:
+    for option in value:
         option = _resolved(option)
         if option.get("type") == "object" and option.get("properties"):
             required = option.get("required", [])
             keys = [*required, *(f"{key}?" for key in option["properties"] if key not in required)]
             shapes.append("{" + ", ".join(keys) + "}")
-    if len(shapes) < 2 or not isinstance(error.instance, dict):
+    if len(shapes) < 2 or not isinstance(instance, dict):
         return None
-    others = " or ".join(dict.fromkeys(item for item in _wanted(error.schema) if item != "a JSON object"))
-    has = f"the keys {', '.join(map(str, error.instance))}" if error.instance else "no keys"
+    others = " or ".join(dict.fromkeys(item for item in _wanted(error_schema) if item != "a JSON object"))
+    has = f"the keys {', '.join(map(str, instance))}" if instance else "no keys"
     return (f"must be {others + ' or ' if others else ''}an object of one of these shapes: {' or '.join(shapes)} "
             f"(? marks an optional key); this one has {has}")
 
@@ -797,20 +813,23 @@ def _own(schema: dict[str, Any], keyword: str) -> str | None:
 
 
 def _messages(error: jsonschema.ValidationError) -> Iterator[tuple[list[Any], str]]:
+    # Set on every error a validation raises; the stubs allow the unset marker of an error made by hand.
+    value: Any = error.validator_value
+    instance: Any = error.instance
     path = list(error.absolute_path)
-    keyword = error.validator
+    keyword: Any = error.validator
     schema = error.schema if isinstance(error.schema, dict) else {}
     assertion = schema.get("x-assertion")
     if keyword == "required":
-        for name in error.validator_value:
-            if isinstance(error.instance, dict) and name not in error.instance:
+        for name in value:
+            if isinstance(instance, dict) and name not in instance:
                 field = _resolved(schema.get("properties", {}).get(name, {}))
                 message = _own(field, "required") or (f"is required for {assertion}" if assertion else "is required")
                 yield [*path, name], message
     elif keyword == "additionalProperties":
         known = [key for key in schema.get("properties", {}) if key != "$schema"]
         refused = schema.get("x-refused") or {}
-        for key in error.instance:
+        for key in instance:
             if key in schema.get("properties", {}):
                 continue
             if key in refused:
@@ -822,9 +841,9 @@ def _messages(error: jsonschema.ValidationError) -> Iterator[tuple[list[Any], st
                 yield [*path, key], f"unknown field {key!r}; known fields: {', '.join(known)}"
             else:
                 yield [*path, key], f"unknown field {key!r}; it takes no fields"
-    elif (message := _own(schema, "type" if keyword == "anyOf" else keyword)) is not None:
+    elif (own := _own(schema, "type" if keyword == "anyOf" else keyword)) is not None:
         # {got} in our own wording names the value given, where seeing it is the quickest way to the fix.
-        yield path, message.replace("{got}", repr(error.instance))
+        yield path, own.replace("{got}", repr(instance))
     elif keyword == "anyOf" and (branch := _matching_branch(error)) is not None:
         for inner in branch:
             yield from _messages(inner)
@@ -832,24 +851,24 @@ def _messages(error: jsonschema.ValidationError) -> Iterator[tuple[list[Any], st
         yield path, shapes
     elif keyword in ("type", "anyOf"):
         wanted = " or ".join(dict.fromkeys(_wanted(schema)))
-        yield path, f"must be {wanted}, not {_kind_of(error.instance)}"
+        yield path, f"must be {wanted}, not {_kind_of(instance)}"
     elif keyword in ("enum", "const"):
-        choices = error.validator_value if keyword == "enum" else [error.validator_value]
-        yield path, f"must be one of {', '.join(str(item) for item in choices)}, not {error.instance!r}"
-    elif keyword == "minLength" or (keyword == "pattern" and error.validator_value == BLANK):
+        choices = value if keyword == "enum" else [value]
+        yield path, f"must be one of {', '.join(str(item) for item in choices)}, not {instance!r}"
+    elif keyword == "minLength" or (keyword == "pattern" and value == BLANK):
         yield path, "must be a non-empty string"
     elif keyword == "pattern":
-        yield path, PATTERN_MESSAGES.get(error.validator_value, f"must match {error.validator_value}")
+        yield path, PATTERN_MESSAGES.get(value, f"must match {value}")
     elif keyword == "maxLength":
-        yield path, f"must be at most {error.validator_value} characters"
+        yield path, f"must be at most {value} characters"
     elif keyword == "minItems":
-        yield path, "must be a non-empty list" if error.validator_value == 1 else (
-            f"must have at least {error.validator_value} items"
+        yield path, "must be a non-empty list" if value == 1 else (
+            f"must have at least {value} items"
         )
     elif keyword == "minimum":
-        yield path, f"must be {error.validator_value} or more"
+        yield path, f"must be {value} or more"
     elif keyword == "maximum":
-        yield path, f"must be {error.validator_value} or less"
+        yield path, f"must be {value} or less"
     else:
         yield path, error.message
 

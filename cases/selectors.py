@@ -90,6 +90,7 @@ def trace_hider(case: Case, *, user: Any) -> Callable[[Any], Any]:
     if _sees_production(user) or not _from_traces(case):
         return lambda text: text
     conversation = case.source_conversation
+    assert conversation is not None, "_from_traces(case) holds"
     identifiers = {conversation.trace_service, conversation.trace_key, *conversation.trace_ids}
     # Longest first: a trace id that holds a shorter key is hidden whole.
     ordered = sorted((item for item in identifiers if isinstance(item, str) and item), key=len, reverse=True)

@@ -100,7 +100,7 @@ def case_to_document(*, case: Case) -> dict[str, Any]:
         "source": case.source,
         "source_conversation": case.source_conversation_id,
         "type": case.type,
-        "entry_agent": case.entry_agent.name if case.entry_agent_id else None,
+        "entry_agent": case.entry_agent.name if case.entry_agent is not None else None,
         "initial_state": case.initial_state,
         "tables": case.tables,
         "priority": case.priority,
@@ -138,13 +138,13 @@ CONTENT_KEYS = (
 )
 # Parts added after hashes were first kept, with the value that means "not used": left out of the content then, so a
 # case that does not use them keeps the hash (and the snapshot) it had, and its results do not read "case changed".
-UNUSED_CONTENT = {"tables": {}}
-UNUSED_MOCK_FIELDS = {"table": None}
+UNUSED_CONTENT: dict[str, Any] = {"tables": {}}
+UNUSED_MOCK_FIELDS: dict[str, Any] = {"table": None}
 
 
 def case_content(document: dict[str, Any]) -> dict[str, Any]:
     """What of a case document decides how the case runs and is judged (CONTENT_KEYS)."""
-    content = {
+    content: dict[str, Any] = {
         key: document.get(key) for key in CONTENT_KEYS
         if key not in UNUSED_CONTENT or document.get(key, UNUSED_CONTENT[key]) != UNUSED_CONTENT[key]
     }
@@ -325,11 +325,12 @@ def _without_missing_conversation(document: Any) -> Any:
     if not isinstance(document, dict):
         return document
     conversation_id = document.get("source_conversation")
-    is_id = isinstance(conversation_id, int) and parse_id(conversation_id) is not None
-    if not is_id or Conversation.objects.filter(pk=conversation_id).exists():
+    if not (isinstance(conversation_id, int) and parse_id(conversation_id) is not None) or (
+        Conversation.objects.filter(pk=conversation_id).exists()
+    ):
         # Not an id at all is for validation to report, naming the field.
         return document
-    warnings = document.get("warnings") if isinstance(document.get("warnings"), list) else []
+    warnings = given if isinstance(given := document.get("warnings"), list) else []
     note = f"source conversation #{conversation_id} did not exist where this case was imported; the link was dropped"
     return {**document, "source_conversation": None, "warnings": [*warnings, note]}
 
@@ -365,7 +366,7 @@ def suite_import(*, document: dict[str, Any], suite_name: str = "", replace: boo
         for key in document
         if key not in SUITE_IMPORT_KEYS
     ]
-    suite_data = document.get("suite") if isinstance(document.get("suite"), dict) else {}
+    suite_data = given if isinstance(given := document.get("suite"), dict) else {}
     name = suite_name or suite_data.get("name") or ""
     suite = Suite.objects.filter(name=name).first() if isinstance(name, str) and name else None
     created = suite is None

@@ -65,11 +65,13 @@ class PrettyJSONWidget(forms.Textarea):
 
     def format_value(self, value: Any) -> str | None:
         if isinstance(value, str) and value:
-            if json_text_too_deep(value):
-                return value
+            typed: str = value
+            if json_text_too_deep(typed):
+                return typed
             try:
-                value = printable_json(json_loads(value), indent=2)
+                value = printable_json(json_loads(typed), indent=2)
             except (ValueError, TypeError):
                 # Not JSON, or JSON that cannot be written back (an integer too long to convert): as typed.
-                return value
-        return super().format_value(value)
+                return typed
+        shown: str | None = super().format_value(value)
+        return shown

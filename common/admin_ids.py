@@ -9,9 +9,9 @@ or list filters mixes this in before admin.ModelAdmin.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.views.main import ERROR_FLAG
 from django.db.models import QuerySet
@@ -40,33 +40,42 @@ def _shown(value: str) -> str:
     return repr(value if len(value) <= 40 else f"{value[:40]}…")
 
 
-class StrictIdsAdminMixin:
+if TYPE_CHECKING:
+    # Checked as the ModelAdmin it is mixed into, so its calls to the admin's methods are checked too.
+    _AdminBase = admin.ModelAdmin[Any]
+else:
+    _AdminBase = object
+
+
+class StrictIdsAdminMixin(_AdminBase):
     """Refuses a changelist request naming something other than an id where an id belongs, before Django's admin
     gives it to the database: an action's selection (an error message, nothing done) and an id filter (Django's
     own "invalid lookup" answer, as for any filter it cannot apply; likewise a date hierarchy's year, month or day)."""
 
-    def response_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
         bad = [value for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME) if parse_id(value) is None]
         if bad:
-            self.message_user(  # type: ignore[attr-defined]
+            self.message_user(
                 request,
                 f"Nothing was done: {', '.join(_shown(value) for value in bad[:3])} is not an id (a whole number "
                 "from 1, in ASCII digits).",
                 messages.ERROR,
             )
             return HttpResponseRedirect(request.get_full_path())
-        return super().response_action(request, queryset)  # type: ignore[misc]
+        return super().response_action(request, queryset, *args, **kwargs)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         relations = frozenset(
             field.name
-            for field in self.model._meta.get_fields()  # type: ignore[attr-defined]
+            for field in self.model._meta.get_fields()
             if field.is_relation and (field.many_to_one or field.one_to_one or field.many_to_many)
         )
         if self._bad_id_filter(request, relations):
             # What Django answers for a filter it cannot apply (IncorrectLookupParameters): the list with ?e=1.
             return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
-        return super().changelist_view(request, extra_context)  # type: ignore[misc]
+        return super().changelist_view(request, extra_context)
 
     @staticmethod
     def _bad_id_filter(request: HttpRequest, relations: frozenset[str] = frozenset()) -> bool:

@@ -63,7 +63,9 @@ class JSONParser(parsers.JSONParser):
     int() can read but beyond a column (an id field reads 10**25 as "no such object"; JSON fields check their value
     with json_value_problem)."""
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
+    def parse(
+        self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
+    ) -> Any:
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         try:
             text = stream.read().decode(encoding)
@@ -100,13 +102,13 @@ class JSONParser(parsers.JSONParser):
         raise ValidationError({key: [json_value_problem(data, nul=False, int_range=False)]})
 
 
-class ErrorSerializer(serializers.Serializer):
+class ErrorSerializer(serializers.Serializer[Any]):
     """The one shape of a 400 (and of a model that did not answer) across the APIs: every problem names its input."""
 
     class Meta:
         ref_name = "ValidationErrors"
 
-    class ProblemSerializer(serializers.Serializer):
+    class ProblemSerializer(serializers.Serializer[Any]):
         class Meta:
             ref_name = "ValidationProblem"
 
@@ -116,7 +118,9 @@ class ErrorSerializer(serializers.Serializer):
         )
         message = serializers.CharField()
 
-    errors = ProblemSerializer(many=True)
+    # The response's key; DRF's metaclass moves a declared field out of the class, so it never shadows the
+    # serializer's `errors` property the stubs see it override.
+    errors = ProblemSerializer(many=True)  # type: ignore[assignment]
 
 
 class IsStaff(BasePermission):
@@ -186,7 +190,7 @@ def unknown_field_message(key: str, known: list[str]) -> str:
     return f"unknown field {key!r}; known fields: {', '.join(known)}"
 
 
-class StrictInputSerializer(serializers.Serializer):
+class StrictInputSerializer(serializers.Serializer[Any]):
     """The base of every request-body serializer: a field it does not know is refused with a 400 naming it, rather
     than dropped — a misspelt `budget_token` would otherwise create a run without the budget its sender asked for."""
 
@@ -202,7 +206,7 @@ class StrictInputSerializer(serializers.Serializer):
 
 
 @extend_schema_field(OpenApiTypes.INT)
-class IdField(serializers.Field):
+class IdField(serializers.Field[int, Any, Any, Any]):
     """A database id in a body or query string, read by common.inputs.parse_id: a JSON integer or ASCII digits.
     An id beyond any the database can hold names no `thing` rather than overflowing the query."""
 

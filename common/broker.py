@@ -55,4 +55,7 @@ def _ping_kombu(url: str, timeout: float) -> None:
     # Redis' own socket timeouts default to "wait forever"; a server that accepts but never answers must not hang us.
     options = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
     with Connection(url, connect_timeout=timeout, transport_options=options) as connection:
-        connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
+        # kombu hands the timeout to the socket, which takes seconds as a float; celery-types declares an int.
+        connection.ensure_connection(
+            max_retries=1, interval_start=0, interval_step=0, timeout=timeout  # type: ignore[arg-type]
+        )

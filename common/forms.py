@@ -44,12 +44,14 @@ class StrictForm(forms.Form):
 
     def known_field_names(self) -> list[str]:
         """The keys this form's fields read from the data (a MultiWidget reads one per sub-widget)."""
-        names = []
+        names: list[str] = []
         for name, field in self.fields.items():
             key = self.add_prefix(name)
             widget = field.widget
             if isinstance(widget, forms.MultiWidget):
-                names.extend(f"{key}{suffix}" for suffix in widget.widgets_names)
+                # Set by MultiWidget.__init__ since Django 3.1; django-stubs does not declare it.
+                suffixes: list[str] = widget.widgets_names  # type: ignore[attr-defined]
+                names.extend(f"{key}{suffix}" for suffix in suffixes)
             else:
                 names.append(key)
         return names

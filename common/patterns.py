@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import itertools
 import re
-import re._constants as sre
-import re._parser as sre_parse
+
+# The parser's private modules: typeshed stubs them only under their deprecated names (sre_constants, sre_parse),
+# which warn on import.
+import re._constants as sre  # type: ignore[import-not-found]
+import re._parser as sre_parse  # type: ignore[import-not-found]
 from typing import Any
 
 import regex

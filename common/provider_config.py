@@ -85,6 +85,7 @@ def load_providers(path: str) -> dict[str, dict[str, Any]]:
     providers = data.get("providers")
     if not isinstance(providers, dict) or not providers:
         problems.append("no providers: add at least one [providers.<name>] table")
+        providers = {}
     else:
         problems.extend(validate_providers(providers))
     if problems:

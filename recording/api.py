@@ -43,7 +43,9 @@ class DraftSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
     enabled = serializers.BooleanField(help_text="Always false: a draft joins runs once a person enables it.")
-    source = serializers.CharField(help_text="recorded or extracted.")
+    # The response's key; DRF's metaclass moves a declared field out of the class, so it never shadows the
+    # `source` argument the stubs see it override.
+    source = serializers.CharField(help_text="recorded or extracted.")  # type: ignore[assignment]
     source_conversation = serializers.IntegerField(source="source_conversation_id")
     turns = serializers.SerializerMethodField(help_text="Number of turns.")
     mocks = serializers.SerializerMethodField(help_text="Number of mocks.")

@@ -183,7 +183,7 @@ def transcript_build(
     turns: list[Block] = []
     current = start
     block_of_seq: dict[int, Block] = {}
-    pending: dict[str, RecordedCall] = {}
+    pending: dict[str, RecordedCall | None] = {}
     call_of_seq: dict[int, RecordedCall] = {}
     parameters = _Parameters()
     for message in messages[history_length:]:
@@ -215,11 +215,11 @@ def transcript_build(
             pending[message.tool_call_id] = call
             current.entries.append(Entry(kind="call", agent=agent, call=call, span_id=message.span_id))
         elif message.role == _TOOL_RESULT:
-            call = pending.pop(message.tool_call_id, None)
-            if call is not None:
-                call.result, call.outcome = message.content, message.outcome
-                call.result_span_id = message.span_id
-                call_of_seq[message.seq] = call
+            answered = pending.pop(message.tool_call_id, None)
+            if answered is not None:
+                answered.result, answered.outcome = message.content, message.outcome
+                answered.result_span_id = message.span_id
+                call_of_seq[message.seq] = answered
         block_of_seq[message.seq] = current
 
     for block in turns:
@@ -268,7 +268,7 @@ class _Parameters:
 
     @staticmethod
     def _look_up(message: Message) -> dict[str, Any] | None:
-        declarations = (message.agent.functions if message.agent_id else None) or []
+        declarations = (message.agent.functions if message.agent is not None else None) or []
         name = message.function_name
         declared = next((item for item in declarations if isinstance(item, dict) and item.get("name") == name), None)
         if declared is not None and isinstance(declared.get("parameters"), dict):

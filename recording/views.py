@@ -92,7 +92,8 @@ class _Throttled:
 def _throttled(request: HttpRequest, conversation: Conversation) -> HttpResponse | None:
     """The buttons share the API's "recording" budget, per user: the page is no way around it."""
     throttle = ScopedRateThrottle()
-    if throttle.allow_request(request, _Throttled):
+    # DRF's throttle reads only the user and the client's address, which Django's request carries too.
+    if throttle.allow_request(request, _Throttled):  # type: ignore[arg-type]
         return None
     wait = throttle.wait()
     retry = f" Try again in {int(wait) + 1} seconds." if wait else ""

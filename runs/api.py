@@ -88,7 +88,9 @@ class ModelListApi(RunsApiView):
         key = serializers.CharField(help_text="provider:model, as a run names it.")
         provider = serializers.CharField()
         model = serializers.CharField()
-        label = serializers.CharField()
+        # The response's key; DRF's metaclass moves a declared field out of the class, so it never shadows the
+        # serializer's own `label` the stubs see it override.
+        label = serializers.CharField()  # type: ignore[assignment]
         input_price = serializers.FloatField(help_text="Per million input tokens.")
         output_price = serializers.FloatField(help_text="Per million output tokens.")
 
@@ -243,6 +245,8 @@ def _attach_pass_rates(runs: list[Run]) -> None:
     )
     for row in rows:
         counts[(row["run_id"], row["model"])] = (row["passed"], row["ran"])
+    # Each run is given its pass rates here, for RunOutputSerializer (not a field of the model).
+    run: Any
     for run in runs:
         run.pass_rates = []
         for model in run.model_keys:
@@ -253,7 +257,8 @@ def _attach_pass_rates(runs: list[Run]) -> None:
 
 
 def _run_detail(run_id: int) -> dict[str, Any]:
-    run = get_object_or_404(run_list(), pk=run_id)
+    # Given its pass rates, summary and result rows here, for RunDetailOutputSerializer (none is a field of the model).
+    run: Any = get_object_or_404(run_list(), pk=run_id)
     summary = run_summary(run=run)
     run.pass_rates = [
         {"model": item.model, "passed": item.passed, "ran": item.total - item.cancelled, "pass_rate": item.pass_rate}
@@ -290,7 +295,7 @@ class RunListApi(RunsApiView):
             queryset = queryset.filter(suite__agent_id=filters.validated_data["agent"])
         paginator = ApiPagination()
         page = paginator.paginate_queryset(queryset, request, view=self)
-        _attach_pass_rates(page)
+        _attach_pass_rates(page or [])
         return paginator.get_paginated_response(RunOutputSerializer(page, many=True).data)
 
 

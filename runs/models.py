@@ -180,7 +180,7 @@ class CaseResult(models.Model):
     @property
     def case_changed_since(self) -> bool:
         """The case was edited after this result ran it: the result tells of an earlier version."""
-        return bool(self.case_hash and self.case_id and self.case.content_hash != self.case_hash)
+        return bool(self.case_hash and self.case is not None and self.case.content_hash != self.case_hash)
 
     @property
     def judge_tokens(self) -> int:

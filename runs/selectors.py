@@ -37,7 +37,9 @@ def run_results(*, run: Run) -> QuerySet[CaseResult]:
 def run_lock_holder(*, group: str = RunLock.DEFAULT_GROUP) -> Run | None:
     """The run holding the run lock of `group`, while its hold has not expired."""
     lock = RunLock.objects.filter(group=group, run__isnull=False, expires_at__gt=Now()).first()
-    return Run.objects.filter(pk=lock.run_id).first() if lock is not None else None
+    if lock is None or lock.run_id is None:
+        return None
+    return Run.objects.filter(pk=lock.run_id).first()
 
 
 @dataclass
@@ -67,6 +69,7 @@ def run_pickup_stall(*, run: Run) -> PickupStall | None:
     if row is None:
         return None
     now, queued_at, requeued_at, group = row
+    assert queued_at is not None, "unpicked_runs holds queued runs only"
     return PickupStall(
         waited_seconds=max((now - queued_at).total_seconds(), 0.0),
         requeued_at=requeued_at,
@@ -189,7 +192,11 @@ def run_trials(*, run: Run) -> list[TrialSummary]:
         .values_list("case_id", "case_name", "model", "trial", "status", "cost", "judge_cost")
     )
     return _trial_summaries(
-        run, ((*row, (cost or Decimal(0)) + (judge_cost or Decimal(0))) for *row, cost, judge_cost in rows)
+        run,
+        (
+            (case_id, case_name, model, trial, status, (cost or Decimal(0)) + (judge_cost or Decimal(0)))
+            for case_id, case_name, model, trial, status, cost, judge_cost in rows
+        ),
     )
 
 
@@ -332,12 +339,13 @@ def run_summary(*, run: Run) -> list[ModelSummary]:
         summary.latency_p50_ms = nearest_rank(latencies.get(key, []), 50)
         summary.latency_p95_ms = nearest_rank(latencies.get(key, []), 95)
     labels = {STABLE_PASS: "stable_pass", STABLE_FAIL: "stable_fail", FLAKY: "flaky"}
-    for trial in _trial_summaries(run, trial_rows):
-        summary = summaries[trial.model]
-        if not trial.complete:
+    for trial_summary in _trial_summaries(run, trial_rows):
+        summary = summaries[trial_summary.model]
+        if not trial_summary.complete:
             continue
         summary.cases += 1
-        setattr(summary, labels[trial.label], getattr(summary, labels[trial.label]) + 1)
+        label = labels[trial_summary.label]
+        setattr(summary, label, getattr(summary, label) + 1)
     for summary in summaries.values():
         summary.pass_k = summary.stable_pass / summary.cases if summary.cases else None
     return list(summaries.values())
@@ -364,7 +372,7 @@ def run_matrix(
         results = results.filter(
             Q(case_id__in=list(case_ids or [])) | Q(case_id__isnull=True, case_name__in=list(case_names or []))
         )
-    results = (
+    values = (
         results.order_by("position", "id")
         # The run's trials come with the results (a join), so a caller holding a partly loaded run adds no query.
         .values(
@@ -374,7 +382,9 @@ def run_matrix(
         )
     )
     trials = 1
-    for result in results:
+    # Rows of .values(): the run's trials are popped from each, the rest spread into its cell.
+    result: Any
+    for result in values:
         trials = result.pop("run__trials")
         row = rows.setdefault(
             result["case_id"] or result["case_name"],

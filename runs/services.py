@@ -20,7 +20,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
-from agenthost.seams import Conversation, agent_as_stored
+from agenthost.seams import Agent, Conversation, agent_as_stored
 from cases.models import Case, Suite
 from runs.engine.agent_snapshots import agents_snapshot, model_config_hash, recording_versions
 from runs.engine.dispatch import queue_or_undo, queue_ping, run_dispatch
@@ -141,6 +141,7 @@ def run_prepare_resume(*, run: Run) -> Run:
     run_sweep_expired()
     run = Run.objects.select_for_update().get(pk=run.pk)
     if Run.objects.filter(pk=run.pk, lease_expires_at__gt=Now()).exists():
+        assert run.lease_expires_at is not None, "the lease the query just found"
         raise RunConflict(
             f"run #{run.pk} is still held by its executor (lease until "
             f"{run.lease_expires_at.isoformat(timespec='seconds')}); wait for it to stop, or cancel it"
@@ -188,11 +189,10 @@ def _agent_snapshot(suite: Suite, case_ids: list[int], *, model_keys: list[str],
     run page can say of each flipped case whether the agent, the case, the model or a recording changed."""
     agent = suite.agent
     loaded = agent_as_stored(agent)
-    agent_model = Case._meta.get_field("entry_agent").related_model
     entering = dict(
         Case.objects.filter(pk__in=case_ids, entry_agent__isnull=False).values_list("pk", "entry_agent__name")
     )
-    entered = agent_model.objects.filter(name__in=set(entering.values())).order_by("name") if entering else []
+    entered = Agent.objects.filter(name__in=set(entering.values())).order_by("name") if entering else []
     return {
         "agent": agent.name,
         "instruction_hash": hashlib.sha256(agent.instruction.encode()).hexdigest(),
@@ -354,6 +354,7 @@ def run_requeue_lost(*, groups: list[str] | None = None, dispatch: Callable[[int
     now, lease = database_now(), lease_period()
     requeued = []
     for run_id, queued_at, requeued_at in unpicked_runs(groups=groups).values_list("pk", "queued_at", "requeued_at"):
+        assert queued_at is not None, "unpicked_runs holds queued runs only"
         wait = lease if requeued_at is None else min(max(requeued_at - queued_at, lease), REQUEUE_LONGEST)
         if now < (requeued_at or queued_at) + wait:
             continue

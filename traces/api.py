@@ -21,6 +21,7 @@ AGENTTEST_TRACES_CONVERSATIONS_QUEUED_PER_REQUEST by a worker (traces.tasks).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
@@ -102,7 +103,8 @@ class CsrfCheckedSession(SessionAuthentication):
     answered 415."""
 
     def enforce_csrf(self, request: Request) -> None:
-        super().enforce_csrf(request._request)
+        # DRF's check runs Django's CSRF middleware on the request it is given; the stubs ask for DRF's request.
+        super().enforce_csrf(request._request)  # type: ignore[arg-type]
 
 
 class TracesThrottle(ScopedRateThrottle):
@@ -110,7 +112,8 @@ class TracesThrottle(ScopedRateThrottle):
     token counts as its own client, as a user does."""
 
     def get_rate(self) -> str | None:
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        # Rates are text ("60/min"), the stubs declare numbers; `scope` is set (the view's) before a rate is read.
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)  # type: ignore[return-value,arg-type]
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         if isinstance(request.auth, IngestToken):
@@ -121,11 +124,12 @@ class TracesThrottle(ScopedRateThrottle):
 class AnyAccept(BaseContentNegotiation):
     """Exporters send whatever Accept they like (or none): the answer is in the request's encoding regardless."""
 
-    def select_parser(self, request: Request, parsers: list[Any]) -> Any:
+    def select_parser(self, request: Request, parsers: Iterable[Any]) -> Any:
         return None
 
-    def select_renderer(self, request: Request, renderers: list[Any], format_suffix: str | None = None) -> Any:
-        return renderers[0], renderers[0].media_type
+    def select_renderer(self, request: Request, renderers: Iterable[Any], format_suffix: str | None = None) -> Any:
+        first = next(iter(renderers))
+        return first, first.media_type
 
 
 @extend_schema(exclude=True)  # OTLP's own protocol, described by its specification, not by this API's schema
@@ -160,7 +164,8 @@ class TracesExportApi(APIView):
             response.partial_success.error_message = report.rejection_message
         return _encoded(response, media, status=200)
 
-    def handle_exception(self, exc: Exception) -> HttpResponse:
+    # DRF finalizes any HttpResponse (an OTLP answer is protobuf or JSON, not a Response); the stubs want a Response.
+    def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]
         headers: dict[str, str] = {}
         if isinstance(exc, NotAuthenticated | AuthenticationFailed):
             status = 401
@@ -169,7 +174,8 @@ class TracesExportApi(APIView):
             status = 403
         elif isinstance(exc, Throttled):
             status = 429
-            headers["Retry-After"] = str(max(1, math.ceil(exc.wait or 1)))
+            # Set by Throttled.__init__; the stubs leave it out.
+            headers["Retry-After"] = str(max(1, math.ceil(exc.wait or 1)))  # type: ignore[attr-defined]
         elif isinstance(exc, OtlpRefused):
             status = exc.status
         elif isinstance(exc, APIException):

@@ -283,10 +283,13 @@ def _continued(key: str) -> ImportOutcome | None:
                 return None
         traces = [prior.last_trace, *(t.trace_id for t in touched if t.trace_id != prior.last_trace)]
         mapped = conversations_from_spans(trace_conversation_spans(key=key, trace_ids=traces), prior=prior)
-        if (len(mapped) != 1 or mapped[0].key != key or mapped[0].service_name != state.service_name
-                or mapped[0].resume is None or mapped[0].content_missing):
+        if len(mapped) != 1:
             return None
         continuation = mapped[0]
+        resume = continuation.resume
+        if (continuation.key != key or continuation.service_name != state.service_name or resume is None
+                or continuation.content_missing):
+            return None
         _adopt_provisional(continuation)
         where = f"conversation {key!r} of service {continuation.service_name or '(unnamed)'}"
         try:
@@ -301,7 +304,7 @@ def _continued(key: str) -> ImportOutcome | None:
         except InvalidInput as exc:
             return ImportOutcome(key, refused=f"{where}: {exc}")
         state.span_count, state.last_span, state.message_count = total, newest, written.message_count
-        state.resume = dataclasses.asdict(continuation.resume)
+        state.resume = dataclasses.asdict(resume)
         state.save(update_fields=["span_count", "last_span", "message_count", "resume"])
         return ImportOutcome(key, written)
 
@@ -337,7 +340,7 @@ def trace_conversations_queue(*, keys: Sequence[str]) -> int:
     for start in range(0, len(keys), KEYS_PER_TASK):
         chunk = list(keys[start : start + KEYS_PER_TASK])
         try:
-            task.apply_async(args=[chunk], queue=TRACES_TASK_QUEUE, retry=False)
+            task.apply_async(args=(chunk,), queue=TRACES_TASK_QUEUE, retry=False)
         except Exception:
             logger.warning(
                 "could not queue %s conversation(s) of stored spans for a worker; they wait for their next span or "

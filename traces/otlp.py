@@ -199,6 +199,10 @@ def _decompressed(body: bytes, content_encoding: str, limits: Limits) -> bytes:
 # --- Protobuf ------------------------------------------------------------------------------------------------------
 
 
+# A message of the lenient types, built at run time (_lenient_types): the checker knows none of its fields.
+LenientMessage = Any
+
+
 @functools.cache
 def _lenient_types() -> tuple[type[Message], type[Message]]:
     """(request, span): the official message types with every string field read as bytes, and — in the request —
@@ -213,7 +217,7 @@ def _lenient_types() -> tuple[type[Message], type[Message]]:
                     ("ScopeSpans", "spans"), ("InstrumentationScope", "attributes")
                 )
                 if as_bytes:
-                    item.type = FieldDescriptor.TYPE_BYTES
+                    item.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
                     item.ClearField("type_name")
         pool.Add(proto)
     return (
@@ -230,7 +234,7 @@ def _message_protos(messages: Any) -> Iterator[descriptor_pb2.DescriptorProto]:
         yield from _message_protos(message.nested_type)
 
 
-def _request_from_protobuf(body: bytes, limits: Limits) -> Message:
+def _request_from_protobuf(body: bytes, limits: Limits) -> LenientMessage:
     # The request is decoded with its resources' attributes: those are counted first.
     if _wire_values(body, limits.max_values, root=_REQUEST) > limits.max_values:
         raise OtlpRefused(413, f"the request's resources hold over {limits.max_values} attribute values "
@@ -250,7 +254,7 @@ _ID_SIZES = {"traceId": 16, "trace_id": 16, "spanId": 8, "span_id": 8, "parentSp
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 
-def _request_from_json(body: bytes, limits: Limits) -> Message:
+def _request_from_json(body: bytes, limits: Limits) -> LenientMessage:
     # Every value, event, link and span of OTLP/JSON is an object: counted (outside strings, at C speed) before
     # json.loads and json_format build millions of them from a small compressed body.
     objects = _JSON_STRING.sub(b"", body).count(b"{")
@@ -260,7 +264,7 @@ def _request_from_json(body: bytes, limits: Limits) -> Message:
     return _request_from_document(_json_text_read(body.decode("utf-8-sig", errors="replace")), limits)
 
 
-def _request_from_document(document: Any, limits: Limits) -> Message:
+def _request_from_document(document: Any, limits: Limits) -> LenientMessage:
     if not isinstance(document, dict):
         raise OtlpRefused(400, "the request must be a JSON object (an ExportTraceServiceRequest)")
     spans = list(_json_spans(document))
@@ -347,7 +351,7 @@ def _too_many(count: int, limits: Limits) -> str:
     )
 
 
-def _decoded(request: Message, kept: Callable[[str], bool], limits: Limits) -> DecodedRequest:
+def _decoded(request: LenientMessage, kept: Callable[[str], bool], limits: Limits) -> DecodedRequest:
     count = sum(len(scope_spans.spans) for resource_spans in request.resource_spans
                 for scope_spans in resource_spans.scope_spans)
     if count > limits.max_spans:
@@ -378,7 +382,7 @@ def _decoded(request: Message, kept: Callable[[str], bool], limits: Limits) -> D
                     continue
                 budget -= values
                 try:
-                    span = span_type.FromString(encoded)
+                    span: LenientMessage = span_type.FromString(encoded)
                 except DecodeError as exc:
                     raise OtlpRefused(400, f"span {len(decoded.spans) + len(decoded.rejected) + 1} of the request "
                                            f"cannot be decoded: {exc}") from None
@@ -455,7 +459,7 @@ def _varint(data: bytes, position: int) -> tuple[int, int]:
         shift += 7
 
 
-def _span_problem(span: Message) -> str:
+def _span_problem(span: LenientMessage) -> str:
     if len(span.trace_id) != 16 or not any(span.trace_id):
         return "trace_id must be 16 bytes (32 hex digits), not all zero"
     if len(span.span_id) != 8 or not any(span.span_id):
@@ -467,7 +471,7 @@ def _span_problem(span: Message) -> str:
     return ""
 
 
-def _span(span: Message, *, service: str, scope: str, resource: dict[str, Any],
+def _span(span: LenientMessage, *, service: str, scope: str, resource: dict[str, Any],
           kept: Callable[[str], bool]) -> DecodedSpan:
     events = []
     for event in span.events:
@@ -525,7 +529,7 @@ def _attributes(attributes: Any, kept: Callable[[str], bool]) -> dict[str, Any]:
     return found
 
 
-def _value(value: Message, depth: int) -> Any:
+def _value(value: LenientMessage, depth: int) -> Any:
     """An AnyValue as a JSON value; arrays and key-value lists nested deeper than MAX_VALUE_DEPTH are CUT."""
     which = value.WhichOneof("value")
     if which == "string_value":
@@ -635,7 +639,7 @@ def _label(text: str) -> str:
     return text[:MAX_LABEL_CHARS]
 
 
-def _name(span: Message) -> str:
+def _name(span: LenientMessage) -> str:
     return _text(span.name)[:100]
 
 

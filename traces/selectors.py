@@ -3,7 +3,7 @@ one conversation's spans in order, and the ingest token a key names."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -185,7 +185,7 @@ def trace_conversation_touched(*, key: str, after: int) -> list[TouchedTrace]:
     return [TouchedTrace(**row) for row in rows]
 
 
-def spans_of(*, keys: Collection[str], services: dict[str, Collection[str]]) -> dict[str, list[SpanRecord]]:
+def spans_of(*, keys: Collection[str], services: Mapping[str, Collection[str]]) -> dict[str, list[SpanRecord]]:
     """In one query, the spans of each of `keys` (all its services), and of each key of `services` only those of the
     services named: what the traces page maps to say why they are in no conversation."""
     wanted = Q(conversation_key__in=list(keys))
@@ -254,7 +254,8 @@ def trace_conversation_spans(*, key: str, trace_ids: Collection[str] | None = No
     return sorted(records, key=lambda record: (record.start_ns, depths[(record.trace_id, record.span_id)]))
 
 
-def _history_left_stored(row: TraceSpan) -> dict[str, Any]:
+def _history_left_stored(row: Any) -> dict[str, Any]:
+    # `row` is a TraceSpan annotated with `rest` and `history_tail` (trace_conversation_spans).
     attributes = dict(row.rest)
     if row.history_tail is not None:
         pk = row.pk

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q
 from django.utils import timezone
@@ -276,7 +276,7 @@ class IssuedToken:
 
 @transaction.atomic
 def ingest_token_create(
-    *, name: str, service_name: str = "", created_by: AbstractBaseUser | None = None
+    *, name: str, service_name: str = "", created_by: User | None = None
 ) -> IssuedToken:
     """A new ingest-only token; its key is returned here once and never stored."""
     name, service_name = name.strip(), service_name.strip()

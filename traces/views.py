@@ -5,6 +5,7 @@ page and each one agenttest could not import named with the reason; a conversati
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -15,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from agenthost.seams import Agent, Conversation
+from agenthost.seams import Agent
 from common.forms import unknown_fields_message, unknown_form_fields
 from traces.conversations import ConversationImportError, trace_conversation_bind, trace_conversations_unimported
 from traces.selectors import (
@@ -67,7 +68,9 @@ def _list(request: HttpRequest, *, error: str = "", status: int = 200) -> HttpRe
         **filters, limit=CONVERSATIONS_PER_PAGE, offset=(page.number - 1) * CONVERSATIONS_PER_PAGE
     )
     # One key may be two services' conversations (each its own, docs/decisions/0034-production-traces.md).
-    imported: dict[str, list[Conversation]] = {}
+    # Conversations annotated with `first_question` (imported_conversations) and given their binding's words here.
+    imported: dict[str, list[Any]] = {}
+    conversation: Any
     for conversation in imported_conversations(keys=[item.key for item in listed]):
         conversation.bound_by_text = _BOUND_BY.get(conversation.bound_by, conversation.bound_by)
         imported.setdefault(conversation.trace_key, []).append(conversation)

@@ -7,6 +7,8 @@ agenthost.templating.MAX_RENDERED_CHARS (and MAX_RENDER_STEPS) before it builds 
 
 from __future__ import annotations
 
+from typing import Any
+
 from agenthost.functions import FunctionContext, FunctionError, FunctionResult, register_function
 from agenthost.templating import TemplateRefused, render_template
 
@@ -83,7 +85,7 @@ def human_intervention_needed(context: FunctionContext, reason: str) -> Function
         "required": ["template"],
     },
 )
-def execute_template(context: FunctionContext, template: str, variables: dict | None = None) -> str:
+def execute_template(context: FunctionContext, template: str, variables: dict[str, Any] | None = None) -> str:
     # The instructions' engine: the state and the variables only, nothing loaded or shown of the process; the
     # render is bounded, so a template asking for gigabytes is answered with why, before anything is built.
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import smtplib
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -297,7 +298,7 @@ _READ_ONLY_SELECTS = {"postgresql": _select_postgresql, "sqlite": _select_sqlite
 # --- Twilio ----------------------------------------------------------------------------------------------------------
 
 
-def _twilio_post(resource: str, form: dict[str, str], what: str) -> dict[str, Any]:
+def _twilio_post(resource: str, form: Mapping[str, str | None], what: str) -> dict[str, Any]:
     required = ("AGENTTEST_TWILIO_ACCOUNT_SID", "AGENTTEST_TWILIO_AUTH_TOKEN", "AGENTTEST_TWILIO_FROM")
     missing = [name for name in required if not getattr(settings, name, "")]
     if missing:

@@ -171,7 +171,7 @@ def _retry_wait(exc: openai.OpenAIError, retry: int) -> float | None:
             return retry_after
     elif not isinstance(exc, openai.APIConnectionError):
         return None
-    return min(_FIRST_RETRY_WAIT * 2**retry, _MAX_RETRY_WAIT) * (1 - 0.25 * random.random())
+    return float(min(_FIRST_RETRY_WAIT * 2**retry, _MAX_RETRY_WAIT) * (1 - 0.25 * random.random()))
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
@@ -239,11 +239,15 @@ class OpenAIProvider(ModelProvider):
         self._client = self._build_client() if self._api_key else None
 
     def _build_client(self) -> openai.OpenAI:
-        common = {"api_key": self._api_key, "timeout": self._timeout, "max_retries": self._max_retries}
         if self.api_version:
             # Azure names the deployment in the URL; the SDK puts the request's model there.
-            return openai.AzureOpenAI(azure_endpoint=self.base_url, api_version=self.api_version, **common)
-        return openai.OpenAI(base_url=self.base_url, **common)
+            return openai.AzureOpenAI(
+                azure_endpoint=self.base_url, api_version=self.api_version, api_key=self._api_key,
+                timeout=self._timeout, max_retries=self._max_retries,
+            )
+        return openai.OpenAI(
+            base_url=self.base_url, api_key=self._api_key, timeout=self._timeout, max_retries=self._max_retries
+        )
 
     @staticmethod
     def _env_headers(names: dict[str, str]) -> dict[str, str | None]:
@@ -408,7 +412,7 @@ class OpenAIProvider(ModelProvider):
         """What set the length limit an answer was cut off at, naming the options that were sent: some servers
         (llama-cpp-python) ignore max_completion_tokens and honour only extra_body's max_tokens."""
         options = self._models.get(request.model, {})
-        extra = options.get("extra_body") if isinstance(options.get("extra_body"), dict) else {}
+        extra = given if isinstance(given := options.get("extra_body"), dict) else {}
         sent = [f"extra_body.{key} (set to {extra[key]})" for key in _LENGTH_FIELDS if key in extra]
         if "max_completion_tokens" in options:
             sent.insert(0, f"max_completion_tokens (set to {options['max_completion_tokens']})")
@@ -424,8 +428,11 @@ class OpenAIProvider(ModelProvider):
         """POST the request: the SDK's attempts, or — for a request with a deadline — attempts made here, each
         within the time left, none started once a wait for it would reach the deadline."""
         path, cast_to = ("/responses", Response) if request.api == RESPONSES else ("/chat/completions", ChatCompletion)
+        assert self._client is not None, "complete() answers a provider without a key before anything is posted"
+        # The SDK's overloads take one response class and its RequestOptions typed dict; the class is chosen per API
+        # and the options are built as a plain dict of the same keys.
         if request.deadline is None:
-            return self._client.post(path, cast_to=cast_to, body=params, options=options)  # type: ignore[arg-type]
+            return self._client.post(path, cast_to=cast_to, body=params, options=options)  # type: ignore[call-overload]
         retry = 0
         while True:
             left = request.deadline - time.monotonic()
@@ -434,11 +441,11 @@ class OpenAIProvider(ModelProvider):
                                   DEADLINE, request)
             timeout = min(self._timeout, left)
             try:
-                return self._client.post(
+                return self._client.post(  # type: ignore[call-overload]
                     path,
                     cast_to=cast_to,
                     body=params,
-                    options={**options, "timeout": timeout, "max_retries": 0},  # type: ignore[arg-type]
+                    options={**options, "timeout": timeout, "max_retries": 0},
                 )
             except openai.OpenAIError as exc:
                 if isinstance(exc, openai.APITimeoutError) and timeout < self._timeout:

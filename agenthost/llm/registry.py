@@ -87,7 +87,7 @@ def _located(spec: Any, kinds: dict[str, type[ModelProvider]]) -> Any:
     """`spec` with its kind's relative file options made relative to AGENTTEST_PROVIDERS_DIR, the directory of the
     file that configured it (none: the working directory, as before there were project files)."""
     base = getattr(settings, "AGENTTEST_PROVIDERS_DIR", "")
-    cls = kinds.get(spec.get("kind")) if isinstance(spec, dict) and isinstance(spec.get("kind"), str) else None
+    cls = kinds.get(spec["kind"]) if isinstance(spec, dict) and isinstance(spec.get("kind"), str) else None
     if not base or cls is None:
         return spec
     located = {

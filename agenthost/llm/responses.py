@@ -80,11 +80,9 @@ def parse_payload(payload: Mapping[str, Any], *, model: str, latency_ms: float) 
                 id=str(item.get("call_id") or ""), name=str(item.get("name") or ""),
                 arguments=str(item.get("arguments") or ""),
             ))
-    usage = payload.get("usage") if isinstance(payload.get("usage"), Mapping) else {}
-    input_details = usage.get("input_tokens_details") if isinstance(usage.get("input_tokens_details"), Mapping) else {}
-    output_details = (
-        usage.get("output_tokens_details") if isinstance(usage.get("output_tokens_details"), Mapping) else {}
-    )
+    usage = given if isinstance(given := payload.get("usage"), Mapping) else {}
+    input_details = given if isinstance(given := usage.get("input_tokens_details"), Mapping) else {}
+    output_details = given if isinstance(given := usage.get("output_tokens_details"), Mapping) else {}
     return ModelResponse(
         text="".join(texts),
         tool_calls=calls,

@@ -28,11 +28,12 @@ import threading
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # How much longer the sync side waits than the server's own timeouts before it gives up on the loop itself.
 _MARGIN = 5.0
@@ -171,7 +172,7 @@ class _Connection:
                 finally:
                     if self._stderr is not None:
                         self._stderr.spawned()
-                inner_send, inner_read = anyio.create_memory_object_stream(0)
+                inner_send, inner_read = anyio.create_memory_object_stream[Any](0)
                 group = await stack.enter_async_context(anyio.create_task_group())
 
                 async def pump() -> None:
@@ -197,8 +198,8 @@ class _Connection:
                 group.cancel_scope.cancel()
         except BaseException as exc:  # noqa: BLE001 — whatever ended the session, the caller gets a sentence
             if not ready.done():
-                dead = self._stderr is not None and not isinstance(exc, asyncio.CancelledError)
-                said = await self._stderr.tail() if dead else ""
+                stderr = None if isinstance(exc, asyncio.CancelledError) else self._stderr
+                said = await stderr.tail() if stderr is not None else ""
                 said = f"; its stderr ended with: {said}" if said else ""
                 ready.set_exception(
                     McpCallFailed(f"MCP server {self.server!r} could not be started: {_describe(exc)}{said}")
@@ -335,7 +336,7 @@ class Supervisor:
         self._connections: dict[str, _Connection] = {}
         self._closed = False
 
-    def _submit(self, coroutine: Coroutine[Any, Any, Any], bound: float) -> Any:
+    def _submit(self, coroutine: Coroutine[Any, Any, _T], bound: float) -> _T:
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
             return future.result(bound)

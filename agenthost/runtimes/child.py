@@ -103,7 +103,8 @@ def child_run(mode: str, payload: dict[str, Any], *, deadline: float) -> dict[st
             _kill_group(process)
         answer = folder / ANSWER
         if code == 0 and answer.exists():
-            return json.loads(answer.read_text(encoding="utf-8"))
+            result: dict[str, Any] = json.loads(answer.read_text(encoding="utf-8"))
+            return result
         tail = (folder / LOG).read_text(encoding="utf-8", errors="replace")[-LOG_TAIL_CHARS:].strip()
         raise ChildFailed(_how(code, deadline), tail)
 
@@ -137,7 +138,8 @@ def child_answer(directory: str, answer: dict[str, Any]) -> None:
 
 
 def child_input(directory: str) -> dict[str, Any]:
-    return json.loads((Path(directory) / INPUT).read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads((Path(directory) / INPUT).read_text(encoding="utf-8"))
+    return data
 
 
 def extend_import_path() -> None:
@@ -180,10 +182,10 @@ def error_from(data: dict[str, Any], fallback: TurnResult) -> ConversationError:
     partial = turn_result_from(data["partial"]) if data.get("partial") else fallback
     kind = kinds.get(data.get("kind", ""))
     if kind is None:
-        error = ConversationError(data.get("detail", ""), partial=partial)
-        error.code = data.get("code") or ConversationError.code
-        return error
-    error = kind.__new__(kind)
+        plain = ConversationError(data.get("detail", ""), partial=partial)
+        plain.code = data.get("code") or ConversationError.code
+        return plain
+    error: ConversationError = BaseException.__new__(kind)
     ConversationError.__init__(error, data.get("detail", ""), partial=partial)
     if isinstance(error, ModelCallFailed):
         error.provider_code = ""

@@ -96,7 +96,8 @@ class AgenttestAsyncClient:
     base_url = _NOWHERE
 
     def __init__(self, turn: RuntimeTurn, current: dict[str, str]) -> None:
-        self.chat = _AsyncChat(turn, current)
+        # The SDK reads `chat.completions.create` only; a framework's client wraps it (runtimes/pydantic_ai.py).
+        self.chat: Any = _AsyncChat(turn, current)
 
 
 class _Routing:
@@ -110,7 +111,7 @@ class _Routing:
         # and agents as tools, which inherit its run config), so another run the team's code starts reaches its own
         # model, as in production.
         self.owned = owned
-        self._models: dict[str, Any] = {}
+        self._models: dict[tuple[str, bool], Any] = {}
 
     def answers_for(self, run_config: Any) -> bool:
         return self.owned or any(run_config.model is model for model in self._models.values())
@@ -123,11 +124,11 @@ class _Routing:
         if model is None:
             if key[1]:
                 answer = functools.partial(responses_create, self.turn, agent=agent.name)
-                client = ModelLayerClient(answer)
-                model = _sdk().OpenAIResponsesModel(model=self.turn.loaded.model, openai_client=client)
+                responses_client = ModelLayerClient(answer)
+                model = _sdk().OpenAIResponsesModel(model=self.turn.loaded.model, openai_client=responses_client)
             else:
-                client = AgenttestAsyncClient(self.turn, {"agent": agent.name})
-                model = _sdk().OpenAIChatCompletionsModel(model=self.turn.loaded.model, openai_client=client)
+                chat_client = AgenttestAsyncClient(self.turn, {"agent": agent.name})
+                model = _sdk().OpenAIChatCompletionsModel(model=self.turn.loaded.model, openai_client=chat_client)
             self._models[key] = model
         return model
 
@@ -420,7 +421,9 @@ def _tripped(trip: Any, agent: str) -> str:
     if info is not None:
         try:
             shown = info if isinstance(info, str) else pydantic.TypeAdapter(Any).dump_json(info).decode()
-        except (TypeError, ValueError, pydantic.PydanticSerializationError):
+        # pydantic-core's PydanticSerializationError is a ValueError (pydantic itself does not export it: naming it
+        # as `pydantic.PydanticSerializationError` raised AttributeError here in place of the fallback).
+        except (TypeError, ValueError):
             shown = repr(info)
         shown = f": {shown[:2000]}"
     return f"[guardrail] the {kind} guardrail {found.guardrail.get_name()!r} of agent {by!r} tripped{shown}"
@@ -501,7 +504,8 @@ class OpenAIAgentsRuntime(Runtime):
             )
         routing = _Routing(turn, current, owned=_owned(turn))
 
-        class Hooks(sdk.RunHooks):
+        # The SDK is imported when a turn runs (an optional extra): its hooks class is a value here, not a type.
+        class Hooks(sdk.RunHooks):  # type: ignore[name-defined,misc]
             async def on_llm_start(self, context: Any, agent: Any, *args: Any) -> None:
                 current["agent"] = agent.name
 

@@ -115,11 +115,13 @@ def _gate() -> ModelRequestGate:
     from pydantic_ai import models
 
     with _gate_lock:
-        current = models.ALLOW_MODEL_REQUESTS
-        if not isinstance(current, ModelRequestGate):
-            current = ModelRequestGate(current)
-            models.ALLOW_MODEL_REQUESTS = current
-        return current
+        current: object = models.ALLOW_MODEL_REQUESTS
+        if isinstance(current, ModelRequestGate):
+            return current
+        gate = ModelRequestGate(current)
+        # pydantic-ai declares a bool and only ever tests its truth, which the gate answers.
+        models.ALLOW_MODEL_REQUESTS = gate  # type: ignore[assignment]
+        return gate
 
 
 @contextmanager

@@ -24,7 +24,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pydantic
 from openai import NotGiven
@@ -119,7 +119,8 @@ def chat_completion(turn: RuntimeTurn, parameters: dict[str, Any], *, agent: str
             f"agenttest's model layer does not carry {', '.join(unsupported)} yet (it carries "
             f"{', '.join(CARRIED_PARAMETERS)}): the request would not be the one the agent's code sends"
         )
-    tools, temperature = parameters.get("tools"), parameters.get("temperature")
+    tools: Any = parameters.get("tools")
+    temperature: Any = parameters.get("temperature")
     settings = {name: _plain(parameters[name]) for name in CHAT_SETTINGS if _given(parameters.get(name))}
     response = turn.complete(
         messages=_plain(list(parameters.get("messages") or [])),
@@ -154,7 +155,8 @@ class _Responses:
 
     def create(self, **parameters: Any) -> Response:
         body = {name: _plain(value) for name, value in parameters.items() if _given(value)}
-        return construct_type(type_=Response, value=responses_create(self._turn, body))
+        # The SDK's own builder of a response from JSON, typed to return `object`.
+        return cast(Response, construct_type(type_=Response, value=responses_create(self._turn, body)))
 
 
 class AgenttestClient:
@@ -217,7 +219,8 @@ class PythonRuntime(Runtime):
         return declarations
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
-        return target(turn.messages(), AgenttestClient(turn), RoutedTools(turn))
+        reply: str = target(turn.messages(), AgenttestClient(turn), RoutedTools(turn))
+        return reply
 
     def invoke(self, turn: RuntimeTurn, target: Any, name: str, arguments: dict[str, Any]) -> FunctionResult:
         def stand_in(**_arguments: Any) -> str:

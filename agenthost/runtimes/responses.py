@@ -91,11 +91,11 @@ class ModelLayerClient(openai.AsyncOpenAI):
         super().__init__(api_key="agenttest-answers-in-process", base_url=NOWHERE, max_retries=0)
         self._answer = answer
 
-    def copy(self, **_options: Any) -> ModelLayerClient:  # type: ignore[override]
+    def copy(self, **_options: Any) -> ModelLayerClient:
         # A framework's per-request options (max_retries, timeout, headers) mean nothing to an answer made here.
         return self
 
-    with_options = copy  # type: ignore[assignment]
+    with_options = copy
 
     async def request(self, cast_to: Any, options: Any, *, stream: bool = False, stream_cls: Any = None) -> Any:
         if not is_responses(options):

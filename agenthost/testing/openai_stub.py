@@ -124,7 +124,7 @@ def echo_reply(body: dict[str, Any]) -> Reply:
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
         return Answer(text=f"Done: {last.get('content') or ''}"[:500])
-    text = last.get("content") if isinstance(last.get("content"), str) else ""
+    text = given if isinstance(given := last.get("content"), str) else ""
     for tool in body.get("tools") or []:
         name = (tool.get("function") or {}).get("name", "")
         if name and name in text:
@@ -170,7 +170,7 @@ class OpenAIStub:
     @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     def start(self) -> OpenAIStub:
         if self._thread is None:
@@ -338,7 +338,7 @@ class OpenAIStub:
         """What the OpenAI API would refuse in this Responses API request, as it would say it; None when it would
         answer."""
         model = str(body.get("model", ""))
-        reasoning = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
+        reasoning = given if isinstance(given := body.get("reasoning"), dict) else {}
         if self.is_reasoning_model(model):
             temperature = body.get("temperature")
             if temperature is not None and temperature != 1:
@@ -514,6 +514,7 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 if stub.record:
                     stub._paths.append(self.path)
                     stub._times.append(time.monotonic())
+            reply: Reply | None
             try:
                 reply = stub.responses_refusal_of(body) if responses else stub.refusal_of(body)
                 if reply is None:

@@ -110,7 +110,7 @@ def evaluate(
     return outcome
 
 
-def _contains(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
+def _contains(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
     text = params["text"]
     found = _find(text, evidence.output, params.get("case_sensitive", False))
     if found:
@@ -118,7 +118,7 @@ def _contains(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tupl
     return FAILED, text, _excerpt(evidence.output), f"the reply does not contain {text!r}"
 
 
-def _not_contains(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
+def _not_contains(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
     text = params["text"]
     if _find(text, evidence.output, params.get("case_sensitive", False)):
         return FAILED, f"not {text!r}", _excerpt(evidence.output), f"the reply contains {text!r}, which it must not"
@@ -129,7 +129,7 @@ def _find(needle: str, haystack: str, case_sensitive: bool) -> bool:
     return needle in haystack if case_sensitive else needle.casefold() in haystack.casefold()
 
 
-def _regex(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
+def _regex(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
     # A pattern that does not compile or does not finish says nothing about the agent: the harness could not judge,
     # so the assertion is an Error (exit 2), never a Failed (exit 1, "the agent regressed").
     pattern = params["pattern"]
@@ -156,7 +156,7 @@ def _calls_named(evidence: Evidence, name: str) -> list[dict[str, Any]]:
     return [call for call in evidence.tool_calls if call["name"].casefold() == wanted]
 
 
-def _tool_called(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
+def _tool_called(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
     name, expected_args = params["function"], params.get("arguments")
     calls = _calls_named(evidence, name)
     expected = {"function": name, "arguments": expected_args} if expected_args else {"function": name}
@@ -180,7 +180,7 @@ def _tool_called(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> t
     return PASSED, expected, [_call_summary(call) for call in calls], f"{name} was called"
 
 
-def _tool_not_called(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
+def _tool_not_called(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
     name = params["function"]
     calls = _calls_named(evidence, name)
     if calls:
@@ -197,7 +197,7 @@ def _tool_not_called(params: dict[str, Any], evidence: Evidence, _judge: Judge) 
     return PASSED, f"{name} not called", [], f"{name} was not called"
 
 
-def _state_equals(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
+def _state_equals(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
     key, value = params["key"], params.get("value")
     if key not in evidence.state:
         return FAILED, {key: value}, None, f"state '{key}' is not set"
@@ -211,7 +211,7 @@ def _state_equals(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> 
 TABLE_DIFFERENCES_SHOWN = 10
 
 
-def _table_equals(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
+def _table_equals(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
     name, key, rows = params["table"], params.get("key", "id"), params["rows"]
     exact = params.get("exact", False)
     expected = {"table": name, "key": key, "rows": rows, **({"exact": True} if exact else {})}
@@ -234,7 +234,7 @@ def _same_json(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-def _routed(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
+def _routed(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
     agent = params["agent"]
     routed = [name for name in evidence.agent_chain[1:]]
     if any(name.casefold() == agent.casefold() for name in routed):
@@ -243,7 +243,7 @@ def _routed(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
     return FAILED, agent, evidence.agent_chain, f"not routed to {agent}; the agent chain was {where}"
 
 
-def _chain(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
+def _chain(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
     expected = list(params["agents"])
     mode = params.get("mode", "ordered")
     actual = evidence.agent_chain
@@ -299,7 +299,7 @@ def _blocked_cause(because: str, names: list[str]) -> str:
     )
 
 
-def _no_blocked(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple:
+def _no_blocked(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
     blocked = [call["name"] for call in evidence.tool_calls if call["outcome"] == "blocked"]
     # Refused by the host before the seam: the agent does not declare the function, so nothing ran.
     unavailable = [call["name"] for call in evidence.tool_calls if call["outcome"] == "unavailable"]
@@ -340,7 +340,7 @@ JUDGE_INSTRUCTION = (
 class _NoVerdict(Exception):
     """The judge gave no usable verdict: `outcome` is the assertion's Error."""
 
-    def __init__(self, outcome: tuple) -> None:
+    def __init__(self, outcome: tuple[Any, ...]) -> None:
         super().__init__(outcome[3])
         self.outcome = outcome
 
@@ -386,7 +386,7 @@ def _ask_judge(
     return verdict, usage
 
 
-def _judge(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple:
+def _judge(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple[Any, ...]:
     criterion = params["criterion"]
     minimum = int(params.get("min_score", DEFAULT_JUDGE_MIN_SCORE))
     expected = f"score ≥ {minimum} for: {criterion}"
@@ -458,7 +458,7 @@ def goal_transcript(messages: list[dict[str, Any]]) -> str:
     return text if len(text) <= _GOAL_TRANSCRIPT_CHARS else "…" + text[-_GOAL_TRANSCRIPT_CHARS:]
 
 
-def _goal(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple:
+def _goal(params: dict[str, Any], evidence: Evidence, judge: Judge) -> tuple[Any, ...]:
     goal = (params.get("goal") or "").strip() or evidence.goal
     expected = f"the user's goal is reached: {goal}"
     if not goal:

@@ -187,7 +187,7 @@ class CaseWorker:
     def __init__(self) -> None:
         self._executor: ThreadPoolExecutor | None = None
 
-    def submit(self, work: Callable[[], None]) -> Future:
+    def submit(self, work: Callable[[], None]) -> Future[None]:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=CASE_THREAD_PREFIX)
         return self._executor.submit(work)
@@ -306,7 +306,7 @@ def execute_case(
         # The case thread is done with the conversation; a thread left behind still holds it and saves nothing.
         execution.conversation = progress.held
         if save_conversation:
-            _save_conversation(execution)
+            _save_conversation(execution, progress.held)
     if tape is not None and tape.failure:
         # The replay could not go on (stale, exhausted, unreadable): whatever the loop made of it, that is the news.
         execution.status, execution.reason = ERROR, tape.failure
@@ -325,13 +325,15 @@ def execute_case(
     if spent and judge_usage.total_tokens:
         # A judge that answered is a configured model: its call went through get_model.
         execution.judge_cost = _cost(get_model(suite.judge_model), judge_usage)
-    if execution.simulation is not None:
-        _count_user_model(execution, plan.simulated_user, session.user_total(), spent=spent)
+    if execution.simulation is not None and plan.simulated_user is not None:
+        _count_user_model(execution, execution.simulation, plan.simulated_user, session.user_total(), spent=spent)
     execution.duration_ms = (time.perf_counter() - started) * 1000
     return execution
 
 
-def _count_user_model(execution: CaseExecution, user: SimulatedUserPlan, usage: Usage, *, spent: bool) -> None:
+def _count_user_model(
+    execution: CaseExecution, record: SimulationRecord, user: SimulatedUserPlan, usage: Usage, *, spent: bool
+) -> None:
     """The simulated user's model is the harness's, as the judge is: its tokens and cost count with the judge's on
     the result (and so in the run's budget), at its own model's price; the simulation record keeps its share."""
     cost = Decimal(0)
@@ -341,7 +343,6 @@ def _count_user_model(execution: CaseExecution, user: SimulatedUserPlan, usage: 
         except UnknownModel:
             # Unconfigured since it answered (the providers file changed mid-run): unpriced rather than a crash.
             cost = Decimal(0)
-    record = execution.simulation
     record.usage = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
     record.cost = str(cost)
     execution.judge_usage = execution.judge_usage + usage
@@ -358,8 +359,8 @@ def note_conversation_gone(execution: CaseExecution) -> None:
     execution.reason = f"{execution.reason}; {CONVERSATION_GONE}" if execution.reason else CONVERSATION_GONE
 
 
-def _save_conversation(execution: CaseExecution) -> None:
-    held, execution.conversation = execution.conversation, None
+def _save_conversation(execution: CaseExecution, held: HeldConversation) -> None:
+    execution.conversation = None
     try:
         held.save()
     except ConversationGone:
@@ -370,7 +371,7 @@ def _save_conversation(execution: CaseExecution) -> None:
             execution.reason = f"the case's conversation could not be written: {type(exc).__name__}: {exc}"
 
 
-def _wait(future: Future, seconds: float) -> bool:
+def _wait(future: Future[Any], seconds: float) -> bool:
     try:
         future.result(timeout=seconds)
     except FutureTimeout:
@@ -430,7 +431,7 @@ def _run(plan: CasePlan, suite: SuitePlan, session: CaseSession, progress: _Prog
         registry.add(conversation.pk, session)
 
     # The case alone drives its conversation: held from start to end, its turns are written once, when it ends.
-    start = {
+    start: dict[str, Any] = {
         "agent": plan.entry_agent,
         "tags": [TEST_TAG, *suite.tags],
         "initial_state": plan.initial_state,
@@ -527,7 +528,7 @@ def _play(
         # Kept on the progress too: a case that times out still says which turns the user model wrote.
         record = SimulationRecord(user_model=simulated.model, goal=simulated.goal)
         execution.simulation = progress.simulation = record
-        if not _simulate(held, plan, suite, session, judge_call, user_call, talk, execution, record):
+        if not _simulate(held, plan, simulated, suite, session, judge_call, user_call, talk, execution, record):
             return execution
 
     transcript = (
@@ -558,11 +559,11 @@ def _play(
         synthetic.synthetic = True
         talk.results.append(synthetic)
     _finish(execution, session, talk.results, talk.state)
-    record = execution.simulation
-    if record is not None and record.stop.get("by") == BY_TURN_LIMIT and execution.status != ERROR:
+    simulation = execution.simulation
+    if simulation is not None and simulation.stop.get("by") == BY_TURN_LIMIT and execution.status != ERROR:
         # Cut off, not finished: like a timeout, it says nothing certain about the agent (the assertions still
         # show how far it got).
-        note = stop_text(record.stop)
+        note = stop_text(simulation.stop)
         execution.status = ERROR
         execution.reason = f"{note}; raise max_turns, or check the user model's goal" + (
             f" ({execution.reason})" if execution.reason else ""
@@ -651,6 +652,7 @@ def _turn(
 def _simulate(
     held: HeldConversation,
     plan: CasePlan,
+    user: SimulatedUserPlan,
     suite: SuitePlan,
     session: CaseSession,
     judge_call: Callable[[ModelRequest, str], ModelResponse],
@@ -661,7 +663,6 @@ def _simulate(
 ) -> bool:
     """The simulated user's turns, after the scripted ones, until it is done or gives up, an end condition holds or
     the turn limit is reached (`record.stop` says which). False when the case cannot go on: its execution says why."""
-    user = plan.simulated_user
     first = len(plan.turns)
     for index in range(first, first + user.max_turns):
         after = index - 1 if index > 0 else None
@@ -740,7 +741,9 @@ def _observe_refused(session: CaseSession, held: HeldConversation, turn: TurnRes
             and message.tool_call_id in calls
         ):
             refused.append((calls[message.tool_call_id], message))
-    names = dict(Agent.objects.filter(pk__in={call.agent_id for call, _ in refused}).values_list("pk", "name"))
+    names: dict[int | None, str] = dict(
+        Agent.objects.filter(pk__in={call.agent_id for call, _ in refused}).values_list("pk", "name")
+    )
     for call, message in refused:
         session.observe_at_turn_end(
             ObservedCall(

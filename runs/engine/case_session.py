@@ -36,7 +36,7 @@ from agenthost.seams import (
     function_is_effect_free,
 )
 from runs.engine.tables import TableAnswer, Tables, table_call, tables_copy
-from runs.engine.throttle import CASE_TIMED_OUT, Slot
+from runs.engine.throttle import CASE_TIMED_OUT, RunThrottles, Slot
 from runs.tapes.replay import Tape
 
 ALLOWED_FUNCTIONS = frozenset(CONTROL_FLOW_FUNCTIONS)
@@ -130,9 +130,9 @@ class CaseSession:
     model_provider: str = ""
     tape: Tape | None = None
     # The run's per-provider throttles (throttle.py); None outside a run, and then calls go straight through.
-    throttles: Any = None
+    throttles: RunThrottles | None = None
     # The run's live MCP listings (one listing per server per run); a session outside a run lists for itself.
-    mcp_live: Any = None
+    mcp_live: LiveListings | None = None
     # Why the harness could not let the case go on (an extra-allowed MCP tool whose live listing disagrees with the
     # cache): the case's Error reason, whatever its assertions say.
     failure: str = ""
@@ -192,7 +192,9 @@ class CaseSession:
         list it as cached. The first such problem becomes the case's Error (`failure`). "" for anything else."""
         if not isinstance(declaration, dict) or not isinstance(declaration.get("mcp"), dict):
             return ""
-        problem = self.mcp_live.problem(declaration)
+        live = self.mcp_live
+        assert live is not None, "__post_init__ gave a session outside a run listings of its own"
+        problem = live.problem(declaration)
         if problem:
             with self._lock:
                 self.failure = self.failure or problem
@@ -435,7 +437,7 @@ def is_subset(expected: Any, actual: Any) -> bool:
             and len(expected) == len(actual)
             and all(is_subset(e, a) for e, a in zip(expected, actual, strict=True))
         )
-    return expected == actual
+    return bool(expected == actual)
 
 
 class SessionRegistry:

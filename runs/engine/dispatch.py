@@ -20,8 +20,9 @@ def run_dispatch(run_id: int, countdown: float | None = None) -> None:
     group = Run.objects.filter(pk=run_id).values_list("isolation_group", flat=True).first() or "default"
     # By name, not by importing the task (whose module imports the services, which dispatch through here) nor the
     # project's Celery app (the composition root, which no app imports): the current app is the one it built.
+    # Celery takes no countdown as None; celery-types declares a float.
     current_app.tasks[EXECUTE_RUN].apply_async(
-        args=[run_id], queue=group_queue(group), countdown=countdown, retry=False
+        args=(run_id,), queue=group_queue(group), countdown=countdown, retry=False  # type: ignore[arg-type]
     )
 
 

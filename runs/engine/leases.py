@@ -79,7 +79,8 @@ def database_now() -> datetime:
     if isinstance(value, str):
         # SQLite answers text in UTC, as Django stores datetimes there.
         value = parse_datetime(value)
-    return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
+    aware: datetime = value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
+    return aware
 
 
 def _expired() -> Q:

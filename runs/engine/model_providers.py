@@ -80,8 +80,9 @@ class _TapeProvider(_CaseProvider):
         return isinstance(session.tape, self.tape_class)
 
     def answer(self, session: CaseSession, request: ModelRequest) -> ModelResponse:
-        # serves() made sure the session has this mode's tape.
-        return session.tape.complete(request)
+        tape = session.tape
+        assert tape is not None, "serves() made sure the session has this mode's tape"
+        return tape.complete(request)
 
 
 class RecordProvider(_TapeProvider):

@@ -79,7 +79,7 @@ def result_store(
         messages, names = held.messages(), held.agent_names()
     elif execution.conversation_id is not None:
         messages = list(conversation_messages(conversation=Conversation(pk=execution.conversation_id)))
-        names = {m.agent_id: m.agent.name for m in messages if m.agent is not None}
+        names = {m.agent.pk: m.agent.name for m in messages if m.agent is not None}
     else:
         messages, names = [], {}
     simulation = execution.simulation.as_dict() if execution.simulation is not None else {}
@@ -93,7 +93,7 @@ def result_store(
             "function": m.function_name,
             "arguments": m.arguments,
             "tool_call_id": m.tool_call_id,
-            "agent": m.agent_name or names.get(m.agent_id, ""),
+            "agent": m.agent_name or (names.get(m.agent_id, "") if m.agent_id is not None else ""),
             "outcome": m.outcome,
             "trigger": m.trigger,
             "model": m.model,

@@ -9,6 +9,7 @@ starts once either says stop, and what the pairs in flight used is counted befor
 
 from __future__ import annotations
 
+import functools
 import queue
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -68,7 +69,7 @@ def run_execute_held(*, lease: Lease) -> Run:
     suite_plan.throttles = throttles
     slots = CaseSlots(concurrency)
     # Started pairs whose result is not stored yet: their future, and where each belongs in the run.
-    in_flight: dict[Future, tuple[CasePlan, ModelConfig, int, int]] = {}
+    in_flight: dict[Future[Any], tuple[CasePlan, ModelConfig, int, int]] = {}
     stored = position
 
     # Finished pairs, their spend counted, whose result is not written yet: written before the next pair starts.
@@ -168,10 +169,9 @@ def run_execute_held(*, lease: Lease) -> Run:
                     status=Run.Status.CANCELLED,
                     reason=f"cancelled after {stored} of {run.total} results",
                 )
+            # The slot's worker is the one argument left: this pair's plan and model are bound now.
             future = slots.submit(
-                lambda worker, plan=plan, model=model: _execute_pair(
-                    run, plan, model, suite_plan, recordings, worker, budget
-                )
+                functools.partial(_execute_pair, run, plan, model, suite_plan, recordings, budget=budget)
             )
             in_flight[future] = (plan, model, trial, position)
             position += 1
@@ -214,9 +214,9 @@ class CaseSlots:
             self._workers.put(CaseWorker())
         self._pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="agenttest-slot") if size > 1 else None
 
-    def submit(self, work: Callable[[CaseWorker], Any]) -> Future:
+    def submit(self, work: Callable[[CaseWorker], Any]) -> Future[Any]:
         if self._pool is None:
-            future: Future = Future()
+            future: Future[Any] = Future()
             future.set_result(self._with_worker(work))
             return future
         return self._pool.submit(self._with_worker, work)

@@ -89,7 +89,8 @@ def _needed(spec: dict[str, Any], arguments: Any) -> str:
         for value in _part(spec, part).values():
             for item in value if part == "when" and isinstance(value, list) else [value]:
                 if _resolved(item, arguments) is _MISSING:
-                    return item.removeprefix(ARGS_PREFIX)
+                    missing: str = item.removeprefix(ARGS_PREFIX)
+                    return missing
     return ""
 
 

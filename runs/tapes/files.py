@@ -113,10 +113,10 @@ def _mcp_listings(suite: Suite) -> dict[str, dict[str, Any]]:
     """The cached listing of every MCP server whose tools the suite's agents declare."""
     functions = suite_callable_functions(agent=suite.agent, suite=suite)
     servers = sorted({
-        declaration["mcp"]["server"]
+        mcp["server"]
         for declarations in functions.declarations.values()
         for declaration in declarations
-        if isinstance((declaration or {}).get("mcp"), dict)
+        if isinstance(mcp := (declaration or {}).get("mcp"), dict)
     })
     return mcp_cached_listings(servers)
 

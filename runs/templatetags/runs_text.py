@@ -14,7 +14,7 @@ register = template.Library()
 @register.filter
 def breakable_key(key: str) -> SafeString:
     """A provider:model key that a narrow column wraps after its separators rather than inside a word."""
-    text = escape(key)
+    text: str = escape(key)
     for separator in (":", "/"):
         text = text.replace(separator, f"{separator}<wbr>")
     return mark_safe(text)

@@ -187,6 +187,8 @@ def compared_results_of(*, run_ids: list[int]) -> dict[int, Results]:
     rows = CaseResult.objects.filter(run_id__in=run_ids).order_by("position", "id").values(
         "id", "run_id", "case_id", "case_name", "model", "status", "reason", "case_hash", "position"
     )
+    # Rows of .values(): their keys are popped and spread as they come.
+    row: Any
     for row in rows:
         cases = by_run[row.pop("run_id")].setdefault(row["model"], {})
         entry = cases.setdefault(_case_key(row["case_id"], row["case_name"]), {**row, "statuses": []})
@@ -262,10 +264,10 @@ def run_flipped(*, run: Run) -> Flipped | None:
         before = previous.get(model, {})
         for key, new_row in current.get(model, {}).items():
             old_row = before.get(key)
-            kind = flip_kind(old_row and old_row["verdict"], new_row["verdict"])
+            kind = flip_kind(old_row["verdict"] if old_row else None, new_row["verdict"])
             if kind is not None:
                 flips.append((case_order[key], models.index(model), _flip(kind, model, old_row, new_row)))
-    flipped = Flipped(baseline_id=baseline_id, blessed=run.baseline_rank == 0)
+    flipped = Flipped(baseline_id=baseline_id, blessed=getattr(run, "baseline_rank", None) == 0)
     for _, _, flip in sorted(flips, key=lambda item: item[:2]):
         (flipped.regressions if flip.kind == BROKE else flipped.fixes).append(flip)
     if flips:
@@ -330,7 +332,7 @@ def result_in_baseline(*, result: CaseResult, verdict: str | None) -> InBaseline
     baseline_id = getattr(result, "baseline_id", None)
     if baseline_id is None:
         return None
-    found = InBaseline(run_id=baseline_id, blessed=result.baseline_rank == 0)
+    found = InBaseline(run_id=baseline_id, blessed=getattr(result, "baseline_rank", None) == 0)
     rows = list(
         same_case(CaseResult.objects.filter(run_id=baseline_id, model=result.model), result=result)
         .order_by("position", "id")
@@ -428,7 +430,9 @@ def run_compare(
             elif new_row is None:
                 kind = GONE
             else:
-                kind = flip_kind(old_verdict, new_verdict)
+                flipped_kind = flip_kind(old_verdict, new_verdict)
+                assert flipped_kind is not None, "both verdicts are known and differ"
+                kind = flipped_kind
             comparison.flips[kind].append(_flip(kind, model, old_row, new_row))
         comparisons.append(comparison)
     flips = [flip for comparison in comparisons for kind in (BROKE, FIXED) for flip in comparison.flips[kind]]
@@ -585,10 +589,10 @@ def _case_changes(
         )
     )
     for change in changes.values():
-        before, after = stored.get(change.baseline_hash), stored.get(change.current_hash)
-        change.not_recorded = [pk for pk, content in ((baseline.pk, before), (run.pk, after)) if content is None]
-        if before is not None and after is not None:
-            change.parts = _case_parts(before, after)
+        old, new = stored.get(change.baseline_hash), stored.get(change.current_hash)
+        change.not_recorded = [pk for pk, content in ((baseline.pk, old), (run.pk, new)) if content is None]
+        if old is not None and new is not None:
+            change.parts = _case_parts(old, new)
     return list(changes.values())
 
 
@@ -831,7 +835,9 @@ def run_differences(
     old_ids, new_ids = list(baseline.case_ids or []), list(run.case_ids or [])
     old_set, new_set = set(old_ids), set(new_ids)
     added, removed = [pk for pk in new_ids if pk not in old_set], [pk for pk in old_ids if pk not in new_set]
-    cases = {row["id"]: row for row in Case.objects.filter(pk__in={*added, *removed}).values("id", "name")}
+    cases: dict[int, Any] = {
+        row["id"]: row for row in Case.objects.filter(pk__in={*added, *removed}).values("id", "name")
+    }
     differences.cases_added = [cases[pk] for pk in added if pk in cases]
     differences.cases_removed = [cases.get(pk, {"id": pk, "name": f"case {pk} (deleted)"}) for pk in removed]
     current, previous = results or (compared_results(run=run), compared_results(run=baseline))

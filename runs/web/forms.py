@@ -4,7 +4,7 @@ shown on the field they concern."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -87,8 +87,10 @@ class RunTriggerForm(StrictForm):
 
     def __init__(self, *args: Any, suites: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["suite"].queryset = suites
-        self.fields["suite"].label_from_instance = _suite_label
+        suite = cast(forms.ModelChoiceField, self.fields["suite"])
+        suite.queryset = suites
+        # How Django labels a field's choices per instance, set on the field rather than in a subclass of it.
+        suite.label_from_instance = _suite_label  # type: ignore[method-assign,assignment]
         configured = [
             (model.key, f"{model.key} — {model.label}" if model.label else model.key) for model in configured_models()
         ]
@@ -98,7 +100,7 @@ class RunTriggerForm(StrictForm):
         recorded = [
             (key, f"{key} — recorded; replay only") for key in recorded_models() if key not in known
         ]
-        self.fields["models"].choices = configured + recorded
+        cast(forms.MultipleChoiceField, self.fields["models"]).choices = configured + recorded
 
     def clean_mode(self) -> str:
         return self.cleaned_data.get("mode") or Run.Mode.LIVE

@@ -144,13 +144,13 @@ def run_to_junit(run: Run) -> str:
     suite_name = run.suite.name
     by_model = _entries(run)
     everything = [entry for entries in by_model.values() for entry in entries]
-    root = ET.Element("testsuites", name=_text(f"{suite_name} (run #{run.pk})"), **_counts(everything))
+    root = ET.Element("testsuites", {"name": _text(f"{suite_name} (run #{run.pk})"), **_counts(everything)})
     for model, entries in by_model.items():
         name = _text(f"{suite_name} on {model}")
         attributes = {"name": name, **_counts(entries)}
         if run.started_at:
             attributes["timestamp"] = run.started_at.astimezone(UTC).replace(tzinfo=None, microsecond=0).isoformat()
-        testsuite = ET.SubElement(root, "testsuite", **attributes)
+        testsuite = ET.SubElement(root, "testsuite", attributes)
         properties = ET.SubElement(testsuite, "properties")
         for key, value in (("run", run.pk), ("model", model), ("run_status", run.status), ("run_reason", run.reason)):
             ET.SubElement(properties, "property", name=key, value=_text(value))

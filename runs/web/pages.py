@@ -122,7 +122,7 @@ def _elapsed(run: Run, now: datetime | None = None) -> float | None:
 # --- Runs list ----------------------------------------------------------------------------------------------------
 
 
-def _pass_rates_and_baselines(runs: list[Run]) -> None:
+def _pass_rates_and_baselines(runs: list[Any]) -> None:
     """Attach to a page of runs (from with_default_baseline) their per-model pass rates (passed / ran) and what
     flipped since each one's default baseline, from one grouped query over their results and their baselines'."""
     baseline_ids = {run.baseline_id for run in runs if run.baseline_id is not None}
@@ -332,6 +332,8 @@ def _progress(run: Run, since: int | None = None) -> dict[str, Any]:
 def _summary_numbers(run: Run, summaries: list[ModelSummary]) -> None:
     """The figures of each summary as the pages write them: percentages, milliseconds, tokens, one cost format."""
     priced = models_priced(summary.model for summary in summaries)
+    # Each summary is given its figures as text here, for the templates (none is a field of ModelSummary).
+    summary: Any
     for summary in summaries:
         summary.band = pass_rate_band(summary.pass_rate)
         summary.percent = format_pass_rate(summary.pass_rate)
@@ -439,7 +441,7 @@ def _results_context(request: HttpRequest, run: Run, view: MatrixView) -> dict[s
         "missing": max(run.total - results, 0),
         "baselines": list(earlier_runs(run=run)),
         # The form preselects what the compare page would use by default: the blessed run, else the previous one.
-        "default_baseline_id": run.baseline_id,
+        "default_baseline_id": getattr(run, "baseline_id", None),
         "case_time_title": CASE_TIME_TITLE,
         **(_flipped_context(run, flipped) if flipped is not None else {}),
     }
@@ -713,7 +715,7 @@ def _simulation(result: CaseResult) -> dict[str, Any] | None:
     ran = CaseSnapshot.objects.filter(content_hash=result.case_hash).values_list("content", flat=True).first()
     played = (ran or {}).get("simulated_user") if isinstance(ran, dict) else None
     played = played if isinstance(played, dict) else {}
-    facts = played.get("facts") if isinstance(played.get("facts"), dict) else {}
+    facts = given if isinstance(given := played.get("facts"), dict) else {}
     return {
         "model": simulation.get("user_model", ""),
         "goal": simulation.get("goal", "") or played.get("goal", ""),
@@ -775,7 +777,10 @@ def _delta_rows(run: Run, baseline: Run) -> list[dict[str, Any]]:
                 if per_result else ""
             ),
             "cost": "" if delta.cost is None else (
-                format_cost_delta(delta.cost) if delta.baseline.priced and delta.current.priced else "unpriced"
+                # Summaries given their `priced` by _summary_numbers.
+                format_cost_delta(delta.cost)
+                if getattr(delta.baseline, "priced", False) and getattr(delta.current, "priced", False)
+                else "unpriced"
             ),
         })
     return rows

@@ -269,6 +269,8 @@ class Divergence:
             elif step.difference == DIFFERENT_RESULT:
                 text = f"got a different result from {name}{fields}"
             elif step.difference == DIFFERENT_OUTCOME and step.kind == "tool":
+                # A tool step that differs in outcome has its entry on both sides.
+                assert step.entry is not None and first.entry is not None
                 text = f"{name} was {step.entry['outcome'] or 'run'} where it was {first.entry['outcome'] or 'run'}"
             elif step.difference == DIFFERENT_OUTCOME:
                 text = f"a different assertion outcome: {step.describe()} where {first.column} has {first.describe()}"
@@ -379,7 +381,8 @@ def _render(
     return render(request, "runs/side_by_side.html", context, status=status)
 
 
-def _result(run_id: int, result_id: int) -> CaseResult:
+def _result(run_id: int, result_id: int) -> Any:
+    """The result, annotated with its run's default baseline (`baseline_id`, `baseline_rank`)."""
     queryset = with_default_baseline(CaseResult.objects.select_related("run__suite"), run="run")
     # run__pk, not run_id: Django keeps an id beyond the column's range out of a pk lookup, not out of a foreign key's.
     return get_object_or_404(queryset, run__pk=run_id, pk=result_id)
@@ -403,7 +406,7 @@ def _other(result: CaseResult, wanted: str) -> tuple[CaseResult | None, str]:
     return other, ""
 
 
-def _baseline_result(result: CaseResult) -> CaseResult | None:
+def _baseline_result(result: Any) -> CaseResult | None:
     """The same case on the same model in the run's default baseline, the trial that shows its verdict best."""
     candidates = list(
         same_case(CaseResult.objects.filter(run_id=result.baseline_id, model=result.model), result=result)

@@ -186,11 +186,11 @@ def _messages(
     has_tools: bool,
 ) -> tuple[list[MappedMessage], list[str]]:
     """The host's messages of the history, and for each the trace of the turn it belongs to."""
-    produced: dict[tuple, deque[Step]] = {}
-    for call in model_calls:
-        for msg in call.output:
+    produced: dict[tuple[Any, ...], deque[Step]] = {}
+    for model_call in model_calls:
+        for msg in model_call.output:
             if msg.role == "assistant":
-                produced.setdefault(msg.fingerprint(), deque()).append(call)
+                produced.setdefault(msg.fingerprint(), deque()).append(model_call)
     executed = _executions(history, tool_steps)
     sent_back = {r.id for msg in history if msg.role != "assistant" for r in msg.results if r.id}
     answered = {r.id for msg in history for r in msg.results if r.id}
@@ -210,12 +210,14 @@ def _messages(
             maker = queue.popleft() if queue else None
             step = maker or source
             agent = agents.of(step)
-            counted = maker is not None and id(maker) not in usage_given
-            if counted:
-                usage_given.add(id(maker))
+            # The answer's usage counts once, on the first message made from it.
+            counted = maker if maker is not None and id(maker) not in usage_given else None
+            if counted is not None:
+                usage_given.add(id(counted))
             out.append(MappedMessage(
                 role="assistant", content=msg.text, agent_name=agent, model=model_key(maker) if maker else "",
-                input_tokens=maker.input_tokens if counted else 0, output_tokens=maker.output_tokens if counted else 0,
+                input_tokens=counted.input_tokens if counted else 0,
+                output_tokens=counted.output_tokens if counted else 0,
                 span_id=step.span.span_id,
             ))
             for call in msg.calls:
@@ -260,11 +262,11 @@ def _executions(history: list[Msg], tool_steps: list[Step]) -> dict[int, Step]:
     id, else the next unused one with its name."""
     by_id: dict[str, Step] = {}
     by_name: dict[str, deque[Step]] = {}
-    for step in tool_steps:
-        if step.tool_call_id:
-            by_id.setdefault(step.tool_call_id, step)
+    for tool_step in tool_steps:
+        if tool_step.tool_call_id:
+            by_id.setdefault(tool_step.tool_call_id, tool_step)
         else:
-            by_name.setdefault(step.tool_name, deque()).append(step)
+            by_name.setdefault(tool_step.tool_name, deque()).append(tool_step)
     found: dict[int, Step] = {}
     for msg in history:
         for call in msg.calls:

@@ -205,6 +205,13 @@ def ordered(groups: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
 _SPACE = re.compile(r"[ \t\n\r]*")
 
 
+def _space_end(text: str, at: int) -> int:
+    """Where the JSON whitespace from `at` ends; _SPACE matches the empty string, so it always matches."""
+    match = _SPACE.match(text, at)
+    assert match is not None
+    return match.end()
+
+
 def was_cut(value: Any) -> bool:
     """Whether the receiver cut this value to its attribute limit (traces.otlp: a text ends with TRUNCATED, a list's
     last item is TRUNCATED, an object's last key is). Only a value's tail is ever cut."""
@@ -230,19 +237,19 @@ def whole_items(value: Any) -> list[Any]:
     if not isinstance(value, str):
         return []
     body = value[: -len(TRUNCATED)] if value.endswith(TRUNCATED) else value
-    index = _SPACE.match(body).end()
+    index = _space_end(body, 0)
     if body[index : index + 1] != "[":
         return []
     decoder = json.JSONDecoder()
     items = []
     index += 1
     while True:
-        index = _SPACE.match(body, index).end()
+        index = _space_end(body, index)
         try:
             item, end = decoder.raw_decode(body, index)
         except (ValueError, RecursionError):
             return items
-        after = _SPACE.match(body, end).end()
+        after = _space_end(body, end)
         # Whole only when the array goes on or closes after it: "12" may be the cut start of "123".
         if body[after : after + 1] not in (",", "]"):
             return items

@@ -280,7 +280,7 @@ def openai_message(item: dict[str, Any], *, default_role: str) -> Msg:
     for call in calls if isinstance(calls, list) else ():
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        function = given if isinstance(given := call.get("function"), dict) else call
         msg.calls.append(Call(id=as_str(call.get("id")), name=as_str(function.get("name")),
                               arguments=arguments(function.get("arguments"))))
     return msg
@@ -330,11 +330,11 @@ def system_texts(value: Any) -> list[str]:
 
 def tool_definitions(value: Any) -> list[dict[str, Any]]:
     decoded = parse_json(value)
-    found = []
+    found: list[dict[str, Any]] = []
     for item in decoded if isinstance(decoded, list) else ():
         if not isinstance(item, dict):
             continue
-        function = item.get("function") if isinstance(item.get("function"), dict) else item
+        function = given if isinstance(given := item.get("function"), dict) else item
         name = as_str(function.get("name"))
         if name:
             found.append({"name": name, "description": as_str(function.get("description")),

@@ -22,8 +22,9 @@ MOCKS_NOT_CHECKED = (
 
 
 class Command(check.Command):
-    def handle(self, *app_labels: str, **options: Any) -> None:
-        super().handle(*app_labels, **options)
+    # Each label is a string; django-stubs declares each a list of strings.
+    def handle(self, *app_labels: str, **options: Any) -> None:  # type: ignore[override]
+        super().handle(*app_labels, **options)  # type: ignore[arg-type]
         tags = options.get("tags") or []
         if not options.get("databases") and not options.get("list_tags") and (not tags or MOCKS_TAG in tags):
             self.stdout.write(MOCKS_NOT_CHECKED)

@@ -18,6 +18,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -233,8 +234,9 @@ class Command(ExitsWhenDone, BaseCommand):
                 lease = run_claim(run_id=run.pk, in_order=False)
             except RunLocked as exc:
                 raise _Abort(f"{exc}; run #{run.pk} stays Pending for the runs worker") from None
-            worker: _InlineRun | None = _InlineRun(run.pk, lease)
-            worker.start()
+            inline = _InlineRun(run.pk, lease)
+            inline.start()
+            worker: _InlineRun | None = inline
         else:
             run = run_resume(run=run)
             worker = None
@@ -302,7 +304,7 @@ class Command(ExitsWhenDone, BaseCommand):
             self.stderr.write(f"Run #{run.pk} {why}: cancellation requested (it stops after the case in progress).")
 
     def _progress(self, result: CaseResult, number: int, run: Run) -> None:
-        styles = {
+        styles: dict[str, Callable[[str], str]] = {
             CaseResult.Status.PASSED: self.style.SUCCESS,
             CaseResult.Status.FAILED: self.style.ERROR,
             CaseResult.Status.ERROR: self.style.ERROR,
@@ -319,7 +321,7 @@ class Command(ExitsWhenDone, BaseCommand):
             self.stdout.write("        " + result.reason.replace("\n", "\n          "))
 
     def _report(self, run: Run) -> None:
-        header = (
+        header: tuple[str, ...] = (
             "model", "pass rate", "passed", "failed", "error", "cancelled", "p50 ms", "p95 ms",
             "tokens (incl. judge)", "cost (incl. judge)",
         )
@@ -377,9 +379,10 @@ class Command(ExitsWhenDone, BaseCommand):
                 return
             which = "the blessed baseline" if baseline.is_blessed else "chosen with --baseline"
         else:
-            baseline = default_baseline(run=run)
-            if baseline is None:
+            found = default_baseline(run=run)
+            if found is None:
                 return
+            baseline = found
             which = "the blessed baseline" if baseline.is_blessed else "the previous run; none is blessed"
         self.stdout.write(f"Compared with run #{baseline.pk} ({which}):")
         before = {summary.model: summary for summary in run_summary(run=baseline)}
