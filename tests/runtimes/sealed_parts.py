@@ -8,7 +8,9 @@ A tool's body is one of:
 - `own:<api>` / `own_async:<api>`: asks a model through the tool's own `openai.OpenAI()` / `AsyncOpenAI()` client
   (`chat` completions or `responses`), the client's base URL the listener — a request that bypassed the model layer
   would arrive there. Declared effect-free;
-- `socket`: opens a socket to the listener by hand and sends it a request. Declared effect-free.
+- `socket`: opens a socket to the listener by hand and sends it a request. Declared effect-free;
+- `loop`: a hand-written loop over the team's own side-effecting functions, calling them directly beside the
+  framework's routing. Declared effect-free (wrongly: what the seal is for).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from hypothesis import strategies as st
 from agenthost.llm.base import ModelRequest
 from agenthost.llm.scripted import Answer, Call
 
-BODIES = ("effect", "own:chat", "own:responses", "own_async:chat", "own_async:responses", "socket")
+BODIES = ("effect", "own:chat", "own:responses", "own_async:chat", "own_async:responses", "socket", "loop")
+# Bodies that, allowed to run, reach the outside world: the case is an Error naming where.
+BREACHING = ("socket", "loop")
 # What the case does with a tool: mocks it, allows it to run (an effect-free one only), or neither (blocked).
 CHOICES = ("mocked", "allowed", "neither")
 OWN_QUESTION = "What is the exchange rate today?"
@@ -65,6 +69,15 @@ def knock(what):
     return "knocked for real"
 
 
+def run_by_hand(what):
+    for step in ("reserve", "charge"):
+        IMPLEMENTATIONS[step](f"{what}-{step}")
+    return "done by hand"
+
+
+IMPLEMENTATIONS = {"reserve": happen, "charge": happen}
+
+
 def ask_own(api):
     client = OpenAI(api_key="sk-own", base_url=LISTENER + "/v1", max_retries=0)
     if api == "chat":
@@ -92,6 +105,8 @@ def body_call(body: str, name: str, *, in_async: bool) -> str:
         return f'happen("{name}")'
     if body == "socket":
         return f'knock("{name}")'
+    if body == "loop":
+        return f'run_by_hand("{name}")'
     kind, api = body.split(":")
     if kind == "own":
         return f'ask_own("{api}")'
@@ -169,14 +184,16 @@ def check_case(
         if outcome == "allowed" and body.startswith("own"):
             assert result == f"rate: {OWN_ANSWER}", (name, result, context)
     allowed_own = sum(1 for name, outcome, _ in answered if outcome == "allowed" and tools[name][0].startswith("own"))
-    direct_own = sum(1 for name in issued if name in outside and tools[name][0].startswith("own"))
+    # Calls of no tool of the team's (a framework's hand-off) are issued too.
+    kinds = {name: tools.get(name, ("", "")) for name in issued}
+    direct_own = sum(1 for name in issued if name in outside and kinds[name][0].startswith("own"))
     # Every own-client request reached the model under test through the layer: none more (nothing answered twice),
     # none less (the listener, their base URL, saw none — checked by the caller).
     assert allowed_own <= own_requests(model_requests) <= allowed_own + direct_own, (
         allowed_own, own_requests(model_requests), len(model_requests), answered, context)
 
     breaches = [name for name in issued
-                if name in outside or (tools[name][1] == "allowed" and tools[name][0] == "socket")]
+                if name in outside or (kinds[name][1] == "allowed" and kinds[name][0] in BREACHING)]
     if breaches:
         first = breaches[0]
         assert status == "error", (status, reason, context)

@@ -151,7 +151,7 @@ def test_it_lets_nothing_of_a_pydantic_ai_agent_reach_beyond_agenttest_under_tes
     package = team_repo(module)
     agent = Agent.objects.create(
         name=f"team-{uuid.uuid4().hex[:8]}", runtime="pydantic-ai", entry=f"{package}.bot:entry",
-        deps=f"{package}.bot:make_deps", provider="scripted", model="scripted",
+        deps=f"{package}.bot:make_deps", provider="scripted", model="scripted", max_steps=100,
         outside_effects={name: False for name, (body, _) in tools.items() if effect_free(body)},
     )
     issued: list[str] = []
