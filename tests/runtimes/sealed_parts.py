@@ -5,9 +5,9 @@ A tool's body is one of:
 - `effect`: acts on the outside world — asks the bank (a POST to the listener), then writes down locally that it did
   (a marker file). Not declared effect-free: mocked or blocked under test; run any other way (a loop calling it
   itself, an allowed tool calling it), its POST is refused by the network seal, so nothing is written either;
-- `own:<api>` / `own_async:<api>`: asks a model through the tool's own `openai.OpenAI()` / `AsyncOpenAI()` client
-  (`chat` completions or `responses`), the client's base URL the listener — a request that bypassed the model layer
-  would arrive there. Declared effect-free;
+- `own:<api>` / `own_async:<api>` / `own_stream:<api>`: asks a model through the tool's own `openai.OpenAI()` /
+  `AsyncOpenAI()` client (`chat` completions or `responses`; streamed), the client's base URL the listener — a request
+  that bypassed the model layer would arrive there. Declared effect-free;
 - `socket`: opens a socket to the listener by hand and sends it a request. Declared effect-free;
 - `loop`: a hand-written loop over the team's own side-effecting functions, calling them directly beside the
   framework's routing. Declared effect-free (wrongly: what the seal is for).
@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from agenthost.llm.base import ModelRequest
 from agenthost.llm.scripted import Answer, Call
 
-BODIES = ("effect", "own:chat", "own:responses", "own_async:chat", "own_async:responses", "socket", "loop")
+BODIES = ("effect", "own:chat", "own:responses", "own_async:chat", "own_async:responses", "own_stream:chat",
+          "own_stream:responses", "socket", "loop")
 # Bodies that, allowed to run, reach the outside world: the case is an Error naming where.
 BREACHING = ("socket", "loop")
 # What the case does with a tool: mocks it, allows it to run (an effect-free one only), or neither (blocked).
@@ -88,6 +89,17 @@ def ask_own(api):
     return "rate: " + client.responses.create(model="gpt-4o-mini", input="OWN_QUESTION").output_text
 
 
+def ask_own_streamed(api):
+    client = OpenAI(api_key="sk-own", base_url=LISTENER + "/v1", max_retries=0)
+    if api == "chat":
+        stream = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "OWN_QUESTION"}], stream=True
+        )
+        return "rate: " + "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    with client.responses.stream(model="gpt-4o-mini", input="OWN_QUESTION") as stream:
+        return "rate: " + stream.get_final_response().output_text
+
+
 async def ask_own_async(api):
     client = AsyncOpenAI(api_key="sk-own", base_url=LISTENER + "/v1", max_retries=0)
     if api == "chat":
@@ -110,6 +122,8 @@ def body_call(body: str, name: str, *, in_async: bool) -> str:
     kind, api = body.split(":")
     if kind == "own":
         return f'ask_own("{api}")'
+    if kind == "own_stream":
+        return f'ask_own_streamed("{api}")'
     return f'(await ask_own_async("{api}"))' if in_async else f'asyncio.run(ask_own_async("{api}"))'
 
 

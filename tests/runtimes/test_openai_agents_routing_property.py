@@ -1,11 +1,11 @@
 """A team's Agents SDK code composed from random parts — tools on an agent or added to it at run time, sync or async;
 static hand-offs, hand-offs appended at run time to clones, agents exposed as tools and agents a tool runs itself
-(`Runner.run`), nested two deep; tool bodies with side effects, with their own openai client (sync and async, chat
-completions and the Responses API), opening sockets, or looping over the team's own functions by hand — run under test
-with random mocks and allow-lists: no tool of the team's runs for real (zero side effects in marker files and at the
-listener), no model request bypasses the model layer, every call of a tool is answered by its mock, blocked or run as
-allowed, by the agent that made it, and every case that would have reached the outside world is an Error naming it
-(issue 33, item 2 and Done when)."""
+(`Runner.run`, `Runner.run_streamed`), nested two deep; tool bodies with side effects, with their own openai client
+(sync and async, streamed or not, chat completions and the Responses API), opening sockets, or looping over the team's
+own functions by hand — run under test with random mocks and allow-lists: no tool of the team's runs for real (zero
+side effects in marker files and at the listener), no model request bypasses the model layer, every call of a tool is
+answered by its mock, blocked or run as allowed, by the agent that made it, and every case that would have reached the
+outside world is an Error naming it (issue 33, item 2 and Done when)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from tests.runtimes.sealed_parts import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-KINDS = ("handoff", "appended", "as_tool", "delegated")
+KINDS = ("handoff", "appended", "as_tool", "delegated", "streamed")
 
 
 @dataclass
@@ -101,11 +101,19 @@ def source(root: Part) -> tuple[str, dict[str, tuple[str, str]]]:
             else:
                 tools[f"ask_{inner}"] = ("delegate", "allowed")
                 static.append(f"ask_{inner}")
+                run = (
+                    [f"    return str((await Runner.run({inner}, what)).final_output)"] if kind == "delegated" else [
+                        f"    streamed = Runner.run_streamed({inner}, what)",
+                        "    async for _event in streamed.stream_events():",
+                        "        pass",
+                        "    return str(streamed.final_output)",
+                    ]
+                )
                 lines.extend([
                     "@function_tool",
                     f"async def ask_{inner}(what: str) -> str:",
                     f'    """Ask {inner}."""',
-                    f"    return str((await Runner.run({inner}, what)).final_output)",
+                    *run,
                     "",
                 ])
         lines.extend([
@@ -142,6 +150,8 @@ def source(root: Part) -> tuple[str, dict[str, tuple[str, str]]]:
 # Found by this test: a hand-off inside a run a tool starts itself was taken for a tool run outside agenttest.
 @example(root=Part(children=[("delegated", Part(children=[("handoff", Part(
     tools=[Tool("effect", "static", False, "mocked")]))]))]))
+# A tool streaming another agent's run, whose tool streams its own Responses call.
+@example(root=Part(children=[("streamed", Part(tools=[Tool("own_stream:responses", "static", False, "allowed")]))]))
 def test_it_runs_no_tool_of_any_agent_in_the_run_for_real_under_test(
     root, scripted_model, team_repo, tmp_path, listener
 ):

@@ -1,5 +1,6 @@
 """A team's pydantic-ai code composed from random parts — tools registered on the agent or in a toolset built per run,
-sync or async, reading `deps`; tools delegating to other agents (nested two deep) with the run's deps and usage; tool
+sync or async, reading `deps`; tools delegating to other agents (nested two deep, `run` or `run_stream`) with the
+run's deps and usage; tool
 bodies with side effects, with their own openai client (sync and async, chat completions and the Responses API),
 opening sockets by hand — run under test with random mocks and allow-lists: zero side effects at the listener and in
 marker files, zero model requests bypassing the model layer, and every case that would have caused one an Error or a
@@ -70,6 +71,8 @@ class Part:
 
     tools: list[Tool]
     delegates: list[Part] = field(default_factory=list)
+    # How a tool delegating to this agent runs it: `run` or `run_stream`.
+    streamed: bool = False
 
 
 def tool_parts() -> st.SearchStrategy[Tool]:
@@ -80,8 +83,9 @@ def tool_parts() -> st.SearchStrategy[Tool]:
 def parts(depth: int = 0) -> st.SearchStrategy[Part]:
     tools = st.lists(tool_parts(), max_size=2)
     if depth >= 2:
-        return st.builds(Part, tools=tools)
-    return st.builds(Part, tools=tools, delegates=st.lists(st.deferred(lambda: parts(depth + 1)), max_size=2))
+        return st.builds(Part, tools=tools, streamed=st.booleans())
+    return st.builds(Part, tools=tools, delegates=st.lists(st.deferred(lambda: parts(depth + 1)), max_size=2),
+                     streamed=st.booleans())
 
 
 def source(root: Part) -> tuple[str, dict[str, tuple[str, str]]]:
@@ -92,7 +96,7 @@ def source(root: Part) -> tuple[str, dict[str, tuple[str, str]]]:
 
     def agent(part: Part) -> str:
         name = f"a{next(counter)}"
-        inner = [agent(child) for child in part.delegates]
+        inner = [(agent(child), child.streamed) for child in part.delegates]
         lines.append(f'{name} = Agent("openai:gpt-4o-mini", defer_model_check=True, deps_type=Deps, name="{name}",'
                      f' instructions="You are {name}.")')
         per_run: list[str] = []
@@ -111,13 +115,17 @@ def source(root: Part) -> tuple[str, dict[str, tuple[str, str]]]:
                 f"    return {body_call(tool.body, tool_name, in_async=tool.is_async)}",
                 "",
             ])
-        for child in inner:
+        for child, streamed in inner:
             tools[f"ask_{child}"] = ("delegate", "allowed")
+            run = [
+                f"    async with {child}.run_stream(what, deps=ctx.deps, usage=ctx.usage) as result:",
+                "        return await result.get_output()",
+            ] if streamed else [f"    return (await {child}.run(what, deps=ctx.deps, usage=ctx.usage)).output"]
             lines.extend([
                 f"@{name}.tool",
                 f"async def ask_{child}(ctx: RunContext[Deps], what: str) -> str:",
                 f'    """Ask {child}."""',
-                f"    return (await {child}.run(what, deps=ctx.deps, usage=ctx.usage)).output",
+                *run,
                 "",
             ])
         if per_run:
@@ -144,6 +152,9 @@ def source(root: Part) -> tuple[str, dict[str, tuple[str, str]]]:
 # whose hand-opened socket the case allowed.
 @example(root=Part(tools=[Tool("socket", "decorator", False, "allowed")],
                    delegates=[Part(tools=[Tool("own_async:responses", "toolset", True, "allowed")])]))
+# A tool streaming another agent's run, whose tool streams its own chat completion.
+@example(root=Part(tools=[], delegates=[Part(tools=[Tool("own_stream:chat", "decorator", False, "allowed")],
+                                             streamed=True)]))
 def test_it_lets_nothing_of_a_pydantic_ai_agent_reach_beyond_agenttest_under_test(
     root, scripted_model, team_repo, tmp_path, listener
 ):
