@@ -8,7 +8,11 @@ from __future__ import annotations
 import pytest
 
 from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent
+from cases.models import Assertion, Case, Suite, Turn
+from runs.models import Run
 from tests.agenthost.listeners import local_server  # noqa: F401 — the fixture
+from tests.runtimes.conftest import execute_suite, stub_provider
 from tests.runtimes.test_case_seal import _agent, _run, listener  # noqa: F401 — the fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -157,3 +161,37 @@ def test_it_ends_a_case_whose_tool_asks_the_responses_api_for_server_state_namin
     assert f"does not carry {field}" in outcome.reason
     # Nothing of the tool's request reached the model: only the turn's first request was sent.
     assert len(scripted_model.requests) == 1
+
+
+@pytest.mark.parametrize("tool", ["chat_stream", "responses_stream_helper"])
+def test_it_records_a_tools_own_streamed_call_and_replays_it_with_the_server_gone(
+    tool, openai_stub, settings, team_repo, listener  # noqa: F811
+):
+    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": stub_provider(openai_stub.base_url)}
+    openai_stub.respond_with(
+        lambda body: (
+            "1.08" if body["messages"][-1]["content"] == QUESTION
+            else "done: " + body["messages"][-1]["content"] if body["messages"][-1]["role"] == "tool"
+            else Answer(tool_calls=[Call(tool, {})])
+        )
+    )
+    agent = Agent.objects.create(
+        name="desk", runtime="python", entry=f"{team_repo(STREAMS_BOT)}.bot:respond", provider="stub",
+        model="gpt-4o-mini", outside_effects={tool: False},
+    )
+    suite = Suite.objects.create(name="rates", agent=agent, case_timeout_seconds=20, extra_allowed_functions=[tool])
+    case = Case.objects.create(suite=suite, name="converts")
+    Turn.objects.create(case=case, user_message="Convert 10 EUR")
+    Assertion.objects.create(case=case, type="outputContains", params={"text": "rate: 1.08"})
+
+    recorded = execute_suite(suite, Run.Mode.RECORD)
+    assert recorded.status == "passed", recorded.reason
+    # The tool's streamed call reached the stub unstreamed, through the model layer.
+    assert len(openai_stub.requests) == 3
+    assert "stream" not in openai_stub.requests[1]
+    openai_stub.stop()
+
+    replayed = execute_suite(suite, Run.Mode.REPLAY)
+
+    assert replayed.status == "passed", replayed.reason
+    assert listener.received == []
