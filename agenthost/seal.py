@@ -27,6 +27,7 @@ through `_thread` directly, runs unsealed.
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import sys
@@ -325,9 +326,11 @@ def _patch_openai() -> None:
             return await async_original(self, cast_to, options, stream=stream, stream_cls=stream_cls)
         from asgiref.sync import sync_to_async
 
-        return await sync_to_async(_through_model_layer, thread_sensitive=True)(
+        answer = await sync_to_async(_through_model_layer, thread_sensitive=True)(
             seal, self, options, cast_to, stream_cls if stream else None
         )
+        # A stream is processed by the async client itself (agenthost/llm/streams.py): awaited here, on its loop.
+        return await answer if inspect.isawaitable(answer) else answer
 
     _base_client.SyncAPIClient.request = request  # type: ignore[method-assign,assignment]
     _base_client.AsyncAPIClient.request = async_request  # type: ignore[method-assign,assignment]
@@ -351,7 +354,7 @@ def _through_model_layer(seal: CaseSeal, client: Any, options: Any, cast_to: Any
         if stream_cls is not None:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return as_stream(chat_chunks(completion.model_dump(mode="json"), include_usage=include_usage),
-                             stream_cls=stream_cls, client=client, options=options)
+                             client=client, options=options, cast_to=cast_to, stream_cls=stream_cls)
         parser = options.post_parser
         return completion if isinstance(parser, NotGiven) else parser(completion)
     if is_responses(options) and seal.answer_responses is not None:
@@ -365,7 +368,8 @@ def _through_model_layer(seal: CaseSeal, client: Any, options: Any, cast_to: Any
                 f"ran: refused, nothing was sent — {exc}"
             )) from None
         if stream_cls is not None:
-            return as_stream(response_events(payload), stream_cls=stream_cls, client=client, options=options)
+            return as_stream(response_events(payload), client=client, options=options, cast_to=cast_to,
+                             stream_cls=stream_cls)
         return as_response(payload, cast_to, options)
     what = (
         "the Responses API beyond responses.create (client.responses)" if "/responses/" in path

@@ -83,21 +83,26 @@ def response_events(payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     yield event(finished, response=dict(payload))
 
 
-def as_stream(events: Iterator[dict[str, Any]], *, stream_cls: Any, client: Any, options: Any) -> Any:
-    """`events` as the openai SDK's stream of `stream_cls` (Stream[…] or AsyncStream[…]), read from server-sent events
-    as it reads the API's."""
+def as_stream(events: Iterator[dict[str, Any]], *, client: Any, options: Any, cast_to: Any, stream_cls: Any) -> Any:
+    """`events` as the openai SDK's answer to the streamed request `options` of `client`: a response of server-sent
+    events to the request the client built, processed by the client itself — a `Stream`/`AsyncStream` of
+    `stream_cls`, or the raw or streaming response wrapper its `with_raw_response`/`with_streaming_response` ask for
+    (the Agents SDK streams that way). Awaitable for an async client."""
     import httpx2
-    from openai._streaming import extract_stream_chunk_type
 
     lines = []
     for item in events:
         kind = item.get("type") if isinstance(item.get("type"), str) and "." in item["type"] else None
         lines.append((f"event: {kind}\n" if kind else "") + f"data: {json.dumps(item)}\n\n")
     lines.append("data: [DONE]\n\n")
+    # The request as far as the client reads it back: its URL, and its headers (whether a raw or streaming response
+    # wrapper was asked for). Not the client's own _build_request, which reads the platform (a process) for headers.
+    headers = {key: value for key, value in options.headers.items() if isinstance(value, str)} if isinstance(
+        options.headers, Mapping) else {}
     url = str(client.base_url).rstrip("/") + "/" + str(options.url).lstrip("/")
     response = httpx2.Response(
         200, headers={"content-type": "text/event-stream"}, content="".join(lines).encode(),
-        request=httpx2.Request(str(options.method).upper(), url),
+        request=httpx2.Request(str(options.method).upper(), url, headers=headers),
     )
-    return stream_cls(cast_to=extract_stream_chunk_type(stream_cls), response=response, client=client,
-                      options=options)
+    return client._process_response(cast_to=cast_to, options=options, response=response, stream=True,
+                                    stream_cls=stream_cls)

@@ -109,6 +109,7 @@ class ModelLayerClient(openai.AsyncOpenAI):
         if stream:
             # A streamed run (Runner.run_streamed, agent.run_stream): asked whole, handed back as the API's events.
             payload = await sync_to_async(self._answer, thread_sensitive=True)(unstreamed(body))
-            return as_stream(response_events(payload), stream_cls=stream_cls, client=self, options=options)
+            return await as_stream(response_events(payload), client=self, options=options, cast_to=cast_to,
+                                   stream_cls=stream_cls)
         payload = await sync_to_async(self._answer, thread_sensitive=True)(body)
         return as_response(payload, cast_to, options)

@@ -218,3 +218,7 @@ def check_case(
             reason, context)
     else:
         assert status == "passed", (status, reason, context)
+        # A passed case ran each call the model made to a tool (none lost in a nested or streamed run).
+        ran = {name for name, _, _ in answered}
+        assert [name for name in issued if name in tools and name not in outside and name not in ran] == [], (
+            issued, answered, context)

@@ -150,6 +150,9 @@ def source(root: Part) -> tuple[str, dict[str, tuple[str, str]]]:
 # Found by this test: a hand-off inside a run a tool starts itself was taken for a tool run outside agenttest.
 @example(root=Part(children=[("delegated", Part(children=[("handoff", Part(
     tools=[Tool("effect", "static", False, "mocked")]))]))]))
+# Found by this test: a run a tool streams (Runner.run_streamed) lost its tool calls — the SDK streams through the
+# openai client's streaming-response wrapper — and the case passed with a socket it never opened.
+@example(root=Part(children=[("streamed", Part(tools=[Tool("socket", "static", False, "allowed")]))]))
 # A tool streaming another agent's run, whose tool streams its own Responses call.
 @example(root=Part(children=[("streamed", Part(tools=[Tool("own_stream:responses", "static", False, "allowed")]))]))
 def test_it_runs_no_tool_of_any_agent_in_the_run_for_real_under_test(
