@@ -12,8 +12,9 @@ carry it; a thread started inside it inherits it too):
   connection agenttest's own code opens to its own database or broker is let through.
 - the openai SDK: inside a sealed context, `SyncAPIClient.request` and `AsyncAPIClient.request` of any client the
   team's code made answer `chat.completions` and `responses.create` through the model layer (the turn's provider:
-  recorded, replayed, budgeted and bound to the case's deadline like the runtime's own calls); any other endpoint
-  (a stream, embeddings, …) is refused, naming it.
+  recorded, replayed, budgeted and bound to the case's deadline like the runtime's own calls), streamed or not (a
+  streamed call answered whole and handed back as the events the API streams, agenthost/llm/streams.py); any other
+  endpoint (embeddings, a stored response, …) is refused, naming it.
 - the ledger (agenthost/ledger.py): `check_request` refuses a model request carrying a tool result the seam never
   produced.
 
@@ -26,6 +27,7 @@ through `_thread` directly, runs unsealed.
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import sys
@@ -315,7 +317,7 @@ def _patch_openai() -> None:
         seal = _active.get()
         if seal is None:
             return sync_request(self, cast_to, options, stream=stream, stream_cls=stream_cls)
-        return _through_model_layer(seal, options, stream, cast_to)
+        return _through_model_layer(seal, self, options, cast_to, stream_cls if stream else None)
 
     async def async_request(
         self: Any, cast_to: Any, options: Any, *, stream: bool = False, stream_cls: Any = None
@@ -325,47 +327,57 @@ def _patch_openai() -> None:
             return await async_original(self, cast_to, options, stream=stream, stream_cls=stream_cls)
         from asgiref.sync import sync_to_async
 
-        return await sync_to_async(_through_model_layer, thread_sensitive=True)(seal, options, stream, cast_to)
+        answer = await sync_to_async(_through_model_layer, thread_sensitive=True)(
+            seal, self, options, cast_to, stream_cls if stream else None
+        )
+        # A stream is processed by the async client itself (agenthost/llm/streams.py): awaited here, on its loop.
+        return await answer if inspect.isawaitable(answer) else answer
 
     _base_client.SyncAPIClient.request = request  # type: ignore[method-assign]
     _base_client.AsyncAPIClient.request = async_request  # type: ignore[method-assign]
 
 
-def _through_model_layer(seal: CaseSeal, options: Any, stream: bool, cast_to: Any) -> Any:
+def _through_model_layer(seal: CaseSeal, client: Any, options: Any, cast_to: Any, stream_cls: Any) -> Any:
     """A request of an openai client the team's code made itself, inside a sealed turn: chat completions and the
-    Responses API through the model layer, anything else refused."""
+    Responses API through the model layer — a streamed one (`stream_cls`) answered whole and handed back as the events
+    the API streams for it (agenthost/llm/streams.py) — anything else refused."""
     from openai import NotGiven
 
     from agenthost.llm.responses import as_response, is_responses, request_body
+    from agenthost.llm.streams import as_stream, chat_chunks, response_events, unstreamed
 
     path = "/" + str(options.url).split("?", 1)[0].strip("/")
     method = str(options.method).upper()
     endpoint = f"{method} {path}"
-    if method == "POST" and path.endswith("/chat/completions") and not stream and seal.answer_chat is not None:
-        body = {**(options.json_data or {}), **(options.extra_json or {})}
-        if body.get("stream") is False:
-            body.pop("stream")
-        completion = seal.answer_chat(body)
+    body = request_body(options)
+    if method == "POST" and path.endswith("/chat/completions") and seal.answer_chat is not None:
+        completion = seal.answer_chat(unstreamed(body))
+        if stream_cls is not None:
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return as_stream(chat_chunks(completion.model_dump(mode="json"), include_usage=include_usage),
+                             client=client, options=options, cast_to=cast_to, stream_cls=stream_cls)
         parser = options.post_parser
         return completion if isinstance(parser, NotGiven) else parser(completion)
-    if is_responses(options) and not stream and seal.answer_responses is not None:
+    if is_responses(options) and seal.answer_responses is not None:
         try:
-            return as_response(seal.answer_responses(request_body(options)), cast_to, options)
+            # Unstreamed, the body goes as built (a `stream: false` spelled out included), as the runtimes send it.
+            payload = seal.answer_responses(unstreamed(body) if stream_cls is not None else body)
         except TypeError as exc:
             # A field the model layer cannot carry: refused like any request that does not go through it.
             raise SealRefused(seal.refuse(
                 f"the agent's code called the OpenAI API ({endpoint}) through its own openai client while the case "
                 f"ran: refused, nothing was sent — {exc}"
             )) from None
+        if stream_cls is not None:
+            return as_stream(response_events(payload), client=client, options=options, cast_to=cast_to,
+                             stream_cls=stream_cls)
+        return as_response(payload, cast_to, options)
     what = (
-        "a streamed Responses API call (stream=True), which agenttest's model layer does not carry yet"
-        if stream and (path.endswith("/responses") or "/responses/" in path)
-        else "a streamed chat.completions call" if stream
-        else "the Responses API beyond responses.create (client.responses)" if "/responses/" in path
+        "the Responses API beyond responses.create (client.responses)" if "/responses/" in path
         else "an endpoint agenttest's model layer does not carry"
     )
     raise SealRefused(seal.refuse(
         f"the agent's code called the OpenAI API ({endpoint}: {what}) through its own openai client while the case "
         "ran: refused, nothing was sent — under test every model call goes through agenttest's model layer, which "
-        "carries chat.completions and responses.create, not streamed"
+        "carries chat.completions and responses.create, streamed or not"
     ))

@@ -244,9 +244,13 @@ class RuntimeTurn:
             problem=problem, outcome=FunctionResult(content=content, outcome=OUTPUT), result=self.result,
         )
 
-    def record_routing(self, *, from_agent: str, to_agent: str, name: str, call_id: str = "") -> None:
+    def record_routing(
+        self, *, from_agent: str, to_agent: str, name: str, call_id: str = "", nested: bool = False
+    ) -> None:
         """A hand-off the framework made itself (it runs no tool of the team's): written as a routing call of
-        `from_agent`, and `to_agent` added to the turn's agent chain, as agenttest's own loop records a route."""
+        `from_agent`, and `to_agent` added to the turn's agent chain, as agenttest's own loop records a route — unless
+        it happened in a run the team's code started inside the turn (`nested`: a tool running another agent), which
+        leaves the turn with the agent it had."""
         if not call_id:
             self._calls += 1
             call_id = f"{self.loaded.runtime}_{self.conversation_id}_{self.turn}_{self._calls}"
@@ -260,7 +264,8 @@ class RuntimeTurn:
             problem=None, outcome=FunctionResult(content=f"Handed over to {to_agent}.", outcome="routed"),
             result=self.result,
         )
-        self.result.agent_chain.append(to_agent)
+        if not nested:
+            self.result.agent_chain.append(to_agent)
 
     def _unrecorded(
         self, name: str, raw: str, call_id: str, caller: LoadedAgent, declared: dict[str, Any], implementation: Any

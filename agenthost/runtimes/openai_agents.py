@@ -112,6 +112,14 @@ class _Routing:
         # model, as in production.
         self.owned = owned
         self._models: dict[tuple[str, bool], Any] = {}
+        # The turn's own run's hooks; a run the team's code starts inside the turn has its own (see _install_routing).
+        self.hooks: Any = None
+
+    async def record_handoff(self, from_agent: Any, to_agent: Any, *, nested: bool) -> None:
+        await sync_to_async(self.turn.record_routing, thread_sensitive=True)(
+            from_agent=from_agent.name, to_agent=to_agent.name, name=_sdk().Handoff.default_tool_name(to_agent),
+            nested=nested,
+        )
 
     def answers_for(self, run_config: Any) -> bool:
         return self.owned or any(run_config.model is model for model in self._models.values())
@@ -189,19 +197,28 @@ def _install_routing(sdk: Any) -> None:
     """Put agenttest's routing at the SDK's own invocation points, once per process. Outside a turn's context the
     patched functions are the SDK's own: a run of the team's code anywhere else is untouched."""
     from agents import tool as tool_module
-    from agents.run_internal import agent_runner_helpers, run_loop, tool_execution
+    from agents.run_internal import agent_runner_helpers, run_loop, tool_execution, turn_resolution
 
     with _install_lock:
         if getattr(tool_execution._invoke_function_tool_with_metadata, "agenttest_routed", False):
             return
         original_invoke = tool_module._invoke_function_tool_with_metadata
         original_get_model = run_loop.get_model
+        original_handoffs = turn_resolution.execute_handoffs
 
         async def invoke(*, function_tool: Any, context: Any, arguments: str) -> Any:
             routing = _routing.get()
             if routing is None:
                 return await original_invoke(function_tool=function_tool, context=context, arguments=arguments)
             return await routing.invoke(original_invoke, function_tool, context, arguments)
+
+        async def execute_handoffs(*args: Any, hooks: Any, **kwargs: Any) -> Any:
+            # A hand-off in a run the team's code started itself (a tool running another agent) is the framework's
+            # own answer to its call all the same: written, and decided for the ledger, as the turn's run's are.
+            routing = _routing.get()
+            if routing is not None and hooks is not routing.hooks:
+                hooks = _NestedHooks(hooks, routing)
+            return await original_handoffs(*args, hooks=hooks, **kwargs)
 
         def get_model(agent: Any, run_config: Any) -> Any:
             routing = _routing.get()
@@ -210,10 +227,27 @@ def _install_routing(sdk: Any) -> None:
             return routing.model_for(agent)
 
         invoke.agenttest_routed = True  # type: ignore[attr-defined]
+        turn_resolution.execute_handoffs = execute_handoffs
+        run_loop.execute_handoffs = execute_handoffs
         tool_execution._invoke_function_tool_with_metadata = invoke
         tool_module._invoke_function_tool_with_metadata = invoke
         run_loop.get_model = get_model
         agent_runner_helpers.get_model = get_model
+
+
+class _NestedHooks:
+    """The hooks of a run the team's code started inside a turn, its hand-offs recorded as the turn's (`nested`)."""
+
+    def __init__(self, hooks: Any, routing: _Routing) -> None:
+        self._hooks = hooks
+        self._routing = routing
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._hooks, name)
+
+    async def on_handoff(self, context: Any, from_agent: Any, to_agent: Any) -> None:
+        await self._routing.record_handoff(from_agent, to_agent, nested=True)
+        await self._hooks.on_handoff(context=context, from_agent=from_agent, to_agent=to_agent)
 
 
 @contextmanager
@@ -511,15 +545,13 @@ class OpenAIAgentsRuntime(Runtime):
 
             async def on_handoff(self, context: Any, from_agent: Any, to_agent: Any) -> None:
                 current["agent"] = to_agent.name
-                await sync_to_async(turn.record_routing, thread_sensitive=True)(
-                    from_agent=from_agent.name, to_agent=to_agent.name,
-                    name=sdk.Handoff.default_tool_name(to_agent),
-                )
+                await routing.record_handoff(from_agent, to_agent, nested=False)
 
         # The run's model setting: what the SDK resolves model settings against. Which model answers is decided per
         # agent at resolution (get_model), for this run and any nested one.
         config = sdk.RunConfig(model=routing.model_for(entry), tracing_disabled=True)
-        return agent, config, Hooks(), routing
+        routing.hooks = Hooks()
+        return agent, config, routing.hooks, routing
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         sdk = _sdk()

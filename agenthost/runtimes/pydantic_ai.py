@@ -35,8 +35,8 @@ import inspect
 import json
 import threading
 import typing
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from typing import Any
 
 import pydantic_core
@@ -233,6 +233,22 @@ def _model_class(responses: bool = False) -> type:
                 return await super().request(  # type: ignore[misc]
                     messages, model_settings, model_request_parameters
                 )
+            finally:
+                _own_request.reset(token)
+
+        @asynccontextmanager
+        async def request_stream(
+            self, messages: Any, model_settings: Any, model_request_parameters: Any, run_context: Any = None
+        ) -> AsyncIterator[Any]:
+            # A streamed run (agent.run_stream, a tool delegating to another agent that way): the same, streamed.
+            self.outputs.names.update(tool.name for tool in model_request_parameters.output_tools)
+            _note_retry_prompts(self.outputs.turn, messages)
+            token = _own_request.set(True)
+            try:
+                async with super().request_stream(  # type: ignore[misc]
+                    messages, model_settings, model_request_parameters, run_context
+                ) as streamed:
+                    yield streamed
             finally:
                 _own_request.reset(token)
 

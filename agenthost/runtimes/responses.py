@@ -5,7 +5,8 @@ The frameworks' default OpenAI models (the Agents SDK's `OpenAIResponsesModel`, 
 would send to `/responses` in production:
 
 - `ModelLayerClient`, an `AsyncOpenAI` whose requests never leave the process: a runtime hands it to the framework's
-  own Responses model (model resolution), in chat and under test alike;
+  own Responses model (model resolution), in chat and under test alike — a streamed run's requests answered whole and
+  handed back as the API's events (agenthost/llm/streams.py);
 - the case seal (agenthost/seal.py): any openai client the team's code makes itself during a case.
 
 `responses_create` turns the body into a `ModelRequest` with `api="responses"` (recorded, replayed with stale
@@ -30,6 +31,7 @@ from agenthost.llm.responses import (
     request_body,
     response_payload,
 )
+from agenthost.llm.streams import as_stream, response_events, unstreamed
 from agenthost.runtimes.base import RuntimeTurn
 
 # A base URL that is never contacted: the client's requests are answered in the process.
@@ -105,6 +107,9 @@ class ModelLayerClient(openai.AsyncOpenAI):
             )
         body = request_body(options)
         if stream:
-            body["stream"] = True
+            # A streamed run (Runner.run_streamed, agent.run_stream): asked whole, handed back as the API's events.
+            payload = await sync_to_async(self._answer, thread_sensitive=True)(unstreamed(body))
+            return await as_stream(response_events(payload), client=self, options=options, cast_to=cast_to,
+                                   stream_cls=stream_cls)
         payload = await sync_to_async(self._answer, thread_sensitive=True)(body)
         return as_response(payload, cast_to, options)

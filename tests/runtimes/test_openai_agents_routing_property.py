@@ -1,7 +1,11 @@
-"""A team's Agents SDK code composed from random parts — tools on the entry agent, static hand-offs, hand-offs appended
-at run time to clones, agents exposed as tools nested two deep — run under test with random mocks: no tool of the
-team's runs for real (zero side effects in marker files and at the listener), and every call of one is answered by
-its mock or blocked, by the agent that made it (issue 33, item 2)."""
+"""A team's Agents SDK code composed from random parts — tools on an agent or added to it at run time, sync or async;
+static hand-offs, hand-offs appended at run time to clones, agents exposed as tools and agents a tool runs itself
+(`Runner.run`, `Runner.run_streamed`), nested two deep; tool bodies with side effects, with their own openai client
+(sync and async, streamed or not, chat completions and the Responses API), opening sockets, or looping over the team's
+own functions by hand — run under test with random mocks and allow-lists: no tool of the team's runs for real (zero
+side effects in marker files and at the listener), no model request bypasses the model layer, every call of a tool is
+answered by its mock, blocked or run as allowed, by the agent that made it, and every case that would have reached the
+outside world is an Error naming it (issue 33, item 2 and Done when)."""
 
 from __future__ import annotations
 
@@ -12,77 +16,115 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agenthost.llm.base import ModelRequest
-from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult
 from runs.services import run_create, run_execute
 from tests.runtimes.conftest import markers
-from tests.runtimes.test_openai_agents_routing import EFFECTS
+from tests.runtimes.sealed_parts import (
+    HELPERS,
+    MOCKED,
+    bodies,
+    body_call,
+    case_choice,
+    check_case,
+    choices,
+    effect_free,
+    every_tool_once,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-KINDS = ("tool", "handoff", "appended", "as_tool")
+KINDS = ("handoff", "appended", "as_tool", "delegated", "streamed")
+
+
+@dataclass
+class Tool:
+    body: str
+    via: str  # "static" (the agent's tools) or "added" (appended to them by its instructions, at run time)
+    is_async: bool
+    choice: str
 
 
 @dataclass
 class Part:
-    """An agent of the team's code: its side-effecting tool (or none) and the agents it reaches, each by a kind."""
+    """An agent of the team's code: its tools and the agents it reaches, each by a kind."""
 
-    tool: bool
+    tools: list[Tool] = field(default_factory=list)
     children: list[tuple[str, Part]] = field(default_factory=list)
 
 
+def tool_parts() -> st.SearchStrategy[Tool]:
+    return st.builds(Tool, body=bodies(), via=st.sampled_from(("static", "added")), is_async=st.booleans(),
+                     choice=choices())
+
+
 def parts(depth: int = 0) -> st.SearchStrategy[Part]:
+    tools = st.lists(tool_parts(), max_size=2)
     if depth >= 2:
-        return st.builds(Part, tool=st.just(True))
+        return st.builds(Part, tools=tools)
     return st.builds(
-        Part, tool=st.booleans(),
-        children=st.lists(st.tuples(st.sampled_from(KINDS[1:]), st.deferred(lambda: parts(depth + 1))), max_size=2),
+        Part, tools=tools,
+        children=st.lists(st.tuples(st.sampled_from(KINDS), st.deferred(lambda: parts(depth + 1))), max_size=2),
     )
 
 
-def source(root: Part) -> tuple[str, list[str], list[str]]:
-    """The team's module for `root`, the names of its side-effecting tools, and of its agents exposed as tools."""
-    lines = [EFFECTS, "from agents import Agent, function_tool", ""]
-    effect_tools: list[str] = []
-    agent_tools: list[str] = []
+def source(root: Part) -> tuple[str, dict[str, tuple[str, str]]]:
+    """The team's module for `root`, and its tools: name → (body, what the case does with it)."""
+    lines = [HELPERS, "from agents import Agent, Runner, function_tool", ""]
+    tools: dict[str, tuple[str, str]] = {}
     counter = iter(range(100))
 
     def agent(part: Part) -> str:
-        number = next(counter)
-        name = f"a{number}"
-        tools, handoffs, appended = [], [], []
-        if part.tool:
-            tool = f"act_{number}"
-            effect_tools.append(tool)
+        name = f"a{next(counter)}"
+        static, added, handoffs, appended = [], [], [], []
+        for number, tool in enumerate(part.tools):
+            tool_name = f"{name}_t{number}"
+            tools[tool_name] = (tool.body, case_choice(tool.body, tool.choice))
+            (static if tool.via == "static" else added).append(tool_name)
             lines.extend([
                 "@function_tool",
-                f"def {tool}(what: str) -> str:",
-                '    """Act on the outside world."""',
-                f'    happen("{tool}", detail=what)',
-                '    return "acted for real"',
+                f"{'async def' if tool.is_async else 'def'} {tool_name}(what: str) -> str:",
+                '    """A tool."""',
+                f"    return {body_call(tool.body, tool_name, in_async=tool.is_async)}",
                 "",
             ])
-            tools.append(tool)
         for kind, child in part.children:
             inner = agent(child)
             if kind == "handoff":
                 handoffs.append(inner)
             elif kind == "appended":
                 appended.append(inner)
+            elif kind == "as_tool":
+                tools[f"ask_{inner}"] = ("delegate", "allowed")
+                static.append(f'{inner}.as_tool(tool_name="ask_{inner}", tool_description="Ask {inner}.")')
             else:
-                tool = f"ask_{inner}"
-                agent_tools.append(tool)
-                tools.append(f'{inner}.as_tool(tool_name="{tool}", tool_description="Ask {inner}.")')
+                tools[f"ask_{inner}"] = ("delegate", "allowed")
+                static.append(f"ask_{inner}")
+                run = (
+                    [f"    return str((await Runner.run({inner}, what)).final_output)"] if kind == "delegated" else [
+                        f"    streamed = Runner.run_streamed({inner}, what)",
+                        "    async for _event in streamed.stream_events():",
+                        "        pass",
+                        "    return str(streamed.final_output)",
+                    ]
+                )
+                lines.extend([
+                    "@function_tool",
+                    f"async def ask_{inner}(what: str) -> str:",
+                    f'    """Ask {inner}."""',
+                    *run,
+                    "",
+                ])
         lines.extend([
             f"def {name}_instructions(context, agent) -> str:",
             *[f'    if not any(getattr(h, "name", "") == "{inner}_clone" for h in agent.handoffs):\n'
               f'        agent.handoffs.append({inner}.clone(name="{inner}_clone"))' for inner in appended],
+            *[f'    if not any(getattr(t, "name", "") == "{tool}" for t in agent.tools):\n'
+              f"        agent.tools.append({tool})" for tool in added],
             f'    return "You are {name}."',
             "",
-            f'{name} = Agent(name="{name}", instructions={name}_instructions, tools=[{", ".join(tools)}],'
+            f'{name} = Agent(name="{name}", instructions={name}_instructions, tools=[{", ".join(static)}],'
             f' handoffs=[{", ".join(handoffs)}])',
             "",
         ])
@@ -90,63 +132,64 @@ def source(root: Part) -> tuple[str, list[str], list[str]]:
 
     entry = agent(root)
     lines.append(f"entry = {entry}")
-    return "\n".join(lines), effect_tools, agent_tools
+    return "\n".join(lines), tools
 
 
-def _called(request: ModelRequest) -> set[str]:
-    return {call["function"]["name"] for message in request.messages if message["role"] == "assistant"
-            for call in message.get("tool_calls") or []}
-
-
-def _every_tool_once(request: ModelRequest) -> Answer | str:
-    """The model: calls each tool it is offered once, last offered first — hand-offs and agents as tools before the
-    agent's own tool, so that the run reaches the deepest agents before a blocked call stops it — then says it is
-    done."""
-    called = _called(request)
-    for tool in reversed(request.tools):
-        name = tool["function"]["name"]
-        if name not in called:
-            properties = tool["function"].get("parameters", {}).get("properties", {})
-            return Answer(tool_calls=[Call(name, {key: "go" for key in properties})])
-    return "done"
-
-
-@settings(max_examples=10, deadline=None,
+@settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(root=parts(), mask=st.lists(st.booleans(), max_size=8))
+@given(root=parts())
 # The issue's reproductions among them: a hand-off appended at run time to a clone with an unmocked tool, and an
 # agent exposed as a tool whose inner agent is itself exposed as a tool, its tool mocked.
-@example(root=Part(tool=False, children=[("appended", Part(tool=True))]), mask=[])
-@example(root=Part(tool=False, children=[("as_tool", Part(tool=False, children=[("as_tool", Part(tool=True))]))]),
-         mask=[True])
+@example(root=Part(children=[("appended", Part(tools=[Tool("effect", "static", False, "neither")]))]))
+@example(root=Part(children=[("as_tool", Part(children=[("as_tool", Part(
+    tools=[Tool("effect", "static", False, "mocked")]))]))]))
+# A tool that runs another agent itself, whose tool added at run time asks its own async Responses client; and an
+# allowed tool looping over the team's side-effecting functions by hand.
+@example(root=Part(tools=[Tool("loop", "static", False, "allowed")], children=[("delegated", Part(
+    tools=[Tool("own_async:responses", "added", True, "allowed")]))]))
+# Found by this test: a hand-off inside a run a tool starts itself was taken for a tool run outside agenttest.
+@example(root=Part(children=[("delegated", Part(children=[("handoff", Part(
+    tools=[Tool("effect", "static", False, "mocked")]))]))]))
+# Found by this test: a run a tool streams (Runner.run_streamed) lost its tool calls — the SDK streams through the
+# openai client's streaming-response wrapper — and the case passed with a socket it never opened.
+@example(root=Part(children=[("streamed", Part(tools=[Tool("socket", "static", False, "allowed")]))]))
+# A tool streaming another agent's run, whose tool streams its own Responses call.
+@example(root=Part(children=[("streamed", Part(tools=[Tool("own_stream:responses", "static", False, "allowed")]))]))
 def test_it_runs_no_tool_of_any_agent_in_the_run_for_real_under_test(
-    root, mask, scripted_model, team_repo, tmp_path, listener
+    root, scripted_model, team_repo, tmp_path, listener
 ):
-    module, effect_tools, agent_tools = source(root)
-    # Which of the side-effecting tools the case mocks; the others are unmocked (blocked when called).
-    mocked = [tool for tool, is_mocked in zip(effect_tools, mask, strict=False) if is_mocked]
+    module, tools = source(root)
     package = team_repo(module)
     agent = Agent.objects.create(
         name=f"team-{uuid.uuid4().hex[:8]}", runtime="openai-agents", entry=f"{package}.bot:entry",
-        provider="scripted", model="scripted", outside_effects=dict.fromkeys(agent_tools, False),
+        provider="scripted", model="scripted", max_steps=100,
+        outside_effects={name: False for name, (body, _) in tools.items() if effect_free(body)},
     )
-    suite = Suite.objects.create(name=agent.name, agent=agent, extra_allowed_functions=agent_tools)
+    suite = Suite.objects.create(
+        name=agent.name, agent=agent, case_timeout_seconds=20,
+        extra_allowed_functions=[name for name, (_, choice) in tools.items() if choice == "allowed"],
+    )
     case = Case.objects.create(suite=suite, name="acts")
     Turn.objects.create(case=case, position=0, user_message="Go.")
-    for position, name in enumerate(mocked):
-        Mock.objects.create(case=case, position=position, function_name=name, result="acted (mock)")
+    for position, name in enumerate(name for name, (_, choice) in tools.items() if choice == "mocked"):
+        Mock.objects.create(case=case, position=position, function_name=name, result=MOCKED)
     Assertion.objects.create(case=case, position=0, type="outputContains", params={"text": "done"})
-    scripted_model.respond_with(_every_tool_once)
+    issued: list[str] = []
+    scripted_model.respond_with(every_tool_once(issued))
 
     run = run_execute(run_id=run_create(suite=suite, model_keys=[scripted_model.key]).pk)
     result = CaseResult.objects.get(run=run)
 
-    assert markers(tmp_path) == [] and listener.received == []
-    answered = [(row["function"], row["agent"], row["outcome"]) for row in result.transcript
-                if row["role"] == "tool_result" and row["function"] in effect_tools]
-    for name, by, outcome in answered:
-        assert outcome == ("mocked" if name in mocked else "blocked"), (name, outcome, module)
-        # Each call is its own agent's (a clone's hand-off keeps the clone's name).
-        assert by.split("_clone")[0] == f"a{name.split('_')[1]}", (name, by)
-    if any(outcome == "blocked" for *_, outcome in answered):
-        assert result.status in ("failed", "error"), result.reason
+    context = f"{module}\n{tools}\n{result.status}: {result.reason}"
+    assert markers(tmp_path) == [] and listener.received == [], context
+    answered = [row for row in result.transcript if row["role"] == "tool_result" and row["function"] in tools]
+    for row in answered:
+        # Each call is its own agent's (a clone's keeps the clone's name).
+        if not row["function"].startswith("ask_"):
+            assert row["agent"].split("_clone")[0] == row["function"].split("_t")[0], (row, context)
+    check_case(
+        status=result.status, reason=result.reason,
+        answered=[(row["function"], row["outcome"], row["content"]) for row in answered],
+        tools=tools, issued=issued, outside=set(), host_port=listener.url.removeprefix("http://"),
+        model_requests=scripted_model.requests, context=context,
+    )
