@@ -40,7 +40,7 @@ headers_from = { Authorization = "SEARCH_AUTH" }
 connect_timeout = 2.5
 """))
     assert servers["time"] == {
-        "transport": "stdio", "connect_timeout": 10.0, "call_timeout": 3.0, "command": "python",
+        "transport": "stdio", "connect_timeout": 30.0, "call_timeout": 3.0, "command": "python",
         "args": ["-m", "mcp_server_time"], "env": {"TZ": "UTC"}, "env_from": {"TOKEN": "TIME_TOKEN"}, "cwd": "/tmp",
     }
     assert servers["search"] == {
