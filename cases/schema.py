@@ -113,7 +113,7 @@ class AgentFile(_Strict):
         json_schema_extra=_messages_for(type=MAX_STEPS_MESSAGE, minimum=MAX_STEPS_MESSAGE, maximum=MAX_STEPS_MESSAGE),
     )
     # Issue 26: an agent whose own code runs it (agenthost/runtimes); instruction and tools are then that code's.
-    runtime: Literal["native", "openai-agents", "pydantic-ai", "python"] = Field(
+    runtime: Literal["native", "openai-agents", "pydantic-ai", "python", "langgraph"] = Field(
         "native", description="Whose loop runs the agent: native (agenttest's) or the team's code at `entry`."
     )
     entry: str = Field("", description='The team\'s code a non-native runtime runs, "module:attribute".')

@@ -1,0 +1,115 @@
+"""The `langgraph` runtime: a team's LangGraph agent, written the way LangChain's documentation writes it
+(`create_agent` over `ChatOpenAI` and `@tool` functions), runs with LangGraph's own loop — its model calls through
+agenttest's model layer, its tool calls through the seam."""
+
+from __future__ import annotations
+
+import pytest
+
+from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent
+from agenthost.seams import get_model
+from agenthost.services import conversation_send, conversation_start
+from tests.runtimes.conftest import markers
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SHOP_GRAPH = '''
+import os
+from pathlib import Path
+
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+
+MARKERS = Path(os.environ.get("SHOP_MARKERS", "markers"))
+PROMPT = "You are the shop's assistant. Look orders up before answering."
+
+
+@tool
+def find_order(order_id: str) -> dict:
+    """Find an order by its number."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+@tool
+def send_email(to: str, body: str) -> str:
+    """Email the customer."""
+    MARKERS.mkdir(parents=True, exist_ok=True)
+    (MARKERS / f"email-{len(list(MARKERS.iterdir()))}").write_text(f"{to}: {body}")
+    return "sent"
+
+
+def model():
+    return ChatOpenAI(model="gpt-4o-mini", temperature=0.2, api_key="unused-key", max_retries=0)
+
+
+graph = create_agent(model(), tools=[find_order, send_email], system_prompt=PROMPT)
+
+
+def make_graph():
+    return graph
+'''
+EMAIL = {"to": "ana@example.com", "body": "Your order has shipped."}
+QUESTION = "Where is order 1042? Email me."
+
+
+def _agent(package: str, attribute: str = "graph", **fields) -> Agent:
+    return Agent.objects.create(
+        name="shop", runtime="langgraph", entry=f"{package}.bot:{attribute}",
+        **{"provider": "scripted", "model": "scripted", **fields},
+    )
+
+
+def _script(scripted_model) -> None:
+    scripted_model.play(
+        Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]),
+        Answer(tool_calls=[Call("send_email", EMAIL)]),
+        "Done: I emailed you.",
+    )
+
+
+def test_it_runs_langgraphs_loop_with_the_real_tools_in_chat(scripted_model, team_repo, tmp_path):
+    agent = _agent(team_repo(SHOP_GRAPH))
+    _script(scripted_model)
+
+    result = conversation_send(conversation=conversation_start(agent=agent), text=QUESTION)
+
+    assert result.output == "Done: I emailed you."
+    assert [(call.name, call.outcome) for call in result.tool_calls] == [
+        ("find_order", "executed"), ("send_email", "executed"),
+    ]
+    assert [marker.read_text() for marker in markers(tmp_path)] == ["ana@example.com: Your order has shipped."]
+    first, second = scripted_model.requests[0], scripted_model.requests[1]
+    # The graph's own request: its system prompt, its tool schemas, its settings.
+    assert first.messages[0] == {"role": "system",
+                                 "content": "You are the shop's assistant. Look orders up before answering."}
+    assert [tool["function"]["name"] for tool in first.tools] == ["find_order", "send_email"]
+    assert first.temperature == 0.2
+    assert second.messages[-1]["content"] == '{"order_id": "1042", "status": "shipped"}'
+    assert result.nodes_visited == ["model", "tools", "model", "tools", "model"]
+
+
+def test_it_mocks_and_blocks_the_graphs_tool_calls_under_test_and_stops_the_turn(scripted_model, team_repo, tmp_path):
+    agent = _agent(team_repo(SHOP_GRAPH), "make_graph")
+    _script(scripted_model)
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan(QUESTION)], mocks=[MockSpec("find_order", '{"status": "lost"}')],
+        assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert markers(tmp_path) == []
+    assert execution.status == "failed", execution.reason
+    assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [
+        ("find_order", "mocked"), ("send_email", "blocked")
+    ]
+    assert "send_email" in execution.reason
+    assert scripted_model.requests[1].messages[-1]["content"] == '{"status": "lost"}'
+    assert len(scripted_model.requests) == 2
