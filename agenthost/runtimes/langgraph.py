@@ -117,13 +117,18 @@ class _Routing:
     def answer(self, method: str, path: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
         """An openai SDK request's body answered through the turn's model layer, as the server's JSON. On the
         calling thread."""
+        token = _routing.set(None)  # the model layer's own openai client goes to its provider
+        try:
+            return self._answer(method, path, body, stream)
+        finally:
+            _routing.reset(token)
+
+    def _answer(self, method: str, path: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
         endpoint = f"{method} {path}"
         if stream:
             self._refuse(f"a streamed call ({endpoint}, stream=True), which agenttest's model layer does not carry "
                          "yet: under agenttest the graph's chat model must not stream (streaming=False, invoke)")
         if method == "POST" and path.endswith("/chat/completions"):
-            if body.get("stream") is False:
-                body.pop("stream")
             return chat_completion(self.turn, body).model_dump(mode="json", exclude_unset=True)
         if method == "POST" and path.endswith("/responses"):
             return responses_create(self.turn, body)

@@ -4,6 +4,10 @@ agenttest's model layer, its tool calls through the seam."""
 
 from __future__ import annotations
 
+import json
+import re
+import sys
+
 import pytest
 
 from agenthost.llm.scripted import Answer, Call
@@ -113,3 +117,41 @@ def test_it_mocks_and_blocks_the_graphs_tool_calls_under_test_and_stops_the_turn
     assert "send_email" in execution.reason
     assert scripted_model.requests[1].messages[-1]["content"] == '{"status": "lost"}'
     assert len(scripted_model.requests) == 2
+
+
+STUB_GRAPH = SHOP_GRAPH.replace(
+    'def model():\n    return ChatOpenAI(model="gpt-4o-mini", temperature=0.2, api_key="unused-key", max_retries=0)',
+    'def model(base_url=None):\n'
+    '    return ChatOpenAI(model="gpt-4o-mini", temperature=0.2, api_key="unused-key", max_retries=0,\n'
+    '                      base_url=base_url)',
+) + '''
+
+def build(base_url=None):
+    return create_agent(model(base_url), tools=[find_order, send_email], system_prompt=PROMPT)
+'''
+
+
+def _without_call_ids(requests: list[dict]) -> list[dict]:
+    # The stub numbers its calls across both runs.
+    text = json.dumps(requests)
+    for position, call_id in enumerate(dict.fromkeys(re.findall(r'"(call_\d+)"', text))):
+        text = text.replace(f'"{call_id}"', f'"id-{position}"')
+    return json.loads(text)
+
+
+def test_it_sends_the_request_the_graph_sends_when_it_runs_on_its_own(stub, team_repo):
+    package = team_repo(STUB_GRAPH)
+    agent = _agent(package, provider="stub", model="gpt-4o-mini")
+    under_agenttest = conversation_send(conversation=conversation_start(agent=agent), text="Where is order 1042?")
+    through_agenttest = stub.requests
+
+    module = sys.modules[f"{package}.bot"]
+    alone = module.build(stub.base_url).invoke({"messages": [{"role": "user", "content": "Where is order 1042?"}]})
+
+    assert alone["messages"][-1].content == under_agenttest.output
+    on_its_own = stub.requests[len(through_agenttest):]
+    assert len(through_agenttest) == len(on_its_own) == 2
+    for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
+        assert sorted(mine) == sorted(theirs)
+        for field in theirs:
+            assert mine[field] == theirs[field], field
