@@ -443,7 +443,8 @@ class LangGraphRuntime(Runtime):
             async for namespace, update in graph.astream(given, config, stream_mode="updates", subgraphs=True):
                 for node, value in (update or {}).items():
                     if node == "__interrupt__":
-                        interrupted.extend(value)
+                        # A subgraph's interrupt comes up through each graph above it: once each.
+                        interrupted.extend(each for each in value if each not in interrupted)
                         continue
                     nodes.append("/".join([*(part.split(":", 1)[0] for part in namespace), node]))
             if interrupted:

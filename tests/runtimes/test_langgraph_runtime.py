@@ -11,10 +11,13 @@ import sys
 import pytest
 
 from agenthost.llm.scripted import Answer, Call
-from agenthost.models import Agent
+from agenthost.models import Agent, Message
+from agenthost.runtimes.base import get_runtime
+from agenthost.runtimes.entry import load_entry
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
-from tests.runtimes.conftest import markers
+from runs.models import Run
+from tests.runtimes.conftest import execute_suite, markers, suite_finding_order
 from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -155,3 +158,110 @@ def test_it_sends_the_request_the_graph_sends_when_it_runs_on_its_own(stub, team
         assert sorted(mine) == sorted(theirs)
         for field in theirs:
             assert mine[field] == theirs[field], field
+
+
+def test_it_records_the_graphs_loop_replays_it_offline_and_reports_a_changed_prompt_stale(stub, team_repo):
+    suite = suite_finding_order(_agent(team_repo(STUB_GRAPH), provider="stub", model="gpt-4o-mini"))
+    recorded = execute_suite(suite, Run.Mode.RECORD)
+    assert recorded.status == "passed", recorded.reason
+    sent = len(stub.requests)
+    stub.stop()
+
+    replayed = execute_suite(suite, Run.Mode.REPLAY)
+
+    assert replayed.status == "passed", replayed.reason
+    assert len(stub.requests) == sent == 2
+    changed = team_repo(STUB_GRAPH.replace("Look orders up before", "Always look orders up before"))
+    Agent.objects.filter(pk=suite.agent_id).update(entry=f"{changed}.bot:graph")
+    stale = execute_suite(suite, Run.Mode.REPLAY)
+    assert stale.status == "error"
+    assert stale.reason.startswith("stale recording: the request at turn 0 step 0 differs from the recording")
+    assert "Always look orders up" in stale.reason
+
+
+# A custom StateGraph: a router node, a subgraph, and a refund that asks the user before it is made (interrupt).
+REFUND_GRAPH = '''
+from typing import Literal
+
+from langchain_core.messages import AIMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import interrupt
+
+
+class State(MessagesState):
+    customer: str
+
+
+def route(state: State) -> Literal["refund", "greet"]:
+    return "refund" if "refund" in state["messages"][-1].content else "greet"
+
+
+def greet(state: State):
+    return {"messages": [AIMessage(f"Hello {state.get('customer', 'there')}!")]}
+
+
+def confirm(state: State):
+    answer = interrupt("Refund order 1042? (yes/no)")
+    return {"messages": [AIMessage("Refunded." if answer == "yes" else "Kept as it is.")]}
+
+
+inner = StateGraph(State)
+inner.add_node("confirm", confirm)
+inner.add_edge(START, "confirm")
+refund = inner.compile()
+
+outer = StateGraph(State)
+outer.add_node("greet", greet)
+outer.add_node("refund", refund)
+outer.add_conditional_edges(START, route)
+outer.add_edge("greet", END)
+outer.add_edge("refund", END)
+graph = outer.compile()
+uncompiled = outer
+'''
+
+
+def test_an_interrupt_is_answered_by_the_next_turn_of_the_case(scripted_model, team_repo):
+    agent = _agent(team_repo(REFUND_GRAPH))
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={"customer": "Ana"},
+        turns=[TurnPlan("hi"), TurnPlan("I want a refund"), TurnPlan("yes")], mocks=[],
+        assertions=[AssertionPlan("outputContains", {"text": "Refunded."})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert execution.status == "passed", execution.reason
+    answers = list(Message.objects.filter(conversation_id=execution.conversation_id, role="assistant")
+                   .order_by("id").values_list("content", flat=True))
+    assert answers == ["Hello Ana!", "Refund order 1042? (yes/no)", "Refunded."]
+
+
+def test_a_graph_in_chat_continues_its_thread_and_names_the_nodes_it_ran(team_repo):
+    agent = _agent(team_repo(REFUND_GRAPH))
+    conversation = conversation_start(agent=agent)
+
+    asked = conversation_send(conversation=conversation, text="I want a refund")
+    answered = conversation_send(conversation=conversation, text="no")
+
+    assert asked.output == "Refund order 1042? (yes/no)"
+    assert answered.output == "Kept as it is."
+    assert answered.nodes_visited == ["refund/confirm", "refund"]
+
+
+def test_an_entry_that_is_not_a_compiled_graph_is_refused_without_running_it(team_repo):
+    package = team_repo(REFUND_GRAPH)
+    runtime = get_runtime("langgraph")
+
+    assert "not compiled" in runtime.entry_problem(load_entry(f"{package}.bot:uncompiled"), "x:uncompiled")
+    assert "must be a compiled LangGraph graph" in runtime.entry_problem(load_entry(f"{package}.bot:State"), "x:State")
+    assert runtime.entry_problem(load_entry(f"{package}.bot:graph"), "x:graph") == ""
+    shop = team_repo(SHOP_GRAPH)
+    declared = runtime.tool_declarations(load_entry(f"{shop}.bot:make_graph"))
+    assert [(tool["name"], sorted(tool["parameters"]["properties"])) for tool in declared] == [
+        ("find_order", ["order_id"]), ("send_email", ["body", "to"]),
+    ]
+    assert declared[0]["returns"] == {"additionalProperties": True, "type": "object"}
