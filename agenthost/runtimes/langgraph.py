@@ -38,6 +38,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import json
+import platform
 import queue
 import threading
 from collections import OrderedDict
@@ -213,6 +214,10 @@ def _install() -> None:
         if _installed:
             return
         _installed = True
+    with seal.exempt():
+        # LangChain's callbacks describe the platform (platform.platform(), which runs `uname -p` once per
+        # process): done here, by agenttest, not as the team's code inside a sealed case.
+        platform.platform()
     _patch_openai()
     _patch_tools()
 
