@@ -265,3 +265,74 @@ def test_an_entry_that_is_not_a_compiled_graph_is_refused_without_running_it(tea
         ("find_order", ["order_id"]), ("send_email", ["body", "to"]),
     ]
     assert declared[0]["returns"] == {"additionalProperties": True, "type": "object"}
+
+
+# A node that calls its tools itself — no ToolNode — one of them async, and its model asynchronously.
+DIRECT_GRAPH = '''
+import os
+from pathlib import Path
+
+from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+MARKERS = Path(os.environ.get("SHOP_MARKERS", "markers"))
+
+
+@tool
+def find_order(order_id: str) -> dict:
+    """Find an order by its number."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+@tool
+async def refund(order_id: str) -> str:
+    """Refund an order."""
+    MARKERS.mkdir(parents=True, exist_ok=True)
+    (MARKERS / f"refund-{order_id}").write_text("refunded")
+    return "refunded"
+
+
+async def handle(state: MessagesState):
+    found = find_order.invoke({"order_id": "1042"})
+    done = await refund.ainvoke({"order_id": "1042"})
+    model = ChatOpenAI(model="gpt-4o-mini", api_key="unused-key", max_retries=0)
+    reply = await model.ainvoke([SystemMessage(f"Order: {found}. Refund: {done}."), *state["messages"]])
+    return {"messages": [AIMessage(reply.content)]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("handle", handle)
+builder.add_edge(START, "handle")
+builder.add_edge("handle", END)
+graph = builder.compile()
+'''
+
+
+def test_tools_a_node_calls_itself_go_through_the_seam_too(scripted_model, team_repo, tmp_path):
+    agent = _agent(team_repo(DIRECT_GRAPH))
+    scripted_model.play("Your refund is on its way.")
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("Refund order 1042")], mocks=[MockSpec("find_order", '{"status": "delivered"}')],
+        assertions=[AssertionPlan("toolCalled", {"function": "refund"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert markers(tmp_path) == []
+    assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [("find_order", "mocked"), ("refund", "blocked")]
+    assert execution.status == "failed", execution.reason
+    assert scripted_model.requests == []
+
+    scripted_model.play("Your refund is on its way.")
+    chat = conversation_send(conversation=conversation_start(agent=agent), text="Refund order 1042")
+    assert chat.output == "Your refund is on its way."
+    assert [marker.name for marker in markers(tmp_path)] == ["refund-1042"]
+    assert scripted_model.requests[0].messages[0]["content"] == (
+        "Order: {'order_id': '1042', 'status': 'shipped'}. Refund: refunded."
+    )
