@@ -317,6 +317,17 @@ class AgentChainParams(_Strict):
     mode: Literal["contains", "ordered", "exact"]
 
 
+class NodesVisitedParams(_Strict):
+    model_config = _params("nodesVisited")
+    nodes: list[NonEmptyText] = Field(
+        min_length=1,
+        description='The graph nodes a langgraph agent ran ("subgraph/node" for a subgraph\'s).',
+        json_schema_extra=_messages_for(minItems="must be a non-empty list of node names",
+                                        type="must be a non-empty list of node names"),
+    )
+    mode: Literal["contains", "ordered", "exact"] = "ordered"
+
+
 class LlmJudgeParams(_Strict):
     model_config = _params("llmJudge")
     criterion: str = NonEmpty
@@ -392,6 +403,7 @@ ASSERTION_PARAMS: dict[str, type[BaseModel]] = {
     "noBlockedTools": NoBlockedToolsParams,
     "tableEquals": TableEqualsParams,
     "goalReached": GoalReachedParams,
+    "nodesVisited": NodesVisitedParams,
 }
 
 

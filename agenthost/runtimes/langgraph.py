@@ -10,8 +10,9 @@ naming a compiled graph (a `CompiledStateGraph`, what `langchain.agents.create_a
   the graph's state.
 - Interrupts: a turn that ends on the graph's `interrupt(value)` answers with the value (text as it is, anything else
   as JSON); the next turn resumes the thread with the user's message, `Command(resume=text)`.
-- Nodes: the nodes each turn visited (a subgraph's as "parent/node") are the turn's `nodes_visited`
-  (TurnResult), from the graph's own stream of updates.
+- Nodes: the nodes each turn started, in order (a subgraph's as "parent/node"; a node an interrupt stopped, and one
+  a resumed turn runs again, included), are the turn's `nodes_visited` (TurnResult), from the graph's own stream of
+  tasks: what the `nodesVisited` assertion checks.
 - Model calls: while a turn runs, every request of an openai client in the turn's context — the graph's `ChatOpenAI`
   (sync or async, chat completions or the Responses API, `with_raw_response` as it uses it), a client the team's
   code made itself — is built by the openai SDK exactly as it would be sent, its body taken from the request the SDK
@@ -445,13 +446,14 @@ class LangGraphRuntime(Runtime):
                 given = {key: value for key, value in state.items() if key in channels and key != "messages"}
                 given["messages"] = convert_to_messages(history)
             interrupted: list[Any] = []
-            async for namespace, update in graph.astream(given, config, stream_mode="updates", subgraphs=True):
-                for node, value in (update or {}).items():
-                    if node == "__interrupt__":
-                        # A subgraph's interrupt comes up through each graph above it: once each.
-                        interrupted.extend(each for each in value if each not in interrupted)
-                        continue
-                    nodes.append("/".join([*(part.split(":", 1)[0] for part in namespace), node]))
+            chunks = graph.astream(given, config, stream_mode=["tasks", "updates"], subgraphs=True)
+            async for namespace, mode, data in chunks:
+                if mode == "tasks":
+                    if "input" in data:  # a node starting (its end says "result"): visited, interrupted or not
+                        nodes.append("/".join([*(part.split(":", 1)[0] for part in namespace), data["name"]]))
+                    continue
+                # A subgraph's interrupt comes up through each graph above it: once each.
+                interrupted.extend(each for each in (data or {}).get("__interrupt__", ()) if each not in interrupted)
             if interrupted:
                 return _interrupt_text(interrupted)
             final = await graph.aget_state(config)

@@ -225,8 +225,17 @@ def test_an_interrupt_is_answered_by_the_next_turn_of_the_case(scripted_model, t
     agent = _agent(team_repo(REFUND_GRAPH))
     plan = CasePlan(
         id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={"customer": "Ana"},
-        turns=[TurnPlan("hi"), TurnPlan("I want a refund"), TurnPlan("yes")], mocks=[],
-        assertions=[AssertionPlan("outputContains", {"text": "Refunded."})],
+        turns=[
+            TurnPlan("hi", [AssertionPlan("nodesVisited", {"nodes": ["greet"], "mode": "exact"})]),
+            TurnPlan("I want a refund", [AssertionPlan("nodesVisited", {"nodes": ["refund/confirm"]})]),
+            TurnPlan("yes", [AssertionPlan("nodesVisited", {"nodes": ["greet"], "mode": "contains"})]),
+        ],
+        mocks=[],
+        assertions=[
+            AssertionPlan("outputContains", {"text": "Refunded."}),
+            AssertionPlan("nodesVisited", {"nodes": ["greet", "refund/confirm", "refund"], "mode": "ordered"}),
+            AssertionPlan("nodesVisited", {"nodes": ["refund", "greet"], "mode": "ordered"}),
+        ],
     )
 
     execution = execute_case(
@@ -234,7 +243,15 @@ def test_an_interrupt_is_answered_by_the_next_turn_of_the_case(scripted_model, t
         suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
     )
 
-    assert execution.status == "passed", execution.reason
+    assert execution.status == "failed", execution.reason
+    # The third turn resumed the refund subgraph: it did not pass through greet, and the assertion says so.
+    assert [(outcome["type"], outcome["status"]) for outcome in execution.assertions] == [
+        ("nodesVisited", "passed"), ("nodesVisited", "passed"), ("nodesVisited", "failed"),
+        ("outputContains", "passed"), ("nodesVisited", "passed"), ("nodesVisited", "failed"),
+    ]
+    assert execution.assertions[2]["message"] == (
+        "the nodes visited were refund → refund/confirm; expected contains greet"
+    )
     answers = list(Message.objects.filter(conversation_id=execution.conversation_id, role="assistant")
                    .order_by("id").values_list("content", flat=True))
     assert answers == ["Hello Ana!", "Refund order 1042? (yes/no)", "Refunded."]
@@ -249,7 +266,7 @@ def test_a_graph_in_chat_continues_its_thread_and_names_the_nodes_it_ran(team_re
 
     assert asked.output == "Refund order 1042? (yes/no)"
     assert answered.output == "Kept as it is."
-    assert answered.nodes_visited == ["refund/confirm", "refund"]
+    assert (asked.nodes_visited, answered.nodes_visited) == (["refund", "refund/confirm"], ["refund", "refund/confirm"])
 
 
 def test_an_entry_that_is_not_a_compiled_graph_is_refused_without_running_it(team_repo):
@@ -325,7 +342,9 @@ def test_tools_a_node_calls_itself_go_through_the_seam_too(scripted_model, team_
     )
 
     assert markers(tmp_path) == []
-    assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [("find_order", "mocked"), ("refund", "blocked")]
+    assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [
+        ("find_order", "mocked"), ("refund", "blocked"),
+    ]
     assert execution.status == "failed", execution.reason
     assert scripted_model.requests == []
 
