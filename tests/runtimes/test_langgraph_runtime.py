@@ -355,3 +355,46 @@ def test_tools_a_node_calls_itself_go_through_the_seam_too(scripted_model, team_
     assert scripted_model.requests[0].messages[0]["content"] == (
         "Order: {'order_id': '1042', 'status': 'shipped'}. Refund: refunded."
     )
+
+
+# A node asking for structured output, and another model on the Responses API.
+STRUCTURED_GRAPH = '''
+from langchain_core.messages import AIMessage
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, MessagesState, StateGraph
+from pydantic import BaseModel
+
+
+class Verdict(BaseModel):
+    order_id: str
+    refundable: bool
+
+
+async def judge(state: MessagesState):
+    model = ChatOpenAI(model="gpt-4o-mini", api_key="unused-key", max_retries=0)
+    verdict = model.with_structured_output(Verdict).invoke(state["messages"])
+    writer = ChatOpenAI(model="gpt-4o-mini", api_key="unused-key", max_retries=0, use_responses_api=True)
+    reply = await writer.ainvoke(f"Say whether order {verdict.order_id} is refundable: {verdict.refundable}")
+    return {"messages": [AIMessage(reply.text)]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("judge", judge)
+builder.add_edge(START, "judge")
+builder.add_edge("judge", END)
+graph = builder.compile()
+'''
+
+
+def test_structured_output_and_the_responses_api_go_through_the_model_layer(scripted_model, team_repo):
+    agent = _agent(team_repo(STRUCTURED_GRAPH))
+    scripted_model.play('{"order_id": "1042", "refundable": true}', "Order 1042 is refundable.")
+
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Can I get a refund for 1042?")
+
+    assert result.output == "Order 1042 is refundable."
+    structured, written = scripted_model.requests
+    assert structured.api == "chat" and structured.response_schema["name"] == "Verdict"
+    assert sorted(structured.response_schema["schema"]["properties"]) == ["order_id", "refundable"]
+    assert written.api == "responses"
+    assert "Say whether order 1042 is refundable: True" in json.dumps(written.messages)
