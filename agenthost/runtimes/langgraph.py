@@ -76,7 +76,9 @@ class _Home:
 
     def __init__(self) -> None:
         self.thread = threading.get_ident()
-        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future, Callable[[], Any]]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future, Callable[[], Any]] | None] = (
+            queue.SimpleQueue()
+        )
 
     def submit(self, work: Callable[[], Any]) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
@@ -90,13 +92,10 @@ class _Home:
         return self.submit(work).result()
 
     def serve(self, done: concurrent.futures.Future) -> None:
-        while True:
-            try:
-                future, work = self._queue.get(timeout=0.02)
-            except queue.Empty:
-                if done.done():
-                    return
-                continue
+        # The graph's end wakes the calling thread as a call does.
+        done.add_done_callback(lambda _: self._queue.put(None))
+        while (item := self._queue.get()) is not None:
+            future, work = item
             if future.set_running_or_notify_cancel():
                 _settle(future, work)
 
