@@ -398,3 +398,26 @@ def test_structured_output_and_the_responses_api_go_through_the_model_layer(scri
     assert sorted(structured.response_schema["schema"]["properties"]) == ["order_id", "refundable"]
     assert written.api == "responses"
     assert "Say whether order 1042 is refundable: True" in json.dumps(written.messages)
+
+
+def test_a_streamed_model_call_is_refused_naming_it_and_nothing_is_sent(scripted_model, team_repo):
+    streaming = STRUCTURED_GRAPH.replace(
+        'verdict = model.with_structured_output(Verdict).invoke(state["messages"])',
+        'text = "".join(chunk.text for chunk in model.stream(state["messages"]))\n'
+        '    verdict = Verdict(order_id=text, refundable=False)',
+    )
+    agent = _agent(team_repo(streaming))
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("Can I get a refund for 1042?")], mocks=[],
+        assertions=[AssertionPlan("outputContains", {"text": "refundable"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert execution.status == "error"
+    assert "a streamed call (POST /v1/chat/completions, stream=True)" in execution.reason
+    assert scripted_model.requests == []
