@@ -12,7 +12,8 @@ naming a compiled graph (a `CompiledStateGraph`, what `langchain.agents.create_a
   as JSON); the next turn resumes the thread with the user's message, `Command(resume=text)`.
 - Nodes: the nodes each turn started, in order (a subgraph's as "parent/node"; a node an interrupt stopped, and one
   a resumed turn runs again, included), are the turn's `nodes_visited` (TurnResult), from the graph's own stream of
-  tasks: what the `nodesVisited` assertion checks.
+  tasks: what the `nodesVisited` assertion checks. The subgraphs a turn entered are added to its agent chain (by their
+  node's path, "refund", "support/refund"), so `routedToAgent` and `agentChain` see a graph's sub-agents.
 - Model calls: while a turn runs, every request of an openai client in the turn's context — the graph's `ChatOpenAI`
   (sync or async, chat completions or the Responses API, `with_raw_response` as it uses it), a client the team's
   code made itself — is built by the openai SDK exactly as it would be sent, its body taken from the request the SDK
@@ -431,6 +432,7 @@ class LangGraphRuntime(Runtime):
         home = _Home()
         routing = _Routing(turn, home)
         nodes: list[str] = []
+        subgraphs: list[str] = []
 
         async def run() -> str:
             routing.loop = asyncio.get_running_loop()
@@ -449,7 +451,10 @@ class LangGraphRuntime(Runtime):
             async for namespace, mode, data in chunks:
                 if mode == "tasks":
                     if "input" in data:  # a node starting (its end says "result"): visited, interrupted or not
-                        nodes.append("/".join([*(part.split(":", 1)[0] for part in namespace), data["name"]]))
+                        path = [part.split(":", 1)[0] for part in namespace]
+                        nodes.append("/".join([*path, data["name"]]))
+                        if path and "/".join(path) not in subgraphs:
+                            subgraphs.append("/".join(path))
                     continue
                 # A subgraph's interrupt comes up through each graph above it: once each.
                 interrupted.extend(each for each in (data or {}).get("__interrupt__", ()) if each not in interrupted)
@@ -469,6 +474,9 @@ class LangGraphRuntime(Runtime):
             threading.Thread(target=context.run, args=(drive,), name="agenttest-langgraph", daemon=True).start()
             home.serve(done)
         turn.result.nodes_visited.extend(nodes)
+        # A subgraph is an agent of the graph's (a create_agent agent as a node, a team's sub-agent): the turn was
+        # routed to it, as routedToAgent and agentChain read the turn.
+        turn.result.agent_chain.extend(name for name in subgraphs if name not in turn.result.agent_chain)
         return done.result()
 
     def invoke(self, turn: RuntimeTurn, target: Any, name: str, arguments: dict[str, Any]) -> FunctionResult:

@@ -235,6 +235,7 @@ def test_an_interrupt_is_answered_by_the_next_turn_of_the_case(scripted_model, t
             AssertionPlan("outputContains", {"text": "Refunded."}),
             AssertionPlan("nodesVisited", {"nodes": ["greet", "refund/confirm", "refund"], "mode": "ordered"}),
             AssertionPlan("nodesVisited", {"nodes": ["refund", "greet"], "mode": "ordered"}),
+            AssertionPlan("routedToAgent", {"agent": "refund"}),
         ],
     )
 
@@ -248,6 +249,7 @@ def test_an_interrupt_is_answered_by_the_next_turn_of_the_case(scripted_model, t
     assert [(outcome["type"], outcome["status"]) for outcome in execution.assertions] == [
         ("nodesVisited", "passed"), ("nodesVisited", "passed"), ("nodesVisited", "failed"),
         ("outputContains", "passed"), ("nodesVisited", "passed"), ("nodesVisited", "failed"),
+        ("routedToAgent", "passed"),
     ]
     assert execution.assertions[2]["message"] == (
         "the nodes visited were refund → refund/confirm; expected contains greet"
@@ -267,6 +269,8 @@ def test_a_graph_in_chat_continues_its_thread_and_names_the_nodes_it_ran(team_re
     assert asked.output == "Refund order 1042? (yes/no)"
     assert answered.output == "Kept as it is."
     assert (asked.nodes_visited, answered.nodes_visited) == (["refund", "refund/confirm"], ["refund", "refund/confirm"])
+    # The refund subgraph is an agent of the graph's: each turn was routed to it.
+    assert answered.agent_chain == ["shop", "refund"]
 
 
 def test_an_entry_that_is_not_a_compiled_graph_is_refused_without_running_it(team_repo):
