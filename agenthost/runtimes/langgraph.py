@@ -46,7 +46,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 from agenthost import seal
 from agenthost.functions import FunctionContext, FunctionResult, declared_effects
@@ -114,7 +114,6 @@ class _Routing:
     def __init__(self, turn: RuntimeTurn, home: _Home) -> None:
         self.turn = turn
         self.home = home
-        self.loop: asyncio.AbstractEventLoop | None = None
 
     def answer(self, method: str, path: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
         """An openai SDK request's body answered through the turn's model layer, as the server's JSON. On the
@@ -136,9 +135,8 @@ class _Routing:
             return responses_create(self.turn, body)
         self._refuse(f"{endpoint}, an endpoint agenttest's model layer does not carry (it carries chat.completions "
                      "and responses.create)")
-        raise AssertionError("unreachable")
 
-    def _refuse(self, what: str) -> None:
+    def _refuse(self, what: str) -> NoReturn:
         message = f"the graph called the OpenAI API through an openai client: refused, nothing was sent — {what}"
         case = self.turn.session.case
         if case is not None:
@@ -435,7 +433,6 @@ class LangGraphRuntime(Runtime):
         subgraphs: list[str] = []
 
         async def run() -> str:
-            routing.loop = asyncio.get_running_loop()
             snapshot = await graph.aget_state(config)
             if snapshot.interrupts:
                 # The graph asked the user (interrupt): this turn's message is the answer it waits for.
