@@ -415,6 +415,9 @@ class TurnSerializer(serializers.Serializer[Any]):
     model_latency_ms = serializers.FloatField()
     steps = serializers.IntegerField()
     models = serializers.ListField(child=serializers.CharField())
+    nodes_visited = serializers.ListField(
+        child=serializers.CharField(), help_text="A langgraph agent's graph nodes the turn ran, in order."
+    )
 
 
 class TurnFailureSerializer(serializers.Serializer[Any]):

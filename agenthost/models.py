@@ -13,6 +13,7 @@ class Agent(models.Model):
         OPENAI_AGENTS = "openai-agents", "OpenAI Agents SDK"
         PYDANTIC_AI = "pydantic-ai", "pydantic-ai"
         PYTHON = "python", "plain Python function"
+        LANGGRAPH = "langgraph", "LangGraph graph"
 
     name = models.CharField(max_length=100, unique=True)
     description = models.TextField(blank=True, help_text="What this agent handles; a router reads it to choose.")

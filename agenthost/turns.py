@@ -66,6 +66,8 @@ class TurnResult:
     model_latency_ms: float = 0.0
     steps: int = 0
     models: list[str] = field(default_factory=list)
+    # The graph nodes the turn ran, in order (a langgraph runtime agent's; "subgraph/node" for a subgraph's).
+    nodes_visited: list[str] = field(default_factory=list)
     # The conversation state when the turn ended.
     state: dict[str, Any] = field(default_factory=dict)
 

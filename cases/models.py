@@ -193,6 +193,7 @@ class Assertion(models.Model):
         NO_BLOCKED_TOOLS = "noBlockedTools", "No blocked tools"
         TABLE_EQUALS = "tableEquals", "Table equals"
         GOAL_REACHED = "goalReached", "Goal reached"
+        NODES_VISITED = "nodesVisited", "Nodes visited"
 
     case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="assertions")
     turn = models.ForeignKey(

@@ -113,7 +113,7 @@ class AgentFile(_Strict):
         json_schema_extra=_messages_for(type=MAX_STEPS_MESSAGE, minimum=MAX_STEPS_MESSAGE, maximum=MAX_STEPS_MESSAGE),
     )
     # Issue 26: an agent whose own code runs it (agenthost/runtimes); instruction and tools are then that code's.
-    runtime: Literal["native", "openai-agents", "pydantic-ai", "python"] = Field(
+    runtime: Literal["native", "openai-agents", "pydantic-ai", "python", "langgraph"] = Field(
         "native", description="Whose loop runs the agent: native (agenttest's) or the team's code at `entry`."
     )
     entry: str = Field("", description='The team\'s code a non-native runtime runs, "module:attribute".')
@@ -320,6 +320,17 @@ class AgentChainParams(_Strict):
     mode: Literal["contains", "ordered", "exact"]
 
 
+class NodesVisitedParams(_Strict):
+    model_config = _params("nodesVisited")
+    nodes: list[NonEmptyText] = Field(
+        min_length=1,
+        description='The graph nodes a langgraph agent ran ("subgraph/node" for a subgraph\'s).',
+        json_schema_extra=_messages_for(minItems="must be a non-empty list of node names",
+                                        type="must be a non-empty list of node names"),
+    )
+    mode: Literal["contains", "ordered", "exact"] = "ordered"
+
+
 class LlmJudgeParams(_Strict):
     model_config = _params("llmJudge")
     criterion: str = NonEmpty
@@ -395,6 +406,7 @@ ASSERTION_PARAMS: dict[str, type[BaseModel]] = {
     "noBlockedTools": NoBlockedToolsParams,
     "tableEquals": TableEqualsParams,
     "goalReached": GoalReachedParams,
+    "nodesVisited": NodesVisitedParams,
 }
 
 

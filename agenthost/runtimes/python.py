@@ -111,8 +111,10 @@ def _completion(response: ModelResponse, *, model: str, call_id: str) -> ChatCom
 def chat_completion(turn: RuntimeTurn, parameters: dict[str, Any], *, agent: str = "") -> ChatCompletion:
     """A chat-completions call as the caller built it, answered through the turn's model layer: the carried
     parameters become the ModelRequest; any other that is set is refused by name."""
+    spelled_out = parameters.get("stream") is False
     unsupported = sorted(
-        name for name, value in parameters.items() if name not in CARRIED_PARAMETERS and _given(value)
+        name for name, value in parameters.items()
+        if name not in CARRIED_PARAMETERS and _given(value) and not (name == "stream" and spelled_out)
     )
     if unsupported:
         raise TypeError(
@@ -122,6 +124,9 @@ def chat_completion(turn: RuntimeTurn, parameters: dict[str, Any], *, agent: str
     tools: Any = parameters.get("tools")
     temperature: Any = parameters.get("temperature")
     settings = {name: _plain(parameters[name]) for name in CHAT_SETTINGS if _given(parameters.get(name))}
+    if spelled_out:
+        # Spelled out by some frameworks (LangChain's ChatOpenAI): sent as they send it.
+        settings["stream"] = False
     response = turn.complete(
         messages=_plain(list(parameters.get("messages") or [])),
         tools=_plain(list(tools)) if _given(tools) else [],

@@ -50,6 +50,8 @@ class Evidence:
     transcript: list[dict[str, Any]] = field(default_factory=list)
     # The simulated user's goal, when the case has one.
     goal: str = ""
+    # The graph nodes a langgraph agent ran, in order (TurnResult.nodes_visited).
+    nodes_visited: list[str] = field(default_factory=list)
 
 
 # How the judge's request reaches a model: (request, "provider:model") → response. Record and replay runs pass their
@@ -243,22 +245,27 @@ def _routed(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[
     return FAILED, agent, evidence.agent_chain, f"not routed to {agent}; the agent chain was {where}"
 
 
+def _fits(actual: list[str], expected: list[str], mode: str) -> bool:
+    """Whether `actual` names `expected` (case-insensitively): exactly, all of them in any order (contains), or in
+    their order with anything between (ordered)."""
+    folded = [name.casefold() for name in actual]
+    wanted = [name.casefold() for name in expected]
+    if mode == "exact":
+        return folded == wanted
+    if mode == "contains":
+        return all(name in folded for name in wanted)
+    position = 0
+    for name in folded:
+        if position < len(wanted) and name == wanted[position]:
+            position += 1
+    return position == len(wanted)
+
+
 def _chain(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
     expected = list(params["agents"])
     mode = params.get("mode", "ordered")
     actual = evidence.agent_chain
-    folded = [name.casefold() for name in actual]
-    wanted = [name.casefold() for name in expected]
-    if mode == "exact":
-        ok = folded == wanted
-    elif mode == "contains":
-        ok = all(name in folded for name in wanted)
-    else:
-        position = 0
-        for name in folded:
-            if position < len(wanted) and name == wanted[position]:
-                position += 1
-        ok = position == len(wanted)
+    ok = _fits(actual, expected, mode)
     shown = " → ".join(actual) or "nothing"
     if ok:
         return PASSED, {"agents": expected, "mode": mode}, actual, f"the agent chain {shown} fits ({mode})"
@@ -542,6 +549,17 @@ def _storable(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
+def _nodes(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
+    expected = list(params["nodes"])
+    mode = params.get("mode", "ordered")
+    actual = evidence.nodes_visited
+    shown = " → ".join(actual) or "no graph node"
+    wanted = {"nodes": expected, "mode": mode}
+    if _fits(actual, expected, mode):
+        return PASSED, wanted, actual, f"the nodes visited {shown} fit ({mode})"
+    return FAILED, wanted, actual, f"the nodes visited were {shown}; expected {mode} {' → '.join(expected)}"
+
+
 _HANDLERS = {
     "outputContains": _contains,
     "outputNotContains": _not_contains,
@@ -555,5 +573,6 @@ _HANDLERS = {
     "noBlockedTools": _no_blocked,
     "tableEquals": _table_equals,
     "goalReached": _goal,
+    "nodesVisited": _nodes,
 }
 ASSERTION_TYPES = tuple(_HANDLERS)

@@ -460,6 +460,7 @@ class _Talk:
     exchanges: list[Exchange]
     outputs: list[str] = field(default_factory=list)
     chain: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
     results: list[checks.AssertionOutcome] = field(default_factory=list)
 
     def evidence(self, session: CaseSession, **extra: Any) -> checks.Evidence:
@@ -471,6 +472,7 @@ class _Talk:
             agent_chain=self.chain,
             entry_agent=self.entry_agent,
             tables=session.tables_snapshot(),
+            nodes_visited=self.nodes,
             **extra,
         )
 
@@ -622,6 +624,7 @@ def _turn(
         return None, False
     talk.outputs.append(turn.output)
     _extend_chain(talk.chain, turn.agent_chain)
+    talk.nodes.extend(turn.nodes_visited)
     talk.state = turn.state
     talk.exchanges += [Exchange("user", text, index), Exchange("agent", turn.output, index)]
     turn_calls = [c.as_dict() for c in session.observed_calls() if c.turn == turn.turn]
@@ -632,6 +635,7 @@ def _turn(
         agent_chain=turn.agent_chain,
         entry_agent=talk.entry_agent,
         tables=session.tables_snapshot(),
+        nodes_visited=turn.nodes_visited,
     )
     fatal_failed = False
     for assertion in assertions:

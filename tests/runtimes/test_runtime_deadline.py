@@ -9,10 +9,12 @@ import pytest
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
+from agenthost.runtimes.entry import load_entry
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
 from tests.runtimes.conftest import SHOP_BOT
+from tests.runtimes.test_langgraph_runtime import SHOP_GRAPH
 from tests.runtimes.test_openai_agents_runtime import SHOP_AGENTS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,7 +24,7 @@ GATE_SECONDS = 30
 
 
 @pytest.mark.parametrize(("runtime", "source", "attribute"), [
-    ("python", SHOP_BOT, "respond"), ("openai-agents", SHOP_AGENTS, "triage"),
+    ("python", SHOP_BOT, "respond"), ("openai-agents", SHOP_AGENTS, "triage"), ("langgraph", SHOP_GRAPH, "graph"),
 ])
 def test_it_ends_the_teams_loop_at_the_case_deadline_with_the_usage_of_the_calls_that_answered(
     openai_stub, settings, team_repo, runtime, source, attribute
@@ -46,6 +48,8 @@ def test_it_ends_the_teams_loop_at_the_case_deadline_with_the_usage_of_the_calls
     package = team_repo(source)
     agent = Agent.objects.create(name="shop", runtime=runtime, entry=f"{package}.bot:{attribute}", provider="stub",
                                  model="gpt-4o-mini")
+    # Imported before the run: the two seconds are the loop's, not a framework's first import (LangChain's is long).
+    load_entry(agent.entry)
     suite = Suite.objects.create(name="shop", agent=agent, case_timeout_seconds=2)
     case = Case.objects.create(suite=suite, name="slow model")
     Turn.objects.create(case=case, position=0, user_message="Where is order 1042?")

@@ -17,6 +17,7 @@ from runs.models import CaseResult
 from runs.services import run_create, run_execute
 from tests.recording.test_segmenter import segments_answer
 from tests.runtimes.conftest import markers
+from tests.runtimes.test_langgraph_runtime import SHOP_GRAPH
 from tests.runtimes.test_openai_agents_runtime import EMAIL, QUESTION, SHOP_AGENTS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -56,12 +57,16 @@ def _record_and_run(agent: Agent, script, scripted_model, root) -> tuple[Case, C
     return case, CaseResult.objects.get(run=run, case=case), real
 
 
-@pytest.mark.parametrize("runtime", ["python", "openai-agents"])
+@pytest.mark.parametrize("runtime", ["python", "openai-agents", "langgraph"])
 def test_it_records_a_runtime_chat_into_a_draft_of_real_results_that_runs_green(
     runtime, scripted_model, team_repo, tmp_path
 ):
     if runtime == "python":
         agent = Agent.objects.create(name="shop", runtime="python", entry=f"{team_repo()}.bot:respond",
+                                     provider="scripted", model="scripted")
+        script = _python_script
+    elif runtime == "langgraph":
+        agent = Agent.objects.create(name="shop", runtime="langgraph", entry=f"{team_repo(SHOP_GRAPH)}.bot:graph",
                                      provider="scripted", model="scripted")
         script = _python_script
     else:

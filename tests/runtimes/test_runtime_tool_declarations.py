@@ -18,6 +18,7 @@ from cases.services import case_create, suite_create
 from cases.validation import CaseValidationError, SuiteValidationError
 from tests.runtimes.conftest import SHOP_BOT
 from tests.runtimes.harness import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from tests.runtimes.test_langgraph_runtime import SHOP_GRAPH
 from tests.runtimes.test_openai_agents_runtime import SHOP_AGENTS
 from tests.runtimes.test_pydantic_ai_runtime import SHOP_AGENT
 
@@ -92,7 +93,7 @@ def test_it_extra_allows_only_a_code_tool_the_agent_file_declares_free_of_outsid
 # The runtime, the team's code, its entry point, and whether the runtime discovers the code's tools before it runs.
 @pytest.mark.parametrize(("runtime", "source", "entry", "discovers"), [
     ("python", SHOP_BOT, "respond", True), ("openai-agents", SHOP_AGENTS, "triage", True),
-    ("pydantic-ai", SHOP_AGENT, "agent", True),
+    ("pydantic-ai", SHOP_AGENT, "agent", True), ("langgraph", SHOP_GRAPH, "graph", True),
 ])
 def test_it_lets_a_plugin_declare_a_code_tool_free_of_outside_effects_without_touching_the_agent(
     runtime, source, entry, discovers, scripted_model, team_repo

@@ -1,0 +1,494 @@
+"""The `langgraph` runtime: the team's LangGraph graph runs with LangGraph's own loop, `entry: "shop.graph:graph"`
+naming a compiled graph (a `CompiledStateGraph`, what `langchain.agents.create_agent` and
+`langgraph.prebuilt.create_react_agent` return) or a zero-argument factory returning one.
+
+- State: a messages-state graph (`{"messages": [...]}`). Each conversation is one LangGraph thread, on the graph's own
+  checkpointer or, for a graph compiled without one, an in-memory one of this process per conversation: a turn whose
+  thread already holds the conversation sends only the user's new message; one whose thread is new (the first turn,
+  or a chat turn in a fresh child process) sends the conversation so far, and the keys of the conversation's state
+  (under test the case's `initial_state`) the graph has channels for. The answer is the text of the last message of
+  the graph's state.
+- Interrupts: a turn that ends on the graph's `interrupt(value)` answers with the value (text as it is, anything else
+  as JSON); the next turn resumes the thread with the user's message, `Command(resume=text)`.
+- Nodes: the nodes each turn started, in order (a subgraph's as "parent/node"; a node an interrupt stopped, and one
+  a resumed turn runs again, included), are the turn's `nodes_visited` (TurnResult), from the graph's own stream of
+  tasks: what the `nodesVisited` assertion checks. The subgraphs a turn entered are added to its agent chain (by their
+  node's path, "refund", "support/refund"), so `routedToAgent` and `agentChain` see a graph's sub-agents.
+- Model calls: while a turn runs, every request of an openai client in the turn's context — the graph's `ChatOpenAI`
+  (sync or async, chat completions or the Responses API, `with_raw_response` as it uses it), a client the team's
+  code made itself — is built by the openai SDK exactly as it would be sent, its body taken from the request the SDK
+  built, and answered through the turn's model layer (runtimes/python.chat_completion, runtimes/responses.
+  responses_create: record, replay with stale detection, model override, budgets, deadlines); the answer is handed
+  back to the SDK as the server's response, so the SDK parses it as its own. The openai SDK's base clients are
+  patched once per process, outermost (over the case seal's patch, agenthost/seal.py), a no-op outside a turn. A
+  streamed call is refused by name, as the seal refuses it.
+- Tools: routed at LangChain's single tool-invocation point, not by discovery: while a turn runs, every
+  `BaseTool.run` / `BaseTool.arun` in the turn's context — a `ToolNode`'s tools (what `create_agent` runs), a tool a
+  node invokes itself, `@tool` functions, `StructuredTool`s, tools bound per call — goes through the
+  function-executor factory, LangChain's own run of the tool being the implementation, run only when nothing under
+  test answers. A mocked call returns what the tool would (a `ToolMessage` for a model's call, the text otherwise).
+  Discovery (the `ToolNode`s of the graph and its subgraphs) is for declaring the tools before the run.
+
+LangGraph runs nodes on its own threads and event loop; Django's ORM and the conversation are the calling thread's.
+The graph runs on a thread of its own (its context copied: the routing and the case seal follow it), and everything
+that touches the conversation — model calls, tool calls — is handed back to the calling thread (`_Home`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import json
+import platform
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+from agenthost import seal
+from agenthost.functions import FunctionContext, FunctionResult, declared_effects
+from agenthost.runtimes.base import (
+    RETURNS,
+    Runtime,
+    RuntimeTurn,
+    register_runtime,
+    return_schema,
+    zero_argument_factory,
+)
+from agenthost.runtimes.python import chat_completion
+from agenthost.runtimes.responses import responses_create
+
+NEEDS = "runtime 'langgraph' needs LangGraph: pip install 'agenttest[langgraph]'"
+# In-memory threads of graphs compiled without a checkpointer, by conversation: the most recent ones of this process.
+_THREADS_KEPT = 256
+
+
+def _pregel() -> type:
+    from langgraph.pregel import Pregel
+
+    return Pregel
+
+
+class _Home:
+    """The calling thread, serving what the graph's threads hand it (model and tool calls) until the graph is done."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future, Callable[[], Any]] | None] = (
+            queue.SimpleQueue()
+        )
+
+    def submit(self, work: Callable[[], Any]) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        if threading.get_ident() == self.thread:
+            _settle(future, work)
+        else:
+            self._queue.put((future, work))
+        return future
+
+    def call(self, work: Callable[[], Any]) -> Any:
+        return self.submit(work).result()
+
+    def serve(self, done: concurrent.futures.Future) -> None:
+        # The graph's end wakes the calling thread as a call does.
+        done.add_done_callback(lambda _: self._queue.put(None))
+        while (item := self._queue.get()) is not None:
+            future, work = item
+            if future.set_running_or_notify_cancel():
+                _settle(future, work)
+
+
+def _settle(future: concurrent.futures.Future, work: Callable[[], Any]) -> None:
+    try:
+        future.set_result(work())
+    except BaseException as exc:  # TurnStopped too: it goes back to the graph's thread that asked
+        future.set_exception(exc)
+
+
+class _Routing:
+    """One turn's routing, in a context variable for the whole of the graph's run (its threads and tasks copy it)."""
+
+    def __init__(self, turn: RuntimeTurn, home: _Home) -> None:
+        self.turn = turn
+        self.home = home
+
+    def answer(self, method: str, path: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
+        """An openai SDK request's body answered through the turn's model layer, as the server's JSON. On the
+        calling thread."""
+        token = _routing.set(None)  # the model layer's own openai client goes to its provider
+        try:
+            return self._answer(method, path, body, stream)
+        finally:
+            _routing.reset(token)
+
+    def _answer(self, method: str, path: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
+        endpoint = f"{method} {path}"
+        if stream:
+            self._refuse(f"a streamed call ({endpoint}, stream=True), which agenttest's model layer does not carry "
+                         "yet: under agenttest the graph's chat model must not stream (streaming=False, invoke)")
+        if method == "POST" and path.endswith("/chat/completions"):
+            return chat_completion(self.turn, body).model_dump(mode="json", exclude_unset=True)
+        if method == "POST" and path.endswith("/responses"):
+            return responses_create(self.turn, body)
+        self._refuse(f"{endpoint}, an endpoint agenttest's model layer does not carry (it carries chat.completions "
+                     "and responses.create)")
+
+    def _refuse(self, what: str) -> NoReturn:
+        message = f"the graph called the OpenAI API through an openai client: refused, nothing was sent — {what}"
+        case = self.turn.session.case
+        if case is not None:
+            raise seal.SealRefused(case.refuse(message))
+        raise TypeError(message)
+
+    def call_tool(self, tool: Any, tool_input: Any, tool_call_id: str | None, run: Callable[[], Any]) -> Any:
+        """One run of LangChain tool `tool` through the function-executor factory; `run` is LangChain's own run of
+        it. On the graph's thread: the call itself is made on the calling thread."""
+        produced: list[Any] = []
+        raised: list[BaseException] = []
+
+        def implementation(_context: FunctionContext) -> FunctionResult:
+            # LangChain's own run of the team's tool (its validation, callbacks, error handling): only here, when
+            # nothing under test answered. What it lets through is raised again into the graph, as alone.
+            try:
+                output = run()
+            except Exception as exc:
+                raised.append(exc)
+                self.turn.note_tool_raised(tool.name, exc)
+                return FunctionResult(content=f"{type(exc).__name__}: {exc}", error=True)
+            produced.append(output)
+            return FunctionResult(content=_content(output), error=getattr(output, "status", "") == "error")
+
+        arguments = _arguments(tool, tool_input)
+        result = self.home.call(lambda: self.turn.call_tool(
+            name=tool.name, arguments=arguments, implementation=implementation, call_id=tool_call_id or "",
+            team_tool=tool,
+        ))
+        if raised:
+            raise raised[0]
+        if produced:
+            return produced[0]
+        from langchain_core.tools.base import _format_output
+
+        return _format_output(result.content, None, tool_call_id, tool.name, "error" if result.error else "success")
+
+
+_routing: contextvars.ContextVar[_Routing | None] = contextvars.ContextVar("agenttest_langgraph_routing",
+                                                                           default=None)
+_install_lock = threading.Lock()
+_installed = False
+
+
+def _content(output: Any) -> str:
+    """A tool's output as the text the model reads: a ToolMessage's content, text as it is, anything else as JSON."""
+    from langchain_core.messages import ToolMessage
+
+    if isinstance(output, ToolMessage):
+        output = output.content
+    if isinstance(output, str):
+        return output
+    try:
+        return json.dumps(output)
+    except (TypeError, ValueError):
+        return str(output)
+
+
+def _arguments(tool: Any, tool_input: Any) -> dict[str, Any]:
+    """The arguments the model (or the node) gave the tool, without what LangGraph injects (state, runtime, store)."""
+    if isinstance(tool_input, str):
+        names = list(tool.args)
+        return {names[0] if len(names) == 1 else "input": tool_input}
+    filtered = tool._filter_injected_args(tool_input) if isinstance(tool_input, dict) else {}
+    return json.loads(json.dumps(filtered, default=str))
+
+
+def _install() -> None:
+    """Put the routing at the openai SDK's request and LangChain's tool run, once per process, over the case seal's
+    patch of the same request. Outside a turn's context the patched functions are the originals."""
+    global _installed
+    seal.install()
+    with _install_lock:
+        if _installed:
+            return
+        _installed = True
+    with seal.exempt():
+        # LangChain's callbacks describe the platform (platform.platform(), which runs `uname -p` once per
+        # process): done here, by agenttest, not as the team's code inside a sealed case.
+        platform.platform()
+    _patch_openai()
+    _patch_tools()
+
+
+def _patch_openai() -> None:
+    import httpx2
+    from openai import _base_client
+    from openai._compat import model_copy
+
+    sync_request = _base_client.SyncAPIClient.request
+    async_request = _base_client.AsyncAPIClient.request
+
+    def built(client: Any, options: Any) -> tuple[Any, str, str, dict[str, Any]]:
+        request = client._build_request(options)
+        path = "/" + str(request.url.path).strip("/")
+        body = json.loads(request.content or b"{}")
+        return request, str(request.method).upper(), path, body
+
+    def request(self: Any, cast_to: Any, options: Any, *, stream: bool = False, stream_cls: Any = None) -> Any:
+        routing = _routing.get()
+        if routing is None:
+            return sync_request(self, cast_to, options, stream=stream, stream_cls=stream_cls)
+        options = self._prepare_options(model_copy(options))
+        http_request, method, path, body = built(self, options)
+        payload = routing.home.call(lambda: routing.answer(method, path, body, stream))
+        return self._process_response(
+            cast_to=self._maybe_override_cast_to(cast_to, options), options=options, stream=stream,
+            stream_cls=stream_cls, response=httpx2.Response(200, json=payload, request=http_request),
+        )
+
+    async def arequest(self: Any, cast_to: Any, options: Any, *, stream: bool = False, stream_cls: Any = None) -> Any:
+        routing = _routing.get()
+        if routing is None:
+            return await async_request(self, cast_to, options, stream=stream, stream_cls=stream_cls)
+        options = await self._prepare_options(model_copy(options))
+        http_request, method, path, body = built(self, options)
+        payload = await asyncio.wrap_future(routing.home.submit(lambda: routing.answer(method, path, body, stream)))
+        return await self._process_response(
+            cast_to=self._maybe_override_cast_to(cast_to, options), options=options, stream=stream,
+            stream_cls=stream_cls, response=httpx2.Response(200, json=payload, request=http_request),
+        )
+
+    _base_client.SyncAPIClient.request = request  # type: ignore[method-assign,assignment]
+    _base_client.AsyncAPIClient.request = arequest  # type: ignore[method-assign,assignment]
+
+
+def _patch_tools() -> None:
+    from langchain_core.tools import BaseTool
+
+    original_run = BaseTool.run
+    original_arun = BaseTool.arun
+
+    def run(self: Any, tool_input: Any, *args: Any, tool_call_id: str | None = None, **kwargs: Any) -> Any:
+        routing = _routing.get()
+        if routing is None:
+            return original_run(self, tool_input, *args, tool_call_id=tool_call_id, **kwargs)
+        return routing.call_tool(
+            self, tool_input, tool_call_id,
+            lambda: original_run(self, tool_input, *args, tool_call_id=tool_call_id, **kwargs),
+        )
+
+    async def arun(self: Any, tool_input: Any, *args: Any, tool_call_id: str | None = None, **kwargs: Any) -> Any:
+        routing = _routing.get()
+        if routing is None:
+            return await original_arun(self, tool_input, *args, tool_call_id=tool_call_id, **kwargs)
+        loop = asyncio.get_running_loop()
+
+        def on_the_graphs_loop() -> Any:
+            # LangChain's own async run, on the graph's event loop (free meanwhile: it awaits this call).
+            return asyncio.run_coroutine_threadsafe(
+                original_arun(self, tool_input, *args, tool_call_id=tool_call_id, **kwargs), loop
+            ).result()
+
+        return await loop.run_in_executor(
+            None, contextvars.copy_context().run, routing.call_tool, self, tool_input, tool_call_id,
+            on_the_graphs_loop,
+        )
+
+    BaseTool.run = run  # type: ignore[method-assign]
+    BaseTool.arun = arun  # type: ignore[method-assign]
+
+
+@contextmanager
+def _routed(routing: _Routing) -> Iterator[None]:
+    _install()
+    token = _routing.set(routing)
+    try:
+        yield
+    finally:
+        _routing.reset(token)
+
+
+def _tool_nodes(graph: Any) -> Iterator[tuple[str, Any]]:
+    """The `ToolNode`s of the graph and of its subgraphs, with the node's name."""
+    from langgraph.prebuilt import ToolNode
+
+    graphs = [graph]
+    try:
+        graphs.extend(subgraph for _, subgraph in graph.get_subgraphs(recurse=True))
+    except Exception:  # a subgraph built inside a node's function is not known before it runs
+        pass
+    for each in graphs:
+        for name, node in each.nodes.items():
+            if isinstance(node.bound, ToolNode):
+                yield name, node.bound
+
+
+def _declarations(graph: Any) -> list[dict[str, Any]]:
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    declarations: dict[str, dict[str, Any]] = {}
+    for _, tool_node in _tool_nodes(graph):
+        for name, tool in tool_node.tools_by_name.items():
+            function = convert_to_openai_tool(tool)["function"]
+            declared = declarations.setdefault(name, {
+                "name": name, "description": function.get("description", ""),
+                "parameters": function.get("parameters", {}),
+            })
+            if (by_plugin := declared_effects(tool)) is not None:
+                declared["outside_effects"] = by_plugin
+            func = getattr(tool, "func", None) or getattr(tool, "coroutine", None)
+            if func is not None and (returns := return_schema(func)) is not None:
+                declared[RETURNS] = returns
+    return list(declarations.values())
+
+
+class _Threads:
+    """In-memory checkpointers of graphs compiled without one, by conversation (the most recent of the process)."""
+
+    def __init__(self) -> None:
+        self._savers: OrderedDict[int, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def saver(self, conversation_id: int) -> Any:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        with self._lock:
+            saver = self._savers.pop(conversation_id, None) or InMemorySaver()
+            self._savers[conversation_id] = saver
+            while len(self._savers) > _THREADS_KEPT:
+                self._savers.popitem(last=False)
+            return saver
+
+
+_threads = _Threads()
+
+
+def _text(message: Any) -> str:
+    content = getattr(message, "content", message)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part if isinstance(part, str) else str(part.get("text", "")) if isinstance(part, dict) else ""
+            for part in content
+        )
+    return json.dumps(content, default=str)
+
+
+def _interrupt_text(interrupts: Any) -> str:
+    values = [getattr(each, "value", each) for each in interrupts]
+    shown = [value if isinstance(value, str) else json.dumps(value, default=str) for value in values]
+    return "\n".join(shown)
+
+
+class LangGraphRuntime(Runtime):
+    name = "langgraph"
+
+    def _graph(self, target: Any) -> Any:
+        graph = target if isinstance(target, _pregel()) else target()
+        if not isinstance(graph, _pregel()):
+            raise TypeError(f"the entry point's factory returned a {type(graph).__name__}, not a compiled graph")
+        return graph
+
+    def entry_problem(self, target: Any, entry: str) -> str:
+        try:
+            pregel = _pregel()
+            from langgraph.graph import StateGraph
+        except ImportError:
+            return NEEDS
+        if isinstance(target, pregel):
+            return ""
+        if isinstance(target, StateGraph):
+            return f"entry point {entry!r} is a StateGraph that is not compiled: name the graph its .compile() returns"
+        if zero_argument_factory(target):
+            return ""
+        return (f"entry point {entry!r} must be a compiled LangGraph graph (what StateGraph.compile() or "
+                "create_agent return) or a zero-argument function returning one")
+
+    def tool_declarations(self, target: Any) -> list[dict[str, Any]]:
+        return _declarations(self._graph(target))
+
+    def _threaded(self, turn: RuntimeTurn, graph: Any) -> tuple[Any, dict[str, Any]]:
+        """The graph on the conversation's thread: its own checkpointer, else this process's in-memory one."""
+        from langgraph.checkpoint.base import BaseCheckpointSaver
+
+        if not isinstance(graph.checkpointer, BaseCheckpointSaver):
+            graph = graph.copy(update={"checkpointer": _threads.saver(turn.conversation_id)})
+        config = {"configurable": {"thread_id": f"agenttest-{turn.conversation_id}"}}
+        return graph, config
+
+    def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
+        from langchain_core.messages import HumanMessage, convert_to_messages
+        from langgraph.types import Command
+
+        graph, config = self._threaded(turn, self._graph(target))
+        # Read here, on the calling thread: the graph's threads never touch the ORM.
+        history = turn.messages()
+        text = str(history[-1]["content"]) if history else ""
+        state = dict(turn.session.state)
+        home = _Home()
+        routing = _Routing(turn, home)
+        nodes: list[str] = []
+        subgraphs: list[str] = []
+
+        async def run() -> str:
+            snapshot = await graph.aget_state(config)
+            if snapshot.interrupts:
+                # The graph asked the user (interrupt): this turn's message is the answer it waits for.
+                given: Any = Command(resume=text)
+            elif snapshot.values.get("messages"):
+                given = {"messages": [HumanMessage(text)]}
+            else:
+                channels = set(getattr(graph, "channels", {}) or {})
+                given = {key: value for key, value in state.items() if key in channels and key != "messages"}
+                given["messages"] = convert_to_messages(history)
+            interrupted: list[Any] = []
+            chunks = graph.astream(given, config, stream_mode=["tasks", "updates"], subgraphs=True)
+            async for namespace, mode, data in chunks:
+                if mode == "tasks":
+                    if "input" in data:  # a node starting (its end says "result"): visited, interrupted or not
+                        path = [part.split(":", 1)[0] for part in namespace]
+                        nodes.append("/".join([*path, data["name"]]))
+                        if path and "/".join(path) not in subgraphs:
+                            subgraphs.append("/".join(path))
+                    continue
+                # A subgraph's interrupt comes up through each graph above it: once each.
+                interrupted.extend(each for each in (data or {}).get("__interrupt__", ()) if each not in interrupted)
+            if interrupted:
+                return _interrupt_text(interrupted)
+            final = await graph.aget_state(config)
+            messages = final.values.get("messages") or []
+            return _text(messages[-1]) if messages else ""
+
+        done: concurrent.futures.Future = concurrent.futures.Future()
+
+        def drive() -> None:
+            _settle(done, lambda: asyncio.run(run()))
+
+        with _routed(routing):
+            context = contextvars.copy_context()
+            threading.Thread(target=context.run, args=(drive,), name="agenttest-langgraph", daemon=True).start()
+            home.serve(done)
+        turn.result.nodes_visited.extend(nodes)
+        # A subgraph is an agent of the graph's (a create_agent agent as a node, a team's sub-agent): the turn was
+        # routed to it, as routedToAgent and agentChain read the turn.
+        turn.result.agent_chain.extend(name for name in subgraphs if name not in turn.result.agent_chain)
+        return done.result()
+
+    def invoke(self, turn: RuntimeTurn, target: Any, name: str, arguments: dict[str, Any]) -> FunctionResult:
+        from langchain_core.tools import StructuredTool
+
+        def stand_in(**_arguments: Any) -> str:
+            return f"[{name} ran outside agenttest's seam]"
+
+        probe = StructuredTool.from_function(
+            func=stand_in, name=name, description="agenttest's canary",
+            args_schema={"type": "object", "properties": {}, "additionalProperties": True},
+        )
+        with _routed(_Routing(turn, _Home())):
+            # The very run LangChain makes for every tool: the canary proves the routing is in place.
+            return FunctionResult(content=_content(probe.run(arguments)))
+
+
+register_runtime(LangGraphRuntime())

@@ -1,0 +1,427 @@
+"""The `langgraph` runtime: a team's LangGraph agent, written the way LangChain's documentation writes it
+(`create_agent` over `ChatOpenAI` and `@tool` functions), runs with LangGraph's own loop — its model calls through
+agenttest's model layer, its tool calls through the seam."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pytest
+
+from agenthost.llm.scripted import Answer, Call
+from agenthost.models import Agent, Message
+from agenthost.runtimes.base import get_runtime
+from agenthost.runtimes.entry import load_entry
+from agenthost.seams import get_model
+from agenthost.services import conversation_send, conversation_start
+from runs.models import Run
+from tests.runtimes.conftest import execute_suite, markers, suite_finding_order
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SHOP_GRAPH = '''
+import os
+from pathlib import Path
+
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+
+MARKERS = Path(os.environ.get("SHOP_MARKERS", "markers"))
+PROMPT = "You are the shop's assistant. Look orders up before answering."
+
+
+@tool
+def find_order(order_id: str) -> dict:
+    """Find an order by its number."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+@tool
+def send_email(to: str, body: str) -> str:
+    """Email the customer."""
+    MARKERS.mkdir(parents=True, exist_ok=True)
+    (MARKERS / f"email-{len(list(MARKERS.iterdir()))}").write_text(f"{to}: {body}")
+    return "sent"
+
+
+def model():
+    return ChatOpenAI(model="gpt-4o-mini", temperature=0.2, api_key="unused-key", max_retries=0)
+
+
+graph = create_agent(model(), tools=[find_order, send_email], system_prompt=PROMPT)
+
+
+def make_graph():
+    return graph
+'''
+EMAIL = {"to": "ana@example.com", "body": "Your order has shipped."}
+QUESTION = "Where is order 1042? Email me."
+
+
+def _agent(package: str, attribute: str = "graph", **fields) -> Agent:
+    return Agent.objects.create(
+        name="shop", runtime="langgraph", entry=f"{package}.bot:{attribute}",
+        **{"provider": "scripted", "model": "scripted", **fields},
+    )
+
+
+def _script(scripted_model) -> None:
+    scripted_model.play(
+        Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]),
+        Answer(tool_calls=[Call("send_email", EMAIL)]),
+        "Done: I emailed you.",
+    )
+
+
+def test_it_runs_langgraphs_loop_with_the_real_tools_in_chat(scripted_model, team_repo, tmp_path):
+    agent = _agent(team_repo(SHOP_GRAPH))
+    _script(scripted_model)
+
+    result = conversation_send(conversation=conversation_start(agent=agent), text=QUESTION)
+
+    assert result.output == "Done: I emailed you."
+    assert [(call.name, call.outcome) for call in result.tool_calls] == [
+        ("find_order", "executed"), ("send_email", "executed"),
+    ]
+    assert [marker.read_text() for marker in markers(tmp_path)] == ["ana@example.com: Your order has shipped."]
+    first, second = scripted_model.requests[0], scripted_model.requests[1]
+    # The graph's own request: its system prompt, its tool schemas, its settings.
+    assert first.messages[0] == {"role": "system",
+                                 "content": "You are the shop's assistant. Look orders up before answering."}
+    assert [tool["function"]["name"] for tool in first.tools] == ["find_order", "send_email"]
+    assert first.temperature == 0.2
+    assert second.messages[-1]["content"] == '{"order_id": "1042", "status": "shipped"}'
+    assert result.nodes_visited == ["model", "tools", "model", "tools", "model"]
+
+
+def test_it_mocks_and_blocks_the_graphs_tool_calls_under_test_and_stops_the_turn(scripted_model, team_repo, tmp_path):
+    agent = _agent(team_repo(SHOP_GRAPH), "make_graph")
+    _script(scripted_model)
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan(QUESTION)], mocks=[MockSpec("find_order", '{"status": "lost"}')],
+        assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert markers(tmp_path) == []
+    assert execution.status == "failed", execution.reason
+    assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [
+        ("find_order", "mocked"), ("send_email", "blocked")
+    ]
+    assert "send_email" in execution.reason
+    assert scripted_model.requests[1].messages[-1]["content"] == '{"status": "lost"}'
+    assert len(scripted_model.requests) == 2
+
+
+STUB_GRAPH = SHOP_GRAPH.replace(
+    'def model():\n    return ChatOpenAI(model="gpt-4o-mini", temperature=0.2, api_key="unused-key", max_retries=0)',
+    'def model(base_url=None):\n'
+    '    return ChatOpenAI(model="gpt-4o-mini", temperature=0.2, api_key="unused-key", max_retries=0,\n'
+    '                      base_url=base_url)',
+) + '''
+
+def build(base_url=None):
+    return create_agent(model(base_url), tools=[find_order, send_email], system_prompt=PROMPT)
+'''
+
+
+def _without_call_ids(requests: list[dict]) -> list[dict]:
+    # The stub numbers its calls across both runs.
+    text = json.dumps(requests)
+    for position, call_id in enumerate(dict.fromkeys(re.findall(r'"(call_\d+)"', text))):
+        text = text.replace(f'"{call_id}"', f'"id-{position}"')
+    return json.loads(text)
+
+
+def test_it_sends_the_request_the_graph_sends_when_it_runs_on_its_own(stub, team_repo):
+    package = team_repo(STUB_GRAPH)
+    agent = _agent(package, provider="stub", model="gpt-4o-mini")
+    under_agenttest = conversation_send(conversation=conversation_start(agent=agent), text="Where is order 1042?")
+    through_agenttest = stub.requests
+
+    module = sys.modules[f"{package}.bot"]
+    alone = module.build(stub.base_url).invoke({"messages": [{"role": "user", "content": "Where is order 1042?"}]})
+
+    assert alone["messages"][-1].content == under_agenttest.output
+    on_its_own = stub.requests[len(through_agenttest):]
+    assert len(through_agenttest) == len(on_its_own) == 2
+    for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
+        assert sorted(mine) == sorted(theirs)
+        for field in theirs:
+            assert mine[field] == theirs[field], field
+
+
+def test_it_records_the_graphs_loop_replays_it_offline_and_reports_a_changed_prompt_stale(stub, team_repo):
+    suite = suite_finding_order(_agent(team_repo(STUB_GRAPH), provider="stub", model="gpt-4o-mini"))
+    recorded = execute_suite(suite, Run.Mode.RECORD)
+    assert recorded.status == "passed", recorded.reason
+    sent = len(stub.requests)
+    stub.stop()
+
+    replayed = execute_suite(suite, Run.Mode.REPLAY)
+
+    assert replayed.status == "passed", replayed.reason
+    assert len(stub.requests) == sent == 2
+    changed = team_repo(STUB_GRAPH.replace("Look orders up before", "Always look orders up before"))
+    Agent.objects.filter(pk=suite.agent_id).update(entry=f"{changed}.bot:graph")
+    stale = execute_suite(suite, Run.Mode.REPLAY)
+    assert stale.status == "error"
+    assert stale.reason.startswith("stale recording: the request at turn 0 step 0 differs from the recording")
+    assert "Always look orders up" in stale.reason
+
+
+# A custom StateGraph: a router node, a subgraph, and a refund that asks the user before it is made (interrupt).
+REFUND_GRAPH = '''
+from typing import Literal
+
+from langchain_core.messages import AIMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import interrupt
+
+
+class State(MessagesState):
+    customer: str
+
+
+def route(state: State) -> Literal["refund", "greet"]:
+    return "refund" if "refund" in state["messages"][-1].content else "greet"
+
+
+def greet(state: State):
+    return {"messages": [AIMessage(f"Hello {state.get('customer', 'there')}!")]}
+
+
+def confirm(state: State):
+    answer = interrupt("Refund order 1042? (yes/no)")
+    return {"messages": [AIMessage("Refunded." if answer == "yes" else "Kept as it is.")]}
+
+
+inner = StateGraph(State)
+inner.add_node("confirm", confirm)
+inner.add_edge(START, "confirm")
+refund = inner.compile()
+
+outer = StateGraph(State)
+outer.add_node("greet", greet)
+outer.add_node("refund", refund)
+outer.add_conditional_edges(START, route)
+outer.add_edge("greet", END)
+outer.add_edge("refund", END)
+graph = outer.compile()
+uncompiled = outer
+'''
+
+
+def test_an_interrupt_is_answered_by_the_next_turn_of_the_case(scripted_model, team_repo):
+    agent = _agent(team_repo(REFUND_GRAPH))
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={"customer": "Ana"},
+        turns=[
+            TurnPlan("hi", [AssertionPlan("nodesVisited", {"nodes": ["greet"], "mode": "exact"})]),
+            TurnPlan("I want a refund", [AssertionPlan("nodesVisited", {"nodes": ["refund/confirm"]})]),
+            TurnPlan("yes", [AssertionPlan("nodesVisited", {"nodes": ["greet"], "mode": "contains"})]),
+        ],
+        mocks=[],
+        assertions=[
+            AssertionPlan("outputContains", {"text": "Refunded."}),
+            AssertionPlan("nodesVisited", {"nodes": ["greet", "refund/confirm", "refund"], "mode": "ordered"}),
+            AssertionPlan("nodesVisited", {"nodes": ["refund", "greet"], "mode": "ordered"}),
+            AssertionPlan("routedToAgent", {"agent": "refund"}),
+        ],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert execution.status == "failed", execution.reason
+    # The third turn resumed the refund subgraph: it did not pass through greet, and the assertion says so.
+    assert [(outcome["type"], outcome["status"]) for outcome in execution.assertions] == [
+        ("nodesVisited", "passed"), ("nodesVisited", "passed"), ("nodesVisited", "failed"),
+        ("outputContains", "passed"), ("nodesVisited", "passed"), ("nodesVisited", "failed"),
+        ("routedToAgent", "passed"),
+    ]
+    assert execution.assertions[2]["message"] == (
+        "the nodes visited were refund → refund/confirm; expected contains greet"
+    )
+    answers = list(Message.objects.filter(conversation_id=execution.conversation_id, role="assistant")
+                   .order_by("id").values_list("content", flat=True))
+    assert answers == ["Hello Ana!", "Refund order 1042? (yes/no)", "Refunded."]
+
+
+def test_a_graph_in_chat_continues_its_thread_and_names_the_nodes_it_ran(team_repo):
+    agent = _agent(team_repo(REFUND_GRAPH))
+    conversation = conversation_start(agent=agent)
+
+    asked = conversation_send(conversation=conversation, text="I want a refund")
+    answered = conversation_send(conversation=conversation, text="no")
+
+    assert asked.output == "Refund order 1042? (yes/no)"
+    assert answered.output == "Kept as it is."
+    assert (asked.nodes_visited, answered.nodes_visited) == (["refund", "refund/confirm"], ["refund", "refund/confirm"])
+    # The refund subgraph is an agent of the graph's: each turn was routed to it.
+    assert answered.agent_chain == ["shop", "refund"]
+
+
+def test_an_entry_that_is_not_a_compiled_graph_is_refused_without_running_it(team_repo):
+    package = team_repo(REFUND_GRAPH)
+    runtime = get_runtime("langgraph")
+
+    assert "not compiled" in runtime.entry_problem(load_entry(f"{package}.bot:uncompiled"), "x:uncompiled")
+    assert "must be a compiled LangGraph graph" in runtime.entry_problem(load_entry(f"{package}.bot:State"), "x:State")
+    assert runtime.entry_problem(load_entry(f"{package}.bot:graph"), "x:graph") == ""
+    shop = team_repo(SHOP_GRAPH)
+    declared = runtime.tool_declarations(load_entry(f"{shop}.bot:make_graph"))
+    assert [(tool["name"], sorted(tool["parameters"]["properties"])) for tool in declared] == [
+        ("find_order", ["order_id"]), ("send_email", ["body", "to"]),
+    ]
+    assert declared[0]["returns"] == {"additionalProperties": True, "type": "object"}
+
+
+# A node that calls its tools itself — no ToolNode — one of them async, and its model asynchronously.
+DIRECT_GRAPH = '''
+import os
+from pathlib import Path
+
+from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+MARKERS = Path(os.environ.get("SHOP_MARKERS", "markers"))
+
+
+@tool
+def find_order(order_id: str) -> dict:
+    """Find an order by its number."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+@tool
+async def refund(order_id: str) -> str:
+    """Refund an order."""
+    MARKERS.mkdir(parents=True, exist_ok=True)
+    (MARKERS / f"refund-{order_id}").write_text("refunded")
+    return "refunded"
+
+
+async def handle(state: MessagesState):
+    found = find_order.invoke({"order_id": "1042"})
+    done = await refund.ainvoke({"order_id": "1042"})
+    model = ChatOpenAI(model="gpt-4o-mini", api_key="unused-key", max_retries=0)
+    reply = await model.ainvoke([SystemMessage(f"Order: {found}. Refund: {done}."), *state["messages"]])
+    return {"messages": [AIMessage(reply.content)]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("handle", handle)
+builder.add_edge(START, "handle")
+builder.add_edge("handle", END)
+graph = builder.compile()
+'''
+
+
+def test_tools_a_node_calls_itself_go_through_the_seam_too(scripted_model, team_repo, tmp_path):
+    agent = _agent(team_repo(DIRECT_GRAPH))
+    scripted_model.play("Your refund is on its way.")
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("Refund order 1042")], mocks=[MockSpec("find_order", '{"status": "delivered"}')],
+        assertions=[AssertionPlan("toolCalled", {"function": "refund"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert markers(tmp_path) == []
+    assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [
+        ("find_order", "mocked"), ("refund", "blocked"),
+    ]
+    assert execution.status == "failed", execution.reason
+    assert scripted_model.requests == []
+
+    scripted_model.play("Your refund is on its way.")
+    chat = conversation_send(conversation=conversation_start(agent=agent), text="Refund order 1042")
+    assert chat.output == "Your refund is on its way."
+    assert [marker.name for marker in markers(tmp_path)] == ["refund-1042"]
+    assert scripted_model.requests[0].messages[0]["content"] == (
+        "Order: {'order_id': '1042', 'status': 'shipped'}. Refund: refunded."
+    )
+
+
+# A node asking for structured output, and another model on the Responses API.
+STRUCTURED_GRAPH = '''
+from langchain_core.messages import AIMessage
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, MessagesState, StateGraph
+from pydantic import BaseModel
+
+
+class Verdict(BaseModel):
+    order_id: str
+    refundable: bool
+
+
+async def judge(state: MessagesState):
+    model = ChatOpenAI(model="gpt-4o-mini", api_key="unused-key", max_retries=0)
+    verdict = model.with_structured_output(Verdict).invoke(state["messages"])
+    writer = ChatOpenAI(model="gpt-4o-mini", api_key="unused-key", max_retries=0, use_responses_api=True)
+    reply = await writer.ainvoke(f"Say whether order {verdict.order_id} is refundable: {verdict.refundable}")
+    return {"messages": [AIMessage(reply.text)]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("judge", judge)
+builder.add_edge(START, "judge")
+builder.add_edge("judge", END)
+graph = builder.compile()
+'''
+
+
+def test_structured_output_and_the_responses_api_go_through_the_model_layer(scripted_model, team_repo):
+    agent = _agent(team_repo(STRUCTURED_GRAPH))
+    scripted_model.play('{"order_id": "1042", "refundable": true}', "Order 1042 is refundable.")
+
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Can I get a refund for 1042?")
+
+    assert result.output == "Order 1042 is refundable."
+    structured, written = scripted_model.requests
+    assert structured.api == "chat" and structured.response_schema["name"] == "Verdict"
+    assert sorted(structured.response_schema["schema"]["properties"]) == ["order_id", "refundable"]
+    assert written.api == "responses"
+    assert "Say whether order 1042 is refundable: True" in json.dumps(written.messages)
+
+
+def test_a_streamed_model_call_is_refused_naming_it_and_nothing_is_sent(scripted_model, team_repo):
+    streaming = STRUCTURED_GRAPH.replace(
+        'verdict = model.with_structured_output(Verdict).invoke(state["messages"])',
+        'text = "".join(chunk.text for chunk in model.stream(state["messages"]))\n'
+        '    verdict = Verdict(order_id=text, refundable=False)',
+    )
+    agent = _agent(team_repo(streaming))
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("Can I get a refund for 1042?")], mocks=[],
+        assertions=[AssertionPlan("outputContains", {"text": "refundable"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert execution.status == "error"
+    assert "a streamed call (POST /v1/chat/completions, stream=True)" in execution.reason
+    assert scripted_model.requests == []
