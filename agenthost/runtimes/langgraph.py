@@ -77,12 +77,12 @@ class _Home:
 
     def __init__(self) -> None:
         self.thread = threading.get_ident()
-        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future, Callable[[], Any]] | None] = (
+        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]] | None] = (
             queue.SimpleQueue()
         )
 
-    def submit(self, work: Callable[[], Any]) -> concurrent.futures.Future:
-        future: concurrent.futures.Future = concurrent.futures.Future()
+    def submit(self, work: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         if threading.get_ident() == self.thread:
             _settle(future, work)
         else:
@@ -92,7 +92,7 @@ class _Home:
     def call(self, work: Callable[[], Any]) -> Any:
         return self.submit(work).result()
 
-    def serve(self, done: concurrent.futures.Future) -> None:
+    def serve(self, done: concurrent.futures.Future[Any]) -> None:
         # The graph's end wakes the calling thread as a call does.
         done.add_done_callback(lambda _: self._queue.put(None))
         while (item := self._queue.get()) is not None:
@@ -101,7 +101,7 @@ class _Home:
                 _settle(future, work)
 
 
-def _settle(future: concurrent.futures.Future, work: Callable[[], Any]) -> None:
+def _settle(future: concurrent.futures.Future[Any], work: Callable[[], Any]) -> None:
     try:
         future.set_result(work())
     except BaseException as exc:  # TurnStopped too: it goes back to the graph's thread that asked
@@ -201,7 +201,8 @@ def _arguments(tool: Any, tool_input: Any) -> dict[str, Any]:
         names = list(tool.args)
         return {names[0] if len(names) == 1 else "input": tool_input}
     filtered = tool._filter_injected_args(tool_input) if isinstance(tool_input, dict) else {}
-    return json.loads(json.dumps(filtered, default=str))
+    arguments: dict[str, Any] = json.loads(json.dumps(filtered, default=str))
+    return arguments
 
 
 def _install() -> None:
@@ -259,8 +260,8 @@ def _patch_openai() -> None:
             stream_cls=stream_cls, response=httpx2.Response(200, json=payload, request=http_request),
         )
 
-    _base_client.SyncAPIClient.request = request  # type: ignore[method-assign,assignment]
-    _base_client.AsyncAPIClient.request = arequest  # type: ignore[method-assign,assignment]
+    _base_client.SyncAPIClient.request = request  # type: ignore[method-assign]
+    _base_client.AsyncAPIClient.request = arequest  # type: ignore[method-assign]
 
 
 def _patch_tools() -> None:
@@ -461,7 +462,7 @@ class LangGraphRuntime(Runtime):
             messages = final.values.get("messages") or []
             return _text(messages[-1]) if messages else ""
 
-        done: concurrent.futures.Future = concurrent.futures.Future()
+        done: concurrent.futures.Future[str] = concurrent.futures.Future()
 
         def drive() -> None:
             _settle(done, lambda: asyncio.run(run()))
