@@ -2,12 +2,15 @@
 naming a compiled graph (a `CompiledStateGraph`, what `langchain.agents.create_agent` and
 `langgraph.prebuilt.create_react_agent` return) or a zero-argument factory returning one.
 
-- State: a messages-state graph (`{"messages": [...]}`). Each conversation is one LangGraph thread, on the graph's own
-  checkpointer or, for a graph compiled without one, an in-memory one of this process per conversation: a turn whose
-  thread already holds the conversation sends only the user's new message; one whose thread is new (the first turn,
-  or a chat turn in a fresh child process) sends the conversation so far, and the keys of the conversation's state
-  (under test the case's `initial_state`) the graph has channels for. The answer is the text of the last message of
-  the graph's state.
+- State: a messages-state graph (`{"messages": [...]}`), or one naming other keys for the user's message and the
+  reply in its config's metadata, `graph.with_config(metadata={"agenttest": {"message": "question", "reply":
+  "answer"}})` (`_keys`): what only the graph's code knows is said on the graph, as no agent-file field. Each
+  conversation is one LangGraph thread, on the graph's own checkpointer or, for a graph compiled without one, an
+  in-memory one of this process per conversation: a turn whose thread already holds the conversation sends only the
+  user's new message; one whose thread is new (the first turn, or a chat turn in a fresh child process) sends the
+  conversation so far (the latest message alone to a key of another name, as text), and the keys of the
+  conversation's state (under test the case's `initial_state`) the graph has channels for. The answer is the reply
+  key's value: the text of its last message, text as it is.
 - Interrupts: a turn that ends on the graph's `interrupt(value)` answers with the value (text as it is, anything else
   as JSON); the next turn resumes the thread with the user's message, `Command(resume=text)`.
 - Nodes: the nodes each turn started, in order (a subgraph's as "parent/node"; a node an interrupt stopped, and one
@@ -377,6 +380,31 @@ def _text(message: Any) -> str:
     return json.dumps(content, default=str)
 
 
+def _reply(value: Any) -> str:
+    """The reply key's value as text: a list of messages by its last one's text, anything else as `_text` shows it."""
+    if isinstance(value, list):
+        return _text(value[-1]) if value else ""
+    return "" if value is None else _text(value)
+
+
+def _keys(graph: Any) -> tuple[str, str] | str:
+    """The state keys of the user's message and of the reply: ("messages", "messages") unless the graph's config
+    metadata names others (see the module's docstring); a text saying what is wrong with what it names."""
+    named = ((getattr(graph, "config", None) or {}).get("metadata") or {}).get("agenttest")
+    if named is None:
+        return "messages", "messages"
+    how = 'with_config(metadata={"agenttest": {"message": "<state key>", "reply": "<state key>"}})'
+    if not isinstance(named, dict) or set(named) - {"message", "reply"}:
+        return f"the graph's metadata \"agenttest\" must be {{\"message\": …, \"reply\": …}}: {how}"
+    channels = set(getattr(graph, "channels", {}) or {})
+    keys = (named.get("message", "messages"), named.get("reply", "messages"))
+    for role, key in zip(("message", "reply"), keys, strict=True):
+        if not isinstance(key, str) or key not in channels:
+            known = ", ".join(sorted(each for each in channels if not each.startswith(("__", "branch:"))))
+            return f"the graph's metadata \"agenttest\" names {role} key {key!r}, not a key of its state ({known})"
+    return keys
+
+
 def _interrupt_text(interrupts: Any) -> str:
     values = [getattr(each, "value", each) for each in interrupts]
     shown = [value if isinstance(value, str) else json.dumps(value, default=str) for value in values]
@@ -399,7 +427,8 @@ class LangGraphRuntime(Runtime):
         except ImportError:
             return NEEDS
         if isinstance(target, pregel):
-            return ""
+            keys = _keys(target)
+            return f"entry point {entry!r}: {keys}" if isinstance(keys, str) else ""
         if isinstance(target, StateGraph):
             return f"entry point {entry!r} is a StateGraph that is not compiled: name the graph its .compile() returns"
         if zero_argument_factory(target):
@@ -423,7 +452,12 @@ class LangGraphRuntime(Runtime):
         from langchain_core.messages import HumanMessage, convert_to_messages
         from langgraph.types import Command
 
-        graph, config = self._threaded(turn, self._graph(target))
+        graph = self._graph(target)
+        keys = _keys(graph)
+        if isinstance(keys, str):
+            raise TypeError(f"the graph the entry point's factory returned: {keys}")
+        message_key, reply_key = keys
+        graph, config = self._threaded(turn, graph)
         # Read here, on the calling thread: the graph's threads never touch the ORM.
         history = turn.messages()
         text = str(history[-1]["content"]) if history else ""
@@ -438,12 +472,13 @@ class LangGraphRuntime(Runtime):
             if snapshot.interrupts:
                 # The graph asked the user (interrupt): this turn's message is the answer it waits for.
                 given: Any = Command(resume=text)
-            elif snapshot.values.get("messages"):
-                given = {"messages": [HumanMessage(text)]}
+            elif snapshot.values.get(message_key):
+                given = {message_key: [HumanMessage(text)] if message_key == "messages" else text}
             else:
                 channels = set(getattr(graph, "channels", {}) or {})
-                given = {key: value for key, value in state.items() if key in channels and key != "messages"}
-                given["messages"] = convert_to_messages(history)
+                given = {key: value for key, value in state.items() if key in channels and key != message_key}
+                # A key of another name holds the user's message as text: the conversation so far is the thread's.
+                given[message_key] = convert_to_messages(history) if message_key == "messages" else text
             interrupted: list[Any] = []
             chunks = graph.astream(given, config, stream_mode=["tasks", "updates"], subgraphs=True)
             async for namespace, mode, data in chunks:
@@ -459,8 +494,7 @@ class LangGraphRuntime(Runtime):
             if interrupted:
                 return _interrupt_text(interrupted)
             final = await graph.aget_state(config)
-            messages = final.values.get("messages") or []
-            return _text(messages[-1]) if messages else ""
+            return _reply(final.values.get(reply_key))
 
         done: concurrent.futures.Future[str] = concurrent.futures.Future()
 

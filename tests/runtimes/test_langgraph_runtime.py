@@ -425,3 +425,63 @@ def test_a_streamed_model_call_is_refused_naming_it_and_nothing_is_sent(scripted
     assert execution.status == "error"
     assert "a streamed call (POST /v1/chat/completions, stream=True)" in execution.reason
     assert scripted_model.requests == []
+
+
+# A graph whose state is not a messages state: the user's message is `question`, the reply `answer`, said on the
+# graph's config metadata. It counts its turns in its own state, so a continued thread shows.
+KEYED_GRAPH = '''
+from typing import TypedDict
+
+from langchain_openai import ChatOpenAI
+from langgraph.graph import START, StateGraph
+
+
+class State(TypedDict, total=False):
+    question: str
+    answer: str
+    customer: str
+    turns: int
+
+
+def reply(state: State):
+    model = ChatOpenAI(model="gpt-4o-mini", api_key="unused-key", max_retries=0)
+    text = model.invoke(f"{state.get('customer', 'someone')} asks: {state['question']}").content
+    turns = state.get("turns", 0) + 1
+    return {"answer": f"{text} (turn {turns})", "turns": turns}
+
+
+builder = StateGraph(State)
+builder.add_node("reply", reply)
+builder.add_edge(START, "reply")
+graph = builder.compile().with_config(metadata={"agenttest": {"message": "question", "reply": "answer"}})
+misnamed = builder.compile().with_config(metadata={"agenttest": {"message": "prompt"}})
+'''
+
+
+def test_a_graph_names_other_state_keys_for_the_message_and_the_reply(scripted_model, team_repo):
+    package = team_repo(KEYED_GRAPH)
+    agent = _agent(package)
+    scripted_model.play("Order 1042 has shipped.", "It left on Monday.")
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={"customer": "Ana"},
+        turns=[TurnPlan("Where is order 1042?"), TurnPlan("When did it leave?")], mocks=[],
+        assertions=[AssertionPlan("outputContains", {"text": "It left on Monday. (turn 2)"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert execution.status == "passed", execution.reason
+    first, second = scripted_model.requests
+    assert first.messages[-1]["content"] == "Ana asks: Where is order 1042?"
+    assert second.messages[-1]["content"] == "Ana asks: When did it leave?"
+    answers = list(Message.objects.filter(conversation_id=execution.conversation_id, role="assistant")
+                   .order_by("id").values_list("content", flat=True))
+    # The model's answer, then the graph's reply (its `answer` key): the second turn continued the thread.
+    assert answers == ["Order 1042 has shipped.", "Order 1042 has shipped. (turn 1)",
+                       "It left on Monday.", "It left on Monday. (turn 2)"]
+    problem = get_runtime("langgraph").entry_problem(load_entry(f"{package}.bot:misnamed"), "x:misnamed")
+    assert "names message key 'prompt', not a key of its state (answer, customer, question, turns)" in problem
+
