@@ -25,6 +25,8 @@ naming a compiled graph (a `CompiledStateGraph`, what `langchain.agents.create_a
   back to the SDK as the server's response, so the SDK parses it as its own. The openai SDK's base clients are
   patched once per process, outermost (over the case seal's patch, agenthost/seal.py), a no-op outside a turn. A
   streamed call is refused by name, as the seal refuses it.
+  A chat model not built on the openai SDK (another vendor's, a fake) cannot be answered so: under test its
+  call is refused naming its class (`BaseChatModel`'s generate/agenerate/stream/astream), before it sends anything.
 - Tools: routed at LangChain's single tool-invocation point, not by discovery: while a turn runs, every
   `BaseTool.run` / `BaseTool.arun` in the turn's context — a `ToolNode`'s tools (what `create_agent` runs), a tool a
   node invokes itself, `@tool` functions, `StructuredTool`s, tools bound per call — goes through the
@@ -42,6 +44,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import functools
+import inspect
 import json
 import platform
 import queue
@@ -146,6 +150,19 @@ class _Routing:
             raise seal.SealRefused(case.refuse(message))
         raise TypeError(message)
 
+    def refuse_chat_model(self, model: Any) -> None:
+        """Under test, a chat model the model layer cannot answer for is refused by its class (the case seal's rule
+        for another vendor's client); in chat it runs as the team wrote it. On the graph's thread (the seal is)."""
+        case = self.turn.session.case
+        if case is None:
+            return
+        kind = type(model)
+        raise seal.SealRefused(case.refuse(
+            f"the graph called a chat model of another vendor, {kind.__name__} ({kind.__module__}): refused, nothing "
+            "was sent — under agenttest a graph's model calls go through the model layer, which carries chat models "
+            "built on the openai SDK (ChatOpenAI, AzureChatOpenAI and other BaseChatOpenAI models)"
+        ))
+
     def call_tool(self, tool: Any, tool_input: Any, tool_call_id: str | None, run: Callable[[], Any]) -> Any:
         """One run of LangChain tool `tool` through the function-executor factory; `run` is LangChain's own run of
         it. On the graph's thread: the call itself is made on the calling thread."""
@@ -222,6 +239,7 @@ def _install() -> None:
         # process): done here, by agenttest, not as the team's code inside a sealed case.
         platform.platform()
     _patch_openai()
+    _patch_chat_models()
     _patch_tools()
 
 
@@ -265,6 +283,45 @@ def _patch_openai() -> None:
 
     _base_client.SyncAPIClient.request = request  # type: ignore[method-assign]
     _base_client.AsyncAPIClient.request = arequest  # type: ignore[method-assign]
+
+
+def _patch_chat_models() -> None:
+    """A chat model not built on the openai SDK (another vendor's, a fake) would answer the graph from outside the
+    model layer: under test its call is refused, naming its class, before it sends anything; in chat it runs."""
+    from langchain_core.language_models import BaseChatModel
+
+    try:
+        from langchain_openai.chat_models.base import BaseChatOpenAI
+    except ImportError:  # langgraph without langchain-openai: no chat model of the graph's is over the openai SDK
+        openai_models: tuple[type, ...] = ()
+    else:
+        openai_models = (BaseChatOpenAI,)
+
+    def check(model: Any) -> None:
+        routing = _routing.get()
+        if routing is not None and not isinstance(model, openai_models):
+            routing.refuse_chat_model(model)
+
+    def guarded(original: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(original):
+            @functools.wraps(original)
+            async def acall(self: Any, *args: Any, **kwargs: Any) -> Any:
+                check(self)
+                return await original(self, *args, **kwargs)
+
+            return acall
+
+        @functools.wraps(original)
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            check(self)
+            return original(self, *args, **kwargs)
+
+        return call
+
+    # Every call of a chat model comes through one of these: invoke/batch through generate, ainvoke/abatch through
+    # agenerate; stream and astream call the model's _stream/_astream themselves.
+    for name in ("generate", "agenerate", "stream", "astream"):
+        setattr(BaseChatModel, name, guarded(getattr(BaseChatModel, name)))
 
 
 def _patch_tools() -> None:

@@ -485,3 +485,41 @@ def test_a_graph_names_other_state_keys_for_the_message_and_the_reply(scripted_m
     problem = get_runtime("langgraph").entry_problem(load_entry(f"{package}.bot:misnamed"), "x:misnamed")
     assert "names message key 'prompt', not a key of its state (answer, customer, question, turns)" in problem
 
+
+# A chat model of another vendor's — here LangChain's own fake, not built on the openai SDK — in a team's node.
+FOREIGN_GRAPH = '''
+from langchain_core.language_models import FakeListChatModel
+from langgraph.graph import START, MessagesState, StateGraph
+
+
+def answer(state: MessagesState):
+    model = FakeListChatModel(responses=["Order 1042 has shipped."])
+    return {"messages": [model.invoke(state["messages"])]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("answer", answer)
+builder.add_edge(START, "answer")
+graph = builder.compile()
+'''
+
+
+def test_a_chat_model_of_another_vendor_is_refused_under_test_naming_it_and_runs_in_chat(scripted_model, team_repo):
+    agent = _agent(team_repo(FOREIGN_GRAPH))
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("Where is order 1042?")], mocks=[],
+        assertions=[AssertionPlan("outputContains", {"text": "shipped"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert execution.status == "error"
+    assert ("a chat model of another vendor, FakeListChatModel (langchain_core.language_models.fake_chat_models)"
+            in execution.reason)
+    assert scripted_model.requests == []
+    chatted = conversation_send(conversation=conversation_start(agent=agent), text="Where is order 1042?")
+    assert chatted.output == "Order 1042 has shipped."
