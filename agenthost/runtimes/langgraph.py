@@ -16,7 +16,9 @@ naming a compiled graph (a `CompiledStateGraph`, what `langchain.agents.create_a
 - Nodes: the nodes each turn started, in order (a subgraph's as "parent/node"; a node an interrupt stopped, and one
   a resumed turn runs again, included), are the turn's `nodes_visited` (TurnResult), from the graph's own stream of
   tasks: what the `nodesVisited` assertion checks. The subgraphs a turn entered are added to its agent chain (by their
-  node's path, "refund", "support/refund"), so `routedToAgent` and `agentChain` see a graph's sub-agents.
+  node's path, "refund", "support/refund"), so `routedToAgent` and `agentChain` see a graph's sub-agents; the model
+  and tool calls made inside a subgraph are made as its agent (`_calling_agent`), and a node's `Command(goto=…)` to
+  another node is a hand-off, recorded as routing (`_Gotos`, `RuntimeTurn.record_routing`: "goto_<node>").
 - Model calls: while a turn runs, every request of an openai client in the turn's context — the graph's `ChatOpenAI`
   (sync or async, chat completions or the Responses API, `with_raw_response` as it uses it), a client the team's
   code made itself — is built by the openai SDK exactly as it would be sent, its body taken from the request the SDK
@@ -122,24 +124,24 @@ class _Routing:
         self.turn = turn
         self.home = home
 
-    def answer(self, method: str, path: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
-        """An openai SDK request's body answered through the turn's model layer, as the server's JSON. On the
-        calling thread."""
+    def answer(self, method: str, path: str, body: dict[str, Any], stream: bool, agent: str) -> dict[str, Any]:
+        """An openai SDK request's body answered through the turn's model layer, as the server's JSON, made as
+        `agent` (a subgraph's path, "" for the graph's own). On the calling thread."""
         token = _routing.set(None)  # the model layer's own openai client goes to its provider
         try:
-            return self._answer(method, path, body, stream)
+            return self._answer(method, path, body, stream, agent)
         finally:
             _routing.reset(token)
 
-    def _answer(self, method: str, path: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
+    def _answer(self, method: str, path: str, body: dict[str, Any], stream: bool, agent: str) -> dict[str, Any]:
         endpoint = f"{method} {path}"
         if stream:
             self._refuse(f"a streamed call ({endpoint}, stream=True), which agenttest's model layer does not carry "
                          "yet: under agenttest the graph's chat model must not stream (streaming=False, invoke)")
         if method == "POST" and path.endswith("/chat/completions"):
-            return chat_completion(self.turn, body).model_dump(mode="json", exclude_unset=True)
+            return chat_completion(self.turn, body, agent=agent).model_dump(mode="json", exclude_unset=True)
         if method == "POST" and path.endswith("/responses"):
-            return responses_create(self.turn, body)
+            return responses_create(self.turn, body, agent=agent)
         self._refuse(f"{endpoint}, an endpoint agenttest's model layer does not carry (it carries chat.completions "
                      "and responses.create)")
 
@@ -182,9 +184,10 @@ class _Routing:
             return FunctionResult(content=_content(output), error=getattr(output, "status", "") == "error")
 
         arguments = _arguments(tool, tool_input)
+        agent = _calling_agent()
         result = self.home.call(lambda: self.turn.call_tool(
             name=tool.name, arguments=arguments, implementation=implementation, call_id=tool_call_id or "",
-            team_tool=tool,
+            team_tool=tool, agent=agent,
         ))
         if raised:
             raise raised[0]
@@ -199,6 +202,20 @@ _routing: contextvars.ContextVar[_Routing | None] = contextvars.ContextVar("agen
                                                                            default=None)
 _install_lock = threading.Lock()
 _installed = False
+
+
+def _calling_agent() -> str:
+    """The subgraph a model or tool call is made in, by its node's path as the turn's agent chain names it
+    ("refund", "support/refund"), "" in the graph itself: from the checkpoint namespace of the task running, which
+    LangGraph's config carries into everything the node calls ("refund:<task>|confirm:<task>")."""
+    from langgraph.config import get_config
+
+    try:
+        namespace = str(get_config().get("configurable", {}).get("checkpoint_ns", ""))
+    except RuntimeError:  # not inside a node's run (the canary's probe)
+        return ""
+    path = [part.split(":", 1)[0] for part in namespace.split("|") if part]
+    return "/".join(path[:-1])
 
 
 def _content(output: Any) -> str:
@@ -263,7 +280,8 @@ def _patch_openai() -> None:
             return sync_request(self, cast_to, options, stream=stream, stream_cls=stream_cls)
         options = self._prepare_options(model_copy(options))
         http_request, method, path, body = built(self, options)
-        payload = routing.home.call(lambda: routing.answer(method, path, body, stream))
+        agent = _calling_agent()
+        payload = routing.home.call(lambda: routing.answer(method, path, body, stream, agent))
         return self._process_response(
             cast_to=self._maybe_override_cast_to(cast_to, options), options=options, stream=stream,
             stream_cls=stream_cls, response=httpx2.Response(200, json=payload, request=http_request),
@@ -275,7 +293,10 @@ def _patch_openai() -> None:
             return await async_request(self, cast_to, options, stream=stream, stream_cls=stream_cls)
         options = await self._prepare_options(model_copy(options))
         http_request, method, path, body = built(self, options)
-        payload = await asyncio.wrap_future(routing.home.submit(lambda: routing.answer(method, path, body, stream)))
+        agent = _calling_agent()
+        payload = await asyncio.wrap_future(
+            routing.home.submit(lambda: routing.answer(method, path, body, stream, agent))
+        )
         return await self._process_response(
             cast_to=self._maybe_override_cast_to(cast_to, options), options=options, stream=stream,
             stream_cls=stream_cls, response=httpx2.Response(200, json=payload, request=http_request),
@@ -468,6 +489,45 @@ def _interrupt_text(interrupts: Any) -> str:
     return "\n".join(shown)
 
 
+class _Gotos:
+    """Which node started because another one returned `Command(goto=…)`, from the graph's stream of tasks: a node
+    that declares where its Commands go (its `destinations`, or its return annotation `Command[Literal[...]]`) ended
+    in the step before, the started node is one of those, and no edge of the graph's leads there from it."""
+
+    def __init__(self, graph: Any) -> None:
+        self._graph = graph
+        self._ended: dict[tuple[str, ...], list[str]] = {}  # the nodes of the step running, by graph
+        self._before: dict[tuple[str, ...], list[str]] = {}  # those of the step before
+        self._builders: dict[tuple[str, ...], Any] = {}
+
+    def ended(self, path: list[str], node: str) -> None:
+        self._ended.setdefault(tuple(path), []).append(node)
+
+    def started(self, path: list[str], node: str) -> bool:
+        """Whether a node's Command started `node`."""
+        key = tuple(path)
+        if self._ended.get(key):
+            self._before[key] = self._ended.pop(key)
+        builder = self._builder(key)
+        if builder is None:
+            return False
+        return any(
+            node in (getattr(builder.nodes.get(source), "ends", None) or ()) and (source, node) not in builder.edges
+            for source in self._before.get(key, [])
+        )
+
+    def _builder(self, key: tuple[str, ...]) -> Any:
+        if key not in self._builders:
+            graph = self._graph
+            if key:
+                try:
+                    graph = dict(self._graph.get_subgraphs(namespace="|".join(key), recurse=True)).get("|".join(key))
+                except Exception:  # a subgraph built inside a node's function is not known to the graph
+                    graph = None
+            self._builders[key] = getattr(graph, "builder", None)
+        return self._builders[key]
+
+
 class LangGraphRuntime(Runtime):
     name = "langgraph"
 
@@ -523,6 +583,7 @@ class LangGraphRuntime(Runtime):
         routing = _Routing(turn, home)
         nodes: list[str] = []
         subgraphs: list[str] = []
+        gotos = _Gotos(graph)
 
         async def run() -> str:
             snapshot = await graph.aget_state(config)
@@ -540,11 +601,21 @@ class LangGraphRuntime(Runtime):
             chunks = graph.astream(given, config, stream_mode=["tasks", "updates"], subgraphs=True)
             async for namespace, mode, data in chunks:
                 if mode == "tasks":
-                    if "input" in data:  # a node starting (its end says "result"): visited, interrupted or not
-                        path = [part.split(":", 1)[0] for part in namespace]
-                        nodes.append("/".join([*path, data["name"]]))
-                        if path and "/".join(path) not in subgraphs:
-                            subgraphs.append("/".join(path))
+                    path = [part.split(":", 1)[0] for part in namespace]
+                    if "input" not in data:  # a node's end
+                        gotos.ended(path, data["name"])
+                        continue
+                    # A node starting: visited, interrupted or not.
+                    nodes.append("/".join([*path, data["name"]]))
+                    if path and "/".join(path) not in subgraphs:
+                        subgraphs.append("/".join(path))
+                    if gotos.started(path, data["name"]):
+                        # A Command(goto=…) hand-off, recorded as routing (by the graph it was made in) as a
+                        # framework's hand-off is: routedToAgent sees it.
+                        await asyncio.wrap_future(home.submit(functools.partial(
+                            turn.record_routing, from_agent="/".join(path) or turn.loaded.name,
+                            to_agent="/".join([*path, data["name"]]), name=f"goto_{data['name']}",
+                        )))
                     continue
                 # A subgraph's interrupt comes up through each graph above it: once each.
                 interrupted.extend(each for each in (data or {}).get("__interrupt__", ()) if each not in interrupted)

@@ -523,3 +523,83 @@ def test_a_chat_model_of_another_vendor_is_refused_under_test_naming_it_and_runs
     assert scripted_model.requests == []
     chatted = conversation_send(conversation=conversation_start(agent=agent), text="Where is order 1042?")
     assert chatted.output == "Order 1042 has shipped."
+
+
+# A triage node hands off with Command(goto=…): to a create_agent subgraph ("support") or to a plain node ("billing").
+HANDOFF_GRAPH = '''
+from typing import Literal
+
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import Command
+
+
+@tool
+def find_order(order_id: str) -> dict:
+    """Find an order by its number."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+support = create_agent(ChatOpenAI(model="gpt-4o-mini", api_key="unused-key", max_retries=0), tools=[find_order])
+
+
+def triage(state: MessagesState) -> Command[Literal["support", "billing"]]:
+    return Command(goto="support" if "order" in state["messages"][-1].content else "billing")
+
+
+def billing(state: MessagesState):
+    return {"messages": [AIMessage("Billing will write to you.")]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("triage", triage)
+builder.add_node("support", support)
+builder.add_node("billing", billing)
+builder.add_edge(START, "triage")
+builder.add_edge("support", END)
+builder.add_edge("billing", END)
+graph = builder.compile()
+'''
+
+
+def test_a_subgraphs_model_and_tool_calls_are_made_as_its_agent_after_a_goto(scripted_model, team_repo):
+    agent = _agent(team_repo(HANDOFF_GRAPH))
+    scripted_model.play(Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]), "Order 1042 has shipped.")
+
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Where is order 1042?")
+
+    assert result.output == "Order 1042 has shipped."
+    assert [(call.name, call.agent, call.outcome) for call in result.tool_calls] == [
+        ("goto_support", "shop", "routed"), ("find_order", "support", "executed"),
+    ]
+    assert [request.metadata["agent"] for request in scripted_model.requests] == ["support", "support"]
+    assert result.agent_chain == ["shop", "support"]
+    assert result.nodes_visited == ["triage", "support", "support/model", "support/tools", "support/model"]
+
+
+def test_a_command_goto_to_a_plain_node_is_routing_that_routed_to_agent_sees(scripted_model, team_repo):
+    agent = _agent(team_repo(HANDOFF_GRAPH))
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("A question about my invoice")], mocks=[],
+        assertions=[AssertionPlan("routedToAgent", {"agent": "billing"}),
+                    AssertionPlan("routedToAgent", {"agent": "support"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert [(outcome["type"], outcome["status"]) for outcome in execution.assertions] == [
+        ("routedToAgent", "passed"), ("routedToAgent", "failed"),
+    ]
+    # The hand-off is a routing call of the graph's, as a framework's hand-off is written.
+    assert [(m.role, m.function_name, m.author) for m in Message.objects.filter(
+        conversation_id=execution.conversation_id, role__in=["tool_call", "tool_result"]).order_by("seq")] == [
+        ("tool_call", "goto_billing", "shop"), ("tool_result", "goto_billing", "shop"),
+    ]
+    assert scripted_model.requests == []
