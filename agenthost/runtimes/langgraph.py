@@ -2,18 +2,23 @@
 naming a compiled graph (a `CompiledStateGraph`, what `langchain.agents.create_agent` and
 `langgraph.prebuilt.create_react_agent` return) or a zero-argument factory returning one.
 
-- State: a messages-state graph (`{"messages": [...]}`). Each conversation is one LangGraph thread, on the graph's own
-  checkpointer or, for a graph compiled without one, an in-memory one of this process per conversation: a turn whose
-  thread already holds the conversation sends only the user's new message; one whose thread is new (the first turn,
-  or a chat turn in a fresh child process) sends the conversation so far, and the keys of the conversation's state
-  (under test the case's `initial_state`) the graph has channels for. The answer is the text of the last message of
-  the graph's state.
+- State: a messages-state graph (`{"messages": [...]}`), or one naming other keys for the user's message and the
+  reply in its config's metadata, `graph.with_config(metadata={"agenttest": {"message": "question", "reply":
+  "answer"}})` (`_keys`): what only the graph's code knows is said on the graph, as no agent-file field. Each
+  conversation is one LangGraph thread, on the graph's own checkpointer or, for a graph compiled without one, an
+  in-memory one of this process per conversation: a turn whose thread already holds the conversation sends only the
+  user's new message; one whose thread is new (the first turn, or a chat turn in a fresh child process) sends the
+  conversation so far (the latest message alone to a key of another name, as text), and the keys of the
+  conversation's state (under test the case's `initial_state`) the graph has channels for. The answer is the reply
+  key's value: the text of its last message, text as it is.
 - Interrupts: a turn that ends on the graph's `interrupt(value)` answers with the value (text as it is, anything else
   as JSON); the next turn resumes the thread with the user's message, `Command(resume=text)`.
 - Nodes: the nodes each turn started, in order (a subgraph's as "parent/node"; a node an interrupt stopped, and one
   a resumed turn runs again, included), are the turn's `nodes_visited` (TurnResult), from the graph's own stream of
   tasks: what the `nodesVisited` assertion checks. The subgraphs a turn entered are added to its agent chain (by their
-  node's path, "refund", "support/refund"), so `routedToAgent` and `agentChain` see a graph's sub-agents.
+  node's path, "refund", "support/refund"), so `routedToAgent` and `agentChain` see a graph's sub-agents; the model
+  and tool calls made inside a subgraph are made as its agent (`_calling_agent`), and a node's `Command(goto=…)` to
+  another node is a hand-off, recorded as routing (`_Gotos`, `RuntimeTurn.record_routing`: "goto_<node>").
 - Model calls: while a turn runs, every request of an openai client in the turn's context — the graph's `ChatOpenAI`
   (sync or async, chat completions or the Responses API, `with_raw_response` as it uses it), a client the team's
   code made itself — is built by the openai SDK exactly as it would be sent, its body taken from the request the SDK
@@ -22,6 +27,8 @@ naming a compiled graph (a `CompiledStateGraph`, what `langchain.agents.create_a
   back to the SDK as the server's response, so the SDK parses it as its own. The openai SDK's base clients are
   patched once per process, outermost (over the case seal's patch, agenthost/seal.py), a no-op outside a turn. A
   streamed call is refused by name, as the seal refuses it.
+  A chat model not built on the openai SDK (another vendor's, a fake) cannot be answered so: under test its
+  call is refused naming its class (`BaseChatModel`'s generate/agenerate/stream/astream), before it sends anything.
 - Tools: routed at LangChain's single tool-invocation point, not by discovery: while a turn runs, every
   `BaseTool.run` / `BaseTool.arun` in the turn's context — a `ToolNode`'s tools (what `create_agent` runs), a tool a
   node invokes itself, `@tool` functions, `StructuredTool`s, tools bound per call — goes through the
@@ -39,6 +46,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import functools
+import inspect
 import json
 import platform
 import queue
@@ -115,24 +124,24 @@ class _Routing:
         self.turn = turn
         self.home = home
 
-    def answer(self, method: str, path: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
-        """An openai SDK request's body answered through the turn's model layer, as the server's JSON. On the
-        calling thread."""
+    def answer(self, method: str, path: str, body: dict[str, Any], stream: bool, agent: str) -> dict[str, Any]:
+        """An openai SDK request's body answered through the turn's model layer, as the server's JSON, made as
+        `agent` (a subgraph's path, "" for the graph's own). On the calling thread."""
         token = _routing.set(None)  # the model layer's own openai client goes to its provider
         try:
-            return self._answer(method, path, body, stream)
+            return self._answer(method, path, body, stream, agent)
         finally:
             _routing.reset(token)
 
-    def _answer(self, method: str, path: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
+    def _answer(self, method: str, path: str, body: dict[str, Any], stream: bool, agent: str) -> dict[str, Any]:
         endpoint = f"{method} {path}"
         if stream:
             self._refuse(f"a streamed call ({endpoint}, stream=True), which agenttest's model layer does not carry "
                          "yet: under agenttest the graph's chat model must not stream (streaming=False, invoke)")
         if method == "POST" and path.endswith("/chat/completions"):
-            return chat_completion(self.turn, body).model_dump(mode="json", exclude_unset=True)
+            return chat_completion(self.turn, body, agent=agent).model_dump(mode="json", exclude_unset=True)
         if method == "POST" and path.endswith("/responses"):
-            return responses_create(self.turn, body)
+            return responses_create(self.turn, body, agent=agent)
         self._refuse(f"{endpoint}, an endpoint agenttest's model layer does not carry (it carries chat.completions "
                      "and responses.create)")
 
@@ -142,6 +151,19 @@ class _Routing:
         if case is not None:
             raise seal.SealRefused(case.refuse(message))
         raise TypeError(message)
+
+    def refuse_chat_model(self, model: Any) -> None:
+        """Under test, a chat model the model layer cannot answer for is refused by its class (the case seal's rule
+        for another vendor's client); in chat it runs as the team wrote it. On the graph's thread (the seal is)."""
+        case = self.turn.session.case
+        if case is None:
+            return
+        kind = type(model)
+        raise seal.SealRefused(case.refuse(
+            f"the graph called a chat model of another vendor, {kind.__name__} ({kind.__module__}): refused, nothing "
+            "was sent — under agenttest a graph's model calls go through the model layer, which carries chat models "
+            "built on the openai SDK (ChatOpenAI, AzureChatOpenAI and other BaseChatOpenAI models)"
+        ))
 
     def call_tool(self, tool: Any, tool_input: Any, tool_call_id: str | None, run: Callable[[], Any]) -> Any:
         """One run of LangChain tool `tool` through the function-executor factory; `run` is LangChain's own run of
@@ -162,9 +184,10 @@ class _Routing:
             return FunctionResult(content=_content(output), error=getattr(output, "status", "") == "error")
 
         arguments = _arguments(tool, tool_input)
+        agent = _calling_agent()
         result = self.home.call(lambda: self.turn.call_tool(
             name=tool.name, arguments=arguments, implementation=implementation, call_id=tool_call_id or "",
-            team_tool=tool,
+            team_tool=tool, agent=agent,
         ))
         if raised:
             raise raised[0]
@@ -179,6 +202,20 @@ _routing: contextvars.ContextVar[_Routing | None] = contextvars.ContextVar("agen
                                                                            default=None)
 _install_lock = threading.Lock()
 _installed = False
+
+
+def _calling_agent() -> str:
+    """The subgraph a model or tool call is made in, by its node's path as the turn's agent chain names it
+    ("refund", "support/refund"), "" in the graph itself: from the checkpoint namespace of the task running, which
+    LangGraph's config carries into everything the node calls ("refund:<task>|confirm:<task>")."""
+    from langgraph.config import get_config
+
+    try:
+        namespace = str(get_config().get("configurable", {}).get("checkpoint_ns", ""))
+    except RuntimeError:  # not inside a node's run (the canary's probe)
+        return ""
+    path = [part.split(":", 1)[0] for part in namespace.split("|") if part]
+    return "/".join(path[:-1])
 
 
 def _content(output: Any) -> str:
@@ -219,6 +256,7 @@ def _install() -> None:
         # process): done here, by agenttest, not as the team's code inside a sealed case.
         platform.platform()
     _patch_openai()
+    _patch_chat_models()
     _patch_tools()
 
 
@@ -242,7 +280,8 @@ def _patch_openai() -> None:
             return sync_request(self, cast_to, options, stream=stream, stream_cls=stream_cls)
         options = self._prepare_options(model_copy(options))
         http_request, method, path, body = built(self, options)
-        payload = routing.home.call(lambda: routing.answer(method, path, body, stream))
+        agent = _calling_agent()
+        payload = routing.home.call(lambda: routing.answer(method, path, body, stream, agent))
         return self._process_response(
             cast_to=self._maybe_override_cast_to(cast_to, options), options=options, stream=stream,
             stream_cls=stream_cls, response=httpx2.Response(200, json=payload, request=http_request),
@@ -254,7 +293,10 @@ def _patch_openai() -> None:
             return await async_request(self, cast_to, options, stream=stream, stream_cls=stream_cls)
         options = await self._prepare_options(model_copy(options))
         http_request, method, path, body = built(self, options)
-        payload = await asyncio.wrap_future(routing.home.submit(lambda: routing.answer(method, path, body, stream)))
+        agent = _calling_agent()
+        payload = await asyncio.wrap_future(
+            routing.home.submit(lambda: routing.answer(method, path, body, stream, agent))
+        )
         return await self._process_response(
             cast_to=self._maybe_override_cast_to(cast_to, options), options=options, stream=stream,
             stream_cls=stream_cls, response=httpx2.Response(200, json=payload, request=http_request),
@@ -262,6 +304,45 @@ def _patch_openai() -> None:
 
     _base_client.SyncAPIClient.request = request  # type: ignore[method-assign]
     _base_client.AsyncAPIClient.request = arequest  # type: ignore[method-assign]
+
+
+def _patch_chat_models() -> None:
+    """A chat model not built on the openai SDK (another vendor's, a fake) would answer the graph from outside the
+    model layer: under test its call is refused, naming its class, before it sends anything; in chat it runs."""
+    from langchain_core.language_models import BaseChatModel
+
+    try:
+        from langchain_openai.chat_models.base import BaseChatOpenAI
+    except ImportError:  # langgraph without langchain-openai: no chat model of the graph's is over the openai SDK
+        openai_models: tuple[type, ...] = ()
+    else:
+        openai_models = (BaseChatOpenAI,)
+
+    def check(model: Any) -> None:
+        routing = _routing.get()
+        if routing is not None and not isinstance(model, openai_models):
+            routing.refuse_chat_model(model)
+
+    def guarded(original: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(original):
+            @functools.wraps(original)
+            async def acall(self: Any, *args: Any, **kwargs: Any) -> Any:
+                check(self)
+                return await original(self, *args, **kwargs)
+
+            return acall
+
+        @functools.wraps(original)
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            check(self)
+            return original(self, *args, **kwargs)
+
+        return call
+
+    # Every call of a chat model comes through one of these: invoke/batch through generate, ainvoke/abatch through
+    # agenerate; stream and astream call the model's _stream/_astream themselves.
+    for name in ("generate", "agenerate", "stream", "astream"):
+        setattr(BaseChatModel, name, guarded(getattr(BaseChatModel, name)))
 
 
 def _patch_tools() -> None:
@@ -377,10 +458,74 @@ def _text(message: Any) -> str:
     return json.dumps(content, default=str)
 
 
+def _reply(value: Any) -> str:
+    """The reply key's value as text: a list of messages by its last one's text, anything else as `_text` shows it."""
+    if isinstance(value, list):
+        return _text(value[-1]) if value else ""
+    return "" if value is None else _text(value)
+
+
+def _keys(graph: Any) -> tuple[str, str] | str:
+    """The state keys of the user's message and of the reply: ("messages", "messages") unless the graph's config
+    metadata names others (see the module's docstring); a text saying what is wrong with what it names."""
+    named = ((getattr(graph, "config", None) or {}).get("metadata") or {}).get("agenttest")
+    if named is None:
+        return "messages", "messages"
+    how = 'with_config(metadata={"agenttest": {"message": "<state key>", "reply": "<state key>"}})'
+    if not isinstance(named, dict) or set(named) - {"message", "reply"}:
+        return f"the graph's metadata \"agenttest\" must be {{\"message\": …, \"reply\": …}}: {how}"
+    channels = set(getattr(graph, "channels", {}) or {})
+    keys = (named.get("message", "messages"), named.get("reply", "messages"))
+    for role, key in zip(("message", "reply"), keys, strict=True):
+        if not isinstance(key, str) or key not in channels:
+            known = ", ".join(sorted(each for each in channels if not each.startswith(("__", "branch:"))))
+            return f"the graph's metadata \"agenttest\" names {role} key {key!r}, not a key of its state ({known})"
+    return keys
+
+
 def _interrupt_text(interrupts: Any) -> str:
     values = [getattr(each, "value", each) for each in interrupts]
     shown = [value if isinstance(value, str) else json.dumps(value, default=str) for value in values]
     return "\n".join(shown)
+
+
+class _Gotos:
+    """Which node started because another one returned `Command(goto=…)`, from the graph's stream of tasks: a node
+    that declares where its Commands go (its `destinations`, or its return annotation `Command[Literal[...]]`) ended
+    in the step before, the started node is one of those, and no edge of the graph's leads there from it."""
+
+    def __init__(self, graph: Any) -> None:
+        self._graph = graph
+        self._ended: dict[tuple[str, ...], list[str]] = {}  # the nodes of the step running, by graph
+        self._before: dict[tuple[str, ...], list[str]] = {}  # those of the step before
+        self._builders: dict[tuple[str, ...], Any] = {}
+
+    def ended(self, path: list[str], node: str) -> None:
+        self._ended.setdefault(tuple(path), []).append(node)
+
+    def started(self, path: list[str], node: str) -> bool:
+        """Whether a node's Command started `node`."""
+        key = tuple(path)
+        if self._ended.get(key):
+            self._before[key] = self._ended.pop(key)
+        builder = self._builder(key)
+        if builder is None:
+            return False
+        return any(
+            node in (getattr(builder.nodes.get(source), "ends", None) or ()) and (source, node) not in builder.edges
+            for source in self._before.get(key, [])
+        )
+
+    def _builder(self, key: tuple[str, ...]) -> Any:
+        if key not in self._builders:
+            graph = self._graph
+            if key:
+                try:
+                    graph = dict(self._graph.get_subgraphs(namespace="|".join(key), recurse=True)).get("|".join(key))
+                except Exception:  # a subgraph built inside a node's function is not known to the graph
+                    graph = None
+            self._builders[key] = getattr(graph, "builder", None)
+        return self._builders[key]
 
 
 class LangGraphRuntime(Runtime):
@@ -399,7 +544,8 @@ class LangGraphRuntime(Runtime):
         except ImportError:
             return NEEDS
         if isinstance(target, pregel):
-            return ""
+            keys = _keys(target)
+            return f"entry point {entry!r}: {keys}" if isinstance(keys, str) else ""
         if isinstance(target, StateGraph):
             return f"entry point {entry!r} is a StateGraph that is not compiled: name the graph its .compile() returns"
         if zero_argument_factory(target):
@@ -423,7 +569,12 @@ class LangGraphRuntime(Runtime):
         from langchain_core.messages import HumanMessage, convert_to_messages
         from langgraph.types import Command
 
-        graph, config = self._threaded(turn, self._graph(target))
+        graph = self._graph(target)
+        keys = _keys(graph)
+        if isinstance(keys, str):
+            raise TypeError(f"the graph the entry point's factory returned: {keys}")
+        message_key, reply_key = keys
+        graph, config = self._threaded(turn, graph)
         # Read here, on the calling thread: the graph's threads never touch the ORM.
         history = turn.messages()
         text = str(history[-1]["content"]) if history else ""
@@ -432,35 +583,46 @@ class LangGraphRuntime(Runtime):
         routing = _Routing(turn, home)
         nodes: list[str] = []
         subgraphs: list[str] = []
+        gotos = _Gotos(graph)
 
         async def run() -> str:
             snapshot = await graph.aget_state(config)
             if snapshot.interrupts:
                 # The graph asked the user (interrupt): this turn's message is the answer it waits for.
                 given: Any = Command(resume=text)
-            elif snapshot.values.get("messages"):
-                given = {"messages": [HumanMessage(text)]}
+            elif snapshot.values.get(message_key):
+                given = {message_key: [HumanMessage(text)] if message_key == "messages" else text}
             else:
                 channels = set(getattr(graph, "channels", {}) or {})
-                given = {key: value for key, value in state.items() if key in channels and key != "messages"}
-                given["messages"] = convert_to_messages(history)
+                given = {key: value for key, value in state.items() if key in channels and key != message_key}
+                # A key of another name holds the user's message as text: the conversation so far is the thread's.
+                given[message_key] = convert_to_messages(history) if message_key == "messages" else text
             interrupted: list[Any] = []
             chunks = graph.astream(given, config, stream_mode=["tasks", "updates"], subgraphs=True)
             async for namespace, mode, data in chunks:
                 if mode == "tasks":
-                    if "input" in data:  # a node starting (its end says "result"): visited, interrupted or not
-                        path = [part.split(":", 1)[0] for part in namespace]
-                        nodes.append("/".join([*path, data["name"]]))
-                        if path and "/".join(path) not in subgraphs:
-                            subgraphs.append("/".join(path))
+                    path = [part.split(":", 1)[0] for part in namespace]
+                    if "input" not in data:  # a node's end
+                        gotos.ended(path, data["name"])
+                        continue
+                    # A node starting: visited, interrupted or not.
+                    nodes.append("/".join([*path, data["name"]]))
+                    if path and "/".join(path) not in subgraphs:
+                        subgraphs.append("/".join(path))
+                    if gotos.started(path, data["name"]):
+                        # A Command(goto=…) hand-off, recorded as routing (by the graph it was made in) as a
+                        # framework's hand-off is: routedToAgent sees it.
+                        await asyncio.wrap_future(home.submit(functools.partial(
+                            turn.record_routing, from_agent="/".join(path) or turn.loaded.name,
+                            to_agent="/".join([*path, data["name"]]), name=f"goto_{data['name']}",
+                        )))
                     continue
                 # A subgraph's interrupt comes up through each graph above it: once each.
                 interrupted.extend(each for each in (data or {}).get("__interrupt__", ()) if each not in interrupted)
             if interrupted:
                 return _interrupt_text(interrupted)
             final = await graph.aget_state(config)
-            messages = final.values.get("messages") or []
-            return _text(messages[-1]) if messages else ""
+            return _reply(final.values.get(reply_key))
 
         done: concurrent.futures.Future[str] = concurrent.futures.Future()
 

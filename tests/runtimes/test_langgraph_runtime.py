@@ -425,3 +425,181 @@ def test_a_streamed_model_call_is_refused_naming_it_and_nothing_is_sent(scripted
     assert execution.status == "error"
     assert "a streamed call (POST /v1/chat/completions, stream=True)" in execution.reason
     assert scripted_model.requests == []
+
+
+# A graph whose state is not a messages state: the user's message is `question`, the reply `answer`, said on the
+# graph's config metadata. It counts its turns in its own state, so a continued thread shows.
+KEYED_GRAPH = '''
+from typing import TypedDict
+
+from langchain_openai import ChatOpenAI
+from langgraph.graph import START, StateGraph
+
+
+class State(TypedDict, total=False):
+    question: str
+    answer: str
+    customer: str
+    turns: int
+
+
+def reply(state: State):
+    model = ChatOpenAI(model="gpt-4o-mini", api_key="unused-key", max_retries=0)
+    text = model.invoke(f"{state.get('customer', 'someone')} asks: {state['question']}").content
+    turns = state.get("turns", 0) + 1
+    return {"answer": f"{text} (turn {turns})", "turns": turns}
+
+
+builder = StateGraph(State)
+builder.add_node("reply", reply)
+builder.add_edge(START, "reply")
+graph = builder.compile().with_config(metadata={"agenttest": {"message": "question", "reply": "answer"}})
+misnamed = builder.compile().with_config(metadata={"agenttest": {"message": "prompt"}})
+'''
+
+
+def test_a_graph_names_other_state_keys_for_the_message_and_the_reply(scripted_model, team_repo):
+    package = team_repo(KEYED_GRAPH)
+    agent = _agent(package)
+    scripted_model.play("Order 1042 has shipped.", "It left on Monday.")
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={"customer": "Ana"},
+        turns=[TurnPlan("Where is order 1042?"), TurnPlan("When did it leave?")], mocks=[],
+        assertions=[AssertionPlan("outputContains", {"text": "It left on Monday. (turn 2)"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert execution.status == "passed", execution.reason
+    first, second = scripted_model.requests
+    assert first.messages[-1]["content"] == "Ana asks: Where is order 1042?"
+    assert second.messages[-1]["content"] == "Ana asks: When did it leave?"
+    answers = list(Message.objects.filter(conversation_id=execution.conversation_id, role="assistant")
+                   .order_by("id").values_list("content", flat=True))
+    # The model's answer, then the graph's reply (its `answer` key): the second turn continued the thread.
+    assert answers == ["Order 1042 has shipped.", "Order 1042 has shipped. (turn 1)",
+                       "It left on Monday.", "It left on Monday. (turn 2)"]
+    problem = get_runtime("langgraph").entry_problem(load_entry(f"{package}.bot:misnamed"), "x:misnamed")
+    assert "names message key 'prompt', not a key of its state (answer, customer, question, turns)" in problem
+
+
+# A chat model of another vendor's — here LangChain's own fake, not built on the openai SDK — in a team's node.
+FOREIGN_GRAPH = '''
+from langchain_core.language_models import FakeListChatModel
+from langgraph.graph import START, MessagesState, StateGraph
+
+
+def answer(state: MessagesState):
+    model = FakeListChatModel(responses=["Order 1042 has shipped."])
+    return {"messages": [model.invoke(state["messages"])]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("answer", answer)
+builder.add_edge(START, "answer")
+graph = builder.compile()
+'''
+
+
+def test_a_chat_model_of_another_vendor_is_refused_under_test_naming_it_and_runs_in_chat(scripted_model, team_repo):
+    agent = _agent(team_repo(FOREIGN_GRAPH))
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("Where is order 1042?")], mocks=[],
+        assertions=[AssertionPlan("outputContains", {"text": "shipped"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert execution.status == "error"
+    assert ("a chat model of another vendor, FakeListChatModel (langchain_core.language_models.fake_chat_models)"
+            in execution.reason)
+    assert scripted_model.requests == []
+    chatted = conversation_send(conversation=conversation_start(agent=agent), text="Where is order 1042?")
+    assert chatted.output == "Order 1042 has shipped."
+
+
+# A triage node hands off with Command(goto=…): to a create_agent subgraph ("support") or to a plain node ("billing").
+HANDOFF_GRAPH = '''
+from typing import Literal
+
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import Command
+
+
+@tool
+def find_order(order_id: str) -> dict:
+    """Find an order by its number."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+support = create_agent(ChatOpenAI(model="gpt-4o-mini", api_key="unused-key", max_retries=0), tools=[find_order])
+
+
+def triage(state: MessagesState) -> Command[Literal["support", "billing"]]:
+    return Command(goto="support" if "order" in state["messages"][-1].content else "billing")
+
+
+def billing(state: MessagesState):
+    return {"messages": [AIMessage("Billing will write to you.")]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("triage", triage)
+builder.add_node("support", support)
+builder.add_node("billing", billing)
+builder.add_edge(START, "triage")
+builder.add_edge("support", END)
+builder.add_edge("billing", END)
+graph = builder.compile()
+'''
+
+
+def test_a_subgraphs_model_and_tool_calls_are_made_as_its_agent_after_a_goto(scripted_model, team_repo):
+    agent = _agent(team_repo(HANDOFF_GRAPH))
+    scripted_model.play(Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]), "Order 1042 has shipped.")
+
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Where is order 1042?")
+
+    assert result.output == "Order 1042 has shipped."
+    assert [(call.name, call.agent, call.outcome) for call in result.tool_calls] == [
+        ("goto_support", "shop", "routed"), ("find_order", "support", "executed"),
+    ]
+    assert [request.metadata["agent"] for request in scripted_model.requests] == ["support", "support"]
+    assert result.agent_chain == ["shop", "support"]
+    assert result.nodes_visited == ["triage", "support", "support/model", "support/tools", "support/model"]
+
+
+def test_a_command_goto_to_a_plain_node_is_routing_that_routed_to_agent_sees(scripted_model, team_repo):
+    agent = _agent(team_repo(HANDOFF_GRAPH))
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
+        turns=[TurnPlan("A question about my invoice")], mocks=[],
+        assertions=[AssertionPlan("routedToAgent", {"agent": "billing"}),
+                    AssertionPlan("routedToAgent", {"agent": "support"})],
+    )
+
+    execution = execute_case(
+        plan=plan, model=get_model(scripted_model.key),
+        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+    )
+
+    assert [(outcome["type"], outcome["status"]) for outcome in execution.assertions] == [
+        ("routedToAgent", "passed"), ("routedToAgent", "failed"),
+    ]
+    # The hand-off is a routing call of the graph's, as a framework's hand-off is written.
+    assert [(m.role, m.function_name, m.author) for m in Message.objects.filter(
+        conversation_id=execution.conversation_id, role__in=["tool_call", "tool_result"]).order_by("seq")] == [
+        ("tool_call", "goto_billing", "shop"), ("tool_result", "goto_billing", "shop"),
+    ]
+    assert scripted_model.requests == []
