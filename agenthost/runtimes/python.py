@@ -11,7 +11,8 @@
   `client.responses.create(model=…, input=…, instructions=…, tools=…, …)` its `Response` (the Responses API,
   agenthost/runtimes/responses.py); each call goes through agenttest's model layer (the model named is the agent's,
   or the model under test in a run), its settings (CHAT_SETTINGS; any Responses API field) sent as given. With
-  `stream=True` either call returns the SDK's own `Stream` of chunks or events: the layer answers the same request
+  `stream=True` either call returns the SDK's own `Stream` of chunks or events (and `client.chat.completions.stream`
+  the SDK's own helper over it): the layer answers the same request
   unstreamed (stream is transport: recorded and replayed as the unstreamed call) and hands its answer back as the
   API streams it (agenthost/llm/streams.py);
 - `tools`: a helper through which the function calls its tools: `tools.call(function, arguments, call_id=…)`
@@ -165,6 +166,26 @@ class _Completions:
             completion = chat_completion(self._turn, unstreamed(parameters))
             return streamed_completion(completion, parameters, asynchronous=False)
         return chat_completion(self._turn, parameters)
+
+
+    def stream(self, **parameters: Any) -> Any:
+        """`chat.completions.stream(...)`: the openai SDK's own helper (its ChatCompletionStreamManager: content and
+        tool-call events, a `response_format` type parsed) over this client's `create(stream=True)`."""
+        from openai.lib._chat_completion_resources import stream
+
+        return stream(cast(Any, _HelperCalls(self)), **parameters)
+
+
+class _HelperCalls:
+    """What the SDK's stream helper calls `create` on: the header it adds naming itself says nothing of the request
+    and is left out; any header the team's code gives is still refused by name."""
+
+    def __init__(self, completions: _Completions) -> None:
+        self._completions = completions
+
+    def create(self, *, extra_headers: dict[str, Any] | None = None, **parameters: Any) -> Any:
+        given = {name: value for name, value in (extra_headers or {}).items() if name != "X-Stainless-Helper-Method"}
+        return self._completions.create(**parameters, **({"extra_headers": given} if given else {}))
 
 
 class _Chat:

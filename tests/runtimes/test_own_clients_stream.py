@@ -56,6 +56,20 @@ STREAMED_CHAT = SHOP_BOT.replace('''        completion = client.chat.completions
             result = tools.call(FUNCTIONS[call["function"]["name"]], call["function"]["arguments"], call_id=call["id"])
             conversation.append({"role": "tool", "tool_call_id": call["id"], "content": result})''')
 
+# SHOP_BOT's loop on the SDK's stream helper: its events read, then its final completion.
+STREAM_HELPER = SHOP_BOT.replace('''        completion = client.chat.completions.create(
+            model="gpt-4o-mini", messages=conversation, tools=TOOLS, temperature=0.2
+        )''', '''        with client.chat.completions.stream(
+            model="gpt-4o-mini", messages=conversation, tools=TOOLS, temperature=0.2
+        ) as stream:
+            deltas = [event for event in stream if event.type == "content.delta"]
+            completion = stream.get_final_completion()
+        assert "".join(event.delta for event in deltas) == (completion.choices[0].message.content or "")''').replace(
+    '"tool_calls": [call.model_dump() for call in message.tool_calls],',
+    '"tool_calls": [{"id": call.id, "type": "function", "function": {"name": call.function.name, '
+    '"arguments": call.function.arguments}} for call in message.tool_calls],',
+)
+
 # The same loop on the Responses API, unstreamed or streamed (its events read to `response.completed`).
 RESPONSES_LOOP = SHOP_BOT.split("def respond(")[0] + '''
 RESPONSES_TOOLS = [{"type": "function", **tool["function"]} for tool in TOOLS]
@@ -132,8 +146,8 @@ def _records_replays_and_sends_as_unstreamed(stub, team_repo, tmp_path, suite_of
 
 
 @pytest.mark.parametrize(("streamed", "unstreamed"), [
-    (STREAMED_CHAT, SHOP_BOT), (STREAMED_RESPONSES, UNSTREAMED_RESPONSES),
-], ids=["chat.completions", "responses"])
+    (STREAMED_CHAT, SHOP_BOT), (STREAM_HELPER, SHOP_BOT), (STREAMED_RESPONSES, UNSTREAMED_RESPONSES),
+], ids=["chat.completions", "chat.completions.stream", "responses"])
 def test_a_streaming_plain_loop_is_recorded_replayed_offline_and_sent_as_unstreamed(
     streamed, unstreamed, stub, team_repo, tmp_path
 ):
