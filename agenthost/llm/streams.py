@@ -11,9 +11,13 @@ classes, so the team's code gets the SDK's own chunk and event types.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+# The base URL of the openai client that reads a stream handed back by one of agenttest's own clients: never contacted.
+_NOWHERE = "http://agenttest.invalid/v1/"
 
 # Fields of a request that only say how its answer travels.
 TRANSPORT = ("stream", "stream_options")
@@ -106,3 +110,24 @@ def as_stream(events: Iterator[dict[str, Any]], *, client: Any, options: Any, ca
     )
     return client._process_response(cast_to=cast_to, options=options, response=response, stream=True,
                                     stream_cls=stream_cls)
+
+
+@functools.cache
+def _reader(asynchronous: bool) -> Any:
+    import openai
+
+    kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+    return kind(api_key="agenttest-answers-in-process", base_url=_NOWHERE, max_retries=0)
+
+
+def as_own_stream(events: Iterator[dict[str, Any]], *, path: str, cast_to: Any, event_type: Any,
+                  asynchronous: bool) -> Any:
+    """`events` as the openai SDK's `Stream`/`AsyncStream` of `event_type`, for a client of agenttest's own that is
+    not an openai client (the python runtime's given client, the Agents SDK's chat-completions client): read, as
+    `as_stream` does, by an openai client that sends nothing. Awaitable when `asynchronous`."""
+    import openai
+    from openai._models import FinalRequestOptions
+
+    stream_cls = (openai.AsyncStream if asynchronous else openai.Stream)[event_type]
+    options = FinalRequestOptions.construct(method="post", url=path, headers={})
+    return as_stream(events, client=_reader(asynchronous), options=options, cast_to=cast_to, stream_cls=stream_cls)

@@ -53,7 +53,7 @@ from agenthost.runtimes.base import (
     return_schema,
     zero_argument_factory,
 )
-from agenthost.runtimes.python import chat_completion
+from agenthost.runtimes.python import chat_completion, streamed_completion
 from agenthost.runtimes.responses import ModelLayerClient, responses_create
 from agenthost.turns import InvalidInput
 from common.inputs import json_value_problem
@@ -79,9 +79,13 @@ class _AsyncCompletions:
         if any(value for name, value in parameters.items() if name in ("extra_body", "extra_query") and value):
             raise TypeError("agenttest's model layer does not carry extra_body or extra_query yet")
         carried = {name: value for name, value in parameters.items() if name not in _TRANSPORT_PARAMETERS}
-        return await sync_to_async(chat_completion, thread_sensitive=True)(
+        completion = await sync_to_async(chat_completion, thread_sensitive=True)(
             self._turn, carried, agent=self._current.get("agent", "")
         )
+        if parameters.get("stream") is True:
+            # Runner.run_streamed: the same request answered whole, handed back as the chunks the API streams.
+            return await streamed_completion(completion, parameters, asynchronous=True)
+        return completion
 
 
 class _AsyncChat:
@@ -91,7 +95,8 @@ class _AsyncChat:
 
 class AgenttestAsyncClient:
     """What the SDK's chat-completions model takes for an `AsyncOpenAI`: `chat.completions.create` answered by the
-    turn's model layer. Its base URL goes nowhere (never contacted), so the SDK adds no OpenAI-only defaults."""
+    turn's model layer, streamed (`Runner.run_streamed`) or not. Its base URL goes nowhere (never contacted), so the
+    SDK adds no OpenAI-only defaults."""
 
     base_url = _NOWHERE
 

@@ -10,7 +10,11 @@
   tools=…, temperature=…, max_tokens=…, …)` returns the openai SDK's own `ChatCompletion`, and
   `client.responses.create(model=…, input=…, instructions=…, tools=…, …)` its `Response` (the Responses API,
   agenthost/runtimes/responses.py); each call goes through agenttest's model layer (the model named is the agent's,
-  or the model under test in a run), its settings (CHAT_SETTINGS; any Responses API field) sent as given;
+  or the model under test in a run), its settings (CHAT_SETTINGS; any Responses API field) sent as given. With
+  `stream=True` either call returns the SDK's own `Stream` of chunks or events (and `client.chat.completions.stream`
+  the SDK's own helper over it): the layer answers the same request
+  unstreamed (stream is transport: recorded and replayed as the unstreamed call) and hands its answer back as the
+  API streams it (agenthost/llm/streams.py);
 - `tools`: a helper through which the function calls its tools: `tools.call(function, arguments, call_id=…)`
   returns the tool's result as text. Under test a mock answers or the call is blocked and `function` never runs; in
   chat `function(**arguments)` runs. `DirectTools()` (runtimes/direct.py, free of Django) is the same helper running
@@ -29,11 +33,12 @@ from typing import Any, cast
 import pydantic
 from openai import NotGiven
 from openai._models import construct_type
-from openai.types.chat import ChatCompletion
-from openai.types.responses import Response
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.responses import Response, ResponseStreamEvent
 
 from agenthost.functions import FunctionContext, FunctionResult, as_function_result, declared_effects
 from agenthost.llm.base import CHAT_SETTINGS, ModelResponse
+from agenthost.llm.streams import as_own_stream, chat_chunks, response_events, unstreamed
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.direct import tool_name
 from agenthost.runtimes.responses import responses_create
@@ -141,12 +146,46 @@ def chat_completion(turn: RuntimeTurn, parameters: dict[str, Any], *, agent: str
     )
 
 
+def streamed_completion(completion: ChatCompletion, parameters: dict[str, Any], *, asynchronous: bool) -> Any:
+    """The answer to a chat-completions call made with `stream=True`, as the SDK's `Stream`/`AsyncStream` of chunks
+    (usage last when `stream_options.include_usage` asks for it). Awaitable when `asynchronous`."""
+    stream_options = parameters.get("stream_options")
+    include_usage = isinstance(stream_options, dict) and bool(stream_options.get("include_usage"))
+    return as_own_stream(
+        chat_chunks(completion.model_dump(mode="json"), include_usage=include_usage), path="/chat/completions",
+        cast_to=ChatCompletion, event_type=ChatCompletionChunk, asynchronous=asynchronous,
+    )
+
+
 class _Completions:
     def __init__(self, turn: RuntimeTurn) -> None:
         self._turn = turn
 
-    def create(self, **parameters: Any) -> ChatCompletion:
+    def create(self, **parameters: Any) -> Any:
+        if parameters.get("stream") is True:
+            completion = chat_completion(self._turn, unstreamed(parameters))
+            return streamed_completion(completion, parameters, asynchronous=False)
         return chat_completion(self._turn, parameters)
+
+
+    def stream(self, **parameters: Any) -> Any:
+        """`chat.completions.stream(...)`: the openai SDK's own helper (its ChatCompletionStreamManager: content and
+        tool-call events, a `response_format` type parsed) over this client's `create(stream=True)`."""
+        from openai.lib._chat_completion_resources import stream
+
+        return stream(cast(Any, _HelperCalls(self)), **parameters)
+
+
+class _HelperCalls:
+    """What the SDK's stream helper calls `create` on: the header it adds naming itself says nothing of the request
+    and is left out; any header the team's code gives is still refused by name."""
+
+    def __init__(self, completions: _Completions) -> None:
+        self._completions = completions
+
+    def create(self, *, extra_headers: dict[str, Any] | None = None, **parameters: Any) -> Any:
+        given = {name: value for name, value in (extra_headers or {}).items() if name != "X-Stainless-Helper-Method"}
+        return self._completions.create(**parameters, **({"extra_headers": given} if given else {}))
 
 
 class _Chat:
@@ -158,8 +197,13 @@ class _Responses:
     def __init__(self, turn: RuntimeTurn) -> None:
         self._turn = turn
 
-    def create(self, **parameters: Any) -> Response:
+    def create(self, **parameters: Any) -> Any:
         body = {name: _plain(value) for name, value in parameters.items() if _given(value)}
+        if body.get("stream") is True:
+            return as_own_stream(
+                response_events(responses_create(self._turn, unstreamed(body))), path="/responses",
+                cast_to=Response, event_type=ResponseStreamEvent, asynchronous=False,
+            )
         # The SDK's own builder of a response from JSON, typed to return `object`.
         return cast(Response, construct_type(type_=Response, value=responses_create(self._turn, body)))
 
