@@ -79,7 +79,10 @@ def test_it_declares_every_distribution_the_packages_import():
                 ("agents", Path("agenthost/runtimes/guard.py")),
                 # The `pydantic-ai` runtime, likewise: the `pydantic-ai` extra (pydantic-core comes with it).
                 ("pydantic_ai", Path("agenthost/runtimes/pydantic_ai.py")),
-                ("pydantic_core", Path("agenthost/runtimes/pydantic_ai.py"))}
+                ("pydantic_core", Path("agenthost/runtimes/pydantic_ai.py")),
+                # The `langgraph` runtime, likewise: the `langgraph` extra.
+                *((top, Path("agenthost/runtimes/langgraph.py"))
+                  for top in ("langgraph", "langchain_core", "langchain_openai"))}
     distributions = packages_distributions()
     undeclared = set()
     for package in PACKAGES:
