@@ -49,6 +49,9 @@ SHARED_DIR_VARIABLE = "AGENTTEST_TEST_PACKAGE_DIR"
 # about that deadline, so it gets one no loaded machine reaches (pyproject's pytest env gives the other tests the same).
 ENTRY_CHECK_TIMEOUT = {"AGENTTEST_ENTRY_CHECK_TIMEOUT": "900"}
 CHECKOUT_VARIABLES = ("AGENTTEST_", "CELERY_", "DATABASE_URL", "DJANGO_SETTINGS_MODULE", "PYTHONPATH", "VIRTUAL_ENV")
+# Not the checkout's, but it would make every process of the virtualenv compile what it imports again (the
+# virtualenv is installed without bytecode, which its processes write as they import): scripts/test says why.
+NOT_PASSED_ON = ("PYTHONDONTWRITEBYTECODE",)
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,10 @@ def _built_once(root: Path, what: str) -> Iterator[tuple[Path, bool]]:
 def environment_without_the_checkout() -> dict[str, str]:
     """This process's environment without anything pointing at the checkout (its virtualenv on PATH included), and
     with no OpenAI key."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith(CHECKOUT_VARIABLES)}
+    env = {
+        name: value for name, value in os.environ.items()
+        if not name.startswith(CHECKOUT_VARIABLES) and name not in NOT_PASSED_ON
+    }
     path = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not Path(p).is_relative_to(BASE_DIR))
     return {**env, "PATH": path, "OPENAI_API_KEY": ""}
 

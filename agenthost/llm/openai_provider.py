@@ -17,11 +17,7 @@ import os
 import random
 import re
 import time
-from typing import Any
-
-import openai
-from openai.types.chat import ChatCompletion
-from openai.types.responses import Response
+from typing import TYPE_CHECKING, Any
 
 from agenthost.llm.base import (
     DEADLINE,
@@ -36,6 +32,12 @@ from agenthost.llm.base import (
 from agenthost.llm.responses import parse_payload
 from common.inputs import json_value_issue
 from common.provider_config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OPENAI_BASE_URL, is_number
+
+if TYPE_CHECKING:
+    # The SDK is imported by what calls a model, not with the registry: its import is about half a CPU second, which
+    # every process (migrate, check, apply, the web server) paid before its first line.
+    import openai
+    from openai.types.responses import Response
 
 # Local servers (vLLM, Ollama, the test stub) ignore the key, but the SDK insists on having one.
 _PLACEHOLDER_KEY = "not-needed"
@@ -158,6 +160,7 @@ def _cut(text: str, limit: int) -> str:
 def _retry_wait(exc: openai.OpenAIError, retry: int) -> float | None:
     """How long to wait before retry number `retry` (from 0) of a request that failed with `exc`, as the SDK would;
     None when the SDK would not retry it."""
+    import openai
     if isinstance(exc, openai.APIStatusError):
         retry_after = _retry_after(exc)
         if retry_after is not None and retry_after > _MAX_RETRY_AFTER:
@@ -239,6 +242,7 @@ class OpenAIProvider(ModelProvider):
         self._client = self._build_client() if self._api_key else None
 
     def _build_client(self) -> openai.OpenAI:
+        import openai
         if self.api_version:
             # Azure names the deployment in the URL; the SDK puts the request's model there.
             return openai.AzureOpenAI(
@@ -316,6 +320,7 @@ class OpenAIProvider(ModelProvider):
         return params
 
     def complete(self, request: ModelRequest) -> ModelResponse:
+        import openai
         if self._client is None:
             raise self._error(
                 f"the environment variable {self.api_key_env} is empty or not set; it must hold the API key for "
@@ -427,6 +432,10 @@ class OpenAIProvider(ModelProvider):
     def _post(self, params: dict[str, Any], options: dict[str, Any], request: ModelRequest) -> Any:
         """POST the request: the SDK's attempts, or — for a request with a deadline — attempts made here, each
         within the time left, none started once a wait for it would reach the deadline."""
+        import openai
+        from openai.types.chat import ChatCompletion
+        from openai.types.responses import Response
+
         path, cast_to = ("/responses", Response) if request.api == RESPONSES else ("/chat/completions", ChatCompletion)
         assert self._client is not None, "complete() answers a provider without a key before anything is posted"
         # The SDK's overloads take one response class and its RequestOptions typed dict; the class is chosen per API

@@ -18,8 +18,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from openai import NotGiven
-
 from agenthost.llm.base import ModelResponse, ToolCall, Usage
 
 # Fields of a Responses request that ask the endpoint for state it keeps between requests (an earlier response, a
@@ -169,6 +167,7 @@ def request_body(options: Any) -> dict[str, Any]:
 def as_response(payload: dict[str, Any], cast_to: Any, options: Any) -> Any:
     """The `response` object as the openai SDK would have made it of the server's JSON (its post-parser applied:
     `responses.parse`'s structured output)."""
+    from openai import NotGiven
     from openai._models import construct_type
 
     response = construct_type(type_=cast_to, value=payload)

@@ -54,7 +54,7 @@ from agenthost.runtimes.base import (
     zero_argument_factory,
 )
 from agenthost.runtimes.python import chat_completion, streamed_completion
-from agenthost.runtimes.responses import ModelLayerClient, responses_create
+from agenthost.runtimes.responses import responses_create
 from agenthost.turns import InvalidInput
 from common.inputs import json_value_problem
 
@@ -136,6 +136,8 @@ class _Routing:
         model = self._models.get(key)
         if model is None:
             if key[1]:
+                from agenthost.runtimes.model_layer_client import ModelLayerClient
+
                 answer = functools.partial(responses_create, self.turn, agent=agent.name)
                 responses_client = ModelLayerClient(answer)
                 model = _sdk().OpenAIResponsesModel(model=self.turn.loaded.model, openai_client=responses_client)

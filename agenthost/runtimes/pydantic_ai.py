@@ -54,7 +54,7 @@ from agenthost.runtimes.base import (
     zero_argument_factory,
 )
 from agenthost.runtimes.openai_agents import AgenttestAsyncClient, _owned
-from agenthost.runtimes.responses import ModelLayerClient, responses_create
+from agenthost.runtimes.responses import responses_create
 from agenthost.turns import InvalidInput
 
 
@@ -557,6 +557,8 @@ class PydanticAIRuntime(Runtime):
 
     def _model(self, turn: RuntimeTurn, outputs: _OutputCalls, agent: str = "", *, responses: bool = False) -> Any:
         from pydantic_ai.providers.openai import OpenAIProvider
+
+        from agenthost.runtimes.model_layer_client import ModelLayerClient
 
         if responses:
             client: Any = ModelLayerClient(functools.partial(_responses_answer, turn, outputs, agent))

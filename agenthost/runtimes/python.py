@@ -28,13 +28,9 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pydantic
-from openai import NotGiven
-from openai._models import construct_type
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from openai.types.responses import Response, ResponseStreamEvent
 
 from agenthost.functions import FunctionContext, FunctionResult, as_function_result, declared_effects
 from agenthost.llm.base import CHAT_SETTINGS, ModelResponse
@@ -42,6 +38,11 @@ from agenthost.llm.streams import as_own_stream, chat_chunks, response_events, u
 from agenthost.runtimes.base import Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.direct import tool_name
 from agenthost.runtimes.responses import responses_create
+
+if TYPE_CHECKING:
+    # The openai SDK is imported by a turn that calls it, not when the runtime registers (half a CPU second that every
+    # process paid before its first line).
+    from openai.types.chat import ChatCompletion
 
 # What the model layer carries of a chat-completions call (the request's own fields, and its settings sent as given);
 # anything else the function passes is refused by name, so that no setting the team's code relies on is dropped
@@ -51,6 +52,8 @@ _FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_c
 
 
 def _given(value: Any) -> bool:
+    from openai import NotGiven
+
     return value is not None and not isinstance(value, NotGiven) and type(value).__name__ != "Omit"
 
 
@@ -84,6 +87,8 @@ def _response_schema(response_format: Any) -> dict[str, Any] | None:
 
 
 def _completion(response: ModelResponse, *, model: str, call_id: str) -> ChatCompletion:
+    from openai.types.chat import ChatCompletion
+
     tool_calls = [
         {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
         for call in response.tool_calls
@@ -149,6 +154,8 @@ def chat_completion(turn: RuntimeTurn, parameters: dict[str, Any], *, agent: str
 def streamed_completion(completion: ChatCompletion, parameters: dict[str, Any], *, asynchronous: bool) -> Any:
     """The answer to a chat-completions call made with `stream=True`, as the SDK's `Stream`/`AsyncStream` of chunks
     (usage last when `stream_options.include_usage` asks for it). Awaitable when `asynchronous`."""
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
     stream_options = parameters.get("stream_options")
     include_usage = isinstance(stream_options, dict) and bool(stream_options.get("include_usage"))
     return as_own_stream(
@@ -198,6 +205,9 @@ class _Responses:
         self._turn = turn
 
     def create(self, **parameters: Any) -> Any:
+        from openai._models import construct_type
+        from openai.types.responses import Response, ResponseStreamEvent
+
         body = {name: _plain(value) for name, value in parameters.items() if _given(value)}
         if body.get("stream") is True:
             return as_own_stream(

@@ -4,9 +4,9 @@ The frameworks' default OpenAI models (the Agents SDK's `OpenAIResponsesModel`, 
 `client.responses.create`. Two ways lead here, both answering with the body the openai SDK built — what the framework
 would send to `/responses` in production:
 
-- `ModelLayerClient`, an `AsyncOpenAI` whose requests never leave the process: a runtime hands it to the framework's
-  own Responses model (model resolution), in chat and under test alike — a streamed run's requests answered whole and
-  handed back as the API's events (agenthost/llm/streams.py);
+- `ModelLayerClient` (agenthost/runtimes/model_layer_client.py), an `AsyncOpenAI` whose requests never leave the
+  process: a runtime hands it to the framework's own Responses model (model resolution), in chat and under test alike
+  — a streamed run's requests answered whole and handed back as the API's events (agenthost/llm/streams.py);
 - the case seal (agenthost/seal.py): any openai client the team's code makes itself during a case.
 
 `responses_create` turns the body into a `ModelRequest` with `api="responses"` (recorded, replayed with stale
@@ -16,22 +16,14 @@ model under test) and the answer into the Responses API's `response` object.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
-
-import openai
-from asgiref.sync import sync_to_async
 
 from agenthost.llm.base import RESPONSES
 from agenthost.llm.responses import (
     SERVER_STATE,
-    as_response,
     carried_settings,
-    is_responses,
-    request_body,
     response_payload,
 )
-from agenthost.llm.streams import as_stream, response_events, unstreamed
 from agenthost.runtimes.base import RuntimeTurn
 
 # A base URL that is never contacted: the client's requests are answered in the process.
@@ -82,34 +74,3 @@ def responses_create(turn: RuntimeTurn, body: dict[str, Any], *, agent: str = ""
         # next request, which a replay in another conversation must find unchanged.
         response_id=f"resp_agenttest_{turn.turn}_{turn.steps}",
     )
-
-
-class ModelLayerClient(openai.AsyncOpenAI):
-    """An `AsyncOpenAI` whose Responses API calls are answered by `answer` (responses_create bound to a turn and an
-    agent), through the openai SDK's own request building: the framework's Responses model uses it unchanged. Any
-    other endpoint is refused naming it; nothing goes to the network."""
-
-    def __init__(self, answer: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        super().__init__(api_key="agenttest-answers-in-process", base_url=NOWHERE, max_retries=0)
-        self._answer = answer
-
-    def copy(self, **_options: Any) -> ModelLayerClient:
-        # A framework's per-request options (max_retries, timeout, headers) mean nothing to an answer made here.
-        return self
-
-    with_options = copy
-
-    async def request(self, cast_to: Any, options: Any, *, stream: bool = False, stream_cls: Any = None) -> Any:
-        if not is_responses(options):
-            raise TypeError(
-                f"agenttest's model layer answers the Responses API here, not {str(options.method).upper()} "
-                f"{options.url}"
-            )
-        body = request_body(options)
-        if stream:
-            # A streamed run (Runner.run_streamed, agent.run_stream): asked whole, handed back as the API's events.
-            payload = await sync_to_async(self._answer, thread_sensitive=True)(unstreamed(body))
-            return await as_stream(response_events(payload), client=self, options=options, cast_to=cast_to,
-                                   stream_cls=stream_cls)
-        payload = await sync_to_async(self._answer, thread_sensitive=True)(body)
-        return as_response(payload, cast_to, options)
