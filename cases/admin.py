@@ -39,17 +39,11 @@ from cases.review import SHORT_JSON_LENGTH, case_review, verification_lines
 from cases.schema import EXTRA_ALLOWED_HELP, FORCE_BLOCKED_HELP, NETWORK_ALLOW_HELP
 from cases.selectors import CASE_PARTS, mock_drifted_now, suite_drifted_count, suite_mock_drifts
 from cases.services import case_content_hash_refresh, case_disable, case_enable, case_to_document
-from cases.validation import (
-    SUITE_DOCUMENT_FIELDS,
-    CallableFunctions,
-    CaseValidationError,
-    Problem,
-    case_callable_functions,
+from cases.validation.callable_functions import CallableFunctions, case_callable_functions
+from cases.validation.case_documents import (
     case_warnings,
     is_draft,
     mock_schema_warnings,
-    simulated_user_document,
-    suite_check,
     validate_assertion,
     validate_case_document,
     validate_case_fields,
@@ -57,6 +51,9 @@ from cases.validation import (
     validate_mock,
     validate_turn,
 )
+from cases.validation.parts import simulated_user_document
+from cases.validation.problems import CaseValidationError, Problem
+from cases.validation.suites import SUITE_DOCUMENT_FIELDS, suite_check
 from cases.verification import FAILING, NothingToRefresh, case_drifted_mocks_refresh, not_refreshable
 from common.admin_fields import PrettyJSONWidget, SafeJSONField
 from common.admin_ids import StrictIdsAdminMixin

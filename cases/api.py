@@ -45,13 +45,8 @@ from cases.services import (
     suite_delete,
     suite_update,
 )
-from cases.validation import (
-    CaseValidationError,
-    Problem,
-    case_warnings,
-    mock_schema_warnings,
-    validate_case_document,
-)
+from cases.validation.case_documents import case_warnings, mock_schema_warnings, validate_case_document
+from cases.validation.problems import CaseValidationError, Problem
 from common.api import (
     ApiPagination,
     ErrorSerializer,

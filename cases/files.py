@@ -60,7 +60,8 @@ from cases.services import (
     suite_to_document,
     suite_update,
 )
-from cases.validation import CaseValidationError, clean_case_document
+from cases.validation.case_documents import clean_case_document
+from cases.validation.problems import CaseValidationError
 from common.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, UNSTORABLE_MESSAGE, json_value_issue
 
 AGENTS, SUITES, CASES, SUITE_FILE = "agents", "suites", "cases", "suite.yaml"

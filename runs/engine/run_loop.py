@@ -18,7 +18,7 @@ from typing import Any
 
 from agenthost.seams import ModelConfig, UnknownModel
 from cases.models import Case
-from cases.validation import suite_hermetic_problem
+from cases.validation.suites import suite_hermetic_problem
 from runs.engine.budget import RunBudget, Spend
 from runs.engine.case_runner import ERROR, CaseExecution, CasePlan, CaseWorker, SuitePlan, execute_case
 from runs.engine.durability import relaxed_commit
