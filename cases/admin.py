@@ -1,6 +1,6 @@
 """Where drafts are reviewed: suites, and cases with their history, turns, mocks and assertions as inlines.
 
-Every form here checks its part with the functions of cases/validation.py, the ones the API and import use, so a
+Every form here checks its part with the functions of cases/validation/, the ones the API and import use, so a
 bad regex or a missing assertion parameter is a form error on the field it concerns. Rules about the case as a
 whole (turns present, routing-case shape) are checked whenever a case is enabled: here by the "Enable selected"
 action, and on save, where an enabled case that does not pass is kept but saved disabled, with the reasons shown.

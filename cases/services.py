@@ -1,4 +1,4 @@
-"""Writes of suites and cases. A case is always written from its document (see cases/validation.py), whichever door
+"""Writes of suites and cases. A case is always written from its document (see cases/validation/), whichever door
 it came through — API, import, copy or recording — so every stored case met the same rules."""
 
 from __future__ import annotations
