@@ -40,22 +40,45 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
 
     name = data["name"].strip() if isinstance(data["name"], str) else data["name"]
     if "name" not in wrong:
-        taken = Suite.objects.filter(name=name)
-        if instance is not None and instance.pk is not None:
-            taken = taken.exclude(pk=instance.pk)
-        if taken.exists():
-            problems.add("name", f"a suite named {name!r} already exists")
-
+        _check_name_free(name, instance=instance, problems=problems)
     agent = data["agent"]
     if "agent" not in wrong and not isinstance(agent, Agent):
         agent = Agent.objects.filter(name=agent.strip()).first() or agent
         if not isinstance(agent, Agent):
             problems.add("agent", f"no agent named {data['agent']!r}")
-
     judge_model = data["judge_model"] or ""
-    if "judge_model" in wrong:
-        pass
-    elif judge_model:
+    if "judge_model" not in wrong:
+        _check_judge_model(judge_model, instance=instance, problems=problems)
+    functions = suite_callable_functions(agent=agent, suite=instance) if isinstance(agent, Agent) else None
+    extra_allowed = _function_names(data, "extra_allowed_functions", functions=functions, problems=problems)
+    _check_effects(extra_allowed, functions, problems=problems)
+    force_blocked = _function_names(data, "force_blocked_functions", functions=functions, problems=problems)
+    network_allow = _network_allow(data, wrong, extra_allowed, functions, problems)
+    if functions is not None:
+        _check_rules_and_concurrency(data, wrong, extra_allowed, functions, problems=problems)
+    cleaned = {
+        **{key: data.get(key) for key in SUITE_DOCUMENT_FIELDS},
+        "name": name,
+        "agent": agent,
+        "judge_model": judge_model,
+        "extra_allowed_functions": extra_allowed,
+        "force_blocked_functions": force_blocked,
+        "network_allow": network_allow,
+    }
+    return cleaned, problems.items
+
+
+def _check_name_free(name: Any, *, instance: Suite | None, problems: _Problems) -> None:
+    taken = Suite.objects.filter(name=name)
+    if instance is not None and instance.pk is not None:
+        taken = taken.exclude(pk=instance.pk)
+    if taken.exists():
+        problems.add("name", f"a suite named {name!r} already exists")
+
+
+def _check_judge_model(judge_model: str, *, instance: Suite | None, problems: _Problems) -> None:
+    """A judge model is a configured one; without one, no enabled case of the suite may need it."""
+    if judge_model:
         configured = [config.key for config in configured_models()]
         if judge_model not in configured:
             problems.add(
@@ -74,8 +97,9 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
                 f"enabled cases use llmJudge assertions ({', '.join(judged)}); they need a judge model",
             )
 
-    functions = suite_callable_functions(agent=agent, suite=instance) if isinstance(agent, Agent) else None
-    extra_allowed = _function_names(data, "extra_allowed_functions", functions=functions, problems=problems)
+
+def _check_effects(extra_allowed: list[Any], functions: CallableFunctions | None, *, problems: _Problems) -> None:
+    """Every extra-allowed function is declared free of effects outside agenttest: the others are to be mocked."""
     for index, function in enumerate(extra_allowed):
         # A name the schema refused (not a string) cannot name a function, nor be hashed.
         if (
@@ -88,29 +112,27 @@ def _clean_suite(data: Any, *, instance: Suite | None) -> tuple[dict[str, Any], 
                 _at("extra_allowed_functions", index),
                 _effects_message(function, functions.declarations.get(function, ())),
             )
-    force_blocked = _function_names(data, "force_blocked_functions", functions=functions, problems=problems)
-    network_allow = _network_allow(data, wrong, extra_allowed, functions, problems)
+
+
+def _check_rules_and_concurrency(
+    data: dict[str, Any],
+    wrong: set[str],
+    extra_allowed: list[Any],
+    functions: CallableFunctions,
+    *,
+    problems: _Problems,
+) -> None:
     rules = data.get("mock_rules")
-    if functions is not None and isinstance(rules, dict) and "mock_rules" not in wrong:
+    if isinstance(rules, dict) and "mock_rules" not in wrong:
         # A rule for a function no case can call would compare nothing.
         for function in rules:
             if function not in functions.names:
                 problems.add(_at("mock_rules", function), functions.not_callable(function), shared=functions.listing)
     concurrency = data["case_concurrency"]
-    if "case_concurrency" not in wrong and concurrency > 1 and functions is not None:
+    if "case_concurrency" not in wrong and concurrency > 1:
         problem = _hermetic_problem(extra_allowed, functions)
         if problem:
             problems.add("case_concurrency", f"{problem}; keep 1 or allow only functions declared free of them")
-    cleaned = {
-        **{key: data.get(key) for key in SUITE_DOCUMENT_FIELDS},
-        "name": name,
-        "agent": agent,
-        "judge_model": judge_model,
-        "extra_allowed_functions": extra_allowed,
-        "force_blocked_functions": force_blocked,
-        "network_allow": network_allow,
-    }
-    return cleaned, problems.items
 
 
 def _network_allow(
