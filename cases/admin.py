@@ -1,6 +1,6 @@
 """Where drafts are reviewed: suites, and cases with their history, turns, mocks and assertions as inlines.
 
-Every form here checks its part with the functions of cases/validation.py, the ones the API and import use, so a
+Every form here checks its part with the functions of cases/validation/, the ones the API and import use, so a
 bad regex or a missing assertion parameter is a form error on the field it concerns. Rules about the case as a
 whole (turns present, routing-case shape) are checked whenever a case is enabled: here by the "Enable selected"
 action, and on save, where an enabled case that does not pass is kept but saved disabled, with the reasons shown.
@@ -39,17 +39,11 @@ from cases.review import SHORT_JSON_LENGTH, case_review, verification_lines
 from cases.schema import EXTRA_ALLOWED_HELP, FORCE_BLOCKED_HELP, NETWORK_ALLOW_HELP
 from cases.selectors import CASE_PARTS, mock_drifted_now, suite_drifted_count, suite_mock_drifts
 from cases.services import case_content_hash_refresh, case_disable, case_enable, case_to_document
-from cases.validation import (
-    SUITE_DOCUMENT_FIELDS,
-    CallableFunctions,
-    CaseValidationError,
-    Problem,
-    case_callable_functions,
+from cases.validation.callable_functions import CallableFunctions, case_callable_functions
+from cases.validation.case_documents import (
     case_warnings,
     is_draft,
     mock_schema_warnings,
-    simulated_user_document,
-    suite_check,
     validate_assertion,
     validate_case_document,
     validate_case_fields,
@@ -57,6 +51,9 @@ from cases.validation import (
     validate_mock,
     validate_turn,
 )
+from cases.validation.parts import simulated_user_document
+from cases.validation.problems import CaseValidationError, Problem
+from cases.validation.suites import SUITE_DOCUMENT_FIELDS, suite_check
 from cases.verification import FAILING, NothingToRefresh, case_drifted_mocks_refresh, not_refreshable
 from common.admin_fields import PrettyJSONWidget, SafeJSONField
 from common.admin_ids import StrictIdsAdminMixin

@@ -3,7 +3,7 @@
 Actions that share a URL are combined into one mounted view, as in the host's API. Any signed-in user may read;
 only staff may change suites and cases. A request body that breaks a rule gets 400 with
 `{"errors": [{"field": "turns[0].assertions[1].params.pattern", "message": "..."}]}` — every error names its field.
-Request bodies are checked by cases/validation.py (the admin, import and recording use the same rules) against the
+Request bodies are checked by cases/validation/ (the admin, import and recording use the same rules) against the
 shapes of cases/schema.py, and the same pydantic models describe the bodies in the OpenAPI schema.
 """
 
@@ -45,13 +45,8 @@ from cases.services import (
     suite_delete,
     suite_update,
 )
-from cases.validation import (
-    CaseValidationError,
-    Problem,
-    case_warnings,
-    mock_schema_warnings,
-    validate_case_document,
-)
+from cases.validation.case_documents import case_warnings, mock_schema_warnings, validate_case_document
+from cases.validation.problems import CaseValidationError, Problem
 from common.api import (
     ApiPagination,
     ErrorSerializer,

@@ -45,7 +45,8 @@ def mocks_refused_by_their_tools(*, suite: Any = None) -> list[str]:
     agents declare now. The check above and the suite's admin page list it."""
     from cases.models import Case
     from cases.tool_schemas import mock_schema_problems
-    from cases.validation import case_callable_functions, is_draft
+    from cases.validation.callable_functions import case_callable_functions
+    from cases.validation.case_documents import is_draft
 
     found = []
     functions_of: dict[tuple[int, int | None], Any] = {}

@@ -9,7 +9,7 @@
 
 `files_apply` makes the database match the files, all or nothing; `files_export` writes them from the database so
 that export → apply into an empty database → export gives the same bytes. The shape of each file is its JSON Schema
-(cases/schema.py); the checks that need the database are those every other door uses (cases/validation.py,
+(cases/schema.py); the checks that need the database are those every other door uses (cases/validation/,
 agenthost/validation.py), so a file is refused for exactly what the API would refuse.
 """
 
@@ -60,7 +60,8 @@ from cases.services import (
     suite_to_document,
     suite_update,
 )
-from cases.validation import CaseValidationError, clean_case_document
+from cases.validation.case_documents import clean_case_document
+from cases.validation.problems import CaseValidationError
 from common.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, UNSTORABLE_MESSAGE, json_value_issue
 
 AGENTS, SUITES, CASES, SUITE_FILE = "agents", "suites", "cases", "suite.yaml"

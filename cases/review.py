@@ -16,7 +16,7 @@ from typing import Any
 
 from cases.models import Assertion, Case, HistoryMessage, Mock, MockVerification, Turn
 from cases.services import case_to_document
-from cases.validation import mock_schema_warnings
+from cases.validation.case_documents import mock_schema_warnings
 from cases.verification import FAILING, diff_line, mock_key
 from common.inputs import json_loads, printable_json
 
@@ -53,7 +53,7 @@ class CaseReview:
     case_assertions: list[Assertion]
     # Mocks no turn's toolCalled assertion names: they answer whichever call matches them.
     any_turn_mocks: list[Mock]
-    # The stored notes, then each mock its tool's schemas refuse as they stand now (cases.validation).
+    # The stored notes, then each mock its tool's schemas refuse as they stand now (cases/validation/case_documents.py).
     warnings: list[str] = field(default_factory=list)
     # Mocks whose last verification of what they say now drifted or failed: the panel offers "Refresh drifted".
     drifted: list[Mock] = field(default_factory=list)

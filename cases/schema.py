@@ -2,11 +2,11 @@
 once, as pydantic models, and checked with jsonschema against the generated schema, so what `agenttest schema`
 publishes is exactly what `agenttest apply` enforces. The case document the API, the admin and import take
 (`case-document`) is generated from the same models: it is the one description of a case's shape everywhere
-(cases/validation.py checks it with this module).
+(cases/validation/ checks it with this module).
 
 The schema covers shape only: keys, types, required fields, allowed values and each assertion type's parameters.
 What needs the database or other files — a mock's function must be one the agent can call, an agent must exist, a
-name must be unique, a regular expression must compile — is checked afterwards by cases/validation.py and
+name must be unique, a regular expression must compile — is checked afterwards by cases/validation/ and
 agenthost/validation.py. A keyword's message may be our own (`x-messages` beside the rule), so the words stay those
 agenttest always used ("is required for outputContains", "must be a whole number from 1 to 5").
 

@@ -1,4 +1,4 @@
-"""Writes of suites and cases. A case is always written from its document (see cases/validation.py), whichever door
+"""Writes of suites and cases. A case is always written from its document (see cases/validation/), whichever door
 it came through — API, import, copy or recording — so every stored case met the same rules."""
 
 from __future__ import annotations
@@ -14,14 +14,9 @@ from agenthost.seams import Agent, Conversation
 from cases.models import Assertion, Case, HistoryMessage, Mock, Suite, Turn
 from cases.schema import NAME_MAX_LENGTH
 from cases.selectors import case_list
-from cases.validation import (
-    CaseValidationError,
-    Problem,
-    SuiteValidationError,
-    clean_case_document,
-    clean_suite_data,
-    validate_case_document,
-)
+from cases.validation.case_documents import clean_case_document, validate_case_document
+from cases.validation.problems import CaseValidationError, Problem, SuiteValidationError
+from cases.validation.suites import clean_suite_data
 from common.inputs import parse_id
 
 # --- Suites -------------------------------------------------------------------------------------------------------

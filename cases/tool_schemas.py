@@ -1,5 +1,5 @@
 """A mock checked against the schemas of the tool it stands in for (issue 36): the one check every door calls
-(cases.validation's `_mean_mock`, which the API, the admin, case files, import and recording all go through).
+(`_mean_mock` of cases/validation/parts.py, which the API, the admin, case files, import and recording all go through).
 
 - Its `arguments` against the tool's input JSON Schema: the declaration the agent makes (an MCP tool's listing, a
   runtime's discovery, a native declaration) or else the registered function's schema (a plugin tool's type hints).

@@ -36,7 +36,7 @@ from agenthost.seams import CONTROL_FLOW_FUNCTIONS, FunctionContext, LiveListing
 from cases.models import Case, MockVerification, Suite
 from cases.services import case_to_document, case_update
 from cases.tool_schemas import input_schema, mock_schema_problems, output_schema
-from cases.validation import CallableFunctions, case_callable_functions
+from cases.validation.callable_functions import CallableFunctions, case_callable_functions
 
 Verdict = MockVerification.Verdict
 # What makes `agenttest mocks verify` exit non-zero.

@@ -184,7 +184,7 @@ def validation_problems(detail: Any, field: str = "") -> Iterator[dict[str, str]
 
 
 def unknown_field_message(key: str, known: list[str]) -> str:
-    """The words every API (and cases/validation.py) uses for a field it does not know."""
+    """The words every API (and cases/validation/) uses for a field it does not know."""
     if not known:
         return f"unknown field {key!r}; this request takes no fields"
     return f"unknown field {key!r}; known fields: {', '.join(known)}"

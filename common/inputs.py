@@ -195,7 +195,7 @@ def unstorable_text_path(value: Any, *, nul: bool = True) -> str | None:
 
 NONFINITE_PROBLEM = "numbers must be finite (NaN and Infinity are not JSON)"
 INT_RANGE_PROBLEM = f"integers must be between -{MAX_JSON_INT} and {MAX_JSON_INT}"
-# Worded as every field validator words it (cases/validation.py, agent validation), so a message reads the same
+# Worded as every field validator words it (cases/validation/, agent validation), so a message reads the same
 # whichever check met the text first.
 UNICODE_PROBLEM = "must not contain a lone surrogate (\\ud800-\\udfff): it is not Unicode"
 UNSTORABLE_MESSAGE = "must not contain NUL (\\u0000) or a lone surrogate (\\ud800-\\udfff)"

@@ -24,7 +24,7 @@ from agenthost.seams import (
     response_problem,
     unfinished_answer,
 )
-from cases.validation import NAME_MAX_LENGTH
+from cases.schema import NAME_MAX_LENGTH
 from common.inputs import MAX_JSON_DEPTH, json_text_too_deep, text_is_storable
 from recording.transcripts import Transcript
 

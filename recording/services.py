@@ -20,7 +20,7 @@ from cases.models import Case, Suite
 from cases.schema import NAME_MAX_LENGTH
 from cases.selectors import suite_by_reference
 from cases.services import case_create, case_to_document, case_update, suite_create
-from cases.validation import CaseValidationError, SuiteValidationError
+from cases.validation.problems import CaseValidationError, SuiteValidationError
 from common.inputs import parse_id
 from recording.drafts import NothingToRecord, draft_document
 from recording.segmenter import ModelUnavailable, Segment, SegmentationError, segments_ask

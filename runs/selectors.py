@@ -15,8 +15,8 @@ from django.db.models.functions import Now
 
 from agenthost.seams import Conversation
 from common.queues import group_queue
-from runs.engine.case_runner import TEST_TAG
 from runs.engine.leases import unpicked_runs
+from runs.engine.tags import TEST_TAG, run_tag
 from runs.engine.workers import live_workers
 from runs.models import CaseResult, Recording, Run, RunLock
 
@@ -76,11 +76,6 @@ def run_pickup_stall(*, run: Run) -> PickupStall | None:
         queue=group_queue(group),
         workers=live_workers(group=group),
     )
-
-
-def run_tag(run_id: int) -> str:
-    """The tag a run's test conversations carry besides TEST_TAG (runs/engine/planning.py passes it to the runner)."""
-    return f"run:{run_id}"
 
 
 def _tagged(tags: Any, tag: str) -> bool:

@@ -39,7 +39,7 @@ from runs.engine.leases import (
 )
 from runs.engine.results import reconnecting, result_counts, run_fail
 from runs.engine.run_checks import run_options_validate, run_validate
-from runs.engine.run_loop import run_execute_held
+from runs.engine.run_loop import RunLoop
 from runs.models import CaseResult, Run
 from runs.selectors import prunable_test_conversation_ids, run_conversation_ids
 
@@ -231,7 +231,7 @@ def run_execute(*, run_id: int, lease: Lease | None = None) -> Run | None:
         return None
     lease.start()
     try:
-        return run_execute_held(lease=lease)
+        return RunLoop(lease=lease).run()
     except LeaseLost:
         logger.warning("run %s: this executor lost its lease; it stopped without writing a verdict", run_id)
         return Run.objects.filter(pk=run_id).first()

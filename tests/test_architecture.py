@@ -306,7 +306,7 @@ def test_it_registers_the_hosts_own_provider_kinds_through_the_plugin_call():
 
 # --- Issue 22, point 2: a suite's shape is written once -----------------------------------------------------------
 # cases/schema.py holds the shapes and limits of agents, suites and cases; the API, the admin, the files and the
-# OpenAPI description read them from there, and cases/validation.py adds only what needs the database.
+# OpenAPI description read them from there, and cases/validation/ adds only what needs the database.
 
 LIMIT_KEYWORDS = {"ge", "le", "gt", "lt", "min_length", "max_length", "min_value", "max_value"}
 
@@ -431,6 +431,44 @@ def test_it_keeps_the_engine_and_the_tapes_from_importing_the_web_room():
         for imported in imports
         if imported.startswith("runs.engine")
     ) == []
+
+
+# What the engine and the tapes may import from the top of runs/: the models they read and write. Everything else
+# up there (services, selectors, api, tasks, signals…) calls down into them; a name both sides need lives below
+# (runs/engine/tags.py). The engine names the Celery task as a string (runs/engine/dispatch.py), not an import.
+RUNS_BELOW = ("runs.engine", "runs.tapes")
+RUNS_TOP_ALLOWED_BELOW = {"runs.models"}
+
+
+def _reaching_up_from_below(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(module, imported) for every import by runs.engine or runs.tapes of a top-level runs module but the models."""
+    below = tuple(f"{package}." for package in RUNS_BELOW)
+    return sorted(
+        (module, imported)
+        for module, imports in graph.items()
+        if module.startswith(below) or module in RUNS_BELOW
+        for imported in imports
+        if imported.startswith("runs.")
+        and not imported.startswith(below)
+        and imported not in RUNS_BELOW
+        and ".".join(imported.split(".")[:2]) not in RUNS_TOP_ALLOWED_BELOW
+    )
+
+
+def test_it_lets_the_engine_and_the_tapes_import_only_the_models_from_the_top_of_runs():
+    assert _reaching_up_from_below(_import_graph()) == []
+
+
+def test_it_finds_the_engine_reaching_up_to_the_selectors():
+    # The finder itself, on the shape the project had (planning read the run tag from the selectors), and on a
+    # service imported by the tapes; the models stay allowed.
+    graph = _import_graph()
+    graph["runs.engine.planning"] = graph["runs.engine.planning"] | {"runs.selectors"}
+    graph["runs.tapes.files"] = graph["runs.tapes.files"] | {"runs.services", "runs.models"}
+    assert _reaching_up_from_below(graph) == [
+        ("runs.engine.planning", "runs.selectors"),
+        ("runs.tapes.files", "runs.services"),
+    ]
 
 
 def test_it_gives_the_plugin_loader_a_name_apart_from_the_public_plugin_module():

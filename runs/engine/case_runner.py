@@ -54,10 +54,11 @@ from agenthost.seams import (
     parse_model_key,
 )
 from runs.engine import assertions as checks
-from runs.engine.case_session import CaseSession, MockSpec, ObservedCall, Outcome, registry
+from runs.engine.case_session import CaseSession, ObservedCall, Outcome, registry
 from runs.engine.durability import relax_case_commits
 from runs.engine.mocking import CANARY_FUNCTION
 from runs.engine.model_providers import LIVE_PROVIDER, install_providers
+from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan
 from runs.engine.simulated_user import (
     BY_CONDITION,
     BY_ERROR,
@@ -65,6 +66,7 @@ from runs.engine.simulated_user import (
     BY_USER,
     STILL_GOING,
     Exchange,
+    Move,
     SimulatedUserPlan,
     SimulationRecord,
     UnusableAnswer,
@@ -72,12 +74,12 @@ from runs.engine.simulated_user import (
     stop_text,
     user_request,
 )
+from runs.engine.tags import TEST_TAG
 from runs.tapes.replay import Replayer, Tape
 
 if TYPE_CHECKING:
     from runs.engine.budget import RunBudget
 
-TEST_TAG = "agenttest"
 NO_ASSERTIONS = "the case has no assertions, so it verifies nothing"
 # How long a timed-out case waits for its call in flight, which its deadline has already ended: long enough for
 # the call to unwind (or for an answer that came at the deadline to be counted), short enough that a case's duration
@@ -85,58 +87,6 @@ NO_ASSERTIONS = "the case has no assertions, so it verifies nothing"
 LATE_ANSWER_GRACE_SECONDS = 2.0
 # The names of case threads (a stuck one is left behind: `run` exits without waiting for it).
 CASE_THREAD_PREFIX = "agenttest-case"
-
-
-@dataclass
-class AssertionPlan:
-    type: str
-    params: dict[str, Any]
-    fatal: bool = False
-
-
-@dataclass
-class TurnPlan:
-    user_message: str
-    assertions: list[AssertionPlan] = field(default_factory=list)
-
-
-@dataclass
-class CasePlan:
-    """Everything needed to run a case, read once per run so executing it costs no case queries."""
-
-    id: int
-    name: str
-    type: str
-    entry_agent: Agent
-    history: list[dict[str, str]]
-    initial_state: dict[str, Any]
-    turns: list[TurnPlan]
-    assertions: list[AssertionPlan]
-    mocks: list[MockSpec]
-    content_hash: str = ""
-    # The records the stateful mocks read and update (runs/engine/tables.py); each execution starts from these.
-    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # After the scripted turns (or instead of them): a user played by a model (runs/engine/simulated_user.py).
-    simulated_user: SimulatedUserPlan | None = None
-
-
-@dataclass
-class SuitePlan:
-    extra_allowed: frozenset[str]
-    force_blocked: frozenset[str]
-    judge_model: str
-    timeout_seconds: float
-    tags: tuple[str, ...] = ()
-    # The run the cases belong to: named by the seal of each test conversation.
-    run_id: int | None = None
-    # The run's per-provider concurrency limits (runs/engine/throttle.py), shared by its cases.
-    throttles: Any = None
-    # The run's live MCP listings (agenthost LiveListings), shared by its cases: each server listed once per run.
-    mcp_live: Any = None
-    # The agents that have rules (whose calls only the transcript knows); None: unknown, so every turn reads it.
-    rule_agents: frozenset[str] | None = None
-    # Hosts the suite's extra-allowed effect-free tools may reach; the case's seal refuses every other connection.
-    network_allow: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -222,18 +172,43 @@ def execute_case(
     are written once, when the case ends: here, or with `save_conversation=False` by the caller, which saves
     `execution.conversation` with the result, in one transaction."""
     started = time.perf_counter()
-    if not plan.turns and plan.simulated_user is None:
-        return CaseExecution(status=ERROR, reason="the case has no turns, so it would verify nothing")
-    if not plan.assertions and not any(turn.assertions for turn in plan.turns):
-        return CaseExecution(status=ERROR, reason=NO_ASSERTIONS)
-    if plan.simulated_user is not None and not plan.simulated_user.model:
-        return CaseExecution(
-            status=ERROR,
-            reason="no model plays the simulated user: set simulated_user.model on the case, or a judge model on the "
-            "suite (the default)",
-        )
+    refused = _refusal(plan)
+    if refused is not None:
+        return CaseExecution(status=ERROR, reason=refused)
     install_providers()
-    session = CaseSession(
+    session = _case_session(plan, model, suite, tape, budget)
+    progress = _Progress()
+    future, outcome, timed_out = _drive(plan, suite, session, progress, tape, worker)
+    execution = _what_happened(suite, session, progress, tape, outcome, timed_out=timed_out)
+    if future.done() and progress.held is not None:
+        # The case thread is done with the conversation; a thread left behind still holds it and saves nothing.
+        execution.conversation = progress.held
+        if save_conversation:
+            _save_conversation(execution, progress.held)
+    _overrule(execution, session, tape)
+    _count_usage(execution, plan, model, suite, session, tape)
+    execution.duration_ms = (time.perf_counter() - started) * 1000
+    return execution
+
+
+def _refusal(plan: CasePlan) -> str | None:
+    """Why the case cannot run at all, before anything of it starts."""
+    if not plan.turns and plan.simulated_user is None:
+        return "the case has no turns, so it would verify nothing"
+    if not plan.assertions and not any(turn.assertions for turn in plan.turns):
+        return NO_ASSERTIONS
+    if plan.simulated_user is not None and not plan.simulated_user.model:
+        return (
+            "no model plays the simulated user: set simulated_user.model on the case, or a judge model on the "
+            "suite (the default)"
+        )
+    return None
+
+
+def _case_session(
+    plan: CasePlan, model: ModelConfig, suite: SuitePlan, tape: Tape | None, budget: RunBudget | None
+) -> CaseSession:
+    return CaseSession(
         mocks=plan.mocks,
         extra_allowed=suite.extra_allowed,
         force_blocked=suite.force_blocked,
@@ -248,7 +223,18 @@ def execute_case(
         budget=budget if tape is None or tape.spends else None,
         price=functools.partial(_price, model, suite, plan),
     )
-    progress = _Progress()
+
+
+def _drive(
+    plan: CasePlan,
+    suite: SuitePlan,
+    session: CaseSession,
+    progress: _Progress,
+    tape: Tape | None,
+    worker: CaseWorker | None,
+) -> tuple[Future[None], dict[str, Any], bool]:
+    """Play the case on its thread until it ends, or its timeout and the grace after it pass: the thread's future,
+    what the thread left (its "value", or the "crash" that ended it) and whether the case timed out."""
     outcome: dict[str, Any] = {}
 
     def work() -> None:
@@ -280,6 +266,19 @@ def execute_case(
             worker.abandon()
     if own_worker and future.done():
         worker.close()
+    return future, outcome, timed_out
+
+
+def _what_happened(
+    suite: SuitePlan,
+    session: CaseSession,
+    progress: _Progress,
+    tape: Tape | None,
+    outcome: dict[str, Any],
+    *,
+    timed_out: bool,
+) -> CaseExecution:
+    """The case's execution as its thread left it, or, when it timed out or crashed, as far as it got."""
     if timed_out:
         hang = tape.hanging_at if isinstance(tape, Replayer) else ""
         execution = CaseExecution(
@@ -292,21 +291,21 @@ def execute_case(
         )
         if progress.simulation is not None and not progress.simulation.stop:
             progress.simulation.stop = {"by": BY_ERROR, "reason": execution.reason}
-    elif "crash" in outcome:
+        return execution
+    if "crash" in outcome:
         exc = outcome["crash"]
         what = "lost its database connection" if isinstance(exc, DatabaseError) else "crashed"
-        execution = CaseExecution(
+        return CaseExecution(
             status=ERROR,
             reason=f"the case {what}: {type(exc).__name__}: {str(exc).strip()}",
             conversation_id=progress.conversation_id,
         )
-    else:
-        execution = outcome["value"]
-    if future.done() and progress.held is not None:
-        # The case thread is done with the conversation; a thread left behind still holds it and saves nothing.
-        execution.conversation = progress.held
-        if save_conversation:
-            _save_conversation(execution, progress.held)
+    played: CaseExecution = outcome["value"]
+    return played
+
+
+def _overrule(execution: CaseExecution, session: CaseSession, tape: Tape | None) -> None:
+    """What the harness saw that outweighs the case's own verdict, and the notes every reader of it needs."""
     if tape is not None and tape.failure:
         # The replay could not go on (stale, exhausted, unreadable): whatever the loop made of it, that is the news.
         execution.status, execution.reason = ERROR, tape.failure
@@ -316,6 +315,17 @@ def execute_case(
     for note in (session.rate_limit_note(), session.answer_note()):
         if note:
             execution.reason = f"{execution.reason}; {note}" if execution.reason else note
+
+
+def _count_usage(
+    execution: CaseExecution,
+    plan: CasePlan,
+    model: ModelConfig,
+    suite: SuitePlan,
+    session: CaseSession,
+    tape: Tape | None,
+) -> None:
+    """The tables the case left, and what its models used and cost (nothing, for a replay)."""
     # Whatever ended the case, the tables are as its calls left them: what a reader of a timeout wants to see too.
     execution.final_tables = session.tables_snapshot()
     usage, latency_ms, judge_usage = session.totals()
@@ -327,8 +337,6 @@ def execute_case(
         execution.judge_cost = _cost(get_model(suite.judge_model), judge_usage)
     if execution.simulation is not None and plan.simulated_user is not None:
         _count_user_model(execution, execution.simulation, plan.simulated_user, session.user_total(), spent=spent)
-    execution.duration_ms = (time.perf_counter() - started) * 1000
-    return execution
 
 
 def _count_user_model(
@@ -486,16 +494,12 @@ def _play(
     user_call: Callable[[ModelRequest, str], ModelResponse],
     progress: _Progress,
 ) -> CaseExecution:
+    """The canary, the scripted turns, the simulated user's, then the case's assertions."""
     execution = CaseExecution(status=PASSED, conversation_id=held.conversation.pk)
-    canary = held.invoke_function(CANARY_FUNCTION, record=False)
-    if canary.content != session.canary_token:
-        execution.status = ERROR
-        execution.reason = (
-            "the mock seam is not live: the canary function answered "
-            f"{canary.content[:200]!r} instead of the harness's token, so tools could run for real; nothing was sent"
-        )
+    dead_seam = _canary_failure(held, session)
+    if dead_seam:
+        execution.status, execution.reason = ERROR, dead_seam
         return execution
-
     talk = _Talk(
         entry_agent=plan.entry_agent.name,
         state=dict(plan.initial_state),
@@ -503,6 +507,43 @@ def _play(
             Exchange("user" if item["role"] == "user" else "agent", item["content"], None) for item in plan.history
         ],
     )
+    went_on, simulated = _play_scripted(held, plan, suite, session, judge_call, talk, execution)
+    if not went_on:
+        return execution
+    if simulated is not None:
+        # Kept on the progress too: a case that times out still says which turns the user model wrote.
+        record = SimulationRecord(user_model=simulated.model, goal=simulated.goal)
+        execution.simulation = progress.simulation = record
+        if not _simulate(held, plan, simulated, suite, session, judge_call, user_call, talk, execution, record):
+            return execution
+    _check_case_assertions(held, plan, suite, session, judge_call, talk)
+    _finish(execution, session, talk.results, talk.state)
+    _note_cut_off(execution)
+    return execution
+
+
+def _canary_failure(held: HeldConversation, session: CaseSession) -> str:
+    """Why the mock seam is not live, or "" when the canary function answered the harness's token."""
+    canary = held.invoke_function(CANARY_FUNCTION, record=False)
+    if canary.content == session.canary_token:
+        return ""
+    return (
+        "the mock seam is not live: the canary function answered "
+        f"{canary.content[:200]!r} instead of the harness's token, so tools could run for real; nothing was sent"
+    )
+
+
+def _play_scripted(
+    held: HeldConversation,
+    plan: CasePlan,
+    suite: SuitePlan,
+    session: CaseSession,
+    judge_call: Callable[[ModelRequest, str], ModelResponse],
+    talk: _Talk,
+    execution: CaseExecution,
+) -> tuple[bool, SimulatedUserPlan | None]:
+    """The case's scripted turns: whether the case can go on (else its execution says why), and the simulated user
+    that plays next, unless a fatal assertion failed."""
     simulated = plan.simulated_user
     for index, turn_plan in enumerate(plan.turns):
         turn, fatal_failed = _turn(
@@ -517,22 +558,25 @@ def _play(
             execution=execution,
         )
         if turn is None:
-            return execution
+            return False, None
         remaining = len(plan.turns) - index - 1
         if fatal_failed and (remaining or simulated is not None):
             skipped = [f"{remaining} turn(s)"] if remaining else []
             skipped += ["the simulated user's turns"] if simulated is not None else []
             execution.reason = f"a fatal assertion failed at turn {index}; {' and '.join(skipped)} skipped"
-            simulated = None
-            break
+            return True, None
+    return True, simulated
 
-    if simulated is not None:
-        # Kept on the progress too: a case that times out still says which turns the user model wrote.
-        record = SimulationRecord(user_model=simulated.model, goal=simulated.goal)
-        execution.simulation = progress.simulation = record
-        if not _simulate(held, plan, simulated, suite, session, judge_call, user_call, talk, execution, record):
-            return execution
 
+def _check_case_assertions(
+    held: HeldConversation,
+    plan: CasePlan,
+    suite: SuitePlan,
+    session: CaseSession,
+    judge_call: Callable[[ModelRequest, str], ModelResponse],
+    talk: _Talk,
+) -> None:
+    """The case-level assertions on the whole conversation, and a blocked or unavailable call's own finding."""
     transcript = (
         [
             {"role": m.role, "content": m.content, "function": m.function_name, "arguments": m.arguments}
@@ -560,7 +604,9 @@ def _play(
         synthetic = checks.evaluate(type="noBlockedTools", params={}, evidence=evidence, scope="case")
         synthetic.synthetic = True
         talk.results.append(synthetic)
-    _finish(execution, session, talk.results, talk.state)
+
+
+def _note_cut_off(execution: CaseExecution) -> None:
     simulation = execution.simulation
     if simulation is not None and simulation.stop.get("by") == BY_TURN_LIMIT and execution.status != ERROR:
         # Cut off, not finished: like a timeout, it says nothing certain about the agent (the assertions still
@@ -570,7 +616,6 @@ def _play(
         execution.reason = f"{note}; raise max_turns, or check the user model's goal" + (
             f" ({execution.reason})" if execution.reason else ""
         )
-    return execution
 
 
 def _judges_a_goal(plan: CasePlan) -> bool:
@@ -610,8 +655,7 @@ def _turn(
         _observe_refused(session, held, turn)
     else:
         session.observe_unavailable(turn.turn, turn.tool_calls)
-    under_test = f"{session.provider}:{session.model}"
-    elsewhere = [key for key in turn.models if key != under_test]
+    elsewhere = _models_elsewhere(session, turn)
     if elsewhere:
         # Its calls bypassed the harness's provider: neither counted nor stopped at a timeout, and not the model
         # under test — whatever the turn did proves nothing about it.
@@ -627,6 +671,29 @@ def _turn(
     talk.nodes.extend(turn.nodes_visited)
     talk.state = turn.state
     talk.exchanges += [Exchange("user", text, index), Exchange("agent", turn.output, index)]
+    fatal_failed = _check_turn_assertions(
+        turn, index, assertions, suite=suite, session=session, judge_call=judge_call, talk=talk
+    )
+    return turn, fatal_failed
+
+
+def _models_elsewhere(session: CaseSession, turn: TurnResult) -> list[str]:
+    """The models the turn ran on other than the model under test."""
+    under_test = f"{session.provider}:{session.model}"
+    return [key for key in turn.models if key != under_test]
+
+
+def _check_turn_assertions(
+    turn: TurnResult,
+    index: int,
+    assertions: list[AssertionPlan],
+    *,
+    suite: SuitePlan,
+    session: CaseSession,
+    judge_call: Callable[[ModelRequest, str], ModelResponse],
+    talk: _Talk,
+) -> bool:
+    """The turn's assertions on what the turn did, added to the case's results: whether a fatal one failed."""
     turn_calls = [c.as_dict() for c in session.observed_calls() if c.turn == turn.turn]
     evidence = checks.Evidence(
         output=turn.output,
@@ -650,7 +717,7 @@ def _turn(
         )
         talk.results.append(result)
         fatal_failed = fatal_failed or (assertion.fatal and not result.passed)
-    return turn, fatal_failed
+    return fatal_failed
 
 
 def _simulate(
@@ -675,16 +742,8 @@ def _simulate(
         if session.failure:
             _finish(execution, session, talk.results, talk.state)
             return False
-        try:
-            move = read_move(user_call(user_request(user, talk.exchanges, turn=index), user.model))
-        except (ProviderError, UnknownModel, UnusableAnswer) as exc:
-            execution.status = ERROR
-            if isinstance(exc, UnusableAnswer):
-                execution.reason = f"the simulated user's model (turn {index}) {exc}"
-            elif isinstance(exc, UnknownModel):
-                execution.reason = f"the simulated user's model cannot be used: {exc}"
-            else:
-                execution.reason = f"the simulated user's model failed at turn {index}: {exc}"
+        move = _user_move(user, user_call, talk, index, execution)
+        if move is None:
             record.stop = {"by": BY_ERROR, "reason": execution.reason, "after_turn": after}
             _finish(execution, session, talk.results, talk.state)
             return False
@@ -714,6 +773,27 @@ def _simulate(
                 return True
     record.stop = {"by": BY_TURN_LIMIT, "max_turns": user.max_turns, "after_turn": first + user.max_turns - 1}
     return True
+
+
+def _user_move(
+    user: SimulatedUserPlan,
+    user_call: Callable[[ModelRequest, str], ModelResponse],
+    talk: _Talk,
+    index: int,
+    execution: CaseExecution,
+) -> Move | None:
+    """The simulated user's next move, or None when its model could not give one (the execution then says why)."""
+    try:
+        return read_move(user_call(user_request(user, talk.exchanges, turn=index), user.model))
+    except (ProviderError, UnknownModel, UnusableAnswer) as exc:
+        execution.status = ERROR
+        if isinstance(exc, UnusableAnswer):
+            execution.reason = f"the simulated user's model (turn {index}) {exc}"
+        elif isinstance(exc, UnknownModel):
+            execution.reason = f"the simulated user's model cannot be used: {exc}"
+        else:
+            execution.reason = f"the simulated user's model failed at turn {index}: {exc}"
+        return None
 
 
 def _condition_text(kind: str, params: dict[str, Any]) -> str:

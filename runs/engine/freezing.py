@@ -16,7 +16,7 @@ from agenthost.seams import Conversation
 from cases.models import Case
 from cases.schema import NAME_MAX_LENGTH
 from cases.services import case_create
-from cases.validation import CaseValidationError
+from cases.validation.problems import CaseValidationError
 from runs.engine.errors import RunConflict
 from runs.engine.simulated_user import BY_CONDITION, BY_USER
 from runs.models import CaseResult, CaseSnapshot

@@ -13,11 +13,11 @@ from typing import Any
 from agenthost.seams import Agent, LiveListings, ModelConfig, UnknownModel, get_model, parse_model_key
 from cases.models import Case
 from cases.services import case_content, case_content_hash, case_to_document
-from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.engine.case_session import MockSpec
+from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.engine.simulated_user import SimulatedUserPlan
+from runs.engine.tags import run_tag
 from runs.models import CaseSnapshot, Run
-from runs.selectors import run_tag
 
 PLAN_CHUNK = 100
 

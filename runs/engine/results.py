@@ -11,9 +11,10 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from agenthost.seams import Conversation, ConversationGone, conversation_messages, redact, redact_text
-from runs.engine.case_runner import CaseExecution, CasePlan, note_conversation_gone
+from agenthost.seams import Conversation, ConversationGone, Message, conversation_messages, redact, redact_text
+from runs.engine.case_runner import CaseExecution, note_conversation_gone
 from runs.engine.leases import Lease, LeaseLost
+from runs.engine.plans import CasePlan
 from runs.models import CaseResult, Run, RunLock
 from runs.tapes.files import recording_save
 
@@ -55,54 +56,14 @@ def result_store(
     """Store a finished pair's result with its test conversation and, in record mode, the model traffic it
     `recorded`, in one transaction. With `current` (what the run loop starts next) the same statement announces it
     unless a cancel was asked; returns whether it did (False: the cancel came, and nothing more may start)."""
-    counter = COUNTER[execution.status]
-    # First, and conditional on the lease: on PostgreSQL this locks the run row, so a result is only ever written
-    # by the executor holding the run.
-    announced = current is not None and bool(
-        lease.held().filter(cancel_requested=False).update(**{counter: F(counter) + 1}, current=current[:400])
-    )
-    if not announced and not lease.held().update(**{counter: F(counter) + 1}):
-        raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
+    announced = _count_result(run=run, lease=lease, status=execution.status, current=current)
     if recorded is not None:
         # Under the lease, with the result: an executor that lost its run must not replace the recording of the
         # executor that resumed it, nor leave one behind a run that kept no result of it.
         recording_save(case_id=plan.id, model=model_key, entries=recorded, run=run)
-    held = execution.conversation
-    if held is not None:
-        # The case's conversation is written with its result: one commit, and neither survives a crash without the
-        # other.
-        try:
-            held.save()
-        except ConversationGone:
-            # Its save wrote nothing (a conditional update matched no row), so this transaction goes on.
-            note_conversation_gone(execution)
-        messages, names = held.messages(), held.agent_names()
-    elif execution.conversation_id is not None:
-        messages = list(conversation_messages(conversation=Conversation(pk=execution.conversation_id)))
-        names = {m.agent.pk: m.agent.name for m in messages if m.agent is not None}
-    else:
-        messages, names = [], {}
+    messages, names = _conversation_save(execution)
     simulation = execution.simulation.as_dict() if execution.simulation is not None else {}
-    simulated_turns = set(simulation.get("conversation_turns", []))
-    transcript = [
-        {
-            "seq": m.seq,
-            "turn": m.turn,
-            "role": m.role,
-            "content": m.content,
-            "function": m.function_name,
-            "arguments": m.arguments,
-            "tool_call_id": m.tool_call_id,
-            "agent": m.agent_name or (names.get(m.agent_id, "") if m.agent_id is not None else ""),
-            "outcome": m.outcome,
-            "trigger": m.trigger,
-            "model": m.model,
-            "latency_ms": m.latency_ms,
-            # Written by the simulated user's model, not by the case: the page marks it so.
-            **({"simulated": True} if m.role == "user" and m.turn in simulated_turns else {}),
-        }
-        for m in messages
-    ]
+    transcript = _transcript(messages, names, simulated_turns=set(simulation.get("conversation_turns", [])))
     figures, beyond = _storable_figures(execution)
     reason = execution.reason
     if beyond:
@@ -134,6 +95,61 @@ def result_store(
         simulation=redact(simulation),
     )
     return announced
+
+
+def _count_result(*, run: Run, lease: Lease, status: str, current: str | None) -> bool:
+    """Add the result to the run's counter and, with `current`, announce it unless a cancel was asked: whether it
+    did. First in the result's transaction, and conditional on the lease: on PostgreSQL this locks the run row, so
+    a result is only ever written by the executor holding the run."""
+    counter = COUNTER[status]
+    announced = current is not None and bool(
+        lease.held().filter(cancel_requested=False).update(**{counter: F(counter) + 1}, current=current[:400])
+    )
+    if not announced and not lease.held().update(**{counter: F(counter) + 1}):
+        raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
+    return announced
+
+
+def _conversation_save(execution: CaseExecution) -> tuple[list[Message], dict[int, str]]:
+    """Write the case's held conversation, if the caller left it to the result, and read its messages and the
+    names of their agents."""
+    held = execution.conversation
+    if held is not None:
+        # The case's conversation is written with its result: one commit, and neither survives a crash without the
+        # other.
+        try:
+            held.save()
+        except ConversationGone:
+            # Its save wrote nothing (a conditional update matched no row), so this transaction goes on.
+            note_conversation_gone(execution)
+        return held.messages(), held.agent_names()
+    if execution.conversation_id is not None:
+        messages = list(conversation_messages(conversation=Conversation(pk=execution.conversation_id)))
+        return messages, {m.agent.pk: m.agent.name for m in messages if m.agent is not None}
+    return [], {}
+
+
+def _transcript(messages: list[Message], names: dict[int, str], *, simulated_turns: set[int]) -> list[dict[str, Any]]:
+    """The conversation as the result keeps it."""
+    return [
+        {
+            "seq": m.seq,
+            "turn": m.turn,
+            "role": m.role,
+            "content": m.content,
+            "function": m.function_name,
+            "arguments": m.arguments,
+            "tool_call_id": m.tool_call_id,
+            "agent": m.agent_name or (names.get(m.agent_id, "") if m.agent_id is not None else ""),
+            "outcome": m.outcome,
+            "trigger": m.trigger,
+            "model": m.model,
+            "latency_ms": m.latency_ms,
+            # Written by the simulated user's model, not by the case: the page marks it so.
+            **({"simulated": True} if m.role == "user" and m.turn in simulated_turns else {}),
+        }
+        for m in messages
+    ]
 
 
 def _storable_figures(execution: CaseExecution) -> tuple[dict[str, Any], list[str]]:

@@ -18,176 +18,213 @@ from typing import Any
 
 from agenthost.seams import ModelConfig, UnknownModel
 from cases.models import Case
-from cases.validation import suite_hermetic_problem
+from cases.validation.suites import suite_hermetic_problem
 from runs.engine.budget import RunBudget, Spend
-from runs.engine.case_runner import ERROR, CaseExecution, CasePlan, CaseWorker, SuitePlan, execute_case
+from runs.engine.case_runner import ERROR, CaseExecution, CaseWorker, execute_case
 from runs.engine.durability import relaxed_commit
 from runs.engine.leases import Lease, LeaseLost
 from runs.engine.planning import model_config, pending_pairs, run_suite_plan
+from runs.engine.plans import CasePlan, SuitePlan
 from runs.engine.results import reconnecting, result_store, results_cancel_remaining, run_finish, run_verdict
 from runs.engine.throttle import RunThrottles
 from runs.models import CaseResult, Recording, Run
 from runs.tapes.replay import Recorder, Replayer, Tape
 
+# A pair to execute: the case, the model, the trial.
+Pair = tuple[CasePlan, ModelConfig, int]
+# A pair started, and where its result belongs in the run.
+_Started = tuple[CasePlan, ModelConfig, int, int]
+# A pair finished, its spend counted, with what it recorded: to be written before the next pair starts.
+_Collected = tuple[CasePlan, ModelConfig, int, int, CaseExecution, list[dict[str, Any]] | None]
 
-def run_execute_held(*, lease: Lease) -> Run:
-    """Execute the run's pending pairs and write its verdict, every write conditional on `lease`."""
-    run = Run.objects.select_related("suite__agent").prefetch_related("suite__agent__sub_agents").get(pk=lease.run_id)
-    suite_plan = run_suite_plan(run=run)
-    try:
-        models = [model_config(key=key, mode=run.mode) for key in run.model_keys]
-    except UnknownModel as exc:
-        return run_finish(
-            run=run, lease=lease, status=Run.Status.ERROR, reason=f"a model of this run is no longer configured: {exc}"
+
+class RunLoop:
+    """One run's pending pairs executed under `lease`, and its verdict; every write conditional on the lease.
+
+    `run()` is the whole story: set up, then for each pair wait for room, check the lease, stop on the budget or a
+    cancel, start it; store what is still in flight; write the verdict. The steps below it each do one of those."""
+
+    def __init__(self, *, lease: Lease) -> None:
+        self._lease = lease
+        self._spent = Spend()
+        # Started pairs whose result is not stored yet: their future, and where each belongs in the run.
+        self._in_flight: dict[Future[Any], _Started] = {}
+        # Finished pairs, their spend counted, whose result is not written yet: written before the next pair starts.
+        self._collected: list[_Collected] = []
+
+    def run(self) -> Run:
+        """Execute the run's pending pairs and write its verdict."""
+        refused = self._set_up()
+        if refused is not None:
+            return refused
+        try:
+            for plan, model, trial in self._pending:
+                # Whatever finished is counted, and then stored, before anything new starts.
+                self._wait_for_room(room_for=self._concurrency)
+                self._lease.check()
+                stopped = self._stop_over_budget() or self._announce_or_cancel((plan, model, trial))
+                if stopped is not None:
+                    return stopped
+                self._start((plan, model, trial))
+            self._store_finished(room_for=1)
+        finally:
+            self._slots.close()
+        return self._verdict()
+
+    def _set_up(self) -> Run | None:
+        """Read the run, its models, its cases and what its stored results used; the run's verdict when it cannot
+        start, else None."""
+        run = self._run = (
+            Run.objects.select_related("suite__agent").prefetch_related("suite__agent__sub_agents").get(pk=self._lease.run_id)
         )
-    if not Case.objects.filter(pk__in=run.case_ids).exists():
-        return run_finish(
-            run=run,
-            lease=lease,
-            status=Run.Status.ERROR,
-            reason="none of the selected cases exists any more; nothing was run",
+        self._replaying = run.mode == Run.Mode.REPLAY
+        self._suite = run_suite_plan(run=run)
+        try:
+            models = [model_config(key=key, mode=run.mode) for key in run.model_keys]
+        except UnknownModel as exc:
+            return self._finish(Run.Status.ERROR, f"a model of this run is no longer configured: {exc}")
+        if not Case.objects.filter(pk__in=run.case_ids).exists():
+            return self._finish(Run.Status.ERROR, "none of the selected cases exists any more; nothing was run")
+        done = self._read_stored()
+        # Held before every model call of the run's cases, from what its stored results used (issue 37, item 7).
+        self._budget = RunBudget(run, self._spent)
+        self._position = self._stored = len(done)
+        self._pending = pending_pairs(run=run, models=models, done=done)
+        self._recordings = _recordings(run) if self._replaying else {}
+        self._concurrency = _case_concurrency(run, self._suite)
+        self._throttles = self._suite.throttles = RunThrottles(concurrency=self._concurrency)
+        self._slots = CaseSlots(self._concurrency)
+        return None
+
+    def _read_stored(self) -> set[tuple[int | None, str, int]]:
+        """The pairs with a stored result, their spend counted. Read under the lease: no other executor can add a
+        result from here on, so no pair runs twice."""
+        done: set[tuple[int | None, str, int]] = set()
+        stored = CaseResult.objects.filter(run=self._run).values_list(
+            "case_id", "model", "trial", "input_tokens", "output_tokens", "cost", "judge_input_tokens",
+            "judge_output_tokens", "judge_cost",
         )
-    # Read under the lease: no other executor can add a result from here on, so no pair runs twice.
-    done_keys: set[tuple[int | None, str, int]] = set()
-    spent = Spend()
-    finished = CaseResult.objects.filter(run=run).values_list(
-        "case_id", "model", "trial", "input_tokens", "output_tokens", "cost", "judge_input_tokens",
-        "judge_output_tokens", "judge_cost",
-    )
-    replaying = run.mode == Run.Mode.REPLAY
-    for case_id, model_key, trial, tokens_in, tokens_out, cost, judge_in, judge_out, judge_cost in finished:
-        done_keys.add((case_id, model_key, trial))
-        if not replaying:
-            spent.add(tokens_in + tokens_out + judge_in + judge_out, Decimal(cost or 0) + Decimal(judge_cost or 0))
-    # Held before every model call of the run's cases, from what its stored results used (issue 37, item 7).
-    budget = RunBudget(run, spent)
-    position = len(done_keys)
-    pending = pending_pairs(run=run, models=models, done=done_keys)
-    recordings = _recordings(run) if replaying else {}
-    concurrency = _case_concurrency(run, suite_plan)
-    throttles = RunThrottles(concurrency=concurrency)
-    suite_plan.throttles = throttles
-    slots = CaseSlots(concurrency)
-    # Started pairs whose result is not stored yet: their future, and where each belongs in the run.
-    in_flight: dict[Future[Any], tuple[CasePlan, ModelConfig, int, int]] = {}
-    stored = position
+        for case_id, model_key, trial, tokens_in, tokens_out, cost, judge_in, judge_out, judge_cost in stored:
+            done.add((case_id, model_key, trial))
+            if not self._replaying:
+                self._spent.add(
+                    tokens_in + tokens_out + judge_in + judge_out, Decimal(cost or 0) + Decimal(judge_cost or 0)
+                )
+        return done
 
-    # Finished pairs, their spend counted, whose result is not written yet: written before the next pair starts.
-    collected: list[tuple[CasePlan, ModelConfig, int, int, CaseExecution, list[dict[str, Any]] | None]] = []
-
-    def collect_finished() -> None:
+    def _collect_finished(self) -> None:
         """Count the spend of every pair finished by now and set it aside to be written; waits for none."""
+        in_flight = self._in_flight
         for future in sorted((f for f in in_flight if f.done()), key=lambda f: in_flight[f][3]):
             plan, model, trial, at = in_flight.pop(future)
             execution, recorded = future.result()
-            collected.append((plan, model, trial, at, execution, recorded))
-            if not replaying:
+            self._collected.append((plan, model, trial, at, execution, recorded))
+            if not self._replaying:
                 # A replay spends nothing: its recorded tokens count against no budget.
-                spent.add(
+                self._spent.add(
                     execution.usage.total_tokens + execution.judge_usage.total_tokens,
                     Decimal(execution.cost or 0) + Decimal(execution.judge_cost or 0),
                 )
 
-    def wait_for_room(*, room_for: int) -> None:
+    def _wait_for_room(self, *, room_for: int) -> None:
         """Collect finished pairs until fewer than `room_for` are in flight."""
-        collect_finished()
-        while len(in_flight) >= room_for:
-            wait(in_flight, return_when=FIRST_COMPLETED)
-            collect_finished()
+        self._collect_finished()
+        while len(self._in_flight) >= room_for:
+            wait(self._in_flight, return_when=FIRST_COMPLETED)
+            self._collect_finished()
 
-    def write_collected(*, current: str | None = None) -> bool:
-        """Write the collected results in run order, each with its conversation and recording; the
-        last also announces `current` unless a cancel was asked. Returns whether it announced it."""
-        nonlocal stored
+    def _write_collected(self, *, current: str | None = None) -> bool:
+        """Write the collected results in run order, each with its conversation and recording; the last also
+        announces `current` unless a cancel was asked. Returns whether it announced it."""
         announced = False
-        while collected:
-            plan, model, trial, at, execution, recorded = collected[0]
+        while self._collected:
+            plan, model, trial, at, execution, recorded = self._collected[0]
             announced = reconnecting(
                 result_store,
-                run=run,
-                lease=lease,
+                run=self._run,
+                lease=self._lease,
                 plan=plan,
                 model_key=model.key,
                 trial=trial,
                 position=at,
                 execution=execution,
                 recorded=recorded,
-                current=current if len(collected) == 1 else None,
+                current=current if len(self._collected) == 1 else None,
             )
-            collected.pop(0)
-            stored += 1
-        if throttles.changed():
-            lease.held().update(throttle=throttles.snapshot())
+            self._collected.pop(0)
+            self._stored += 1
+        if self._throttles.changed():
+            self._lease.held().update(throttle=self._throttles.snapshot())
         return announced
 
-    def store_finished(*, room_for: int) -> None:
+    def _store_finished(self, *, room_for: int) -> None:
         """Write each pair as it finishes — a fast one is never held back by a slow one beside it — until fewer
         than `room_for` are in flight."""
         while True:
-            collect_finished()
-            write_collected()
-            if len(in_flight) < room_for:
+            self._collect_finished()
+            self._write_collected()
+            if len(self._in_flight) < room_for:
                 return
-            wait(in_flight, return_when=FIRST_COMPLETED)
+            wait(self._in_flight, return_when=FIRST_COMPLETED)
 
-    try:
-        for plan, model, trial in pending:
-            # Whatever finished is counted, and then stored, before anything new starts.
-            wait_for_room(room_for=concurrency)
-            lease.check()
-            over = spent.exhausted(run)
-            if over:
-                # Nothing new starts; the pairs in flight finish, and what they used is counted.
-                store_finished(room_for=1)
-                return run_finish(
-                    run=run,
-                    lease=lease,
-                    status=Run.Status.ERROR,
-                    reason=f"budget exhausted after {stored} of {run.total} results: {spent.exhausted(run)}",
-                )
-            trial_note = f" (trial {trial + 1} of {run.trials})" if run.trials > 1 else ""
-            more = f"; {len(in_flight)} more in progress" if in_flight else ""
-            current = f"{plan.name} on {model.key}{trial_note}{more}"
-            # One statement announces the next pair and checks for a cancel: nothing starts after one. The results
-            # before it are stored first, the last of them in that same statement.
-            if collected:
-                announced = write_collected(current=current)
-            else:
-                # Losing a bare announcement in a crash loses nothing: its commit need not wait for the disk.
-                with relaxed_commit():
-                    announced = bool(lease.held().filter(cancel_requested=False).update(current=current[:400]))
-                if not announced and not lease.held().exists():
-                    raise LeaseLost(f"run #{run.pk} is no longer held by this executor")
-            if not announced:
-                store_finished(room_for=1)
-                results_cancel_remaining(
-                    run=run, lease=lease, pending=[(plan, model, trial), *pending], position=position
-                )
-                return run_finish(
-                    run=run,
-                    lease=lease,
-                    status=Run.Status.CANCELLED,
-                    reason=f"cancelled after {stored} of {run.total} results",
-                )
-            # The slot's worker is the one argument left: this pair's plan and model are bound now.
-            future = slots.submit(
-                functools.partial(_execute_pair, run, plan, model, suite_plan, recordings, budget=budget)
-            )
-            in_flight[future] = (plan, model, trial, position)
-            position += 1
-        store_finished(room_for=1)
-    finally:
-        slots.close()
-    over = spent.exhausted(run)
-    if over and stored < run.total:
-        return run_finish(
-            run=run,
-            lease=lease,
-            status=Run.Status.ERROR,
-            reason=f"budget exhausted after {stored} of {run.total} results: {over}",
+    def _stop_over_budget(self) -> Run | None:
+        """Once the budget is spent nothing new starts; the pairs in flight finish, and what they used is counted
+        in the verdict."""
+        if not self._spent.exhausted(self._run):
+            return None
+        self._store_finished(room_for=1)
+        return self._finish(
+            Run.Status.ERROR,
+            f"budget exhausted after {self._stored} of {self._run.total} results: {self._spent.exhausted(self._run)}",
         )
-    status, reason = run_verdict(run=run)
-    return run_finish(run=run, lease=lease, status=status, reason=reason)
+
+    def _announce_or_cancel(self, pair: Pair) -> Run | None:
+        """Announce `pair` as the run's current one, or, when a cancel was asked, store what is in flight, cancel
+        the rest and return the verdict."""
+        plan, model, trial = pair
+        trial_note = f" (trial {trial + 1} of {self._run.trials})" if self._run.trials > 1 else ""
+        more = f"; {len(self._in_flight)} more in progress" if self._in_flight else ""
+        if self._announce(f"{plan.name} on {model.key}{trial_note}{more}"):
+            return None
+        self._store_finished(room_for=1)
+        results_cancel_remaining(
+            run=self._run, lease=self._lease, pending=[pair, *self._pending], position=self._position
+        )
+        return self._finish(Run.Status.CANCELLED, f"cancelled after {self._stored} of {self._run.total} results")
+
+    def _announce(self, current: str) -> bool:
+        """One statement announces the next pair and checks for a cancel: nothing starts after one. The results
+        before it are stored first, the last of them in that same statement. False: a cancel was asked."""
+        if self._collected:
+            return self._write_collected(current=current)
+        # Losing a bare announcement in a crash loses nothing: its commit need not wait for the disk.
+        with relaxed_commit():
+            announced = bool(self._lease.held().filter(cancel_requested=False).update(current=current[:400]))
+        if not announced and not self._lease.held().exists():
+            raise LeaseLost(f"run #{self._run.pk} is no longer held by this executor")
+        return announced
+
+    def _start(self, pair: Pair) -> None:
+        plan, model, trial = pair
+        # The slot's worker is the one argument left: this pair's plan and model are bound now.
+        future = self._slots.submit(
+            functools.partial(_execute_pair, self._run, plan, model, self._suite, self._recordings, budget=self._budget)
+        )
+        self._in_flight[future] = (plan, model, trial, self._position)
+        self._position += 1
+
+    def _verdict(self) -> Run:
+        """Every pair ran: Error when the budget ran out before the last result, else the results' verdict."""
+        over = self._spent.exhausted(self._run)
+        if over and self._stored < self._run.total:
+            return self._finish(
+                Run.Status.ERROR, f"budget exhausted after {self._stored} of {self._run.total} results: {over}"
+            )
+        status, reason = run_verdict(run=self._run)
+        return self._finish(status, reason)
+
+    def _finish(self, status: str, reason: str) -> Run:
+        return run_finish(run=self._run, lease=self._lease, status=status, reason=reason)
 
 
 def _case_concurrency(run: Run, suite_plan: SuitePlan) -> int:

@@ -27,8 +27,9 @@ from agenthost.seams import (
     Usage,
 )
 from cases.models import Case
-from runs.engine.case_runner import PASSED, SuitePlan, execute_case
+from runs.engine.case_runner import PASSED, execute_case
 from runs.engine.planning import case_plans, model_config
+from runs.engine.plans import SuitePlan
 from runs.models import Run
 from runs.tapes.files import recording_save
 from runs.tapes.replay import Recorder

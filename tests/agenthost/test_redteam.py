@@ -225,7 +225,8 @@ def test_it_parses_any_arguments_text_without_raising_and_only_into_storable_obj
 
 
 def test_it_gives_a_case_with_bad_tool_arguments_its_real_outcome_never_a_crash(scripted_model):
-    from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+    from runs.engine.case_runner import execute_case
+    from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 
     agent = _agent(scripted_model, functions=[{"name": LOOKUP}])
     scripted_model.play(Answer(tool_calls=[Call(LOOKUP, '{"order_id": NaN}')]), Answer("done"))

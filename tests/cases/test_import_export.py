@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 
 from cases.models import Case, Suite
 from cases.services import case_to_document, cases_import
-from cases.validation import CaseValidationError
+from cases.validation.problems import CaseValidationError
 
 pytestmark = pytest.mark.django_db
 

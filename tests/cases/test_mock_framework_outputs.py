@@ -15,7 +15,7 @@ import pytest
 from agenthost.models import Agent
 from cases.models import Case
 from cases.services import case_create, suite_create
-from cases.validation import CaseValidationError
+from cases.validation.problems import CaseValidationError
 
 pytestmark = pytest.mark.django_db
 

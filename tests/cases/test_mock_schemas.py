@@ -21,7 +21,9 @@ from agenthost.models import Agent
 from cases.files import FilesRejected, files_apply
 from cases.models import Case, Mock, Suite
 from cases.services import case_create, case_enable, cases_import
-from cases.validation import CaseValidationError, case_callable_functions, validate_case_document, validate_mock
+from cases.validation.callable_functions import case_callable_functions
+from cases.validation.case_documents import validate_case_document, validate_mock
+from cases.validation.problems import CaseValidationError
 from tests.cases import parcel_tools  # noqa: F401  (registers the typed tools the agent declares)
 from tests.cases.test_admin import change_form, change_url
 

@@ -24,7 +24,9 @@ from agenthost.models import Agent
 from agenthost.seams import CONTROL_FLOW_FUNCTIONS, FunctionContext
 from cases.models import Case, Mock, Suite
 from cases.services import case_create, suite_create, suite_update
-from cases.validation import NO_ASSERTIONS_WARNING, CaseValidationError, SuiteValidationError, validate_suite
+from cases.validation.parts import NO_ASSERTIONS_WARNING
+from cases.validation.problems import CaseValidationError, SuiteValidationError
+from cases.validation.suites import validate_suite
 from common.inputs import MAX_JSON_DEPTH
 from tests.cases.conftest import SUPPORT_FUNCTIONS
 from tests.cases.test_admin import change_form, change_url, changelist_action

@@ -18,7 +18,8 @@ from cases.services import (
     suite_delete,
     suite_update,
 )
-from cases.validation import CaseValidationError, SuiteValidationError, clean_case_document
+from cases.validation.case_documents import clean_case_document
+from cases.validation.problems import CaseValidationError, SuiteValidationError
 
 pytestmark = pytest.mark.django_db
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 import pytest
 
 from cases.models import Case, Suite
-from cases.validation import (
-    CaseValidationError,
-    clean_case_document,
-    validate_case_document,
-    validate_suite,
-)
+from cases.validation.case_documents import clean_case_document, validate_case_document
+from cases.validation.problems import CaseValidationError
+from cases.validation.suites import validate_suite
 
 pytestmark = pytest.mark.django_db
 

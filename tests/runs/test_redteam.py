@@ -21,7 +21,8 @@ from agenthost.llm.scripted import Answer
 from agenthost.models import Agent, Conversation
 from agenthost.seams import Usage, get_model
 from runs.engine.assertions import _parse_verdict
-from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_runner import execute_case
+from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.models import CaseResult, Recording, Run
 from runs.services import run_create, run_execute
 from runs.tapes.files import MANIFEST, RecordingFilesRejected, recordings_import

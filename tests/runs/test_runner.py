@@ -15,9 +15,10 @@ from agenthost.llm.scripted import Answer, Call, Fail
 from agenthost.models import Agent, Message
 from agenthost.seams import executor_providers, get_model, register_executor_provider
 from agenthost.services import conversation_send, conversation_start
-from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_runner import execute_case
 from runs.engine.case_session import ALLOWED_FUNCTIONS, CaseSession, MockSpec, registry
 from runs.engine.mocking import BLOCKED_PREFIX, mock_provider
+from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -31,9 +31,10 @@ from agenthost.seams import (
 )
 from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
 from agenthost.turns import ConversationSealed
-from runs.engine.case_runner import AssertionPlan, CasePlan, CaseWorker, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_runner import CaseWorker, execute_case
 from runs.engine.case_session import CaseSession, MockSpec, registry
 from runs.engine.mocking import BLOCKED_PREFIX, CANARY_FUNCTION, HAS_OUTSIDE_EFFECTS, apply_model_override
+from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.tapes.replay import Recorder, Replayer
 
 pytestmark = pytest.mark.django_db(transaction=True)

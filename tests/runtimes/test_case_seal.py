@@ -15,8 +15,9 @@ from agenthost.models import Agent
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
 from cases.models import Assertion, Case, Mock, Suite, Turn
-from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_runner import execute_case
 from runs.engine.case_session import MockSpec
+from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.models import Run
 from tests.agenthost.listeners import local_server  # noqa: F401 — the fixture
 from tests.runtimes.conftest import execute_suite, markers, stub_provider

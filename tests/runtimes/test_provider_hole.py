@@ -18,7 +18,8 @@ from agenthost.models import Agent
 from agenthost.seams import ConversationError, get_model
 from agenthost.services import conversation_send, conversation_start
 from agenttest.plugin import ModelProvider, ModelRequest, ModelResponse, register_provider_kind
-from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_runner import execute_case
+from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 
 # The last test runs agenttest in a process of its own with no DATABASE_URL: the same on either pass, run once.
 in_the_database = pytest.mark.django_db(transaction=True)

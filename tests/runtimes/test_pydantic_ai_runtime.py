@@ -18,8 +18,9 @@ from agenthost.runtimes.entry import load_entry
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
 from cases.models import Suite
-from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_runner import execute_case
 from runs.engine.case_session import MockSpec
+from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.models import CaseResult, Run
 from tests.runtimes.conftest import execute_suite, markers, suite_finding_order
 

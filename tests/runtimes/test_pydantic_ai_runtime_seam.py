@@ -23,8 +23,9 @@ from cases.files import agent_file, files_apply
 from cases.models import Suite
 from recording.drafts import draft_document
 from recording.transcripts import transcript_load
-from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_runner import execute_case
 from runs.engine.case_session import MockSpec
+from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.models import Run
 from tests.runtimes.conftest import execute_suite, markers, stub_provider, suite_finding_order
 from tests.runtimes.test_pydantic_ai_runtime import EMAIL, SHOP_AGENT, _module, _without_call_ids

@@ -11,8 +11,9 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
-from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_runner import execute_case
 from runs.engine.case_session import MockSpec
+from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from tests.runtimes.conftest import markers
 
 pytestmark = pytest.mark.django_db(transaction=True)

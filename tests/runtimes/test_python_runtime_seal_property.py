@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from agenthost.models import Agent
 from agenthost.seams import get_model
-from runs.engine.case_runner import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from runs.engine.case_runner import execute_case
 from runs.engine.case_session import MockSpec
+from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from tests.runtimes.conftest import markers
 from tests.runtimes.sealed_parts import (
     HELPERS,

@@ -11,7 +11,7 @@ from agenthost.models import Agent, Message
 from agenthost.services import conversation_send, conversation_start
 from cases.models import Case, Suite
 from cases.services import case_create
-from cases.validation import CaseValidationError
+from cases.validation.problems import CaseValidationError
 from recording.services import extraction_create, recording_create
 from runs.models import CaseResult
 from runs.services import run_create, run_execute

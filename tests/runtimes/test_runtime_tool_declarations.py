@@ -15,7 +15,7 @@ from agenthost.runtimes.entry import load_entry
 from agenthost.seams import get_model
 from agenttest.plugin import effects
 from cases.services import case_create, suite_create
-from cases.validation import CaseValidationError, SuiteValidationError
+from cases.validation.problems import CaseValidationError, SuiteValidationError
 from tests.runtimes.conftest import SHOP_BOT
 from tests.runtimes.harness import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
 from tests.runtimes.test_langgraph_runtime import SHOP_GRAPH

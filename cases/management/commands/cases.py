@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from cases.models import Suite
 from cases.services import suite_export, suite_import
-from cases.validation import CaseValidationError
+from cases.validation.problems import CaseValidationError
 from common.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, int_out_of_range_path, json_loads, json_text_too_deep
 
 
