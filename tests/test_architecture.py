@@ -209,7 +209,7 @@ def test_it_keeps_recording_out_of_the_hosts_code_and_pages():
         "agenthost") for imported in targets if imported.split(".")[0] == "recording")
     assert imports == []
     # The host's pages render without the harness: none names a URL only the harness mounts.
-    host_templates = sorted((BASE_DIR / "agenttest" / "templates" / "agents").rglob("*.html"))
+    host_templates = sorted((BASE_DIR / "agenthost" / "templates").rglob("*.html"))
     assert host_templates
     assert [path.name for path in host_templates if "recording:" in path.read_text()] == []
 
