@@ -4,6 +4,7 @@ harness — deleting the harness apps leaves a host whose behaviour is identical
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import subprocess
@@ -603,6 +604,7 @@ def test_it_holds_every_import_to_the_allowed_directions():
     assert offending == []
 
 
+@functools.cache
 def _url_owners() -> dict[str, str]:
     """Every URL name the site mounts → the module of the code behind it. An admin page belongs to the app of its
     model (`admin:cases_case_change` is the cases app's), not to django.contrib.admin, which only serves it."""
