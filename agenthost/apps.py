@@ -1,9 +1,12 @@
 from django.apps import AppConfig
 
+from common.nav import NavEntry
+
 
 class AgentHostConfig(AppConfig):
     name = "agenthost"
     verbose_name = "Agents (host runtime)"
+    nav_entries = (NavEntry("Chat", "agents:chat"), NavEntry("Conversations", "agents:conversations"))
 
     def ready(self) -> None:
         # Built-in functions register themselves on import, so a worker knows them.

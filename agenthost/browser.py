@@ -26,7 +26,25 @@ def conversation_page_url(*, conversation_id: int) -> str:
     """Where the conversation list opens a conversation: the registered page, else the chat."""
     if (url_name := _conversation_page.get("url_name")) is not None:
         return reverse(url_name, kwargs={"conversation_id": conversation_id})
+    return conversation_chat_url(conversation_id=conversation_id)
+
+
+# The host's pages another app links to, by these helpers rather than by the host's URL names (decision 0040).
+
+
+def conversation_chat_url(*, conversation_id: int) -> str:
+    """The chat, opened on the conversation."""
     return f"{reverse('agents:chat')}?conversation={conversation_id}"
+
+
+def conversation_list_url() -> str:
+    """The conversation list."""
+    return reverse("agents:conversations")
+
+
+def conversation_admin_url(*, conversation_id: int) -> str:
+    """The conversation's page in the admin."""
+    return reverse("admin:agenthost_conversation_change", args=[conversation_id])
 
 
 # An id no conversation has yet: reversed in its place, then swapped for the placeholder.

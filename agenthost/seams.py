@@ -10,13 +10,20 @@ they use (tests/test_architecture.py holds it to that); plugins have `agenttest.
 - MCP tools: `declared_functions` expands an agent's declarations of MCP servers' tools, from the cached listings;
 - the conversation browser: `conversation_list` (what a person may see, filtered) and `conversation_page_register`,
   which makes the host's list open each conversation on a page of the registering app instead of the chat, and
-  `conversation_page_url`, where a conversation opens (that page, else the chat);
+  `conversation_page_url`, where a conversation opens (that page, else the chat); the links to the host's pages
+  (`conversation_chat_url`, `conversation_list_url`, `conversation_admin_url`), so no harness page names a host URL;
 - the model layer: configured models and providers, and runtime providers the harness registers by name;
 - `function_execute`: a function run for real outside any conversation, as the factory resolves it (verifying a
   mock of an effect-free tool against it, `agenttest mocks verify`).
 """
 
-from agenthost.browser import conversation_page_register, conversation_page_url
+from agenthost.browser import (
+    conversation_admin_url,
+    conversation_chat_url,
+    conversation_list_url,
+    conversation_page_register,
+    conversation_page_url,
+)
 from agenthost.builtins.control import CONTROL_FLOW_FUNCTIONS
 from agenthost.executor import (
     FIRST_ORDER,
@@ -162,6 +169,9 @@ __all__ = [
     "conversation_open",
     "conversation_page_register",
     "conversation_page_url",
+    "conversation_admin_url",
+    "conversation_chat_url",
+    "conversation_list_url",
     "declared_functions",
     "function_is_effect_free",
     "executor_providers",

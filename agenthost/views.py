@@ -45,7 +45,7 @@ def chat(request: HttpRequest) -> HttpResponse:
         "selected_agent_id": selected,
         "conversation_page_pattern": conversation_page_url_pattern(),
     }
-    return render(request, "agents/chat.html", context, status=404 if error else 200)
+    return render(request, "agenthost/chat.html", context, status=404 if error else 200)
 
 
 def _date(value: str) -> datetime.date | None:
@@ -96,4 +96,4 @@ def conversations(request: HttpRequest) -> HttpResponse:
         "sealed_error": sealed_error,
         "query": query.urlencode(),
     }
-    return render(request, "agents/conversations.html", context)
+    return render(request, "agenthost/conversations.html", context)

@@ -10,14 +10,33 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from django.apps import apps
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_safe
 
 FAVICON = Path(__file__).resolve().parent / "static" / "img" / "favicon.svg"
 NOT_FOUND_TEMPLATE = "404.html"
+
+
+def site_nav(request: HttpRequest) -> dict[str, list[dict[str, object]]]:
+    """Context processor: the main navigation of the apps installed, in INSTALLED_APPS order, as this user may see
+    it. The layout names no app's URL itself, so a host-only deployment shows no link to a page it does not have."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {"site_nav": []}
+    entries = []
+    for config in apps.get_app_configs():
+        for entry in getattr(config, "nav_entries", ()):
+            if entry.staff_only and not user.is_staff:
+                continue
+            url = reverse(entry.url_name)
+            current = request.path.startswith(url) if entry.section else request.path == url
+            entries.append({"label": entry.label, "url": url, "current": current})
+    return {"site_nav": entries}
 
 
 def not_found_page(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

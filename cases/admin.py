@@ -28,7 +28,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
-from agenthost.seams import configured_models
+from agenthost.seams import configured_models, conversation_admin_url
 from cases.admin_params import PREFIX as PARAM_PREFIX
 from cases.admin_params import param_specs, params_from_fields, params_initial
 from cases.checks import mocks_refused_by_their_tools
@@ -658,6 +658,8 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     ) -> Any:
         if obj is not None and obj.pk:
             context["review"] = case_review(case=obj)
+            if obj.source_conversation_id:
+                context["source_conversation_url"] = conversation_admin_url(conversation_id=obj.source_conversation_id)
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> forms.Field | None:
@@ -673,7 +675,7 @@ class CaseAdmin(StrictIdsAdminMixin, JSONTextMixin, admin.ModelAdmin):
     def source_conversation_link(self, case: Case) -> SafeString | str:
         if not case.source_conversation_id:
             return "—"
-        url = reverse("admin:agenthost_conversation_change", args=[case.source_conversation_id])
+        url = conversation_admin_url(conversation_id=case.source_conversation_id)
         return format_html('<a href="{}">Conversation #{}</a>', url, case.source_conversation_id)
 
     @admin.display(description="Warnings for the reviewer")

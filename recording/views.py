@@ -15,10 +15,17 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from rest_framework.throttling import ScopedRateThrottle
 
-from agenthost.seams import Agent, Conversation, configured_models, conversation_state
+from agenthost.seams import (
+    Conversation,
+    configured_models,
+    conversation_chat_url,
+    conversation_list_url,
+    conversation_state,
+)
 from cases.models import Suite
 from common.forms import unknown_fields_message, unknown_form_fields
 from recording.api import THROTTLE_SCOPE, suite_from_ref
+from recording.panels import conversation_panels
 from recording.selectors import conversation_drafts, conversation_for_user, suites_for_drafts
 from recording.services import (
     Drafts,
@@ -51,12 +58,13 @@ def _page(request: HttpRequest, conversation: Conversation, *, error: str = "", 
         ],
         "state": conversation_state(conversation=conversation),
         "error": error,
+        "conversations_url": conversation_list_url(),
+        "chat_url": conversation_chat_url(conversation_id=conversation.pk),
         # Where an imported conversation came from, span by span, is for staff: a member sees the transcript only.
         "show_spans": request.user.is_staff and conversation.source == Conversation.Source.TRACE,
     }
-    if context["show_spans"]:
-        # Staff may bind it to another agent (the traces app's bind form): a trace's names may point at the wrong one.
-        context["agents"] = Agent.objects.order_by("name")
+    # The traces app's source and bind panel on an imported conversation, for instance (recording/panels.py).
+    context["panels"] = conversation_panels(request=request, conversation=conversation)
     if request.user.is_staff:
         try:
             automatic = draft_suite_choice(conversation=conversation).label

@@ -1,9 +1,12 @@
 from django.apps import AppConfig
 
+from common.nav import NavEntry
+
 
 class RunsConfig(AppConfig):
     name = "runs"
     verbose_name = "Test runs"
+    nav_entries = (NavEntry("Runs", "runs:list", section=True),)
 
     def ready(self) -> None:
         from agenthost.seams import executor_providers, register_agent_load_hook, register_executor_provider

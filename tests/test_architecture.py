@@ -4,7 +4,9 @@ harness — deleting the harness apps leaves a host whose behaviour is identical
 from __future__ import annotations
 
 import ast
+import functools
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -209,7 +211,7 @@ def test_it_keeps_recording_out_of_the_hosts_code_and_pages():
         "agenthost") for imported in targets if imported.split(".")[0] == "recording")
     assert imports == []
     # The host's pages render without the harness: none names a URL only the harness mounts.
-    host_templates = sorted((BASE_DIR / "agenttest" / "templates" / "agents").rglob("*.html"))
+    host_templates = sorted((BASE_DIR / "agenthost" / "templates").rglob("*.html"))
     assert host_templates
     assert [path.name for path in host_templates if "recording:" in path.read_text()] == []
 
@@ -251,6 +253,34 @@ def test_it_keeps_the_hosts_conversation_browser_whole_when_the_harness_apps_are
     assert "RESOLVED agenthost.views" in result.stdout
     assert 'class="conversation-title"><a href="/chat/?conversation=1">a customer chat</a>' in result.stdout
     assert "DETAIL 404" in result.stdout, "without the harness there is no transcript page, and no link to one"
+
+
+@pytest.mark.own_database
+def test_it_shows_no_link_to_a_harness_page_when_only_the_host_is_installed(tmp_path):
+    # The navigation comes from the installed apps' configs (decision 0040): the layout, the 404 page and the API docs
+    # of a host-only deployment link only to pages it serves.
+    script = (
+        "import re, django; django.setup()\n"
+        "from django.core.management import call_command\n"
+        "call_command('migrate', verbosity=0)\n"
+        "from django.contrib.auth.models import User\n"
+        "from django.test import Client\n"
+        "from django.urls import Resolver404, resolve\n"
+        "client = Client(HTTP_HOST='localhost')\n"
+        "client.force_login(User.objects.create_user('staff', is_staff=True))\n"
+        "for page in ('/chat/', '/conversations/', '/no-such-page/', '/api/docs/'):\n"
+        "    html = client.get(page).content.decode()\n"
+        "    print('NAV', page, re.findall(r'<a href=\"[^\"]*\"[^>]*>([^<]+)</a>', html.split('</nav>')[0]))\n"
+        "    for link in re.findall(r'(?:href|src|action)=\"(/[^\"]*)\"', html):\n"
+        "        try:\n"
+        "            link.startswith('/static/') or resolve(link.split('?')[0])\n"
+        "        except Resolver404:\n"
+        "            print('DEAD', page, link)\n"
+    )
+    result = _host_alone(tmp_path, script)
+    assert "NAV /chat/ ['Chat', 'Conversations', 'Admin', 'API docs']" in result.stdout
+    assert "NAV /no-such-page/ ['Chat', 'Conversations', 'Admin', 'API docs']" in result.stdout
+    assert "DEAD" not in result.stdout, result.stdout
 
 
 def _host_alone(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
@@ -577,3 +607,216 @@ def test_it_exports_from_the_seam_only_what_the_harness_uses():
     exports = _seams_exports()
     assert sorted(set(exports) - used) == []
     assert len(exports) == len(set(exports))
+
+
+# --- Issue 34, point 2: each app owns its pages, and names written as strings hold to the import directions ---------
+
+LAYOUT = "agenttest.templates"
+
+# What code of each top-level package may import or name: a module is reached when it is an entry or under one, and a
+# package always reaches its own modules. The harness stands in layers over the host's seam (cases, recording, runs,
+# traces: each may reach those before it); agenttest/ composes everything; the demo reaches the project package only
+# through agenttest.plugin. LAYOUT, the composition root's templates (base.html, the pager), is never imported: it is
+# the site's layout, which every app's page extends — the one part of the root an app may name.
+ALLOWED_DIRECTIONS: dict[str, tuple[str, ...]] = {
+    COMMON: (),
+    "agenthost": (COMMON, LAYOUT),
+    "cases": (COMMON, LAYOUT, "agenthost.seams"),
+    "recording": (COMMON, LAYOUT, "agenthost.seams", "cases"),
+    "runs": (COMMON, LAYOUT, "agenthost.seams", "cases", "recording"),
+    "traces": (COMMON, LAYOUT, "agenthost.seams", "cases", "recording", "runs"),
+    "agenttest": (COMMON, *APPS),
+    DEMO: (COMMON, "agenttest.plugin", *APPS),
+}
+
+
+def _allowed(package: str, module: str) -> bool:
+    """May code of `package` reach `module`? Anything outside the project may be reached by anyone."""
+    if _top(module) not in ALLOWED_DIRECTIONS or _top(module) == package:
+        return True
+    return any(module == entry or module.startswith(f"{entry}.") for entry in ALLOWED_DIRECTIONS[package])
+
+
+def test_it_holds_every_import_to_the_allowed_directions():
+    offending = [(f, m) for package in ALLOWED_DIRECTIONS for f, m in _imports(package) if not _allowed(package, m)]
+    assert offending == []
+
+
+@functools.cache
+def _url_owners() -> dict[str, str]:
+    """Every URL name the site mounts → the module of the code behind it. An admin page belongs to the app of its
+    model (`admin:cases_case_change` is the cases app's), not to django.contrib.admin, which only serves it."""
+    from django.apps import apps
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    owners: dict[str, str] = {}
+
+    def walk(patterns: list, namespace: str) -> None:
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns, f"{namespace}{pattern.namespace}:" if pattern.namespace else namespace)
+            elif isinstance(pattern, URLPattern) and pattern.name:
+                owners.setdefault(f"{namespace}{pattern.name}", pattern.callback.__module__)
+
+    walk(get_resolver().url_patterns, "")
+    for name in [name for name in owners if name.startswith("admin:")]:
+        for config in apps.get_app_configs():
+            if name.startswith(f"admin:{config.label}_"):
+                owners[name] = f"{config.name}.admin"
+    return owners
+
+
+def _path_owner(path: str) -> str:
+    """The module of the view a literal path (`/runs/`) opens; a path of no view is its own offence."""
+    from django.urls import Resolver404, resolve
+
+    try:
+        match = resolve(path.split("?")[0].split("#")[0])
+    except Resolver404:
+        return f"<no view at {path}>"
+    for owner_name, owner in _url_owners().items():
+        if owner_name == match.view_name:
+            return owner
+    return match.func.__module__
+
+
+def _file_owner(kind: str, name: str) -> str:
+    """The module whose folder holds template or static file `name`: `<app>.templates`, `<app>.static`; a name no
+    project folder holds is Django's or a library's."""
+    for package in PACKAGES:
+        folders = [BASE_DIR / package / kind]
+        if package == "agenttest" and kind == "templates":
+            folders.append(BASE_DIR / package / kind / "overrides")
+        if any((folder / name).is_file() for folder in folders):
+            return f"{package}.{kind}"
+    return f"<outside>.{name}"
+
+
+def _library_owner(name: str) -> str:
+    from django.template import engines
+
+    return engines["django"].engine.libraries.get(name, f"<no tag library {name}>")  # type: ignore[attr-defined]
+
+
+_TEMPLATE_NAMES = [
+    (re.compile(r"""\{%\s*url\s+(['"])([^'"]+)\1"""), "url"),
+    (re.compile(r"""\{%\s*(?:extends|include)\s+(['"])([^'"]+)\1"""), "templates"),
+    (re.compile(r"""\{%\s*static\s+(['"])([^'"]+)\1"""), "static"),
+    (re.compile(r"""(?:href|src|action)=(")(/[^"{]*)\1"""), "path"),
+]
+
+
+def _template_references(text: str) -> list[tuple[str, str]]:
+    """(what, the module it names) for every name a template writes: `{% url %}`, `{% extends %}`, `{% include %}`,
+    `{% static %}`, `{% load %}` and a literal path in a link, a script or a form."""
+    owners = _url_owners()
+    found = []
+    for pattern, kind in _TEMPLATE_NAMES:
+        for match in pattern.finditer(text):
+            name = match[2]
+            if kind == "url":
+                found.append((f"{{% url '{name}' %}}", owners.get(name, f"<no URL named {name}>")))
+            elif kind == "path":
+                if not name.startswith("/static/"):
+                    found.append((f'"{name}"', _path_owner(name)))
+            else:
+                found.append((f"{kind} {name}", _file_owner(kind, name)))
+    for match in re.finditer(r"\{%\s*load\s+([^%]+?)\s*%\}", text):
+        names = match[1].split()
+        libraries = names[names.index("from") + 1:] if "from" in names else names
+        found.extend((f"{{% load {library} %}}", _library_owner(library)) for library in libraries)
+    return found
+
+
+_TEMPLATE = re.compile(r"[\w./-]+\.html")
+
+
+def _python_references(source: str) -> list[tuple[str, str]]:
+    """(what, the module it names) for every name a module writes as a string: the URL names given to reverse(),
+    reverse_lazy() and redirect() (or a literal path given to redirect()), the modules given to import_module() and
+    include(), the models given to apps.get_model(), and the templates it renders (a string ending in .html)."""
+    from django.apps import apps
+
+    owners = _url_owners()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(_TEMPLATE, node.value):
+            found.append((node.value, _file_owner("templates", node.value)))
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        literals = [arg.value for arg in node.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+        first = node.args[0].value if isinstance(node.args[0], ast.Constant) else None
+        if not isinstance(first, str):
+            continue
+        if called in ("reverse", "reverse_lazy", "redirect"):
+            if first.startswith("/"):
+                found.append((f'{called}("{first}")', _path_owner(first)))
+            elif called != "redirect" or ":" in first or first in owners:
+                found.append((f'{called}("{first}")', owners.get(first, f"<no URL named {first}>")))
+        elif called in ("import_module", "include"):
+            found.append((f'{called}("{first}")', first))
+        elif called == "get_model" and isinstance(node.func, ast.Attribute):
+            label = first.split(".")[0] if len(literals) == 1 and "." in first else first if len(literals) == 2 else ""
+            if label:
+                config = next((c for c in apps.get_app_configs() if c.label == label), None)
+                found.append((f'get_model("{first}")', f"{config.name}.models" if config else f"<no app {label}>"))
+    return found
+
+
+def _reference_offences(package: str, references: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [(what, module) for what, module in references if module.startswith("<no ") or not _allowed(package, module)]
+
+
+def test_it_holds_every_name_written_as_a_string_to_the_allowed_directions():
+    # A link, an include, a reverse() or an import_module() reaches another app as surely as an import does: a page of
+    # the host that named a harness URL would break in a host-only deployment, a harness page naming a host URL
+    # would tie it to the host's insides rather than to its seam.
+    offending = []
+    checked = 0
+    for package in ALLOWED_DIRECTIONS:
+        for path in sorted((BASE_DIR / package).rglob("*")):
+            if "migrations" in path.parts or not path.is_file():
+                continue
+            if path.suffix == ".html" and "templates" in path.relative_to(BASE_DIR / package).parts:
+                references = _template_references(path.read_text())
+            elif path.suffix == ".py":
+                references = _python_references(path.read_text())
+            else:
+                continue
+            checked += len(references)
+            offending.extend((str(path.relative_to(BASE_DIR)), *offence) for offence in _reference_offences(
+                package, references))
+    assert offending == []
+    assert checked > 150, "the parsers find the names the project writes"
+
+
+def test_it_finds_names_written_against_the_directions():
+    # The test of the test: names planted where they may not stand are found, names where they may are not.
+    host_page = (
+        "{% extends 'base.html' %}{% load static runs_text %}<a href=\"/runs/\">Runs</a>"
+        "<a href=\"{% url 'runs:list' %}\">Runs</a>{% include \"recording/_span.html\" %}"
+        "<script src=\"{% static 'runs/runs.js' %}\"></script><a href=\"{% url 'agents:chat' %}\">Chat</a>"
+    )
+    assert [what for what, _ in _reference_offences("agenthost", _template_references(host_page))] == [
+        "{% url 'runs:list' %}", "templates recording/_span.html", "static runs/runs.js", '"/runs/"',
+        "{% load runs_text %}",
+    ]
+    recording_page = "<a href=\"{% url 'agents:chat' %}\"></a><form action=\"{% url 'traces:bind' %}\"></form>"
+    assert [what for what, _ in _reference_offences("recording", _template_references(recording_page))] == [
+        "{% url 'agents:chat' %}", "{% url 'traces:bind' %}",
+    ]
+    cases_module = (
+        "from django.apps import apps\nfrom importlib import import_module\n"
+        "reverse('recording:conversation', kwargs={'conversation_id': 1})\nredirect('agents:chat')\n"
+        "import_module('runs.tasks')\napps.get_model('runs.Run')\napps.get_model('runs', 'CaseResult')\n"
+        "render(request, 'runs/run_list.html')\nreverse('admin:agenthost_conversation_change', args=[1])\n"
+        "reverse('admin:cases_case_change', args=[1])\nreverse('no-such-page')\n"
+    )
+    assert sorted(what for what, _ in _reference_offences("cases", _python_references(cases_module))) == sorted([
+        "runs/run_list.html", 'reverse("recording:conversation")', 'redirect("agents:chat")',
+        'import_module("runs.tasks")', 'get_model("runs.Run")', 'get_model("runs")',
+        'reverse("admin:agenthost_conversation_change")', 'reverse("no-such-page")',
+    ])
+    traces_page = "<a href=\"{% url 'recording:conversation' 1 %}\"></a>{% include '_pager.html' %}"
+    assert _reference_offences("traces", _template_references(traces_page)) == []

@@ -188,8 +188,15 @@ def test_it_builds_a_wheel_of_agenttests_packages_with_their_templates_static_fi
 
     top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_level == set(PACKAGES), "nothing installs `agents`, `control`, `bench`, `tests` or `scripts`"
-    for data in ("templates/base.html", "templates/registration/login.html", "static/css/app.css", "static/js/chat.js"):
+    for data in ("templates/base.html", "templates/registration/login.html", "static/css/app.css"):
         assert f"agenttest/{data}" in names
+    # Each app ships its own pages (decision 0040).
+    for data in ("agenthost/templates/agenthost/chat.html", "agenthost/static/agenthost/chat.js",
+                 "runs/templates/runs/run_detail.html", "runs/static/runs/runs.js",
+                 "cases/templates/admin/cases/case/change_form.html", "cases/static/cases/case_form.js",
+                 "recording/templates/recording/conversation_detail.html", "recording/static/recording/recording.css",
+                 "traces/templates/traces/conversations.html", "traces/static/traces/traces.css"):
+        assert data in names
     for migration in ("agenttest/migrations/0001_cache_table.py", "agenthost/migrations/0001_initial.py"):
         assert migration in names
     assert {"cases/migrations/0001_initial.py", "runs/migrations/0001_initial.py"} <= set(names)

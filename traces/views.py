@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from agenthost.seams import Agent
+from agenthost.seams import Agent, conversation_list_url
 from common.forms import unknown_fields_message, unknown_form_fields
 from traces.conversations import ConversationImportError, trace_conversation_bind, trace_conversations_unimported
 from traces.selectors import (
@@ -42,7 +42,8 @@ def _staff(request: HttpRequest) -> HttpResponse | None:
     """The app's own page for a member (Django's bare 403 page otherwise); None for staff."""
     if request.user.is_staff:
         return None
-    return render(request, "traces/forbidden.html", {"reason": _STAFF_ONLY}, status=403)
+    context = {"reason": _STAFF_ONLY, "conversations_url": conversation_list_url()}
+    return render(request, "traces/forbidden.html", context, status=403)
 
 
 def _filters(request: HttpRequest) -> tuple[dict[str, str], str]:

@@ -49,7 +49,7 @@ def test_it_renders_the_chat_for_a_member_with_every_agent(client, member, demo_
     for name in demo_agents:
         assert f"{name} — simulated:sim-careful" in html
     assert 'data-csrf="' in html and 'data-conversation=""' in html
-    assert 'src="/static/js/chat.js"' in html and 'href="/static/css/app.css"' in html
+    assert 'src="/static/agenthost/chat.js"' in html and 'href="/static/css/app.css"' in html
     assert 'href="/runs/"' in html and 'href="/api/docs/"' in html
     assert 'href="/admin/"' not in html, "members get no admin link"
     assert re.search(r'<form method="post" action="/accounts/logout/"', html)
@@ -63,7 +63,7 @@ def test_it_shows_staff_the_admin_link(client, admin_user, demo_agents):
 
 
 def test_it_ships_the_chat_assets(client):
-    assert finders.find("js/chat.js") and finders.find("css/app.css")
+    assert finders.find("agenthost/chat.js") and finders.find("css/app.css")
 
 
 def test_it_explains_an_empty_agent_list(client, member):

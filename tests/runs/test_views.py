@@ -291,8 +291,8 @@ def test_it_loads_only_assets_served_by_the_app(admin_client, finished_run, runn
         html = html_of(admin_client.get(url))
         assert not re.search(r'(src|href)="(https?:)?//', html), url
     page = html_of(admin_client.get(f"/runs/{running_run.pk}/"))
-    assert 'src="/static/js/runs.js"' in page and 'href="/static/css/runs.css"' in page
-    assert finders.find("js/runs.js") and finders.find("css/runs.css")
+    assert 'src="/static/runs/runs.js"' in page and 'href="/static/runs/runs.css"' in page
+    assert finders.find("runs/runs.js") and finders.find("runs/runs.css")
 
 
 # --- Cancel -------------------------------------------------------------------------------------------------------
