@@ -345,14 +345,16 @@ from common.provider_config import default_providers, load_providers  # noqa: E4
 
 # The demo's file is found by path, not imported: settings must not import the demo, which imports agenttest.plugin.
 _DEMO_PROVIDERS_FILE = BASE_DIR / "agenttest_demo" / "providers.toml"
+# What agenttest configures when no file names providers: the demo's models when it is on, OpenAI with its key.
+AGENTTEST_DEFAULT_PROVIDERS = {
+    **(load_providers(str(_DEMO_PROVIDERS_FILE)) if AGENTTEST_DEMO else {}), **default_providers()
+}
 if AGENTTEST_PROVIDERS_FILE:
     AGENTTEST_PROVIDERS = load_providers(AGENTTEST_PROVIDERS_FILE)
 elif _PROJECT and _PROJECT.providers is not None:
     AGENTTEST_PROVIDERS = _PROJECT.providers
 else:
-    AGENTTEST_PROVIDERS = {
-        **(load_providers(str(_DEMO_PROVIDERS_FILE)) if AGENTTEST_DEMO else {}), **default_providers()
-    }
+    AGENTTEST_PROVIDERS = AGENTTEST_DEFAULT_PROVIDERS
 # A kind's file options (the scripted kind's `script`, …) are relative to the directory of the file that set them.
 AGENTTEST_PROVIDERS_DIR = (
     os.path.dirname(os.path.abspath(AGENTTEST_PROVIDERS_FILE)) if AGENTTEST_PROVIDERS_FILE

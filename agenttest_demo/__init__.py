@@ -6,6 +6,6 @@ app (for `demo_setup`), loads `agenttest_demo.registration` as a plugin (the `si
 tools, through `agenttest.plugin`) and, when no providers file is given, configures the simulated models from
 `providers.toml`. Without it a deployment has no demo tools, no `simulated` kind and no `demo_setup`.
 
-The host never imports this package; it imports the host (its models and services, to create the demo agents and
-conversations) and the harness (the demo suite), as a team's own setup code would.
+The host never imports this package; it imports only `agenttest.plugin` (its registrations, and the services that
+create the demo agents, conversations, suites and first run), as a team's own plugin would.
 """

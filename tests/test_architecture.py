@@ -485,6 +485,28 @@ def test_it_keeps_every_app_off_the_project_package():
     assert plugin_imports <= {"agenttest.plugin"}
 
 
+def _beyond_the_plugin_module(imports: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The imports of agenttest's own packages other than the public plugin module: a plugin's are none."""
+    return [(f, m) for f, m in imports if _top(m) in PACKAGES and _top(m) != DEMO and m != "agenttest.plugin"]
+
+
+def test_it_lets_the_demo_import_of_agenttest_only_the_plugin_module():
+    # The demo is a plugin like any other (issue 34): what it needs of the host and the harness, it gets where a
+    # team's plugin gets it. Django, the standard library and its own modules are its own business.
+    assert any(m == "agenttest.plugin" for _, m in _imports(DEMO))
+    assert _beyond_the_plugin_module(_imports(DEMO)) == []
+
+
+def test_it_finds_a_demo_import_that_goes_around_the_plugin_module():
+    planted = [
+        ("agenttest_demo/agents.py", "agenthost.models"), ("agenttest_demo/suite.py", "cases.services"),
+        ("agenttest_demo/simulated.py", "common.provider_config"), ("agenttest_demo/setup.py", "agenttest.settings"),
+        ("agenttest_demo/tools.py", "agenttest.plugin"), ("agenttest_demo/tools.py", "agenttest_demo.simulated"),
+        ("agenttest_demo/agents.py", "django.db"), ("agenttest_demo/tools.py", "json"),
+    ]
+    assert _beyond_the_plugin_module(planted) == planted[:4]
+
+
 def test_it_keeps_cases_and_recording_off_runs():
     offending = [(f, m) for package in ("cases", "recording") for f, m in _imports(package) if _top(m) == "runs"]
     assert offending == []
