@@ -47,7 +47,7 @@ class Agent(models.Model):
         help_text='For an agent of the team\'s code: which of its tools have effects outside agenttest, e.g. '
         '{"find_order": false}. A tool not named counts as having them (tests must mock it).',
     )
-    provider = models.CharField(max_length=100, help_text="A configured model provider, e.g. 'simulated'.")
+    provider = models.CharField(max_length=100, help_text="A configured model provider, e.g. 'openai'.")
     model = models.CharField(max_length=200)
     temperature = models.FloatField(
         default=0.0, null=True, blank=True, help_text="Empty: the model's default (no temperature is sent)."

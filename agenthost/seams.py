@@ -59,6 +59,7 @@ from agenthost.llm.registry import (
     get_model,
     get_provider,
     parse_model_key,
+    provider_is_free,
     register_runtime_provider,
 )
 from agenthost.loading import (
@@ -183,6 +184,7 @@ __all__ = [
     "mcp_refresh",
     "mcp_servers_named",
     "parse_model_key",
+    "provider_is_free",
     "redact",
     "unstorable_paths",
     "redact_text",

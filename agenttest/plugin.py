@@ -29,9 +29,12 @@ agenttest/plugin_loading.py for how they load). It registers:
   `outside_effects` mapping wins over it, and undeclared still counts as side-effecting.
 - model-provider kinds — `register_provider_kind("acme-llm", AcmeProvider)` with a ModelProvider subclass
   (`complete(ModelRequest) -> ModelResponse`, raise ProviderError); it names its extra keys in `option_keys` /
-  `model_option_keys` and checks them in the classmethod `validate_options(spec) -> list[str]`. The providers file
-  may then say `kind = "acme-llm"`. A provider is only a model: one that runs a framework's agent (which would run
-  tools itself, outside the seam) is refused — bring such an agent in as a runtime (below).
+  `model_option_keys` and checks them in the classmethod `validate_options(spec) -> list[str]` (`is_number` is the
+  check every numeric option gets). A kind that answers offline with no key says `free = True`: a zero cost on its
+  models then reads "$0", not "unpriced"; `estimate_usage(request, text, tool_calls)` gives such a kind the same
+  deterministic token counts as the scripted kind. The providers file may then say `kind = "acme-llm"`. A provider
+  is only a model: one that runs a framework's agent (which would run tools itself, outside the seam) is refused —
+  bring such an agent in as a runtime (below).
 - executor providers — objects with `name`, `order` and `resolve(name, context)`, asked before anything else which
   executor handles a function name (`register_executor_provider` / `unregister_executor_provider`).
 - agent runtimes — `register_runtime(runtime)` with a `Runtime` subclass instance (agenthost/runtimes/base.py): an
@@ -40,6 +43,14 @@ agenttest/plugin_loading.py for how they load). It registers:
   a model: a framework that runs tools itself is brought in as a runtime, never wrapped in a provider.
 - agent-load hooks — `hook(loaded_agent, conversation)`, run each time an agent enters a conversation
   (`register_agent_load_hook` / `unregister_agent_load_hook`).
+
+A plugin that is also a Django app may bring a command that sets a deployment up (the demo's `demo_setup`): it
+creates agents (`Agent`, whose `sub_agents` it sets), plays sample conversations (`conversation_start`, then
+`conversation_send` per user message, which returns a `TurnResult` or raises ConversationError; `Conversation` to
+find those it made), and, when the harness apps are installed, a suite (`Suite`, `suite_create` with the agent by
+name, `case_create` per case document) and its first run (`run_trigger`, which raises RunError when it cannot
+queue one). These are the services the web pages and the API use, with their validation: a plugin goes through
+them, never around them.
 """
 
 import importlib
@@ -58,9 +69,17 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each nam
         Usage,
     )
     from agenthost.llm.registry import register_provider_kind
+    from agenthost.llm.scripted import estimate_usage
     from agenthost.loading import register_agent_load_hook, unregister_agent_load_hook
+    from agenthost.models import Agent, Conversation
     from agenthost.runtimes.base import Runtime, RuntimeTurn, TurnStopped, register_runtime, unregister_runtime
     from agenthost.runtimes.direct import DirectTools
+    from agenthost.services import conversation_send, conversation_start
+    from agenthost.turns import ConversationError, TurnResult
+    from cases.models import Suite
+    from cases.services import case_create, suite_create
+    from common.provider_config import is_number
+    from runs.services import RunError, run_trigger
 
 # Where each public name lives. Imported when first asked for, so that importing this module needs no Django
 # settings: the guide's stand-alone `from agenttest.plugin import DirectTools` runs in a plain script, where
@@ -90,6 +109,20 @@ _HOMES = {
     "register_runtime": "agenthost.runtimes.base",
     "unregister_runtime": "agenthost.runtimes.base",
     "DirectTools": "agenthost.runtimes.direct",
+    "estimate_usage": "agenthost.llm.scripted",
+    "is_number": "common.provider_config",
+    # Setting a deployment up; the harness's names need the harness apps installed.
+    "Agent": "agenthost.models",
+    "Conversation": "agenthost.models",
+    "conversation_send": "agenthost.services",
+    "conversation_start": "agenthost.services",
+    "ConversationError": "agenthost.turns",
+    "TurnResult": "agenthost.turns",
+    "Suite": "cases.models",
+    "case_create": "cases.services",
+    "suite_create": "cases.services",
+    "RunError": "runs.services",
+    "run_trigger": "runs.services",
 }
 
 
@@ -107,6 +140,9 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Agent",
+    "Conversation",
+    "ConversationError",
     "DirectTools",
     "Runtime",
     "RuntimeTurn",
@@ -120,13 +156,23 @@ __all__ = [
     "ModelResponse",
     "ProviderError",
     "ToolCall",
+    "RunError",
+    "Suite",
+    "TurnResult",
     "Usage",
+    "case_create",
+    "conversation_send",
+    "conversation_start",
     "effects",
+    "estimate_usage",
+    "is_number",
     "register_agent_load_hook",
     "register_executor_provider",
     "register_function",
     "register_provider_kind",
     "register_runtime",
+    "run_trigger",
+    "suite_create",
     "tool",
     "unregister_agent_load_hook",
     "unregister_executor_provider",

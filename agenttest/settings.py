@@ -11,6 +11,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from agenttest.env import env_bool, env_cache, env_float, env_int, env_list, env_str
+from common.plugin_packages import plugin_packages
 from common.project_file import ProjectFileError, project_read
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -46,9 +47,16 @@ if not SECRET_KEY:
         )
     SECRET_KEY = "django-insecure-agenttest-local-development-only"
 
-# The order-support demo (agenttest_demo): its app (demo_setup), its plugin (the simulated models and the order tools)
-# and, without a providers file, its models. Off, a deployment has none of them.
+# The order-support demo (agenttest_demo) is a plugin like any other: AGENTTEST_DEMO=1 names it among the plugins, and
+# its package brings its app (demo_setup) and its models as any plugin package may (common/plugin_packages.py).
 AGENTTEST_DEMO = env_bool("AGENTTEST_DEMO", False)
+
+# Plugins (module paths) to import at start-up, besides the installed `agenttest.plugins` entry points.
+AGENTTEST_PLUGINS = [
+    *(["agenttest_demo.registration"] if AGENTTEST_DEMO else []),
+    *env_list("AGENTTEST_PLUGINS", _PROJECT.plugins if _PROJECT else []),
+]
+_PLUGIN_PACKAGES = plugin_packages(AGENTTEST_PLUGINS, search=[str(_PROJECT.directory)] if _PROJECT else [])
 
 ALLOWED_HOSTS = env_list("AGENTTEST_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("AGENTTEST_CSRF_TRUSTED_ORIGINS")
@@ -68,8 +76,9 @@ INSTALLED_APPS = [
     "agenthost",
     "agenttest",
     *env_list("AGENTTEST_HARNESS_APPS", ["cases", "runs", "recording", "traces"]),
-    *(["agenttest_demo"] if AGENTTEST_DEMO else []),
 ]
+# A plugin package that is a Django app (the demo's, for demo_setup).
+INSTALLED_APPS += [plugin.name for plugin in _PLUGIN_PACKAGES if plugin.is_app and plugin.name not in INSTALLED_APPS]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -267,13 +276,8 @@ AGENTTEST_PROJECT_DIR = str(_PROJECT.directory) if _PROJECT else ""
 # `agenttest run`'s defaults ([run]), its DIR the project's directory unless the file names another.
 AGENTTEST_RUN_DEFAULTS = {"directory": _PROJECT.directory, **_PROJECT.run} if _PROJECT else {}
 
-# Plugins (module paths) to import at start-up, besides the installed `agenttest.plugins` entry points.
-AGENTTEST_PLUGINS = [
-    *(["agenttest_demo.registration"] if AGENTTEST_DEMO else []),
-    *env_list("AGENTTEST_PLUGINS", _PROJECT.plugins if _PROJECT else []),
-]
-# Model providers: a TOML file, else the project file's, else OpenAI when its key is set, after the demo's simulated
-# models when the demo is on.
+# Model providers: a TOML file, else the project file's, else OpenAI when its key is set, after the models plugin
+# packages bring (the demo's simulated ones when it is on).
 AGENTTEST_PROVIDERS_FILE = env_str("AGENTTEST_PROVIDERS_FILE")
 # MCP servers whose tools agents may declare: a TOML (or .json) file of [servers.<name>] tables, else the project
 # file's; "" and none there = none.
@@ -344,16 +348,21 @@ LOGGING = {
 
 from common.provider_config import default_providers, load_providers  # noqa: E402  (a pure module, safe here)
 
-# The demo's file is found by path, not imported: settings must not import the demo, which imports agenttest.plugin.
-_DEMO_PROVIDERS_FILE = BASE_DIR / "agenttest_demo" / "providers.toml"
+# What agenttest configures when no file names providers: the models plugin packages bring, OpenAI with its key.
+AGENTTEST_DEFAULT_PROVIDERS = {
+    **{
+        name: spec
+        for package in _PLUGIN_PACKAGES if package.providers_file
+        for name, spec in load_providers(str(package.providers_file)).items()
+    },
+    **default_providers(),
+}
 if AGENTTEST_PROVIDERS_FILE:
     AGENTTEST_PROVIDERS = load_providers(AGENTTEST_PROVIDERS_FILE)
 elif _PROJECT and _PROJECT.providers is not None:
     AGENTTEST_PROVIDERS = _PROJECT.providers
 else:
-    AGENTTEST_PROVIDERS = {
-        **(load_providers(str(_DEMO_PROVIDERS_FILE)) if AGENTTEST_DEMO else {}), **default_providers()
-    }
+    AGENTTEST_PROVIDERS = AGENTTEST_DEFAULT_PROVIDERS
 # A kind's file options (the scripted kind's `script`, …) are relative to the directory of the file that set them.
 AGENTTEST_PROVIDERS_DIR = (
     os.path.dirname(os.path.abspath(AGENTTEST_PROVIDERS_FILE)) if AGENTTEST_PROVIDERS_FILE

@@ -13,9 +13,14 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from agenthost.models import Agent, Conversation
-from agenthost.services import conversation_send, conversation_start
-from agenthost.turns import ConversationError, TurnResult
+from agenttest.plugin import (
+    Agent,
+    Conversation,
+    ConversationError,
+    TurnResult,
+    conversation_send,
+    conversation_start,
+)
 
 DEMO_TAG = "demo"
 DEMO_PROVIDER = "simulated"

@@ -35,9 +35,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from agenthost.llm.scripted import estimate_usage
-from agenttest.plugin import ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall
-from common.provider_config import is_number
+from agenttest.plugin import (
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ToolCall,
+    estimate_usage,
+    is_number,
+)
 
 CAREFUL = "sim-careful"
 HASTY = "sim-hasty"
@@ -102,6 +108,8 @@ class _View:
 
 class SimulatedProvider(ModelProvider):
     kind = "simulated"
+    # Rule-based and offline: no key, no cost.
+    free = True
     # A pause before each answer, for the provider or one model: lets tests and demos see a run in progress.
     option_keys = frozenset({"delay_ms"})
     model_option_keys = frozenset({"delay_ms"})

@@ -10,9 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agenthost.seams import Agent
-from cases.models import Suite
-from cases.services import case_create, suite_create
+from agenttest.plugin import Suite, case_create, suite_create
 
 DEMO_SUITE = "Order support demo"
 SIMULATED_USERS_SUITE = "Simulated users demo"
@@ -182,11 +180,10 @@ def demo_suite_ensure() -> tuple[Suite, bool]:
     existing = Suite.objects.filter(name=DEMO_SUITE).first()
     if existing is not None:
         return existing, False
-    router = Agent.objects.get(name=ROUTER)
     suite = suite_create(data={
         "name": DEMO_SUITE,
         "description": "Order support: look-ups, cancellations, a blocked tool, routing and a judged reply.",
-        "agent": router,
+        "agent": ROUTER,
         "judge_model": "simulated:sim-careful",
         "case_timeout_seconds": 60,
     })
@@ -256,7 +253,7 @@ def simulated_users_suite_ensure() -> tuple[Suite, bool]:
     suite = suite_create(data={
         "name": SIMULATED_USERS_SUITE,
         "description": "Cases played by a simulated user: a fact given only when asked, and a change of mind.",
-        "agent": Agent.objects.get(name=ROUTER),
+        "agent": ROUTER,
         "judge_model": "simulated:sim-careful",
         "case_timeout_seconds": 60,
     })

@@ -300,10 +300,43 @@ DEMO = "agenttest_demo"
 
 
 def test_it_keeps_the_demo_out_of_the_host_the_harness_and_the_project_package():
-    # Settings finds the demo's providers file by path: an import from agenttest would close a cycle through
+    # Settings finds the demo's package by path, as any plugin's: an import from agenttest would close a cycle through
     # agenttest.plugin, and one from the host would put the demo back into every deployment.
     offending = [(f, m) for package in PROJECT for f, m in _imports(package) if m.split(".")[0] == DEMO]
     assert offending == []
+
+
+def _demo_named_outside_the_plugin_list(source: str) -> list[str]:
+    """Where settings names the demo, other than in the list of plugins (`AGENTTEST_PLUGINS = [...]`)."""
+    found = []
+    for node in ast.parse(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(getattr(target, "id", "") == "AGENTTEST_PLUGINS" for target in targets):
+            continue
+        found.extend(
+            ast.unparse(node).splitlines()[0] for constant in ast.walk(node)
+            if isinstance(constant, ast.Constant) and isinstance(constant.value, str) and DEMO in constant.value
+        )
+    return found
+
+
+def test_it_names_the_demo_in_settings_only_among_the_plugins():
+    # Its app and its models come from its package as any plugin package's do (common/plugin_packages.py).
+    source = (BASE_DIR / "agenttest" / "settings.py").read_text()
+    assert f'"{DEMO}.registration"' in source
+    assert _demo_named_outside_the_plugin_list(source) == []
+
+
+def test_it_finds_the_demo_named_in_settings_beside_the_plugin_list():
+    planted = (
+        'AGENTTEST_PLUGINS = [*(["agenttest_demo.registration"] if AGENTTEST_DEMO else [])]\n'
+        'INSTALLED_APPS = ["agenthost", *(["agenttest_demo"] if AGENTTEST_DEMO else [])]\n'
+        '_DEMO_PROVIDERS_FILE = BASE_DIR / "agenttest_demo" / "providers.toml"\n'
+    )
+    assert _demo_named_outside_the_plugin_list(planted) == [
+        'INSTALLED_APPS = [\'agenthost\', *([\'agenttest_demo\'] if AGENTTEST_DEMO else [])]',
+        "_DEMO_PROVIDERS_FILE = BASE_DIR / 'agenttest_demo' / 'providers.toml'",
+    ]
 
 
 def test_it_keeps_every_part_of_the_demo_in_the_demo_package():
@@ -551,6 +584,28 @@ def test_it_keeps_every_app_off_the_project_package():
     assert offending == []
     plugin_imports = {m for f, m in _imports(DEMO) if m.split(".")[0] == "agenttest"}
     assert plugin_imports <= {"agenttest.plugin"}
+
+
+def _beyond_the_plugin_module(imports: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The imports of agenttest's own packages other than the public plugin module: a plugin's are none."""
+    return [(f, m) for f, m in imports if _top(m) in PACKAGES and _top(m) != DEMO and m != "agenttest.plugin"]
+
+
+def test_it_lets_the_demo_import_of_agenttest_only_the_plugin_module():
+    # The demo is a plugin like any other (issue 34): what it needs of the host and the harness, it gets where a
+    # team's plugin gets it. Django, the standard library and its own modules are its own business.
+    assert any(m == "agenttest.plugin" for _, m in _imports(DEMO))
+    assert _beyond_the_plugin_module(_imports(DEMO)) == []
+
+
+def test_it_finds_a_demo_import_that_goes_around_the_plugin_module():
+    planted = [
+        ("agenttest_demo/agents.py", "agenthost.models"), ("agenttest_demo/suite.py", "cases.services"),
+        ("agenttest_demo/simulated.py", "common.provider_config"), ("agenttest_demo/setup.py", "agenttest.settings"),
+        ("agenttest_demo/tools.py", "agenttest.plugin"), ("agenttest_demo/tools.py", "agenttest_demo.simulated"),
+        ("agenttest_demo/agents.py", "django.db"), ("agenttest_demo/tools.py", "json"),
+    ]
+    assert _beyond_the_plugin_module(planted) == planted[:4]
 
 
 def test_it_keeps_cases_and_recording_off_runs():

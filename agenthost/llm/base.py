@@ -287,6 +287,10 @@ class ModelProvider(abc.ABC):
     # Whether the kind answers requests for the Responses API (ModelRequest.api "responses"); one that does not is
     # never handed one (its answer would be to a request it did not read).
     speaks_responses: bool = False
+    # Whether the kind's answers cost nothing — it runs offline, with no key (the scripted kind, a plugin's rule-based
+    # models): a zero cost on its models is "$0", free, where a configured endpoint without a price is "unpriced".
+    # Declared by the kind, so that nothing else keeps a list of free kinds.
+    free: bool = False
     option_keys: frozenset[str] = frozenset()
     model_option_keys: frozenset[str] = frozenset()
     path_option_keys: frozenset[str] = frozenset()

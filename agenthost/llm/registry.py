@@ -74,6 +74,14 @@ def provider_kinds() -> dict[str, type[ModelProvider]]:
         return dict(PROVIDER_KINDS)
 
 
+def provider_is_free(name: str) -> bool:
+    """Whether the configured provider `name` is of a kind that declares its answers free (ModelProvider.free).
+    False for a provider not configured, or of a kind not registered."""
+    kind = (_providers().get(name) or {}).get("kind")
+    cls = provider_kinds().get(kind) if isinstance(kind, str) else None
+    return bool(cls is not None and cls.free)
+
+
 def configuration_problems(config: dict[str, Any] | None = None) -> list[str]:
     """Every problem with the providers configuration (AGENTTEST_PROVIDERS unless given), kinds included."""
     config = _providers() if config is None else config
@@ -175,7 +183,7 @@ def parse_model_key(key: str) -> tuple[str, str]:
     """'provider:model' → (provider, model). Model names may contain ':' (e.g. Ollama's 'llama3:8b')."""
     provider, sep, model = (key or "").partition(":")
     if not sep or not provider.strip() or not model.strip():
-        raise UnknownModel(f"model key {key!r} must look like 'provider:model', e.g. 'simulated:sim-careful'")
+        raise UnknownModel(f"model key {key!r} must look like 'provider:model', e.g. 'openai:gpt-4o-mini'")
     return provider, model
 
 

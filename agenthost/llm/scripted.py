@@ -235,6 +235,7 @@ class ScriptedProvider(ModelProvider):
     # A Responses API request is answered like a chat one (rules read its last message in the chat format); the
     # answer's output items are built from the entry's text and calls.
     speaks_responses = True
+    free = True
     option_keys = frozenset({"script", "requests_log"})
     path_option_keys = option_keys
 

@@ -7,13 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.conf import settings
-
-from agenthost.seams import UnknownModel, get_model
+from agenthost.seams import UnknownModel, get_model, provider_is_free
 
 UNPRICED = "unpriced"
-# Offline kinds answer without a paid model: their $0 is free, not unknown.
-FREE_KINDS = frozenset({"simulated", "scripted"})
 _SIGNIFICANT = 4
 _MAX_PLACES = 8
 
@@ -73,16 +69,15 @@ def format_tokens_delta(value: int) -> str:
 
 
 def model_is_priced(key: str) -> bool:
-    """Whether a cost of zero on `key` means free: the model has a price, or its provider is offline. A model no
-    longer configured, or configured without a price, is unpriced."""
+    """Whether a cost of zero on `key` means free: the model has a price, or its provider's kind declares itself free
+    (offline, no key). A model no longer configured, or configured without a price, is unpriced."""
     try:
         config = get_model(key)
     except UnknownModel:
         return False
     if (config.input_price or 0) > 0 or (config.output_price or 0) > 0:
         return True
-    providers = getattr(settings, "AGENTTEST_PROVIDERS", {}) or {}
-    return (providers.get(config.provider) or {}).get("kind") in FREE_KINDS
+    return provider_is_free(config.provider)
 
 
 def models_priced(keys: Iterable[str]) -> dict[str, bool]:

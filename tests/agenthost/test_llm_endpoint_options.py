@@ -27,8 +27,8 @@ def write(tmp_path, text, name="providers.toml"):
 
 @pytest.fixture
 def built_in_kinds(monkeypatch):
-    # Only the host's kinds and the demo's (on in the tests), whatever plugins other tests of this process loaded.
-    kinds = {kind: registry.PROVIDER_KINDS[kind] for kind in ("openai", "scripted", "simulated")}
+    # Only the host's own kinds, whatever plugins (the demo's included) this process loaded.
+    kinds = {kind: registry.PROVIDER_KINDS[kind] for kind in ("openai", "scripted")}
     monkeypatch.setattr(registry, "PROVIDER_KINDS", kinds)
 
 

@@ -186,8 +186,15 @@ def test_it_serves_each_entry_once_across_threads(scripted_model, provider):
     assert len({answer.tool_calls[0].id for answer in answers}) == 20
 
 
-def test_the_fixture_keeps_the_other_providers(scripted_model):
-    assert registry.get_model("simulated:sim-careful").label == "Simulated: careful (offline)"
+@pytest.fixture
+def local_endpoint(settings):
+    settings.AGENTTEST_PROVIDERS = {
+        "local": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "models": [{"name": "m", "label": "Local m"}]}
+    }
+
+
+def test_the_fixture_keeps_the_other_providers(local_endpoint, scripted_model):
+    assert registry.get_model("local:m").label == "Local m"
     assert scripted_model.key == "scripted:scripted"
     assert isinstance(registry.get_provider("scripted"), ScriptedProvider)
 

@@ -16,7 +16,7 @@ from tests.cases.parcel_tools import parcel_tools_install
 pytestmark = pytest.mark.django_db
 
 FILES = {
-    "agents/parcels.yaml": "name: parcels\nmodel: simulated:sim-careful\ninstruction: Track parcels.\n"
+    "agents/parcels.yaml": "name: parcels\nmodel: scripted:scripted\ninstruction: Track parcels.\n"
                            "functions:\n- verify_track_parcel\n",
     "suites/parcels/suite.yaml": "name: Parcels\nagent: parcels\n",
     "suites/parcels/cases/status.yaml": "name: Parcel status\nturns:\n- user_message: Where is P1?\n  assertions:\n"
@@ -28,7 +28,7 @@ FILES = {
 
 
 @pytest.fixture
-def deployed():
+def deployed(scripted_model):
     parcel_tools_install(1)
     yield parcel_tools_install
     parcel_tools_install(1)

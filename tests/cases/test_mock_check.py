@@ -21,10 +21,10 @@ RECORDED = {"parcel_id": "P1", "status": "in_transit", "updated_at": "2026-12-04
 
 
 @pytest.fixture
-def suite(db) -> Suite:
+def suite(db, scripted_model) -> Suite:
     parcel_tools_install(1)
     agent = Agent.objects.create(
-        name="parcels", instruction="Track and ship parcels.", provider="simulated", model="sim-careful",
+        name="parcels", instruction="Track and ship parcels.", provider="scripted", model="scripted",
         functions=[{"name": "verify_track_parcel"}, {"name": "verify_ship_parcel"}],
     )
     suite = Suite.objects.create(name="Parcels", agent=agent)

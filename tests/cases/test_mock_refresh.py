@@ -41,10 +41,10 @@ def markers(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture
-def case(db, deployed) -> Case:
+def case(db, deployed, scripted_model) -> Case:
     deployed(1)
     agent = Agent.objects.create(
-        name="parcels", instruction="Track and ship parcels.", provider="simulated", model="sim-careful",
+        name="parcels", instruction="Track and ship parcels.", provider="scripted", model="scripted",
         functions=[{"name": "verify_track_parcel"}, {"name": "verify_ship_parcel"}],
     )
     suite = Suite.objects.create(name="Parcels", agent=agent, mock_rules={"verify_track_parcel": {

@@ -24,7 +24,7 @@ RECORDED = {"parcel_id": "P1", "status": "in_transit", "updated_at": "2026-12-04
 
 
 @pytest.fixture
-def deployed():
+def deployed(scripted_model):
     parcel_tools_install(1)
     yield parcel_tools_install
     parcel_tools_install(1)
@@ -32,7 +32,7 @@ def deployed():
 
 def parcels(name: str, cases: int = 1, drifting: int = 1) -> Suite:
     agent = Agent.objects.create(
-        name=f"{name} agent", instruction="Track parcels.", provider="simulated", model="sim-careful",
+        name=f"{name} agent", instruction="Track parcels.", provider="scripted", model="scripted",
         functions=[{"name": "verify_track_parcel"}],
     )
     suite = Suite.objects.create(name=name, agent=agent, mock_rules={"verify_track_parcel": {"ignore": ["updated_at"]}})

@@ -18,6 +18,11 @@ PUBLIC = {
     "Runtime", "RuntimeTurn", "TurnStopped", "register_runtime", "unregister_runtime", "DirectTools",
     # The effects of a tool of the team's framework code, declared without touching it.
     "effects",
+    # What a provider kind of its own uses: the numeric-option check and the scripted kind's token estimate.
+    "is_number", "estimate_usage",
+    # A plugin's set-up command (the demo's demo_setup): the services creating agents, conversations, suites, runs.
+    "Agent", "Conversation", "conversation_start", "conversation_send", "ConversationError", "TurnResult",
+    "Suite", "suite_create", "case_create", "run_trigger", "RunError",
 }
 
 

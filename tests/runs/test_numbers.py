@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agenthost.llm import registry
+from agenttest.plugin import ModelProvider, ModelRequest, ModelResponse, register_provider_kind
 from runs.engine.numbers import (
     format_cost,
     format_cost_delta,
@@ -17,6 +19,7 @@ from runs.engine.numbers import (
     format_tokens,
     format_tokens_delta,
     model_is_priced,
+    models_priced,
 )
 
 COST = re.compile(r"^\$0$|^<\$0\.00000001$|^\$\d{1,3}(,\d{3})*\.\d{2,8}$")
@@ -54,15 +57,42 @@ def test_it_writes_tokens_and_deltas_with_separators():
 
 def test_it_knows_which_models_are_priced_free_or_unpriced(settings):
     settings.AGENTTEST_PROVIDERS = {
-        "simulated": {"kind": "simulated", "models": [{"name": "sim-careful", "input_price": 0.0,
-                                                       "output_price": 0.0}]},
+        "scripted": {"kind": "scripted", "models": [{"name": "any", "input_price": 0.0, "output_price": 0.0}]},
         "paid": {"kind": "openai", "models": [{"name": "big", "input_price": 2.5, "output_price": 10.0}]},
         "local": {"kind": "openai", "models": [{"name": "llama", "input_price": 0.0, "output_price": 0.0}]},
     }
-    assert model_is_priced("simulated:sim-careful"), "an offline model is free"
+    assert model_is_priced("scripted:any"), "an offline model is free"
     assert model_is_priced("paid:big")
     assert not model_is_priced("local:llama"), "an endpoint without a price is unpriced, not free"
     assert not model_is_priced("gone:model") and not model_is_priced("not a key")
+
+
+class _PocketProvider(ModelProvider):
+    kind = "pocket-rules"
+    free = True
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        return ModelResponse(text="ok")
+
+
+class _MeteredProvider(_PocketProvider):
+    kind = "metered-rules"
+    free = False
+
+
+def test_it_counts_as_free_the_models_of_a_plugins_kind_that_says_it_is_free(settings, monkeypatch):
+    # No list of free kinds: a kind agenttest has never heard of is free because it says so, and only then.
+    monkeypatch.setattr(registry, "PROVIDER_KINDS", dict(registry.PROVIDER_KINDS))
+    register_provider_kind(_PocketProvider.kind, _PocketProvider)
+    register_provider_kind(_MeteredProvider.kind, _MeteredProvider)
+    settings.AGENTTEST_PROVIDERS = {
+        "pocket": {"kind": "pocket-rules", "models": [{"name": "tiny", "input_price": 0.0, "output_price": 0.0}]},
+        "metered": {"kind": "metered-rules", "models": [{"name": "tiny", "input_price": 0.0, "output_price": 0.0}]},
+    }
+
+    assert models_priced(["pocket:tiny", "metered:tiny"]) == {"pocket:tiny": True, "metered:tiny": False}
+    assert format_cost(0, priced=model_is_priced("pocket:tiny")) == "$0"
+    assert format_cost(0, priced=model_is_priced("metered:tiny")) == "unpriced"
 
 
 @pytest.mark.parametrize(("rate", "text"), [

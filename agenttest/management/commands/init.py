@@ -10,14 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from common.project_file import FILE_NAME, ProjectFileError, project_file_find, project_file_load
 
 _PLUGIN_IMPORT = re.compile(r"^\s*(?:from\s+agenttest\.plugin\s+import|import\s+agenttest\.plugin\b)", re.MULTILINE)
 _MODEL_LINE = re.compile(r"^model:\s*[\"']?([A-Za-z0-9][\w.-]*):([^\s\"'#]+)", re.MULTILINE)
-# Providers agenttest brings itself: openai with OPENAI_API_KEY, simulated with the demo.
-_BUILT_IN_PROVIDERS = ("openai", "simulated")
 # Not a team's modules: virtualenvs, caches, dependencies, agenttest's own scratch directory.
 _SKIPPED = {"node_modules", "site-packages", "var", "build", "dist"}
 
@@ -185,9 +184,15 @@ def _unconfigured_model(files: Path) -> tuple[str, str] | None:
         except (OSError, UnicodeDecodeError):
             continue
         match = _MODEL_LINE.search(text)
-        if match and match.group(1) not in _BUILT_IN_PROVIDERS:
+        if match and match.group(1) not in _built_in_providers():
             return match.group(1), match.group(2)
     return None
+
+
+def _built_in_providers() -> set[str]:
+    # What agenttest configures without a providers file (openai with OPENAI_API_KEY, even when the key is not set
+    # here; a plugin's own offline models): an agent naming one needs no table written for it.
+    return {"openai", *getattr(settings, "AGENTTEST_DEFAULT_PROVIDERS", {})}
 
 
 def _holds_files(path: Path) -> bool:

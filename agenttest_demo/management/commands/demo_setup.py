@@ -53,9 +53,8 @@ class Command(BaseCommand):
             self._suite(admin, queue_run=not options["no_run"])
 
     def _suite(self, admin: Any, *, queue_run: bool) -> None:
+        from agenttest.plugin import RunError, run_trigger
         from agenttest_demo.suite import demo_suite_ensure, simulated_users_suite_ensure
-        from runs.models import Run
-        from runs.services import RunError, run_trigger
 
         suite, created = demo_suite_ensure()
         if created:
@@ -68,7 +67,7 @@ class Command(BaseCommand):
                        "user.")
         else:
             self.stdout.write(f"Suite {simulated.name!r} exists; left unchanged.")
-        if not queue_run or Run.objects.filter(suite=suite).exists():
+        if not queue_run or suite.runs.exists():
             return
         try:
             run = run_trigger(suite=suite, model_keys=DEMO_MODELS, triggered_by=admin)
