@@ -303,6 +303,13 @@ class Runtime(abc.ABC):
     """One framework's way of running the team's agent. Instances are shared by the whole process: thread-safe."""
 
     name: str = ""
+    # Whether the agent is the team's Python code at its `entry`, imported into agenttest's process; a runtime that
+    # starts a program instead (process) says so and builds its target from the agent itself (`target`).
+    imports_entry: bool = True
+
+    def target(self, loaded: LoadedAgent) -> Any:
+        """What run_turn and invoke are handed for an agent that imports no entry."""
+        raise NotImplementedError(f"runtime {self.name!r} runs the code at the agent's entry")
 
     def entry_problem(self, target: Any, entry: str) -> str:
         """What makes the imported `target` unusable by this runtime, or "" (checked when the agent is saved)."""
@@ -444,6 +451,8 @@ def runtime_deps(loaded: LoadedAgent, state: dict[str, Any], result: TurnResult 
 
 def _target(loaded: LoadedAgent, result: TurnResult | None) -> tuple[Runtime, Any]:
     runtime = get_runtime(loaded.runtime)
+    if not runtime.imports_entry:
+        return runtime, runtime.target(loaded)
     try:
         target = load_entry(loaded.entry)
     except EntryPointError as exc:
