@@ -27,6 +27,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -43,6 +44,7 @@ from agenthost.loading import LoadedAgent
 from agenthost.models import Agent
 from agenthost.redaction import redact_text
 from agenthost.runtimes.base import AgentCodeFailed, Runtime, RuntimeTurn, register_runtime
+from agenthost.runtimes.gateway import ModelGateway
 from agenthost.seal import exempt
 from agenthost.turns import ConversationError
 
@@ -62,6 +64,9 @@ STDERR_TAIL_CHARS = 600
 # Seconds of a chat turn's claim left to the child running it (runtimes/child.py) after the program is stopped, so
 # the program is stopped before that child is.
 CLAIM_MARGIN_SECONDS = 4.0
+# Where the model gateway is on the loopback of the program's own network namespace (any port: nothing else is there).
+GATEWAY_PORT = 8639
+FORWARDER = str(Path(__file__).with_name("netns_forwarder.py"))
 # A hang guard on the wait for a killed process group to be gone.
 GROUP_EXIT_SECONDS = 5.0
 
@@ -246,7 +251,9 @@ def _feed(process: subprocess.Popen[bytes], line: bytes) -> None:
         pass  # the program is gone or closed its stdin; reading its stdout tells how it ended
 
 
-def _read_reply(process: subprocess.Popen[bytes], deadline: float, budget: str) -> dict[str, Any]:
+def _read_reply(
+    process: subprocess.Popen[bytes], deadline: float, budget: str, turn: RuntimeTurn, gateway: ModelGateway
+) -> dict[str, Any]:
     stdout = process.stdout
     assert stdout is not None
     descriptor = stdout.fileno()
@@ -256,15 +263,16 @@ def _read_reply(process: subprocess.Popen[bytes], deadline: float, budget: str) 
     with selectors.DefaultSelector() as selector:
         selector.register(descriptor, selectors.EVENT_READ)
         selector.register(exited, selectors.EVENT_READ)
+        selector.register(gateway.wakeup, selectors.EVENT_READ)
         try:
-            return _read_lines(process, selector, descriptor, exited, deadline, budget)
+            return _read_lines(process, selector, descriptor, exited, deadline, budget, turn, gateway)
         finally:
             os.close(exited)
 
 
 def _read_lines(
     process: subprocess.Popen[bytes], selector: selectors.BaseSelector, descriptor: int, exited: int,
-    deadline: float, budget: str,
+    deadline: float, budget: str, turn: RuntimeTurn, gateway: ModelGateway,
 ) -> dict[str, Any]:
     pending = bytearray()
     ended = False
@@ -288,6 +296,9 @@ def _read_lines(
         ready = {key.fd for key, _ in selector.select(timeout=left)} if left > 0 else set()
         if not ready:
             raise _Ended(f"did not answer within {budget}, so it was stopped")
+        if gateway.wakeup in ready:
+            # The program's model calls, answered on this thread: the turn's session is one thread's.
+            gateway.serve(turn)
         if descriptor in ready:
             chunk = _read_some(descriptor)
             pending.extend(chunk)
@@ -358,6 +369,26 @@ def run_process_turn(turn: RuntimeTurn, spec: ProcessSpec) -> str:
     if command is None:
         raise AgentCodeFailed(f"the agent's program {spec.command!r} is not there to start (cwd {spec.cwd or '.'!r})",
                               partial=turn.result)
+    with tempfile.TemporaryDirectory(prefix="agenttest-process-") as scratch:
+        if sealed:
+            # Inside its namespace the program reaches the gateway only through the forwarder, on loopback.
+            gateway = ModelGateway(unix_path=os.path.join(scratch, "model.sock"))
+            argv = [*prefix, sys.executable, "-I", FORWARDER, os.path.join(scratch, "model.sock"),
+                    str(GATEWAY_PORT), command, *spec.args]
+            base_url = f"http://127.0.0.1:{GATEWAY_PORT}/v1"
+        else:
+            gateway = ModelGateway()
+            argv, base_url = [command, *spec.args], gateway.base_url
+        try:
+            return _exchange(turn, spec, argv, {**_environment(spec), "OPENAI_BASE_URL": base_url,
+                                                "OPENAI_API_KEY": gateway.key}, gateway)
+        finally:
+            gateway.close()
+
+
+def _exchange(
+    turn: RuntimeTurn, spec: ProcessSpec, argv: list[str], env: dict[str, str], gateway: ModelGateway
+) -> str:
     messages = turn.messages()
     line = json.dumps({
         "turn": turn.turn,
@@ -371,13 +402,13 @@ def run_process_turn(turn: RuntimeTurn, spec: ProcessSpec) -> str:
         with exempt():
             # agenttest's own start of the program (the seal refuses the team's code a new process).
             process = subprocess.Popen(
-                [*prefix, command, *spec.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                cwd=_directory(spec.cwd), env=_environment(spec), start_new_session=True,
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=_directory(spec.cwd), env=env,
+                start_new_session=True,
             )
         feeder = threading.Thread(target=_feed, args=(process, line), daemon=True, name="agenttest-process-stdin")
         feeder.start()
         try:
-            reply = _read_reply(process, deadline, budget)
+            reply = _read_reply(process, deadline, budget, turn, gateway)
         except _Ended as ended:
             tail = _tail(log)
             raise AgentCodeFailed(
