@@ -67,6 +67,10 @@ CLAIM_MARGIN_SECONDS = 4.0
 # Where the model gateway is on the loopback of the program's own network namespace (any port: nothing else is there).
 GATEWAY_PORT = 8639
 FORWARDER = str(Path(__file__).with_name("netns_forwarder.py"))
+# A hang guard on the program's own exit after its reply.
+EXIT_GRACE_SECONDS = 2.0
+# The file the forwarder in the namespace writes the program's own network attempts to.
+ATTEMPTS = "attempts"
 # A hang guard on the wait for a killed process group to be gone.
 GROUP_EXIT_SECONDS = 5.0
 
@@ -319,6 +323,15 @@ def _read_some(descriptor: int) -> bytes:
         return b""
 
 
+def _let_finish(process: subprocess.Popen[bytes], deadline: float) -> None:
+    """After its reply, the program's own end (its stdin is closed), so that what it did last is all told; a hang
+    guard, then it is stopped like any other."""
+    try:
+        process.wait(timeout=max(min(EXIT_GRACE_SECONDS, deadline - time.monotonic()), 0))
+    except subprocess.TimeoutExpired:
+        pass
+
+
 def _exit(code: int) -> str:
     if code < 0:
         try:
@@ -374,7 +387,7 @@ def run_process_turn(turn: RuntimeTurn, spec: ProcessSpec) -> str:
             # Inside its namespace the program reaches the gateway only through the forwarder, on loopback.
             gateway = ModelGateway(unix_path=os.path.join(scratch, "model.sock"))
             argv = [*prefix, sys.executable, "-I", FORWARDER, os.path.join(scratch, "model.sock"),
-                    str(GATEWAY_PORT), command, *spec.args]
+                    str(GATEWAY_PORT), os.path.join(scratch, ATTEMPTS), command, *spec.args]
             base_url = f"http://127.0.0.1:{GATEWAY_PORT}/v1"
         else:
             gateway = ModelGateway()
@@ -384,6 +397,25 @@ def run_process_turn(turn: RuntimeTurn, spec: ProcessSpec) -> str:
                                                 "OPENAI_API_KEY": gateway.key}, gateway)
         finally:
             gateway.close()
+            if sealed:
+                _note_attempts(turn, spec, Path(scratch, ATTEMPTS))
+
+
+def _note_attempts(turn: RuntimeTurn, spec: ProcessSpec, attempts: Path) -> None:
+    """The program's own tries to reach the network (seen by the forwarder in its namespace): the case's breach,
+    whatever the program made of the failure."""
+    try:
+        seen = [line for line in dict.fromkeys(attempts.read_text(encoding="utf-8").splitlines()) if line]
+    except OSError:
+        return
+    if not seen:
+        return
+    more = f" (and {len(seen) - 1} more: {', '.join(seen[1:4])})" if len(seen) > 1 else ""
+    turn.session.case.refuse(
+        f"the agent's program ({spec.shown}) tried to reach the network itself at turn {turn.turn}: {seen[0]}{more}; "
+        "under test a process agent reaches only agenttest's model gateway, so nothing was sent — a tool that calls "
+        "out must be one agenttest serves it, to be mocked"
+    )
 
 
 def _exchange(
@@ -409,6 +441,7 @@ def _exchange(
         feeder.start()
         try:
             reply = _read_reply(process, deadline, budget, turn, gateway)
+            _let_finish(process, deadline)
         except _Ended as ended:
             tail = _tail(log)
             raise AgentCodeFailed(

@@ -266,7 +266,24 @@ def test_it_runs_the_program_under_test_where_it_reaches_nothing(scripted_model,
     )
 
     assert listener.received == []
-    assert outcome.status == "failed", outcome.reason
+    assert outcome.status == "error", outcome.reason
+    port = listener.url.rsplit(":", 1)[1]
+    assert f"the agent's program ({sys.executable} agent.py) tried to reach the network itself at turn 0: " \
+        f"tcp 127.0.0.1:{port}" in outcome.reason, outcome.reason
+
+
+def test_it_names_an_attempt_to_reach_an_address_beyond_the_machine(scripted_model, tmp_path, monkeypatch):
+    # An address of the documentation range: nothing would answer it outside either; inside, nothing is sent at all.
+    monkeypatch.setenv("SHOP_LISTENER", "http://192.0.2.10:8443")
+    agent = _agent(_program(tmp_path, CALLS_OUT), env=["SHOP_LISTENER"])
+
+    outcome = execute_case(
+        plan=_plan(agent, "Refund order 1042.", assertions=[AssertionPlan("outputContains", {"text": "refunded"})]),
+        model=get_model(scripted_model.key), suite=_suite(),
+    )
+
+    assert outcome.status == "error", outcome.reason
+    assert "tried to reach the network itself at turn 0: tcp 192.0.2.10:8443" in outcome.reason, outcome.reason
 
 
 def test_it_refuses_to_run_the_program_unsealed_where_no_sandbox_is_available(
