@@ -162,7 +162,8 @@ def agent_problems(
         # that runs nowhere.
         for field, value in (("instruction", instruction), ("functions", functions), ("rules", rules),
                              ("sub_agents", sub_agents)):
-            if value:
+            if value and not (field == "functions" and runtime == Agent.Runtime.PROCESS):
+                # A process agent's declared functions are the tools its MCP gateway serves it.
                 problems.setdefault(field, []).append(
                     f"must be empty for runtime {runtime!r}: the agent's code at its entry point defines it"
                 )

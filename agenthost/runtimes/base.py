@@ -180,15 +180,16 @@ class RuntimeTurn:
         *,
         name: str,
         arguments: str | dict[str, Any] | None,
-        implementation: Implementation,
+        implementation: Implementation | None,
         declaration: dict[str, Any] | None = None,
         call_id: str = "",
         agent: str = "",
         team_tool: Any = None,
     ) -> FunctionResult:
         """One tool invocation of the team's loop through the function-executor factory; `implementation` runs only
-        when nothing under test answers it. `team_tool`: the tool object of the team's code, whose effects a plugin
-        may have declared (functions.effects). Raises TurnStopped when the call stops the turn."""
+        when nothing under test answers it (None: the factory's own resolution, for a declared function).
+        `team_tool`: the tool object of the team's code, whose effects a plugin may have declared (functions.effects).
+        Raises TurnStopped when the call stops the turn."""
         self._check_open()
         if not self.session.renew_claim():
             raise claim_lost(partial=self.result)
@@ -487,7 +488,7 @@ def runtime_turn_run(
             result.output, result.finish = runtime_turn.stopped.content, "stop_completion"
             return loaded
         raise AgentCodeFailed(
-            f"the agent's code ({loaded.entry}, runtime {loaded.runtime}) raised at turn {turn}"
+            f"the agent's code ({loaded.entry or loaded.command}, runtime {loaded.runtime}) raised at turn {turn}"
             f"{_in_tool(runtime_turn, exc)}: {type(exc).__name__}: {redact_text(str(exc))[:500]}",
             partial=result,
         ) from exc

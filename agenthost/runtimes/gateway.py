@@ -25,13 +25,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from agenthost.llm.streams import chat_chunks, response_events, unstreamed
-from agenthost.runtimes.base import RuntimeTurn
+from agenthost.runtimes.base import RuntimeTurn, TurnStopped
 from agenthost.runtimes.python import chat_completion
 from agenthost.runtimes.responses import responses_create
 from agenthost.seal import exempt
 from agenthost.turns import ConversationError
 
 CHAT, RESPONSES = "chat", "responses"
+# A tool call of the MCP gateway (runtimes/mcp_gateway.py), answered on the turn's thread like a model call.
+TOOL = "tool"
 ROUTES = {"/v1/chat/completions": CHAT, "/chat/completions": CHAT, "/v1/responses": RESPONSES, "/responses": RESPONSES}
 # The largest request body taken: a conversation far past any model's context.
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -111,10 +113,25 @@ class ModelGateway:
                 # The layer refuses a field it cannot carry faithfully: the program is told which, as a 400.
                 pending.answer(400, _error(str(exc), "invalid_request_error"))
 
+    def submit(self, api: str, body: dict[str, Any]) -> _Pending:
+        """Hand a request to the turn's thread; its answer is set on the returned pending request."""
+        pending = _Pending(api, body)
+        if self._closed.is_set():
+            pending.answer(503, _error("the agent's turn is over", "api_error"))
+            return pending
+        self._pending.put(pending)
+        try:
+            os.write(self._wake_write, b"!")
+        except OSError:
+            pass
+        return pending
+
     def _answer(self, turn: RuntimeTurn, pending: _Pending) -> None:
         body = pending.body
         streamed = body.get("stream") is True
-        if pending.api == CHAT:
+        if pending.api == TOOL:
+            _call_tool(turn, pending)
+        elif pending.api == CHAT:
             completion = chat_completion(turn, unstreamed(body) if streamed else body)
             payload = completion.model_dump(mode="json", exclude_none=True)
             options = body.get("stream_options")
@@ -163,15 +180,7 @@ class ModelGateway:
                 if not isinstance(body, dict):
                     self._json(400, _error("the request body must be a JSON object", "invalid_request_error"))
                     return
-                pending = _Pending(api, body)
-                if gateway._closed.is_set():
-                    self._json(503, _error("the agent's turn is over", "api_error"))
-                    return
-                gateway._pending.put(pending)
-                try:
-                    os.write(gateway._wake_write, b"!")
-                except OSError:
-                    pass
+                pending = gateway.submit(api, body)
                 pending.done.wait()
                 if pending.events is None:
                     self._json(pending.status, pending.payload)
@@ -205,6 +214,22 @@ class ModelGateway:
                 pass
 
         return Handler
+
+
+def _call_tool(turn: RuntimeTurn, pending: _Pending) -> None:
+    """A tool call of the program through the function-executor factory; a call that stops the turn is answered as
+    an error and ends it (TurnStopped, raised on)."""
+    name, arguments = str(pending.body.get("name", "")), pending.body.get("arguments") or {}
+    declared = turn.loaded.declaration(name)
+    if declared is None:
+        pending.answer(200, {"content": f"{name!r} is not a tool available to this agent", "error": True})
+        return
+    try:
+        result = turn.call_tool(name=name, arguments=arguments, implementation=None, declaration=declared)
+    except TurnStopped as stop:
+        pending.answer(200, {"content": stop.result.content, "error": True})
+        raise
+    pending.answer(200, {"content": result.content, "error": bool(result.error)})
 
 
 def _sse_lines(api: str, events: list[dict[str, Any]]) -> Iterator[bytes]:

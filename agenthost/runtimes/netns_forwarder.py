@@ -1,11 +1,12 @@
 """What a process agent runs inside under test (agenthost/runtimes/process.py), in its network namespace of its own:
 loopback brought up, a forwarder on 127.0.0.1:PORT to the model gateway's Unix socket outside, and the program as a
 child, whose exit this process takes for its own. Standard library only: it is started as a script
-(`python -I netns_forwarder.py SOCKET PORT ATTEMPTS COMMAND...`), never imported by agenttest.
+(`python -I netns_forwarder.py ATTEMPTS PORT=SOCKET [PORT=SOCKET...] -- COMMAND...`: a forwarder per gateway), never
+imported by agenttest.
 
 Every IPv4 address is made local to the namespace's loopback (a local route for 0.0.0.0/0), so a connection the
 program tries anywhere — a bank's API, a name server — becomes a packet on loopback, refused there, and a packet
-socket on loopback sees it: each TCP connection attempt and UDP datagram, except those to the gateway's forwarder,
+socket on loopback sees it: each TCP connection attempt and UDP datagram, except those to the gateways' forwarders,
 is written to ATTEMPTS ("tcp 10.0.0.1:443"), which agenttest reads when the turn ends."""
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def route_everything_here() -> None:
             raise OSError(-code, f"could not route every address to loopback: {os.strerror(-code)}")
 
 
-def attempt_of(frame: bytes, gateway_port: int) -> str:
+def attempt_of(frame: bytes, gateway_ports: frozenset[int]) -> str:
     """"tcp 10.0.0.1:443" for a frame that opens a TCP connection or carries a UDP datagram, other than to the
     gateway's forwarder; "" for any other frame."""
     packet = frame[ETHERNET_HEADER:]
@@ -67,7 +68,7 @@ def attempt_of(frame: bytes, gateway_port: int) -> str:
     port = struct.unpack("!H", packet[header + 2:header + 4])[0]
     if protocol == TCP:
         flags = packet[header + 13]
-        if not flags & SYN or flags & ACK or (target == "127.0.0.1" and port == gateway_port):
+        if not flags & SYN or flags & ACK or (target == "127.0.0.1" and port in gateway_ports):
             return ""
         return f"tcp {target}:{port}"
     if protocol == UDP:
@@ -78,10 +79,10 @@ def attempt_of(frame: bytes, gateway_port: int) -> str:
 class Attempts:
     """What the packet socket saw, written to the file as it is seen (a killed namespace keeps what was written)."""
 
-    def __init__(self, path: str, gateway_port: int) -> None:
+    def __init__(self, path: str, gateway_ports: frozenset[int]) -> None:
         self.sniffer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         self.sniffer.bind(("lo", 0))
-        self.gateway_port = gateway_port
+        self.gateway_ports = gateway_ports
         self.out = open(path, "a", encoding="utf-8")  # noqa: SIM115 — open for the process's life
         self.stop = threading.Event()
 
@@ -94,7 +95,7 @@ class Attempts:
         frame, address = received
         if address[2] != PACKET_HOST:
             return  # loopback shows each frame twice, going out and coming in
-        if attempt := attempt_of(frame, self.gateway_port):
+        if attempt := attempt_of(frame, self.gateway_ports):
             self.out.write(attempt + "\n")
             self.out.flush()
 
@@ -136,14 +137,17 @@ def forward(listener: socket.socket, path: str) -> None:
 
 
 def main() -> None:
-    path, port, attempts_path, command = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+    split = sys.argv.index("--")
+    attempts_path, pairs, command = sys.argv[1], sys.argv[2:split], sys.argv[split + 1:]
+    routes = {int(port): path for port, _, path in (pair.partition("=") for pair in pairs)}
     loopback_up()
     route_everything_here()
-    attempts = Attempts(attempts_path, port)
+    attempts = Attempts(attempts_path, frozenset(routes))
     watcher = threading.Thread(target=attempts.watch, daemon=True)
     watcher.start()
-    listener = socket.create_server(("127.0.0.1", port))
-    threading.Thread(target=forward, args=(listener, path), daemon=True).start()
+    for port, path in routes.items():
+        listener = socket.create_server(("127.0.0.1", port))
+        threading.Thread(target=forward, args=(listener, path), daemon=True).start()
     try:
         child = subprocess.Popen(command)
     except OSError as exc:

@@ -45,6 +45,7 @@ from agenthost.models import Agent
 from agenthost.redaction import redact_text
 from agenthost.runtimes.base import AgentCodeFailed, Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.gateway import ModelGateway
+from agenthost.runtimes.mcp_gateway import MCP_PATH, McpGateway
 from agenthost.seal import exempt
 from agenthost.turns import ConversationError
 
@@ -66,6 +67,7 @@ STDERR_TAIL_CHARS = 600
 CLAIM_MARGIN_SECONDS = 4.0
 # Where the model gateway is on the loopback of the program's own network namespace (any port: nothing else is there).
 GATEWAY_PORT = 8639
+MCP_PORT = 8640
 FORWARDER = str(Path(__file__).with_name("netns_forwarder.py"))
 # A hang guard on the program's own exit after its reply.
 EXIT_GRACE_SECONDS = 2.0
@@ -382,20 +384,32 @@ def run_process_turn(turn: RuntimeTurn, spec: ProcessSpec) -> str:
     if command is None:
         raise AgentCodeFailed(f"the agent's program {spec.command!r} is not there to start (cwd {spec.cwd or '.'!r})",
                               partial=turn.result)
+    tools = turn.loaded.tools(entry_agent_name=turn.loaded.name) if turn.loaded.functions else []
     with tempfile.TemporaryDirectory(prefix="agenttest-process-") as scratch:
-        if sealed:
-            # Inside its namespace the program reaches the gateway only through the forwarder, on loopback.
-            gateway = ModelGateway(unix_path=os.path.join(scratch, "model.sock"))
-            argv = [*prefix, sys.executable, "-I", FORWARDER, os.path.join(scratch, "model.sock"),
-                    str(GATEWAY_PORT), os.path.join(scratch, ATTEMPTS), command, *spec.args]
-            base_url = f"http://127.0.0.1:{GATEWAY_PORT}/v1"
-        else:
-            gateway = ModelGateway()
-            argv, base_url = [command, *spec.args], gateway.base_url
+        model_socket, mcp_socket = os.path.join(scratch, "model.sock"), os.path.join(scratch, "mcp.sock")
+        gateway = ModelGateway(unix_path=model_socket if sealed else "")
+        tool_gateway: McpGateway | None = None
         try:
-            return _exchange(turn, spec, argv, {**_environment(spec), "OPENAI_BASE_URL": base_url,
-                                                "OPENAI_API_KEY": gateway.key}, gateway)
+            if tools:
+                tool_gateway = McpGateway(tools, gateway, unix_path=mcp_socket if sealed else "")
+            env = {**_environment(spec), "OPENAI_API_KEY": gateway.key}
+            if sealed:
+                # Inside its namespace the program reaches the gateways only through the forwarders, on loopback.
+                routes = [f"{GATEWAY_PORT}={model_socket}"] + ([f"{MCP_PORT}={mcp_socket}"] if tools else [])
+                argv = [*prefix, sys.executable, "-I", FORWARDER, os.path.join(scratch, ATTEMPTS), *routes, "--",
+                        command, *spec.args]
+                env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{GATEWAY_PORT}/v1"
+                if tools:
+                    env["AGENTTEST_MCP_URL"] = f"http://127.0.0.1:{MCP_PORT}{MCP_PATH}"
+            else:
+                argv = [command, *spec.args]
+                env["OPENAI_BASE_URL"] = gateway.base_url
+                if tool_gateway is not None:
+                    env["AGENTTEST_MCP_URL"] = tool_gateway.url
+            return _exchange(turn, spec, argv, env, gateway)
         finally:
+            if tool_gateway is not None:
+                tool_gateway.close()
             gateway.close()
             if sealed:
                 _note_attempts(turn, spec, Path(scratch, ATTEMPTS))
