@@ -12,6 +12,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from agenthost.models import Agent, Conversation, McpToolList, Message, StateChange
+from agenthost.runtimes.process import PROCESS_FIELDS
 from agenthost.validation import (
     MAX_STEPS_MAX,
     MAX_STEPS_MESSAGE,
@@ -92,11 +93,13 @@ class AgentAdminForm(forms.ModelForm):
             )
             if field in cleaned or field not in self.fields
         }
+        # A process agent's program is set from its file or the API, never in this form: as stored.
+        process = {field: getattr(self.instance, field) for field in PROCESS_FIELDS}
         # Fields that already failed their own validation are missing here; check only when all are present.
         if len(values) == 10:
             subs = cleaned.get("sub_agents") if "sub_agents" in self.fields else self.instance.sub_agents.all()
             sub_agents = [agent.name for agent in subs or []]
-            problems = agent_problems(**values, sub_agents=sub_agents, instruction_required=True)
+            problems = agent_problems(**values, **process, sub_agents=sub_agents, instruction_required=True)
             for field, messages in problems.items():
                 self.add_error(field if field in self.fields else None, messages)
         return cleaned
@@ -110,9 +113,10 @@ class AgentAdmin(StrictIdsAdminMixin, admin.ModelAdmin):
     search_fields = ("name", "description", "instruction")
     filter_horizontal = ("sub_agents",)
     formfield_overrides = JSON_FIELD_OVERRIDES
-    readonly_fields = ("created_at", "updated_at")
+    readonly_fields = ("created_at", "updated_at", *PROCESS_FIELDS)
     fieldsets = (
         (None, {"fields": ("name", "description", "runtime", "entry", "deps", "outside_effects", "instruction")}),
+        ("Process (from the agent's file)", {"fields": PROCESS_FIELDS}),
         ("Model", {"fields": ("provider", "model", "temperature", "max_steps")}),
         ("Tools and routing", {"fields": ("functions", "rules", "sub_agents")}),
         ("History", {"fields": ("created_at", "updated_at")}),

@@ -87,6 +87,11 @@ class AgentOutputSerializer(serializers.Serializer[Any]):
     entry = serializers.CharField(help_text='The team\'s code a non-native runtime runs, "module:attribute".')
     outside_effects = serializers.JSONField(help_text="Tool name → whether it has effects outside agenttest.")
     deps = serializers.CharField(help_text='pydantic-ai: the run\'s deps factory, "module:attribute", given the state.')
+    command = serializers.CharField(help_text="A process agent's program.")
+    args = serializers.JSONField(help_text="A process agent's program's arguments.")
+    cwd = serializers.CharField(help_text="A process agent's directory, relative to where agenttest runs.")
+    env = serializers.JSONField(help_text="Names of the environment variables a process agent is given.")
+    protocol = serializers.CharField(help_text='How a process agent is spoken to over stdio: "jsonl".')
     sub_agents = serializers.SerializerMethodField(help_text="Names of the agents this one may route to.")
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
@@ -128,6 +133,12 @@ class AgentCreateApi(APIView):
         entry = serializers.CharField(max_length=300, allow_blank=True, default="")
         outside_effects = JSONInputField(default=dict)
         deps = serializers.CharField(max_length=300, allow_blank=True, default="")
+        # A process agent (runtime "process"): checked with the rest of the agent (agent_problems), by field.
+        command = serializers.CharField(max_length=300, allow_blank=True, default="", trim_whitespace=False)
+        args = JSONInputField(default=list)
+        cwd = serializers.CharField(max_length=300, allow_blank=True, default="", trim_whitespace=False)
+        env = JSONInputField(default=list)
+        protocol = serializers.CharField(max_length=20, allow_blank=True, default="")
         provider = serializers.CharField(max_length=100)
         model = serializers.CharField(max_length=200)
         # null: the model's default — what a reasoning model needs, since it refuses any other.
@@ -158,7 +169,7 @@ class AgentCreateApi(APIView):
                 field: attrs[field] if field in attrs else getattr(current, field, "")
                 for field in (
                     "name", "instruction", "provider", "model", "functions", "rules", "runtime", "entry",
-                    "outside_effects", "deps",
+                    "outside_effects", "deps", "command", "args", "cwd", "env", "protocol",
                 )
             }
             if "sub_agents" in attrs:

@@ -114,6 +114,18 @@ def mocked_names(conversation_id: int | None) -> frozenset[str]:
     return frozenset(names)
 
 
+def case_deadline(conversation_id: int | None) -> float | None:
+    """When (time.monotonic()) the case running this conversation times out, as a provider says through an optional
+    `deadline(conversation_id) -> float | None` (the harness's, from the case session); None outside a case. A
+    runtime that waits on a program of the team's stops waiting there."""
+    deadlines = []
+    for provider in executor_providers():
+        deadline = getattr(provider, "deadline", None)
+        if callable(deadline) and isinstance(found := deadline(conversation_id), int | float):
+            deadlines.append(float(found))
+    return min(deadlines, default=None)
+
+
 def missing_function_result(name: str) -> FunctionResult:
     return FunctionResult(content=f"Can't find function implementation of {name}", stop=True, outcome="missing")
 

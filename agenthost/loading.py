@@ -48,6 +48,12 @@ class LoadedAgent:
     entry: str = ""
     # pydantic-ai: the factory ("module:attribute") of the run's deps, given the conversation's state.
     deps: str = ""
+    # A process agent (runtime "process"): what to start and how to speak to it.
+    command: str = ""
+    args: list[str] = field(default_factory=list)
+    cwd: str = ""
+    env: list[str] = field(default_factory=list)
+    protocol: str = ""
     # Tool name → whether it has effects outside agenttest, for the tools of the team's code (undeclared: it has).
     outside_effects: dict[str, bool] = field(default_factory=dict)
     # The agent of the team's framework that this copy acts as (a sub-agent the entry agent handed off to), when it is
@@ -144,6 +150,11 @@ def agent_as_stored(agent: Agent) -> LoadedAgent:
         runtime=agent.runtime or Agent.Runtime.NATIVE,
         entry=agent.entry,
         deps=agent.deps,
+        command=agent.command,
+        args=list(agent.args or []),
+        cwd=agent.cwd,
+        env=list(agent.env or []),
+        protocol=agent.protocol,
         outside_effects=dict(agent.outside_effects or {}),
     )
 

@@ -14,6 +14,8 @@ class Agent(models.Model):
         PYDANTIC_AI = "pydantic-ai", "pydantic-ai"
         PYTHON = "python", "plain Python function"
         LANGGRAPH = "langgraph", "LangGraph graph"
+        # The team's agent as a program in any language, spoken to over its stdio (agenthost/runtimes/process.py).
+        PROCESS = "process", "a process (any language, over stdio)"
 
     name = models.CharField(max_length=100, unique=True)
     description = models.TextField(blank=True, help_text="What this agent handles; a router reads it to choose.")
@@ -40,6 +42,31 @@ class Agent(models.Model):
         default="",
         help_text='For a pydantic-ai agent: the factory of its run\'s deps, "module:attribute" (e.g. '
         '"shop.deps:make_deps"), called with the conversation\'s state (a dict) at each turn.',
+    )
+    command = models.CharField(
+        max_length=300,
+        blank=True,
+        default="",
+        help_text="For a process agent: the program to start (a name on PATH, or a path relative to `cwd`).",
+    )
+    args = models.JSONField(default=list, blank=True, help_text="For a process agent: the program's arguments.")
+    cwd = models.CharField(
+        max_length=300,
+        blank=True,
+        default="",
+        help_text="For a process agent: the directory it starts in, relative to where agenttest runs; empty: there.",
+    )
+    env = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="For a process agent: the names of the environment variables it is given from agenttest's "
+        "(values never stored).",
+    )
+    protocol = models.CharField(
+        max_length=20,
+        blank=True,
+        default="",
+        help_text='For a process agent: how it is spoken to over stdio: "jsonl" (one JSON object per line).',
     )
     outside_effects = models.JSONField(
         default=dict,

@@ -13,6 +13,7 @@ from agenthost.mcp.tools import declared_functions, is_server_entry, server_entr
 from agenthost.models import Agent
 from agenthost.rules import rule_function_name
 from agenthost.runtimes.child import deps_problems, entry_problems
+from agenthost.runtimes.process import process_problems
 from agenthost.templating import TemplateRefused, compile_template
 from common.inputs import UNSTORABLE_MESSAGE, text_is_storable
 
@@ -140,6 +141,11 @@ def agent_problems(
     entry: str = "",
     outside_effects: Any = None,
     deps: str = "",
+    command: Any = "",
+    args: Any = None,
+    cwd: Any = "",
+    env: Any = None,
+    protocol: Any = "",
     instruction_required: bool = False,
 ) -> dict[str, list[str]]:
     """What is wrong with an agent's configuration, keyed by field name; empty when the agent can run. Without
@@ -147,12 +153,17 @@ def agent_problems(
     An agent whose runtime runs the team's code has its entry point imported and checked in a child process."""
     problems: dict[str, list[str]] = entry_problems(runtime, entry)
     problems.update(deps_problems(runtime, deps))
+    for field, found in process_problems(
+        runtime, entry=entry, command=command, args=args, cwd=cwd, env=env, protocol=protocol
+    ).items():
+        problems.setdefault(field, []).extend(found)
     if runtime != Agent.Runtime.NATIVE:
         # Instruction, tools and hand-offs are the team's code's: declaring them here too would be a second copy
         # that runs nowhere.
         for field, value in (("instruction", instruction), ("functions", functions), ("rules", rules),
                              ("sub_agents", sub_agents)):
-            if value:
+            if value and not (field == "functions" and runtime == Agent.Runtime.PROCESS):
+                # A process agent's declared functions are the tools its MCP gateway serves it.
                 problems.setdefault(field, []).append(
                     f"must be empty for runtime {runtime!r}: the agent's code at its entry point defines it"
                 )

@@ -412,12 +412,17 @@ def _agent_fields(data: dict[str, Any]) -> dict[str, Any]:
         "entry": data.get("entry", ""),
         "deps": data.get("deps", ""),
         "outside_effects": data.get("outside_effects", {}),
+        "command": data.get("command", ""),
+        "args": data.get("args", []),
+        "cwd": data.get("cwd", ""),
+        "env": data.get("env", []),
+        "protocol": data.get("protocol", ""),
     }
 
 
 def _agent_state(agent: Agent) -> dict[str, Any]:
     fields = ("name", "description", "instruction", "provider", "model", "temperature", "max_steps", "functions",
-              "rules", "runtime", "entry", "deps", "outside_effects")
+              "rules", "runtime", "entry", "deps", "outside_effects", "command", "args", "cwd", "env", "protocol")
     return {
         **{name: getattr(agent, name) for name in fields},
         "sub_agents": sorted(agent.sub_agents.values_list("name", flat=True)),
@@ -561,6 +566,7 @@ def _apply_agents(sources: list[_Source], report: ApplyReport, problems: list[Fi
             name=agent.name, instruction=agent.instruction, provider=agent.provider, model=agent.model,
             functions=agent.functions, rules=agent.rules, sub_agents=sub_agents, list_servers=False,
             runtime=agent.runtime, entry=agent.entry, outside_effects=agent.outside_effects, deps=agent.deps,
+            command=agent.command, args=agent.args, cwd=agent.cwd, env=agent.env, protocol=agent.protocol,
         )
         for key, messages in found.items():
             for message in messages:
@@ -646,6 +652,11 @@ def agent_file(agent: Agent, instruction_file: str) -> dict[str, Any]:
         "runtime": agent.runtime,
         "entry": agent.entry,
         "deps": agent.deps,
+        "command": agent.command,
+        "args": agent.args or [],
+        "cwd": agent.cwd,
+        "env": agent.env or [],
+        "protocol": agent.protocol,
         "outside_effects": agent.outside_effects or {},
         "model": agent.model_key,
         "temperature": agent.temperature,

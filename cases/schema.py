@@ -113,12 +113,22 @@ class AgentFile(_Strict):
         json_schema_extra=_messages_for(type=MAX_STEPS_MESSAGE, minimum=MAX_STEPS_MESSAGE, maximum=MAX_STEPS_MESSAGE),
     )
     # Issue 26: an agent whose own code runs it (agenthost/runtimes); instruction and tools are then that code's.
-    runtime: Literal["native", "openai-agents", "pydantic-ai", "python", "langgraph"] = Field(
-        "native", description="Whose loop runs the agent: native (agenttest's) or the team's code at `entry`."
+    runtime: Literal["native", "openai-agents", "pydantic-ai", "python", "langgraph", "process"] = Field(
+        "native", description="Whose loop runs the agent: native (agenttest's), the team's code at `entry`, or a "
+        "program (process) spoken to over its stdio."
     )
     entry: str = Field("", description='The team\'s code a non-native runtime runs, "module:attribute".')
     deps: str = Field("", description='pydantic-ai: the factory of the run\'s deps, "module:attribute", called with '
                       "the conversation's state (under test: the case's initial state).")
+    # Issue 39: an agent that is a program in any language (runtime "process", agenthost/runtimes/process.py).
+    command: str = Field("", description='A process agent: the program to start, e.g. "node" or "./agent".')
+    args: list[str] = Field([], description="A process agent: the program's arguments.")
+    cwd: str = Field("", description="A process agent: its directory, relative to where agenttest runs.")
+    env: list[str] = Field([], description="A process agent: names of environment variables passed on to it (their "
+                           "values are never stored).")
+    protocol: Literal["", "jsonl", "acp"] = Field(
+        "", description='A process agent: how it is spoken to over stdio, "jsonl" (one JSON object per line).'
+    )
     outside_effects: dict[NonEmptyText, bool] = Field(
         {}, description="For the tools of the team's code: name → whether it has effects outside agenttest."
     )

@@ -180,15 +180,16 @@ class RuntimeTurn:
         *,
         name: str,
         arguments: str | dict[str, Any] | None,
-        implementation: Implementation,
+        implementation: Implementation | None,
         declaration: dict[str, Any] | None = None,
         call_id: str = "",
         agent: str = "",
         team_tool: Any = None,
     ) -> FunctionResult:
         """One tool invocation of the team's loop through the function-executor factory; `implementation` runs only
-        when nothing under test answers it. `team_tool`: the tool object of the team's code, whose effects a plugin
-        may have declared (functions.effects). Raises TurnStopped when the call stops the turn."""
+        when nothing under test answers it (None: the factory's own resolution, for a declared function).
+        `team_tool`: the tool object of the team's code, whose effects a plugin may have declared (functions.effects).
+        Raises TurnStopped when the call stops the turn."""
         self._check_open()
         if not self.session.renew_claim():
             raise claim_lost(partial=self.result)
@@ -303,6 +304,13 @@ class Runtime(abc.ABC):
     """One framework's way of running the team's agent. Instances are shared by the whole process: thread-safe."""
 
     name: str = ""
+    # Whether the agent is the team's Python code at its `entry`, imported into agenttest's process; a runtime that
+    # starts a program instead (process) says so and builds its target from the agent itself (`target`).
+    imports_entry: bool = True
+
+    def target(self, loaded: LoadedAgent) -> Any:
+        """What run_turn and invoke are handed for an agent that imports no entry."""
+        raise NotImplementedError(f"runtime {self.name!r} runs the code at the agent's entry")
 
     def entry_problem(self, target: Any, entry: str) -> str:
         """What makes the imported `target` unusable by this runtime, or "" (checked when the agent is saved)."""
@@ -444,6 +452,8 @@ def runtime_deps(loaded: LoadedAgent, state: dict[str, Any], result: TurnResult 
 
 def _target(loaded: LoadedAgent, result: TurnResult | None) -> tuple[Runtime, Any]:
     runtime = get_runtime(loaded.runtime)
+    if not runtime.imports_entry:
+        return runtime, runtime.target(loaded)
     try:
         target = load_entry(loaded.entry)
     except EntryPointError as exc:
@@ -478,7 +488,7 @@ def runtime_turn_run(
             result.output, result.finish = runtime_turn.stopped.content, "stop_completion"
             return loaded
         raise AgentCodeFailed(
-            f"the agent's code ({loaded.entry}, runtime {loaded.runtime}) raised at turn {turn}"
+            f"the agent's code ({loaded.entry or loaded.command}, runtime {loaded.runtime}) raised at turn {turn}"
             f"{_in_tool(runtime_turn, exc)}: {type(exc).__name__}: {redact_text(str(exc))[:500]}",
             partial=result,
         ) from exc

@@ -206,13 +206,14 @@ def send_in_child(session: ConversationSession, agent: Agent, text: str) -> Turn
     fallback = TurnResult(conversation_id=conversation.pk, turn=turn, agent_chain=[agent.name])
     payload = {
         "conversation_id": conversation.pk, "claim": session.claim.isoformat() if session.claim else "",
-        "text": text, "entry": agent.entry, "runtime": agent.runtime,
+        "text": text, "entry": agent.entry or agent.command, "runtime": agent.runtime,
     }
     try:
         answer = child_run(TURN, payload, deadline=turn_deadline(session.claim or claim_expiry()))
     except ChildFailed as exc:
         _write_failed_turn(session, agent, text, turn)
-        raise AgentCodeFailed(_failure(agent.entry, agent.runtime, f"{exc.how} at turn {turn}", exc.log_tail),
+        what = f"{exc.how} at turn {turn}"
+        raise AgentCodeFailed(_failure(agent.entry or agent.command, agent.runtime, what, exc.log_tail),
                               partial=fallback) from None
     if "error" in answer:
         raise error_from(answer["error"], fallback)
@@ -285,6 +286,9 @@ def entry_problems(runtime: str, entry: Any) -> dict[str, list[str]]:
         return {}
     if runtime not in runtime_names():
         return {"runtime": [f"must be one of: {', '.join(runtime_names())}; {runtime!r} is not available here"]}
+    if runtime == Agent.Runtime.PROCESS:
+        # The agent is a program its process fields name (runtimes/process.py), never imported.
+        return {}
     if not entry:
         return {"entry": [f"runtime {runtime!r} needs the team's code to run: an entry point like "
                           '"shop.bot:respond"']}

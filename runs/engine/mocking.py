@@ -7,6 +7,7 @@ through to its real implementation (`PassThrough`). Conversations not under test
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from agenthost.seams import FIRST_ORDER, Conversation, FunctionContext, FunctionResult, LoadedAgent, PassThrough
@@ -42,6 +43,14 @@ class MockExecutorProvider:
         it: the host offers a framework's hosted tool under test only then (agenthost.executor.mocked_by_name)."""
         session = registry.get(conversation_id)
         return session is not None and session.has_mock(name) and not session.is_force_blocked(name)
+
+    def deadline(self, conversation_id: int | None) -> float | None:
+        """When the case times out (time.monotonic()): a process agent's program is stopped there
+        (agenthost.executor.case_deadline). Now, once the runner has given up on the case."""
+        session = registry.get(conversation_id)
+        if session is None:
+            return None
+        return time.monotonic() if session.expired else session.deadline
 
     def mocked_names(self, conversation_id: int | None) -> frozenset[str]:
         """Every name the case mocks and does not force-block: the host offers them in place of an MCP server a
