@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agenthost', '0010_i38_agent_runtime_langgraph'),
+        ('agenthost', '0011_i39_process_agents'),
     ]
 
     operations = [
