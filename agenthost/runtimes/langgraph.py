@@ -452,11 +452,6 @@ class _Threads:
 _threads = _Threads()
 
 
-def _plain(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump() if callable(dump) else getattr(value, "__dict__", str(value))
-
-
 def _paused_thread(saver: Any, config: dict[str, Any]) -> dict[str, Any] | None:
     """The thread's latest checkpoint of each namespace (the graph's and each paused subgraph's) with its pending
     writes (the interrupts), as LangGraph's own serializer writes them, for the conversation's state; None when the
@@ -465,8 +460,9 @@ def _paused_thread(saver: Any, config: dict[str, Any]) -> dict[str, Any] | None:
     latest: dict[str, Any] = {}
     for each in saver.list(config):  # newest first
         latest.setdefault(each.config["configurable"]["checkpoint_ns"], each)
+    # Messages and interrupts by their repr, which holds their text.
     view = json.dumps([[each.checkpoint["channel_values"], each.pending_writes] for each in latest.values()],
-                      default=_plain, ensure_ascii=False)
+                      default=repr, ensure_ascii=False)
     if redact_text(view) != view:
         return None
 
