@@ -1,13 +1,13 @@
-"""The example team repositories of examples/ (agents-sdk-shop, pydantic-ai-shop, python-shop) as a team runs them: a
-copy outside the checkout, the wheel installed in its own virtualenv (tests/package_env.py), the two models of its
-providers.toml — the scripted provider (in-process) and the local OpenAI-compatible stub, run as `python -m
-agenthost.testing.openai_stub` from the virtualenv — and every other connection refused.
+"""The example team repositories of examples/ (agents-sdk-shop, langgraph-shop, pydantic-ai-shop, python-shop) as a
+team runs them: a copy outside the checkout, the wheel installed in its own virtualenv (tests/package_env.py), the two
+models of its providers.toml — the scripted provider (in-process) and the local OpenAI-compatible stub, run as
+`python -m agenthost.testing.openai_stub` from the virtualenv — and every other connection refused.
 
 Each shop's `cancel_order` and `send_email` write files under `shop-data/`: the markers that show a real effect.
 
-`shop_scenario` is the whole story of a shop with one agent (pydantic-ai-shop, python-shop): chat runs the real
-tools; a record run on both models mocks every call and blocks the unmocked cancel; the replay runs offline, step by
-step, and a changed instruction in the team's code makes it stale."""
+`shop_scenario` is the whole story of a shop's agent `shop` (langgraph-shop, pydantic-ai-shop, python-shop): chat
+runs the real tools; a record run on both models mocks every call and blocks the unmocked cancel; the replay runs
+offline, step by step, and a changed instruction in the team's code makes it stale."""
 
 from __future__ import annotations
 
@@ -172,12 +172,13 @@ class ShopRun:
 
 def shop_scenario(
     package_env: PackageEnv, repo: Path, *, instruction: str, changed: str, shown: str,
-    env: dict[str, str] | None = None, differs_at: str = "messages[0].content",
+    env: dict[str, str] | None = None, differs_at: str = "messages[0].content", more_cases: tuple[str, ...] = (),
 ) -> ShopRun:
     """A shop with one agent `shop` (its suites `shop` and `unmocked-effects`, their recordings committed for both
     models) through every "Done when" line of issue 26 a runtime must hold from the installed wheel. `instruction` is
     a piece of the instruction in the agent's own code, `changed` what it becomes, and `shown` what the stale replay
-    shows of the change; `differs_at` the field the stale replay names first."""
+    shows of the change; `differs_at` the field the stale replay names first; `more_cases` the cases of the
+    repository's other suites (of other agents), which the record run must pass as well."""
     providers = repo / "providers.toml"
     # The scripted provider logs every request it is sent: the framework's model calls while recording.
     providers.write_text(providers.read_text().replace('script = "script.json"',
@@ -203,7 +204,7 @@ def shop_scenario(
 
     outcomes = results(repo / "recorded.json")
     assert sorted(outcomes) == sorted(
-        (case, model) for case in (LOOKUP, CANCELLATION, UNMOCKED) for model in (SCRIPTED, LOCAL)
+        (case, model) for case in (LOOKUP, CANCELLATION, UNMOCKED, *more_cases) for model in (SCRIPTED, LOCAL)
     )
     for (case, model), result in outcomes.items():
         if case == UNMOCKED:

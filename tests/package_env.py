@@ -1,6 +1,6 @@
 """agenttest as a user installs it: the wheel built from this checkout, in a fresh virtualenv outside the checkout,
-with its agent-runtime extras (`agenttest[openai-agents,pydantic-ai]`: the OpenAI Agents SDK, import name `agents`,
-and pydantic-ai), so that one virtualenv serves every example.
+with its agent-runtime extras (`agenttest[openai-agents,pydantic-ai,langgraph]`: the OpenAI Agents SDK, import name
+`agents`, pydantic-ai, and LangGraph with langchain-openai), so that one virtualenv serves every example.
 
 One virtualenv per test session, whichever test module asks first. Use it from any test module with
 
@@ -36,7 +36,7 @@ import pytest
 BASE_DIR = Path(__file__).resolve().parent.parent
 CONSTRAINTS = BASE_DIR / "requirements" / "constraints.txt"
 # The optional extras of pyproject.toml the virtualenv installs with the wheel: every agent runtime's framework.
-EXTRAS = "openai-agents,pydantic-ai"
+EXTRAS = "openai-agents,pydantic-ai,langgraph"
 # What a clone of the repository holds and a build must not see: local state, caches, earlier builds.
 NOT_IN_A_CLONE = shutil.ignore_patterns(
     ".git", ".venv", "var", "__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",

@@ -12,7 +12,9 @@ naming a compiled graph (a `CompiledStateGraph`, what `langchain.agents.create_a
   conversation's state (under test the case's `initial_state`) the graph has channels for. The answer is the reply
   key's value: the text of its last message, text as it is.
 - Interrupts: a turn that ends on the graph's `interrupt(value)` answers with the value (text as it is, anything else
-  as JSON); the next turn resumes the thread with the user's message, `Command(resume=text)`.
+  as JSON); the next turn resumes the thread with the user's message, `Command(resume=text)`. A graph on the in-memory
+  checkpointer keeps its paused thread in the conversation's state (`PAUSED_KEY`, `_paused_thread`), so that a chat
+  turn in a fresh child process resumes it too; the key is cleared by the turn that resumes it.
 - Nodes: the nodes each turn started, in order (a subgraph's as "parent/node"; a node an interrupt stopped, and one
   a resumed turn runs again, included), are the turn's `nodes_visited` (TurnResult), from the graph's own stream of
   tasks: what the `nodesVisited` assertion checks. The subgraphs a turn entered are added to its agent chain (by their
@@ -44,6 +46,7 @@ that touches the conversation — model calls, tool calls — is handed back to 
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import contextvars
 import functools
@@ -59,6 +62,7 @@ from typing import Any, NoReturn
 
 from agenthost import seal
 from agenthost.functions import FunctionContext, FunctionResult, declared_effects
+from agenthost.redaction import redact_text
 from agenthost.runtimes.base import (
     RETURNS,
     Runtime,
@@ -73,6 +77,8 @@ from agenthost.runtimes.responses import responses_create
 NEEDS = "runtime 'langgraph' needs LangGraph: pip install 'agenttest[langgraph]'"
 # In-memory threads of graphs compiled without a checkpointer, by conversation: the most recent ones of this process.
 _THREADS_KEPT = 256
+# The conversation's state key holding a paused thread of a graph on the in-memory checkpointer (see the docstring).
+PAUSED_KEY = "langgraph_paused_thread"
 
 
 def _pregel() -> type:
@@ -446,6 +452,52 @@ class _Threads:
 _threads = _Threads()
 
 
+def _paused_thread(saver: Any, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The thread's latest checkpoint of each namespace (the graph's and each paused subgraph's) with its pending
+    writes (the interrupts), as LangGraph's own serializer writes them, for the conversation's state; None when the
+    thread holds anything redaction would hide (the state is stored as it is given here, and a checkpoint of the
+    conversation's messages must not keep what their stored copy does not)."""
+    latest: dict[str, Any] = {}
+    for each in saver.list(config):  # newest first
+        latest.setdefault(each.config["configurable"]["checkpoint_ns"], each)
+    # Messages and interrupts by their repr, which holds their text.
+    view = json.dumps([[each.checkpoint["channel_values"], each.pending_writes] for each in latest.values()],
+                      default=repr, ensure_ascii=False)
+    if redact_text(view) != view:
+        return None
+
+    def typed(value: Any) -> list[str]:
+        kind, data = saver.serde.dumps_typed(value)
+        return [kind, base64.b64encode(data).decode()]
+
+    return {"namespaces": [
+        {"ns": ns, "parent": (each.parent_config or {}).get("configurable", {}).get("checkpoint_id"),
+         "checkpoint": typed(each.checkpoint), "metadata": typed(each.metadata),
+         "writes": [[task, channel, typed(value)] for task, channel, value in each.pending_writes]}
+        for ns, each in latest.items()
+    ]}
+
+
+def _thread_restore(saver: Any, config: dict[str, Any], paused: dict[str, Any]) -> None:
+    """Put a thread `_paused_thread` wrote back into an empty in-memory checkpointer."""
+    def value(typed: list[str]) -> Any:
+        return saver.serde.loads_typed((typed[0], base64.b64decode(typed[1])))
+
+    thread = config["configurable"]["thread_id"]
+    for namespace in paused["namespaces"]:
+        at = {"thread_id": thread, "checkpoint_ns": namespace["ns"]}
+        if namespace["parent"]:
+            at["checkpoint_id"] = namespace["parent"]
+        checkpoint = value(namespace["checkpoint"])
+        stored = saver.put({"configurable": at}, checkpoint, value(namespace["metadata"]),
+                           checkpoint["channel_versions"])
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task, channel, written in namespace["writes"]:
+            by_task.setdefault(task, []).append((channel, value(written)))
+        for task, writes in by_task.items():
+            saver.put_writes(stored, writes, task)
+
+
 def _text(message: Any) -> str:
     content = getattr(message, "content", message)
     if isinstance(content, str):
@@ -556,14 +608,28 @@ class LangGraphRuntime(Runtime):
     def tool_declarations(self, target: Any) -> list[dict[str, Any]]:
         return _declarations(self._graph(target))
 
-    def _threaded(self, turn: RuntimeTurn, graph: Any) -> tuple[Any, dict[str, Any]]:
-        """The graph on the conversation's thread: its own checkpointer, else this process's in-memory one."""
+    def _threaded(self, turn: RuntimeTurn, graph: Any) -> tuple[Any, dict[str, Any], Any]:
+        """The graph on the conversation's thread: its own checkpointer, else this process's in-memory one (the
+        third value; None for the graph's own), holding the thread the conversation's state kept paused if this
+        process has not run the thread yet (a chat turn in a fresh child process)."""
         from langgraph.checkpoint.base import BaseCheckpointSaver
 
-        if not isinstance(graph.checkpointer, BaseCheckpointSaver):
-            graph = graph.copy(update={"checkpointer": _threads.saver(turn.conversation_id)})
         config = {"configurable": {"thread_id": f"agenttest-{turn.conversation_id}"}}
-        return graph, config
+        if isinstance(graph.checkpointer, BaseCheckpointSaver):
+            return graph, config, None
+        saver = _threads.saver(turn.conversation_id)
+        paused = turn.session.state.get(PAUSED_KEY)
+        if isinstance(paused, dict) and saver.get_tuple(config) is None:
+            _thread_restore(saver, config, paused)
+        return graph.copy(update={"checkpointer": saver}), config, saver
+
+    def _keep_paused(self, turn: RuntimeTurn, saver: Any, config: dict[str, Any], interrupted: bool) -> None:
+        """The in-memory thread kept in the conversation's state while it waits for the user, cleared once not."""
+        if saver is None:
+            return
+        paused = _paused_thread(saver, config) if interrupted else None
+        if paused is not None or turn.session.state.get(PAUSED_KEY) is not None:
+            turn.session.write_state({PAUSED_KEY: paused}, None)
 
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         from langchain_core.messages import HumanMessage, convert_to_messages
@@ -574,15 +640,16 @@ class LangGraphRuntime(Runtime):
         if isinstance(keys, str):
             raise TypeError(f"the graph the entry point's factory returned: {keys}")
         message_key, reply_key = keys
-        graph, config = self._threaded(turn, graph)
+        graph, config, saver = self._threaded(turn, graph)
         # Read here, on the calling thread: the graph's threads never touch the ORM.
         history = turn.messages()
         text = str(history[-1]["content"]) if history else ""
-        state = dict(turn.session.state)
+        state = {key: value for key, value in turn.session.state.items() if key != PAUSED_KEY}
         home = _Home()
         routing = _Routing(turn, home)
         nodes: list[str] = []
         subgraphs: list[str] = []
+        interrupted: list[Any] = []
         gotos = _Gotos(graph)
 
         async def run() -> str:
@@ -597,7 +664,6 @@ class LangGraphRuntime(Runtime):
                 given = {key: value for key, value in state.items() if key in channels and key != message_key}
                 # A key of another name holds the user's message as text: the conversation so far is the thread's.
                 given[message_key] = convert_to_messages(history) if message_key == "messages" else text
-            interrupted: list[Any] = []
             chunks = graph.astream(given, config, stream_mode=["tasks", "updates"], subgraphs=True)
             async for namespace, mode, data in chunks:
                 if mode == "tasks":
@@ -633,6 +699,8 @@ class LangGraphRuntime(Runtime):
             context = contextvars.copy_context()
             threading.Thread(target=context.run, args=(drive,), name="agenttest-langgraph", daemon=True).start()
             home.serve(done)
+        if done.exception() is None:
+            self._keep_paused(turn, saver, config, bool(interrupted))
         turn.result.nodes_visited.extend(nodes)
         # A subgraph is an agent of the graph's (a create_agent agent as a node, a team's sub-agent): the turn was
         # routed to it, as routedToAgent and agentChain read the turn.

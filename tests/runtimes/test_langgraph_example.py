@@ -1,7 +1,7 @@
 """examples/langgraph-shop as a team runs it, in this process: its unchanged `create_agent` graph copied outside the
 checkout, its files applied, its recordings replayed with the model endpoint a closed port, the unmocked cancel
 blocked with no effect, chat running the shop's real tools, and a prompt edit in the graph's code making the replay
-stale. (The same from the built wheel is the integrator's installed-wheel test to add.)"""
+stale. (The same from the built wheel, and the desk's interrupt: tests/test_langgraph_example.py.)"""
 
 from __future__ import annotations
 
@@ -29,13 +29,13 @@ class _Repo(type(Path())):  # type: ignore[misc]
 
 def _renamed(repo: Path, old: str, *, prompt_from: str = "", prompt_to: str = "") -> str:
     """The shop's package under a name of its own (an entry point is imported once per process, so each copy and
-    each edit is a new module), its agent file pointed at it."""
+    each edit is a new module), its agent files pointed at it."""
     new = f"shop_{uuid.uuid4().hex[:8]}"
     (repo / old).rename(repo / new)
     graph = repo / new / "graph.py"
     graph.write_text(graph.read_text().replace(prompt_from, prompt_to))
-    agent_file = repo / "agents" / "shop.yaml"
-    agent_file.write_text(agent_file.read_text().replace(f'"{old}.graph:graph"', f'"{new}.graph:graph"'))
+    for agent_file in (repo / "agents").glob("*.yaml"):
+        agent_file.write_text(agent_file.read_text().replace(f'"{old}.', f'"{new}.'))
     return new
 
 

@@ -9,6 +9,7 @@ import re
 import sys
 
 import pytest
+from django.db import connection
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
@@ -271,6 +272,29 @@ def test_a_graph_in_chat_continues_its_thread_and_names_the_nodes_it_ran(team_re
     assert (asked.nodes_visited, answered.nodes_visited) == (["refund", "refund/confirm"], ["refund", "refund/confirm"])
     # The refund subgraph is an agent of the graph's: each turn was routed to it.
     assert answered.agent_chain == ["shop", "refund"]
+
+
+def _this_database_url() -> str:
+    """The test database as a URL, for a child process of the chat path (which reads DATABASE_URL)."""
+    database = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{database['NAME']}"
+    return (f"postgres://{database['USER']}:{database['PASSWORD']}@{database['HOST']}:{database['PORT']}/"
+            f"{database['NAME']}")
+
+
+def test_it_resumes_a_graph_paused_at_an_interrupt_in_the_next_chat_turns_own_process(team_repo, monkeypatch):
+    # As the web process sends a chat turn: each in a child process of its own, which ends with the turn.
+    monkeypatch.setenv("DATABASE_URL", _this_database_url())
+    conversation = conversation_start(agent=_agent(team_repo(REFUND_GRAPH)))
+
+    asked = conversation_send(conversation=conversation, text="I want a refund", team_code_in_child=True)
+    answered = conversation_send(conversation=conversation, text="yes", team_code_in_child=True)
+
+    assert asked.output == "Refund order 1042? (yes/no)"
+    # The second process resumed the refund the first one paused, with the user's answer: not a new run from greet.
+    assert (answered.output, answered.nodes_visited) == ("Refunded.", ["refund", "refund/confirm"])
+    assert conversation_send(conversation=conversation, text="hi", team_code_in_child=True).output == "Hello there!"
 
 
 def test_an_entry_that_is_not_a_compiled_graph_is_refused_without_running_it(team_repo):

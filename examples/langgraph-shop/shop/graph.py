@@ -23,7 +23,7 @@ PROMPT = (
 )
 
 
-def _write(folder: str, text: str) -> None:
+def write(folder: str, text: str) -> None:
     (DATA / folder).mkdir(parents=True, exist_ok=True)
     (DATA / folder / f"{uuid.uuid4().hex}.txt").write_text(text)
 
@@ -48,7 +48,7 @@ def cancel_order(order_id: str, reason: str) -> str:
         order_id: The order's number.
         reason: Why the customer cancels, in a few words.
     """
-    _write("cancelled", f"{order_id}: {reason}")
+    write("cancelled", f"{order_id}: {reason}")
     ORDERS[order_id] = "cancelled"
     return f"order {order_id} cancelled"
 
@@ -62,7 +62,7 @@ def send_email(to: str, subject: str, body: str) -> str:
         subject: The subject line.
         body: The message, in plain text.
     """
-    _write("outbox", f"To: {to}\nSubject: {subject}\n\n{body}")
+    write("outbox", f"To: {to}\nSubject: {subject}\n\n{body}")
     return f"email sent to {to}"
 
 
