@@ -46,8 +46,9 @@ def listener() -> Iterator[int]:
 
 
 def test_it_refuses_a_port_in_use_before_installing_or_starting_anything(tmp_path, listener):
-    started = time.monotonic()
-    finished = subprocess.run(DEMO, env=demo_env(tmp_path, str(listener)), capture_output=True, text=True, timeout=60)
+    # Nothing installed or started shows it refused first; how long that took depends on the machine (issue 40).
+    finished = subprocess.run(DEMO, env=demo_env(tmp_path, str(listener)), capture_output=True, text=True,
+                              timeout=WAIT_SECONDS)
 
     assert finished.returncode == 1
     assert finished.stderr.strip() == (
@@ -56,7 +57,6 @@ def test_it_refuses_a_port_in_use_before_installing_or_starting_anything(tmp_pat
     )
     assert finished.stdout == "", "nothing was installed, migrated or started"
     assert not (tmp_path / "worker.log").exists() and not (tmp_path / "agenttest.sqlite3").exists()
-    assert time.monotonic() - started < 10
 
 
 @pytest.mark.parametrize("port", ["http", "0", "65536", "80 81", "-1"])

@@ -135,7 +135,8 @@ def test_it_answers_503_and_leaves_nothing_when_redis_is_down_while_pages_keep_w
     assert response.status_code == 503
     assert response.json()["detail"].startswith("the run queue is unavailable: ")
     assert "127.0.0.1" in response.json()["detail"]
-    assert time.monotonic() - started < 10
+    # Refused, not left hanging on the broker's retries, whatever the machine's load.
+    assert time.monotonic() - started < WAIT_SECONDS / 4
     assert not Run.objects.exists() and not CaseResult.objects.exists()
     client.force_login(admin_user)
     for page in ["/chat/", "/runs/", "/api/runs/", f"/api/suites/{suite.pk}/", "/admin/"]:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from agenthost.llm import registry
 from agenthost.llm.base import DEADLINE, ModelRequest, ProviderError
 from agenthost.testing.openai_stub import HttpError
+from tests.workers import WAIT_SECONDS
 
 USER = {"role": "user", "content": "Where is order 1042?"}
 
@@ -37,7 +38,7 @@ def ask(provider, *, within: float | None):
 def test_it_ends_a_slow_call_at_its_deadline_and_hangs_up(settings, openai_stub):
     provider = configure(settings, openai_stub.base_url)
     openai_stub.respond_with(lambda body: "It has shipped.")
-    openai_stub.delay = 20.0
+    openai_stub.delay = WAIT_SECONDS
 
     started = time.monotonic()
     with pytest.raises(ProviderError) as raised:
@@ -46,7 +47,8 @@ def test_it_ends_a_slow_call_at_its_deadline_and_hangs_up(settings, openai_stub)
 
     assert raised.value.code == DEADLINE
     assert "had not answered when the caller's deadline came" in str(raised.value)
-    assert 1.0 <= took < 1.5, took
+    # Not before the deadline; after it by what a loaded machine adds, far from the answer it did not wait for.
+    assert 1.0 <= took < WAIT_SECONDS / 4, took
     assert len(openai_stub.requests) == 1, "a call cut by its deadline is not retried"
     wait_until = time.monotonic() + 2
     while openai_stub.in_flight and time.monotonic() < wait_until:

@@ -110,7 +110,7 @@ def test_it_gives_the_model_a_clear_error_for_a_hung_call_within_the_timeout(
     # The turn went on: the model read the error and answered.
     assert reply.data["output"] == "The system is slow."
     assert "did not answer" in scripted_model.requests[1].messages[-1]["content"]
-    assert elapsed < 10
+    assert elapsed < 30, "the turn went on without waiting for the tool's 30 s"
 
 
 def test_it_restarts_a_crashed_server_on_next_use(admin_client_api, scripted_model, mcp_servers, markers):

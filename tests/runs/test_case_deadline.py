@@ -25,7 +25,6 @@ from agenthost.llm.scripted import Answer, Call, Hang
 from agenthost.models import Agent
 from agenthost.testing.openai_stub import HttpError, OpenAIStub, echo_reply
 from cases.models import Assertion, Case, Mock, Suite, Turn
-from runs.engine.case_runner import LATE_ANSWER_GRACE_SECONDS
 from runs.models import CaseResult, Recording, Run
 from runs.services import run_create, run_execute
 from runs.tapes.replay import HANG
@@ -166,7 +165,8 @@ def test_it_sends_nothing_for_cases_that_timed_out_waiting_for_a_slot(stubs, set
     agent_stub, judge_stub = stubs
     configure(settings, agent=agent_stub, judge=judge_stub, agent_options={**PATIENT, "max_concurrency": 2})
     # Slower than the cases' timeout: the two cases with a slot time out in their call, the others waiting for one.
-    agent_stub.delay = 8.0
+    # Longer than any loaded machine takes to end them (issue 40): a run that waited for the answers would take this.
+    agent_stub.delay = WAIT_SECONDS
 
     started = time.monotonic()
     run = execute(make_suite(cases=4, concurrency=4, timeout=2))
@@ -177,7 +177,7 @@ def test_it_sends_nothing_for_cases_that_timed_out_waiting_for_a_slot(stubs, set
         f"the server had {agent_stub.most_in_flight} requests in flight at once; the limit is 2"
     )
     assert [(r.status, r.reason) for r in results(run)] == [("error", "the case timed out after 2 s")] * 4
-    assert elapsed < 2 + LATE_ANSWER_GRACE_SECONDS + 3, "the cases ended at their timeout, not the server's answer"
+    assert elapsed < WAIT_SECONDS, "the cases ended at their timeout, not the server's answer"
 
 
 def test_it_sends_no_judge_request_for_cases_that_timed_out_waiting_for_the_judges_slot(stubs, settings):
@@ -228,7 +228,7 @@ def test_it_sends_nothing_for_timed_out_cases_behind_a_call_its_provider_does_no
 def test_it_ends_a_case_at_its_timeout_while_the_model_is_still_answering(stubs, settings, mode):
     agent_stub, judge_stub = stubs
     configure(settings, agent=agent_stub, judge=judge_stub, agent_options=PATIENT)
-    agent_stub.delay = 20.0
+    agent_stub.delay = WAIT_SECONDS
 
     started = time.monotonic()
     run = execute(make_suite(cases=2, concurrency=1, timeout=2), mode)
@@ -237,9 +237,10 @@ def test_it_ends_a_case_at_its_timeout_while_the_model_is_still_answering(stubs,
 
     timed_out = results(run)
     assert [(r.status, r.reason) for r in timed_out] == [("error", "the case timed out after 2 s")] * 2
+    # Not bounded by the timeout itself (a loaded machine ends them later): by the answer they did not wait for.
     for result in timed_out:
-        assert result.duration_ms <= (2 + LATE_ANSWER_GRACE_SECONDS) * 1000, result.duration_ms
-    assert elapsed < 2 * (2 + LATE_ANSWER_GRACE_SECONDS) + 3, "neither case waited for the server's answer"
+        assert result.duration_ms < WAIT_SECONDS * 1000, result.duration_ms
+    assert elapsed < WAIT_SECONDS, "neither case waited for the server's answer"
     assert len(agent_stub.requests) == 2, "the call cut at the timeout was not retried"
     assert agent_stub.in_flight == 0, "the cut calls hung up"
     if mode == Run.Mode.RECORD:

@@ -228,7 +228,8 @@ def test_it_times_out_on_a_recorded_hang_and_lets_the_case_thread_end(suite):
     started = time.monotonic()
     result = results(execute(suite, Run.Mode.REPLAY))[0]
 
-    assert time.monotonic() - started < 10
+    # The recorded hang lasts an hour (MAX_HANG_SECONDS): the case ended at its timeout, however loaded the machine.
+    assert time.monotonic() - started < WAIT_SECONDS
     assert result.status == "error"
     assert result.reason == (
         "the case timed out after 1 s (replayed the hang recorded for the request at turn 0 step 1)"

@@ -21,6 +21,7 @@ from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.models import Run
 from tests.agenthost.listeners import local_server  # noqa: F401 — the fixture
 from tests.runtimes.conftest import execute_suite, markers, stub_provider
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -170,7 +171,7 @@ def _run(agent: Agent, scripted_model, *, mocks=(), extra_allowed=TOOL_NAMES, te
         assertions=[AssertionPlan("outputContains", {"text": "done"})], mocks=list(mocks),
     )
     suite = SuitePlan(extra_allowed=frozenset(extra_allowed), force_blocked=frozenset(), judge_model="",
-                      timeout_seconds=20.0, network_allow=network_allow)
+                      timeout_seconds=WAIT_SECONDS, network_allow=network_allow)
     return execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 
 
@@ -251,7 +252,7 @@ def test_it_records_a_tools_own_openai_call_and_replays_it_with_the_server_gone(
         name="desk", runtime="python", entry=f"{team_repo(TOOLS_BOT)}.bot:respond", provider="stub",
         model="gpt-4o-mini", outside_effects={"ask_own_model": False},
     )
-    suite = Suite.objects.create(name="rates", agent=agent, case_timeout_seconds=20,
+    suite = Suite.objects.create(name="rates", agent=agent, case_timeout_seconds=int(WAIT_SECONDS),
                                  extra_allowed_functions=["ask_own_model"])
     case = Case.objects.create(suite=suite, name="converts")
     Turn.objects.create(case=case, user_message="Convert 10 EUR")
@@ -305,7 +306,7 @@ def test_it_exits_run_suite_inline_with_the_error_code_when_a_loop_runs_its_own_
 ):
     agent = _agent(team_repo(OWN_CALLS_BOT))
     scripted_model.play(Answer(tool_calls=[Call("refund", {"order_id": "7"})]), "done: refunded")
-    suite = Suite.objects.create(name="refunds", agent=agent, case_timeout_seconds=20)
+    suite = Suite.objects.create(name="refunds", agent=agent, case_timeout_seconds=int(WAIT_SECONDS))
     case = Case.objects.create(suite=suite, name="refunds order 7")
     Turn.objects.create(case=case, user_message="Refund order 7")
     Mock.objects.create(case=case, function_name="refund", result="refund queued")

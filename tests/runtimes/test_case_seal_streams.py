@@ -14,6 +14,7 @@ from runs.models import Run
 from tests.agenthost.listeners import local_server  # noqa: F401 — the fixture
 from tests.runtimes.conftest import execute_suite, stub_provider
 from tests.runtimes.test_case_seal import _agent, _run, listener  # noqa: F401 — the fixture
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -179,7 +180,9 @@ def test_it_records_a_tools_own_streamed_call_and_replays_it_with_the_server_gon
         name="desk", runtime="python", entry=f"{team_repo(STREAMS_BOT)}.bot:respond", provider="stub",
         model="gpt-4o-mini", outside_effects={tool: False},
     )
-    suite = Suite.objects.create(name="rates", agent=agent, case_timeout_seconds=20, extra_allowed_functions=[tool])
+    suite = Suite.objects.create(
+        name="rates", agent=agent, case_timeout_seconds=int(WAIT_SECONDS), extra_allowed_functions=[tool],
+    )
     case = Case.objects.create(suite=suite, name="converts")
     Turn.objects.create(case=case, user_message="Convert 10 EUR")
     Assertion.objects.create(case=case, type="outputContains", params={"text": "rate: 1.08"})

@@ -18,7 +18,7 @@ from runs.models import CaseResult, Run
 from runs.services import run_trigger
 from runs.tasks import execute_run
 from tests.agenthost.listeners import local_server  # noqa: F401 — the fixture
-from tests.workers import runs_worker, wait_for
+from tests.workers import WAIT_SECONDS, runs_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -122,10 +122,10 @@ def test_it_stops_a_loop_running_its_own_tools_and_routes_a_tools_own_client_on_
         name="desk", runtime="python", entry="sealshop.bot:respond", provider="ci", model="desk-model",
         outside_effects={"exchange_rate": False},
     )
-    own_calls = Suite.objects.create(name="own calls", agent=agent, case_timeout_seconds=30)
+    own_calls = Suite.objects.create(name="own calls", agent=agent, case_timeout_seconds=int(WAIT_SECONDS))
     _case(own_calls, "refund", "Refund order 7", mock="refund")
     _case(own_calls, "lookup", "Where is order 8?", mock="lookup")
-    own_client = Suite.objects.create(name="own client", agent=agent, case_timeout_seconds=30,
+    own_client = Suite.objects.create(name="own client", agent=agent, case_timeout_seconds=int(WAIT_SECONDS),
                                       extra_allowed_functions=["exchange_rate"])
     _case(own_client, "rate", "Convert 10 EUR to USD")
 

@@ -20,6 +20,7 @@ from agenthost.services import conversation_send, conversation_start
 from runs.models import Run
 from tests.runtimes.conftest import execute_suite, markers, suite_finding_order
 from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -110,7 +111,9 @@ def test_it_mocks_and_blocks_the_graphs_tool_calls_under_test_and_stops_the_turn
 
     execution = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+        suite=SuitePlan(
+            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
+        ),
     )
 
     assert markers(tmp_path) == []
@@ -242,7 +245,9 @@ def test_an_interrupt_is_answered_by_the_next_turn_of_the_case(scripted_model, t
 
     execution = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+        suite=SuitePlan(
+            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
+        ),
     )
 
     assert execution.status == "failed", execution.reason
@@ -366,7 +371,9 @@ def test_tools_a_node_calls_itself_go_through_the_seam_too(scripted_model, team_
 
     execution = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+        suite=SuitePlan(
+            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
+        ),
     )
 
     assert markers(tmp_path) == []
@@ -443,7 +450,9 @@ def test_a_streamed_model_call_is_refused_naming_it_and_nothing_is_sent(scripted
 
     execution = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+        suite=SuitePlan(
+            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
+        ),
     )
 
     assert execution.status == "error"
@@ -494,7 +503,9 @@ def test_a_graph_names_other_state_keys_for_the_message_and_the_reply(scripted_m
 
     execution = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+        suite=SuitePlan(
+            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
+        ),
     )
 
     assert execution.status == "passed", execution.reason
@@ -538,7 +549,9 @@ def test_a_chat_model_of_another_vendor_is_refused_under_test_naming_it_and_runs
 
     execution = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+        suite=SuitePlan(
+            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
+        ),
     )
 
     assert execution.status == "error"
@@ -615,7 +628,9 @@ def test_a_command_goto_to_a_plain_node_is_routing_that_routed_to_agent_sees(scr
 
     execution = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+        suite=SuitePlan(
+            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
+        ),
     )
 
     assert [(outcome["type"], outcome["status"]) for outcome in execution.assertions] == [

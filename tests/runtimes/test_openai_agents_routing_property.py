@@ -32,6 +32,7 @@ from tests.runtimes.sealed_parts import (
     effect_free,
     every_tool_once,
 )
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -166,7 +167,7 @@ def test_it_runs_no_tool_of_any_agent_in_the_run_for_real_under_test(
         outside_effects={name: False for name, (body, _) in tools.items() if effect_free(body)},
     )
     suite = Suite.objects.create(
-        name=agent.name, agent=agent, case_timeout_seconds=20,
+        name=agent.name, agent=agent, case_timeout_seconds=int(WAIT_SECONDS),
         extra_allowed_functions=[name for name, (_, choice) in tools.items() if choice == "allowed"],
     )
     case = Case.objects.create(suite=suite, name="acts")

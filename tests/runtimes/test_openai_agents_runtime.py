@@ -21,6 +21,7 @@ from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
 from tests.runtimes.conftest import execute_suite, markers, suite_finding_order
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -161,7 +162,9 @@ def test_it_mocks_and_blocks_the_sdks_tool_calls_under_test_and_stops_the_turn(s
 
     execution = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+        suite=SuitePlan(
+            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
+        ),
     )
 
     assert markers(tmp_path) == []
@@ -189,7 +192,9 @@ def test_it_refuses_under_test_an_agent_with_a_tool_the_sdk_would_run_itself(scr
 
     execution = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+        suite=SuitePlan(
+            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
+        ),
     )
 
     assert execution.status == "error"

@@ -15,6 +15,7 @@ from agenthost.services import conversation_send, conversation_start
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import Run
 from tests.runtimes.conftest import SHOP_BOT, execute_suite, markers, suite_finding_order
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -224,7 +225,7 @@ def _agents_suite(package: str, name: str) -> Suite:
         name=name, runtime="openai-agents", entry=f"{package}.bot:front", provider="stub", model="gpt-4o-mini",
         outside_effects={"ask_desk": False},
     )
-    suite = Suite.objects.create(name=name, agent=agent, case_timeout_seconds=20,
+    suite = Suite.objects.create(name=name, agent=agent, case_timeout_seconds=int(WAIT_SECONDS),
                                  extra_allowed_functions=["ask_desk"])
     case = Case.objects.create(suite=suite, name="finds the order")
     Turn.objects.create(case=case, position=0, user_message="Where is order 1042?")

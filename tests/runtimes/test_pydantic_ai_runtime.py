@@ -23,6 +23,7 @@ from runs.engine.case_session import MockSpec
 from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.models import CaseResult, Run
 from tests.runtimes.conftest import execute_suite, markers, suite_finding_order
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -138,7 +139,9 @@ def test_it_mocks_and_blocks_pydantic_ais_tool_calls_under_test_and_stops_the_tu
 
     execution = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+        suite=SuitePlan(
+            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
+        ),
     )
 
     assert markers(tmp_path) == []
@@ -171,7 +174,9 @@ def test_it_refuses_under_test_an_agent_with_a_tool_pydantic_ai_would_leave_to_t
 
     execution = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+        suite=SuitePlan(
+            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
+        ),
     )
 
     assert execution.status == "error"

@@ -29,6 +29,7 @@ from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.models import Run
 from tests.runtimes.conftest import execute_suite, markers, stub_provider, suite_finding_order
 from tests.runtimes.test_pydantic_ai_runtime import EMAIL, SHOP_AGENT, _module, _without_call_ids
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -87,7 +88,7 @@ def test_it_lets_an_extra_allowed_tool_run_only_when_the_agent_file_declares_it_
         assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
     )
     suite = SuitePlan(extra_allowed=frozenset({"find_order", "send_email"}), force_blocked=frozenset(),
-                      judge_model="", timeout_seconds=20.0)
+                      judge_model="", timeout_seconds=WAIT_SECONDS)
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 
@@ -285,7 +286,7 @@ def test_it_answers_a_delegated_agents_model_through_agenttests_layer_under_test
         assertions=[AssertionPlan("toolCalled", {"function": "ask_expert"})],
     )
     suite = SuitePlan(extra_allowed=frozenset({"ask_expert"}), force_blocked=frozenset(), judge_model="",
-                      timeout_seconds=20.0)
+                      timeout_seconds=WAIT_SECONDS)
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 
@@ -394,7 +395,9 @@ def test_it_stops_the_turn_when_one_of_pydantic_ais_concurrent_tool_calls_is_blo
 
     outcome = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0),
+        suite=SuitePlan(
+            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
+        ),
     )
 
     assert outcome.status == "failed", outcome.reason

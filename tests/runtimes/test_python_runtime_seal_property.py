@@ -29,6 +29,7 @@ from tests.runtimes.sealed_parts import (
     effect_free,
     every_tool_once,
 )
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -127,7 +128,7 @@ def test_it_lets_nothing_of_a_plain_loop_reach_beyond_agenttest_under_test(
     )
     suite = SuitePlan(
         extra_allowed=frozenset(name for name, (_, choice) in tools.items() if choice == "allowed"),
-        force_blocked=frozenset(), judge_model="", timeout_seconds=20.0,
+        force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
     )
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)

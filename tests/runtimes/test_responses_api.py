@@ -25,6 +25,7 @@ from runs.services import run_create, run_execute
 from tests.runtimes.conftest import execute_suite, markers
 from tests.runtimes.test_case_seal import TOOL_NAMES, TOOLS_BOT, _run
 from tests.runtimes.test_case_seal import _agent as plain_agent
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -165,7 +166,7 @@ def _agent(framework: Framework, package: str, **fields) -> Agent:
 
 def _suite(agent: Agent, text: str, *, mocks: dict[str, str] | None = None, expects: str = "",
            extra_allowed: tuple[str, ...] = ()) -> Suite:
-    suite = Suite.objects.create(name="shop", agent=agent, case_timeout_seconds=20,
+    suite = Suite.objects.create(name="shop", agent=agent, case_timeout_seconds=int(WAIT_SECONDS),
                                  extra_allowed_functions=list(extra_allowed))
     case = Case.objects.create(suite=suite, name="the order")
     Turn.objects.create(case=case, position=0, user_message=text)

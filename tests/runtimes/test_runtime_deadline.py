@@ -20,7 +20,10 @@ from tests.runtimes.test_openai_agents_runtime import SHOP_AGENTS
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # How long the model holds its late answer when nothing releases it: only if the case waited for it.
-GATE_SECONDS = 30
+GATE_SECONDS = 120
+# The case's timeout: long enough for the loop's first call and its tool on a loaded machine (at 2 s a loaded run
+# ended the case before the second call was sent, issue 40); the second call is held until the run has ended.
+CASE_TIMEOUT = 10
 
 
 @pytest.mark.parametrize(("runtime", "source", "attribute"), [
@@ -48,9 +51,9 @@ def test_it_ends_the_teams_loop_at_the_case_deadline_with_the_usage_of_the_calls
     package = team_repo(source)
     agent = Agent.objects.create(name="shop", runtime=runtime, entry=f"{package}.bot:{attribute}", provider="stub",
                                  model="gpt-4o-mini")
-    # Imported before the run: the two seconds are the loop's, not a framework's first import (LangChain's is long).
+    # Imported before the run: the case's seconds are the loop's, not a framework's first import (LangChain's is long).
     load_entry(agent.entry)
-    suite = Suite.objects.create(name="shop", agent=agent, case_timeout_seconds=2)
+    suite = Suite.objects.create(name="shop", agent=agent, case_timeout_seconds=CASE_TIMEOUT)
     case = Case.objects.create(suite=suite, name="slow model")
     Turn.objects.create(case=case, position=0, user_message="Where is order 1042?")
     Mock.objects.create(case=case, position=0, function_name="find_order", result='{"status": "in transit"}')
@@ -63,7 +66,7 @@ def test_it_ends_the_teams_loop_at_the_case_deadline_with_the_usage_of_the_calls
         run_ended.set()
 
     result = CaseResult.objects.get(run=run)
-    assert (result.status, result.reason) == ("error", "the case timed out after 2 s")
+    assert (result.status, result.reason) == ("error", f"the case timed out after {CASE_TIMEOUT} s")
     # The first call answered (the tool call) and is counted; the cut one is not.
     assert result.input_tokens > 0 and result.output_tokens > 0
     assert len(openai_stub.requests) == 2

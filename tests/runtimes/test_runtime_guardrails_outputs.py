@@ -16,6 +16,7 @@ from cases.models import Assertion, Case, Suite, Turn
 from runs.models import Run
 from tests.runtimes.conftest import execute_suite, stub_provider
 from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,7 +59,7 @@ def remember(ctx, agent):
 status = Agent(name="status", instructions=remember, tools=[find_order], output_type=Reply,
                input_guardrails=[no_refunds], output_guardrails=[no_lost_orders])
 '''
-SUITE = SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0)
+SUITE = SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS)
 
 
 def _agent(package: str) -> Agent:
@@ -144,7 +145,7 @@ def test_it_replays_a_structured_output_keyed_on_its_type_and_names_a_changed_ty
     openai_stub.respond_with(lambda body: '{"order_id": "1042", "status": "shipped"}')
     agent = Agent.objects.create(name="shop", runtime="openai-agents", entry=f"{team_repo(SHOP)}.bot:status",
                                  provider="stub", model="gpt-4o-mini")
-    suite = Suite.objects.create(name="shop", agent=agent, case_timeout_seconds=20)
+    suite = Suite.objects.create(name="shop", agent=agent, case_timeout_seconds=int(WAIT_SECONDS))
     case = Case.objects.create(suite=suite, name="status")
     Turn.objects.create(case=case, position=0, user_message="Where is order 1042?")
     Assertion.objects.create(case=case, position=0, type="outputContains", params={"text": '"status": "shipped"'})

@@ -12,6 +12,7 @@ from agenthost.seams import get_model
 from tests.runtimes.conftest import markers
 from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
 from tests.runtimes.test_openai_agents_runtime import SHOP_AGENTS
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,7 +25,7 @@ searcher = Agent(
                                                                         "container": {"type": "auto"}})],
 )
 '''
-SUITE = SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=20.0)
+SUITE = SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS)
 
 
 def _plan(package: str, mocks: list[MockSpec]) -> CasePlan:

@@ -21,6 +21,7 @@ from tests.runtimes.harness import AssertionPlan, CasePlan, SuitePlan, TurnPlan,
 from tests.runtimes.test_langgraph_runtime import SHOP_GRAPH
 from tests.runtimes.test_openai_agents_runtime import SHOP_AGENTS
 from tests.runtimes.test_pydantic_ai_runtime import SHOP_AGENT
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db
 
@@ -112,7 +113,7 @@ def test_it_lets_a_plugin_declare_a_code_tool_free_of_outside_effects_without_to
         assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
     )
     suite = SuitePlan(extra_allowed=frozenset({"find_order"}), force_blocked=frozenset(), judge_model="",
-                      timeout_seconds=20.0)
+                      timeout_seconds=WAIT_SECONDS)
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 
