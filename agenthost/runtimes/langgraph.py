@@ -28,7 +28,9 @@ naming a compiled graph (a `CompiledStateGraph`, what `langchain.agents.create_a
   responses_create: record, replay with stale detection, model override, budgets, deadlines); the answer is handed
   back to the SDK as the server's response, so the SDK parses it as its own. The openai SDK's base clients are
   patched once per process, outermost (over the case seal's patch, agenthost/seal.py), a no-op outside a turn. A
-  streamed call is refused by name, as the seal refuses it.
+  streamed call (`streaming=True`, `stream`/`astream`, a graph streamed with `stream_mode="messages"`) is asked of
+  the model layer as ChatOpenAI sends it unstreamed (`_unstreamed`) and its whole answer handed back to the SDK as
+  the chunks or events the API streams for it (agenthost/llm/streams.py), so LangChain reads its own stream.
   A chat model not built on the openai SDK (another vendor's, a fake) cannot be answered so: under test its
   call is refused naming its class (`BaseChatModel`'s generate/agenerate/stream/astream), before it sends anything.
 - Tools: routed at LangChain's single tool-invocation point, not by discovery: while a turn runs, every
@@ -62,6 +64,7 @@ from typing import Any, NoReturn
 
 from agenthost import seal
 from agenthost.functions import FunctionContext, FunctionResult, declared_effects
+from agenthost.llm.streams import as_stream, chat_chunks, response_events, unstreamed
 from agenthost.redaction import redact_text
 from agenthost.runtimes.base import (
     RETURNS,
@@ -130,20 +133,17 @@ class _Routing:
         self.turn = turn
         self.home = home
 
-    def answer(self, method: str, path: str, body: dict[str, Any], stream: bool, agent: str) -> dict[str, Any]:
+    def answer(self, method: str, path: str, body: dict[str, Any], agent: str) -> dict[str, Any]:
         """An openai SDK request's body answered through the turn's model layer, as the server's JSON, made as
         `agent` (a subgraph's path, "" for the graph's own). On the calling thread."""
         token = _routing.set(None)  # the model layer's own openai client goes to its provider
         try:
-            return self._answer(method, path, body, stream, agent)
+            return self._answer(method, path, body, agent)
         finally:
             _routing.reset(token)
 
-    def _answer(self, method: str, path: str, body: dict[str, Any], stream: bool, agent: str) -> dict[str, Any]:
+    def _answer(self, method: str, path: str, body: dict[str, Any], agent: str) -> dict[str, Any]:
         endpoint = f"{method} {path}"
-        if stream:
-            self._refuse(f"a streamed call ({endpoint}, stream=True), which agenttest's model layer does not carry "
-                         "yet: under agenttest the graph's chat model must not stream (streaming=False, invoke)")
         if method == "POST" and path.endswith("/chat/completions"):
             return chat_completion(self.turn, body, agent=agent).model_dump(mode="json", exclude_unset=True)
         if method == "POST" and path.endswith("/responses"):
@@ -266,6 +266,22 @@ def _install() -> None:
     _patch_tools()
 
 
+def _unstreamed(body: dict[str, Any]) -> dict[str, Any]:
+    """A streamed request as the model layer is asked it: as ChatOpenAI sends it with streaming off — `stream`
+    spelled out false, no `stream_options` — so a graph's recording holds whether it streams or not."""
+    return {**unstreamed(body), "stream": False}
+
+
+def _events(path: str, body: dict[str, Any], payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The model layer's whole answer to a streamed request as the events the API streams for it: chat-completion
+    chunks (the usage last, when `stream_options.include_usage` asked for it — ChatOpenAI's `stream_usage`), or the
+    Responses API's events."""
+    if path.endswith("/chat/completions"):
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return chat_chunks(payload, include_usage=include_usage)
+    return response_events(payload)
+
+
 def _patch_openai() -> None:
     import httpx2
     from openai import _base_client
@@ -287,7 +303,10 @@ def _patch_openai() -> None:
         options = self._prepare_options(model_copy(options))
         http_request, method, path, body = built(self, options)
         agent = _calling_agent()
-        payload = routing.home.call(lambda: routing.answer(method, path, body, stream, agent))
+        payload = routing.home.call(lambda: routing.answer(method, path, _unstreamed(body) if stream else body, agent))
+        if stream:
+            return as_stream(_events(path, body, payload), client=self, options=options,
+                             cast_to=self._maybe_override_cast_to(cast_to, options), stream_cls=stream_cls)
         return self._process_response(
             cast_to=self._maybe_override_cast_to(cast_to, options), options=options, stream=stream,
             stream_cls=stream_cls, response=httpx2.Response(200, json=payload, request=http_request),
@@ -301,8 +320,11 @@ def _patch_openai() -> None:
         http_request, method, path, body = built(self, options)
         agent = _calling_agent()
         payload = await asyncio.wrap_future(
-            routing.home.submit(lambda: routing.answer(method, path, body, stream, agent))
+            routing.home.submit(lambda: routing.answer(method, path, _unstreamed(body) if stream else body, agent))
         )
+        if stream:
+            return await as_stream(_events(path, body, payload), client=self, options=options,
+                                   cast_to=self._maybe_override_cast_to(cast_to, options), stream_cls=stream_cls)
         return await self._process_response(
             cast_to=self._maybe_override_cast_to(cast_to, options), options=options, stream=stream,
             stream_cls=stream_cls, response=httpx2.Response(200, json=payload, request=http_request),

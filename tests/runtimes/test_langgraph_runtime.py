@@ -435,17 +435,51 @@ def test_structured_output_and_the_responses_api_go_through_the_model_layer(scri
     assert "Say whether order 1042 is refundable: True" in json.dumps(written.messages)
 
 
-def test_a_streamed_model_call_is_refused_naming_it_and_nothing_is_sent(scripted_model, team_repo):
-    streaming = STRUCTURED_GRAPH.replace(
-        'verdict = model.with_structured_output(Verdict).invoke(state["messages"])',
-        'text = "".join(chunk.text for chunk in model.stream(state["messages"]))\n'
-        '    verdict = Verdict(order_id=text, refundable=False)',
-    )
-    agent = _agent(team_repo(streaming))
+# A node streaming its model's answer (chat completions, with usage) and another's over the Responses API.
+STREAMING_NODE_GRAPH = STRUCTURED_GRAPH.replace(
+    'verdict = model.with_structured_output(Verdict).invoke(state["messages"])',
+    'streamed = ChatOpenAI(model="gpt-4o-mini", api_key="unused-key", max_retries=0, stream_usage=True)\n'
+    '    chunks = list(streamed.stream(state["messages"]))\n'
+    '    whole = sum(chunks[1:], chunks[0])\n'
+    '    verdict = Verdict.model_validate_json(whole.text)',
+).replace(
+    'reply = await writer.ainvoke(',
+    'reply = None\n'
+    '    async for chunk in writer.astream(',
+).replace(
+    'is refundable: {verdict.refundable}")',
+    'is refundable: {verdict.refundable}"):\n'
+    '        reply = chunk if reply is None else reply + chunk\n'
+    '    reply.content = f"{reply.text} ({whole.usage_metadata[\'total_tokens\']} tokens, {len(chunks)} chunks)"',
+)
+
+
+def test_a_nodes_streamed_model_calls_are_answered_through_the_model_layer_as_chunks(scripted_model, team_repo):
+    agent = _agent(team_repo(STREAMING_NODE_GRAPH))
+    scripted_model.play('{"order_id": "1042", "refundable": true}', "Order 1042 is refundable.")
+
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Can I get a refund for 1042?")
+
+    streamed, written = scripted_model.requests
+    # Asked whole: the transport fields (stream, stream_options) are not part of the request the model layer answers.
+    assert streamed.api == "chat" and written.api == "responses"
+    assert "Say whether order 1042 is refundable: True" in json.dumps(written.messages)
+    # The chunks the API streams: the message, its finish, and the usage stream_usage asked for.
+    assert re.fullmatch(r"Order 1042 is refundable\. \(\d+ tokens, [3-9] chunks\)", result.output), result.output
+
+
+STREAMING_SHOP_GRAPH = SHOP_GRAPH.replace(
+    'max_retries=0)', 'max_retries=0, streaming=True, stream_usage=True)',
+)
+
+
+def test_it_mocks_and_blocks_a_streaming_graphs_tool_calls_under_test(scripted_model, team_repo, tmp_path):
+    agent = _agent(team_repo(STREAMING_SHOP_GRAPH))
+    _script(scripted_model)
     plan = CasePlan(
         id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
-        turns=[TurnPlan("Can I get a refund for 1042?")], mocks=[],
-        assertions=[AssertionPlan("outputContains", {"text": "refundable"})],
+        turns=[TurnPlan(QUESTION)], mocks=[MockSpec("find_order", '{"status": "lost"}')],
+        assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
     )
 
     execution = execute_case(
@@ -455,9 +489,62 @@ def test_a_streamed_model_call_is_refused_naming_it_and_nothing_is_sent(scripted
         ),
     )
 
-    assert execution.status == "error"
-    assert "a streamed call (POST /v1/chat/completions, stream=True)" in execution.reason
-    assert scripted_model.requests == []
+    assert markers(tmp_path) == []
+    assert execution.status == "failed", execution.reason
+    # The tool calls came in the streamed chunks: LangChain put them together, as from the API.
+    assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [
+        ("find_order", "mocked"), ("send_email", "blocked")
+    ]
+    assert "send_email" in execution.reason
+    assert scripted_model.requests[1].messages[-1]["content"] == '{"status": "lost"}'
+    assert len(scripted_model.requests) == 2
+
+
+STREAMING_STUB_GRAPH = STUB_GRAPH.replace(
+    'def model(base_url=None):\n'
+    '    return ChatOpenAI(model="gpt-4o-mini", temperature=0.2, api_key="unused-key", max_retries=0,\n'
+    '                      base_url=base_url)',
+    'def model(base_url=None, streaming=True):\n'
+    '    return ChatOpenAI(model="gpt-4o-mini", temperature=0.2, api_key="unused-key", max_retries=0,\n'
+    '                      base_url=base_url, streaming=streaming, stream_usage=streaming)',
+).replace(
+    'def build(base_url=None):\n    return create_agent(model(base_url),',
+    'def build(base_url=None, streaming=True):\n    return create_agent(model(base_url, streaming),',
+)
+
+
+def test_a_streaming_graph_sends_the_request_the_graph_sends_unstreamed_on_its_own(stub, team_repo):
+    package = team_repo(STREAMING_STUB_GRAPH)
+    agent = _agent(package, provider="stub", model="gpt-4o-mini")
+    under_agenttest = conversation_send(conversation=conversation_start(agent=agent), text="Where is order 1042?")
+    through_agenttest = stub.requests
+
+    # The stub answers unstreamed requests only: the graph on its own, its model not streaming, is the reference.
+    module = sys.modules[f"{package}.bot"]
+    alone = module.build(stub.base_url, streaming=False).invoke(
+        {"messages": [{"role": "user", "content": "Where is order 1042?"}]}
+    )
+
+    assert alone["messages"][-1].content == under_agenttest.output
+    on_its_own = stub.requests[len(through_agenttest):]
+    assert len(through_agenttest) == len(on_its_own) == 2
+    for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
+        assert sorted(mine) == sorted(theirs)
+        for field in theirs:
+            assert mine[field] == theirs[field], field
+
+
+def test_it_records_a_streaming_graph_and_replays_it_with_the_server_gone(stub, team_repo):
+    suite = suite_finding_order(_agent(team_repo(STREAMING_STUB_GRAPH), provider="stub", model="gpt-4o-mini"))
+    recorded = execute_suite(suite, Run.Mode.RECORD)
+    assert recorded.status == "passed", recorded.reason
+    sent = len(stub.requests)
+    stub.stop()
+
+    replayed = execute_suite(suite, Run.Mode.REPLAY)
+
+    assert replayed.status == "passed", replayed.reason
+    assert len(stub.requests) == sent == 2
 
 
 # A graph whose state is not a messages state: the user's message is `question`, the reply `answer`, said on the
