@@ -468,6 +468,41 @@ def test_a_nodes_streamed_model_calls_are_answered_through_the_model_layer_as_ch
     assert re.fullmatch(r"Order 1042 is refundable\. \(\d+ tokens, [3-9] chunks\)", result.output), result.output
 
 
+# A node relaying an agent it streams with stream_mode="messages": LangChain then streams the agent's chat model.
+MESSAGES_STREAM_GRAPH = '''
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+inner = create_agent(ChatOpenAI(model="gpt-4o-mini", api_key="unused-key", max_retries=0), tools=[])
+
+
+def relay(state: MessagesState):
+    streamed = inner.stream({"messages": state["messages"]}, stream_mode="messages")
+    pieces = [chunk.text for chunk, _metadata in streamed if chunk.type == "AIMessageChunk"]
+    return {"messages": [AIMessage(f"{''.join(pieces)} ({len(pieces)} chunks)")]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("relay", relay)
+builder.add_edge(START, "relay")
+builder.add_edge("relay", END)
+graph = builder.compile()
+'''
+
+
+def test_an_agent_streamed_with_stream_mode_messages_gets_its_answer_in_chunks(scripted_model, team_repo):
+    agent = _agent(team_repo(MESSAGES_STREAM_GRAPH))
+    scripted_model.play("Order 1042 has shipped.")
+
+    result = conversation_send(conversation=conversation_start(agent=agent), text="Where is order 1042?")
+
+    assert re.fullmatch(r"Order 1042 has shipped\. \([2-9] chunks\)", result.output), result.output
+    (request,) = scripted_model.requests
+    assert request.api == "chat" and request.messages[-1]["content"] == "Where is order 1042?"
+
+
 STREAMING_SHOP_GRAPH = SHOP_GRAPH.replace(
     'max_retries=0)', 'max_retries=0, streaming=True, stream_usage=True)',
 )
