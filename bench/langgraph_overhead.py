@@ -3,8 +3,8 @@ on top of the same graph run bare, beside what agenttest's own loop (`native`) c
 
     python bench/langgraph_overhead.py [--cases 200] [--turns 3] [--repeat 3] [--database-url postgres://…]
 
-Everything talks to one local OpenAI-compatible stub in a subprocess (agents_sdk_overhead.py's). The four sides, one
-warm-up pass each, then `--repeat` interleaved timed passes:
+Everything talks to one local OpenAI-compatible stub in a subprocess (bench/sides.py's, as agents_sdk_overhead.py's).
+The four sides, one warm-up pass each, then `--repeat` interleaved timed passes:
 
 - graph bare: the `create_agent` graph of bench/langgraph_agent.py with its `ChatOpenAI` pointed at the stub, one
   in-memory thread per case carried over its turns, the tool run for real;
