@@ -50,7 +50,7 @@ def stub_reply(body: dict[str, Any]) -> Any:
 
     if body.get("tools"):
         return native.stub_reply(body)
-    user = next((m for m in reversed(body.get("messages") or []) if m.get("role") == "user"), {})
+    user: dict[str, Any] = next((m for m in reversed(body.get("messages") or []) if m.get("role") == "user"), {})
     found = native._ORDER_ID.search(str(user.get("content") or ""))
     return Answer(text=f"Order {found.group(0) if found else '0'} has shipped.")
 
