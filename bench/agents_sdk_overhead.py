@@ -40,21 +40,9 @@ for path in (str(ROOT), str(BENCH)):
         sys.path.insert(0, path)
 
 import harness_overhead as native  # noqa: E402  (bench/ on the path first)
+import sides  # noqa: E402
 
 ENTRY = "agents_sdk_agent:agent"
-
-
-def serve_stub() -> int:
-    """harness_overhead's stub rules, accepting `content: null` beside tool calls as OpenAI does (the SDK sends it)."""
-    from agenthost.testing.openai_stub import OpenAIStub
-
-    stub = OpenAIStub(models=(native.MODEL,), record=False, strict_content=False)
-    stub.respond_with(native.stub_reply)
-    stub.start()
-    print(stub.base_url, flush=True)
-    sys.stdin.read()
-    stub.stop()
-    return 0
 
 
 def stub_server() -> contextlib.AbstractContextManager[tuple[str, str]]:
@@ -110,39 +98,6 @@ def run_sdk_bare(base_url: str, cases: int, turns: int) -> float:
     return asyncio.run(run())
 
 
-class SealClock:
-    """Seconds spent in the case seal: the ledger (CaseSeal.check_request) and the audit hook. Put in place before
-    the first case installs the hook, which then registers the timed one."""
-
-    def __init__(self) -> None:
-        self.ledger = 0.0
-        self.hook = 0.0
-        from agenthost import seal
-
-        check_request, audit = seal.CaseSeal.check_request, seal._audit
-        clock = time.perf_counter
-
-        def timed_check_request(case: Any, *args: Any, **kwargs: Any) -> None:
-            started = clock()
-            try:
-                check_request(case, *args, **kwargs)
-            finally:
-                self.ledger += clock() - started
-
-        def timed_audit(event: str, args: tuple[Any, ...]) -> None:
-            started = clock()
-            try:
-                audit(event, args)
-            finally:
-                self.hook += clock() - started
-
-        seal.CaseSeal.check_request = timed_check_request  # type: ignore[method-assign]
-        seal._audit = timed_audit
-
-    def reading(self) -> tuple[float, float]:
-        return self.ledger, self.hook
-
-
 @dataclass
 class Figures:
     cases: int
@@ -156,7 +111,7 @@ class Figures:
     native_seal_s: list[tuple[float, float]] = field(default_factory=list)
 
     def ms(self, seconds: list[float]) -> float:
-        return statistics.median(seconds) * 1000 / self.cases
+        return sides.ms_per_case(seconds, self.cases)
 
     def seal_ms(self, passes: list[tuple[float, float]], part: int) -> float:
         return statistics.median(timings[part] for timings in passes) * 1000 / self.cases
@@ -164,79 +119,54 @@ class Figures:
 
 def measure(sdk_suite: Any, native_suite: Any, base_url: str, cases: int, turns: int, repeat: int) -> Figures:
     figures = Figures(cases=cases, turns=turns)
-    clock = SealClock()
-    sides = [
-        (figures.sdk_bare_s, None, lambda: run_sdk_bare(base_url, cases, turns)),
-        (figures.sdk_harness_s, figures.sdk_seal_s, lambda: native.run_harness(sdk_suite, cases).seconds),
-        (figures.native_bare_s, None, lambda: native.run_baseline(base_url, cases, turns)),
-        (figures.native_harness_s, figures.native_seal_s, lambda: native.run_harness(native_suite, cases).seconds),
-    ]
-    for _, _, side in sides:
-        side()  # warm-up: imports, connection pools, the entry point's import
-    for _ in range(repeat):
-        for timings, seal_timings, side in sides:
-            ledger, hook = clock.reading()
-            timings.append(side())
-            if seal_timings is not None:
-                seal_timings.append((clock.ledger - ledger, clock.hook - hook))
+    clock = sides.SealClock()
+    sides.interleave([
+        (figures.sdk_bare_s, lambda: run_sdk_bare(base_url, cases, turns)),
+        (figures.sdk_harness_s, clock.timed(figures.sdk_seal_s, lambda: native.run_harness(sdk_suite, cases).seconds)),
+        (figures.native_bare_s, lambda: native.run_baseline(base_url, cases, turns)),
+        (figures.native_harness_s,
+         clock.timed(figures.native_seal_s, lambda: native.run_harness(native_suite, cases).seconds)),
+    ], repeat, also_recorded=(figures.sdk_seal_s, figures.native_seal_s))
     return figures
-
-
-def _row(label: str, value: str) -> str:
-    return f"{label:<40}{value}"
-
-
-def _passes(figures: Figures, seconds: list[float]) -> str:
-    return ", ".join(f"{s * 1000 / figures.cases:.2f}" for s in seconds)
 
 
 def format_report(figures: Figures, *, database: str, stub: str) -> str:
     sdk_overhead = figures.ms(figures.sdk_harness_s) - figures.ms(figures.sdk_bare_s)
     native_overhead = figures.ms(figures.native_harness_s) - figures.ms(figures.native_bare_s)
+    row = sides.row
     lines = [
         "Agents SDK overhead: a team's Agents SDK agent under agenttest vs the same agent bare",
-        _row("cases", str(figures.cases)),
-        _row("turns per case", str(figures.turns)),
-        _row("timed passes", str(len(figures.sdk_bare_s))),
-        _row("database", database),
-        _row("stub", stub),
+        row("cases", figures.cases),
+        row("turns per case", figures.turns),
+        row("timed passes", len(figures.sdk_bare_s)),
+        row("database", database),
+        row("stub", stub),
         "",
-        _row("ms per case (SDK bare)", f"{figures.ms(figures.sdk_bare_s):.2f}   passes: "
-             f"{_passes(figures, figures.sdk_bare_s)}"),
-        _row("ms per case (SDK under agenttest)", f"{figures.ms(figures.sdk_harness_s):.2f}   passes: "
-             f"{_passes(figures, figures.sdk_harness_s)}"),
-        _row("ms per case (native bare loop)", f"{figures.ms(figures.native_bare_s):.2f}   passes: "
-             f"{_passes(figures, figures.native_bare_s)}"),
-        _row("ms per case (native under agenttest)", f"{figures.ms(figures.native_harness_s):.2f}   passes: "
-             f"{_passes(figures, figures.native_harness_s)}"),
+        sides.passes_row("ms per case (SDK bare)", figures.sdk_bare_s, figures.cases),
+        sides.passes_row("ms per case (SDK under agenttest)", figures.sdk_harness_s, figures.cases),
+        sides.passes_row("ms per case (native bare loop)", figures.native_bare_s, figures.cases),
+        sides.passes_row("ms per case (native under agenttest)", figures.native_harness_s, figures.cases),
         "",
-        _row("overhead ms per case (openai-agents)", f"{sdk_overhead:.2f}"),
-        _row("overhead ms per case (native)", f"{native_overhead:.2f}"),
-        _row("openai-agents over native", f"{sdk_overhead - native_overhead:.2f}"),
+        row("overhead ms per case (openai-agents)", f"{sdk_overhead:.2f}"),
+        row("overhead ms per case (native)", f"{native_overhead:.2f}"),
+        row("openai-agents over native", f"{sdk_overhead - native_overhead:.2f}"),
         "",
-        _row("ledger ms per case (openai-agents)", f"{figures.seal_ms(figures.sdk_seal_s, 0):.3f}"),
-        _row("seal hook ms per case (openai-agents)", f"{figures.seal_ms(figures.sdk_seal_s, 1):.3f}"),
-        _row("ledger ms per case (native)", f"{figures.seal_ms(figures.native_seal_s, 0):.3f}"),
-        _row("seal hook ms per case (native)", f"{figures.seal_ms(figures.native_seal_s, 1):.3f}"),
+        row("ledger ms per case (openai-agents)", f"{figures.seal_ms(figures.sdk_seal_s, 0):.3f}"),
+        row("seal hook ms per case (openai-agents)", f"{figures.seal_ms(figures.sdk_seal_s, 1):.3f}"),
+        row("ledger ms per case (native)", f"{figures.seal_ms(figures.native_seal_s, 0):.3f}"),
+        row("seal hook ms per case (native)", f"{figures.seal_ms(figures.native_seal_s, 1):.3f}"),
     ]
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="agenttest's overhead per case on an Agents SDK agent vs native.")
-    parser.add_argument("--cases", type=native._positive, default=200, help="cases in each suite (default 200)")
-    parser.add_argument("--turns", type=native._positive, default=3, help="user turns per case (default 3)")
-    parser.add_argument("--repeat", type=native._positive, default=3, help="timed passes per side (default 3)")
-    parser.add_argument("--database-url", default="", help="a PostgreSQL URL; a scratch database is created on it "
-                                                           "and dropped (default: a temporary SQLite file)")
-    parser.add_argument("--serve-stub", action="store_true", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    return sides.argument_parser("agenttest's overhead per case on an Agents SDK agent vs native.").parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     if options.serve_stub:
-        return serve_stub()
+        return sides.serve_stub()
     try:
         with stub_server() as (base_url, stub_description):
             with native.scratch_database(options.database_url, purpose="bench_sdk") as (database_url, var_dir,

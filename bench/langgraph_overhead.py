@@ -3,8 +3,8 @@ on top of the same graph run bare, beside what agenttest's own loop (`native`) c
 
     python bench/langgraph_overhead.py [--cases 200] [--turns 3] [--repeat 3] [--database-url postgres://…]
 
-Everything talks to one local OpenAI-compatible stub in a subprocess (agents_sdk_overhead.py's). The four sides, one
-warm-up pass each, then `--repeat` interleaved timed passes:
+Everything talks to one local OpenAI-compatible stub in a subprocess (bench/sides.py's, as agents_sdk_overhead.py's).
+The four sides, one warm-up pass each, then `--repeat` interleaved timed passes:
 
 - graph bare: the `create_agent` graph of bench/langgraph_agent.py with its `ChatOpenAI` pointed at the stub, one
   in-memory thread per case carried over its turns, the tool run for real;
@@ -32,8 +32,8 @@ for path in (str(ROOT), str(BENCH)):
         # Run as a script, Python puts bench/ first on the path; the project packages live one level up.
         sys.path.insert(0, path)
 
-import agents_sdk_overhead as sdk  # noqa: E402  (bench/ on the path first)
-import harness_overhead as native  # noqa: E402
+import harness_overhead as native  # noqa: E402  (bench/ on the path first)
+import sides  # noqa: E402
 
 ENTRY = "langgraph_agent:graph"
 
@@ -91,7 +91,7 @@ class Figures:
     graph_seal_s: list[tuple[float, float]] = field(default_factory=list)
 
     def ms(self, seconds: list[float]) -> float:
-        return statistics.median(seconds) * 1000 / self.cases
+        return sides.ms_per_case(seconds, self.cases)
 
     def seal_ms(self, part: int) -> float:
         return statistics.median(timings[part] for timings in self.graph_seal_s) * 1000 / self.cases
@@ -99,57 +99,49 @@ class Figures:
 
 def measure(graph_suite: Any, native_suite: Any, base_url: str, cases: int, turns: int, repeat: int) -> Figures:
     figures = Figures(cases=cases, turns=turns)
-    clock = sdk.SealClock()
-    sides = [
-        (figures.graph_bare_s, None, lambda: run_graph_bare(base_url, cases, turns)),
-        (figures.graph_harness_s, figures.graph_seal_s, lambda: native.run_harness(graph_suite, cases).seconds),
-        (figures.native_bare_s, None, lambda: native.run_baseline(base_url, cases, turns)),
-        (figures.native_harness_s, None, lambda: native.run_harness(native_suite, cases).seconds),
-    ]
-    for _, _, side in sides:
-        side()  # warm-up: imports, connection pools, the entry point's import
-    for _ in range(repeat):
-        for timings, seal_timings, side in sides:
-            ledger, hook = clock.reading()
-            timings.append(side())
-            if seal_timings is not None:
-                seal_timings.append((clock.ledger - ledger, clock.hook - hook))
+    clock = sides.SealClock()
+    sides.interleave([
+        (figures.graph_bare_s, lambda: run_graph_bare(base_url, cases, turns)),
+        (figures.graph_harness_s,
+         clock.timed(figures.graph_seal_s, lambda: native.run_harness(graph_suite, cases).seconds)),
+        (figures.native_bare_s, lambda: native.run_baseline(base_url, cases, turns)),
+        (figures.native_harness_s, lambda: native.run_harness(native_suite, cases).seconds),
+    ], repeat, also_recorded=(figures.graph_seal_s,))
     return figures
 
 
 def format_report(figures: Figures, *, database: str, stub: str) -> str:
     def row(label: str, seconds: list[float]) -> str:
-        passes = ", ".join(f"{s * 1000 / figures.cases:.2f}" for s in seconds)
-        return f"{label:<40}{figures.ms(seconds):.2f}   passes: {passes}"
+        return sides.passes_row(label, seconds, figures.cases)
 
     graph_overhead = figures.ms(figures.graph_harness_s) - figures.ms(figures.graph_bare_s)
     native_overhead = figures.ms(figures.native_harness_s) - figures.ms(figures.native_bare_s)
     return "\n".join([
         "LangGraph overhead: a team's LangGraph agent under agenttest vs the same graph bare",
-        f"{'cases':<40}{figures.cases}",
-        f"{'turns per case':<40}{figures.turns}",
-        f"{'timed passes':<40}{len(figures.graph_bare_s)}",
-        f"{'database':<40}{database}",
-        f"{'stub':<40}{stub}",
+        sides.row("cases", figures.cases),
+        sides.row("turns per case", figures.turns),
+        sides.row("timed passes", len(figures.graph_bare_s)),
+        sides.row("database", database),
+        sides.row("stub", stub),
         "",
         row("ms per case (graph bare)", figures.graph_bare_s),
         row("ms per case (graph under agenttest)", figures.graph_harness_s),
         row("ms per case (native bare loop)", figures.native_bare_s),
         row("ms per case (native under agenttest)", figures.native_harness_s),
         "",
-        f"{'overhead ms per case (langgraph)':<40}{graph_overhead:.2f}",
-        f"{'overhead ms per case (native)':<40}{native_overhead:.2f}",
-        f"{'langgraph over native':<40}{graph_overhead - native_overhead:.2f}",
+        sides.row("overhead ms per case (langgraph)", f"{graph_overhead:.2f}"),
+        sides.row("overhead ms per case (native)", f"{native_overhead:.2f}"),
+        sides.row("langgraph over native", f"{graph_overhead - native_overhead:.2f}"),
         "",
-        f"{'ledger ms per case (langgraph)':<40}{figures.seal_ms(0):.3f}",
-        f"{'seal hook ms per case (langgraph)':<40}{figures.seal_ms(1):.3f}",
+        sides.row("ledger ms per case (langgraph)", f"{figures.seal_ms(0):.3f}"),
+        sides.row("seal hook ms per case (langgraph)", f"{figures.seal_ms(1):.3f}"),
     ])
 
 
 def main(argv: list[str] | None = None) -> int:
-    options = sdk.parse_args(argv)
+    options = sides.argument_parser("agenttest's overhead per case on a LangGraph agent vs native.").parse_args(argv)
     if options.serve_stub:
-        return sdk.serve_stub()
+        return sides.serve_stub()
     try:
         with native.stub_subprocess(Path(__file__)) as (base_url, stub_description):
             with native.scratch_database(options.database_url, purpose="bench_langgraph") as (database_url, var_dir,
