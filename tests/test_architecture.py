@@ -692,9 +692,30 @@ def _allowed(package: str, module: str) -> bool:
     return any(module == entry or module.startswith(f"{entry}.") for entry in ALLOWED_DIRECTIONS[package])
 
 
+def _import_offences(imports: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """(file, module) for every import, of the package it stands in, that the table does not allow."""
+    return [(f, m) for package, found in imports.items() for f, m in found if not _allowed(package, m)]
+
+
 def test_it_holds_every_import_to_the_allowed_directions():
-    offending = [(f, m) for package in ALLOWED_DIRECTIONS for f, m in _imports(package) if not _allowed(package, m)]
-    assert offending == []
+    assert _import_offences({package: _imports(package) for package in ALLOWED_DIRECTIONS}) == []
+
+
+def test_it_finds_imports_against_the_directions():
+    # The test of the test: an import up the layers or around the seam is found, one the table allows is not.
+    planted = {
+        "agenthost": [("agenthost/loop.py", "runs.models"), ("agenthost/loop.py", "common.inputs")],
+        "common": [("common/inputs.py", "agenthost.models")],
+        "cases": [("cases/services.py", "agenthost.models"), ("cases/services.py", "agenthost.seams")],
+        "recording": [("recording/drafts.py", "runs.services"), ("recording/drafts.py", "cases.models")],
+        "traces": [("traces/services.py", "runs.models"), ("traces/services.py", "agenttest.settings")],
+        "agenttest": [("agenttest/urls.py", "runs.urls")],
+    }
+    assert _import_offences(planted) == [
+        ("agenthost/loop.py", "runs.models"), ("common/inputs.py", "agenthost.models"),
+        ("cases/services.py", "agenthost.models"), ("recording/drafts.py", "runs.services"),
+        ("traces/services.py", "agenttest.settings"),
+    ]
 
 
 @functools.cache
