@@ -692,9 +692,30 @@ def _allowed(package: str, module: str) -> bool:
     return any(module == entry or module.startswith(f"{entry}.") for entry in ALLOWED_DIRECTIONS[package])
 
 
+def _import_offences(imports: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """(file, module) for every import, of the package it stands in, that the table does not allow."""
+    return [(f, m) for package, found in imports.items() for f, m in found if not _allowed(package, m)]
+
+
 def test_it_holds_every_import_to_the_allowed_directions():
-    offending = [(f, m) for package in ALLOWED_DIRECTIONS for f, m in _imports(package) if not _allowed(package, m)]
-    assert offending == []
+    assert _import_offences({package: _imports(package) for package in ALLOWED_DIRECTIONS}) == []
+
+
+def test_it_finds_imports_against_the_directions():
+    # The test of the test: an import up the layers or around the seam is found, one the table allows is not.
+    planted = {
+        "agenthost": [("agenthost/loop.py", "runs.models"), ("agenthost/loop.py", "common.inputs")],
+        "common": [("common/inputs.py", "agenthost.models")],
+        "cases": [("cases/services.py", "agenthost.models"), ("cases/services.py", "agenthost.seams")],
+        "recording": [("recording/drafts.py", "runs.services"), ("recording/drafts.py", "cases.models")],
+        "traces": [("traces/services.py", "runs.models"), ("traces/services.py", "agenttest.settings")],
+        "agenttest": [("agenttest/urls.py", "runs.urls")],
+    }
+    assert _import_offences(planted) == [
+        ("agenthost/loop.py", "runs.models"), ("common/inputs.py", "agenthost.models"),
+        ("cases/services.py", "agenthost.models"), ("recording/drafts.py", "runs.services"),
+        ("traces/services.py", "agenttest.settings"),
+    ]
 
 
 @functools.cache
@@ -875,3 +896,59 @@ def test_it_finds_names_written_against_the_directions():
     ])
     traces_page = "<a href=\"{% url 'recording:conversation' 1 %}\"></a>{% include '_pager.html' %}"
     assert _reference_offences("traces", _template_references(traces_page)) == []
+
+
+# The composition root's own pages: the layout and the error page at the top, the login page, the overrides of other
+# packages' templates; its static files are the layout's styles and images. Every other page is an app's.
+ROOT_FOLDERS = {"templates": ("registration", "overrides"), "static": ("css", "img")}
+
+
+def _within(folder: str, entries: tuple[str, ...]) -> bool:
+    return any(folder == entry or folder.startswith(f"{entry}/") for entry in entries)
+
+
+def _misplaced_page_files(files: list[str]) -> list[str]:
+    """The template and static files (paths from the checkout) not where decision 0040 puts them: an app's under
+    `<app>/templates/<app>/` (the admin's pages of its models under `<app>/templates/admin/<app>/`) and
+    `<app>/static/<app>/`; the root's at the top of its templates (the layout, the 404 page) or in its own folders."""
+    misplaced = []
+    for name in files:
+        package, kind, *inside = Path(name).parts
+        folder = "/".join(inside[:-1])
+        if package == "agenttest":
+            placed = (kind == "templates" and folder == "") or _within(folder, ROOT_FOLDERS[kind])
+        else:
+            placed = _within(folder, (package, f"admin/{package}") if kind == "templates" else (package,))
+        if not placed:
+            misplaced.append(name)
+    return misplaced
+
+
+def _page_files() -> list[str]:
+    return sorted(
+        str(path.relative_to(BASE_DIR))
+        for package in PACKAGES
+        for kind in ("templates", "static")
+        for path in (BASE_DIR / package / kind).rglob("*")
+        if path.is_file()
+    )
+
+
+def test_it_keeps_each_apps_templates_and_static_files_in_the_apps_own_folders():
+    files = _page_files()
+    assert any(name.startswith("runs/templates/runs/") for name in files), "the pages are found where they live"
+    assert _misplaced_page_files(files) == []
+
+
+def test_it_finds_a_page_file_outside_its_apps_folder():
+    # The test of the test: the layout the project had before decision 0040, beside files where they belong.
+    planted = [
+        "agenttest/templates/runs/run_list.html", "agenttest/templates/admin/cases/case/change_form.html",
+        "agenttest/static/js/runs.js", "runs/templates/run_list.html", "traces/static/traces.js",
+        "recording/templates/runs/_panel.html",
+        "agenttest/templates/base.html", "agenttest/templates/registration/login.html",
+        "agenttest/templates/overrides/admin/base_site.html", "agenttest/static/css/app.css",
+        "cases/templates/admin/cases/case/change_form.html", "runs/static/runs/runs.js",
+        "agenthost/templates/agenthost/chat.html",
+    ]
+    assert _misplaced_page_files(planted) == planted[:6]
