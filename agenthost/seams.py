@@ -60,6 +60,7 @@ from agenthost.llm.registry import (
     get_provider,
     parse_model_key,
     provider_is_free,
+    providers_prepare,
     register_runtime_provider,
 )
 from agenthost.loading import (
@@ -185,6 +186,7 @@ __all__ = [
     "mcp_servers_named",
     "parse_model_key",
     "provider_is_free",
+    "providers_prepare",
     "redact",
     "unstorable_paths",
     "redact_text",

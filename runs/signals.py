@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import Any
 
-from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
+from celery.signals import celeryd_after_setup, worker_init, worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import DatabaseError, connection
 
@@ -31,6 +31,16 @@ def warn_about_concurrency(sender: Any, instance: Any, **kwargs: Any) -> None:
             "Start the runs worker with: celery -A agenttest worker -Q runs --concurrency 1",
             concurrency,
         )
+
+
+@worker_init.connect
+def prepare_model_providers(**kwargs: Any) -> None:
+    """Import the model SDKs once, in the main process before the pool forks: a command imports them only when it
+    calls a model (issue 40), but a run's first case would pay the import — seconds on a loaded machine — under the
+    run's lease, racing its first heartbeat."""
+    from agenthost.seams import providers_prepare
+
+    providers_prepare()
 
 
 @worker_ready.connect

@@ -301,6 +301,12 @@ class ModelProvider(abc.ABC):
         each a sentence naming the field, e.g. "field 'greeting' must be a string". [] when all is well."""
         return []
 
+    @classmethod
+    def prepare(cls) -> None:
+        """Import what answering a request needs (an SDK), for a process about to call models many times — a
+        worker before its pool forks — so that the first call does not pay it. Nothing by default."""
+        return None
+
     def __init__(self, name: str, options: dict[str, Any]) -> None:
         self.name = name
         self.options = options

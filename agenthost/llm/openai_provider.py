@@ -201,6 +201,11 @@ class OpenAIProvider(ModelProvider):
     )
 
     @classmethod
+    def prepare(cls) -> None:
+        import openai.types.chat
+        import openai.types.responses  # noqa: F401
+
+    @classmethod
     def validate_options(cls, spec: dict[str, Any]) -> list[str]:
         problems = []
         base_url = str(spec.get("base_url") or "").rstrip("/")

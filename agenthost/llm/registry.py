@@ -122,6 +122,15 @@ def unregister_runtime_provider(name: str) -> None:
         _runtime.pop(name, None)
 
 
+def providers_prepare() -> None:
+    """Let the kind of every configured provider import what its calls need (ModelProvider.prepare)."""
+    kinds = provider_kinds()
+    for kind in {spec.get("kind") for spec in _providers().values() if isinstance(spec, dict)}:
+        cls = kinds.get(kind) if isinstance(kind, str) else None
+        if cls is not None:
+            cls.prepare()
+
+
 def _providers() -> dict[str, dict[str, Any]]:
     return getattr(settings, "AGENTTEST_PROVIDERS", {}) or {}
 

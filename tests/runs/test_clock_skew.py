@@ -44,9 +44,11 @@ on_a_database_server = pytest.mark.database_server
 
 STUB = "stub:gpt-4o-mini"
 MODEL_PAUSE = 0.25
-# Longer than test_lease's 3 s: a faketime'd worker on a CI machine running eight test processes once went 3 s without
-# its heartbeat thread getting to renew, and a healthy run was swept. Still short enough to see a run outlive two.
-LEASE_SECONDS = 6
+# Longer than test_lease's 3 s: a faketime'd worker on a CI machine running ten test processes went 3 s, and once
+# 6 s, without its heartbeat thread getting to renew, and a healthy run was swept. A run of BEHIND_CASES cases, each
+# two model calls of MODEL_PAUSE, outlives two leases on the fastest machine.
+LEASE_SECONDS = 10
+BEHIND_CASES = 44
 
 
 @pytest.fixture
@@ -108,16 +110,21 @@ def wait_ready(*logs: Path) -> None:
         )
 
 
-def executor_clock_offset(run: Run) -> float:
-    """How far the executor's clock was from the database's: a result's created_at is the executor's time."""
+def first_result_clock_offset(run: Run, log_path: Path) -> float:
+    """How far the executor's clock is from the database's: waits for the run's first result and compares its
+    created_at (the executor's time) with the database's now, read at once. The result was written before it was
+    seen, so the offset is the skew less the few tenths of a second of polling, however slow the run was before it."""
+    wait_for(lambda: CaseResult.objects.filter(run=run).exists(), what="a first result", log_path=log_path)
+    seen = Run.objects.filter(pk=run.pk).annotate(now=Now()).values_list("now", flat=True).get()
     first = CaseResult.objects.filter(run=run).order_by("pk").values_list("created_at", flat=True).first()
-    return (first - run.started_at).total_seconds()
+    assert first is not None
+    return (first - seen).total_seconds()
 
 
 @pytest.mark.slow
 @on_a_database_server
 def test_it_leaves_a_healthy_run_to_its_executor_whose_clock_is_20_s_behind(broker, worker_env, tmp_path):
-    suite = skewed_suite("behind", cases=28)
+    suite = skewed_suite("behind", cases=BEHIND_CASES)
     sweeper, executor = tmp_path / "sweeper.log", tmp_path / "executor.log"
     with (
         group_worker(broker, sweeper, groups="default", name="sweeper", **worker_env),
@@ -125,12 +132,14 @@ def test_it_leaves_a_healthy_run_to_its_executor_whose_clock_is_20_s_behind(brok
     ):
         wait_ready(sweeper, executor)
         run = run_trigger(suite=suite, model_keys=[STUB], dispatch=dispatch)
+        offset = first_result_clock_offset(run, executor)
         wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, what="the run", log_path=executor)
     run.refresh_from_db()
     assert run.status == Run.Status.PASSED, run.reason
-    assert run.reason == "all 28 results passed" and CaseResult.objects.filter(run=run).count() == 28
+    assert run.reason == f"all {BEHIND_CASES} results passed"
+    assert CaseResult.objects.filter(run=run).count() == BEHIND_CASES
     assert (run.finished_at - run.started_at).total_seconds() > 2 * LEASE_SECONDS, "the run outlived its first lease"
-    assert executor_clock_offset(run) < -SKEW + 5, "the executor's clock really was behind"
+    assert offset < -SKEW + 5, "the executor's clock really was behind"
 
 
 @pytest.mark.slow
@@ -146,10 +155,7 @@ def test_it_takes_a_dead_executors_run_within_a_lease_period_though_its_clock_wa
     ):
         wait_ready(sweeper, executor)
         run = run_trigger(suite=suite, model_keys=[STUB], dispatch=dispatch)
-        wait_for(
-            lambda: CaseResult.objects.filter(run=run).count() >= 1, what="a first result",
-            log_path=executor,
-        )
+        offset = first_result_clock_offset(run, executor)
         os.killpg(ahead.pid, signal.SIGKILL)
         ahead.wait(10)
         killed = time.monotonic()
@@ -166,7 +172,7 @@ def test_it_takes_a_dead_executors_run_within_a_lease_period_though_its_clock_wa
     )
     assert swept_after < 2 * LEASE_SECONDS + 3
     assert not RunLock.objects.filter(group="skewed", run__isnull=False).exists(), "its run lock is free"
-    assert executor_clock_offset(run) > SKEW - 5, "the executor's clock really was ahead"
+    assert offset > SKEW - 5, "the executor's clock really was ahead"
 
 
 # Offsets from the database's now, in milliseconds: far enough from 0 that the few milliseconds between writing a
