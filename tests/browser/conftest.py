@@ -29,22 +29,35 @@ expect.set_options(timeout=TIMEOUT_MS)
 SCREENSHOTS = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"
 
 
-@pytest.fixture(autouse=True)
-def _database_from_playwright_thread(monkeypatch) -> None:
-    # Playwright's sync API runs an event loop in the test's thread, and the test still reads the database from it.
-    # Set per test, never at import: a leftover variable fails `check --deploy` in other tests' subprocesses.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+@pytest.fixture(scope="package")
+def _one_chromium() -> Iterator[Browser]:
+    """One Chromium (and one Playwright driver) for the browser tests of a test process, not one per test: a launch
+    costs about a CPU second. The package scope ends it after the last test here.
 
-
-@pytest.fixture
-def chromium() -> Iterator[Browser]:
+    Playwright's sync API runs an event loop in the tests' thread, and the tests (and pytest-django, between them)
+    still use the database from it: DJANGO_ALLOW_ASYNC_UNSAFE is set for as long as the loop lives, never at import
+    and never after — a leftover variable fails `check --deploy` in other tests' subprocesses."""
     assert os.path.exists(CHROMIUM), (
         f"Chromium is missing at {CHROMIUM}: install Debian's (apt-get install -y chromium) or set AGENTTEST_CHROMIUM"
     )
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+
+
+@pytest.fixture
+def chromium(_one_chromium: Browser) -> Iterator[Browser]:
+    """The shared browser, left as a test found it: every context the test opened is closed (its cookies, its pages
+    and their timers with it), so no test sees another's session."""
+    assert _one_chromium.is_connected(), "Chromium stopped during an earlier browser test"
+    before = set(_one_chromium.contexts)
+    yield _one_chromium
+    for context in _one_chromium.contexts:
+        if context not in before:
+            context.close()
 
 
 @pytest.fixture
