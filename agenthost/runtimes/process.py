@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import selectors
 import shutil
 import signal
@@ -48,11 +47,11 @@ from agenthost.runtimes.gateway import ModelGateway
 from agenthost.runtimes.mcp_gateway import MCP_PATH, McpGateway
 from agenthost.seal import exempt
 from agenthost.turns import ConversationError
+from common.inputs import is_env_name
 
 PROTOCOLS = ("jsonl",)
 # Named for what is to come, so that a file naming it is told it is not there yet rather than that it is unknown.
 PLANNED_PROTOCOLS = ("acp",)
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by agenttest for the program itself (the model gateway); a file may not pass its own.
 RESERVED_ENV = frozenset({"OPENAI_BASE_URL", "OPENAI_API_KEY"})
 # What any program needs to start at all; everything else of agenttest's environment is passed only when named.
@@ -142,7 +141,7 @@ def process_problems(
     if not isinstance(env, list) or not all(isinstance(name, str) for name in env):
         problems["env"] = ['must be a list of environment variable names, e.g. ["SHOP_REGION"]']
     else:
-        bad = [name for name in env if not ENV_NAME.match(name)]
+        bad = [name for name in env if not is_env_name(name)]
         reserved = sorted(RESERVED_ENV.intersection(env))
         if bad:
             problems["env"] = [f"{bad[0]!r} is not an environment variable name (letters, digits, _)"]
