@@ -96,17 +96,6 @@ def test_it_runs_langgraphs_loop_with_the_real_tools_in_chat(scripted_model, tea
     assert result.nodes_visited == ["model", "tools", "model", "tools", "model"]
 
 
-def test_it_mocks_and_blocks_the_graphs_tool_calls_under_test_and_stops_the_turn(scripted_model, team_repo, tmp_path):
-    agent = _agent(team_repo(SHOP_GRAPH), "make_graph")
-    play_find_then_email(scripted_model)
-
-    execution = execute_on(scripted_model, find_order_mocked(agent))
-
-    assert_mocked_then_blocked(execution, tmp_path)
-    assert scripted_model.requests[1].messages[-1]["content"] == '{"status": "lost"}'
-    assert len(scripted_model.requests) == 2
-
-
 STUB_GRAPH = SHOP_GRAPH.replace(
     'def model():\n    return ChatOpenAI(model="gpt-4o-mini", temperature=0.2, api_key="unused-key", max_retries=0)',
     'def model(base_url=None):\n'
@@ -453,14 +442,18 @@ STREAMING_SHOP_GRAPH = SHOP_GRAPH.replace(
 )
 
 
-def test_it_mocks_and_blocks_a_streaming_graphs_tool_calls_under_test(scripted_model, team_repo, tmp_path):
-    agent = _agent(team_repo(STREAMING_SHOP_GRAPH))
+# The graph's model answering whole, and streaming (its tool calls then come in chunks LangChain puts together).
+@pytest.mark.parametrize(("source", "attribute"), [(SHOP_GRAPH, "make_graph"), (STREAMING_SHOP_GRAPH, "graph")],
+                         ids=["unstreamed", "streaming"])
+def test_it_mocks_and_blocks_the_graphs_tool_calls_under_test_and_stops_the_turn(
+    scripted_model, team_repo, tmp_path, source, attribute
+):
+    agent = _agent(team_repo(source), attribute)
     play_find_then_email(scripted_model)
 
     execution = execute_on(scripted_model, find_order_mocked(agent))
 
     assert_mocked_then_blocked(execution, tmp_path)
-    # The tool calls came in the streamed chunks: LangChain put them together, as from the API.
     assert scripted_model.requests[1].messages[-1]["content"] == '{"status": "lost"}'
     assert len(scripted_model.requests) == 2
 
