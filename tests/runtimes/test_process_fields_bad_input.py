@@ -68,7 +68,8 @@ BAD: dict[str, st.SearchStrategy[Any]] = {
         st.just("./" * 151),
     ),
     "env": st.one_of(_not_a_list, _spoilt(GOOD["env"], st.one_of(_not_a_string, _unstorable, _bad_env_name))),
-    "protocol": st.one_of(_not_text, _unstorable, st.text(max_size=25).filter(lambda text: text != "jsonl")),
+    # The API trims a protocol's surrounding space, as it does any plain text field's: " jsonl" is "jsonl" there.
+    "protocol": st.one_of(_not_text, _unstorable, st.text(max_size=25).filter(lambda text: text.strip() != "jsonl")),
 }
 
 
