@@ -90,7 +90,7 @@ def conversations(request: HttpRequest) -> HttpResponse:
         "rows": [
             (conversation, conversation_page_url(conversation_id=conversation.pk)) for conversation in page.object_list
         ],
-        "agents": agent_list(),
+        "agents": agent_list().values_list("pk", "name"),
         "filters": filters,
         "bad_dates": [name for name in ("from", "to") if filters[name] and _date(filters[name]) is None],
         "sealed_error": sealed_error,

@@ -51,26 +51,12 @@ def stub_server() -> contextlib.AbstractContextManager[tuple[str, str]]:
 
 def create_sdk_suite(cases: int, turns: int) -> Any:
     from agenthost.models import Agent
-    from cases.models import Suite
-    from cases.services import case_create
 
     agent = Agent.objects.create(
         name="bench-sdk", runtime="openai-agents", entry=ENTRY, provider=native.PROVIDER, model=native.MODEL,
         outside_effects={native.TOOL: False},
     )
-    suite = Suite.objects.create(name="bench-sdk", agent=agent)
-    for index in range(cases):
-        case_create(suite=suite, document={
-            "name": f"bench sdk case {index:05d}",
-            "turns": [
-                {"user_message": native.user_message(index, turn),
-                 "assertions": [{"type": "toolCalled", "params": {"function": native.TOOL}}]}
-                for turn in range(turns)
-            ],
-            "mocks": [{"function_name": native.TOOL, "result": native.TOOL_RESULT}],
-            "assertions": [{"type": "outputContains", "params": {"text": "has shipped"}}],
-        })
-    return suite
+    return sides.runtime_suite(agent, "bench sdk case", cases, turns)
 
 
 def run_sdk_bare(base_url: str, cases: int, turns: int) -> float:

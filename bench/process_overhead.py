@@ -57,8 +57,6 @@ def stub_reply(body: dict[str, Any]) -> Any:
 
 def create_suite(runtime: str, variant: tuple[str, str, tuple[str, ...], bool], cases: int, turns: int) -> Any:
     from agenthost.models import Agent
-    from cases.models import Suite
-    from cases.services import case_create
 
     label, entry, args, with_tool = variant
     name = f"bench-{runtime}-{'tool' if with_tool else 'model'}"
@@ -70,17 +68,7 @@ def create_suite(runtime: str, variant: tuple[str, str, tuple[str, ...], bool], 
             name=name, runtime="process", command=sys.executable, args=list(args), cwd=str(BENCH), protocol="jsonl",
             provider=native.PROVIDER, model=native.MODEL, functions=[native.TOOL_DECLARATION] if with_tool else [],
         )
-    suite = Suite.objects.create(name=name, agent=agent)
-    for index in range(cases):
-        per_turn = [{"type": "toolCalled", "params": {"function": native.TOOL}}] if with_tool else []
-        case_create(suite=suite, document={
-            "name": f"{name} case {index:05d}",
-            "turns": [{"user_message": native.user_message(index, turn), "assertions": per_turn}
-                      for turn in range(turns)],
-            "mocks": [{"function_name": native.TOOL, "result": native.TOOL_RESULT}] if with_tool else [],
-            "assertions": [{"type": "outputContains", "params": {"text": "has shipped"}}],
-        })
-    return suite
+    return sides.runtime_suite(agent, f"{name} case", cases, turns, with_tool=with_tool)
 
 
 def cpu_seconds() -> float:

@@ -79,6 +79,25 @@ class SealClock:
         return run
 
 
+def runtime_suite(agent: Any, case_name: str, cases: int, turns: int, *, with_tool: bool = True) -> Any:
+    """A suite named after `agent` of `cases` cases (`case_name` and a number): each turn asks after an order, and
+    with `with_tool` the tool is mocked and asserted called at every turn; the last answer says it has shipped."""
+    from cases.models import Suite
+    from cases.services import case_create
+
+    suite = Suite.objects.create(name=agent.name, agent=agent)
+    per_turn = [{"type": "toolCalled", "params": {"function": native.TOOL}}] if with_tool else []
+    for index in range(cases):
+        case_create(suite=suite, document={
+            "name": f"{case_name} {index:05d}",
+            "turns": [{"user_message": native.user_message(index, turn), "assertions": per_turn}
+                      for turn in range(turns)],
+            "mocks": [{"function_name": native.TOOL, "result": native.TOOL_RESULT}] if with_tool else [],
+            "assertions": [{"type": "outputContains", "params": {"text": "has shipped"}}],
+        })
+    return suite
+
+
 def interleave(sides: list[Side], repeat: int, *, also_recorded: tuple[list[Any], ...] = ()) -> None:
     """One warm-up pass of each side (imports, connection pools, the entry point's import), then `repeat` rounds of
     one timed pass each. `also_recorded`: lists the sides append to themselves (SealClock.timed's), whose warm-up

@@ -90,6 +90,11 @@ class Rule(_Strict):
     arguments: JsonObject | None = None
 
 
+# Agent.entry, deps, command and cwd: a longer value would be written before the agent is checked, and PostgreSQL
+# refuses it there.
+AGENT_PATH_MAX_LENGTH = 300
+
+
 class AgentFile(_Strict):
     """An agent: `agents/<name>.yaml`."""
 
@@ -117,13 +122,22 @@ class AgentFile(_Strict):
         "native", description="Whose loop runs the agent: native (agenttest's), the team's code at `entry`, or a "
         "program (process) spoken to over its stdio."
     )
-    entry: str = Field("", description='The team\'s code a non-native runtime runs, "module:attribute".')
-    deps: str = Field("", description='pydantic-ai: the factory of the run\'s deps, "module:attribute", called with '
-                      "the conversation's state (under test: the case's initial state).")
+    entry: str = Field("", max_length=AGENT_PATH_MAX_LENGTH,
+                       description='The team\'s code a non-native runtime runs, "module:attribute".')
+    deps: str = Field(
+        "", max_length=AGENT_PATH_MAX_LENGTH, description='pydantic-ai: the factory of the run\'s deps, '
+        '"module:attribute", called with the conversation\'s state (under test: the case\'s initial state).',
+    )
     # Issue 39: an agent that is a program in any language (runtime "process", agenthost/runtimes/process.py).
-    command: str = Field("", description='A process agent: the program to start, e.g. "node" or "./agent".')
+    command: str = Field(
+        "", max_length=AGENT_PATH_MAX_LENGTH,
+        description='A process agent: the program to start, e.g. "node" or "./agent".',
+    )
     args: list[str] = Field([], description="A process agent: the program's arguments.")
-    cwd: str = Field("", description="A process agent: its directory, relative to where agenttest runs.")
+    cwd: str = Field(
+        "", max_length=AGENT_PATH_MAX_LENGTH,
+        description="A process agent: its directory, relative to where agenttest runs.",
+    )
     env: list[str] = Field([], description="A process agent: names of environment variables passed on to it (their "
                            "values are never stored).")
     protocol: Literal["", "jsonl", "acp"] = Field(

@@ -303,6 +303,15 @@ UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# Held to the whole text (fullmatch): `$` would also match before a final newline, letting "KEY\n" through.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def is_env_name(value: Any) -> bool:
+    """Whether `value` is a name an environment variable can have (letters, digits and _, not starting with a digit)."""
+    return isinstance(value, str) and ENV_NAME.fullmatch(value) is not None
+
+
 def text_is_storable(text: str) -> bool:
     """Whether `text` can be stored in, or compared with, a text column on every database agenttest runs on. No stored
     text holds such characters, so a filter that contains one matches nothing."""

@@ -32,6 +32,8 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from common.inputs import ENV_NAME, is_env_name
+
 # A Python server imports its SDK before it answers (1–2 s of CPU): 10 s was not enough on a busy machine (the guide's
 # server, with the test suite pinned to one core beside it). A server that never starts still fails, after 30 s.
 DEFAULT_CONNECT_TIMEOUT = 30.0
@@ -40,7 +42,6 @@ TRANSPORTS = ("stdio", "http")
 # The server's name prefixes its tools' names (`<server>__<tool>`), so it may not contain the separator.
 SERVER_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*$")
 MAX_SERVER_NAME = 30
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A process cannot be started with NUL in its command, arguments, directory or environment: the server would fail at
 # its first start, far from this file.
 _NUL = "must not contain NUL (\\u0000): no process can be started with it"
@@ -123,8 +124,8 @@ def _server_problems(name: Any, spec: Any) -> list[str]:
             problems.append(f"{where}: field 'cwd' must be a directory path")
         elif "\x00" in spec.get("cwd", ""):
             problems.append(f"{where}: field 'cwd' {_NUL}")
-        problems.extend(_mapping_problems(where, "env", spec.get("env", {}), _ENV_NAME, value_is_env=False))
-        problems.extend(_mapping_problems(where, "env_from", spec.get("env_from", {}), _ENV_NAME, value_is_env=True))
+        problems.extend(_mapping_problems(where, "env", spec.get("env", {}), ENV_NAME, value_is_env=False))
+        problems.extend(_mapping_problems(where, "env_from", spec.get("env_from", {}), ENV_NAME, value_is_env=True))
     else:
         url = spec.get("url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
@@ -141,9 +142,9 @@ def _mapping_problems(where: str, field: str, value: Any, key_pattern: re.Patter
         return [f"{where}: field {field!r} must be a table"]
     problems = []
     for key, item in value.items():
-        if not isinstance(key, str) or not key_pattern.match(key):
+        if not isinstance(key, str) or not key_pattern.fullmatch(key):
             problems.append(f"{where}: {field}: {key!r} is not a valid name")
-        elif not isinstance(item, str) or (value_is_env and not _ENV_NAME.match(item)):
+        elif not isinstance(item, str) or (value_is_env and not is_env_name(item)):
             wanted = "the NAME of an environment variable holding the value (never the value itself)" \
                 if value_is_env else "a string"
             problems.append(f"{where}: {field}.{key} must be {wanted}")

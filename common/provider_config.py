@@ -21,6 +21,8 @@ from typing import Any, Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 
+from common.inputs import is_env_name
+
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
@@ -34,7 +36,6 @@ COMMON_MODEL_KEYS = frozenset(
 _DETAIL_PRICES = ("cached_input_price", "reasoning_price")
 
 _PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ProviderKind(Protocol):
@@ -151,7 +152,7 @@ def _provider_problems(name: Any, spec: Any, kinds: Mapping[str, type[ProviderKi
     if not isinstance(base_url, str) or (base_url and not base_url.startswith(("http://", "https://"))):
         problems.append(f"{where}: field 'base_url' must be an http:// or https:// URL, got {base_url!r}")
     api_key_env = spec.get("api_key_env", "")
-    if not isinstance(api_key_env, str) or (api_key_env and not _ENV_NAME.match(api_key_env)):
+    if not isinstance(api_key_env, str) or (api_key_env and not is_env_name(api_key_env)):
         problems.append(
             f"{where}: field 'api_key_env' must be the NAME of an environment variable (e.g. OPENAI_API_KEY), "
             "not the key itself"

@@ -671,8 +671,8 @@ LAYOUT = "agenttest.templates"
 # What code of each top-level package may import or name: a module is reached when it is an entry or under one, and a
 # package always reaches its own modules. The harness stands in layers over the host's seam (cases, recording, runs,
 # traces: each may reach those before it); agenttest/ composes everything; the demo reaches the project package only
-# through agenttest.plugin. LAYOUT, the composition root's templates (base.html, the pager), is never imported: it is
-# the site's layout, which every app's page extends — the one part of the root an app may name.
+# through agenttest.plugin. LAYOUT, the composition root's templates (base.html, the pager, the filter select), is
+# never imported: it is the site's layout, which every app's page extends — the one part of the root an app may name.
 ALLOWED_DIRECTIONS: dict[str, tuple[str, ...]] = {
     COMMON: (),
     "agenthost": (COMMON, LAYOUT),

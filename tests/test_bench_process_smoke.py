@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+from tests.bench_runs import bench_report
 
 # The bench makes a scratch database of its own (on the PostgreSQL server DATABASE_URL names, if it names one).
 pytestmark = pytest.mark.own_database
@@ -20,13 +16,7 @@ NUMBER = r"(-?[\d.]+)"
 
 @pytest.mark.slow
 def test_it_prints_a_process_agents_cost_per_case_beside_the_same_agent_in_process():
-    command = [sys.executable, "bench/process_overhead.py", "--quick"]
-    database_url = os.environ.get("DATABASE_URL", "")
-    if database_url.startswith(("postgres://", "postgresql://")):
-        command += ["--database-url", database_url]
-    done = subprocess.run(command, cwd=BASE_DIR, capture_output=True, text=True, timeout=240, check=False)
-    output = done.stdout
-    assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{output}\nstderr:\n{done.stderr}"
+    output = bench_report("process_overhead.py", "--quick")
 
     for variant in ("model only", "model + tool"):
         measured = {}

@@ -14,6 +14,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_POST
 
 from agenthost.seams import Agent, conversation_list_url
@@ -100,9 +101,10 @@ def _list(request: HttpRequest, *, error: str = "", status: int = 200) -> HttpRe
         "chosen": request.POST.get("conversation", ""),
         "filters": filters,
         "filtered": any(filters.values()),
-        "services": trace_service_names(),
-        "bindings": BINDINGS,
-        "statuses": STATUSES,
+        # As the filter partial takes its choices: (value, text).
+        "services": [(service, service) for service in trace_service_names()],
+        "bindings": [(binding, capfirst(binding)) for binding in BINDINGS],
+        "statuses": list(STATUSES.items()),
         # The page's query string without its page number, for the pager's links to keep the filters.
         "query": urlencode({name: value for name, value in filters.items() if value}),
     }

@@ -30,7 +30,7 @@ from agenthost.llm.base import (
     Usage,
 )
 from agenthost.llm.responses import parse_payload
-from common.inputs import json_value_issue
+from common.inputs import is_env_name, json_value_issue
 from common.provider_config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OPENAI_BASE_URL, is_number
 
 if TYPE_CHECKING:
@@ -45,7 +45,6 @@ _PLACEHOLDER_KEY = "not-needed"
 _MAX_FIRST_LINE = 300
 _MAX_PROBLEM_LINE = 200
 _MAX_PROBLEMS = 8
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 # The SDK's retry rules, for the attempts made here: statuses worth another attempt, the back-off between attempts
 # (0.5, 1, 2 … s up to 8 s, less up to a quarter at random) and the longest Retry-After that is waited for.
@@ -73,7 +72,7 @@ def _table_problems(where: str, value: Any, *, env: bool) -> list[str]:
     for key, item in value.items():
         if env and not _HEADER_NAME.match(str(key)):
             problems.append(f"{where}: {key!r} is not a valid HTTP header name")
-        elif env and (not isinstance(item, str) or not _ENV_NAME.match(item)):
+        elif env and not is_env_name(item):
             problems.append(
                 f"{where}: header {key!r} must name the environment variable that holds its value, got {item!r}"
             )

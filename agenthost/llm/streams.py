@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 # The base URL of the openai client that reads a stream handed back by one of agenttest's own clients: never contacted.
@@ -87,6 +87,18 @@ def response_events(payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     yield event(finished, response=dict(payload))
 
 
+def sse_body(events: Iterable[dict[str, Any]], *, done: bool = True) -> bytes:
+    """`events` as the body of a server-sent-events response: a Responses API event under its type (`event:`), a chat
+    chunk (no such type) as data alone; `done` ends it with chat completions' `[DONE]`."""
+    lines = []
+    for item in events:
+        kind = item.get("type") if isinstance(item.get("type"), str) and "." in item["type"] else None
+        lines.append((f"event: {kind}\n" if kind else "") + f"data: {json.dumps(item)}\n\n")
+    if done:
+        lines.append("data: [DONE]\n\n")
+    return "".join(lines).encode()
+
+
 def as_stream(events: Iterator[dict[str, Any]], *, client: Any, options: Any, cast_to: Any, stream_cls: Any) -> Any:
     """`events` as the openai SDK's answer to the streamed request `options` of `client`: a response of server-sent
     events to the request the client built, processed by the client itself — a `Stream`/`AsyncStream` of
@@ -94,18 +106,13 @@ def as_stream(events: Iterator[dict[str, Any]], *, client: Any, options: Any, ca
     (the Agents SDK streams that way). Awaitable for an async client."""
     import httpx2
 
-    lines = []
-    for item in events:
-        kind = item.get("type") if isinstance(item.get("type"), str) and "." in item["type"] else None
-        lines.append((f"event: {kind}\n" if kind else "") + f"data: {json.dumps(item)}\n\n")
-    lines.append("data: [DONE]\n\n")
     # The request as far as the client reads it back: its URL, and its headers (whether a raw or streaming response
     # wrapper was asked for). Not the client's own _build_request, which reads the platform (a process) for headers.
     headers = {key: value for key, value in options.headers.items() if isinstance(value, str)} if isinstance(
         options.headers, Mapping) else {}
     url = str(client.base_url).rstrip("/") + "/" + str(options.url).lstrip("/")
     response = httpx2.Response(
-        200, headers={"content-type": "text/event-stream"}, content="".join(lines).encode(),
+        200, headers={"content-type": "text/event-stream"}, content=sse_body(events),
         request=httpx2.Request(str(options.method).upper(), url, headers=headers),
     )
     return client._process_response(cast_to=cast_to, options=options, response=response, stream=True,

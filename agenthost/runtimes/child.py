@@ -39,9 +39,11 @@ from agenthost.runtimes.base import (
     deps_format_problems,
     deps_inspected_here,
     entry_inspected_here,
+    get_runtime,
     runtime_names,
 )
 from agenthost.runtimes.entry import entry_format_problem, team_code_kept_out, team_code_refusal
+from agenthost.runtimes.groups import kill_group
 from agenthost.session import ConversationSession, claim_expiry
 from agenthost.turns import (
     ConcurrentTurn,
@@ -100,21 +102,13 @@ def child_run(mode: str, payload: dict[str, Any], *, deadline: float) -> dict[st
             code = None
         finally:
             # Whatever the team's code started and left running goes with it, the child too when it overran.
-            _kill_group(process)
+            kill_group(process)
         answer = folder / ANSWER
         if code == 0 and answer.exists():
             result: dict[str, Any] = json.loads(answer.read_text(encoding="utf-8"))
             return result
         tail = (folder / LOG).read_text(encoding="utf-8", errors="replace")[-LOG_TAIL_CHARS:].strip()
         raise ChildFailed(_how(code, deadline), tail)
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
 
 
 def _how(code: int | None, deadline: float) -> str:
@@ -286,8 +280,8 @@ def entry_problems(runtime: str, entry: Any) -> dict[str, list[str]]:
         return {}
     if runtime not in runtime_names():
         return {"runtime": [f"must be one of: {', '.join(runtime_names())}; {runtime!r} is not available here"]}
-    if runtime == Agent.Runtime.PROCESS:
-        # The agent is a program its process fields name (runtimes/process.py), never imported.
+    if not get_runtime(runtime).imports_entry:
+        # The agent is a program its own fields name (runtimes/process.py), never imported.
         return {}
     if not entry:
         return {"entry": [f"runtime {runtime!r} needs the team's code to run: an entry point like "

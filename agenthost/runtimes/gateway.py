@@ -19,12 +19,11 @@ import queue
 import secrets
 import socketserver
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agenthost.llm.streams import chat_chunks, response_events, unstreamed
+from agenthost.llm.streams import chat_chunks, response_events, sse_body, unstreamed
 from agenthost.runtimes.base import RuntimeTurn, TurnStopped
 from agenthost.runtimes.python import chat_completion
 from agenthost.runtimes.responses import responses_create
@@ -200,7 +199,8 @@ class ModelGateway:
                 self.wfile.write(data)
 
             def _sse(self, api: str, events: list[dict[str, Any]]) -> None:
-                data = b"".join(_sse_lines(api, events))
+                # The Responses API ends its stream with its last event; chat completions with [DONE].
+                data = sse_body(events, done=api == CHAT)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Content-Length", str(len(data)))
@@ -230,12 +230,3 @@ def _call_tool(turn: RuntimeTurn, pending: _Pending) -> None:
         pending.answer(200, {"content": stop.result.content, "error": True})
         raise
     pending.answer(200, {"content": result.content, "error": bool(result.error)})
-
-
-def _sse_lines(api: str, events: list[dict[str, Any]]) -> Iterator[bytes]:
-    for event in events:
-        if api == RESPONSES:
-            yield f"event: {event['type']}\n".encode()
-        yield f"data: {json.dumps(event)}\n\n".encode()
-    if api == CHAT:
-        yield b"data: [DONE]\n\n"

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import selectors
 import shutil
 import signal
@@ -45,14 +44,15 @@ from agenthost.models import Agent
 from agenthost.redaction import redact_text
 from agenthost.runtimes.base import AgentCodeFailed, Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.gateway import ModelGateway
+from agenthost.runtimes.groups import kill_group
 from agenthost.runtimes.mcp_gateway import MCP_PATH, McpGateway
 from agenthost.seal import exempt
 from agenthost.turns import ConversationError
+from common.inputs import is_env_name
 
 PROTOCOLS = ("jsonl",)
 # Named for what is to come, so that a file naming it is told it is not there yet rather than that it is unknown.
 PLANNED_PROTOCOLS = ("acp",)
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by agenttest for the program itself (the model gateway); a file may not pass its own.
 RESERVED_ENV = frozenset({"OPENAI_BASE_URL", "OPENAI_API_KEY"})
 # What any program needs to start at all; everything else of agenttest's environment is passed only when named.
@@ -73,8 +73,6 @@ FORWARDER = str(Path(__file__).with_name("netns_forwarder.py"))
 EXIT_GRACE_SECONDS = 2.0
 # The file the forwarder in the namespace writes the program's own network attempts to.
 ATTEMPTS = "attempts"
-# A hang guard on the wait for a killed process group to be gone.
-GROUP_EXIT_SECONDS = 5.0
 
 
 class SandboxUnavailable(ConversationError):
@@ -142,7 +140,7 @@ def process_problems(
     if not isinstance(env, list) or not all(isinstance(name, str) for name in env):
         problems["env"] = ['must be a list of environment variable names, e.g. ["SHOP_REGION"]']
     else:
-        bad = [name for name in env if not ENV_NAME.match(name)]
+        bad = [name for name in env if not is_env_name(name)]
         reserved = sorted(RESERVED_ENV.intersection(env))
         if bad:
             problems["env"] = [f"{bad[0]!r} is not an environment variable name (letters, digits, _)"]
@@ -218,32 +216,6 @@ def _tail(log: IO[bytes]) -> str:
     size = log.tell()
     log.seek(max(size - STDERR_TAIL_CHARS * 4, 0))
     return redact_text(log.read().decode("utf-8", errors="replace")[-STDERR_TAIL_CHARS:].strip())
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
-    # A kill is delivered on the way out of the kernel: until then a member of the group still runs.
-    give_up = time.monotonic() + GROUP_EXIT_SECONDS
-    while _group_runs(process.pid) and time.monotonic() < give_up:
-        time.sleep(0.01)
-
-
-def _group_runs(group: int) -> bool:
-    """Whether a process of `group` still runs (a zombie waiting to be reaped does not)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if len(fields) > 2 and fields[2] == str(group) and fields[0] != "Z":
-            return True
-    return False
 
 
 def _feed(process: subprocess.Popen[bytes], line: bytes) -> None:
@@ -465,7 +437,7 @@ def _exchange(
             ) from None
         finally:
             # Whatever the program started and left running goes with it.
-            _kill_group(process)
+            kill_group(process)
             if process.stdout is not None:
                 process.stdout.close()
             feeder.join(timeout=5)

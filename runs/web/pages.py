@@ -169,7 +169,7 @@ def run_list_page(request: HttpRequest) -> HttpResponse:
     context = {
         "page": page,
         "runs": runs,
-        "suites": Suite.objects.only("id", "name").order_by("name"),
+        "suites": Suite.objects.order_by("name").values_list("id", "name"),
         "statuses": Run.Status.choices,
         "filters": {"suite": suite_id, "status": status},
         "query": query.urlencode(),

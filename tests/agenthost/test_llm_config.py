@@ -255,11 +255,12 @@ def test_it_refuses_a_key_written_in_the_file_without_repeating_it(tmp_path):
     assert "sk-written-in-the-file-123" not in str(caught.value)
 
 
-def test_it_rejects_an_api_key_env_that_looks_like_a_key(tmp_path):
+@pytest.mark.parametrize("api_key_env", ["sk-abc/def+ghi", "OPENAI_API_KEY\\n"])
+def test_it_rejects_an_api_key_env_that_looks_like_a_key(tmp_path, api_key_env):
     path = write(
         tmp_path,
-        '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\napi_key_env = "sk-abc/def+ghi"\n'
-        '[[providers.local.models]]\nname = "m"\n',
+        '[providers.local]\nkind = "openai"\nbase_url = "http://x/v1"\n'
+        f'api_key_env = "{api_key_env}"\n[[providers.local.models]]\nname = "m"\n',
     )
 
     with pytest.raises(ImproperlyConfigured, match="must be the NAME of an environment variable"):

@@ -57,6 +57,8 @@ MODEL = (
         ("extra_body = 'x'\n", "models[0] (model 'gpt-5-mini'): field 'extra_body' must be a table"),
         ("headers_env = { X-Org = 'sk-not-a-name' }\n",
          "field 'headers_env': header 'X-Org' must name the environment variable that holds its value"),
+        ("headers_env = { X-Org = \"ORG_ID\\n\" }\n",
+         "field 'headers_env': header 'X-Org' must name the environment variable that holds its value"),
     ],
 )
 def test_it_reports_a_bad_model_option_naming_the_provider_and_the_model(

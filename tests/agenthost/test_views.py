@@ -111,11 +111,13 @@ def test_it_pages_the_conversations_keeping_the_filter_in_the_links(client, memb
 
     first = client.get("/conversations/?tag=demo").content.decode()
     second = client.get("/conversations/?tag=demo&page=2").content.decode()
+    by_router = client.get(f"/conversations/?agent={router.pk}").content.decode()
 
     assert "Page 1 of 2" in first and 'href="?tag=demo&amp;page=2">Older →</a>' in first
     assert "← Newer" not in first
     assert "Page 2 of 2" in second and 'href="?tag=demo&amp;page=1">← Newer</a>' in second
     assert second.count("Refund question") == 2
+    assert f'<option value="{router.pk}" selected>order-router</option>' in by_router
 
 
 # --- Admin ------------------------------------------------------------------------------------------------------

@@ -63,6 +63,10 @@ def test_it_reads_the_same_servers_from_json(tmp_path):
     ('[servers.a]\ntransport = "http"\nurl = "ftp://h"', "server 'a': field 'url' must be an http:// or https://"),
     ('[servers.a]\ntransport = "http"\nurl = "http://h"\nheaders_from = { Authorization = "Bearer abc" }',
      "server 'a': headers_from.Authorization must be the NAME of an environment variable"),
+    # A line end after a name: a pattern anchored with `$` took it.
+    ('[servers.a]\ncommand = "x"\nenv_from = { TOKEN = "TIME_TOKEN\\n" }',
+     "server 'a': env_from.TOKEN must be the NAME of an environment variable"),
+    ('[servers.a]\ncommand = "x"\nenv = { "TZ\\n" = "UTC" }', "server 'a': env: 'TZ\\n' is not a valid name"),
     ('[servers.a]\ntransport = "http"\nurl = "http://h"\nheaders = { Authorization = "Bearer abc" }',
      "server 'a': unknown field 'headers'"),
     ('[servers.a__b]\ncommand = "x"', "server 'a__b': the name must be"),

@@ -118,7 +118,10 @@ def test_it_filters_runs_by_suite_and_status(admin_client, order_suite, make_sui
     assert listed(f"?suite={order_suite.pk}") == {passed.pk, failed.pk}
     assert listed("?status=failed") == {failed.pk, elsewhere.pk}
     assert listed(f"?suite={other.pk}&status=passed") == set()
-    assert "No run matches these filters." in html_of(admin_client.get(f"/runs/?suite={other.pk}&status=passed"))
+    chosen = html_of(admin_client.get(f"/runs/?suite={other.pk}&status=passed"))
+    assert "No run matches these filters." in chosen
+    # The form shows the filters chosen, each as its select's one selected option.
+    assert re.findall(r'<option value="([^"]*)" selected>', chosen) == [str(other.pk), "passed"]
 
 
 def test_it_pages_the_runs_list_keeping_the_filters(admin_client, order_suite):

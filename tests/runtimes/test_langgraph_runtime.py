@@ -15,12 +15,21 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
 from agenthost.runtimes.base import get_runtime
 from agenthost.runtimes.entry import load_entry
-from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
-from runs.models import Run
-from tests.runtimes.conftest import execute_suite, markers, suite_finding_order
-from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
-from tests.workers import WAIT_SECONDS
+from tests.runtimes.conftest import markers, suite_finding_order
+from tests.runtimes.harness import AssertionPlan, MockSpec, TurnPlan
+from tests.runtimes.shop import (
+    QUESTION,
+    assert_mocked_then_blocked,
+    assert_sent_alike,
+    case_plan,
+    execute_on,
+    find_order_mocked,
+    play_find_then_email,
+    record_then_replay,
+    replayed_after_a_change,
+    shop_agent,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,28 +69,15 @@ graph = create_agent(model(), tools=[find_order, send_email], system_prompt=PROM
 def make_graph():
     return graph
 '''
-EMAIL = {"to": "ana@example.com", "body": "Your order has shipped."}
-QUESTION = "Where is order 1042? Email me."
 
 
 def _agent(package: str, attribute: str = "graph", **fields) -> Agent:
-    return Agent.objects.create(
-        name="shop", runtime="langgraph", entry=f"{package}.bot:{attribute}",
-        **{"provider": "scripted", "model": "scripted", **fields},
-    )
-
-
-def _script(scripted_model) -> None:
-    scripted_model.play(
-        Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]),
-        Answer(tool_calls=[Call("send_email", EMAIL)]),
-        "Done: I emailed you.",
-    )
+    return shop_agent("langgraph", f"{package}.bot:{attribute}", **fields)
 
 
 def test_it_runs_langgraphs_loop_with_the_real_tools_in_chat(scripted_model, team_repo, tmp_path):
     agent = _agent(team_repo(SHOP_GRAPH))
-    _script(scripted_model)
+    play_find_then_email(scripted_model)
 
     result = conversation_send(conversation=conversation_start(agent=agent), text=QUESTION)
 
@@ -100,32 +96,6 @@ def test_it_runs_langgraphs_loop_with_the_real_tools_in_chat(scripted_model, tea
     assert result.nodes_visited == ["model", "tools", "model", "tools", "model"]
 
 
-def test_it_mocks_and_blocks_the_graphs_tool_calls_under_test_and_stops_the_turn(scripted_model, team_repo, tmp_path):
-    agent = _agent(team_repo(SHOP_GRAPH), "make_graph")
-    _script(scripted_model)
-    plan = CasePlan(
-        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
-        turns=[TurnPlan(QUESTION)], mocks=[MockSpec("find_order", '{"status": "lost"}')],
-        assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
-    )
-
-    execution = execute_case(
-        plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(
-            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-        ),
-    )
-
-    assert markers(tmp_path) == []
-    assert execution.status == "failed", execution.reason
-    assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [
-        ("find_order", "mocked"), ("send_email", "blocked")
-    ]
-    assert "send_email" in execution.reason
-    assert scripted_model.requests[1].messages[-1]["content"] == '{"status": "lost"}'
-    assert len(scripted_model.requests) == 2
-
-
 STUB_GRAPH = SHOP_GRAPH.replace(
     'def model():\n    return ChatOpenAI(model="gpt-4o-mini", temperature=0.2, api_key="unused-key", max_retries=0)',
     'def model(base_url=None):\n'
@@ -138,14 +108,6 @@ def build(base_url=None):
 '''
 
 
-def _without_call_ids(requests: list[dict]) -> list[dict]:
-    # The stub numbers its calls across both runs.
-    text = json.dumps(requests)
-    for position, call_id in enumerate(dict.fromkeys(re.findall(r'"(call_\d+)"', text))):
-        text = text.replace(f'"{call_id}"', f'"id-{position}"')
-    return json.loads(text)
-
-
 def test_it_sends_the_request_the_graph_sends_when_it_runs_on_its_own(stub, team_repo):
     package = team_repo(STUB_GRAPH)
     agent = _agent(package, provider="stub", model="gpt-4o-mini")
@@ -156,31 +118,16 @@ def test_it_sends_the_request_the_graph_sends_when_it_runs_on_its_own(stub, team
     alone = module.build(stub.base_url).invoke({"messages": [{"role": "user", "content": "Where is order 1042?"}]})
 
     assert alone["messages"][-1].content == under_agenttest.output
-    on_its_own = stub.requests[len(through_agenttest):]
-    assert len(through_agenttest) == len(on_its_own) == 2
-    for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
-        assert sorted(mine) == sorted(theirs)
-        for field in theirs:
-            assert mine[field] == theirs[field], field
+    assert_sent_alike(through_agenttest, stub.requests[len(through_agenttest):])
 
 
 def test_it_records_the_graphs_loop_replays_it_offline_and_reports_a_changed_prompt_stale(stub, team_repo):
     suite = suite_finding_order(_agent(team_repo(STUB_GRAPH), provider="stub", model="gpt-4o-mini"))
-    recorded = execute_suite(suite, Run.Mode.RECORD)
-    assert recorded.status == "passed", recorded.reason
-    sent = len(stub.requests)
-    stub.stop()
 
-    replayed = execute_suite(suite, Run.Mode.REPLAY)
+    record_then_replay(suite, stub)
 
-    assert replayed.status == "passed", replayed.reason
-    assert len(stub.requests) == sent == 2
     changed = team_repo(STUB_GRAPH.replace("Look orders up before", "Always look orders up before"))
-    Agent.objects.filter(pk=suite.agent_id).update(entry=f"{changed}.bot:graph")
-    stale = execute_suite(suite, Run.Mode.REPLAY)
-    assert stale.status == "error"
-    assert stale.reason.startswith("stale recording: the request at turn 0 step 0 differs from the recording")
-    assert "Always look orders up" in stale.reason
+    assert "Always look orders up" in replayed_after_a_change(suite, f"{changed}.bot:graph")
 
 
 # A custom StateGraph: a router node, a subgraph, and a refund that asks the user before it is made (interrupt).
@@ -227,14 +174,12 @@ uncompiled = outer
 
 def test_an_interrupt_is_answered_by_the_next_turn_of_the_case(scripted_model, team_repo):
     agent = _agent(team_repo(REFUND_GRAPH))
-    plan = CasePlan(
-        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={"customer": "Ana"},
-        turns=[
+    plan = case_plan(
+        agent, initial_state={"customer": "Ana"}, turns=[
             TurnPlan("hi", [AssertionPlan("nodesVisited", {"nodes": ["greet"], "mode": "exact"})]),
             TurnPlan("I want a refund", [AssertionPlan("nodesVisited", {"nodes": ["refund/confirm"]})]),
             TurnPlan("yes", [AssertionPlan("nodesVisited", {"nodes": ["greet"], "mode": "contains"})]),
         ],
-        mocks=[],
         assertions=[
             AssertionPlan("outputContains", {"text": "Refunded."}),
             AssertionPlan("nodesVisited", {"nodes": ["greet", "refund/confirm", "refund"], "mode": "ordered"}),
@@ -243,12 +188,7 @@ def test_an_interrupt_is_answered_by_the_next_turn_of_the_case(scripted_model, t
         ],
     )
 
-    execution = execute_case(
-        plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(
-            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-        ),
-    )
+    execution = execute_on(scripted_model, plan)
 
     assert execution.status == "failed", execution.reason
     # The third turn resumed the refund subgraph: it did not pass through greet, and the assertion says so.
@@ -363,18 +303,12 @@ graph = builder.compile()
 def test_tools_a_node_calls_itself_go_through_the_seam_too(scripted_model, team_repo, tmp_path):
     agent = _agent(team_repo(DIRECT_GRAPH))
     scripted_model.play("Your refund is on its way.")
-    plan = CasePlan(
-        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
-        turns=[TurnPlan("Refund order 1042")], mocks=[MockSpec("find_order", '{"status": "delivered"}')],
+    plan = case_plan(
+        agent, turns=[TurnPlan("Refund order 1042")], mocks=[MockSpec("find_order", '{"status": "delivered"}')],
         assertions=[AssertionPlan("toolCalled", {"function": "refund"})],
     )
 
-    execution = execute_case(
-        plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(
-            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-        ),
-    )
+    execution = execute_on(scripted_model, plan)
 
     assert markers(tmp_path) == []
     assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [
@@ -508,29 +442,18 @@ STREAMING_SHOP_GRAPH = SHOP_GRAPH.replace(
 )
 
 
-def test_it_mocks_and_blocks_a_streaming_graphs_tool_calls_under_test(scripted_model, team_repo, tmp_path):
-    agent = _agent(team_repo(STREAMING_SHOP_GRAPH))
-    _script(scripted_model)
-    plan = CasePlan(
-        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
-        turns=[TurnPlan(QUESTION)], mocks=[MockSpec("find_order", '{"status": "lost"}')],
-        assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
-    )
+# The graph's model answering whole, and streaming (its tool calls then come in chunks LangChain puts together).
+@pytest.mark.parametrize(("source", "attribute"), [(SHOP_GRAPH, "make_graph"), (STREAMING_SHOP_GRAPH, "graph")],
+                         ids=["unstreamed", "streaming"])
+def test_it_mocks_and_blocks_the_graphs_tool_calls_under_test_and_stops_the_turn(
+    scripted_model, team_repo, tmp_path, source, attribute
+):
+    agent = _agent(team_repo(source), attribute)
+    play_find_then_email(scripted_model)
 
-    execution = execute_case(
-        plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(
-            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-        ),
-    )
+    execution = execute_on(scripted_model, find_order_mocked(agent))
 
-    assert markers(tmp_path) == []
-    assert execution.status == "failed", execution.reason
-    # The tool calls came in the streamed chunks: LangChain put them together, as from the API.
-    assert [(c["name"], c["outcome"]) for c in execution.tool_calls] == [
-        ("find_order", "mocked"), ("send_email", "blocked")
-    ]
-    assert "send_email" in execution.reason
+    assert_mocked_then_blocked(execution, tmp_path)
     assert scripted_model.requests[1].messages[-1]["content"] == '{"status": "lost"}'
     assert len(scripted_model.requests) == 2
 
@@ -561,25 +484,13 @@ def test_a_streaming_graph_sends_the_request_the_graph_sends_unstreamed_on_its_o
     )
 
     assert alone["messages"][-1].content == under_agenttest.output
-    on_its_own = stub.requests[len(through_agenttest):]
-    assert len(through_agenttest) == len(on_its_own) == 2
-    for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
-        assert sorted(mine) == sorted(theirs)
-        for field in theirs:
-            assert mine[field] == theirs[field], field
+    assert_sent_alike(through_agenttest, stub.requests[len(through_agenttest):])
 
 
 def test_it_records_a_streaming_graph_and_replays_it_with_the_server_gone(stub, team_repo):
     suite = suite_finding_order(_agent(team_repo(STREAMING_STUB_GRAPH), provider="stub", model="gpt-4o-mini"))
-    recorded = execute_suite(suite, Run.Mode.RECORD)
-    assert recorded.status == "passed", recorded.reason
-    sent = len(stub.requests)
-    stub.stop()
 
-    replayed = execute_suite(suite, Run.Mode.REPLAY)
-
-    assert replayed.status == "passed", replayed.reason
-    assert len(stub.requests) == sent == 2
+    record_then_replay(suite, stub)
 
 
 # A graph whose state is not a messages state: the user's message is `question`, the reply `answer`, said on the
@@ -617,18 +528,13 @@ def test_a_graph_names_other_state_keys_for_the_message_and_the_reply(scripted_m
     package = team_repo(KEYED_GRAPH)
     agent = _agent(package)
     scripted_model.play("Order 1042 has shipped.", "It left on Monday.")
-    plan = CasePlan(
-        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={"customer": "Ana"},
-        turns=[TurnPlan("Where is order 1042?"), TurnPlan("When did it leave?")], mocks=[],
+    plan = case_plan(
+        agent, initial_state={"customer": "Ana"},
+        turns=[TurnPlan("Where is order 1042?"), TurnPlan("When did it leave?")],
         assertions=[AssertionPlan("outputContains", {"text": "It left on Monday. (turn 2)"})],
     )
 
-    execution = execute_case(
-        plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(
-            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-        ),
-    )
+    execution = execute_on(scripted_model, plan)
 
     assert execution.status == "passed", execution.reason
     first, second = scripted_model.requests
@@ -663,18 +569,12 @@ graph = builder.compile()
 
 def test_a_chat_model_of_another_vendor_is_refused_under_test_naming_it_and_runs_in_chat(scripted_model, team_repo):
     agent = _agent(team_repo(FOREIGN_GRAPH))
-    plan = CasePlan(
-        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
-        turns=[TurnPlan("Where is order 1042?")], mocks=[],
+    plan = case_plan(
+        agent, turns=[TurnPlan("Where is order 1042?")],
         assertions=[AssertionPlan("outputContains", {"text": "shipped"})],
     )
 
-    execution = execute_case(
-        plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(
-            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-        ),
-    )
+    execution = execute_on(scripted_model, plan)
 
     assert execution.status == "error"
     assert ("a chat model of another vendor, FakeListChatModel (langchain_core.language_models.fake_chat_models)"
@@ -741,19 +641,13 @@ def test_a_subgraphs_model_and_tool_calls_are_made_as_its_agent_after_a_goto(scr
 
 def test_a_command_goto_to_a_plain_node_is_routing_that_routed_to_agent_sees(scripted_model, team_repo):
     agent = _agent(team_repo(HANDOFF_GRAPH))
-    plan = CasePlan(
-        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
-        turns=[TurnPlan("A question about my invoice")], mocks=[],
+    plan = case_plan(
+        agent, turns=[TurnPlan("A question about my invoice")],
         assertions=[AssertionPlan("routedToAgent", {"agent": "billing"}),
                     AssertionPlan("routedToAgent", {"agent": "support"})],
     )
 
-    execution = execute_case(
-        plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(
-            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-        ),
-    )
+    execution = execute_on(scripted_model, plan)
 
     assert [(outcome["type"], outcome["status"]) for outcome in execution.assertions] == [
         ("routedToAgent", "passed"), ("routedToAgent", "failed"),

@@ -3,7 +3,6 @@ with the SDK's own loop — its model calls through agenttest's model layer, its
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -12,16 +11,24 @@ from django.urls import reverse
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
-from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
 from cases.models import Assertion, Case, Mock, Suite, Turn
-from runs.engine.case_runner import execute_case
-from runs.engine.case_session import MockSpec
-from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
-from runs.models import CaseResult, Run
+from runs.models import CaseResult
 from runs.services import run_create, run_execute
-from tests.runtimes.conftest import execute_suite, markers, suite_finding_order
-from tests.workers import WAIT_SECONDS
+from tests.runtimes.conftest import markers, suite_finding_order
+from tests.runtimes.harness import AssertionPlan, TurnPlan
+from tests.runtimes.shop import (
+    QUESTION,
+    assert_mocked_then_blocked,
+    assert_sent_alike,
+    case_plan,
+    execute_on,
+    find_order_mocked,
+    play_find_then_email,
+    record_then_replay,
+    replayed_after_a_change,
+    shop_agent,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,24 +64,14 @@ triage = Agent(
     model_settings=ModelSettings(temperature=0.3),
 )
 '''
-EMAIL = {"to": "ana@example.com", "body": "Your order has shipped."}
-QUESTION = "Where is order 1042? Email me."
 
 
-def _agent(package: str, **fields) -> Agent:
-    return Agent.objects.create(
-        name="shop", runtime="openai-agents", entry=f"{package}.bot:triage",
-        **{"provider": "scripted", "model": "scripted", **fields},
-    )
+def _agent(package: str, attribute: str = "triage", **fields) -> Agent:
+    return shop_agent("openai-agents", f"{package}.bot:{attribute}", **fields)
 
 
 def _script(scripted_model) -> None:
-    scripted_model.play(
-        Answer(tool_calls=[Call("find_order", {"order_id": "1042"})]),
-        Answer(tool_calls=[Call("transfer_to_billing", {})]),
-        Answer(tool_calls=[Call("send_email", EMAIL)]),
-        "Done: I emailed you.",
-    )
+    play_find_then_email(scripted_model, Answer(tool_calls=[Call("transfer_to_billing", {})]))
 
 
 def test_it_runs_the_sdks_loop_with_the_real_tools_in_chat_and_names_the_agent_of_each_call(
@@ -154,25 +151,11 @@ def test_it_names_the_sdk_agent_of_each_message_through_a_handoff_in_chat_and_un
 def test_it_mocks_and_blocks_the_sdks_tool_calls_under_test_and_stops_the_turn(scripted_model, team_repo, tmp_path):
     agent = _agent(team_repo(SHOP_AGENTS))
     _script(scripted_model)
-    plan = CasePlan(
-        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={},
-        turns=[TurnPlan(QUESTION)], mocks=[MockSpec("find_order", '{"status": "lost"}')],
-        assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
-    )
 
-    execution = execute_case(
-        plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(
-            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-        ),
-    )
+    execution = execute_on(scripted_model, find_order_mocked(agent))
 
-    assert markers(tmp_path) == []
-    assert execution.status == "failed", execution.reason
-    assert [(c["name"], c["agent"], c["outcome"]) for c in execution.tool_calls] == [
-        ("find_order", "triage", "mocked"), ("send_email", "billing", "blocked")
-    ]
-    assert "send_email" in execution.reason
+    assert_mocked_then_blocked(execution, tmp_path)
+    assert [c["agent"] for c in execution.tool_calls] == ["triage", "billing"]
     # After the blocked call the SDK's loop did not ask the model again: the turn stopped, as natively.
     assert len(scripted_model.requests) == 3
 
@@ -182,20 +165,13 @@ def test_it_refuses_under_test_an_agent_with_a_tool_the_sdk_would_run_itself(scr
         SHOP_AGENTS
         + "\nfrom agents import WebSearchTool\n\nsearcher = triage.clone(tools=[find_order, WebSearchTool()])\n"
     )
-    agent = Agent.objects.create(name="shop", runtime="openai-agents", entry=f"{package}.bot:searcher",
-                                 provider="scripted", model="scripted")
+    agent = _agent(package, "searcher")
     _script(scripted_model)
-    plan = CasePlan(
-        id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={}, turns=[TurnPlan(QUESTION)],
-        mocks=[], assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
+    plan = case_plan(
+        agent, turns=[TurnPlan(QUESTION)], assertions=[AssertionPlan("toolCalled", {"function": "find_order"})]
     )
 
-    execution = execute_case(
-        plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(
-            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-        ),
-    )
+    execution = execute_on(scripted_model, plan)
 
     assert execution.status == "error"
     assert "would run itself, outside agenttest's seam" in execution.reason
@@ -209,30 +185,13 @@ def _suite(package: str) -> Suite:
 
 def test_it_records_the_sdks_loop_replays_it_offline_and_reports_a_changed_instruction_stale(stub, team_repo):
     suite = _suite(team_repo(SHOP_AGENTS))
-    recorded = execute_suite(suite, Run.Mode.RECORD)
-    assert recorded.status == "passed", recorded.reason
-    sent = len(stub.requests)
-    stub.stop()
 
-    replayed = execute_suite(suite, Run.Mode.REPLAY)
+    record_then_replay(suite, stub)
 
-    assert replayed.status == "passed", replayed.reason
-    assert len(stub.requests) == sent == 2
     changed = team_repo(SHOP_AGENTS.replace("Look orders up;", "Always look orders up first;"))
-    Agent.objects.filter(pk=suite.agent_id).update(entry=f"{changed}.bot:triage")
-    stale = execute_suite(suite, Run.Mode.REPLAY)
-    assert stale.status == "error"
-    assert stale.reason.startswith("stale recording: the request at turn 0 step 0 differs from the recording")
-    assert "First difference: settings.instructions" in stale.reason
-    assert "Always look orders up first" in stale.reason
-
-
-def _without_call_ids(requests: list[dict]) -> list[dict]:
-    # The stub numbers its call, response and output item ids across both runs.
-    text = json.dumps(requests)
-    for position, call_id in enumerate(dict.fromkeys(re.findall(r'"((?:call|\w+_resp_stub)_\d+(?:_\d+)?)"', text))):
-        text = text.replace(f'"{call_id}"', f'"id-{position}"')
-    return json.loads(text)
+    stale = replayed_after_a_change(suite, f"{changed}.bot:triage")
+    assert "First difference: settings.instructions" in stale
+    assert "Always look orders up first" in stale
 
 
 def test_it_sends_the_request_the_sdk_sends_when_the_agent_runs_on_its_own(stub, team_repo):
@@ -249,10 +208,5 @@ def test_it_sends_the_request_the_sdk_sends_when_the_agent_runs_on_its_own(stub,
                             run_config=RunConfig(model=model, tracing_disabled=True))
 
     assert alone.final_output == under_agenttest.output
-    on_its_own = stub.requests[len(through_agenttest):]
-    assert len(through_agenttest) == len(on_its_own) == 2
     assert stub.paths == ["/v1/responses"] * 4
-    for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
-        assert sorted(mine) == sorted(theirs)
-        for field in theirs:
-            assert mine[field] == theirs[field], field
+    assert_sent_alike(through_agenttest, stub.requests[len(through_agenttest):])

@@ -28,7 +28,8 @@ from runs.engine.case_session import MockSpec
 from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.models import Run
 from tests.runtimes.conftest import execute_suite, markers, stub_provider, suite_finding_order
-from tests.runtimes.test_pydantic_ai_runtime import EMAIL, SHOP_AGENT, _module, _without_call_ids
+from tests.runtimes.shop import EMAIL, without_stub_ids
+from tests.runtimes.test_pydantic_ai_runtime import SHOP_AGENT, _module
 from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -240,7 +241,7 @@ def test_it_sends_the_requests_pydantic_ai_sends_on_its_own_across_turns_ending_
     assert [message["role"] for message in through_agenttest[3]["messages"]] == [
         "system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "user",
     ]
-    for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
+    for mine, theirs in zip(without_stub_ids(through_agenttest), without_stub_ids(on_its_own), strict=True):
         assert theirs.pop("stream") is False
         assert sorted(mine) == sorted(theirs)
         for field in theirs:

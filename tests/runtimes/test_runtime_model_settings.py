@@ -11,11 +11,8 @@ from agenthost.runtimes.base import AgentCodeFailed
 from agenthost.services import conversation_send, conversation_start
 from runs.models import Run
 from tests.runtimes.conftest import execute_suite
-from tests.runtimes.test_openai_agents_runtime import (
-    SHOP_AGENTS,
-    _suite,
-    _without_call_ids,
-)
+from tests.runtimes.shop import without_stub_ids
+from tests.runtimes.test_openai_agents_runtime import SHOP_AGENTS, _suite
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,7 +40,7 @@ def test_it_sends_the_sdks_model_settings_as_the_sdk_sends_them_alone(stub, team
     assert under_agenttest.output.startswith("Your order:")
     on_its_own = stub.requests[len(through_agenttest):]
     assert len(through_agenttest) == len(on_its_own) == 2
-    for mine, theirs in zip(_without_call_ids(through_agenttest), _without_call_ids(on_its_own), strict=True):
+    for mine, theirs in zip(without_stub_ids(through_agenttest), without_stub_ids(on_its_own), strict=True):
         assert mine == theirs
         assert {name: mine[name] for name in SENT} == SENT
 

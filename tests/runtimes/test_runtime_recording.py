@@ -17,8 +17,9 @@ from runs.models import CaseResult
 from runs.services import run_create, run_execute
 from tests.recording.test_segmenter import segments_answer
 from tests.runtimes.conftest import markers
+from tests.runtimes.shop import EMAIL, QUESTION
 from tests.runtimes.test_langgraph_runtime import SHOP_GRAPH
-from tests.runtimes.test_openai_agents_runtime import EMAIL, QUESTION, SHOP_AGENTS
+from tests.runtimes.test_openai_agents_runtime import SHOP_AGENTS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

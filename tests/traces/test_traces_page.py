@@ -4,6 +4,8 @@ bad filter is a 400 naming it; and a fixed number of queries however many conver
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -101,6 +103,9 @@ def test_it_filters_by_service_binding_and_status(client, three, query, listed):
             found.append("warehouse")
     assert found == listed
     assert ("No conversation matches these filters" in page) == (not listed)
+    # The form shows the filters chosen, each as its select's one selected option.
+    chosen = [value for pair in query.split("&") for value in pair.partition("=")[2:]]
+    assert re.findall(r'<option value="([^"]*)" selected>', page) == chosen
 
 
 @pytest.mark.parametrize(("query", "named"), [("binding=maybe", "binding: must be one of bound, unbound"),
