@@ -19,7 +19,7 @@ import queue
 import secrets
 import socketserver
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -34,6 +34,8 @@ from agenthost.turns import ConversationError
 CHAT, RESPONSES = "chat", "responses"
 # A tool call of the MCP gateway (runtimes/mcp_gateway.py), answered on the turn's thread like a model call.
 TOOL = "tool"
+# A request an ACP agent makes of its client (runtimes/acp.py): its own answer on the turn's thread (`submit`'s call).
+CLIENT = "client"
 ROUTES = {"/v1/chat/completions": CHAT, "/chat/completions": CHAT, "/v1/responses": RESPONSES, "/responses": RESPONSES}
 # The largest request body taken: a conversation far past any model's context.
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -47,6 +49,8 @@ class _Pending:
     payload: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    # What answers a CLIENT request, on the turn's thread.
+    call: Callable[[RuntimeTurn, _Pending], None] | None = None
 
     def answer(self, status: int, payload: dict[str, Any], events: list[dict[str, Any]] | None = None) -> None:
         self.status, self.payload, self.events = status, payload, events
@@ -113,9 +117,12 @@ class ModelGateway:
                 # The layer refuses a field it cannot carry faithfully: the program is told which, as a 400.
                 pending.answer(400, _error(str(exc), "invalid_request_error"))
 
-    def submit(self, api: str, body: dict[str, Any]) -> _Pending:
-        """Hand a request to the turn's thread; its answer is set on the returned pending request."""
-        pending = _Pending(api, body)
+    def submit(
+        self, api: str, body: dict[str, Any], call: Callable[[RuntimeTurn, _Pending], None] | None = None
+    ) -> _Pending:
+        """Hand a request to the turn's thread; its answer is set on the returned pending request (by `call`, for a
+        CLIENT request)."""
+        pending = _Pending(api, body, call=call)
         if self._closed.is_set():
             pending.answer(503, _error("the agent's turn is over", "api_error"))
             return pending
@@ -129,7 +136,9 @@ class ModelGateway:
     def _answer(self, turn: RuntimeTurn, pending: _Pending) -> None:
         body = pending.body
         streamed = body.get("stream") is True
-        if pending.api == TOOL:
+        if pending.call is not None:
+            pending.call(turn, pending)
+        elif pending.api == TOOL:
             _call_tool(turn, pending)
         elif pending.api == CHAT:
             completion = chat_completion(turn, unstreamed(body) if streamed else body)
