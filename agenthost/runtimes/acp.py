@@ -87,6 +87,7 @@ from agenthost.runtimes.process import (
     stderr_tail,
     turn_deadline,
 )
+from agenthost.seal import exempt
 
 # The names the client's side of ACP goes through the seam under (a mock or a case's `toolCalled` names them).
 FS_READ, FS_WRITE = "fs_read_text_file", "fs_write_text_file"
@@ -371,7 +372,8 @@ async def _answered(pending: _Pending) -> None:
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(settle)
 
-    threading.Thread(target=wait, daemon=True, name="agenttest-acp-answer").start()
+    with exempt():
+        threading.Thread(target=wait, daemon=True, name="agenttest-acp-answer").start()
     await answered
 
 
@@ -391,7 +393,9 @@ class _Session:
         self._conn: Any = None
         self._session_id = ""
         self._thread = threading.Thread(target=self._run, daemon=True, name="agenttest-acp-client")
-        self._thread.start()
+        with exempt():
+            # agenttest's own side of the connection, not the team's code: outside the case's seal.
+            self._thread.start()
 
     def _run(self) -> None:
         try:
@@ -541,8 +545,10 @@ def acp_exchange(
                 ended = f" ({exit_said(code)})" if code is not None and not problem else ""
                 raise Ended((problem or session.failure) + ended)
             if session.cancelled:
-                raise Ended(f"did not answer within {budget}; it was sent session/cancel and ended its prompt "
-                            f"({session.stop_reason})")
+                cancelled = (f"did not answer within {budget}; it was sent session/cancel and ended its prompt "
+                             f"({session.stop_reason})")
+                executor.case_stopped(turn.conversation_id, f"the agent's program {cancelled}")
+                raise Ended(cancelled)
             let_finish(process, deadline)
         except Ended as ended:
             tail = stderr_tail(log)

@@ -6,6 +6,7 @@ costs its case an Error naming it, and leaves nothing running."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import textwrap
@@ -67,8 +68,14 @@ MISBEHAVIOURS = {
                      '"message": "no model key"}}), flush=True); time.sleep(10_000)',
                      ["answered session/prompt with an error", "no model key"]),
 }
-# Reads session/cancel and goes on sleeping: the deadline's cancel is ignored.
-IGNORES_CANCEL = MISBEHAVING_PREFIX + "sys.stdin.readline()\ntime.sleep(10_000)\n"
+# Waits for session/cancel, then ignores it or ends its prompt as cancelled.
+AT_THE_DEADLINE = {
+    "ignores session/cancel": ("sys.stdin.readline()\ntime.sleep(10_000)\n",
+                               "ignored session/cancel (its prompt had not ended 1 s after it), so it was killed"),
+    "honours session/cancel": ('sys.stdin.readline()\nanswer(prompt, {"stopReason": "cancelled"})\n'
+                               "time.sleep(10_000)\n",
+                               "it was sent session/cancel and ended its prompt (cancelled)"),
+}
 
 
 def _agent(program: Path, *, env: list[str] | None = None, functions: list | None = None) -> Agent:
@@ -179,16 +186,21 @@ def test_it_ends_the_case_with_an_error_naming_what_the_acp_program_did(
     assert not [pid for pid in map(int, pids.read_text().split()) if _running(pid)]
 
 
-def test_it_kills_a_program_that_ignores_session_cancel_at_the_case_deadline(scripted_model, tmp_path, monkeypatch):
+@pytest.mark.parametrize("behaviour", sorted(AT_THE_DEADLINE))
+def test_it_sends_session_cancel_at_the_case_deadline_and_says_how_the_program_took_it(
+    behaviour, scripted_model, tmp_path, monkeypatch
+):
     pids = tmp_path / "pids"
     monkeypatch.setenv("PIDS", str(pids))
-    (tmp_path / "agent.py").write_text(textwrap.dedent(IGNORES_CANCEL))
+    action, said = AT_THE_DEADLINE[behaviour]
+    (tmp_path / "agent.py").write_text(textwrap.dedent(MISBEHAVING_PREFIX) + action)
     plan = _plan(_agent(tmp_path / "agent.py", env=["PIDS"]), mocks=[],
                  assertions=[AssertionPlan("outputContains", {"text": "note"})])
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=_suite(timeout=1))
 
     assert outcome.status == "error", outcome.reason
-    assert outcome.reason.startswith("the case timed out after 1 s; the agent's program did not answer within the "
-                                     "turn's 1 s and ignored session/cancel"), outcome.reason
+    # (What is left of the case's second when the turn starts is the turn's budget, as said.)
+    assert re.fullmatch(rf"the case timed out after 1 s; the agent's program did not answer within the turn's \d s"
+                        rf"(;| and) {re.escape(said)}", outcome.reason), outcome.reason
     assert not [pid for pid in map(int, pids.read_text().split()) if _running(pid)]
