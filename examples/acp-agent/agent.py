@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx2
@@ -127,14 +128,12 @@ class _McpTools:
     def __init__(self, servers: list[Any]) -> None:
         self._server = servers[0] if servers else None
         self.declarations: list[dict[str, Any]] = []
-        self._stack: Any = None
+        self._stack: AsyncExitStack | None = None
         self._session: ClientSession | None = None
 
     async def __aenter__(self) -> _McpTools:
         if self._server is None:
             return self
-        from contextlib import AsyncExitStack
-
         self._stack = AsyncExitStack()
         headers = {header.name: header.value for header in self._server.headers or []}
         http = await self._stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=30))
