@@ -77,6 +77,40 @@ AT_THE_DEADLINE = {
                                "it was sent session/cancel and ended its prompt (cancelled)"),
 }
 
+# Asks permission for a tool call and reads notes.txt of its session's directory (plain JSON-RPC lines), then says
+# what it was answered.
+ASKS_AND_READS = """
+import json
+import sys
+
+
+def read():
+    return json.loads(sys.stdin.readline())
+
+
+def send(message):
+    print(json.dumps({"jsonrpc": "2.0", **message}), flush=True)
+
+
+initialize = read()
+send({"id": initialize["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}}})
+new = read()
+send({"id": new["id"], "result": {"sessionId": "s1"}})
+prompt = read()
+send({"id": 100, "method": "session/request_permission", "params": {"sessionId": "s1", "toolCall": {
+    "toolCallId": "call_1", "title": "Delete build/"}, "options": [
+    {"optionId": "no", "name": "Reject", "kind": "reject_once"},
+    {"optionId": "yes", "name": "Allow", "kind": "allow_once"}]}})
+chosen = read()["result"]["outcome"]["optionId"]
+send({"id": 101, "method": "fs/read_text_file", "params": {
+    "sessionId": "s1", "path": new["params"]["cwd"] + "/notes.txt"}})
+notes = read()["result"]["content"]
+send({"method": "session/update", "params": {"sessionId": "s1", "update": {
+    "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"{chosen} | {notes}"}}}})
+send({"id": prompt["id"], "result": {"stopReason": "end_turn"}})
+sys.stdin.read()
+"""
+
 
 def _agent(program: Path, *, env: list[str] | None = None, functions: list | None = None) -> Agent:
     return Agent.objects.create(
@@ -164,6 +198,30 @@ def test_it_writes_the_file_and_runs_the_command_in_the_conversations_directory_
     tool_results = [m["content"] for m in scripted_model.requests[1].messages if m["role"] == "tool"]
     assert tool_results[1:] == ["wrote note-1042.txt", f"exit code 0: {NOTE}"]
     assert '"order_id": "1042"' in tool_results[0]
+
+
+def test_it_answers_a_permission_and_a_file_read_from_the_cases_mocks(scripted_model, tmp_path):
+    (tmp_path / "agent.py").write_text(textwrap.dedent(ASKS_AND_READS))
+    plan = _plan(_agent(tmp_path / "agent.py"), mocks=[
+        MockSpec("session_request_permission", "no"), MockSpec("fs_read_text_file", "ship on Friday"),
+    ], assertions=[AssertionPlan("outputContains", {"text": "no | ship on Friday"})])
+
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=_suite())
+
+    assert outcome.status == "passed", (outcome.reason, outcome.assertions)
+    assert [(call["name"], call["outcome"]) for call in outcome.tool_calls] == [
+        ("session_request_permission", "mocked"), ("fs_read_text_file", "mocked"),
+    ]
+
+
+def test_it_grants_a_permission_once_and_reads_the_conversations_directory_in_chat(scripted_model, tmp_path):
+    (tmp_path / "agent.py").write_text(textwrap.dedent(ASKS_AND_READS))
+    conversation = conversation_start(agent=_agent(tmp_path / "agent.py"))
+    (conversation_directory(conversation.pk) / "notes.txt").write_text("ship on Monday")
+
+    result = conversation_send(conversation=conversation, text="Clean the build.")
+
+    assert result.output == "yes | ship on Monday"
 
 
 @pytest.mark.parametrize("misbehaviour", sorted(MISBEHAVIOURS))
