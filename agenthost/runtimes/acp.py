@@ -118,6 +118,8 @@ CLIENT_DECLARATIONS: dict[str, dict[str, Any]] = {
 def client_declarations() -> list[dict[str, Any]]:
     """The client's side of ACP as the functions an ACP agent calls (a case's mocks and assertions name them)."""
     return [{"name": name, **declared, "runtime": "process"} for name, declared in CLIENT_DECLARATIONS.items()]
+
+
 # What the transcript calls what the agent reports (session/update), never through the seam: "acp_<kind>" and plans.
 REPORTED = "reported"
 PLAN = "acp_plan"
@@ -246,7 +248,7 @@ class _Client:
         await _answered(pending)
         content = str(pending.payload.get("content", ""))
         if pending.status != 200 or pending.payload.get("error"):
-            raise RequestError(-32000, f"agenttest did not {name.replace('_', ' ')}: {content}")
+            raise RequestError(-32000, f"agenttest refused {name}: {content}")
         return content
 
     async def read_text_file(self, session_id: str, path: str, line: int | None = None, limit: int | None = None,
@@ -388,6 +390,8 @@ class _Session:
         self.stop_reason = ""
         self.failure = ""
         self.cancelled = False
+        # The request the agent is to answer; a deadline before its session exists has nothing to cancel.
+        self.step = "initialize"
         self.transport: _Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._conn: Any = None
@@ -416,7 +420,6 @@ class _Session:
         # The library's Client protocol names every method a client may have; it routes the ones it lacks (the
         # unstable elicitation, extensions) as "method not found".
         self._conn = connect_to_agent(cast("Client", self._client), self.transport)
-        step = "initialize"
         try:
             await self._conn.initialize(
                 protocol_version=PROTOCOL_VERSION,
@@ -425,19 +428,19 @@ class _Session:
                 ),
                 client_info=Implementation(name="agenttest", version="1"),
             )
-            step = "session/new"
+            self.step = "session/new"
             servers = [HttpMcpServer(type="http", name="agenttest", url=self._mcp_url,
                                      headers=[HttpHeader(name="Authorization", value=f"Bearer {self._key}")])]
             session = await self._conn.new_session(cwd=str(self._root), mcp_servers=servers if self._mcp_url else [])
             self._session_id = session.session_id
-            step = "session/prompt"
+            self.step = "session/prompt"
             response = await self._conn.prompt(session_id=self._session_id,
                                                prompt=[text_block(text) for text in self._prompt])
             self.stop_reason = str(getattr(response.stop_reason, "value", response.stop_reason))
         except RequestError as exc:
-            self.failure = f"answered {step} with an error: {redact_text(str(exc))[:500]}"
+            self.failure = f"answered {self.step} with an error: {redact_text(str(exc))[:500]}"
         except (ConnectionError, asyncio.CancelledError):
-            self.failure = f"ended its side of the connection before it answered {step}"
+            self.failure = f"ended its side of the connection before it answered {self.step}"
         finally:
             # The program's stdin closed: an agent reading it to its end exits on its own.
             await self.transport.close()
@@ -455,10 +458,11 @@ class _Session:
     def close(self) -> None:
         """After the program's group is gone, its connection ends: the thread is waited for (a hang guard)."""
         self._thread.join(timeout=DRAIN_SECONDS * 2)
-        if not self._thread.is_alive():
-            # Still running, the thread may yet write its end: its pipe is left to the collector.
-            os.close(self.done_read)
-            os.close(self._done_write)
+        if self._thread.is_alive():
+            # Still running, the thread may yet write its end: its pipe is left open.
+            return
+        os.close(self.done_read)
+        os.close(self._done_write)
 
 
 def _prompt(turn: RuntimeTurn) -> list[str]:
@@ -505,6 +509,10 @@ def _wait(session: _Session, process: subprocess.Popen[bytes], deadline: float, 
                     raise Ended(ignored)
                 if process.poll() is not None:
                     raise Ended(f"{exit_said(process.returncode)} without answering")
+                if session.step != "session/prompt":
+                    unanswered = f"did not answer {session.step} within {budget}, so it was killed"
+                    executor.case_stopped(turn.conversation_id, f"the agent's program {unanswered}")
+                    raise Ended(unanswered)
                 session.cancel()
                 give_up = time.monotonic() + CANCEL_GRACE_SECONDS
     finally:

@@ -262,3 +262,20 @@ def test_it_sends_session_cancel_at_the_case_deadline_and_says_how_the_program_t
     assert re.fullmatch(rf"the case timed out after 1 s; the agent's program did not answer within the turn's \d s"
                         rf"(;| and) {re.escape(said)}", outcome.reason), outcome.reason
     assert not [pid for pid in map(int, pids.read_text().split()) if _running(pid)]
+
+
+def test_it_stops_a_program_that_never_answers_initialize_at_the_case_deadline(scripted_model, tmp_path, monkeypatch):
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("PIDS", str(pids))
+    (tmp_path / "agent.py").write_text(
+        "import os, sys, time\nopen(os.environ['PIDS'], 'w').write(str(os.getpid()))\nsys.stdin.readline()\n"
+        "time.sleep(10_000)\n"
+    )
+    plan = _plan(_agent(tmp_path / "agent.py", env=["PIDS"]), mocks=[],
+                 assertions=[AssertionPlan("outputContains", {"text": "note"})])
+
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=_suite(timeout=1))
+
+    assert re.fullmatch(r"the case timed out after 1 s; the agent's program did not answer initialize within the "
+                        r"turn's \d s, so it was killed", outcome.reason), outcome.reason
+    assert not _running(int(pids.read_text()))
