@@ -64,6 +64,8 @@ MISBEHAVIOURS = {
                          ["wrote a line that is not JSON-RPC (not JSON", "'Sure! Working on it.'"]),
     "not a JSON-RPC message": ('print(\'{"text": "hi"}\', flush=True); time.sleep(10_000)',
                                ["wrote a line that is not a JSON-RPC 2.0 message"]),
+    "stdout flood": ('sys.stdout.write("x" * 3_000_000); sys.stdout.flush(); time.sleep(10_000)',
+                     ["flooded its stdout: more than 1048576 bytes without a line end"]),
     "prompt error": ('print(json.dumps({"jsonrpc": "2.0", "id": prompt["id"], "error": {"code": -32603, '
                      '"message": "no model key"}}), flush=True); time.sleep(10_000)',
                      ["answered session/prompt with an error", "no model key"]),
