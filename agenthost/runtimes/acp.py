@@ -135,9 +135,7 @@ TERMINAL_OUTPUT_BYTES = 64 * 1024
 
 def conversation_directory(conversation_id: int) -> Path:
     """The conversation's own directory: the ACP session's cwd, where chat runs the agent's file and terminal work."""
-    path = Path(settings.VAR_DIR, "conversations", str(conversation_id))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return Path(settings.VAR_DIR, "conversations", str(conversation_id)).absolute()
 
 
 def _inside(root: Path, path: str) -> Path:
@@ -280,6 +278,7 @@ class _Client:
 
         def run(arguments: dict[str, Any]) -> str:
             directory = _inside(self._root, cwd or ".")
+            directory.mkdir(parents=True, exist_ok=True)
             variables = {**os.environ, **{item.name: item.value for item in env or []}}
             try:
                 done = subprocess.run(
@@ -540,6 +539,9 @@ def acp_exchange(
     deadline = turn_deadline(turn)
     budget = f"the turn's {max(deadline - time.monotonic(), 0):.0f} s"
     root = conversation_directory(turn.conversation_id)
+    # There for the agent to find (an agent may start in its session's cwd), and under test gone again when nothing
+    # was put there (everything mocked or blocked).
+    root.mkdir(parents=True, exist_ok=True)
     client = _Client(gateway, root, deadline)
     with tempfile.TemporaryFile(prefix="agenttest-acp-") as log:
         process = start_program(argv, env, spec, log)
@@ -568,6 +570,9 @@ def acp_exchange(
         finally:
             kill_group(process)
             session.close()
+            if turn.session.case is not None:
+                with contextlib.suppress(OSError):
+                    root.rmdir()
     _record(turn, client.transcript)
     return redact_text("".join(client.transcript.chunks))
 

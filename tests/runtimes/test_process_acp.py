@@ -114,6 +114,13 @@ sys.stdin.read()
 """
 
 
+@pytest.fixture(autouse=True)
+def var_dir(settings, tmp_path):
+    """A var directory of the test's own: conversation ids start again with each test database."""
+    settings.VAR_DIR = tmp_path / "var"
+    return settings.VAR_DIR
+
+
 def _agent(program: Path, *, env: list[str] | None = None, functions: list | None = None) -> Agent:
     return Agent.objects.create(
         name="notes", runtime="process", command=sys.executable, args=[program.name], cwd=str(program.parent),
@@ -167,7 +174,7 @@ def test_it_runs_an_acp_turn_with_the_file_write_and_the_command_mocked(scripted
     ]
     # The mocked terminal's output reached the model as the command's.
     assert scripted_model.requests[1].messages[-1]["content"] == f"exit code 0: {NOTE}"
-    assert not list(conversation_directory(outcome.conversation_id).iterdir())
+    assert not conversation_directory(outcome.conversation_id).exists()
 
 
 def test_it_blocks_an_unmocked_file_write_with_no_side_effect(scripted_model, tmp_path):
@@ -219,6 +226,7 @@ def test_it_answers_a_permission_and_a_file_read_from_the_cases_mocks(scripted_m
 def test_it_grants_a_permission_once_and_reads_the_conversations_directory_in_chat(scripted_model, tmp_path):
     (tmp_path / "agent.py").write_text(textwrap.dedent(ASKS_AND_READS))
     conversation = conversation_start(agent=_agent(tmp_path / "agent.py"))
+    conversation_directory(conversation.pk).mkdir(parents=True)
     (conversation_directory(conversation.pk) / "notes.txt").write_text("ship on Monday")
 
     result = conversation_send(conversation=conversation, text="Clean the build.")
