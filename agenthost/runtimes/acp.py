@@ -74,7 +74,7 @@ from agenthost.functions import FunctionResult
 from agenthost.loop import record_result
 from agenthost.redaction import redact_text
 from agenthost.runtimes.base import AgentCodeFailed, RuntimeTurn, TurnStopped
-from agenthost.runtimes.gateway import CLIENT, ModelGateway, _Pending
+from agenthost.runtimes.gateway import CLIENT, ModelGateway, Pending
 from agenthost.runtimes.process import (
     EXCHANGES,
     MAX_LINE_BYTES,
@@ -224,7 +224,7 @@ class _Client:
         open_calls = [call_id for call_id, seen in self.transcript.tool_calls.items()
                       if seen["status"] not in ("completed", "failed")]
 
-        def call(turn: RuntimeTurn, pending: _Pending) -> None:
+        def call(turn: RuntimeTurn, pending: Pending) -> None:
             def implementation(context: Any) -> FunctionResult:
                 try:
                     return FunctionResult(content=run(arguments))
@@ -358,7 +358,7 @@ class _Client:
         pass
 
 
-async def _answered(pending: _Pending) -> None:
+async def _answered(pending: Pending) -> None:
     """Until the turn's thread has answered `pending`. Waited for on a daemon thread of its own, not the loop's
     executor, so that a turn that ends without answering never holds the loop's end (the gateway's close answers)."""
     loop = asyncio.get_running_loop()

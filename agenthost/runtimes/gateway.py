@@ -42,7 +42,9 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 @dataclass
-class _Pending:
+class Pending:
+    """A request of the program's waiting for the turn's thread to answer it."""
+
     api: str
     body: dict[str, Any]
     status: int = 0
@@ -50,7 +52,7 @@ class _Pending:
     events: list[dict[str, Any]] | None = None
     done: threading.Event = field(default_factory=threading.Event)
     # What answers a CLIENT request, on the turn's thread.
-    call: Callable[[RuntimeTurn, _Pending], None] | None = None
+    call: Callable[[RuntimeTurn, Pending], None] | None = None
 
     def answer(self, status: int, payload: dict[str, Any], events: list[dict[str, Any]] | None = None) -> None:
         self.status, self.payload, self.events = status, payload, events
@@ -70,7 +72,7 @@ class ModelGateway:
 
     def __init__(self, *, unix_path: str = "") -> None:
         self.key = f"agenttest-{secrets.token_urlsafe(24)}"
-        self._pending: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
+        self._pending: queue.SimpleQueue[Pending] = queue.SimpleQueue()
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         self._closed = threading.Event()
@@ -118,11 +120,11 @@ class ModelGateway:
                 pending.answer(400, _error(str(exc), "invalid_request_error"))
 
     def submit(
-        self, api: str, body: dict[str, Any], call: Callable[[RuntimeTurn, _Pending], None] | None = None
-    ) -> _Pending:
+        self, api: str, body: dict[str, Any], call: Callable[[RuntimeTurn, Pending], None] | None = None
+    ) -> Pending:
         """Hand a request to the turn's thread; its answer is set on the returned pending request (by `call`, for a
         CLIENT request)."""
-        pending = _Pending(api, body, call=call)
+        pending = Pending(api, body, call=call)
         if self._closed.is_set():
             pending.answer(503, _error("the agent's turn is over", "api_error"))
             return pending
@@ -133,7 +135,7 @@ class ModelGateway:
             pass
         return pending
 
-    def _answer(self, turn: RuntimeTurn, pending: _Pending) -> None:
+    def _answer(self, turn: RuntimeTurn, pending: Pending) -> None:
         body = pending.body
         streamed = body.get("stream") is True
         if pending.call is not None:
@@ -225,7 +227,7 @@ class ModelGateway:
         return Handler
 
 
-def _call_tool(turn: RuntimeTurn, pending: _Pending) -> None:
+def _call_tool(turn: RuntimeTurn, pending: Pending) -> None:
     """A tool call of the program through the function-executor factory; a call that stops the turn is answered as
     an error and ends it (TurnStopped, raised on)."""
     name, arguments = str(pending.body.get("name", "")), pending.body.get("arguments") or {}

@@ -7,6 +7,8 @@ agenttest's environment; their values are never stored) — and how to speak to 
   turn's user message last>], "state": {<the conversation's state>}}` — and reads one JSON object, one line, back:
   `{"reply": "<text>"}`, optionally with `"output": <any JSON>` (structured output, which is then the turn's answer),
   or `{"error": "<what went wrong>"}`. Blank lines are skipped; stdout carries nothing else (logs go to stderr).
+- `acp`: the Agent Client Protocol, agenttest its client (runtimes/acp.py): `initialize`, `session/new`, one
+  `session/prompt` per turn; what the agent asks of its client (files, terminals, permission) goes through the seam.
 
 The program is started for each turn (the line holds the whole conversation, so it keeps no state of its own) in a
 process group of its own, which is killed when the turn ends, whatever the program left running. A program that
