@@ -126,6 +126,15 @@ def case_deadline(conversation_id: int | None) -> float | None:
     return min(deadlines, default=None)
 
 
+def case_stopped(conversation_id: int | None, note: str) -> None:
+    """Tell the case running this conversation how its agent took being stopped at the deadline, through a
+    provider's optional `stopped(conversation_id, note)` (the harness's says it with the case's timeout)."""
+    for provider in executor_providers():
+        stopped = getattr(provider, "stopped", None)
+        if callable(stopped):
+            stopped(conversation_id, note)
+
+
 def missing_function_result(name: str) -> FunctionResult:
     return FunctionResult(content=f"Can't find function implementation of {name}", stop=True, outcome="missing")
 

@@ -66,7 +66,8 @@ class Agent(models.Model):
         max_length=20,
         blank=True,
         default="",
-        help_text='For a process agent: how it is spoken to over stdio: "jsonl" (one JSON object per line).',
+        help_text='For a process agent: how it is spoken to over stdio: "jsonl" (one JSON object per line) or "acp" '
+        "(the Agent Client Protocol, agenttest its client).",
     )
     outside_effects = models.JSONField(
         default=dict,

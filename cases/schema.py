@@ -141,7 +141,8 @@ class AgentFile(_Strict):
     env: list[str] = Field([], description="A process agent: names of environment variables passed on to it (their "
                            "values are never stored).")
     protocol: Literal["", "jsonl", "acp"] = Field(
-        "", description='A process agent: how it is spoken to over stdio, "jsonl" (one JSON object per line).'
+        "", description='A process agent: how it is spoken to over stdio, "jsonl" (one JSON object per line) or '
+        '"acp" (the Agent Client Protocol, agenttest its client).'
     )
     outside_effects: dict[NonEmptyText, bool] = Field(
         {}, description="For the tools of the team's code: name → whether it has effects outside agenttest."

@@ -34,6 +34,7 @@ from agenthost.held import run_send
 from agenthost.llm.base import Usage
 from agenthost.models import Agent, Conversation, Message
 from agenthost.redaction import redact_text
+from agenthost.runtimes.acp import client_declarations
 from agenthost.runtimes.base import (
     AgentCodeFailed,
     deps_format_problems,
@@ -354,6 +355,9 @@ def runtime_tool_declarations(agent: Agent) -> list[dict[str, Any]]:
     """The tools of a non-native agent's code as agenttest declarations, each carrying its runtime and the effect the
     agent file declares for it, plus every name the file's `outside_effects` declares that the code did not show;
     [] for a native agent. When the entry point does not load, only the file's names (its own validation says why)."""
+    if agent.runtime == Agent.Runtime.PROCESS and agent.protocol == "acp":
+        # What an ACP agent asks of its client goes through the seam under these names (runtimes/acp.py).
+        return client_declarations()
     if agent.runtime in ("", Agent.Runtime.NATIVE) or agent.runtime not in runtime_names() or not agent.entry:
         return []
     effects = {name: value for name, value in (agent.outside_effects or {}).items() if isinstance(name, str)}

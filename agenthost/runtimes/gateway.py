@@ -19,6 +19,7 @@ import queue
 import secrets
 import socketserver
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -33,19 +34,25 @@ from agenthost.turns import ConversationError
 CHAT, RESPONSES = "chat", "responses"
 # A tool call of the MCP gateway (runtimes/mcp_gateway.py), answered on the turn's thread like a model call.
 TOOL = "tool"
+# A request an ACP agent makes of its client (runtimes/acp.py): its own answer on the turn's thread (`submit`'s call).
+CLIENT = "client"
 ROUTES = {"/v1/chat/completions": CHAT, "/chat/completions": CHAT, "/v1/responses": RESPONSES, "/responses": RESPONSES}
 # The largest request body taken: a conversation far past any model's context.
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 @dataclass
-class _Pending:
+class Pending:
+    """A request of the program's waiting for the turn's thread to answer it."""
+
     api: str
     body: dict[str, Any]
     status: int = 0
     payload: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    # What answers a CLIENT request, on the turn's thread.
+    call: Callable[[RuntimeTurn, Pending], None] | None = None
 
     def answer(self, status: int, payload: dict[str, Any], events: list[dict[str, Any]] | None = None) -> None:
         self.status, self.payload, self.events = status, payload, events
@@ -65,7 +72,7 @@ class ModelGateway:
 
     def __init__(self, *, unix_path: str = "") -> None:
         self.key = f"agenttest-{secrets.token_urlsafe(24)}"
-        self._pending: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
+        self._pending: queue.SimpleQueue[Pending] = queue.SimpleQueue()
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         self._closed = threading.Event()
@@ -112,9 +119,12 @@ class ModelGateway:
                 # The layer refuses a field it cannot carry faithfully: the program is told which, as a 400.
                 pending.answer(400, _error(str(exc), "invalid_request_error"))
 
-    def submit(self, api: str, body: dict[str, Any]) -> _Pending:
-        """Hand a request to the turn's thread; its answer is set on the returned pending request."""
-        pending = _Pending(api, body)
+    def submit(
+        self, api: str, body: dict[str, Any], call: Callable[[RuntimeTurn, Pending], None] | None = None
+    ) -> Pending:
+        """Hand a request to the turn's thread; its answer is set on the returned pending request (by `call`, for a
+        CLIENT request)."""
+        pending = Pending(api, body, call=call)
         if self._closed.is_set():
             pending.answer(503, _error("the agent's turn is over", "api_error"))
             return pending
@@ -125,10 +135,12 @@ class ModelGateway:
             pass
         return pending
 
-    def _answer(self, turn: RuntimeTurn, pending: _Pending) -> None:
+    def _answer(self, turn: RuntimeTurn, pending: Pending) -> None:
         body = pending.body
         streamed = body.get("stream") is True
-        if pending.api == TOOL:
+        if pending.call is not None:
+            pending.call(turn, pending)
+        elif pending.api == TOOL:
             _call_tool(turn, pending)
         elif pending.api == CHAT:
             completion = chat_completion(turn, unstreamed(body) if streamed else body)
@@ -216,7 +228,7 @@ class ModelGateway:
         return Handler
 
 
-def _call_tool(turn: RuntimeTurn, pending: _Pending) -> None:
+def _call_tool(turn: RuntimeTurn, pending: Pending) -> None:
     """A tool call of the program through the function-executor factory; a call that stops the turn is answered as
     an error and ends it (TurnStopped, raised on)."""
     name, arguments = str(pending.body.get("name", "")), pending.body.get("arguments") or {}

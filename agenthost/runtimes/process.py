@@ -7,6 +7,8 @@ agenttest's environment; their values are never stored) — and how to speak to 
   turn's user message last>], "state": {<the conversation's state>}}` — and reads one JSON object, one line, back:
   `{"reply": "<text>"}`, optionally with `"output": <any JSON>` (structured output, which is then the turn's answer),
   or `{"error": "<what went wrong>"}`. Blank lines are skipped; stdout carries nothing else (logs go to stderr).
+- `acp`: the Agent Client Protocol, agenttest its client (runtimes/acp.py): `initialize`, `session/new`, one
+  `session/prompt` per turn; what the agent asks of its client (files, terminals, permission) goes through the seam.
 
 The program is started for each turn (the line holds the whole conversation, so it keeps no state of its own) in a
 process group of its own, which is killed when the turn ends, whatever the program left running. A program that
@@ -30,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -50,9 +53,7 @@ from agenthost.seal import exempt
 from agenthost.turns import ConversationError
 from common.inputs import is_env_name
 
-PROTOCOLS = ("jsonl",)
-# Named for what is to come, so that a file naming it is told it is not there yet rather than that it is unknown.
-PLANNED_PROTOCOLS = ("acp",)
+PROTOCOLS = ("jsonl", "acp")
 # Set by agenttest for the program itself (the model gateway); a file may not pass its own.
 RESERVED_ENV = frozenset({"OPENAI_BASE_URL", "OPENAI_API_KEY"})
 # What any program needs to start at all; everything else of agenttest's environment is passed only when named.
@@ -98,14 +99,14 @@ class ProcessSpec:
         return " ".join([self.command, *self.args])
 
 
-def _directory(cwd: str) -> Path:
+def program_directory(cwd: str) -> Path:
     return Path(os.getcwd(), cwd) if cwd else Path(os.getcwd())
 
 
 def resolved_command(command: str, cwd: str) -> str | None:
     """The program `command` names: a path (relative to `cwd`) when it has a slash, else a program on PATH."""
     if "/" in command:
-        path = _directory(cwd) / command
+        path = program_directory(cwd) / command
         return str(path) if path.is_file() and os.access(path, os.X_OK) else None
     return shutil.which(command)
 
@@ -126,7 +127,7 @@ def process_problems(
         problems["entry"] = ["must be empty for runtime 'process': the agent is the program `command` starts"]
     if not isinstance(cwd, str):
         problems["cwd"] = ["must be a directory path, relative to where agenttest runs"]
-    elif cwd and not _directory(cwd).is_dir():
+    elif cwd and not program_directory(cwd).is_dir():
         problems["cwd"] = [f"{cwd!r} is not a directory (relative to {os.getcwd()})"]
     if not isinstance(command, str) or not command.strip():
         problems["command"] = ['must name the program to start, e.g. "node" or "./agent"']
@@ -146,9 +147,7 @@ def process_problems(
             problems["env"] = [f"{bad[0]!r} is not an environment variable name (letters, digits, _)"]
         elif reserved:
             problems["env"] = [f"{reserved[0]} is agenttest's to set for the program (its model gateway)"]
-    if protocol in PLANNED_PROTOCOLS:
-        problems["protocol"] = [f"{protocol!r} is not available yet; this installation speaks: {', '.join(PROTOCOLS)}"]
-    elif protocol not in PROTOCOLS:
+    if protocol not in PROTOCOLS:
         problems["protocol"] = [f"must be one of: {', '.join(PROTOCOLS)}"]
     return problems
 
@@ -188,11 +187,17 @@ def sandbox_prefix() -> list[str]:
 # --- One turn --------------------------------------------------------------------------------------------------------
 
 
-class _Ended(Exception):
+class Ended(Exception):
     """The exchange ended without a reply; the message says how."""
 
 
-def _environment(spec: ProcessSpec) -> dict[str, str]:
+# How a turn is spoken to the started program, by protocol: (turn, spec, argv, env, gateway) → the turn's answer.
+# `protocol: acp` adds its own (runtimes/acp.py); the start, the seal and the gateways around it are shared.
+Exchange = Callable[[RuntimeTurn, "ProcessSpec", list[str], dict[str, str], ModelGateway], str]
+EXCHANGES: dict[str, Exchange] = {}
+
+
+def program_environment(spec: ProcessSpec) -> dict[str, str]:
     return {name: os.environ[name] for name in (*BASE_ENV, *spec.env) if name in os.environ}
 
 
@@ -210,12 +215,22 @@ def turn_deadline(turn: RuntimeTurn) -> float:
     return time.monotonic() + max(seconds, 1.0)
 
 
-def _tail(log: IO[bytes]) -> str:
+def stderr_tail(log: IO[bytes]) -> str:
     log.flush()
     log.seek(0, os.SEEK_END)
     size = log.tell()
     log.seek(max(size - STDERR_TAIL_CHARS * 4, 0))
     return redact_text(log.read().decode("utf-8", errors="replace")[-STDERR_TAIL_CHARS:].strip())
+
+
+def start_program(argv: list[str], env: dict[str, str], spec: ProcessSpec, log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """The program started in a process group of its own, its stdin and stdout piped, its stderr to `log`."""
+    with exempt():
+        # agenttest's own start of the program (the seal refuses the team's code a new process).
+        return subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=program_directory(spec.cwd), env=env,
+            start_new_session=True,
+        )
 
 
 def _feed(process: subprocess.Popen[bytes], line: bytes) -> None:
@@ -261,19 +276,19 @@ def _read_lines(
             if raw.strip():
                 return _reply_of(raw)
         if len(pending) > MAX_LINE_BYTES:
-            raise _Ended(f"flooded its stdout: more than {MAX_LINE_BYTES} bytes without a line end")
+            raise Ended(f"flooded its stdout: more than {MAX_LINE_BYTES} bytes without a line end")
         if ended:
             if pending.strip():
                 return _reply_of(bytes(pending))
             try:
                 code = process.wait(timeout=max(deadline - time.monotonic(), 0))
             except subprocess.TimeoutExpired:
-                raise _Ended(f"closed its stdout without answering within {budget}, so it was stopped") from None
-            raise _Ended(f"{_exit(code)} without answering")
+                raise Ended(f"closed its stdout without answering within {budget}, so it was stopped") from None
+            raise Ended(f"{exit_said(code)} without answering")
         left = deadline - time.monotonic()
         ready = {key.fd for key, _ in selector.select(timeout=left)} if left > 0 else set()
         if not ready:
-            raise _Ended(f"did not answer within {budget}, so it was stopped")
+            raise Ended(f"did not answer within {budget}, so it was stopped")
         if gateway.wakeup in ready:
             # The program's model calls, answered on this thread: the turn's session is one thread's.
             gateway.serve(turn)
@@ -297,7 +312,7 @@ def _read_some(descriptor: int) -> bytes:
         return b""
 
 
-def _let_finish(process: subprocess.Popen[bytes], deadline: float) -> None:
+def let_finish(process: subprocess.Popen[bytes], deadline: float) -> None:
     """After its reply, the program's own end (its stdin is closed), so that what it did last is all told; a hang
     guard, then it is stopped like any other."""
     try:
@@ -306,7 +321,7 @@ def _let_finish(process: subprocess.Popen[bytes], deadline: float) -> None:
         pass
 
 
-def _exit(code: int) -> str:
+def exit_said(code: int) -> str:
     if code < 0:
         try:
             return f"was ended by {signal.Signals(-code).name}"
@@ -320,15 +335,15 @@ def _reply_of(raw: bytes) -> dict[str, Any]:
     try:
         reply = json.loads(raw)
     except ValueError as exc:
-        raise _Ended(f"wrote a line that is not JSON ({exc}): {shown!r}") from None
+        raise Ended(f"wrote a line that is not JSON ({exc}): {shown!r}") from None
     if not isinstance(reply, dict):
-        raise _Ended(f"wrote {type(reply).__name__} JSON, not an object: {shown!r}")
+        raise Ended(f"wrote {type(reply).__name__} JSON, not an object: {shown!r}")
     if "error" in reply:
-        raise _Ended(f"reported an error: {redact_text(str(reply['error']))[:500]}")
+        raise Ended(f"reported an error: {redact_text(str(reply['error']))[:500]}")
     if "output" not in reply and not isinstance(reply.get("reply"), str):
-        raise _Ended(f'wrote an object with neither "reply" (text) nor "output": {shown!r}')
+        raise Ended(f'wrote an object with neither "reply" (text) nor "output": {shown!r}')
     if "reply" in reply and not isinstance(reply["reply"], str):
-        raise _Ended(f'wrote a "reply" that is not text: {shown!r}')
+        raise Ended(f'wrote a "reply" that is not text: {shown!r}')
     return reply
 
 
@@ -364,7 +379,7 @@ def run_process_turn(turn: RuntimeTurn, spec: ProcessSpec) -> str:
         try:
             if tools:
                 tool_gateway = McpGateway(tools, gateway, unix_path=mcp_socket if sealed else "")
-            env = {**_environment(spec), "OPENAI_API_KEY": gateway.key}
+            env = {**program_environment(spec), "OPENAI_API_KEY": gateway.key}
             if sealed:
                 # Inside its namespace the program reaches the gateways only through the forwarders, on loopback.
                 routes = [f"{GATEWAY_PORT}={model_socket}"] + ([f"{MCP_PORT}={mcp_socket}"] if tools else [])
@@ -378,7 +393,7 @@ def run_process_turn(turn: RuntimeTurn, spec: ProcessSpec) -> str:
                 env["OPENAI_BASE_URL"] = gateway.base_url
                 if tool_gateway is not None:
                     env["AGENTTEST_MCP_URL"] = tool_gateway.url
-            return _exchange(turn, spec, argv, env, gateway)
+            return EXCHANGES[spec.protocol](turn, spec, argv, env, gateway)
         finally:
             if tool_gateway is not None:
                 tool_gateway.close()
@@ -417,19 +432,14 @@ def _exchange(
     deadline = turn_deadline(turn)
     budget = f"the turn's {max(deadline - time.monotonic(), 0):.0f} s"
     with tempfile.TemporaryFile(prefix="agenttest-process-") as log:
-        with exempt():
-            # agenttest's own start of the program (the seal refuses the team's code a new process).
-            process = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=_directory(spec.cwd), env=env,
-                start_new_session=True,
-            )
+        process = start_program(argv, env, spec, log)
         feeder = threading.Thread(target=_feed, args=(process, line), daemon=True, name="agenttest-process-stdin")
         feeder.start()
         try:
             reply = _read_reply(process, deadline, budget, turn, gateway)
-            _let_finish(process, deadline)
-        except _Ended as ended:
-            tail = _tail(log)
+            let_finish(process, deadline)
+        except Ended as ended:
+            tail = stderr_tail(log)
             raise AgentCodeFailed(
                 f"the agent's program ({spec.shown}) {ended} at turn {turn.turn}"
                 + (f"; the last it wrote to stderr: {tail}" if tail else ""),
@@ -442,6 +452,9 @@ def _exchange(
                 process.stdout.close()
             feeder.join(timeout=5)
     return redact_text(_answer(reply))
+
+
+EXCHANGES["jsonl"] = _exchange
 
 
 class ProcessRuntime(Runtime):

@@ -284,7 +284,8 @@ def _what_happened(
         execution = CaseExecution(
             status=ERROR,
             reason=f"the case timed out after {suite.timeout_seconds:g} s"
-            + (f" (replayed the hang recorded for {hang})" if hang else ""),
+            + (f" (replayed the hang recorded for {hang})" if hang else "")
+            + "".join(f"; {note}" for note in session.stop_notes),
             conversation_id=progress.conversation_id,
             tool_calls=[call.as_dict() for call in session.observed_calls()],
             simulation=progress.simulation,

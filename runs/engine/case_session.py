@@ -151,6 +151,9 @@ class CaseSession:
     rate_limit_wait_seconds: float = 0.0
     # What the provider layer bounded in the answers (ModelResponse.notes): absurd figures, reported on the result.
     answer_notes: list[str] = field(default_factory=list)
+    # How the case's agent took being stopped at the deadline (a process agent that ignored session/cancel), said
+    # after a timeout, which is the news (agenthost.executor.case_stopped).
+    stop_notes: list[str] = field(default_factory=list)
     # A model call of the case ended (or was not made) because the deadline came: the case timed out, whichever
     # side noticed first.
     ran_out: bool = False

@@ -52,6 +52,13 @@ class MockExecutorProvider:
             return None
         return time.monotonic() if session.expired else session.deadline
 
+    def stopped(self, conversation_id: int | None, note: str) -> None:
+        """How the case's agent took being stopped at the deadline (agenthost.executor.case_stopped): said with the
+        case's timeout."""
+        session = registry.get(conversation_id)
+        if session is not None:
+            session.stop_notes.append(note)
+
     def mocked_names(self, conversation_id: int | None) -> frozenset[str]:
         """Every name the case mocks and does not force-block: the host offers them in place of an MCP server a
         framework would connect to itself (agenthost.executor.mocked_names)."""

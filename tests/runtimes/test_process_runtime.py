@@ -150,7 +150,7 @@ def test_it_creates_a_process_agent_through_the_api(admin_client_api, tmp_path):
          "OPENAI_API_KEY is agenttest's to set"),
         ({"command": "python3", "cwd": "no/such/dir", "protocol": "jsonl"}, "cwd", "'no/such/dir' is not a directory"),
         ({"command": "python3"}, "protocol", "must be one of: jsonl"),
-        ({"command": "python3", "protocol": "acp"}, "protocol", "'acp' is not available yet"),
+        ({"command": "python3", "protocol": "grpc"}, "protocol", "must be one of: jsonl, acp"),
         ({"command": "python3", "protocol": "jsonl", "entry": "shop.bot:respond"}, "entry", "must be empty"),
     ],
 )
