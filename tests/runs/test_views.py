@@ -441,9 +441,9 @@ def test_it_shows_the_error_reason_and_blocked_tool_calls(admin_client, finished
         status=ERROR, reason="the canary answered something else: the mock layer is not in place",
         transcript=[
             {"seq": 0, "turn": 0, "role": "user", "content": "Email me the refund"},
-            {"seq": 1, "turn": 0, "role": "tool_call", "function": "util-email-handle_email_sender",
+            {"seq": 1, "turn": 0, "role": "tool_call", "function_name": "util-email-handle_email_sender",
              "arguments": {"to": "ana@example.com"}, "tool_call_id": "c1", "trigger": "model"},
-            {"seq": 2, "turn": 0, "role": "tool_result", "function": "util-email-handle_email_sender",
+            {"seq": 2, "turn": 0, "role": "tool_result", "function_name": "util-email-handle_email_sender",
              "content": "blocked: util-email-handle_email_sender", "tool_call_id": "c1", "outcome": "blocked"},
         ],
         final_state={"order_status": "cancelled"},
