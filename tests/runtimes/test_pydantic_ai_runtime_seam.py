@@ -208,7 +208,7 @@ def test_it_runs_pydantic_ais_output_tool_under_test_as_its_own_never_mocked_and
     replayed = execute_suite(suite, Run.Mode.REPLAY)
 
     assert replayed.status == "passed", replayed.reason
-    shown = ("role", "function", "content", "outcome")
+    shown = ("role", "function_name", "content", "outcome")
     assert [[entry[key] for key in shown] for entry in replayed.transcript] == [
         [entry[key] for key in shown] for entry in recorded.transcript
     ]
