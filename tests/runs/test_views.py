@@ -15,6 +15,7 @@ import pytest
 from django.apps import apps as django_apps
 from django.contrib.staticfiles import finders
 
+from agenthost.services import conversation_start
 from cases.models import Case
 from runs.management.commands.run import _summary
 from runs.management.commands.run_suite import Command as RunSuite
@@ -489,6 +490,18 @@ def test_it_still_shows_a_result_stored_before_calls_were_named_function_name(ad
 
     renaming.backwards(django_apps, None)
     assert CaseResult.objects.get(pk=result.pk).transcript == OLD_SHAPED_TRANSCRIPT
+
+
+def test_it_links_a_test_conversations_page_back_to_its_result(admin_client, finished_run):
+    result = finished_run.results.first()
+    tested = conversation_start(agent=finished_run.suite.agent)
+    chatted = conversation_start(agent=finished_run.suite.agent)
+    CaseResult.objects.filter(pk=result.pk).update(conversation=tested)
+
+    html = html_of(admin_client.get(f"/conversations/{tested.pk}/"))
+    assert f"Test conversation of result #{result.pk}" in html
+    assert f'href="/runs/{finished_run.pk}/results/{result.pk}/" data-field="result"' in html
+    assert "Test conversation of result" not in html_of(admin_client.get(f"/conversations/{chatted.pk}/"))
 
 
 def test_it_answers_404_for_a_result_of_another_run(admin_client, finished_run, order_suite, make_run):
