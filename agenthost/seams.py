@@ -13,6 +13,8 @@ they use (tests/test_architecture.py holds it to that); plugins have `agenttest.
   `conversation_page_url`, where a conversation opens (that page, else the chat); the links to the host's pages
   (`conversation_chat_url`, `conversation_list_url`, `conversation_admin_url`), so no harness page names a host URL;
 - the model layer: configured models and providers, and runtime providers the harness registers by name;
+- the transcript: `transcript_load` reads a conversation, `transcript_from_stored` a stored transcript (a case
+  result's), into the one shape the host's transcript partials draw (`agenthost/templates/agenthost/transcript/`);
 - `function_execute`: a function run for real outside any conversation, as the factory resolves it (verifying a
   mock of an effect-free tool against it, `agenttest mocks verify`).
 """
@@ -86,7 +88,6 @@ from agenthost.selectors import (
     conversation_list,
     conversation_messages,
     conversation_state,
-    conversation_state_timeline,
 )
 from agenthost.services import (
     agent_create,
@@ -94,6 +95,15 @@ from agenthost.services import (
     conversation_import,
     conversation_messages_append,
     conversation_open,
+)
+from agenthost.transcripts import START as TRANSCRIPT_START
+from agenthost.transcripts import (
+    Transcript,
+    TranscriptCall,
+    TranscriptEntry,
+    TranscriptTurn,
+    transcript_from_stored,
+    transcript_load,
 )
 from agenthost.turns import (
     ConversationError,
@@ -165,7 +175,6 @@ __all__ = [
     "conversation_list",
     "conversation_messages",
     "conversation_state",
-    "conversation_state_timeline",
     "conversation_import",
     "conversation_messages_append",
     "conversation_open",
@@ -198,4 +207,11 @@ __all__ = [
     "response_problem",
     "unfinished_answer",
     "return_schema",
+    "TRANSCRIPT_START",
+    "Transcript",
+    "TranscriptCall",
+    "TranscriptEntry",
+    "TranscriptTurn",
+    "transcript_from_stored",
+    "transcript_load",
 ]

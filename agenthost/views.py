@@ -1,4 +1,5 @@
-"""Server-rendered pages. The chat page is a shell: chat.js drives it through the REST API with the session."""
+"""Server-rendered pages. The chat page is a shell: chat.js drives it through the REST API with the session, and
+draws the conversation from the server's own fragment of it (the host's transcript partials, as every page does)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import datetime
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from agenthost.browser import conversation_page_url, conversation_page_url_pattern
 from agenthost.selectors import agent_list, conversation_list, sealed_filter
+from agenthost.transcripts import transcript_load
 from common.inputs import parse_id, text_is_storable
 
 CONVERSATIONS_PER_PAGE = 25
@@ -44,8 +47,20 @@ def chat(request: HttpRequest) -> HttpResponse:
         "error": error,
         "selected_agent_id": selected,
         "conversation_page_pattern": conversation_page_url_pattern(),
+        "transcript_pattern": reverse("agents:chat-transcript", args=[0]).replace("/0/", "/{id}/"),
     }
     return render(request, "agenthost/chat.html", context, status=404 if error else 200)
+
+
+@require_GET
+@login_required
+def chat_transcript(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The conversation's turns as the chat shows them: items of its transcript list, drawn by the host's partials."""
+    conversation = conversation_list(user=request.user).filter(pk=conversation_id).first()
+    if conversation is None:
+        raise Http404(f"Conversation {conversation_id} does not exist or is not yours to see.")
+    context = {"transcript": transcript_load(conversation=conversation), "captions": "chat", "user_label": "You"}
+    return render(request, "agenthost/transcript/_turns.html", context)
 
 
 def _date(value: str) -> datetime.date | None:

@@ -35,9 +35,15 @@ import json
 from collections import Counter
 from typing import Any
 
-from agenthost.seams import CONTROL_FLOW_FUNCTIONS, PROVIDER_EXECUTED
+from agenthost.seams import (
+    CONTROL_FLOW_FUNCTIONS,
+    PROVIDER_EXECUTED,
+    TRANSCRIPT_START,
+    Transcript,
+    TranscriptCall,
+    TranscriptTurn,
+)
 from cases.schema import NAME_MAX_LENGTH
-from recording.transcripts import START, Block, RecordedCall, Transcript
 
 # Longer text, or any with a space in it, is wording rather than an identifier.
 IDENTIFYING_TEXT_MAX_LENGTH = 64
@@ -92,7 +98,7 @@ def draft_document(
         )
 
     turn_documents = [{"user_message": block.user_message, "assertions": tool_called(block.index)} for block in turns]
-    case_assertions = tool_called(START) if opening else []
+    case_assertions = tool_called(TRANSCRIPT_START) if opening else []
     case_assertions.extend(
         {"type": "stateEquals", "params": {"key": key, "value": value}, "fatal": False}
         for key, value in own_writes.items()
@@ -137,7 +143,7 @@ def draft_document(
     }
 
 
-def _as_history(blocks: list[Block]) -> list[dict[str, str]]:
+def _as_history(blocks: list[TranscriptTurn]) -> list[dict[str, str]]:
     """Earlier turns as pre-written history: each user message, and the last thing said in answer (none when the
     turn ended without a word, e.g. on a stop)."""
     history = []
@@ -149,12 +155,12 @@ def _as_history(blocks: list[Block]) -> list[dict[str, str]]:
 
 
 def _mocks(
-    blocks: list[Block], warnings: list[str]
-) -> tuple[list[dict[str, Any]], list[RecordedCall], list[int]]:
+    blocks: list[TranscriptTurn], warnings: list[str]
+) -> tuple[list[dict[str, Any]], list[TranscriptCall], list[int]]:
     """The mocks of the calls a replay will send to an executor, in call order; with the call each one answers and
     the block it belongs to."""
     mocks: list[dict[str, Any]] = []
-    mock_calls: list[RecordedCall] = []
+    mock_calls: list[TranscriptCall] = []
     mock_blocks: list[int] = []
     calls_per_function: Counter[str] = Counter()
     for block in blocks:
@@ -192,8 +198,8 @@ def _mocks(
 
 
 def _unidentified_notes(
-    mocks: list[dict[str, Any]], mock_calls: list[RecordedCall], mock_blocks: list[int],
-    calls_per_function: Counter[str], blocks: list[Block], warnings: list[str],
+    mocks: list[dict[str, Any]], mock_calls: list[TranscriptCall], mock_blocks: list[int],
+    calls_per_function: Counter[str], blocks: list[TranscriptTurn], warnings: list[str],
 ) -> None:
     """A mock with no identifying argument answers its function's N-th call whatever it asks for; the reviewer is told
     which, and why. For a function called once that is the only call there is, so only free text is worth a note."""
@@ -215,7 +221,7 @@ def _unidentified_notes(
             warnings.append(_left_out_note(block, name, {}, left_out))
 
 
-def identifying_arguments(call: RecordedCall) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+def identifying_arguments(call: TranscriptCall) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     """The arguments that identify a call, and each one left out with why.
 
     Identifying: a key the function's schema requires (every key when no schema is known) whose value is a short
@@ -260,7 +266,7 @@ def _not_identifying(value: Any, spec: dict[str, Any]) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
-def _left_out_note(block: Block, name: str, kept: dict[str, Any], left_out: list[tuple[str, str]]) -> str:
+def _left_out_note(block: TranscriptTurn, name: str, kept: dict[str, Any], left_out: list[tuple[str, str]]) -> str:
     listed = ", ".join(f"{key} ({why})" for key, why in left_out)
     matched = f"on {', '.join(kept)} only" if kept else "whatever its arguments"
     return (
@@ -270,9 +276,9 @@ def _left_out_note(block: Block, name: str, kept: dict[str, Any], left_out: list
 
 
 def _attach_writes(
-    block: Block,
+    block: TranscriptTurn,
     mocks: list[dict[str, Any]],
-    mock_calls: list[RecordedCall],
+    mock_calls: list[TranscriptCall],
     mock_blocks: list[int],
     initial_state: dict[str, Any],
     warnings: list[str],
@@ -292,7 +298,7 @@ def _attach_writes(
         return
     if carriers:
         mocks[carriers[-1]]["state_writes"].update(unclaimed)
-    elif block.index == START:
+    elif block.index == TRANSCRIPT_START:
         # Nothing in a replay would write them, and they stood before the first user message.
         initial_state.update(unclaimed)
     else:
@@ -305,7 +311,7 @@ def _attach_writes(
         )
 
 
-def _replayed(call: RecordedCall, block: Block, warnings: list[str]) -> bool:
+def _replayed(call: TranscriptCall, block: TranscriptTurn, warnings: list[str]) -> bool:
     """Whether a replay sends this call to an executor, so that it needs a mock."""
     if not call.name.strip() or call.name in _CONTROL_FLOW:
         return False
@@ -359,5 +365,5 @@ def _unique(assertions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return result
 
 
-def _where(block: Block) -> str:
-    return "at start-up" if block.index == START else f"turn {block.index}"
+def _where(block: TranscriptTurn) -> str:
+    return "at start-up" if block.index == TRANSCRIPT_START else f"turn {block.index}"

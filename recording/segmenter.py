@@ -19,6 +19,7 @@ from typing import Any
 from agenthost.seams import (
     ModelRequest,
     ProviderError,
+    Transcript,
     get_model,
     get_provider,
     response_problem,
@@ -26,7 +27,6 @@ from agenthost.seams import (
 )
 from cases.schema import NAME_MAX_LENGTH
 from common.inputs import MAX_JSON_DEPTH, json_text_too_deep, text_is_storable
-from recording.transcripts import Transcript
 
 # The prompt asks for names of at most 60 characters. A longer one is kept whole up to the case name limit, never cut
 # silently; beyond that limit, or holding text no database stores, the answer is refused like any other bad answer.

@@ -15,7 +15,15 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from agenthost.seams import Agent, Conversation, UnknownModel, configured_models, get_model
+from agenthost.seams import (
+    Agent,
+    Conversation,
+    Transcript,
+    UnknownModel,
+    configured_models,
+    get_model,
+    transcript_load,
+)
 from cases.models import Case, Suite
 from cases.schema import NAME_MAX_LENGTH
 from cases.selectors import suite_by_reference
@@ -25,7 +33,6 @@ from common.inputs import parse_id
 from recording.drafts import NothingToRecord, draft_document
 from recording.segmenter import ModelUnavailable, Segment, SegmentationError, segments_ask
 from recording.signals import drafts_stored
-from recording.transcripts import Transcript, transcript_load
 
 RECORDED_SUITE_PREFIX = "Recorded: "
 

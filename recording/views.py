@@ -16,11 +16,13 @@ from django.views.decorators.http import require_GET, require_POST
 from rest_framework.throttling import ScopedRateThrottle
 
 from agenthost.seams import (
+    TRANSCRIPT_START,
     Conversation,
     configured_models,
     conversation_chat_url,
     conversation_list_url,
     conversation_state,
+    transcript_load,
 )
 from cases.models import Suite
 from common.forms import unknown_fields_message, unknown_form_fields
@@ -36,7 +38,6 @@ from recording.services import (
     extraction_model_default,
     recording_create,
 )
-from recording.transcripts import START, transcript_load
 
 
 def _visible(request: HttpRequest, conversation_id: int) -> Conversation:
@@ -48,12 +49,12 @@ def _visible(request: HttpRequest, conversation_id: int) -> Conversation:
 
 def _page(request: HttpRequest, conversation: Conversation, *, error: str = "", status: int = 200) -> HttpResponse:
     transcript = transcript_load(conversation=conversation)
-    labels = {None: "initial", START: "start-up"}
+    labels = {None: "initial", TRANSCRIPT_START: "start-up"}
     context: dict[str, Any] = {
         "conversation": conversation,
         "transcript": transcript,
         "timeline": [
-            {"row": row, "where": labels.get(row.block, f"turn {row.block}"), "turn": row.block}
+            {"row": row, "where": labels.get(row.turn, f"turn {row.turn}"), "turn": row.turn}
             for row in transcript.timeline
         ],
         "state": conversation_state(conversation=conversation),

@@ -10,6 +10,7 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         from agenthost.seams import executor_providers, register_agent_load_hook, register_executor_provider
+        from recording.panels import conversation_panel_register
         from recording.signals import drafts_stored
         from runs import (
             signals,  # noqa: F401  (worker start: sweep and concurrency warning)
@@ -17,8 +18,11 @@ class RunsConfig(AppConfig):
         )
         from runs.engine.mocking import apply_model_override, mock_provider
         from runs.engine.trace_tapes import trace_tapes_for_drafts
+        from runs.web.panels import RESULT_PANEL, result_panel_context
 
         if mock_provider not in executor_providers():
             register_executor_provider(mock_provider)
         register_agent_load_hook(apply_model_override)
         drafts_stored.connect(trace_tapes_for_drafts, dispatch_uid="runs.engine.trace_tapes")
+        # A test conversation's page links back to the result it belongs to.
+        conversation_panel_register(template_name=RESULT_PANEL, context=result_panel_context)

@@ -134,7 +134,7 @@ CASE_RESULTS = """
         {"mode": result.run.mode, "case": result.case_name, "model": result.model, "status": result.status,
          "model_calls": sum(1 for m in result.transcript if m["role"] == "assistant"),
          "calls": [[call["name"], call["agent"], call["outcome"]] for call in result.tool_calls],
-         "results": [[m["function"], m["outcome"]] for m in result.transcript if m["role"] == "tool_result"]}
+         "results": [[m["function_name"], m["outcome"]] for m in result.transcript if m["role"] == "tool_result"]}
         for result in CaseResult.objects.select_related("run").order_by("run_id", "case_name", "model")
     ]))
 """

@@ -667,6 +667,9 @@ def test_it_exports_from_the_seam_only_what_the_harness_uses():
 # --- Issue 34, point 2: each app owns its pages, and names written as strings hold to the import directions ---------
 
 LAYOUT = "agenttest.templates"
+# The host's transcript partials: how every page draws a conversation, which the harness's pages include (decision
+# 0045), as they extend the layout. The rest of the host's templates are its own pages.
+TRANSCRIPT_PARTIALS = "agenthost.templates.agenthost.transcript"
 
 # What code of each top-level package may import or name: a module is reached when it is an entry or under one, and a
 # package always reaches its own modules. The harness stands in layers over the host's seam (cases, recording, runs,
@@ -677,9 +680,9 @@ ALLOWED_DIRECTIONS: dict[str, tuple[str, ...]] = {
     COMMON: (),
     "agenthost": (COMMON, LAYOUT),
     "cases": (COMMON, LAYOUT, "agenthost.seams"),
-    "recording": (COMMON, LAYOUT, "agenthost.seams", "cases"),
-    "runs": (COMMON, LAYOUT, "agenthost.seams", "cases", "recording"),
-    "traces": (COMMON, LAYOUT, "agenthost.seams", "cases", "recording", "runs"),
+    "recording": (COMMON, LAYOUT, "agenthost.seams", TRANSCRIPT_PARTIALS, "cases"),
+    "runs": (COMMON, LAYOUT, "agenthost.seams", TRANSCRIPT_PARTIALS, "cases", "recording"),
+    "traces": (COMMON, LAYOUT, "agenthost.seams", TRANSCRIPT_PARTIALS, "cases", "recording", "runs"),
     "agenttest": (COMMON, *APPS),
     DEMO: (COMMON, "agenttest.plugin", *APPS),
 }
@@ -757,14 +760,15 @@ def _path_owner(path: str) -> str:
 
 
 def _file_owner(kind: str, name: str) -> str:
-    """The module whose folder holds template or static file `name`: `<app>.templates`, `<app>.static`; a name no
-    project folder holds is Django's or a library's."""
+    """The module whose folder holds template or static file `name`: `<app>.templates.<its folders>`,
+    `<app>.static.<its folders>` (`agenthost/transcript/_entry.html` is `agenthost.templates.agenthost.transcript`'s);
+    a name no project folder holds is Django's or a library's."""
     for package in PACKAGES:
         folders = [BASE_DIR / package / kind]
         if package == "agenttest" and kind == "templates":
             folders.append(BASE_DIR / package / kind / "overrides")
         if any((folder / name).is_file() for folder in folders):
-            return f"{package}.{kind}"
+            return ".".join([package, kind, *Path(name).parent.parts])
     return f"<outside>.{name}"
 
 
@@ -871,11 +875,11 @@ def test_it_finds_names_written_against_the_directions():
     # The test of the test: names planted where they may not stand are found, names where they may are not.
     host_page = (
         "{% extends 'base.html' %}{% load static runs_text %}<a href=\"/runs/\">Runs</a>"
-        "<a href=\"{% url 'runs:list' %}\">Runs</a>{% include \"recording/_span.html\" %}"
+        "<a href=\"{% url 'runs:list' %}\">Runs</a>{% include \"recording/conversation_detail.html\" %}"
         "<script src=\"{% static 'runs/runs.js' %}\"></script><a href=\"{% url 'agents:chat' %}\">Chat</a>"
     )
     assert [what for what, _ in _reference_offences("agenthost", _template_references(host_page))] == [
-        "{% url 'runs:list' %}", "templates recording/_span.html", "static runs/runs.js", '"/runs/"',
+        "{% url 'runs:list' %}", "templates recording/conversation_detail.html", "static runs/runs.js", '"/runs/"',
         "{% load runs_text %}",
     ]
     recording_page = "<a href=\"{% url 'agents:chat' %}\"></a><form action=\"{% url 'traces:bind' %}\"></form>"
@@ -896,6 +900,56 @@ def test_it_finds_names_written_against_the_directions():
     ])
     traces_page = "<a href=\"{% url 'recording:conversation' 1 %}\"></a>{% include '_pager.html' %}"
     assert _reference_offences("traces", _template_references(traces_page)) == []
+    # The host's transcript partials are the harness's to include; the host's own pages are not.
+    runs_page = '{% include "agenthost/transcript/_entry.html" %}{% include "agenthost/chat.html" %}'
+    assert [what for what, _ in _reference_offences("runs", _template_references(runs_page))] == [
+        "templates agenthost/chat.html",
+    ]
+
+
+# --- Issue 34, point 3: one transcript, drawn by the host's partials -------------------------------------------------
+
+TRANSCRIPT_FOLDER = "agenthost/templates/agenthost/transcript"
+# The markup of a transcript entry: a message's bubble and a tool call's box. Written anywhere but the partials, a
+# page (or a script) would draw a conversation its own way again.
+ENTRY_MARKUP = re.compile(r"""\b(?:msg-(?:user|agent|who|text)|tool-call|tool-head)\b""")
+
+
+def _entry_markup_outside_the_partials(files: dict[str, str]) -> list[str]:
+    """The templates and scripts (path from the checkout → text) outside the host's transcript partials that write
+    a transcript entry's markup."""
+    return sorted(
+        name for name, text in files.items()
+        if not name.startswith(f"{TRANSCRIPT_FOLDER}/") and ENTRY_MARKUP.search(text)
+    )
+
+
+def test_it_draws_every_transcript_entry_with_the_hosts_partials_only():
+    files = {
+        str(path.relative_to(BASE_DIR)): path.read_text()
+        for package in PACKAGES
+        for kind in ("templates", "static")
+        for path in (BASE_DIR / package / kind).rglob("*")
+        if path.suffix in (".html", ".js")
+    }
+    assert any(name.startswith(f"{TRANSCRIPT_FOLDER}/") for name in files), "the partials are where the test looks"
+    assert _entry_markup_outside_the_partials(files) == []
+
+
+def test_it_finds_a_transcript_entry_drawn_outside_the_partials():
+    # The test of the test: the three old renderers, planted back, are found; the partials and the pages that include
+    # them are not.
+    planted = {
+        "runs/templates/runs/_transcript_entry.html": '<div class="tool-call outcome-box-none"><div class="tool-head">',
+        "recording/templates/recording/_entries.html": '<div class="msg msg-agent"><div class="msg-who">',
+        "agenthost/static/agenthost/chat.js": 'const box = el("details", "tool-call");',
+        f"{TRANSCRIPT_FOLDER}/_entry.html": '<details class="tool-call"><summary class="tool-head">',
+        "runs/templates/runs/result_detail.html": '{% include "agenthost/transcript/_turns.html" %}',
+    }
+    assert _entry_markup_outside_the_partials(planted) == [
+        "agenthost/static/agenthost/chat.js", "recording/templates/recording/_entries.html",
+        "runs/templates/runs/_transcript_entry.html",
+    ]
 
 
 # The composition root's own pages: the layout and the error page at the top, the login page, the overrides of other

@@ -274,8 +274,8 @@ def test_it_still_filters_a_changelist_by_a_real_id_and_year(admin_client, admin
     "text", [f'{{"n": {LONG_INTEGER}}}', '{"a": "\\ud800"}', '["\\udfff", "é"]', '{"ok": "é"}', "not json", ""]
 )
 def test_it_shows_any_tool_result_text_without_failing(text):
-    from recording.templatetags.recording_tags import readable_result
-    from runs.web.transcripts import readable as _pretty
+    from agenthost.templatetags.transcript_tags import readable_result
+    from runs.web.readable import readable as _pretty
 
     for shown in (readable_result(text), _pretty(text)):
         shown.encode("utf-8")

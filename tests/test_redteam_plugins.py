@@ -19,9 +19,9 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.services import conversation_send, conversation_start
 from agenthost.testing.fixtures import scripted_provider_config
+from agenthost.transcripts import transcript_load
 from agenthost.turns import ModelCallFailed
 from recording.segmenter import ModelUnavailable, segments_ask
-from recording.transcripts import transcript_load
 
 pytestmark = pytest.mark.django_db
 

@@ -457,7 +457,7 @@ def goal_transcript(messages: list[dict[str, Any]]) -> str:
             lines.append(f"Assistant: {content}")
         elif role == "tool_call":
             arguments = json.dumps(message.get("arguments") or {}, ensure_ascii=False, sort_keys=True)
-            lines.append(f"Assistant called {message.get('function', '')}({arguments})")
+            lines.append(f"Assistant called {message.get('function_name', '')}({arguments})")
         elif role == "tool_result":
             lines.append(f"  → {content}")
     bounded = [line if len(line) <= _GOAL_LINE_CHARS else line[:_GOAL_LINE_CHARS] + "…" for line in lines]

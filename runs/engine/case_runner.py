@@ -580,7 +580,7 @@ def _check_case_assertions(
     """The case-level assertions on the whole conversation, and a blocked or unavailable call's own finding."""
     transcript = (
         [
-            {"role": m.role, "content": m.content, "function": m.function_name, "arguments": m.arguments}
+            {"role": m.role, "content": m.content, "function_name": m.function_name, "arguments": m.arguments}
             for m in held.messages()
         ]
         if _judges_a_goal(plan)

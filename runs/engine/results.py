@@ -137,7 +137,7 @@ def _transcript(messages: list[Message], names: dict[int, str], *, simulated_tur
             "turn": m.turn,
             "role": m.role,
             "content": m.content,
-            "function": m.function_name,
+            "function_name": m.function_name,
             "arguments": m.arguments,
             "tool_call_id": m.tool_call_id,
             "agent": m.agent_name or (names.get(m.agent_id, "") if m.agent_id is not None else ""),

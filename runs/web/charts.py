@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from common.durations import format_ms
 from runs.engine.numbers import format_pass_rate
 from runs.selectors import ModelSummary
 
@@ -35,16 +36,6 @@ def pass_rate_band(rate: float | None) -> str:
     if rate >= 0.5:
         return "mixed"
     return "bad"
-
-
-def format_ms(value: float | None) -> str:
-    if value is None:
-        return "—"
-    if value >= 1000:
-        return f"{value / 1000:.1f} s"
-    if value >= 10:
-        return f"{value:.0f} ms"
-    return f"{value:.1f} ms"
 
 
 def _nice_ceiling(value: float) -> float:

@@ -12,10 +12,10 @@ from django.utils.safestring import SafeString, mark_safe
 
 from cases.models import Case
 from cases.selectors import mock_drift_exists, trace_hider
+from common.durations import format_ms
 from runs.engine.numbers import format_cost, models_priced
 from runs.models import CaseResult, Run
 from runs.selectors import matrix_case_key, run_matrix
-from runs.web.charts import format_ms
 from runs.web.comparison import BROKE, Flip, Flipped
 
 

@@ -27,6 +27,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from agenthost.seams import conversation_page_url
 from cases.models import Suite
 from cases.selectors import case_hidden_from, enabled_cases, suite_list, trace_hider
+from common.durations import format_ms
 from common.forms import unknown_fields_message, unknown_form_fields
 from common.inputs import parse_id, printable_json, text_is_storable
 from runs.engine.numbers import (
@@ -55,7 +56,7 @@ from runs.services import (
     run_trigger,
     run_unbless,
 )
-from runs.web.charts import format_ms, model_chart, pass_rate_band
+from runs.web.charts import model_chart, pass_rate_band
 from runs.web.comparison import (
     BROKE,
     ComparisonError,
@@ -89,7 +90,7 @@ from runs.web.matrix import (
     results_base,
     short_reason,
 )
-from runs.web.transcripts import assertion_outcomes, readable, transcript_turns
+from runs.web.readable import assertion_outcomes, readable, result_transcript
 from runs.web.verifications import result_mock_verifications
 
 RUNS_PER_PAGE = 25
@@ -634,7 +635,7 @@ def result_page(request: HttpRequest, run_id: int, result_id: int) -> HttpRespon
     context = {
         "run": result.run,
         "result": result,
-        "transcript": transcript_turns(result),
+        "transcript": result_transcript(result),
         "assertions": assertion_outcomes(result),
         "final_state": sorted((key, readable(value)) for key, value in (result.final_state or {}).items()),
         "final_tables": _final_tables(result),

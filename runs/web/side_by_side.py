@@ -6,8 +6,9 @@ Each row of another column says how it differs from the first: skipped, added, d
 (or a different message); assertion outcomes are aligned in order. The first row that differs is the divergence,
 marked and linked from the top with the field that differs.
 
-Each column is read as the result page reads it (runs.web.transcripts), so a tool call shows its arguments, outcome
-and result the same way on both pages. Every value reaches the page through the template engine, escaped.
+Each column is read as the result page reads it (the host's transcript of the stored result, runs.web.readable),
+so a tool call shows its arguments, outcome and result the same way on both pages, through the host's partial. Every
+value reaches the page through the template engine, escaped.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from agenthost.seams import TranscriptEntry
 from common.inputs import parse_id
 from runs.models import CaseResult
 from runs.web.comparison import change_anchor, is_same_case, same_case, shows_best, with_default_baseline
 from runs.web.matrix import short_reason
-from runs.web.transcripts import assertion_outcomes, transcript_turns
+from runs.web.readable import assertion_outcomes, readable, result_transcript
 
 CASE_SCOPE = "case"
 # How much of a message, or of a tool call's arguments, the divergence summary quotes.
@@ -65,7 +67,8 @@ class Step:
 
     column: str
     kind: str
-    entry: dict[str, Any] | None = None
+    # A transcript entry (a TranscriptEntry of the host's) or an assertion outcome.
+    entry: Any = None
     difference: str = ""
     # The fields that differ (argument or result keys), for the divergence summary.
     fields: list[str] = field(default_factory=list)
@@ -77,11 +80,12 @@ class Step:
         if entry is None:
             return None
         if self.kind == "user":
-            return ("user", entry["content"])
+            return ("user", entry.text)
         if self.kind == "assistant":
-            return ("assistant", entry["agent"], entry["content"])
+            return ("assistant", entry.agent, entry.text)
         if self.kind == "tool":
-            return ("tool", entry["name"], entry["arguments"], entry["outcome"], entry["result"], entry["agent"])
+            call = entry.call
+            return ("tool", call.name, call.arguments, call.outcome, call.result, entry.agent)
         return ("assertion", entry.get("type"), entry.get("status"), entry["expected_text"])
 
     def describe(self) -> str:
@@ -90,19 +94,20 @@ class Step:
         if entry is None:
             return "nothing at this step" if self.kind == "message" else "no such assertion"
         if self.kind == "user":
-            return f"the user said “{short_reason(entry['content'], QUOTED_CHARS)}”"
+            return f"the user said “{short_reason(entry.text, QUOTED_CHARS)}”"
         if self.kind == "assistant":
-            return f"{entry['agent'] or 'the agent'} answered “{short_reason(entry['content'], QUOTED_CHARS)}”"
+            return f"{entry.agent or 'the agent'} answered “{short_reason(entry.text, QUOTED_CHARS)}”"
         if self.kind == "tool":
-            arguments = short_reason(entry["arguments"], QUOTED_CHARS)
-            outcome = f" ({entry['outcome']})" if entry["outcome"] else ""
-            return f"called {entry['name']}{' with ' + arguments if arguments else ''}{outcome}"
+            call = entry.call
+            arguments = short_reason(readable(call.arguments), QUOTED_CHARS) if call.shows_arguments else ""
+            outcome = f" ({call.outcome})" if call.outcome else ""
+            return f"called {call.name}{' with ' + arguments if arguments else ''}{outcome}"
         return f"{entry.get('type')} {entry.get('status')}"
 
 
-def _anchor_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+def _anchor_key(entry: TranscriptEntry) -> tuple[Any, ...]:
     """What two steps must share to be aligned on one row: their kind, and a tool call's name."""
-    return ("tool", entry["name"]) if entry["kind"] == "tool" else (entry["kind"],)
+    return ("tool", entry.call.name) if entry.call is not None else (entry.kind,)
 
 
 def _parsed(text: Any) -> Any:
@@ -122,18 +127,19 @@ def _differing_fields(before: Any, after: Any) -> list[str]:
     return [key for key in dict.fromkeys([*old, *new]) if old.get(key) != new.get(key)]
 
 
-def _difference(first: dict[str, Any], other: dict[str, Any]) -> tuple[str, list[str]]:
+def _difference(first: TranscriptEntry, other: TranscriptEntry) -> tuple[str, list[str]]:
     """How `other` differs from `first`, two steps aligned on one row, and the fields that do."""
-    if first["kind"] != "tool":
-        same = first.get("content") == other.get("content") and first.get("agent") == other.get("agent")
+    before, after = first.call, other.call
+    if before is None or after is None:
+        same = first.text == other.text and first.agent == other.agent
         return ("", []) if same else (DIFFERENT_MESSAGE, [])
-    if first["arguments"] != other["arguments"]:
-        return DIFFERENT_ARGUMENTS, _differing_fields(first["arguments"], other["arguments"])
-    if (first["outcome"], first["result"]) != (other["outcome"], other["result"]):
-        if first["outcome"] != other["outcome"]:
+    if before.arguments != after.arguments:
+        return DIFFERENT_ARGUMENTS, _differing_fields(before.arguments, after.arguments)
+    if (before.outcome, before.result) != (after.outcome, after.result):
+        if before.outcome != after.outcome:
             return DIFFERENT_OUTCOME, []
-        return DIFFERENT_RESULT, _differing_fields(first["result"], other["result"])
-    return ("", []) if first.get("agent") == other.get("agent") else (DIFFERENT_MESSAGE, [])
+        return DIFFERENT_RESULT, _differing_fields(before.result, after.result)
+    return ("", []) if first.agent == other.agent else (DIFFERENT_MESSAGE, [])
 
 
 # Past this many cells (steps of one column × steps of the other) the table of common lengths costs more than a page
@@ -167,16 +173,16 @@ def _matched(first: list[Any], other: list[Any]) -> list[tuple[int, int]]:
     return pairs
 
 
-def _aligned_rows(columns: list[Column], lists: list[list[dict[str, Any]]]) -> list[list[Step]]:
+def _aligned_rows(columns: list[Column], lists: list[list[TranscriptEntry]]) -> list[list[Step]]:
     """The columns' messages and tool calls on rows, each other column aligned with the first by content. A step
     only another column has gets a row of its own, where the first column's step would have been."""
     reference = lists[0]
     # Per other column: the step matched to each of the first column's, and the steps it has before each of them.
-    matched: list[dict[int, dict[str, Any]]] = []
-    inserted: list[dict[int, list[dict[str, Any]]]] = []
+    matched: list[dict[int, TranscriptEntry]] = []
+    inserted: list[dict[int, list[TranscriptEntry]]] = []
     for items in lists[1:]:
-        pairs: dict[int, dict[str, Any]] = {}
-        extra: dict[int, list[dict[str, Any]]] = {}
+        pairs: dict[int, TranscriptEntry] = {}
+        extra: dict[int, list[TranscriptEntry]] = {}
         # An unmatched step goes right after the last matched one before it (before any skipped there).
         position, pairs_left = 0, iter(_matched([_anchor_key(item) for item in reference],
                                                 [_anchor_key(item) for item in items]))
@@ -195,21 +201,21 @@ def _aligned_rows(columns: list[Column], lists: list[list[dict[str, Any]]]) -> l
         for index, extra in enumerate(inserted, start=1):
             for entry in extra.get(position, []):
                 rows.append([
-                    Step(column.title, entry["kind"] if number == index else "message",
+                    Step(column.title, entry.kind if number == index else "message",
                          entry if number == index else None, difference=ADDED if number == index else "")
                     for number, column in enumerate(columns)
                 ])
         if position == len(reference):
             break
         first = reference[position]
-        row = [Step(columns[0].title, first["kind"], first)]
+        row = [Step(columns[0].title, first.kind, first)]
         for column, pairs in zip(columns[1:], matched, strict=True):
             other = pairs.get(position)
             if other is None:
                 row.append(Step(column.title, "message", None, difference=SKIPPED))
             else:
                 difference, fields = _difference(first, other)
-                row.append(Step(column.title, other["kind"], other, difference=difference, fields=fields))
+                row.append(Step(column.title, other.kind, other, difference=difference, fields=fields))
         rows.append(row)
     return rows
 
@@ -259,7 +265,8 @@ class Divergence:
             if not step.difference:
                 continue
             fields = f" ({', '.join(step.fields)})" if step.fields else ""
-            name = (step.entry or first.entry or {}).get("name", "")
+            shown = step.entry or first.entry
+            name = shown.call.name if isinstance(shown, TranscriptEntry) and shown.call is not None else ""
             if step.difference == SKIPPED:
                 text = f"skipped what {first.column} did: {first.describe()}"
             elif step.difference == ADDED:
@@ -271,7 +278,7 @@ class Divergence:
             elif step.difference == DIFFERENT_OUTCOME and step.kind == "tool":
                 # A tool step that differs in outcome has its entry on both sides.
                 assert step.entry is not None and first.entry is not None
-                text = f"{name} was {step.entry['outcome'] or 'run'} where it was {first.entry['outcome'] or 'run'}"
+                text = f"{name} was {step.entry.call.outcome or 'run'} where it was {first.entry.call.outcome or 'run'}"
             elif step.difference == DIFFERENT_OUTCOME:
                 text = f"a different assertion outcome: {step.describe()} where {first.column} has {first.describe()}"
             else:
@@ -286,9 +293,9 @@ def _scope_turn(scope: Any) -> Any:
     return int(number) if number.isascii() and number.isdigit() else CASE_SCOPE
 
 
-def _steps_by_turn(result: CaseResult) -> tuple[dict[Any, list[dict[str, Any]]], dict[Any, list[dict[str, Any]]]]:
+def _steps_by_turn(result: CaseResult) -> tuple[dict[Any, list[TranscriptEntry]], dict[Any, list[dict[str, Any]]]]:
     """A result's transcript entries and assertion outcomes, each by turn."""
-    messages = {turn["turn"]: turn["entries"] for turn in transcript_turns(result)}
+    messages = {turn.index: turn.entries for turn in result_transcript(result).turns}
     checks: dict[Any, list[dict[str, Any]]] = {}
     for item in assertion_outcomes(result):
         checks.setdefault(_scope_turn(item.get("scope")), []).append(item)
@@ -301,7 +308,7 @@ def _turn_order(key: Any) -> tuple[int, int]:
     return (0, key) if isinstance(key, int) else (1, 0)
 
 
-def _block(label: str, kind: str, columns: list[Column], lists: list[list[dict[str, Any]]]) -> Block:
+def _block(label: str, kind: str, columns: list[Column], lists: list[list[Any]]) -> Block:
     block = Block(label)
     if kind == "message":
         for steps in _aligned_rows(columns, lists):

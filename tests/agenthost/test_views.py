@@ -88,6 +88,26 @@ def test_it_continues_an_own_conversation_but_not_someone_elses(client, member, 
     assert client.get("/chat/?conversation=abc").status_code == 404
 
 
+def test_it_draws_the_chats_conversation_on_the_server_with_the_hosts_partials(client, member, outsider, demo_agents):
+    mine = conversation_start(agent=demo_agents["order-router"], owner=member)
+    conversation_send(conversation=mine, text="Please cancel order 1043, my email is ana@example.com")
+    theirs = conversation_start(agent=demo_agents["order-router"], owner=outsider)
+    client.force_login(member)
+
+    chat = client.get(f"/chat/?conversation={mine.pk}").content.decode()
+    assert 'data-transcript="/chat/conversations/{id}/transcript/"' in chat
+    html = client.get(f"/chat/conversations/{mine.pk}/transcript/").content.decode()
+    assert re.search(r'<li class="turn" id="turn-0" data-turn="0">\s*<div class="msg msg-user">\s*'
+                     r'<div class="msg-who">You\s*</div>\s*<div class="msg-text">Please cancel order 1043', html)
+    assert re.search(r'<details class="tool-call[^"]*">\s*<summary class="tool-head">\s*'
+                     r'<span class="tool-name">cancel_order</span>.*?by order-cancellation</span>', html, re.S)
+    assert "Order 1043 is now cancelled" in html
+    assert re.search(r'Agents: </span>order-router → [^<]*order-cancellation', html)
+    assert "Tokens: </span>" in html and "Steps: </span>" in html
+    assert client.get(f"/chat/conversations/{theirs.pk}/transcript/").status_code == 404
+    assert client.get("/chat/conversations/99999/transcript/").status_code == 404
+
+
 def test_it_lists_only_the_members_own_conversations(client, member, outsider, demo_agents):
     router = demo_agents["order-router"]
     conversation_start(agent=router, owner=member, title="Mine about refunds", tags=["demo"])

@@ -148,7 +148,7 @@ def test_it_marks_regressions_against_the_blessed_baseline_and_shows_a_flipped_c
 
     # Long JSON wraps in its column at 800 px: an argument of one unbroken 2,000-character token.
     transcript = [
-        {**row, "arguments": {"note": "x" * 2000}} if row.get("function") == "lookup_order" else row
+        {**row, "arguments": {"note": "x" * 2000}} if row.get("function_name") == "lookup_order" else row
         for row in regressed.transcript
     ]
     CaseResult.objects.filter(pk=regressed.pk).update(transcript=transcript)

@@ -10,9 +10,9 @@ from agenthost.functions import FunctionResult, register_function
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
 from agenthost.services import conversation_send, conversation_start
+from agenthost.transcripts import transcript_load
 from recording.drafts import NothingToRecord, draft_document
 from recording.services import recording_create
-from recording.transcripts import transcript_load
 from runs.engine.case_session import CaseSession, registry
 from tests.recording.conftest import CANCEL_1043, SEEDED_STATE, THREE_TOPICS, WHERE_IS_1042
 

@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
+from agenthost.transcripts import TranscriptCall
 from agenttest_demo.agents import demo_conversations_create
 from cases.models import Suite
 from cases.services import case_enable
 from recording.drafts import IDENTIFYING_TEXT_MAX_LENGTH, identifying_arguments
 from recording.services import recording_create
-from recording.transcripts import RecordedCall
 from runs.models import Run
 from runs.services import run_create, run_execute
 from tests.recording.conftest import CAREFUL
@@ -252,7 +252,7 @@ values = st.recursive(
 )
 def test_it_keeps_only_required_short_scalars_and_accounts_for_every_argument(arguments, required):
     parameters = None if required is None else {"type": "object", "properties": {}, "required": required}
-    call = RecordedCall(
+    call = TranscriptCall(
         name="f", arguments=arguments, raw_arguments="", agent="a", trigger="model", tool_call_id="1", seq=0,
         parameters=parameters,
     )
@@ -273,7 +273,7 @@ def test_it_keeps_only_required_short_scalars_and_accounts_for_every_argument(ar
 
 
 def test_it_keeps_an_enum_value_even_when_it_has_spaces():
-    call = RecordedCall(
+    call = TranscriptCall(
         name="f", arguments={"plan": "Pro annual", "note": "please hurry"}, raw_arguments="", agent="a",
         trigger="model", tool_call_id="1", seq=0,
         parameters={

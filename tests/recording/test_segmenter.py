@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from agenthost.transcripts import transcript_load
 from recording.segmenter import Segment, SegmentationError, segments_parse, segments_request
-from recording.transcripts import transcript_load
 from tests.recording.conftest import THREE_TOPICS, segments_answer
 
 FOUR_TURNS = 4

@@ -15,11 +15,11 @@ import pytest
 from agenthost.llm.scripted import Answer
 from agenthost.models import Agent
 from cases.models import Suite
+from common.durations import format_ms
 from runs.engine.numbers import format_cost
 from runs.models import CaseResult, Run
 from runs.selectors import FLAKY, STABLE_FAIL, STABLE_PASS, run_matrix, run_summary, run_trials
 from runs.services import run_create, run_execute
-from runs.web.charts import format_ms
 from runs.web.junit import run_to_junit
 from tests.runs.conftest import CAREFUL
 

@@ -4,6 +4,7 @@ matrix, one result, exports, and the number of queries each page runs at two siz
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import re
 from datetime import timedelta
@@ -11,8 +12,10 @@ from decimal import Decimal
 from xml.etree import ElementTree
 
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.staticfiles import finders
 
+from agenthost.services import conversation_start
 from cases.models import Case
 from runs.management.commands.run import _summary
 from runs.management.commands.run_suite import Command as RunSuite
@@ -444,9 +447,9 @@ def test_it_shows_the_error_reason_and_blocked_tool_calls(admin_client, finished
         status=ERROR, reason="the canary answered something else: the mock layer is not in place",
         transcript=[
             {"seq": 0, "turn": 0, "role": "user", "content": "Email me the refund"},
-            {"seq": 1, "turn": 0, "role": "tool_call", "function": "util-email-handle_email_sender",
+            {"seq": 1, "turn": 0, "role": "tool_call", "function_name": "util-email-handle_email_sender",
              "arguments": {"to": "ana@example.com"}, "tool_call_id": "c1", "trigger": "model"},
-            {"seq": 2, "turn": 0, "role": "tool_result", "function": "util-email-handle_email_sender",
+            {"seq": 2, "turn": 0, "role": "tool_result", "function_name": "util-email-handle_email_sender",
              "content": "blocked: util-email-handle_email_sender", "tool_call_id": "c1", "outcome": "blocked"},
         ],
         final_state={"order_status": "cancelled"},
@@ -457,6 +460,51 @@ def test_it_shows_the_error_reason_and_blocked_tool_calls(admin_client, finished
     assert "util-email-handle_email_sender Blocked" in text and "blocked: util-email-handle_email_sender" in text
     state = re.search(r'<table class="state-table">.*?</table>', html_of(response), re.S).group(0)
     assert re.search(r'order_status</th>\s*<td class="state-value"><pre class="plain">cancelled</pre>', state)
+
+
+OLD_SHAPED_TRANSCRIPT = [
+    {"seq": 0, "turn": 0, "role": "user", "content": "Where is order 1042?"},
+    {"seq": 1, "turn": 0, "role": "tool_call", "function": "lookup_order", "arguments": {"order_id": "1042"},
+     "tool_call_id": "c1", "agent": "order-desk", "trigger": "model"},
+    {"seq": 2, "turn": 0, "role": "tool_result", "function": "lookup_order", "content": '{"status": "shipped"}',
+     "tool_call_id": "c1", "agent": "order-desk", "outcome": "mocked"},
+    {"seq": 3, "turn": 0, "role": "assistant", "content": "Order 1042 has shipped.", "agent": "order-desk",
+     "model": "simulated:sim-careful", "latency_ms": 12.0},
+]
+
+
+def test_it_still_shows_a_result_stored_before_calls_were_named_function_name(admin_client, finished_run):
+    # Results stored before decision 0045 name a call's function `function`; runs 0012 rewrites them, and the page
+    # then shows them as it shows a new one.
+    result = finished_run.results.first()
+    CaseResult.objects.filter(pk=result.pk).update(transcript=OLD_SHAPED_TRANSCRIPT)
+    renaming = importlib.import_module("runs.migrations.0012_i34_transcript_function_name")
+
+    renaming.forwards(django_apps, None)
+
+    stored = CaseResult.objects.get(pk=result.pk).transcript
+    assert [row.get("function_name") for row in stored] == [None, "lookup_order", "lookup_order", None]
+    assert not any("function" in row for row in stored)
+    response = admin_client.get(f"/runs/{finished_run.pk}/results/{result.pk}/")
+    html, text = html_of(response), text_of(response)
+    assert re.search(r"lookup_order\s*</span>\s*<span class=\"badge outcome-mocked\">Mocked</span>", html)
+    assert "&quot;order_id&quot;: &quot;1042&quot;" in html and "&quot;status&quot;: &quot;shipped&quot;" in html
+    assert "Order 1042 has shipped." in text and "order-desk · simulated:sim-careful · 12 ms" in text
+
+    renaming.backwards(django_apps, None)
+    assert CaseResult.objects.get(pk=result.pk).transcript == OLD_SHAPED_TRANSCRIPT
+
+
+def test_it_links_a_test_conversations_page_back_to_its_result(admin_client, finished_run):
+    result = finished_run.results.first()
+    tested = conversation_start(agent=finished_run.suite.agent)
+    chatted = conversation_start(agent=finished_run.suite.agent)
+    CaseResult.objects.filter(pk=result.pk).update(conversation=tested)
+
+    html = html_of(admin_client.get(f"/conversations/{tested.pk}/"))
+    assert f"Test conversation of result #{result.pk}" in html
+    assert f'href="/runs/{finished_run.pk}/results/{result.pk}/" data-field="result"' in html
+    assert "Test conversation of result" not in html_of(admin_client.get(f"/conversations/{chatted.pk}/"))
 
 
 def test_it_answers_404_for_a_result_of_another_run(admin_client, finished_run, order_suite, make_run):

@@ -123,7 +123,7 @@ def _run(suite: Suite, scripted_model) -> CaseResult:
 
 def _calls(result: CaseResult) -> list[tuple[str, str, str]]:
     """Each call's answer on the transcript: the tool, the agent that made the call, how it was answered."""
-    return [(row["function"], row["agent"], row["outcome"])
+    return [(row["function_name"], row["agent"], row["outcome"])
             for row in result.transcript if row["role"] == "tool_result"]
 
 

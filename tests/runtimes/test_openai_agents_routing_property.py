@@ -183,14 +183,14 @@ def test_it_runs_no_tool_of_any_agent_in_the_run_for_real_under_test(
 
     context = f"{module}\n{tools}\n{result.status}: {result.reason}"
     assert markers(tmp_path) == [] and listener.received == [], context
-    answered = [row for row in result.transcript if row["role"] == "tool_result" and row["function"] in tools]
+    answered = [row for row in result.transcript if row["role"] == "tool_result" and row["function_name"] in tools]
     for row in answered:
         # Each call is its own agent's (a clone's keeps the clone's name).
-        if not row["function"].startswith("ask_"):
-            assert row["agent"].split("_clone")[0] == row["function"].split("_t")[0], (row, context)
+        if not row["function_name"].startswith("ask_"):
+            assert row["agent"].split("_clone")[0] == row["function_name"].split("_t")[0], (row, context)
     check_case(
         status=result.status, reason=result.reason,
-        answered=[(row["function"], row["outcome"], row["content"]) for row in answered],
+        answered=[(row["function_name"], row["outcome"], row["content"]) for row in answered],
         tools=tools, issued=issued, outside=set(), host_port=listener.url.removeprefix("http://"),
         model_requests=scripted_model.requests, context=context,
     )

@@ -140,10 +140,10 @@ def test_it_names_the_sdk_agent_of_each_message_through_a_handoff_in_chat_and_un
     result = CaseResult.objects.get(run=run)
 
     assert result.status == "passed", result.reason
-    assert [(row["role"], row["function"] or (row["content"] if row["role"] == "assistant" else ""), row["agent"])
+    assert [(row["role"], row["function_name"] or (row["content"] if row["role"] == "assistant" else ""), row["agent"])
             for row in result.transcript] == HANDED_OFF
     page = admin_client.get(reverse("runs:result", args=[run.pk, result.pk])).content.decode()
-    assert re.search(r"send_email</span>.*?<span class=\"muted small\">billing</span>", page, re.S)
+    assert re.search(r"send_email</span>.*?<span class=\"muted small\">by billing</span>", page, re.S)
     assert re.search(r'<div class="msg-who">billing .*?Done: I emailed you.', page, re.S)
     assert len(markers(tmp_path)) == 1, "only the chat's real send_email wrote a marker"
 

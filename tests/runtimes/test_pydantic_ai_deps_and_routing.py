@@ -140,7 +140,7 @@ def _run(suite: Suite, scripted_model) -> CaseResult:
 
 
 def _calls(result: CaseResult) -> list[tuple[str, str, str]]:
-    return [(row["function"], row["agent"], row["outcome"])
+    return [(row["function_name"], row["agent"], row["outcome"])
             for row in result.transcript if row["role"] == "tool_result"]
 
 

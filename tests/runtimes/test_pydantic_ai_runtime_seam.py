@@ -18,11 +18,11 @@ from agenthost.models import Agent
 from agenthost.runtimes.pydantic_ai import ModelRequestGate, PydanticAIRuntime
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
+from agenthost.transcripts import transcript_load
 from agenttest.plugin import register_runtime, unregister_runtime
 from cases.files import agent_file, files_apply
 from cases.models import Suite
 from recording.drafts import draft_document
-from recording.transcripts import transcript_load
 from runs.engine.case_runner import execute_case
 from runs.engine.case_session import MockSpec
 from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
@@ -196,7 +196,7 @@ def test_it_runs_pydantic_ais_output_tool_under_test_as_its_own_never_mocked_and
     # The output tool is pydantic-ai's, not the team's: the harness saw only find_order (mocked), nothing blocked.
     assert [(call["name"], call["outcome"]) for call in recorded.tool_calls] == [("find_order", "mocked")]
     # The transcript holds the framework's run: each forced call with pydantic-ai's answer to it (a retry first).
-    assert [(entry["role"], entry["function"], entry["outcome"]) for entry in recorded.transcript[-6:]] == [
+    assert [(entry["role"], entry["function_name"], entry["outcome"]) for entry in recorded.transcript[-6:]] == [
         ("tool_call", "final_result", ""), ("tool_result", "final_result", "output"), ("assistant", "", ""),
         ("tool_call", "final_result", ""), ("tool_result", "final_result", "output"), ("assistant", "", ""),
     ]
@@ -209,7 +209,7 @@ def test_it_runs_pydantic_ais_output_tool_under_test_as_its_own_never_mocked_and
     replayed = execute_suite(suite, Run.Mode.REPLAY)
 
     assert replayed.status == "passed", replayed.reason
-    shown = ("role", "function", "content", "outcome")
+    shown = ("role", "function_name", "content", "outcome")
     assert [[entry[key] for key in shown] for entry in replayed.transcript] == [
         [entry[key] for key in shown] for entry in recorded.transcript
     ]

@@ -1,5 +1,6 @@
 // The chat page: starts conversations and sends messages through the REST API with the session cookie and CSRF
-// token. Everything from the server is inserted as text, never as HTML.
+// token. The conversation is drawn by the server (the host's transcript partials, as on every page that shows one):
+// its fragment is the only HTML inserted, escaped by the template engine; everything else goes in as text.
 (function () {
   "use strict";
 
@@ -20,11 +21,6 @@
   const sendButton = document.getElementById("send-button");
   const stateTable = document.getElementById("state-table");
   const stateEmpty = document.getElementById("state-empty");
-
-  const FINISH_LABELS = {
-    stop_completion: "a tool that ends the turn",
-    missing_function: "a function with no implementation",
-  };
 
   let conversationId = root.dataset.conversation ? Number(root.dataset.conversation) : null;
   // A sealed conversation is shown, never continued: the server refuses every send to it without its seal key.
@@ -69,17 +65,20 @@
     return data;
   }
 
-  async function fetchAllPages(path) {
-    const items = [];
-    let next = path;
-    while (next) {
-      const page = await api("GET", next);
-      items.push(...page.results);
-      // `next` is absolute; keeping only path and query keeps the request same-origin behind any proxy.
-      const url = page.next ? new URL(page.next, window.location.href) : null;
-      next = url ? url.pathname + url.search : null;
+  // The conversation's turns as the server draws them.
+  async function fetchTranscript(id) {
+    let response;
+    try {
+      response = await fetch(root.dataset.transcript.replace("{id}", encodeURIComponent(String(id))), {
+        credentials: "same-origin", headers: { Accept: "text/html" },
+      });
+    } catch (networkError) {
+      throw new ApiError("Could not reach the server. Check that it is running and try again.", 0, null);
     }
-    return items;
+    if (!response.ok) {
+      throw new ApiError(describeFailure(response.status, null), response.status, null);
+    }
+    return response.text();
   }
 
   function describeFailure(status, data) {
@@ -134,95 +133,9 @@
     return node;
   }
 
-  function pretty(value) {
-    if (typeof value === "string") {
-      try {
-        return JSON.stringify(JSON.parse(value), null, 2);
-      } catch (notJson) {
-        return value;
-      }
-    }
-    return JSON.stringify(value, null, 2);
-  }
-
   function showError(message) {
     errorBox.textContent = message;
     errorBox.hidden = !message;
-  }
-
-  function renderToolCall(call) {
-    const box = el("details", "tool-call" + (call.error ? " tool-error" : ""));
-    const summary = el("summary");
-    summary.append(el("span", "tool-name", call.name || "(no name)"));
-    summary.append(el("span", "badge outcome-" + (call.outcome || "none"), call.outcome || "no result"));
-    if (call.agent) {
-      summary.append(el("span", "muted", "by " + call.agent));
-    }
-    if (call.trigger && call.trigger !== "model") {
-      summary.append(el("span", "muted", "(" + call.trigger + ")"));
-    }
-    box.append(summary);
-    box.append(el("div", "label", "Arguments"));
-    box.append(el("pre", "code", pretty(call.arguments === null || call.arguments === undefined ? {} : call.arguments)));
-    box.append(el("div", "label", "Result"));
-    box.append(el("pre", "code", pretty(call.result || "")));
-    return box;
-  }
-
-  function renderTurn(turn) {
-    const item = el("li", "turn");
-    if (turn.turn === -1) {
-      item.append(el("div", "turn-caption muted", "When the conversation started"));
-    }
-    turn.userTexts.forEach(function (text) {
-      const bubble = el("div", "msg msg-user");
-      bubble.append(el("div", "msg-who", "You"));
-      bubble.append(el("div", "msg-text", text));
-      item.append(bubble);
-    });
-    if (turn.toolCalls.length) {
-      const tools = el("div", "tool-calls");
-      turn.toolCalls.forEach(function (call) { tools.append(renderToolCall(call)); });
-      item.append(tools);
-    }
-    if (turn.output) {
-      const reply = el("div", "msg msg-agent");
-      reply.append(el("div", "msg-who", turn.agentChain.length ? turn.agentChain[turn.agentChain.length - 1] : "Agent"));
-      reply.append(el("div", "msg-text", turn.output));
-      item.append(reply);
-    }
-    if (turn.failure) {
-      item.append(el("div", "turn-failure", turn.failure));
-    }
-    if (typeof turn.turn === "number" && turn.turn >= 0) {
-      item.append(renderMeta(turn));
-    }
-    return item;
-  }
-
-  function renderMeta(turn) {
-    const meta = el("div", "turn-meta");
-    const parts = [];
-    if (turn.agentChain.length) {
-      parts.push(["Agents", turn.agentChain.join(" → ")]);
-    }
-    parts.push(["Tokens", turn.inputTokens + " in / " + turn.outputTokens + " out"]);
-    parts.push(["Model latency", formatMs(turn.latencyMs)]);
-    parts.push(["Steps", String(turn.steps)]);
-    if (turn.finish && turn.finish !== "answer") {
-      parts.push(["Ended by", FINISH_LABELS[turn.finish] || turn.finish]);
-    }
-    parts.forEach(function (part) {
-      const span = el("span", "meta-item");
-      span.append(el("span", "meta-label", part[0] + ": "));
-      span.append(document.createTextNode(part[1]));
-      meta.append(span);
-    });
-    return meta;
-  }
-
-  function formatMs(ms) {
-    return ms >= 1000 ? (ms / 1000).toFixed(2) + " s" : Math.round(ms) + " ms";
   }
 
   function renderState(state) {
@@ -263,75 +176,6 @@
     info.replaceChildren(link || title, " · " + parts.join(" · "));
   }
 
-  // --- Turns from the API --------------------------------------------------------------------------------------
-
-  function turnFromResult(result, userText, failure) {
-    return {
-      turn: result.turn,
-      userTexts: [userText],
-      toolCalls: result.tool_calls,
-      output: result.output,
-      agentChain: result.agent_chain,
-      inputTokens: result.usage.input_tokens,
-      outputTokens: result.usage.output_tokens,
-      latencyMs: result.model_latency_ms,
-      steps: result.steps,
-      finish: result.finish,
-      failure: failure,
-    };
-  }
-
-  // Stored messages → the same turn shape the send endpoint returns, so old and new turns look alike.
-  function turnsFromMessages(messages) {
-    const byTurn = new Map();
-    messages.forEach(function (message) {
-      if (!byTurn.has(message.turn)) {
-        byTurn.set(message.turn, []);
-      }
-      byTurn.get(message.turn).push(message);
-    });
-    return Array.from(byTurn.entries()).map(function (entry) {
-      const rows = entry[1];
-      const results = new Map();
-      rows.filter(function (m) { return m.role === "tool_result"; }).forEach(function (m) { results.set(m.tool_call_id, m); });
-      const turn = {
-        turn: entry[0], userTexts: [], toolCalls: [], output: "", agentChain: [], inputTokens: 0, outputTokens: 0,
-        latencyMs: 0, steps: 0, finish: "", failure: "",
-      };
-      rows.forEach(function (m) {
-        if (m.agent && turn.agentChain[turn.agentChain.length - 1] !== m.agent && m.role !== "user") {
-          turn.agentChain.push(m.agent);
-        }
-        if (m.role === "user") {
-          turn.userTexts.push(m.content);
-        } else if (m.role === "assistant") {
-          turn.inputTokens += m.input_tokens;
-          turn.outputTokens += m.output_tokens;
-          turn.latencyMs += m.latency_ms;
-          turn.steps += m.model ? 1 : 0;
-        } else if (m.role === "tool_call") {
-          const result = results.get(m.tool_call_id);
-          turn.toolCalls.push({
-            name: m.function_name,
-            arguments: m.arguments !== null ? m.arguments : m.raw_arguments,
-            result: result ? result.content : "",
-            outcome: result ? result.outcome : "",
-            agent: m.agent,
-            trigger: m.trigger,
-          });
-        }
-      });
-      const last = rows[rows.length - 1];
-      if (last.role === "assistant") {
-        turn.output = last.content;
-      } else if (last.role === "tool_result") {
-        turn.output = last.content;
-        turn.finish = last.function_name;
-      }
-      return turn;
-    });
-  }
-
   // --- Actions -------------------------------------------------------------------------------------------------
 
   function setBusy(value) {
@@ -346,15 +190,14 @@
 
   async function loadConversation(id) {
     const conversation = await api("GET", "conversations/" + id + "/");
-    const messages = await fetchAllPages("conversations/" + id + "/messages/?page_size=500");
+    const turns = await fetchTranscript(id);
     conversationId = conversation.id;
     sealed = Boolean(conversation.sealed);
     describeConversation(conversation);
     if (agentSelect) {
       agentSelect.value = String(conversation.agent.id);
     }
-    transcript.replaceChildren();
-    turnsFromMessages(messages).forEach(function (turn) { transcript.append(renderTurn(turn)); });
+    transcript.innerHTML = turns;
     shownState = {};
     renderState(conversation.state);
     setBusy(false);
@@ -397,24 +240,29 @@
       return;
     }
     showError("");
-    const pending = renderTurn({
-      turn: null, userTexts: [text], toolCalls: [], output: "", agentChain: [], inputTokens: 0, outputTokens: 0,
-      latencyMs: 0, steps: 0, finish: "", failure: "",
-    });
-    pending.classList.add("pending");
+    // Until the server has drawn the turn, the message waits as plain text under the transcript.
+    const pending = el("li", "turn pending");
+    pending.append(el("div", "pending-text", text));
     pending.append(el("div", "muted thinking", "The agent is working…"));
     transcript.append(pending);
     pending.scrollIntoView({ block: "end" });
     setBusy(true);
     try {
       const result = await api("POST", "conversations/" + conversationId + "/messages/", { text: text });
-      pending.replaceWith(renderTurn(turnFromResult(result, text, "")));
+      transcript.innerHTML = await fetchTranscript(conversationId);
       renderState(result.state);
       messageInput.value = "";
     } catch (error) {
       const body = error.body || {};
       if (body.partial) {
-        pending.replaceWith(renderTurn(turnFromResult(body.partial, text, error.message)));
+        // What the turn did before it failed is stored: drawn like any turn, with why it stopped under it.
+        transcript.innerHTML = await fetchTranscript(conversationId).catch(function () { return transcript.innerHTML; });
+        const last = transcript.lastElementChild;
+        if (last) {
+          last.classList.remove("pending");
+          last.querySelector(".thinking") && last.querySelector(".thinking").remove();
+          last.append(el("div", "turn-failure", error.message));
+        }
         messageInput.value = "";
       } else {
         pending.remove();

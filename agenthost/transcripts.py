@@ -1,23 +1,34 @@
-"""A conversation read once into plain data: its pre-written history, what ran at start-up, and its turns with
-their tool calls and state changes. Turning it into a draft case is then a pure function of this snapshot
-(recording/drafts.py), and the conversation page shows the same turns, numbered the same way.
+"""A conversation read once into plain data, the one shape every page draws and the harness reads: a `Transcript` of
+turns (`TranscriptTurn`), each a list of entries (`TranscriptEntry`: a user's or an agent's message, or a tool call
+with its result and outcome), each naming its agent and the spans it was read from.
 
-Turns are numbered from 0 in the order their user messages were sent, after any pre-written history: each user
-message opens a turn, and everything up to the next user message belongs to it, whatever the host's own turn numbers
-say (pre-written history shares them).
+Two readers fill it: `transcript_load`/`transcript_build` from a conversation's `Message` rows, and
+`transcript_from_stored` from a transcript stored as rows of plain JSON (a case result's), whose keys are the
+`Message` fields' own names (`function_name`, not `function`: decision 0045).
+
+Turns of a conversation are numbered from 0 in the order their user messages were sent, after any pre-written
+history: each user message opens a turn, and everything up to the next user message belongs to it, whatever the
+host's own turn numbers say (pre-written history shares them). A stored transcript keeps the turn numbers it was
+stored with: a case's turns, numbered by the case.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agenthost.seams import Conversation, Message, conversation_messages, conversation_state_timeline, get_function
+from agenthost.functions import get_function
+from agenthost.models import Conversation, Message
+from agenthost.selectors import conversation_messages, conversation_state_timeline
 
 START = -1
-"""The block index of what ran before the first user message: the agent's start-up rules."""
+"""The turn index of what ran before the first user message: the agent's start-up rules."""
+
+USER, ASSISTANT, TOOL = "user", "assistant", "tool"
+"""The kinds of entry."""
 
 _USER, _ASSISTANT = Message.Role.USER, Message.Role.ASSISTANT
 _TOOL_CALL, _TOOL_RESULT = Message.Role.TOOL_CALL, Message.Role.TOOL_RESULT
@@ -32,7 +43,7 @@ class StateWrite:
 
 
 @dataclass
-class RecordedCall:
+class TranscriptCall:
     """One tool call with the result it got. `arguments` is None when the model's arguments were not a JSON object:
     the host answered such a call itself, without asking any executor."""
 
@@ -55,42 +66,71 @@ class RecordedCall:
     span_id: str = ""
     result_span_id: str = ""
 
+    @property
+    def shows_arguments(self) -> bool:
+        """A result stored without the call it answered has no arguments to show."""
+        return self.arguments is not None or bool(self.raw_arguments)
+
 
 @dataclass
-class Entry:
-    """What the page shows in a turn, in order: an agent's text, or a tool call with its result."""
+class TranscriptEntry:
+    """What a turn shows, in order: a user's message, an agent's text, or a tool call with its result."""
 
-    kind: str  # "assistant" or "call"
+    kind: str  # USER, ASSISTANT or TOOL
     agent: str
     text: str = ""
     model: str = ""
-    call: RecordedCall | None = None
+    call: TranscriptCall | None = None
     span_id: str = ""  # the span an imported message was read from
+    # A user message the simulated user's model wrote, not the case.
+    simulated: bool = False
+    # The model's time for this answer, when the transcript kept it (a stored one does).
+    latency_ms: float | None = None
 
 
 @dataclass
-class Block:
-    """One turn (index ≥ 0) or the start-up block (index START)."""
+class TranscriptTurn:
+    """One turn (index ≥ 0) or the start-up turn (index START)."""
 
     index: int
-    user_message: str = ""
-    user_span_id: str = ""
     # The agent the turn started with: the entry agent, or the one an earlier turn routed to.
     agent: str = ""
-    entries: list[Entry] = field(default_factory=list)
+    entries: list[TranscriptEntry] = field(default_factory=list)
     writes: list[StateWrite] = field(default_factory=list)
+    # What the turn cost and who took part, summed from its messages (a conversation's; a stored transcript has none).
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0
+    steps: int = 0
+    agents: list[str] = field(default_factory=list)
 
     @property
-    def calls(self) -> list[RecordedCall]:
+    def user_message(self) -> str:
+        return next((entry.text for entry in self.entries if entry.kind == USER), "")
+
+    @property
+    def user_span_id(self) -> str:
+        return next((entry.span_id for entry in self.entries if entry.kind == USER), "")
+
+    @property
+    def calls(self) -> list[TranscriptCall]:
         return [entry.call for entry in self.entries if entry.call is not None]
 
     @property
     def answer(self) -> str:
-        texts = [entry.text for entry in self.entries if entry.kind == "assistant" and entry.text]
+        texts = [entry.text for entry in self.entries if entry.kind == ASSISTANT and entry.text]
         return texts[-1] if texts else ""
 
+    @property
+    def finish(self) -> str:
+        """How the turn ended, as a turn's result says it: "answer", "stop_completion" or "missing_function"."""
+        stopped = next((call for call in reversed(self.calls) if call.stop), None)
+        if stopped is None:
+            return "answer"
+        return "missing_function" if stopped.outcome == "missing" else "stop_completion"
+
     def last_writes(self) -> dict[str, Any]:
-        """The block's state changes, last value per key."""
+        """The turn's state changes, last value per key."""
         values: dict[str, Any] = {}
         for write in self.writes:
             values[write.key] = write.value
@@ -101,20 +141,20 @@ class Block:
 class TimelineRow:
     key: str
     value: Any
-    block: int | None  # None: seeded initial state
+    turn: int | None  # None: seeded initial state
     function: str = ""
 
 
 @dataclass
 class Transcript:
-    conversation_id: int
+    conversation_id: int | None
     label: str
     entry_agent: str
     history: list[dict[str, str]]
     # State with no causing message: what the conversation was seeded with.
     initial_state: dict[str, Any]
-    start: Block
-    turns: list[Block]
+    start: TranscriptTurn
+    turns: list[TranscriptTurn]
     timeline: list[TimelineRow]
     # Where an imported conversation came from and which agent it was bound to; empty for a chat.
     origin: str = ""
@@ -179,28 +219,28 @@ def transcript_build(
     history_length = 0 if imported else _history_length(messages)
     history = [{"role": message.role, "content": message.content} for message in messages[:history_length]]
 
-    start = Block(index=START, agent=entry_agent)
-    turns: list[Block] = []
+    start = TranscriptTurn(index=START, agent=entry_agent)
+    turns: list[TranscriptTurn] = []
     current = start
-    block_of_seq: dict[int, Block] = {}
-    pending: dict[str, RecordedCall | None] = {}
-    call_of_seq: dict[int, RecordedCall] = {}
+    block_of_seq: dict[int, TranscriptTurn] = {}
+    pending: dict[str, TranscriptCall | None] = {}
+    call_of_seq: dict[int, TranscriptCall] = {}
     parameters = _Parameters()
     for message in messages[history_length:]:
         agent = message.author or ""
         if message.role == _USER:
-            current = Block(
-                index=len(turns), user_message=message.content, user_span_id=message.span_id,
-                agent=agent or entry_agent,
+            current = TranscriptTurn(index=len(turns), agent=agent or entry_agent)
+            current.entries.append(
+                TranscriptEntry(kind=USER, agent=agent, text=message.content, span_id=message.span_id)
             )
             turns.append(current)
         elif message.role == _ASSISTANT:
             current.entries.append(
-                Entry(kind="assistant", agent=agent, text=message.content, model=message.model,
-                      span_id=message.span_id)
+                TranscriptEntry(kind=ASSISTANT, agent=agent, text=message.content, model=message.model,
+                                span_id=message.span_id)
             )
         elif message.role == _TOOL_CALL:
-            call = RecordedCall(
+            call = TranscriptCall(
                 name=message.function_name,
                 arguments=_arguments(message),
                 raw_arguments=message.raw_arguments,
@@ -213,7 +253,7 @@ def transcript_build(
             )
             # Ids are only unique per model response, so a result answers the latest call that used its id.
             pending[message.tool_call_id] = call
-            current.entries.append(Entry(kind="call", agent=agent, call=call, span_id=message.span_id))
+            current.entries.append(TranscriptEntry(kind=TOOL, agent=agent, call=call, span_id=message.span_id))
         elif message.role == _TOOL_RESULT:
             answered = pending.pop(message.tool_call_id, None)
             if answered is not None:
@@ -221,6 +261,7 @@ def transcript_build(
                 answered.result_span_id = message.span_id
                 call_of_seq[message.seq] = answered
         block_of_seq[message.seq] = current
+        _count(current, message)
 
     for block in turns:
         _mark_stop(block)
@@ -232,14 +273,14 @@ def transcript_build(
         seq = change["message_seq"]
         if seq is None:
             initial_state[change["key"]] = change["value"]
-            rows.append(TimelineRow(key=change["key"], value=change["value"], block=None))
+            rows.append(TimelineRow(key=change["key"], value=change["value"], turn=None))
             continue
         block = block_of_seq.get(seq, start)
         write = StateWrite(key=change["key"], value=change["value"], function=function_of_seq.get(seq, ""))
         block.writes.append(write)
         if seq in call_of_seq:
             call_of_seq[seq].writes.append(write)
-        rows.append(TimelineRow(key=write.key, value=write.value, block=block.index, function=write.function))
+        rows.append(TimelineRow(key=write.key, value=write.value, turn=block.index, function=write.function))
 
     return Transcript(
         conversation_id=conversation_id,
@@ -272,7 +313,8 @@ class _Parameters:
         name = message.function_name
         declared = next((item for item in declarations if isinstance(item, dict) and item.get("name") == name), None)
         if declared is not None and isinstance(declared.get("parameters"), dict):
-            return declared["parameters"]
+            parameters: dict[str, Any] = declared["parameters"]
+            return parameters
         registered = get_function(message.function_name)
         return registered.parameters if registered is not None else None
 
@@ -313,9 +355,9 @@ def _arguments(message: Message) -> dict[str, Any] | None:
     return message.arguments if isinstance(message.arguments, dict) else {}
 
 
-def _mark_stop(block: Block) -> None:
+def _mark_stop(block: TranscriptTurn) -> None:
     """A result ends a turn when the host says so ("missing" always stops) or when the model never spoke after it."""
-    last_assistant = max((i for i, entry in enumerate(block.entries) if entry.kind == "assistant"), default=-1)
+    last_assistant = max((i for i, entry in enumerate(block.entries) if entry.kind == ASSISTANT), default=-1)
     executed = [
         (i, entry.call)
         for i, entry in enumerate(block.entries)
@@ -326,3 +368,90 @@ def _mark_stop(block: Block) -> None:
         call.stop = call.outcome == "missing"
     if executed and executed[-1][0] > last_assistant:
         executed[-1][1].stop = True
+
+
+def _count(turn: TranscriptTurn, message: Message) -> None:
+    """What a message adds to its turn's figures: who took part, in order, and each model answer's cost and time."""
+    agent = message.author or ""
+    if message.role != _USER and agent and (not turn.agents or turn.agents[-1] != agent):
+        turn.agents.append(agent)
+    if message.role == _ASSISTANT:
+        turn.input_tokens += message.input_tokens
+        turn.output_tokens += message.output_tokens
+        turn.latency_ms += message.latency_ms
+        turn.steps += 1 if message.model else 0
+
+
+def transcript_from_stored(
+    rows: Iterable[Mapping[str, Any]], *, observed: Iterable[Mapping[str, Any]] = ()
+) -> Transcript:
+    """A transcript stored as JSON rows (a case result's: each row a message, keyed by the `Message` fields' names),
+    turned by turn as it was stored. Each tool call is joined with the result that answers it; a result no stored
+    call asked for shows on its own. `observed`: the harness's record of each call (`turn`, `name`, `outcome`,
+    `result`), which says how a call was answered when its result row does not."""
+    rows = list(rows)
+    results_by_call = {
+        row["tool_call_id"]: row for row in rows if row.get("role") == _TOOL_RESULT and row.get("tool_call_id")
+    }
+    seen_calls: dict[tuple[Any, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for record in observed:
+        seen_calls[(record.get("turn"), record.get("name", ""))].append(record)
+    turns: list[TranscriptTurn] = []
+    joined: set[str] = set()
+    for row in rows:
+        role, agent = row.get("role", ""), row.get("agent", "")
+        if not turns or turns[-1].index != row.get("turn"):
+            turns.append(TranscriptTurn(index=row.get("turn")))  # type: ignore[arg-type]
+        entries = turns[-1].entries
+        if role == _TOOL_CALL:
+            answer = results_by_call.get(row.get("tool_call_id")) or {}
+            joined.add(row.get("tool_call_id") or "")
+            seen = seen_calls.get((row.get("turn"), row.get("function_name", "")))
+            said: Mapping[str, Any] = seen.pop(0) if seen else {}
+            call = TranscriptCall(
+                name=row.get("function_name", ""),
+                arguments=row.get("arguments") or {},
+                raw_arguments="",
+                agent=agent,
+                trigger=row.get("trigger", ""),
+                tool_call_id=row.get("tool_call_id", ""),
+                seq=row.get("seq", 0),
+                result=_text(answer.get("content", said.get("result", ""))),
+                outcome=answer.get("outcome") or said.get("outcome", ""),
+            )
+            entries.append(TranscriptEntry(kind=TOOL, agent=agent, call=call))
+        elif role == _TOOL_RESULT:
+            if row.get("tool_call_id") and row.get("tool_call_id") in joined:
+                continue
+            call = TranscriptCall(
+                name=row.get("function_name", ""), arguments=None, raw_arguments="", agent=agent, trigger="",
+                tool_call_id=row.get("tool_call_id", ""), seq=row.get("seq", 0), result=_text(row.get("content", "")),
+                outcome=row.get("outcome", ""),
+            )
+            entries.append(TranscriptEntry(kind=TOOL, agent=agent, call=call))
+        elif row.get("content"):
+            entries.append(
+                TranscriptEntry(
+                    kind=USER if role == _USER else ASSISTANT,
+                    agent=agent,
+                    text=row["content"],
+                    model=row.get("model", ""),
+                    simulated=bool(row.get("simulated")),
+                    latency_ms=row.get("latency_ms") or None,
+                )
+            )
+    return Transcript(
+        conversation_id=None,
+        label="",
+        entry_agent="",
+        history=[],
+        initial_state={},
+        start=TranscriptTurn(index=START),
+        turns=[turn for turn in turns if turn.entries],
+        timeline=[],
+    )
+
+
+def _text(value: Any) -> str:
+    """A stored result's text; a value stored as JSON rather than text is shown as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
