@@ -62,6 +62,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.installed)
         if item.get_closest_marker("django_db") is None and not _DATABASE_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.own_database)
+        elif _engine_neutral(item):
+            item.add_marker(pytest.mark.production_engine)
     # A test of what only a database server can show (a clock of its own, apart from the executors'), or a long fuzz
     # whose answers do not hang on the engine, belongs to the PostgreSQL pass (production's engine); a test of the
     # embedded default (the demo on SQLite and its file broker) to the SQLite pass. On the other pass it is deselected
@@ -72,6 +74,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
+
+
+# The team's code and MCP servers, each in processes of its own: what these tests show is what that code did and what
+# the seam made of it, and they store it through the same services every other test runs on both engines. Not the
+# files that check what is stored from input (an agent's fields, MCP servers' files): those answers hang on the engine.
+# A test of them that asks for no database stays own_database, which the SQLite pass runs.
+_ENGINE_NEUTRAL_FOLDERS = ("tests/runtimes/", "tests/mcp/")
+_STORED_FROM_INPUT = ("tests/runtimes/test_runtime_fields.py", "tests/runtimes/test_process_fields_bad_input.py",
+                      "tests/mcp/test_config.py")
+
+
+def _engine_neutral(item: pytest.Item) -> bool:
+    path = item.nodeid.split("::", 1)[0]
+    return path.startswith(_ENGINE_NEUTRAL_FOLDERS) and path not in _STORED_FROM_INPUT
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
