@@ -73,7 +73,7 @@ from agenthost.calls import record_call
 from agenthost.functions import FunctionResult
 from agenthost.loop import record_result
 from agenthost.redaction import redact_text
-from agenthost.runtimes.base import AgentCodeFailed, RuntimeTurn, TurnStopped
+from agenthost.runtimes.base import RuntimeTurn, TurnStopped
 from agenthost.runtimes.gateway import CLIENT, ModelGateway, Pending
 from agenthost.runtimes.groups import kill_group
 from agenthost.runtimes.process import (
@@ -83,8 +83,8 @@ from agenthost.runtimes.process import (
     ProcessSpec,
     exit_said,
     let_finish,
+    program_failed,
     start_program,
-    stderr_tail,
     turn_deadline,
 )
 from agenthost.seal import exempt
@@ -561,12 +561,7 @@ def acp_exchange(
                 raise Ended(cancelled)
             let_finish(process, deadline)
         except Ended as ended:
-            tail = stderr_tail(log)
-            raise AgentCodeFailed(
-                f"the agent's program ({spec.shown}, ACP) {ended} at turn {turn.turn}"
-                + (f"; the last it wrote to stderr: {tail}" if tail else ""),
-                partial=turn.result,
-            ) from None
+            raise program_failed(f"{spec.shown}, ACP", ended, turn, log) from None
         finally:
             kill_group(process)
             session.close()

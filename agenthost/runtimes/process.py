@@ -223,6 +223,17 @@ def stderr_tail(log: IO[bytes]) -> str:
     return redact_text(log.read().decode("utf-8", errors="replace")[-STDERR_TAIL_CHARS:].strip())
 
 
+def program_failed(shown: str, ended: Ended, turn: RuntimeTurn, log: IO[bytes]) -> AgentCodeFailed:
+    """The Error of a turn whose program ended it: what `shown` (the program, and its protocol when not jsonl) did,
+    the turn, and the end of what it wrote to stderr."""
+    tail = stderr_tail(log)
+    return AgentCodeFailed(
+        f"the agent's program ({shown}) {ended} at turn {turn.turn}"
+        + (f"; the last it wrote to stderr: {tail}" if tail else ""),
+        partial=turn.result,
+    )
+
+
 def start_program(argv: list[str], env: dict[str, str], spec: ProcessSpec, log: IO[bytes]) -> subprocess.Popen[bytes]:
     """The program started in a process group of its own, its stdin and stdout piped, its stderr to `log`."""
     with exempt():
@@ -439,12 +450,7 @@ def _exchange(
             reply = _read_reply(process, deadline, budget, turn, gateway)
             let_finish(process, deadline)
         except Ended as ended:
-            tail = stderr_tail(log)
-            raise AgentCodeFailed(
-                f"the agent's program ({spec.shown}) {ended} at turn {turn.turn}"
-                + (f"; the last it wrote to stderr: {tail}" if tail else ""),
-                partial=turn.result,
-            ) from None
+            raise program_failed(spec.shown, ended, turn, log) from None
         finally:
             # Whatever the program started and left running goes with it.
             kill_group(process)
