@@ -12,7 +12,7 @@ class AgentHostConfig(AppConfig):
         # Built-in functions register themselves on import, so a worker knows them.
         from agenthost.builtins import control, effects  # noqa: F401
         from agenthost.llm import registry
-        from agenthost.runtimes import acp, langgraph, openai_agents, process, pydantic_ai, python  # noqa: F401
+        from agenthost.runtimes import langgraph, openai_agents, process, pydantic_ai, python  # noqa: F401
         from agenthost.runtimes.guard import install_guards
 
         registry.connect_signals()

@@ -11,9 +11,12 @@ from pathlib import Path
 
 from tests.workers import WAIT_SECONDS
 
-# Imported by what uses them — a model call, a case of a framework's agent, the embedded broker — not on start-up:
-# together well over a CPU second of imports that `migrate`, `check`, `apply` and the web server never use.
-NOT_ON_START_UP = ("openai", "sqlalchemy", "agents", "pydantic_ai", "langgraph", "langchain_core")
+# Imported by what uses them — a model call, a case of a framework's agent, the embedded broker, a turn of a process
+# agent (the ACP library, the MCP gateway's server) — not on start-up: together well over two CPU seconds of imports
+# that `migrate`, `check`, `apply` and the web server never use.
+NOT_ON_START_UP = (
+    "openai", "sqlalchemy", "agents", "pydantic_ai", "langgraph", "langchain_core", "acp", "uvicorn", "mcp.server",
+)
 
 
 def test_it_starts_a_process_with_its_apps_and_urls_without_importing_the_sdks(tmp_path):

@@ -34,7 +34,7 @@ from agenthost.held import run_send
 from agenthost.llm.base import Usage
 from agenthost.models import Agent, Conversation, Message
 from agenthost.redaction import redact_text
-from agenthost.runtimes.acp import client_declarations
+from agenthost.runtimes.acp_names import client_declarations
 from agenthost.runtimes.base import (
     AgentCodeFailed,
     deps_format_problems,

@@ -22,6 +22,7 @@ machine with no such sandbox refuses to run it under test — never unsealed. In
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import selectors
@@ -48,7 +49,6 @@ from agenthost.redaction import redact_text
 from agenthost.runtimes.base import AgentCodeFailed, Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.gateway import ModelGateway
 from agenthost.runtimes.groups import kill_group
-from agenthost.runtimes.mcp_gateway import MCP_PATH, McpGateway
 from agenthost.seal import exempt
 from agenthost.turns import ConversationError
 from common.inputs import is_env_name
@@ -195,6 +195,15 @@ class Ended(Exception):
 # `protocol: acp` adds its own (runtimes/acp.py); the start, the seal and the gateways around it are shared.
 Exchange = Callable[[RuntimeTurn, "ProcessSpec", list[str], dict[str, str], ModelGateway], str]
 EXCHANGES: dict[str, Exchange] = {}
+# The modules of the protocols that register themselves, imported by the first turn that speaks one: the ACP library
+# is about a CPU second of imports that no command needs but a case or a chat of an ACP agent.
+_EXCHANGE_MODULES = {"acp": "agenthost.runtimes.acp"}
+
+
+def exchange_for(protocol: str) -> Exchange:
+    if protocol not in EXCHANGES and protocol in _EXCHANGE_MODULES:
+        importlib.import_module(_EXCHANGE_MODULES[protocol])
+    return EXCHANGES[protocol]
 
 
 def program_environment(spec: ProcessSpec) -> dict[str, str]:
@@ -383,6 +392,9 @@ def run_process_turn(turn: RuntimeTurn, spec: ProcessSpec) -> str:
         raise AgentCodeFailed(f"the agent's program {spec.command!r} is not there to start (cwd {spec.cwd or '.'!r})",
                               partial=turn.result)
     tools = turn.loaded.tools(entry_agent_name=turn.loaded.name) if turn.loaded.functions else []
+    # Imported by a turn that serves tools, not on start-up: the MCP server and uvicorn are most of a CPU second.
+    from agenthost.runtimes.mcp_gateway import MCP_PATH, McpGateway
+
     with tempfile.TemporaryDirectory(prefix="agenttest-process-") as scratch:
         model_socket, mcp_socket = os.path.join(scratch, "model.sock"), os.path.join(scratch, "mcp.sock")
         gateway = ModelGateway(unix_path=model_socket if sealed else "")
@@ -404,7 +416,7 @@ def run_process_turn(turn: RuntimeTurn, spec: ProcessSpec) -> str:
                 env["OPENAI_BASE_URL"] = gateway.base_url
                 if tool_gateway is not None:
                     env["AGENTTEST_MCP_URL"] = tool_gateway.url
-            return EXCHANGES[spec.protocol](turn, spec, argv, env, gateway)
+            return exchange_for(spec.protocol)(turn, spec, argv, env, gateway)
         finally:
             if tool_gateway is not None:
                 tool_gateway.close()

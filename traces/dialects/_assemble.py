@@ -16,6 +16,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from traces.dialects._common import AGENT, MODEL, TOOL, Msg, Step, has_content, text
 from traces.spans import MappedConversation, MappedMessage, Resume
 
@@ -52,6 +54,13 @@ def assemble(group: Group, prior: Resume | None = None) -> MappedConversation | 
         "agent_name": entry_agent,
     }
     if not any(step.has_content() for step in steps):
+        cut = [step for step in model_calls if step.messages_cut]
+        if cut:
+            # The exporter did capture the content: the receiver cut every message of it, and the capture hint
+            # would send the team to a setting that is already on.
+            return MappedConversation(
+                **base, content_missing=_all_cut(cut), warnings=tuple(_cut_warning(step) for step in cut)
+            )
         return MappedConversation(**base, content_missing=capture_hint(steps))
     history, sources, warnings = _history(model_calls, prior.prefix if prior is not None else ())
     tool_steps = [s for s in steps if s.kind == TOOL]
@@ -150,6 +159,15 @@ def _history(model_calls: list[Step], prefix: tuple[str, ...] = ()) -> tuple[lis
             fingerprints.append(fingerprint_key(msg))
             sources.append(call)
     return history, sources, list(warnings.values())
+
+
+def _all_cut(cut: list[Step]) -> str:
+    spans = ", ".join(step.span.span_id for step in cut[:5]) + (f" and {len(cut) - 5} more" if len(cut) > 5 else "")
+    return (
+        f"every message these spans carried was over the receiver's limit per attribute "
+        f"(AGENTTEST_TRACES_MAX_VALUE_CHARS, {settings.AGENTTEST_TRACES_MAX_VALUE_CHARS:,} characters) and was cut "
+        f"(spans {spans}), so none can be read back; raise the limit to import this conversation"
+    )
 
 
 def _cut_warning(call: Step) -> str:
