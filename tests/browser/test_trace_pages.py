@@ -7,6 +7,7 @@ page is wider than the window at 1366 or at 800 px."""
 from __future__ import annotations
 
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -33,12 +34,14 @@ WIDTHS = (1366, 800)
 
 @pytest.fixture(scope="module")
 def exported() -> bytes:
-    """One run of a pydantic-ai agent named "shop" of service "warehouse", as its instrumentation exports it (made
-    before the browser starts: Playwright's sync API runs an event loop in this thread, and so does the agent)."""
+    """One run of a pydantic-ai agent named "shop" of service "warehouse", as its instrumentation exports it (made on
+    a thread of its own: Playwright's sync API runs an event loop in this thread for as long as the browser the tests
+    share lives, and the agent's run_sync runs one of its own)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "warehouse"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    shop_agent(provider, VERSIONS[-1]).run_sync("Where is order 1042?")
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        thread.submit(shop_agent(provider, VERSIONS[-1]).run_sync, "Where is order 1042?").result()
     body = encode_spans(exporter.get_finished_spans()).SerializeToString()
     provider.shutdown()
     return body
