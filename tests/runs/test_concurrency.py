@@ -74,7 +74,7 @@ def make_suite(name: str = "desk", cases: int = CASES, **fields: object) -> Suit
                     "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}}},
                    {"name": "cancel_order"}],
     )
-    suite = Suite.objects.create(name=name, agent=agent, case_timeout_seconds=30, **fields)
+    suite = Suite.objects.create(name=name, agent=agent, **{"case_timeout_seconds": 30, **fields})
     for index in range(cases):
         case = Case.objects.create(suite=suite, name=f"case {index:02d}")
         turns = [
@@ -198,12 +198,15 @@ def test_it_starts_nothing_after_a_cancel_and_stores_every_case_in_flight(stub):
 
 def test_it_lowers_concurrency_on_a_429_storm_and_ends_without_error(stub, admin_client):
     server = Server(stub, latency=0.05, storm_above=2)
-    suite = make_suite(cases=16)
+    # Sixteen cases of four calls each share at most two calls at once: on a loaded machine (a CI run with a CPU hog
+    # beside it) the eight cases started together waited past 30 s for their turns and timed out as Error. Their
+    # time is not what this test measures.
+    suite = make_suite(cases=16, case_timeout_seconds=300)
     set_concurrency(suite, 8)
     run = execute(suite)
 
     assert server.refused >= 1, "the stub refused calls past two at once"
-    assert run.errored == 0 and run.status == "failed", run.reason
+    assert run.errored == 0 and run.status == "failed", [o for o in outcomes(run) if o[2] == "error"]
     assert (run.passed, run.failed) == (10, 6)
     throttle = run.throttle["stub"]
     assert throttle["throttled"] >= 1 and throttle["start"] == 8 and throttle["lowest"] <= 4
