@@ -12,9 +12,11 @@ offline, step by step, and a changed instruction in the team's code makes it sta
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
+import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -101,6 +103,25 @@ def agenttest(
         "HTTP_PROXY": REFUSED, "HTTPS_PROXY": REFUSED, "ALL_PROXY": REFUSED, "NO_PROXY": "127.0.0.1,localhost",
         **(env or {}),
     })
+
+
+def replay_here(repo: Path, var: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`agenttest run . --mode replay` (and `args`) in `repo` with the checkout's own interpreter, which is also the
+    `python3` an agent's program is started as: no model key, none of the environment's agenttest or Django
+    settings, the var directory `var`, and every connection beyond loopback refused."""
+    env = {
+        key: value for key, value in os.environ.items()
+        if not key.startswith(("AGENTTEST_", "DATABASE_URL", "DJANGO_"))
+    }
+    env.update({
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        "AGENTTEST_VAR_DIR": str(var), "OPENAI_API_KEY": "",
+        "HTTP_PROXY": REFUSED, "HTTPS_PROXY": REFUSED, "ALL_PROXY": REFUSED, "NO_PROXY": "127.0.0.1,localhost",
+    })
+    return subprocess.run(
+        [sys.executable, "-m", "agenttest", "run", ".", "--mode", "replay", *args], cwd=repo, env=env,
+        capture_output=True, text=True, timeout=WAIT_SECONDS * 4, check=False,
+    )
 
 
 def shell(package_env: PackageEnv, repo: Path, code: str, env: dict[str, str] | None = None) -> object:

@@ -15,8 +15,7 @@ from agenthost.seams import get_model
 from cases.models import Suite
 from runs.models import CaseResult, Run
 from tests.runtimes.conftest import execute_suite, markers
-from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
-from tests.workers import WAIT_SECONDS
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
 
 EMAIL = {"to": "ana@example.com", "body": "Your order has shipped."}
 QUESTION = "Where is order 1042? Email me."
@@ -63,9 +62,7 @@ def execute_on(scripted_model: Any, plan: CasePlan) -> Any:
     """`plan` run under test on the scripted model, in this process: nothing extra-allowed or force-blocked."""
     return execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(
-            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-        ),
+        suite=suite_plan(),
     )
 
 

@@ -5,18 +5,13 @@ written."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.workers import WAIT_SECONDS
+from tests.example_repo import EXAMPLES, replay_here
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "acp-agent"
-REFUSED = "http://127.0.0.1:9"
+EXAMPLE = EXAMPLES / "acp-agent"
 
 pytestmark = pytest.mark.slow
 
@@ -24,22 +19,8 @@ pytestmark = pytest.mark.slow
 def test_it_replays_the_acp_agents_suites_green_where_mocked_and_failed_on_the_block_with_nothing_written(tmp_path):
     repo, var = tmp_path / "acp-agent", tmp_path / "var"
     shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("__pycache__"))
-    env = {
-        key: value for key, value in os.environ.items()
-        if not key.startswith(("AGENTTEST_", "DATABASE_URL", "DJANGO_"))
-    }
-    env.update({
-        # The program is started as `python3`: this interpreter's, which has the openai SDK and the ACP library.
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-        "AGENTTEST_VAR_DIR": str(var), "OPENAI_API_KEY": "",
-        "HTTP_PROXY": REFUSED, "HTTPS_PROXY": REFUSED, "ALL_PROXY": REFUSED, "NO_PROXY": "127.0.0.1,localhost",
-    })
-
-    ran = subprocess.run(
-        [sys.executable, "-m", "agenttest", "run", ".", "--mode", "replay", "--suite", "notes",
-         "--suite", "notes-unmocked"],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=WAIT_SECONDS * 4, check=False,
-    )
+    # The program is started as `python3`: this interpreter's, which has the openai SDK and the ACP library.
+    ran = replay_here(repo, var, "--suite", "notes", "--suite", "notes-unmocked")
 
     said = ran.stdout + ran.stderr
     assert ran.returncode == 1, said

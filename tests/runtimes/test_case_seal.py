@@ -15,12 +15,10 @@ from agenthost.models import Agent
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
 from cases.models import Assertion, Case, Mock, Suite, Turn
-from runs.engine.case_runner import execute_case
-from runs.engine.case_session import MockSpec
-from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.models import Run
 from tests.agenthost.listeners import local_server  # noqa: F401 — the fixture
 from tests.runtimes.conftest import execute_suite, markers, stub_provider
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
 from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -170,8 +168,7 @@ def _run(agent: Agent, scripted_model, *, mocks=(), extra_allowed=TOOL_NAMES, te
         id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={}, turns=[TurnPlan(text)],
         assertions=[AssertionPlan("outputContains", {"text": "done"})], mocks=list(mocks),
     )
-    suite = SuitePlan(extra_allowed=frozenset(extra_allowed), force_blocked=frozenset(), judge_model="",
-                      timeout_seconds=WAIT_SECONDS, network_allow=network_allow)
+    suite = suite_plan(extra_allowed=extra_allowed, network_allow=network_allow)
     return execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 
 

@@ -19,7 +19,8 @@ from agenthost.models import Agent, Message
 from agenthost.runtimes.acp import conversation_directory
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
-from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
+from tests.runtimes.programs import PIDS, pid_file, still_running
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -140,16 +141,6 @@ def _plan(agent: Agent, mocks: list[MockSpec], assertions: list[AssertionPlan]) 
     )
 
 
-def _suite(timeout: float = 60.0) -> SuitePlan:
-    return SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=timeout)
-
-
-def _running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def test_it_runs_an_acp_turn_with_the_file_write_and_the_command_mocked(scripted_model, tmp_path):
@@ -161,7 +152,7 @@ def test_it_runs_an_acp_turn_with_the_file_write_and_the_command_mocked(scripted
     ], assertions=[AssertionPlan("outputContains", {"text": "note for order 1042 is written"}),
                    AssertionPlan("toolCalled", {"function": "fs_write_text_file"})])
 
-    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=_suite())
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=60.0))
 
     assert outcome.status == "passed", (outcome.reason, outcome.assertions)
     calls = [(call["name"], call["outcome"]) for call in outcome.tool_calls]
@@ -182,7 +173,7 @@ def test_it_blocks_an_unmocked_file_write_with_no_side_effect(scripted_model, tm
     plan = _plan(_example(tmp_path), mocks=[MockSpec("lookup_order", '{"order_id": "1042", "status": "shipped"}')],
                  assertions=[AssertionPlan("outputContains", {"text": "written"})])
 
-    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=_suite())
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=60.0))
 
     assert outcome.status == "failed", outcome.reason
     assert "fs_write_text_file" in outcome.reason
@@ -215,7 +206,7 @@ def test_it_answers_a_permission_and_a_file_read_from_the_cases_mocks(scripted_m
         MockSpec("session_request_permission", "no"), MockSpec("fs_read_text_file", "ship on Friday"),
     ], assertions=[AssertionPlan("outputContains", {"text": "no | ship on Friday"})])
 
-    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=_suite())
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=60.0))
 
     assert outcome.status == "passed", (outcome.reason, outcome.assertions)
     assert [(call["name"], call["outcome"]) for call in outcome.tool_calls] == [
@@ -238,54 +229,51 @@ def test_it_grants_a_permission_once_and_reads_the_conversations_directory_in_ch
 def test_it_ends_the_case_with_an_error_naming_what_the_acp_program_did(
     misbehaviour, scripted_model, tmp_path, monkeypatch
 ):
-    pids = tmp_path / "pids"
-    monkeypatch.setenv("PIDS", str(pids))
+    pids = pid_file(tmp_path, monkeypatch)
     action, fragments = MISBEHAVIOURS[misbehaviour]
     (tmp_path / "agent.py").write_text(textwrap.dedent(MISBEHAVING_PREFIX) + action + "\n")
-    plan = _plan(_agent(tmp_path / "agent.py", env=["PIDS"]), mocks=[],
+    plan = _plan(_agent(tmp_path / "agent.py", env=[PIDS]), mocks=[],
                  assertions=[AssertionPlan("outputContains", {"text": "note"})])
 
-    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=_suite())
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=60.0))
 
     assert outcome.status == "error", outcome.reason
     assert f"the agent's program ({sys.executable} agent.py, ACP)" in outcome.reason
     for fragment in fragments:
         assert fragment in outcome.reason, outcome.reason
-    assert not [pid for pid in map(int, pids.read_text().split()) if _running(pid)]
+    assert not still_running(pids)
 
 
 @pytest.mark.parametrize("behaviour", sorted(AT_THE_DEADLINE))
 def test_it_sends_session_cancel_at_the_case_deadline_and_says_how_the_program_took_it(
     behaviour, scripted_model, tmp_path, monkeypatch
 ):
-    pids = tmp_path / "pids"
-    monkeypatch.setenv("PIDS", str(pids))
+    pids = pid_file(tmp_path, monkeypatch)
     action, said = AT_THE_DEADLINE[behaviour]
     (tmp_path / "agent.py").write_text(textwrap.dedent(MISBEHAVING_PREFIX) + action)
-    plan = _plan(_agent(tmp_path / "agent.py", env=["PIDS"]), mocks=[],
+    plan = _plan(_agent(tmp_path / "agent.py", env=[PIDS]), mocks=[],
                  assertions=[AssertionPlan("outputContains", {"text": "note"})])
 
-    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=_suite(timeout=1))
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=1))
 
     assert outcome.status == "error", outcome.reason
     # (What is left of the case's second when the turn starts is the turn's budget, as said.)
     assert re.fullmatch(rf"the case timed out after 1 s; the agent's program did not answer within the turn's \d s"
                         rf"(;| and) {re.escape(said)}", outcome.reason), outcome.reason
-    assert not [pid for pid in map(int, pids.read_text().split()) if _running(pid)]
+    assert not still_running(pids)
 
 
 def test_it_stops_a_program_that_never_answers_initialize_at_the_case_deadline(scripted_model, tmp_path, monkeypatch):
-    pids = tmp_path / "pids"
-    monkeypatch.setenv("PIDS", str(pids))
+    pids = pid_file(tmp_path, monkeypatch)
     (tmp_path / "agent.py").write_text(
         "import os, sys, time\nopen(os.environ['PIDS'], 'w').write(str(os.getpid()))\nsys.stdin.readline()\n"
         "time.sleep(10_000)\n"
     )
-    plan = _plan(_agent(tmp_path / "agent.py", env=["PIDS"]), mocks=[],
+    plan = _plan(_agent(tmp_path / "agent.py", env=[PIDS]), mocks=[],
                  assertions=[AssertionPlan("outputContains", {"text": "note"})])
 
-    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=_suite(timeout=1))
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=1))
 
     assert re.fullmatch(r"the case timed out after 1 s; the agent's program did not answer initialize within the "
                         r"turn's \d s, so it was killed", outcome.reason), outcome.reason
-    assert not _running(int(pids.read_text()))
+    assert not still_running(pids)

@@ -15,7 +15,7 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
-from tests.runtimes.harness import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from tests.runtimes.harness import AssertionPlan, CasePlan, TurnPlan, execute_case, suite_plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -90,7 +90,7 @@ def _run(agent: Agent, scripted_model, text: str, expected: str):
         id=1, name="case", type="agent", entry_agent=agent, history=[], initial_state={}, turns=[TurnPlan(text)],
         assertions=[AssertionPlan("outputContains", {"text": expected})], mocks=[],
     )
-    suite = SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=30.0)
+    suite = suite_plan(timeout=30.0)
     return execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 
 

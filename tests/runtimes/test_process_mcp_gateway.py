@@ -13,7 +13,7 @@ import pytest
 from agenthost.models import Agent
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
-from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -88,7 +88,7 @@ def test_it_serves_the_declared_tools_mocked_and_blocks_an_unmocked_one_under_te
         turns=[TurnPlan("Cancel order 1042.")], mocks=[MockSpec("lookup_order", '{"status": "in transit"}')],
         assertions=[AssertionPlan("toolCalled", {"function": "lookup_order"})],
     )
-    suite = SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=60.0)
+    suite = suite_plan(timeout=60.0)
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 

@@ -17,7 +17,8 @@ from agenthost.models import Agent
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
 from cases.files import agent_file, files_apply
-from tests.runtimes.harness import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from tests.runtimes.harness import AssertionPlan, CasePlan, TurnPlan, execute_case, suite_plan
+from tests.runtimes.programs import PIDS, pid_file, still_running
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -106,17 +107,6 @@ def _plan(agent: Agent, *turns: str, assertions=ANSWERS_ABOUT_THE_ORDER) -> Case
     )
 
 
-def _suite(timeout: float = 20.0) -> SuitePlan:
-    return SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=timeout)
-
-
-def _running(pid: int) -> bool:
-    """Whether process `pid` still runs (a zombie waiting for its parent to read its exit does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def _payload(**overrides):
@@ -201,7 +191,7 @@ def test_it_answers_each_turn_of_a_case_with_the_programs_reply(scripted_model, 
         })],
     )
 
-    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=_suite())
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=20.0))
 
     assert outcome.status == "passed", (outcome.reason, outcome.assertions)
 
@@ -224,13 +214,12 @@ def test_it_answers_a_chat_turn_with_the_programs_reply_and_structured_output(sc
 def test_it_ends_the_case_with_an_error_naming_what_the_program_did(
     misbehaviour, scripted_model, tmp_path, monkeypatch
 ):
-    pids = tmp_path / "pids"
-    monkeypatch.setenv("PIDS", str(pids))
+    pids = pid_file(tmp_path, monkeypatch)
     action, fragments = MISBEHAVIOURS[misbehaviour]
-    agent = _agent(_program(tmp_path, MISBEHAVING_PREFIX + action + "\n"), env=["PIDS"])
+    agent = _agent(_program(tmp_path, MISBEHAVING_PREFIX + action + "\n"), env=[PIDS])
 
     outcome = execute_case(
-        plan=_plan(agent, "Where is order 1042?"), model=get_model(scripted_model.key), suite=_suite()
+        plan=_plan(agent, "Where is order 1042?"), model=get_model(scripted_model.key), suite=suite_plan(timeout=20.0)
     )
 
     assert outcome.status == "error", outcome.reason
@@ -238,23 +227,22 @@ def test_it_ends_the_case_with_an_error_naming_what_the_program_did(
         assert fragment in outcome.reason
     assert f"the agent's program ({sys.executable} agent.py)" in outcome.reason
     # Neither the program nor what it started is left running.
-    assert not [pid for pid in map(int, pids.read_text().split()) if _running(pid)]
+    assert not still_running(pids)
 
 
 def test_it_stops_a_program_that_hangs_at_the_case_timeout_and_leaves_nothing_running(
     scripted_model, tmp_path, monkeypatch
 ):
-    pids = tmp_path / "pids"
-    monkeypatch.setenv("PIDS", str(pids))
-    agent = _agent(_program(tmp_path, HANGS), env=["PIDS"])
+    pids = pid_file(tmp_path, monkeypatch)
+    agent = _agent(_program(tmp_path, HANGS), env=[PIDS])
 
     outcome = execute_case(
-        plan=_plan(agent, "Where is order 1042?"), model=get_model(scripted_model.key), suite=_suite(timeout=2)
+        plan=_plan(agent, "Where is order 1042?"), model=get_model(scripted_model.key), suite=suite_plan(timeout=2)
     )
 
     assert outcome.status == "error", outcome.reason
     assert "timed out after 2 s" in outcome.reason or "did not answer within" in outcome.reason, outcome.reason
-    assert not [pid for pid in map(int, pids.read_text().split()) if _running(pid)]
+    assert not still_running(pids)
 
 
 def test_it_runs_the_program_under_test_where_it_reaches_nothing(scripted_model, tmp_path, listener):
@@ -262,7 +250,7 @@ def test_it_runs_the_program_under_test_where_it_reaches_nothing(scripted_model,
 
     outcome = execute_case(
         plan=_plan(agent, "Refund order 1042.", assertions=[AssertionPlan("outputContains", {"text": "refunded"})]),
-        model=get_model(scripted_model.key), suite=_suite(),
+        model=get_model(scripted_model.key), suite=suite_plan(timeout=20.0),
     )
 
     assert listener.received == []
@@ -279,7 +267,7 @@ def test_it_names_an_attempt_to_reach_an_address_beyond_the_machine(scripted_mod
 
     outcome = execute_case(
         plan=_plan(agent, "Refund order 1042.", assertions=[AssertionPlan("outputContains", {"text": "refunded"})]),
-        model=get_model(scripted_model.key), suite=_suite(),
+        model=get_model(scripted_model.key), suite=suite_plan(timeout=20.0),
     )
 
     assert outcome.status == "error", outcome.reason
@@ -296,7 +284,7 @@ def test_it_refuses_to_run_the_program_unsealed_where_no_sandbox_is_available(
     monkeypatch.setenv("PATH", str(tmp_path))
 
     outcome = execute_case(
-        plan=_plan(agent, "Where is order 1042?"), model=get_model(scripted_model.key), suite=_suite()
+        plan=_plan(agent, "Where is order 1042?"), model=get_model(scripted_model.key), suite=suite_plan(timeout=20.0)
     )
 
     assert outcome.status == "error", outcome.reason

@@ -18,9 +18,7 @@ from agenthost.models import Agent
 from agenthost.seams import ConversationError, get_model
 from agenthost.services import conversation_send, conversation_start
 from agenttest.plugin import ModelProvider, ModelRequest, ModelResponse, register_provider_kind
-from runs.engine.case_runner import execute_case
-from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
-from tests.workers import WAIT_SECONDS
+from tests.runtimes.harness import AssertionPlan, CasePlan, TurnPlan, execute_case, suite_plan
 
 # The last test runs agenttest in a process of its own with no DATABASE_URL: the same on either pass, run once.
 in_the_database = pytest.mark.django_db(transaction=True)
@@ -72,9 +70,7 @@ def test_it_refuses_a_test_run_whose_provider_runs_a_framework_that_executes_too
 
     execution = execute_case(
         plan=plan, model=get_model("wrapped:support"),
-        suite=SuitePlan(
-            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-        ),
+        suite=suite_plan(),
     )
 
     assert not (tmp_path / "markers").exists(), "the framework sent the email for real"

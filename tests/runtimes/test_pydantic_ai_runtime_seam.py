@@ -23,14 +23,11 @@ from agenttest.plugin import register_runtime, unregister_runtime
 from cases.files import agent_file, files_apply
 from cases.models import Suite
 from recording.drafts import draft_document
-from runs.engine.case_runner import execute_case
-from runs.engine.case_session import MockSpec
-from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.models import Run
 from tests.runtimes.conftest import execute_suite, markers, stub_provider, suite_finding_order
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
 from tests.runtimes.shop import EMAIL, without_stub_ids
 from tests.runtimes.test_pydantic_ai_runtime import SHOP_AGENT, _module
-from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -88,8 +85,7 @@ def test_it_lets_an_extra_allowed_tool_run_only_when_the_agent_file_declares_it_
         turns=[TurnPlan("Where is order 1042? Email me.")], mocks=[],
         assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
     )
-    suite = SuitePlan(extra_allowed=frozenset({"find_order", "send_email"}), force_blocked=frozenset(),
-                      judge_model="", timeout_seconds=WAIT_SECONDS)
+    suite = suite_plan(extra_allowed={"find_order", "send_email"})
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 
@@ -286,8 +282,7 @@ def test_it_answers_a_delegated_agents_model_through_agenttests_layer_under_test
         turns=[TurnPlan("Is my parcel late?")], mocks=[],
         assertions=[AssertionPlan("toolCalled", {"function": "ask_expert"})],
     )
-    suite = SuitePlan(extra_allowed=frozenset({"ask_expert"}), force_blocked=frozenset(), judge_model="",
-                      timeout_seconds=WAIT_SECONDS)
+    suite = suite_plan(extra_allowed={"ask_expert"})
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 
@@ -396,9 +391,7 @@ def test_it_stops_the_turn_when_one_of_pydantic_ais_concurrent_tool_calls_is_blo
 
     outcome = execute_case(
         plan=plan, model=get_model(scripted_model.key),
-        suite=SuitePlan(
-            extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-        ),
+        suite=suite_plan(),
     )
 
     assert outcome.status == "failed", outcome.reason

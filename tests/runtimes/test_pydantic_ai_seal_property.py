@@ -17,10 +17,8 @@ from hypothesis import strategies as st
 
 from agenthost.models import Agent
 from agenthost.seams import get_model
-from runs.engine.case_runner import execute_case
-from runs.engine.case_session import MockSpec
-from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from tests.runtimes.conftest import markers
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
 from tests.runtimes.sealed_parts import (
     HELPERS,
     MOCKED,
@@ -32,7 +30,6 @@ from tests.runtimes.sealed_parts import (
     effect_free,
     every_tool_once,
 )
-from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -174,10 +171,7 @@ def test_it_lets_nothing_of_a_pydantic_ai_agent_reach_beyond_agenttest_under_tes
         turns=[TurnPlan("Go.")], assertions=[AssertionPlan("outputContains", {"text": "done"})],
         mocks=[MockSpec(name, MOCKED) for name, (_, choice) in tools.items() if choice == "mocked"],
     )
-    suite = SuitePlan(
-        extra_allowed=frozenset(name for name, (_, choice) in tools.items() if choice == "allowed"),
-        force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-    )
+    suite = suite_plan(extra_allowed=(name for name, (_, choice) in tools.items() if choice == "allowed"))
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 

@@ -11,11 +11,8 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Message
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
-from runs.engine.case_runner import execute_case
-from runs.engine.case_session import MockSpec
-from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from tests.runtimes.conftest import markers
-from tests.workers import WAIT_SECONDS
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case, suite_plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,7 +33,7 @@ def _plan(agent: Agent, *turns: str, mocks=(), assertions=()) -> CasePlan:
 
 
 def _suite() -> SuitePlan:
-    return SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS)
+    return suite_plan()
 
 
 def test_it_runs_the_teams_real_tools_in_chat(scripted_model, team_repo, tmp_path):
@@ -112,8 +109,7 @@ def test_it_lets_an_extra_allowed_tool_run_only_when_the_agent_file_declares_it_
     )
     plan = _plan(agent, "Where is order 1042? Email me.",
                  assertions=[AssertionPlan("toolCalled", {"function": "find_order"})])
-    suite = SuitePlan(extra_allowed=frozenset({"find_order", "send_email"}), force_blocked=frozenset(),
-                      judge_model="", timeout_seconds=WAIT_SECONDS)
+    suite = suite_plan(extra_allowed={"find_order", "send_email"})
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 

@@ -14,10 +14,8 @@ from hypothesis import strategies as st
 
 from agenthost.models import Agent
 from agenthost.seams import get_model
-from runs.engine.case_runner import execute_case
-from runs.engine.case_session import MockSpec
-from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from tests.runtimes.conftest import markers
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
 from tests.runtimes.sealed_parts import (
     HELPERS,
     MOCKED,
@@ -29,7 +27,6 @@ from tests.runtimes.sealed_parts import (
     effect_free,
     every_tool_once,
 )
-from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -126,10 +123,7 @@ def test_it_lets_nothing_of_a_plain_loop_reach_beyond_agenttest_under_test(
         assertions=[AssertionPlan("outputContains", {"text": "done"})],
         mocks=[MockSpec(name, MOCKED) for name, (_, choice) in tools.items() if choice == "mocked"],
     )
-    suite = SuitePlan(
-        extra_allowed=frozenset(name for name, (_, choice) in tools.items() if choice == "allowed"),
-        force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS,
-    )
+    suite = suite_plan(extra_allowed=(name for name, (_, choice) in tools.items() if choice == "allowed"))
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 

@@ -15,7 +15,7 @@ from agenthost.services import conversation_send, conversation_start
 from cases.models import Assertion, Case, Suite, Turn
 from runs.models import Run
 from tests.runtimes.conftest import execute_suite, stub_provider
-from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
 from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,7 +59,7 @@ def remember(ctx, agent):
 status = Agent(name="status", instructions=remember, tools=[find_order], output_type=Reply,
                input_guardrails=[no_refunds], output_guardrails=[no_lost_orders])
 '''
-SUITE = SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS)
+SUITE = suite_plan()
 
 
 def _agent(package: str) -> Agent:

@@ -10,9 +10,8 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.seams import get_model
 from tests.runtimes.conftest import markers
-from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, SuitePlan, TurnPlan, execute_case
+from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
 from tests.runtimes.test_openai_agents_runtime import SHOP_AGENTS
-from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,7 +24,7 @@ searcher = Agent(
                                                                         "container": {"type": "auto"}})],
 )
 '''
-SUITE = SuitePlan(extra_allowed=frozenset(), force_blocked=frozenset(), judge_model="", timeout_seconds=WAIT_SECONDS)
+SUITE = suite_plan()
 
 
 def _plan(package: str, mocks: list[MockSpec]) -> CasePlan:

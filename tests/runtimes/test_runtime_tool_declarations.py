@@ -17,11 +17,10 @@ from agenttest.plugin import effects
 from cases.services import case_create, suite_create
 from cases.validation.problems import CaseValidationError, SuiteValidationError
 from tests.runtimes.conftest import SHOP_BOT
-from tests.runtimes.harness import AssertionPlan, CasePlan, SuitePlan, TurnPlan, execute_case
+from tests.runtimes.harness import AssertionPlan, CasePlan, TurnPlan, execute_case, suite_plan
 from tests.runtimes.test_langgraph_runtime import SHOP_GRAPH
 from tests.runtimes.test_openai_agents_runtime import SHOP_AGENTS
 from tests.runtimes.test_pydantic_ai_runtime import SHOP_AGENT
-from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db
 
@@ -112,8 +111,7 @@ def test_it_lets_a_plugin_declare_a_code_tool_free_of_outside_effects_without_to
         turns=[TurnPlan("Where is order 1042?")], mocks=[],
         assertions=[AssertionPlan("toolCalled", {"function": "find_order"})],
     )
-    suite = SuitePlan(extra_allowed=frozenset({"find_order"}), force_blocked=frozenset(), judge_model="",
-                      timeout_seconds=WAIT_SECONDS)
+    suite = suite_plan(extra_allowed={"find_order"})
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 
