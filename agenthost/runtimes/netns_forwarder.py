@@ -4,10 +4,11 @@ child, whose exit this process takes for its own. Standard library only: it is s
 (`python -I netns_forwarder.py ATTEMPTS PORT=SOCKET [PORT=SOCKET...] -- COMMAND...`: a forwarder per gateway), never
 imported by agenttest.
 
-Every IPv4 address is made local to the namespace's loopback (a local route for 0.0.0.0/0), so a connection the
-program tries anywhere — a bank's API, a name server — becomes a packet on loopback, refused there, and a packet
-socket on loopback sees it: each TCP connection attempt and UDP datagram, except those to the gateways' forwarders,
-is written to ATTEMPTS ("tcp 10.0.0.1:443"), which agenttest reads when the turn ends."""
+Every address is made local to the namespace's loopback (local routes for 0.0.0.0/0 and ::/0), so a connection the
+program tries anywhere — a bank's API, a name server, over IPv4 or IPv6 — becomes a packet on loopback, refused there,
+and a packet socket on loopback sees it: each TCP connection attempt and UDP datagram, except those to the gateways'
+forwarders, is written to ATTEMPTS ("tcp 10.0.0.1:443", "udp [2001:db8::53]:53"), which agenttest reads when the turn
+ends. Where the kernel has IPv6 turned off, no IPv6 packet can be sent at all: there is nothing to route or name."""
 
 from __future__ import annotations
 
@@ -42,9 +43,28 @@ def loopback_up() -> None:
 
 
 def route_everything_here() -> None:
+    local_route(socket.AF_INET)
+    try:
+        local_route(socket.AF_INET6)
+    except OSError as exc:
+        # IPv6 turned off in this kernel or namespace (EACCES, EAFNOSUPPORT, …): the program cannot send IPv6 at all.
+        if not ipv6_disabled():
+            raise OSError(exc.errno, f"could not route every IPv6 address to loopback: {exc.strerror}") from None
+
+
+def ipv6_disabled() -> bool:
+    try:
+        with open("/proc/sys/net/ipv6/conf/lo/disable_ipv6", encoding="ascii") as setting:
+            return setting.read().strip() != "0"
+    except OSError:
+        return True  # no IPv6 in this kernel
+
+
+def local_route(family: int) -> None:
+    """Every address of `family` local to loopback: what `ip route add local 0.0.0.0/0 dev lo table local` sends
+    (`::/0` for IPv6)."""
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as link:
-        body = struct.pack("BBBBBBBBI", socket.AF_INET, 0, 0, 0, RT_TABLE_LOCAL, RTPROT_BOOT, RT_SCOPE_HOST,
-                           RTN_LOCAL, 0)
+        body = struct.pack("BBBBBBBBI", family, 0, 0, 0, RT_TABLE_LOCAL, RTPROT_BOOT, RT_SCOPE_HOST, RTN_LOCAL, 0)
         body += struct.pack("HHI", 8, RTA_OIF, socket.if_nametoindex("lo"))
         flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE
         link.send(struct.pack("IHHII", 16 + len(body), RTM_NEWROUTE, flags, 1, 0) + body)
@@ -56,17 +76,23 @@ def route_everything_here() -> None:
 
 
 def attempt_of(frame: bytes, gateway_ports: frozenset[int]) -> str:
-    """"tcp 10.0.0.1:443" for a frame that opens a TCP connection or carries a UDP datagram, other than to the
-    gateway's forwarder; "" for any other frame."""
+    """"tcp 10.0.0.1:443" (or "tcp [2001:db8::1]:443") for a frame that opens a TCP connection or carries a UDP
+    datagram, other than to a gateway's forwarder; "" for any other frame."""
     packet = frame[ETHERNET_HEADER:]
-    if len(packet) < 20 or packet[0] >> 4 != 4:
+    if len(packet) >= 20 and packet[0] >> 4 == 4:
+        header = (packet[0] & 0x0F) * 4
+        protocol, target = packet[9], socket.inet_ntoa(packet[16:20])
+    elif len(packet) >= 40 and packet[0] >> 4 == 6:
+        # The fixed header only: a TCP or UDP socket's packets carry no extension header (a raw socket's might, and
+        # would still reach nothing but loopback).
+        header, protocol = 40, packet[6]
+        target = f"[{socket.inet_ntop(socket.AF_INET6, packet[24:40])}]"
+    else:
         return ""
-    header = (packet[0] & 0x0F) * 4
-    protocol, target = packet[9], socket.inet_ntoa(packet[16:20])
-    if len(packet) < header + 14:
+    if len(packet) < header + 4:
         return ""
     port = struct.unpack("!H", packet[header + 2:header + 4])[0]
-    if protocol == TCP:
+    if protocol == TCP and len(packet) >= header + 14:
         flags = packet[header + 13]
         if not flags & SYN or flags & ACK or (target == "127.0.0.1" and port in gateway_ports):
             return ""

@@ -260,9 +260,10 @@ def test_it_runs_the_program_under_test_where_it_reaches_nothing(scripted_model,
         f"tcp 127.0.0.1:{port}" in outcome.reason, outcome.reason
 
 
-def test_it_names_an_attempt_to_reach_an_address_beyond_the_machine(scripted_model, tmp_path, monkeypatch):
-    # An address of the documentation range: nothing would answer it outside either; inside, nothing is sent at all.
-    monkeypatch.setenv("SHOP_LISTENER", "http://192.0.2.10:8443")
+@pytest.mark.parametrize("address", ["192.0.2.10", "[2001:db8::10]"])
+def test_it_names_an_attempt_to_reach_an_address_beyond_the_machine(scripted_model, tmp_path, monkeypatch, address):
+    # An address of a documentation range: nothing would answer it outside either; inside, nothing is sent at all.
+    monkeypatch.setenv("SHOP_LISTENER", f"http://{address}:8443")
     agent = _agent(_program(tmp_path, CALLS_OUT), env=["SHOP_LISTENER"])
 
     outcome = execute_case(
@@ -271,7 +272,31 @@ def test_it_names_an_attempt_to_reach_an_address_beyond_the_machine(scripted_mod
     )
 
     assert outcome.status == "error", outcome.reason
-    assert "tried to reach the network itself at turn 0: tcp 192.0.2.10:8443" in outcome.reason, outcome.reason
+    assert f"tried to reach the network itself at turn 0: tcp {address}:8443" in outcome.reason, outcome.reason
+
+
+def test_it_names_the_smallest_datagram_sent_anywhere_over_either_ip_version(scripted_model, tmp_path):
+    # One byte each, to a name server of each documentation range: what a DNS lookup's first packet would be, cut short.
+    program = _program(tmp_path, """
+        import json
+        import socket
+        import sys
+
+        for line in sys.stdin:
+            for family, address in ((socket.AF_INET, "192.0.2.53"), (socket.AF_INET6, "2001:db8::53")):
+                with socket.socket(family, socket.SOCK_DGRAM) as datagrams:
+                    datagrams.sendto(b"?", (address, 53))
+            print(json.dumps({"reply": "asked"}), flush=True)
+    """)
+
+    outcome = execute_case(
+        plan=_plan(_agent(program), "Where is order 1042?"), model=get_model(scripted_model.key),
+        suite=suite_plan(timeout=20.0),
+    )
+
+    assert outcome.status == "error", outcome.reason
+    assert "tried to reach the network itself at turn 0: udp 192.0.2.53:53" in outcome.reason, outcome.reason
+    assert "udp [2001:db8::53]:53" in outcome.reason, outcome.reason
 
 
 def test_it_refuses_to_run_the_program_unsealed_where_no_sandbox_is_available(
