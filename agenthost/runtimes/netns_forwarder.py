@@ -33,6 +33,8 @@ NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
 RT_TABLE_LOCAL, RTPROT_BOOT, RT_SCOPE_HOST, RTN_LOCAL, RTA_OIF = 255, 3, 254, 2, 4
 ETH_P_ALL, PACKET_HOST, ETHERNET_HEADER = 0x0003, 0, 14
 TCP, UDP, SYN, ACK = 6, 17, 0x02, 0x10
+# Where the gateways' forwarders listen: a program that asks for `localhost` may get either.
+LOOPBACK = ("127.0.0.1", "[::1]")
 
 
 def loopback_up() -> None:
@@ -94,7 +96,7 @@ def attempt_of(frame: bytes, gateway_ports: frozenset[int]) -> str:
     port = struct.unpack("!H", packet[header + 2:header + 4])[0]
     if protocol == TCP and len(packet) >= header + 14:
         flags = packet[header + 13]
-        if not flags & SYN or flags & ACK or (target == "127.0.0.1" and port in gateway_ports):
+        if not flags & SYN or flags & ACK or (target in LOOPBACK and port in gateway_ports):
             return ""
         return f"tcp {target}:{port}"
     if protocol == UDP:
@@ -172,8 +174,14 @@ def main() -> None:
     watcher = threading.Thread(target=attempts.watch, daemon=True)
     watcher.start()
     for port, path in routes.items():
-        listener = socket.create_server(("127.0.0.1", port))
-        threading.Thread(target=forward, args=(listener, path), daemon=True).start()
+        for host, family in (("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6)):
+            try:
+                listener = socket.create_server((host, port), family=family)
+            except OSError:
+                if family == socket.AF_INET6 and ipv6_disabled():
+                    continue
+                raise
+            threading.Thread(target=forward, args=(listener, path), daemon=True).start()
     try:
         child = subprocess.Popen(command)
     except OSError as exc:

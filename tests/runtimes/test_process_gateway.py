@@ -111,6 +111,22 @@ def test_it_answers_the_programs_model_calls_through_the_model_layer_under_test(
     assert outcome.usage.total_tokens > 0
 
 
+@pytest.mark.parametrize("host", ["localhost", "[::1]"])
+def test_it_answers_a_program_that_reaches_the_gateway_by_another_name_for_loopback(scripted_model, tmp_path, host):
+    # A client that resolves `localhost` to ::1 first (Node's does) reaches the gateway there too, and is no breach.
+    scripted_model.play("Shipped.", "Streamed.", "Responded.", "Responded, streamed.")
+    source = FOUR_CALLS.replace(
+        "client = OpenAI()",
+        f"import os\nclient = OpenAI(base_url=os.environ['OPENAI_BASE_URL'].replace('127.0.0.1', {host!r}))",
+    )
+
+    outcome = _run(_agent(tmp_path, source), scripted_model, "Where is order 1042?",
+                   "Shipped. | Streamed. | Responded. | Responded, streamed.")
+
+    assert outcome.status == "passed", outcome.reason
+    assert len(scripted_model.requests) == 4
+
+
 def test_it_answers_the_programs_model_calls_in_chat(scripted_model, tmp_path):
     scripted_model.play("Shipped.", "Streamed.", "Responded.", "Responded, streamed.")
     conversation = conversation_start(agent=_agent(tmp_path, FOUR_CALLS))
