@@ -15,6 +15,7 @@ from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, CaseSnapshot, Run
 from runs.services import run_create, run_execute
 from runs.web.junit import run_to_junit
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +31,7 @@ def leaky_model(settings, openai_stub, monkeypatch):
     settings.AGENTTEST_PROVIDERS = {
         **settings.AGENTTEST_PROVIDERS,
         "leaky": {"kind": "openai", "base_url": openai_stub.base_url, "api_key_env": "LEAKY_API_KEY",
-                  "timeout": 10, "max_retries": 0,
+                  "timeout": WAIT_SECONDS, "max_retries": 0,
                   "models": [{"name": "m", "input_price": 1.0, "output_price": 1.0, "label": ""}]},
     }
 

@@ -10,6 +10,7 @@ from agenthost.llm import registry
 from agenthost.llm.base import ModelRequest, ProviderError, api_problem
 from agenthost.llm.scripted import Answer, Call, ScriptedProvider
 from agenthost.testing.openai_stub import OpenAIStub
+from tests.workers import WAIT_SECONDS
 
 TOOL = {"type": "function", "name": "lookup_order", "description": "Look up an order.",
         "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}}}
@@ -18,7 +19,7 @@ ASKED = [{"role": "user", "content": "Where is order 1042?"}]
 
 def _provider(settings, base_url: str, **model_options):
     settings.AGENTTEST_PROVIDERS = {"local": {
-        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": 5.0, "max_retries": 0,
+        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": WAIT_SECONDS, "max_retries": 0,
         "models": [{"name": name, "input_price": 0.15, "output_price": 0.6, "label": "", **model_options}
                    for name in ("gpt-4o-mini", "o4-mini")],
     }}

@@ -14,6 +14,7 @@ from agenthost.llm import registry
 from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, response_problem
 from agenthost.llm.scripted import Answer, Call, Fail
 from agenthost.testing.openai_stub import HttpError
+from tests.workers import WAIT_SECONDS
 
 LOOKUP_TOOL = {
     "type": "function",
@@ -45,7 +46,7 @@ def arranged(request, settings, monkeypatch):
         monkeypatch.setenv("CONTRACT_API_KEY", "sk-contract-0123456789")
         settings.AGENTTEST_PROVIDERS = {
             "stubbed": {
-                "kind": "openai", "base_url": stub.base_url, "api_key_env": "CONTRACT_API_KEY", "timeout": 5.0,
+                "kind": "openai", "base_url": stub.base_url, "api_key_env": "CONTRACT_API_KEY", "timeout": WAIT_SECONDS,
                 "max_retries": 1, "models": [{"name": "gpt-4o-mini"}],
             }
         }

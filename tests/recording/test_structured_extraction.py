@@ -10,6 +10,7 @@ from agenthost.testing.openai_stub import OpenAIStub
 from cases.models import Case
 from recording.services import RecordingError, extraction_create
 from tests.recording.conftest import segments_answer
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db
 
@@ -20,7 +21,8 @@ SEGMENTS = segments_answer(("Order status", 0, 1), ("Cancel an undelivered order
 def stub(settings):
     with OpenAIStub(models=("gpt-5-mini",)) as running:
         settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": {
-            "kind": "openai", "base_url": running.base_url, "api_key_env": "", "timeout": 5.0, "max_retries": 0,
+            "kind": "openai", "base_url": running.base_url, "api_key_env": "", "timeout": WAIT_SECONDS,
+            "max_retries": 0,
             "models": [{"name": "gpt-5-mini", "accepts_temperature": False}],
         }}
         yield running

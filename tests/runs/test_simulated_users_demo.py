@@ -17,6 +17,7 @@ from cases.services import case_enable
 from runs.models import CaseResult, Run
 from runs.services import result_freeze, run_create, run_execute
 from tests.runs.test_key_free import OutboundGuard
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -119,7 +120,8 @@ def local_suite(openai_stub, settings, demo_agents):
     settings.AGENTTEST_PROVIDERS = {
         **settings.AGENTTEST_PROVIDERS,
         "local": {
-            "kind": "openai", "base_url": openai_stub.base_url, "api_key_env": "", "timeout": 10.0, "max_retries": 0,
+            "kind": "openai", "base_url": openai_stub.base_url, "api_key_env": "", "timeout": WAIT_SECONDS,
+            "max_retries": 0,
             "models": [{"name": "sim-careful"}, {"name": "sim-hasty"}],
         },
     }

@@ -16,6 +16,7 @@ from agenthost.llm.scripted import ScriptedProvider
 from agenthost.models import Agent
 from agenthost.services import conversation_send, conversation_start
 from runs.models import CaseResult, Run
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,7 +53,7 @@ def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings) -> Path:
     settings.AGENTTEST_PROVIDERS = {
         "scripted": {"kind": "scripted", "script": str(repo / "script.json"), "models": [{"name": "shop-script"}]},
         "local": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "", "max_retries": 0,
-                  "timeout": 5.0,
+                  "timeout": WAIT_SECONDS,
                   "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}]},
     }
     ScriptedProvider.reset("scripted")
