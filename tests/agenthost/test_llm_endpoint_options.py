@@ -17,6 +17,7 @@ from agenthost.llm.openai_provider import readable_server_message
 from agenthost.llm.scripted import ScriptedProvider
 from agenttest.checks import check_agenttest_settings
 from common.provider_config import load_providers
+from tests.workers import WAIT_SECONDS
 
 
 def write(tmp_path, text, name="providers.toml"):
@@ -102,8 +103,8 @@ def test_it_calls_an_azure_deployment_with_its_api_version_and_key(openai_stub, 
     monkeypatch.setenv("AZ_KEY", "az-secret-0123456789")
     host = openai_stub.base_url.removesuffix("/v1")
     settings.AGENTTEST_PROVIDERS = {"az": {
-        "kind": "openai", "base_url": host, "api_key_env": "AZ_KEY", "api_version": "2024-10-21", "timeout": 5.0,
-        "max_retries": 0, "models": [{"name": "support-gpt4o"}],
+        "kind": "openai", "base_url": host, "api_key_env": "AZ_KEY", "api_version": "2024-10-21",
+        "timeout": WAIT_SECONDS, "max_retries": 0, "models": [{"name": "support-gpt4o"}],
     }}
     openai_stub.queue("Hello from Azure.")
 
@@ -119,8 +120,8 @@ def test_it_calls_an_azure_deployment_with_its_api_version_and_key(openai_stub, 
 def test_it_fails_a_call_whose_header_variable_is_unset_naming_it(openai_stub, settings, monkeypatch):
     monkeypatch.delenv("ORG_HEADER", raising=False)
     settings.AGENTTEST_PROVIDERS = {"local": {
-        "kind": "openai", "base_url": openai_stub.base_url, "api_key_env": "", "timeout": 5.0, "max_retries": 0,
-        "models": [{"name": "gpt-4o-mini", "headers_env": {"X-Org": "ORG_HEADER"}}],
+        "kind": "openai", "base_url": openai_stub.base_url, "api_key_env": "", "timeout": WAIT_SECONDS,
+        "max_retries": 0, "models": [{"name": "gpt-4o-mini", "headers_env": {"X-Org": "ORG_HEADER"}}],
     }}
 
     with pytest.raises(ProviderError) as caught:

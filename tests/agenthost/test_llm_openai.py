@@ -15,6 +15,7 @@ from agenthost.llm import registry
 from agenthost.llm.base import ModelRequest, ProviderError, Usage
 from agenthost.llm.scripted import Answer, Call
 from agenthost.testing.openai_stub import HttpError
+from tests.workers import WAIT_SECONDS
 
 SECRET = "sk-test-local-secret-0123456789"
 LOOKUP_TOOL = {
@@ -33,7 +34,7 @@ def configure(settings, base_url, **options):
             "kind": "openai",
             "base_url": base_url,
             "api_key_env": "LOCAL_TEST_API_KEY",
-            "timeout": 5.0,
+            "timeout": WAIT_SECONDS,
             "max_retries": 2,
             "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}],
             **options,

@@ -19,6 +19,7 @@ from agenthost.testing.openai_stub import OpenAIStub, echo_reply
 from cases.models import Assertion, Case, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
+from tests.workers import WAIT_SECONDS
 
 # What these tests answer hangs on MCP servers in processes of their own, not on the database
 # engine: the PostgreSQL pass runs them, once.
@@ -163,7 +164,7 @@ def test_it_runs_cases_side_by_side_only_while_the_live_server_still_marks_the_a
 ):
     with OpenAIStub() as stub:
         settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "stub": {
-            "kind": "openai", "base_url": stub.base_url, "api_key_env": "", "timeout": 10.0, "max_retries": 0,
+            "kind": "openai", "base_url": stub.base_url, "api_key_env": "", "timeout": WAIT_SECONDS, "max_retries": 0,
             "models": [{"name": "gpt-4o-mini", "input_price": 0, "output_price": 0, "label": ""}],
         }}
         server = Latency(stub)

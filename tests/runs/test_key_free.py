@@ -24,6 +24,7 @@ from agenttest_demo.suite import demo_suite_ensure
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,7 +71,7 @@ class OutboundGuard:
 
 def openai_provider(base_url: str, api_key_env: str) -> dict:
     return {
-        "kind": "openai", "base_url": base_url, "api_key_env": api_key_env, "timeout": 5.0, "max_retries": 0,
+        "kind": "openai", "base_url": base_url, "api_key_env": api_key_env, "timeout": WAIT_SECONDS, "max_retries": 0,
         "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}],
     }
 

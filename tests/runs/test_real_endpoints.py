@@ -20,6 +20,7 @@ from runs.models import CaseResult, Run
 from runs.selectors import run_summary
 from runs.services import run_create
 from runs.tasks import run_execute
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,7 +51,7 @@ def configure(settings, stub: OpenAIStub, *, max_retries: int = 0, **options: di
     settings.AGENTTEST_PROVIDERS = {
         **settings.AGENTTEST_PROVIDERS,
         "stub": {
-            "kind": "openai", "base_url": stub.base_url, "api_key_env": "", "timeout": 10.0,
+            "kind": "openai", "base_url": stub.base_url, "api_key_env": "", "timeout": WAIT_SECONDS,
             "max_retries": max_retries, "models": stub_models(**options),
         },
     }
@@ -454,14 +455,15 @@ def test_it_rides_out_a_429_storm_with_every_case_passed_and_the_waiting_shown(s
 
 
 def test_it_errors_a_rate_limited_case_once_waiting_would_outlast_its_timeout(stub):
-    # The first wait fits in the timeout with 4 s to spare (a loaded machine is slow to the first call); a second one
-    # would not.
-    stub.queue(*[rate_limited(6)] * 3)
+    # Each wait is more than half the case's timeout, so a second one never fits however fast the machine; the first
+    # fits if the case's first call starts within 11.5 s (a loaded machine is slow to the first call: 4 s of spare
+    # with a 6 s wait in a 10 s case was not enough beside a busy suite).
+    stub.queue(*[rate_limited(18)] * 3)
 
-    result = only_result(execute(make_suite(timeout=10)))
+    result = only_result(execute(make_suite(timeout=30)))
 
     assert result.status == "error"
-    assert "rate limited (HTTP 429)" in result.reason and "waited 6.0 s for rate limits (1 time" in result.reason
+    assert "rate limited (HTTP 429)" in result.reason and "waited 18.0 s for rate limits (1 time" in result.reason
 
 
 # --- The judge's odd answers ----------------------------------------------------------------------------------------

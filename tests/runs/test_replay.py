@@ -26,7 +26,7 @@ INSTRUCTION = "You run the order desk. Use lookup_order to find an order."
 
 def stub_provider(base_url: str, *, max_retries: int = 0) -> dict:
     return {
-        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": 10.0, "max_retries": max_retries,
+        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": WAIT_SECONDS, "max_retries": max_retries,
         "models": [{"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""}],
     }
 

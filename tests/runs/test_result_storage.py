@@ -25,6 +25,7 @@ from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.engine.leases import run_sweep_expired
 from runs.models import CaseResult, Recording, Run
 from runs.services import run_create, run_execute
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -140,7 +141,7 @@ def test_it_writes_the_whole_test_conversation_when_storing_the_result_is_retrie
 
 def stub_provider(base_url: str) -> dict[str, Any]:
     return {
-        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": 10.0, "max_retries": 0,
+        "kind": "openai", "base_url": base_url, "api_key_env": "", "timeout": WAIT_SECONDS, "max_retries": 0,
         "models": [
             {"name": "gpt-4o-mini", "input_price": 0.15, "output_price": 0.6, "label": ""},
             # Priced as the dearest models are: a bounded absurd answer still costs more than a result holds.
