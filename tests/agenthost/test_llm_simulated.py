@@ -241,7 +241,7 @@ def test_it_rejects_a_model_it_does_not_simulate():
 
 def test_a_configured_delay_shows_in_the_latency(settings):
     settings.AGENTTEST_PROVIDERS = {
-        "simulated": {"kind": "simulated", "models": [{"name": "sim-careful"}, {"name": "sim-hasty", "delay_ms": 20}]}
+        "simulated": {"kind": "simulated", "models": [{"name": "sim-careful"}, {"name": "sim-hasty", "delay_ms": 1000}]}
     }
     provider = registry.get_provider("simulated")
     request = {"messages": [{"role": "user", "content": "hello"}]}
@@ -249,7 +249,8 @@ def test_a_configured_delay_shows_in_the_latency(settings):
     careful = provider.complete(ModelRequest(model="sim-careful", **request))
     hasty = provider.complete(ModelRequest(model="sim-hasty", **request))
 
-    assert hasty.latency_ms >= 20 > careful.latency_ms
+    # A delay far above the rules' own time (a few ms; 24 ms with a hog beside the suite, past a 20 ms delay).
+    assert hasty.latency_ms >= 1000 > careful.latency_ms
 
 
 @pytest.mark.django_db

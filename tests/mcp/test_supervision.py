@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 from tests.mcp.conftest import Markers, order_server_spec
+from tests.runtimes.programs import running
+from tests.workers import WAIT_SECONDS
 
 HOST = """
 import json, os, sys, time
@@ -28,18 +30,10 @@ if sys.argv[2] == "hold":
 """
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 def wait_dead(pid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not alive(pid):
+        if not running(pid):
             return True
         time.sleep(0.1)
     return False
@@ -63,7 +57,7 @@ def test_it_stops_its_servers_when_the_process_exits(markers):
     out, _ = process.communicate(timeout=120)
     assert json.loads(out.strip().splitlines()[-1])["status"] == "shipped"
     assert process.returncode == 0
-    assert wait_dead(server_pid(markers), 10)
+    assert wait_dead(server_pid(markers), WAIT_SECONDS)
 
 
 def test_it_leaves_no_orphan_when_the_process_is_killed(markers):
@@ -72,8 +66,8 @@ def test_it_leaves_no_orphan_when_the_process_is_killed(markers):
         line = process.stdout.readline()
         assert json.loads(line)["status"] == "shipped"
         pid = server_pid(markers)
-        assert alive(pid)
+        assert running(pid)
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(10)
-    assert wait_dead(pid, 15)
+    assert wait_dead(pid, WAIT_SECONDS)
