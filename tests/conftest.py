@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 
 from agenthost.models import Agent
 from agenttest_demo.agents import demo_agents_ensure
+from tests.workers import WAIT_SECONDS
 
 pytest_plugins = ["agenthost.testing.fixtures"]
 
@@ -117,6 +118,13 @@ def _fast_password_hasher(settings: Any) -> None:
     settings.PASSWORD_HASHERS = [
         "django.contrib.auth.hashers.MD5PasswordHasher", *global_settings.PASSWORD_HASHERS,
     ]
+
+
+@pytest.fixture(autouse=True)
+def _patient_broker(settings: Any) -> None:
+    # The embedded broker is a SQLite file the suite's workers poll too: on a machine pinned to one core a lock on it
+    # outlasted the 3 s a deployment waits by default, and a browser test's run was refused as "queue unavailable".
+    settings.CELERY_BROKER_CONNECTION_TIMEOUT = WAIT_SECONDS
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import current_app
+from django.conf import settings
 from django.db.models.functions import Now
 
 from common.queues import group_queue
@@ -30,7 +31,9 @@ def queue_ping() -> None:
     from common.broker import BrokerUnavailable, broker_ping
 
     try:
-        broker_ping(timeout=3.0)
+        # The publish's own bound (AGENTTEST_BROKER_TIMEOUT): the embedded broker's file may be locked that long by
+        # the workers polling it, which is no outage.
+        broker_ping(timeout=settings.CELERY_BROKER_CONNECTION_TIMEOUT)
     except BrokerUnavailable as exc:
         raise QueueUnavailable(f"the run queue is unavailable: {exc}") from None
 

@@ -6,9 +6,10 @@ whose limit it shares with that provider's agent calls — goes through its prov
 entry in AGENTTEST_PROVIDERS) or the suite's case concurrency, whichever is lower — one included: a provider
 limited to one call at a time gets one, however many cases run side by side. A call the provider refuses as
 rate limited (HTTP 429, after the SDK's own retries) halves the limit — once per round: 429s of calls that started
-before the last decrease say nothing new — and the call waits and is made again, so a storm slows a run down but
-does not turn its cases into Error. After `limit` successes in a row the limit grows by one, up to where it started.
-At a limit of one there is nothing to lower: a 429 is left to the provider's retries and the case's own wait.
+before the last decrease say nothing new — and the call waits (a back-off, at least the Retry-After the provider
+asked for) and is made again, so a storm slows a run down but does not turn its cases into Error. After `limit`
+successes in a row the limit grows by one, up to where it started. At a limit of one there is nothing to lower: a
+429 is left to the provider's retries and the case's own wait.
 
 No call of a case that gave up (its timeout came: the session's `out_of_time`) is made, nor waits longer for a slot:
 it fails with CASE_TIMED_OUT, having sent nothing. Nor does a case back off past its timeout (`may_back_off`): its
@@ -90,6 +91,8 @@ class ProviderThrottle:
                 delay = min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2 ** (attempt - 1))
                 # Jitter: the calls refused together must not all come back at the same instant.
                 delay *= 0.5 + random.random() / 2
+                # Never sooner than the provider asked: a call made again before its Retry-After is refused again.
+                delay = max(delay, exc.retry_after or 0.0)
                 if attempt >= MAX_ATTEMPTS or given_up():
                     raise
                 if not may_back_off(delay):

@@ -37,8 +37,10 @@ class Counting:
     """Answers after a fixed latency — the agent's echo rules, or the judge's verdict — counting the calls in flight
     at once (the most ever seen); the calls that arrive as number `refuse` (from 0) are refused with a 429."""
 
-    def __init__(self, stub: OpenAIStub, *, latency: float = 0.05, refuse: range = range(0)) -> None:
-        self.latency, self.refuse = latency, refuse
+    def __init__(
+        self, stub: OpenAIStub, *, latency: float = 0.05, refuse: range = range(0), retry_after: float | None = None
+    ) -> None:
+        self.latency, self.refuse, self.retry_after = latency, refuse, retry_after
         self.arrived = self.in_flight = self.most = self.refused = self.judged = 0
         self._lock = threading.Lock()
         stub.respond_with(self.reply)
@@ -53,7 +55,10 @@ class Counting:
             if number in self.refuse:
                 with self._lock:
                     self.refused += 1
-                return HttpError(429, "slow down")
+                headers = {} if self.retry_after is None else {
+                    "Retry-After": f"{self.retry_after:g}", "retry-after-ms": f"{self.retry_after * 1000:g}"
+                }
+                return HttpError(429, "slow down", headers)
             if body.get("response_format"):
                 with self._lock:
                     self.judged += 1
@@ -158,8 +163,11 @@ def test_it_counts_the_judges_calls_within_the_limit_its_provider_shares_with_th
 def test_it_errors_the_judges_assertion_as_rate_limited_when_its_429s_outlast_the_case_timeout(servers):
     agent_stub, judge_stub = servers
     Counting(agent_stub, latency=0.01)
-    Counting(judge_stub, latency=0.01, refuse=range(10**6))
-    run = execute(make_suite(cases=2, concurrency=2, timeout=3))
+    # Each 429 asks for a minute, which no 30 s case can wait: the judge errors at its first refusal, whatever the
+    # machine's speed (with back-offs of its own choosing it waited until just before a 3 s timeout, and a slow
+    # machine's last call ran past it: "timed out").
+    judge = Counting(judge_stub, latency=0.01, refuse=range(10**6), retry_after=60)
+    run = execute(make_suite(cases=2, concurrency=2, timeout=30))
 
     assert run.status == "error" and run.errored == 2
     for result in CaseResult.objects.filter(run=run):
@@ -171,5 +179,7 @@ def test_it_errors_the_judges_assertion_as_rate_limited_when_its_429s_outlast_th
         judged = [a for a in result.assertions if a["type"] == "llmJudge"]
         assert len(judged) == JUDGES_PER_CASE
         assert all(a["status"] == "error" and "rate limited (HTTP 429)" in a["message"] for a in judged), judged
-        assert result.duration_ms < 3000, "it gave up before the case's timeout rather than hang until it"
+        assert result.duration_ms < 30_000, "it gave up before the case's timeout rather than hang until it"
     assert run.throttle["judge"]["throttled"] >= 2
+    # Never asked again sooner than the minute the judge's endpoint asked for.
+    assert judge.arrived == 2 * JUDGES_PER_CASE
