@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from typing import Any
 
 from agenthost.functions import (
     Executor,
@@ -133,6 +134,16 @@ def case_stopped(conversation_id: int | None, note: str) -> None:
         stopped = getattr(provider, "stopped", None)
         if callable(stopped):
             stopped(conversation_id, note)
+
+
+def case_protocol(conversation_id: int | None, entries: list[dict[str, Any]]) -> None:
+    """Hand what a process agent's program said in one turn, normalised (runtimes/protocol_transcript.py), to the
+    case running this conversation, through a provider's optional `protocol(conversation_id, entries)` (the
+    harness's keeps it for a `snapshotMatches` assertion)."""
+    for provider in executor_providers():
+        protocol = getattr(provider, "protocol", None)
+        if callable(protocol):
+            protocol(conversation_id, entries)
 
 
 def missing_function_result(name: str) -> FunctionResult:

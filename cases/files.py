@@ -60,6 +60,8 @@ from cases.services import (
     suite_to_document,
     suite_update,
 )
+from cases.snapshot_files import SNAPSHOT_TYPE, SNAPSHOTS, snapshot_text, snapshots_attach
+from cases.snapshot_files import SUFFIX as SNAPSHOT_SUFFIX
 from cases.validation.case_documents import clean_case_document
 from cases.validation.problems import CaseValidationError
 from common.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, UNSTORABLE_MESSAGE, json_value_issue
@@ -324,7 +326,14 @@ def _read_tree(root: Path) -> _Tree:
             tree.problems.append(FileProblem(directory.relative_to(root).as_posix(), "", f"has no {SUITE_FILE}"))
             continue
         source = _load(root, directory / SUITE_FILE, "suite", tree.problems)
-        cases = [_load(root, path, "case", tree.problems) for path in _yaml_files(directory / CASES)]
+        paths = _yaml_files(directory / CASES)
+        cases = [_load(root, path, "case", tree.problems) for path in paths]
+        tree.problems += [
+            FileProblem(*problem)
+            for problem in snapshots_attach(
+                root, directory, [(path, case.data if case else None) for path, case in zip(paths, cases, strict=True)]
+            )
+        ]
         if source is not None:
             suite = _SuiteSource(file=source.file, data=source.data)
             suite.cases = [case for case in cases if case is not None]
@@ -750,7 +759,16 @@ def files_render(*, suites: Iterable[Suite], cases: Iterable[Case] | None = None
         out[f"{base}/{SUITE_FILE}"] = yaml_text(suite_file(suite))
         case_names: set[str] = set()
         for case in sorted(case_lists[suite.pk], key=lambda item: item.name):
-            out[f"{base}/{CASES}/{_stem(case.name, case_names)}.yaml"] = yaml_text(case_file(case))
+            stem = _stem(case.name, case_names)
+            document = case_file(case)
+            expected = [item["params"].pop("expected", None) for item in document.get("assertions", [])
+                        if item["type"] == SNAPSHOT_TYPE and isinstance(item.get("params"), dict)]
+            for item in document.get("assertions", []):
+                if item["type"] == SNAPSHOT_TYPE and not item.get("params"):
+                    item.pop("params", None)
+            out[f"{base}/{CASES}/{stem}.yaml"] = yaml_text(document)
+            if entries := next((entries for entries in expected if entries is not None), None):
+                out[f"{base}/{SNAPSHOTS}/{stem}{SNAPSHOT_SUFFIX}"] = snapshot_text(entries)
     return out
 
 
@@ -765,8 +783,9 @@ def files_zip(files: dict[str, str]) -> bytes:
 
 
 def files_export(*, directory: Path, suites: Iterable[Suite] | None = None) -> ExportReport:
-    """Write the files of `suites` (default: every suite) and their agents into `directory`. Case files of those
-    suites that no case wrote any more are removed: they would bring a deleted or renamed case back on apply."""
+    """Write the files of `suites` (default: every suite) and their agents into `directory`. Case files (and
+    snapshots) of those suites that no case wrote any more are removed: they would bring a deleted or renamed case
+    back on apply."""
     chosen = list(suites) if suites is not None else list(Suite.objects.select_related("agent"))
     files = files_render(suites=chosen)
     report = ExportReport()
@@ -777,7 +796,8 @@ def files_export(*, directory: Path, suites: Iterable[Suite] | None = None) -> E
             handle.write(text)
         report.written.append(relative)
     for cases_dir in {Path(relative).parent for relative in files if Path(relative).parent.name == CASES}:
-        for path in _yaml_files(directory / cases_dir):
+        snapshots = sorted((directory / cases_dir.parent / SNAPSHOTS).glob(f"*{SNAPSHOT_SUFFIX}"))
+        for path in [*_yaml_files(directory / cases_dir), *snapshots]:
             relative = path.relative_to(directory).as_posix()
             if relative not in files:
                 path.unlink()

@@ -194,6 +194,7 @@ class Assertion(models.Model):
         TABLE_EQUALS = "tableEquals", "Table equals"
         GOAL_REACHED = "goalReached", "Goal reached"
         NODES_VISITED = "nodesVisited", "Nodes visited"
+        SNAPSHOT_MATCHES = "snapshotMatches", "Snapshot matches"
 
     case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="assertions")
     turn = models.ForeignKey(

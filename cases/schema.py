@@ -356,6 +356,24 @@ class NodesVisitedParams(_Strict):
     mode: Literal["contains", "ordered", "exact"] = "ordered"
 
 
+SNAPSHOT_ENTRIES_MAX = 2000
+
+
+class SnapshotMatchesParams(_Strict):
+    model_config = _params("snapshotMatches")
+    expected: list[JsonObject] | None = Field(
+        None, max_length=SNAPSHOT_ENTRIES_MAX,
+        description="What a process agent's program said over its protocol, normalised, one object per entry "
+        "({turn, update} for ACP, {turn, reply} for jsonl). In files it is not written here but kept in "
+        "suites/<suite>/snapshots/<case file>.jsonl, which `agenttest run DIR --update-snapshots` writes; null: no "
+        "snapshot yet, and the assertion fails until one is written.",
+        json_schema_extra=_messages_for(
+            type="must be a list of JSON objects (the normalised entries) or null",
+            maxItems=f"must hold at most {SNAPSHOT_ENTRIES_MAX} entries",
+        ),
+    )
+
+
 class LlmJudgeParams(_Strict):
     model_config = _params("llmJudge")
     criterion: str = NonEmpty
@@ -432,6 +450,7 @@ ASSERTION_PARAMS: dict[str, type[BaseModel]] = {
     "tableEquals": TableEqualsParams,
     "goalReached": GoalReachedParams,
     "nodesVisited": NodesVisitedParams,
+    "snapshotMatches": SnapshotMatchesParams,
 }
 
 

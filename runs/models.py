@@ -43,6 +43,11 @@ class Run(models.Model):
         help_text="live: call the models; record: call them and keep every answer; replay: serve kept answers.",
     )
     trials = models.PositiveIntegerField(default=1, help_text="How many times each case runs on each model.")
+    update_snapshots = models.BooleanField(
+        default=False,
+        help_text="The run rewrites the snapshots its cases compare with (`agenttest run --update-snapshots`): a "
+        "snapshotMatches assertion passes and keeps what the program said.",
+    )
     budget_tokens = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="Stop the run once its results used this many tokens."
     )

@@ -89,6 +89,7 @@ def run_create(
     trials: int = 1,
     budget_tokens: int | None = None,
     budget_cost: Any = None,
+    update_snapshots: bool = False,
 ) -> Run:
     run_options_validate(mode=mode, trials=trials, budget_tokens=budget_tokens, budget_cost=budget_cost)
     case_ids = run_validate(suite=suite, model_keys=model_keys, case_filter=case_filter, mode=mode)
@@ -105,6 +106,7 @@ def run_create(
         triggered_by=triggered_by,
         agent_snapshot=_agent_snapshot(suite, case_ids, model_keys=model_keys, mode=mode),
         isolation_group=suite.isolation_group,
+        update_snapshots=update_snapshots,
     )
 
 

@@ -123,8 +123,9 @@ def test_it_adds_the_demo_suites_with_every_assertion_type_and_a_blocked_tool():
     # The demo's two suites use every assertion type between them (goalReached needs a simulated user).
     demo = ("Order support demo", "Simulated users demo")
     used = set(Assertion.objects.filter(case__suite__name__in=demo).values_list("type", flat=True))
-    # nodesVisited needs a langgraph agent's graph (tests/runtimes/test_langgraph_runtime.py); the demo's are native.
-    assert used == set(Assertion.Type.values) - {"nodesVisited"}
+    # nodesVisited needs a langgraph agent's graph (tests/runtimes/test_langgraph_runtime.py) and snapshotMatches a
+    # process agent's program (tests/runtimes/test_process_acp.py); the demo's are native.
+    assert used == set(Assertion.Type.values) - {"nodesVisited", "snapshotMatches"}
     blocked = suite.cases.get(name="An unmocked email is blocked, never sent")
     assert not blocked.mocks.filter(function_name="util-email-handle_email_sender").exists()
     _run()

@@ -85,9 +85,11 @@ from agenthost.runtimes.process import (
     exit_said,
     let_finish,
     program_failed,
+    said_places,
     start_program,
     turn_deadline,
 )
+from agenthost.runtimes.protocol_transcript import joined_chunks, normalised, protocol_said
 from agenthost.seal import exempt
 
 # What the transcript calls what the agent reports (session/update), never through the seam: "acp_<kind>" and plans.
@@ -128,6 +130,8 @@ class _Transcript:
     """What the agent sent in session/update during its prompt."""
 
     chunks: list[str] = field(default_factory=list)
+    # Every update as the ACP schema writes it, for a snapshot of the turn (runtimes/protocol_transcript.py).
+    updates: list[dict[str, Any]] = field(default_factory=list)
     tool_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     plans: list[list[dict[str, str]]] = field(default_factory=list)
 
@@ -311,6 +315,8 @@ class _Client:
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         transcript = self.transcript
+        if hasattr(update, "model_dump"):
+            transcript.updates.append(update.model_dump(mode="json", by_alias=True, exclude_none=True))
         if isinstance(update, AgentMessageChunk) and isinstance(update.content, TextContentBlock):
             transcript.chunks.append(update.content.text)
         elif isinstance(update, ToolCallStart | ToolCallProgress):
@@ -539,6 +545,8 @@ def acp_exchange(
                 with contextlib.suppress(OSError):
                     root.rmdir()
     _record(turn, client.transcript)
+    said = [{"turn": turn.turn, "update": update} for update in joined_chunks(client.transcript.updates)]
+    protocol_said(turn.conversation_id, normalised(said, said_places(spec, env, **{"<cwd>": str(root)})))
     return redact_text("".join(client.transcript.chunks))
 
 

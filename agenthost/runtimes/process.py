@@ -49,6 +49,7 @@ from agenthost.redaction import redact_text
 from agenthost.runtimes.base import AgentCodeFailed, Runtime, RuntimeTurn, register_runtime
 from agenthost.runtimes.gateway import ModelGateway
 from agenthost.runtimes.groups import kill_group
+from agenthost.runtimes.protocol_transcript import normalised, protocol_said
 from agenthost.seal import exempt
 from agenthost.turns import ConversationError
 from common.inputs import is_env_name
@@ -208,6 +209,18 @@ def exchange_for(protocol: str) -> Exchange:
 
 def program_environment(spec: ProcessSpec) -> dict[str, str]:
     return {name: os.environ[name] for name in (*BASE_ENV, *spec.env) if name in os.environ}
+
+
+def said_places(spec: ProcessSpec, env: dict[str, str], **more: str) -> dict[str, str]:
+    """What of a turn's program is volatile — its directory, its gateways' addresses, its key — and the names a
+    normalised transcript shows for them (runtimes/protocol_transcript.py); `more` adds absolute path → name."""
+    return {
+        str(program_directory(spec.cwd)): "<program>",
+        env.get("OPENAI_BASE_URL", ""): "<gateway>",
+        env.get("AGENTTEST_MCP_URL", ""): "<mcp>",
+        env.get("OPENAI_API_KEY", ""): "<key>",
+        **{path: name for name, path in more.items()},
+    }
 
 
 def turn_deadline(turn: RuntimeTurn) -> float:
@@ -469,6 +482,7 @@ def _exchange(
             if process.stdout is not None:
                 process.stdout.close()
             feeder.join(timeout=5)
+    protocol_said(turn.conversation_id, normalised([{"turn": turn.turn, "reply": reply}], said_places(spec, env)))
     return redact_text(_answer(reply))
 
 

@@ -31,6 +31,17 @@ from cases.validation.problems import CaseValidationError, Problem, _at, _Proble
 # compile, and the rules across parts (routing cases).
 CASE_KIND = "case-document"
 CASE_PARTS = ("history", "turns", "assertions", "mocks")
+SNAPSHOT_AT_TURN_MESSAGE = (
+    "snapshotMatches compares everything the agent's program said in the case: put it in the case's assertions, "
+    "not a turn's"
+)
+
+
+def snapshot_runtime_message(agent: Agent) -> str:
+    return (
+        f"snapshotMatches compares what a process agent's program says over its protocol (runtime 'process'); "
+        f"agent {agent.name!r} runs on runtime {agent.runtime!r}"
+    )
 
 
 def _clean_document(
@@ -65,9 +76,21 @@ def _clean_document(
     def assertion(item: dict[str, Any], where: str) -> dict[str, Any]:
         return _mean_assertion(item, prefix=where, suite=suite, functions=functions, problems=problems, tables=tables)
 
+    def case_assertion(item: dict[str, Any], where: str) -> dict[str, Any]:
+        if item.get("type") == Assertion.Type.SNAPSHOT_MATCHES:
+            # Whose program is compared: the case's entry agent, else the suite's (unknown for a suite not stored yet).
+            agent = entry_agent if entry is not None else (
+                suite.agent if suite is not None and suite.agent_id is not None else None
+            )
+            if agent is not None and agent.runtime != Agent.Runtime.PROCESS:
+                problems.add(_at(where, "type"), snapshot_runtime_message(agent))
+        return assertion(item, where)
+
     def turn_assertion(item: dict[str, Any], where: str) -> dict[str, Any]:
         if item.get("type") == Assertion.Type.GOAL_REACHED:
             problems.add(_at(where, "type"), GOAL_AT_TURN_MESSAGE)
+        elif item.get("type") == Assertion.Type.SNAPSHOT_MATCHES:
+            problems.add(_at(where, "type"), SNAPSHOT_AT_TURN_MESSAGE)
         return assertion(item, where)
 
     def turn(item: dict[str, Any], where: str) -> dict[str, Any]:
@@ -81,7 +104,7 @@ def _clean_document(
         for item in data.get("history", []) if isinstance(item, dict)
     ] if isinstance(data.get("history", []), list) else []
     cleaned["turns"] = _mean_list(data.get("turns", []), field="turns", mean=turn)
-    cleaned["assertions"] = _mean_list(data.get("assertions", []), field="assertions", mean=assertion)
+    cleaned["assertions"] = _mean_list(data.get("assertions", []), field="assertions", mean=case_assertion)
     draft = is_draft(cleaned)
     cleaned["mocks"] = _mean_list(
         data.get("mocks", []), field="mocks",

@@ -6,6 +6,7 @@ expected, actual and a message a person can act on.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -25,6 +26,7 @@ from agenthost.seams import (
     parse_model_key,
     unfinished_answer,
 )
+from cases.snapshot_files import snapshot_lines
 from common import patterns
 from common.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep
 from runs.engine.case_session import BlockedBecause, is_subset
@@ -52,6 +54,12 @@ class Evidence:
     goal: str = ""
     # The graph nodes a langgraph agent ran, in order (TurnResult.nodes_visited).
     nodes_visited: list[str] = field(default_factory=list)
+    # What a process agent's program said, normalised (agenthost/runtimes/protocol_transcript.py); None for any other
+    # agent. Case level only.
+    protocol_said: list[dict[str, Any]] | None = None
+    # The run rewrites its snapshots (`agenttest run --update-snapshots`): snapshotMatches passes, keeping what was
+    # said.
+    updating_snapshots: bool = False
 
 
 # How the judge's request reaches a model: (request, "provider:model") → response. Record and replay runs pass their
@@ -560,6 +568,41 @@ def _nodes(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[A
     return FAILED, wanted, actual, f"the nodes visited were {shown}; expected {mode} {' → '.join(expected)}"
 
 
+SNAPSHOT_DIFF_LINES = 40
+
+
+def _snapshot(params: dict[str, Any], evidence: Evidence, _judge: Judge) -> tuple[Any, ...]:
+    actual = evidence.protocol_said
+    expected = params.get("expected")
+    if actual is None:
+        return FAILED, expected, None, (
+            "the agent's program said nothing to compare: only a process agent (runtime 'process') has a protocol "
+            "transcript, and this case's agent did not answer as one"
+        )
+    if evidence.updating_snapshots:
+        was = "new" if expected is None else ("unchanged" if expected == actual else f"was {len(expected)} entries")
+        return PASSED, expected, actual, f"snapshot written: {len(actual)} entries ({was})"
+    if expected is None:
+        return FAILED, None, actual, (
+            f"there is no snapshot to compare with yet ({len(actual)} entries said): write it with `agenttest run "
+            "DIR --update-snapshots`, read it, and commit suites/<suite>/snapshots/<case file>.jsonl"
+        )
+    if expected == actual:
+        return PASSED, expected, actual, f"the program said what the snapshot holds ({len(actual)} entries)"
+    return FAILED, expected, actual, "the program said something else than the snapshot holds:\n" + snapshot_diff(
+        expected, actual
+    )
+
+
+def snapshot_diff(expected: list[dict[str, Any]], actual: list[dict[str, Any]]) -> str:
+    """A unified diff of the two, as their lines, cut at SNAPSHOT_DIFF_LINES."""
+    lines = list(difflib.unified_diff(snapshot_lines(expected), snapshot_lines(actual), "snapshot", "said", n=1,
+                                      lineterm=""))
+    more = len(lines) - SNAPSHOT_DIFF_LINES
+    shown = lines[:SNAPSHOT_DIFF_LINES] + ([f"… {more} more line(s) of the diff"] if more > 0 else [])
+    return _storable("\n".join(shown))
+
+
 _HANDLERS = {
     "outputContains": _contains,
     "outputNotContains": _not_contains,
@@ -574,5 +617,6 @@ _HANDLERS = {
     "tableEquals": _table_equals,
     "goalReached": _goal,
     "nodesVisited": _nodes,
+    "snapshotMatches": _snapshot,
 }
 ASSERTION_TYPES = tuple(_HANDLERS)

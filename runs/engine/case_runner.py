@@ -587,7 +587,8 @@ def _check_case_assertions(
         else []
     )
     evidence = talk.evidence(
-        session, transcript=transcript, goal=plan.simulated_user.goal if plan.simulated_user else ""
+        session, transcript=transcript, goal=plan.simulated_user.goal if plan.simulated_user else "",
+        protocol_said=session.protocol_said, updating_snapshots=suite.update_snapshots,
     )
     for assertion in plan.assertions:
         talk.results.append(

@@ -154,6 +154,9 @@ class CaseSession:
     # How the case's agent took being stopped at the deadline (a process agent that ignored session/cancel), said
     # after a timeout, which is the news (agenthost.executor.case_stopped).
     stop_notes: list[str] = field(default_factory=list)
+    # What a process agent's program said over its protocol, normalised, turn by turn (a snapshotMatches assertion
+    # compares it); None while no program has said anything: the case's agent is not a process agent.
+    protocol_said: list[dict[str, Any]] | None = None
     # A model call of the case ended (or was not made) because the deadline came: the case timed out, whichever
     # side noticed first.
     ran_out: bool = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from agenthost.seams import FIRST_ORDER, Conversation, FunctionContext, FunctionResult, LoadedAgent, PassThrough
 from runs.engine.case_session import BlockedBecause, CaseSession, ObservedCall, Outcome, registry
@@ -58,6 +59,13 @@ class MockExecutorProvider:
         session = registry.get(conversation_id)
         if session is not None:
             session.stop_notes.append(note)
+
+    def protocol(self, conversation_id: int | None, entries: list[dict[str, Any]]) -> None:
+        """What a process agent's program said in a turn, normalised (agenthost.executor.case_protocol): kept for the
+        case's snapshotMatches assertion."""
+        session = registry.get(conversation_id)
+        if session is not None:
+            session.protocol_said = [*(session.protocol_said or []), *entries]
 
     def mocked_names(self, conversation_id: int | None) -> frozenset[str]:
         """Every name the case mocks and does not force-block: the host offers them in place of an MCP server a

@@ -32,6 +32,7 @@ def run_suite_plan(*, run: Run) -> SuitePlan:
         network_allow=frozenset(suite.network_allow or []),
         tags=(run_tag(run.pk),),
         run_id=run.pk,
+        update_snapshots=run.update_snapshots,
         rule_agents=frozenset(name for name, rules in Agent.objects.values_list("name", "rules") if rules),
         # Listed only if a case really calls an extra-allowed MCP tool (or hermeticity needs it), once per run.
         mcp_live=LiveListings(),

@@ -62,3 +62,5 @@ class SuitePlan:
     rule_agents: frozenset[str] | None = None
     # Hosts the suite's extra-allowed effect-free tools may reach; the case's seal refuses every other connection.
     network_allow: frozenset[str] = frozenset()
+    # The run rewrites the snapshots its cases compare with (`agenttest run --update-snapshots`, Run.update_snapshots).
+    update_snapshots: bool = False

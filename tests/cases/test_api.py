@@ -100,6 +100,25 @@ def test_it_names_the_field_of_each_problem_in_a_400(admin_client_api, suite, ca
     assert not Case.objects.exists()
 
 
+@pytest.mark.parametrize(("params", "field", "message"), [
+    ({}, "assertions[0].type", "snapshotMatches compares what a process agent's program says over its protocol"),
+    ({"expected": [1]}, "assertions[0].params.expected", "must be a list of JSON objects"),
+    ({"expected": {"turn": 0}}, "assertions[0].params.expected", "must be a list of JSON objects"),
+    ({"expected": [], "extra": 1}, "assertions[0].params.extra", "is not a parameter of snapshotMatches"),
+])
+def test_it_refuses_a_snapshot_assertion_it_cannot_compare_naming_the_field(
+    admin_client_api, suite, case_document, params, field, message
+):
+    document = case_document(assertions=[{"type": "snapshotMatches", "params": params}])
+
+    response = admin_client_api.post("/api/cases/", {"suite": suite.pk, **document}, format="json")
+
+    assert response.status_code == 400
+    fields = {error["field"]: error["message"] for error in response.json()["errors"]}
+    assert field in fields and message in fields[field], fields
+    assert not Case.objects.exists()
+
+
 def test_it_refuses_a_catastrophic_regex_at_save_naming_the_assertion_field(admin_client_api, suite, case_document):
     document = case_document()
     document["turns"][0]["assertions"][1]["params"]["pattern"] = "(a|aa)+$"

@@ -28,3 +28,32 @@ def test_it_replays_the_acp_agents_suites_green_where_mocked_and_failed_on_the_b
     assert "FAILED  Unmocked write is blocked" in said
     assert "fs_write_text_file has no mock, so it was blocked" in said
     assert not list(tmp_path.rglob("note-1042.txt"))
+
+
+def test_it_fails_on_a_changed_acp_transcript_naming_it_until_the_snapshot_is_updated(tmp_path):
+    repo = tmp_path / "acp-agent"
+    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    snapshot = repo / "suites" / "notes" / "snapshots" / "note-is-written.jsonl"
+    committed = snapshot.read_text()
+    # What the agent reports of its write (the ACP tool kind) is the program's, not the model's: the replay holds.
+    program = repo / "agent.py"
+    program.write_text(program.read_text().replace('"write_file": "edit"', '"write_file": "other"'))
+
+    changed = replay_here(repo, tmp_path / "var-changed")
+
+    said = changed.stdout + changed.stderr
+    assert changed.returncode == 1, said
+    assert "FAILED  Note is written" in said
+    assert 'snapshotMatches (case): the program said something else than the snapshot holds' in said
+    assert '"kind": "other"' in said
+
+    updated = replay_here(repo, tmp_path / "var-update", "--update-snapshots")
+
+    said = updated.stdout + updated.stderr
+    assert updated.returncode == 0, said
+    assert "Wrote suites/notes/snapshots/note-is-written.jsonl (changed, 7 entries)." in said
+    assert snapshot.read_text() == committed.replace('"kind": "edit"', '"kind": "other"')
+
+    green = replay_here(repo, tmp_path / "var-green")
+
+    assert green.returncode == 0, green.stdout + green.stderr

@@ -277,3 +277,51 @@ def test_it_stops_a_program_that_never_answers_initialize_at_the_case_deadline(s
     assert re.fullmatch(r"the case timed out after 1 s; the agent's program did not answer initialize within the "
                         r"turn's \d s, so it was killed", outcome.reason), outcome.reason
     assert not still_running(pids)
+
+
+def _snapshot(outcome) -> dict:
+    return next(item for item in outcome.assertions if item["type"] == "snapshotMatches")
+
+
+def test_it_compares_what_the_acp_program_said_with_its_snapshot_and_names_what_changed(scripted_model, tmp_path):
+    agent = _example(tmp_path)
+    mocks = [MockSpec("lookup_order", '{"order_id": "1042", "status": "shipped"}'),
+             MockSpec("fs_write_text_file", "written"), MockSpec("terminal_create", NOTE)]
+
+    def run(expected, **suite):
+        scripted_model.play(TOOL_CALLS, DONE)
+        plan = _plan(agent, mocks=mocks, assertions=[AssertionPlan("snapshotMatches", {"expected": expected})])
+        return execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=60.0, **suite))
+
+    first = run(None)
+
+    assert first.status == "failed"
+    assert "no snapshot to compare with yet (7 entries said)" in _snapshot(first)["message"]
+    said = _snapshot(first)["actual"]
+    # Normalised: ids numbered, the conversation's directory named, the streamed answer one entry.
+    assert [entry["update"]["sessionUpdate"] for entry in said] == ["tool_call", "tool_call_update"] * 3 + [
+        "agent_message_chunk"
+    ]
+    assert {entry["update"]["toolCallId"] for entry in said[:6]} == {"<toolCallId 1>", "<toolCallId 2>",
+                                                                       "<toolCallId 3>"}
+    assert said[-1]["update"]["content"] == {"type": "text", "text": DONE}
+    assert str(tmp_path) not in str(said) and f"/{first.conversation_id}" not in str(said)
+
+    again = run(said)
+
+    assert again.status == "passed", again.assertions
+    assert _snapshot(again)["actual"] == said
+
+    (tmp_path / "agent.py").write_text((tmp_path / "agent.py").read_text().replace('"write_file": "edit"',
+                                                                                  '"write_file": "other"'))
+    changed = run(said)
+
+    assert changed.status == "failed"
+    message = _snapshot(changed)["message"]
+    assert '-{"turn": 0, "update": {"kind": "edit"' in message and '+{"turn": 0, "update": {"kind": "other"' in message
+
+    updated = run(said, update_snapshots=True)
+
+    assert updated.status == "passed"
+    assert _snapshot(updated)["message"] == "snapshot written: 7 entries (was 7 entries)"
+    assert _snapshot(updated)["actual"][2]["update"]["kind"] == "other"

@@ -24,8 +24,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandParser
 
 from agenthost.seams import mcp_refresh
-from cases.files import FilesRejected, files_apply, files_mcp_servers, suite_directory_name
+from cases.files import Change, FilesRejected, files_apply, files_mcp_servers, suite_directory_name
 from cases.models import Suite
+from cases.snapshot_files import SNAPSHOT_TYPE, snapshot_write
 from common.inputs import whole_number_argument
 from common.project_file import CONFIG_VARIABLE, FILE_NAME
 from runs.engine.numbers import format_cost, format_pass_rate, models_priced
@@ -66,6 +67,11 @@ class Command(RunSuiteCommand):
         parser.add_argument("--summary", metavar="FILE", help="Write a Markdown summary.")
         parser.add_argument("--results", metavar="FILE", help="Write the results as JSON (a later --baseline).")
         parser.add_argument("--baseline", metavar="FILE", help="A previous --results file: list what flipped.")
+        parser.add_argument(
+            "--update-snapshots", action="store_true",
+            help="Write what each process agent's program said to its case's snapshot "
+            "(suites/<suite>/snapshots/<case file>.jsonl) instead of comparing; review the diff before committing it.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -121,6 +127,8 @@ class Command(RunSuiteCommand):
             suite = Suite.objects.select_related("agent").get(name=name)
             self._import_recordings(directory, suite)
             runs.append(self._run_suite(suite, options))
+        if options["update_snapshots"]:
+            self._write_snapshots(directory, report.changes, runs)
         if options["mode"] == Run.Mode.RECORD:
             for run in runs:
                 exported = recordings_export(suite=run.suite, directory=_recordings_dir(directory, run.suite))
@@ -133,6 +141,44 @@ class Command(RunSuiteCommand):
         if options["summary"]:
             Path(options["summary"]).write_text(_summary(runs, results, baseline), encoding="utf-8")
         return max((_exit_code(run) for run in runs), default=EXIT_PASSED)
+
+    def _write_snapshots(self, directory: Path, changes: list[Change], runs: list[Run]) -> None:
+        """Each case's snapshot from what its program said on the run's first model, first trial (a case said
+        differently elsewhere is named); a case that said nothing to keep (an Error) keeps its file as it was."""
+        case_files = {change.name: Path(change.file) for change in changes if change.kind == "case" and change.file}
+        counts = {"new": 0, "changed": 0, "unchanged": 0}
+        for run in runs:
+            order = {key: index for index, key in enumerate(run.model_keys)}
+            said: dict[str, list[tuple[CaseResult, Any]]] = {}
+            for result in run.results.all():
+                for item in result.assertions:
+                    if item.get("type") == SNAPSHOT_TYPE and item.get("scope") == "case":
+                        said.setdefault(result.case_name, []).append((result, item.get("actual")))
+            for case_name, seen in sorted(said.items()):
+                seen.sort(key=lambda pair: (order.get(pair[0].model, len(order)), pair[0].trial))
+                kept = [(result, actual) for result, actual in seen if isinstance(actual, list)]
+                file = case_files.get(f"{run.suite.name} / {case_name}")
+                if not kept or file is None:
+                    self.stderr.write(f"warning: no snapshot written for {run.suite.name} / {case_name}: its program "
+                                      "said nothing to keep (see its result)")
+                    continue
+                first, entries = kept[0]
+                others = sorted({f"{result.model} trial {result.trial + 1}" for result, actual in kept[1:]
+                                 if actual != entries})
+                if others:
+                    self.stderr.write(
+                        f"warning: {run.suite.name} / {case_name} said something else on {', '.join(others)}; the "
+                        f"snapshot holds what it said on {first.model} trial {first.trial + 1}"
+                    )
+                path, how = snapshot_write(directory / file.parent.parent, file.stem, entries)
+                counts[how] += 1
+                if how != "unchanged":
+                    shown = path.relative_to(directory).as_posix()
+                    self.stdout.write(f"Wrote {shown} ({how}, {len(entries)} entries).")
+        self.stdout.write(
+            f"Snapshots: {counts['new']} new, {counts['changed']} changed, {counts['unchanged']} unchanged; review "
+            "the diff before committing them."
+        )
 
     def _mcp_listings(self, directory: Path, mode: str) -> None:
         """Cache the MCP tool listings the agents of DIR need before its files are applied (which contacts no
@@ -162,7 +208,7 @@ class Command(RunSuiteCommand):
         model_keys = [key.strip() for key in options["models"].split(",") if key.strip()] or [suite.agent.model_key]
         run = run_create(
             suite=suite, model_keys=model_keys, case_filter=options["cases"], mode=options["mode"],
-            trials=options["trials"],
+            trials=options["trials"], update_snapshots=options["update_snapshots"],
         )
         worker = _InlineRun(run.pk, run_claim(run_id=run.pk))
         worker.start()
