@@ -35,6 +35,7 @@ import json
 import os
 import selectors
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -49,11 +50,14 @@ from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
     CreateTerminalResponse,
+    EnvVariable,
     FileSystemCapabilities,
     HttpHeader,
     HttpMcpServer,
     Implementation,
+    InitializeResponse,
     KillTerminalResponse,
+    McpServerStdio,
     PermissionOption,
     ReadTextFileResponse,
     ReleaseTerminalResponse,
@@ -92,6 +96,8 @@ from agenthost.runtimes.process import (
 from agenthost.runtimes.protocol_transcript import joined_chunks, normalised, protocol_said
 from agenthost.seal import exempt
 
+# The stdio MCP server an agent that takes no HTTP server starts: a relay to the turn's gateway (run as a script).
+MCP_STDIO_BRIDGE = str(Path(__file__).with_name("mcp_stdio_bridge.py"))
 # What the transcript calls what the agent reports (session/update), never through the seam: "acp_<kind>" and plans.
 REPORTED = "reported"
 PLAN = "acp_plan"
@@ -396,7 +402,7 @@ class _Session:
         # unstable elicitation, extensions) as "method not found".
         self._conn = connect_to_agent(cast("Client", self._client), self.transport)
         try:
-            await self._conn.initialize(
+            initialized = await self._conn.initialize(
                 protocol_version=PROTOCOL_VERSION,
                 client_capabilities=ClientCapabilities(
                     fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True
@@ -404,9 +410,7 @@ class _Session:
                 client_info=Implementation(name="agenttest", version="1"),
             )
             self.step = "session/new"
-            servers = [HttpMcpServer(type="http", name="agenttest", url=self._mcp_url,
-                                     headers=[HttpHeader(name="Authorization", value=f"Bearer {self._key}")])]
-            session = await self._conn.new_session(cwd=str(self._root), mcp_servers=servers if self._mcp_url else [])
+            session = await self._conn.new_session(cwd=str(self._root), mcp_servers=self._servers(initialized))
             self._session_id = session.session_id
             self.step = "session/prompt"
             response = await self._conn.prompt(session_id=self._session_id,
@@ -422,6 +426,22 @@ class _Session:
             with contextlib.suppress(Exception):
                 await self._conn.close()
             reading.close()
+
+    def _servers(self, initialized: InitializeResponse) -> list[HttpMcpServer | McpServerStdio]:
+        """agenttest's MCP gateway as the agent can take it: over HTTP when it says it can (`mcpCapabilities.http`),
+        else over stdio, which every ACP agent must take — a relay it starts itself, to the same gateway."""
+        if not self._mcp_url:
+            return []
+        capabilities = initialized.agent_capabilities
+        mcp = capabilities.mcp_capabilities if capabilities is not None else None
+        if mcp is not None and mcp.http:
+            return [HttpMcpServer(type="http", name="agenttest", url=self._mcp_url,
+                                  headers=[HttpHeader(name="Authorization", value=f"Bearer {self._key}")])]
+        return [McpServerStdio(
+            name="agenttest", command=sys.executable, args=["-I", MCP_STDIO_BRIDGE],
+            env=[EnvVariable(name="AGENTTEST_MCP_URL", value=self._mcp_url),
+                 EnvVariable(name="AGENTTEST_MCP_KEY", value=self._key)],
+        )]
 
     def cancel(self) -> None:
         """Send session/cancel (the turn's deadline)."""

@@ -1,8 +1,9 @@
 """A small coding agent that speaks the Agent Client Protocol over its stdio, written with the `agent-client-protocol`
 library's agent side. Its model calls go to OPENAI_BASE_URL with the openai SDK; its tools are its client's — it
 writes files with `fs/write_text_file` and runs commands with `terminal/create` — and the MCP servers the client
-offers in `session/new` (here agenttest's MCP gateway, whose `shop_find_order` it uses). It keeps nothing between
-prompts but what the client sends.
+offers in `session/new` (here agenttest's MCP gateway, whose `shop_find_order` it uses: over HTTP, as its
+`initialize` says it can take, or over stdio when it says it cannot). It keeps nothing between prompts but what the
+client sends.
 
 Under agenttest (`runtime: process`, `protocol: acp`) every one of those goes through agenttest's seam: a case mocks
 or blocks the file write and the command; in chat they run in the conversation's own directory."""
@@ -24,8 +25,9 @@ from acp import (
     update_agent_message_text,
     update_tool_call,
 )
-from acp.schema import AgentCapabilities, InitializeResponse, NewSessionResponse, PromptResponse
-from mcp import ClientSession
+from acp.schema import AgentCapabilities, InitializeResponse, McpCapabilities, NewSessionResponse, PromptResponse
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from openai import AsyncOpenAI
 
@@ -45,6 +47,8 @@ OWN_TOOLS = [
             "required": ["command"]}}},
 ]
 KINDS = {"write_file": "edit", "run_command": "execute"}
+# The MCP servers this agent takes over HTTP as well as stdio (which every ACP agent takes).
+TAKES_HTTP = True
 
 
 class NoteAgent:
@@ -57,12 +61,12 @@ class NoteAgent:
         self._client = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
-        return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_capabilities=AgentCapabilities())
+        return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_capabilities=AgentCapabilities(
+            mcp_capabilities=McpCapabilities(http=TAKES_HTTP)))
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
         session_id = uuid.uuid4().hex
-        self._sessions[session_id] = {"cwd": cwd, "mcp": [server for server in mcp_servers or []
-                                                           if getattr(server, "type", "") == "http"]}
+        self._sessions[session_id] = {"cwd": cwd, "mcp": list(mcp_servers or [])}
         return NewSessionResponse(session_id=session_id)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -123,7 +127,8 @@ class NoteAgent:
 
 
 class _McpTools:
-    """The tools of the http MCP servers the client offered (the first of them, as this agent needs one)."""
+    """The tools of the MCP servers the client offered (the first of them, as this agent needs one), over HTTP or
+    stdio."""
 
     def __init__(self, servers: list[Any]) -> None:
         self._server = servers[0] if servers else None
@@ -135,10 +140,15 @@ class _McpTools:
         if self._server is None:
             return self
         self._stack = AsyncExitStack()
-        headers = {header.name: header.value for header in self._server.headers or []}
-        http = await self._stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=30))
-        read, write, *_ = await self._stack.enter_async_context(streamable_http_client(self._server.url,
-                                                                                      http_client=http))
+        if getattr(self._server, "type", "") == "http":
+            headers = {header.name: header.value for header in self._server.headers or []}
+            http = await self._stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=30))
+            read, write, *_ = await self._stack.enter_async_context(streamable_http_client(self._server.url,
+                                                                                          http_client=http))
+        else:
+            server = StdioServerParameters(command=self._server.command, args=self._server.args,
+                                           env={variable.name: variable.value for variable in self._server.env})
+            read, write = await self._stack.enter_async_context(stdio_client(server))
         self._session = await self._stack.enter_async_context(ClientSession(read, write))
         await self._session.initialize()
         self.declarations = [

@@ -325,3 +325,26 @@ def test_it_compares_what_the_acp_program_said_with_its_snapshot_and_names_what_
     assert updated.status == "passed"
     assert _snapshot(updated)["message"] == "snapshot written: 7 entries (was 7 entries)"
     assert _snapshot(updated)["actual"][2]["update"]["kind"] == "other"
+
+
+def test_it_serves_its_mcp_gateway_over_stdio_to_an_agent_that_takes_no_http_server(scripted_model, tmp_path):
+    agent = _example(tmp_path)
+    program = tmp_path / "agent.py"
+    # An agent that says it takes no HTTP server, and this copy could not use one if it were offered.
+    program.write_text(program.read_text().replace("TAKES_HTTP = True", "TAKES_HTTP = False").replace(
+        'if getattr(self._server, "type", "") == "http":', "if False:"))
+    scripted_model.play(TOOL_CALLS, DONE)
+    plan = _plan(agent, mocks=[
+        MockSpec("lookup_order", '{"order_id": "1042", "status": "shipped"}'),
+        MockSpec("fs_write_text_file", "written"),
+        MockSpec("terminal_create", NOTE),
+    ], assertions=[AssertionPlan("toolCalled", {"function": "lookup_order", "arguments": {"order_id": "1042"}})])
+
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=60.0))
+
+    assert outcome.status == "passed", (outcome.reason, outcome.assertions)
+    assert [(call["name"], call["outcome"]) for call in outcome.tool_calls][0] == ("lookup_order", "mocked")
+    # The tool reached the model from the stdio relay as it does over HTTP: the mock's answer, the same declaration.
+    answered = [message["content"] for message in scripted_model.requests[1].messages if message["role"] == "tool"]
+    assert answered[0] == '{"order_id": "1042", "status": "shipped"}'
+    assert "lookup_order" in str(scripted_model.requests[0].tools)

@@ -25,7 +25,7 @@ from django.core.management.base import CommandParser
 
 from agenthost.seams import mcp_refresh
 from cases.files import Change, FilesRejected, files_apply, files_mcp_servers, suite_directory_name
-from cases.models import Suite
+from cases.models import Assertion, Suite
 from cases.snapshot_files import SNAPSHOT_TYPE, snapshot_write
 from common.inputs import whole_number_argument
 from common.project_file import CONFIG_VARIABLE, FILE_NAME
@@ -149,7 +149,12 @@ class Command(RunSuiteCommand):
         counts = {"new": 0, "changed": 0, "unchanged": 0}
         for run in runs:
             order = {key: index for index, key in enumerate(run.model_keys)}
-            said: dict[str, list[tuple[CaseResult, Any]]] = {}
+            # Every case of the run that asserts a snapshot, whether or not it got as far as its assertions.
+            said: dict[str, list[tuple[CaseResult, Any]]] = {
+                name: [] for name in Assertion.objects.filter(
+                    case_id__in=run.case_ids, type=SNAPSHOT_TYPE, turn__isnull=True
+                ).values_list("case__name", flat=True)
+            }
             for result in run.results.all():
                 for item in result.assertions:
                     if item.get("type") == SNAPSHOT_TYPE and item.get("scope") == "case":
