@@ -253,10 +253,14 @@ SPECTACULAR_SETTINGS = {
 BROKER_URL = env_str("AGENTTEST_BROKER_URL", f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite3'}")
 CELERY_BROKER_URL = BROKER_URL
 CELERY_BROKER_CONNECTION_TIMEOUT = env_float("AGENTTEST_BROKER_TIMEOUT", 3.0)
-# kombu's SQL transport hands every transport option to SQLAlchemy's create_engine, so it gets none; Redis gets
-# socket timeouts so a dead server is an error, not a hang.
+# kombu's SQL transport hands every transport option to SQLAlchemy's create_engine: a SQLite file gets the time a
+# write waits for the lock its workers' polling holds (SQLite's own 5 s turned a busy machine's publish into "the run
+# queue is unavailable"), another database nothing. Redis gets socket timeouts so a dead server is an error, not a
+# hang.
 CELERY_BROKER_TRANSPORT_OPTIONS = (
-    {}
+    {"connect_args": {"timeout": env_float("AGENTTEST_BROKER_SQLITE_LOCK_TIMEOUT", 30.0)}}
+    if BROKER_URL.startswith("sqla+sqlite")
+    else {}
     if BROKER_URL.startswith("sqla+")
     else {
         "socket_connect_timeout": 3,
