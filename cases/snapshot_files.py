@@ -105,7 +105,8 @@ def snapshots_attach(
                     item["params"] = {**(item.get("params") or {}), "expected": entries}
     if folder.is_dir():
         for path in sorted(folder.iterdir()):
-            if path.suffix == SUFFIX and path.stem in wanted | unknown:
+            # A hidden file (.gitkeep, an editor's or a desktop's own) is nobody's snapshot and no mistake either.
+            if path.name.startswith(".") or (path.suffix == SUFFIX and path.stem in wanted | unknown):
                 continue
             cases_dir = suite_directory.relative_to(root).as_posix() + "/cases"
             problems.append((path.relative_to(root).as_posix(), "",

@@ -77,7 +77,8 @@ def test_it_applies_a_case_with_no_snapshot_yet_as_one_that_has_none(repo):
 
 
 def test_it_refuses_a_snapshot_no_case_asserts(repo):
-    write(repo, {"suites/shop/snapshots/renamed.jsonl": SNAPSHOT, "suites/shop/snapshots/notes.txt": "x"})
+    write(repo, {"suites/shop/snapshots/renamed.jsonl": SNAPSHOT, "suites/shop/snapshots/notes.txt": "x",
+                 "suites/shop/snapshots/.gitkeep": ""})
 
     assert _refused(repo) == [
         "suites/shop/snapshots/notes.txt: is no snapshot: snapshots/ holds only <case file>.jsonl files",
