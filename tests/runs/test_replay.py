@@ -219,7 +219,8 @@ def test_it_names_the_model_a_case_is_recorded_on_when_another_is_replayed(suite
 
 def test_it_times_out_on_a_recorded_hang_and_lets_the_case_thread_end(suite):
     record(suite)
-    suite.case_timeout_seconds = 1
+    # Long enough for the replayed first step on a slow machine; the hang is what times the case out.
+    suite.case_timeout_seconds = 2
     suite.save()
     recording = Recording.objects.get(case__name="looks the order up")
     recording.entries[1] = {**recording.entries[1], "kind": HANG}
@@ -232,7 +233,7 @@ def test_it_times_out_on_a_recorded_hang_and_lets_the_case_thread_end(suite):
     assert time.monotonic() - started < WAIT_SECONDS
     assert result.status == "error"
     assert result.reason == (
-        "the case timed out after 1 s (replayed the hang recorded for the request at turn 0 step 1)"
+        "the case timed out after 2 s (replayed the hang recorded for the request at turn 0 step 1)"
     )
     # This run's case threads, not the registry's size: a case another test left behind in this process (its call
     # still in flight until its provider's timeout) is not this one.
@@ -328,12 +329,10 @@ def test_it_replays_every_trial_from_the_recording_for_free(suite, stub):
     assert (summary.mode, summary.cost, summary.pass_k) == ("replay", 0, 0.5)
 
 
-def test_it_records_a_call_still_hanging_at_the_timeout_as_a_hang_and_replays_it(scripted_model, make_case, settings):
-    # A provider that gives a call 2 s: the runner waits no longer than that for the hanging call to return.
-    scripted = {**settings.AGENTTEST_PROVIDERS["scripted"], "timeout": 2.0, "max_retries": 0}
-    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "scripted": scripted}
+def test_it_records_a_call_still_hanging_at_the_timeout_as_a_hang_and_replays_it(scripted_model, make_case):
     agent = Agent.objects.create(name="slow", instruction="Answer.", provider="scripted", model="scripted")
-    suite = Suite.objects.create(name="slow", agent=agent, case_timeout_seconds=1)
+    # Long enough for the hanging call to start on a slow machine: a call is never started past the timeout.
+    suite = Suite.objects.create(name="slow", agent=agent, case_timeout_seconds=2)
     make_case(
         suite, "waits", turns=("hi",), mocks=(), assertions=({"type": "outputContains", "params": {"text": "hi"}},)
     )
@@ -343,9 +342,9 @@ def test_it_records_a_call_still_hanging_at_the_timeout_as_a_hang_and_replays_it
     scripted_model.release_hangs()
     replayed = results(execute(suite, Run.Mode.REPLAY, models=(scripted_model.key,)))[0]
 
-    assert recorded.reason == "the case timed out after 1 s"
+    assert recorded.reason == "the case timed out after 2 s"
     assert [entry["kind"] for entry in Recording.objects.get(case__suite=suite).entries] == [HANG]
     assert replayed.reason == (
-        "the case timed out after 1 s (replayed the hang recorded for the request at turn 0 step 0)"
+        "the case timed out after 2 s (replayed the hang recorded for the request at turn 0 step 0)"
     )
     assert len(scripted_model.requests) == 1
