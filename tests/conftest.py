@@ -91,9 +91,36 @@ def _engine_neutral(item: pytest.Item) -> bool:
     return path.startswith(_ENGINE_NEUTRAL_FOLDERS) and path not in _STORED_FROM_INPUT
 
 
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+# CPU seconds (this process and the subprocesses it waited for) and tests, per test file: where a pass's time goes.
+_CPU_BY_FILE: dict[str, list[float]] = {}
+CPU_FILES_SHOWN = 12
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    before = _cpu_seconds()
+    try:
+        return (yield)
+    finally:
+        spent = _CPU_BY_FILE.setdefault(item.nodeid.split("::", 1)[0], [0.0, 0])
+        spent[0] += _cpu_seconds() - before
+        spent[1] += 1
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     # The suite's processes run side by side on a few cores, so their wall times say little about what each costs:
-    # the CPU seconds do (scripts/test prints this line in its summary). Subprocesses count once they are waited for.
+    # the CPU seconds do (scripts/test prints the last line in its summary). Subprocesses count once they are waited
+    # for; a session's shared fixtures count in the first test that asked for them.
+    costly = sorted(_CPU_BY_FILE.items(), key=lambda entry: -entry[1][0])[:CPU_FILES_SHOWN]
+    if costly:
+        terminalreporter.write_line(f"the {len(costly)} test files that took the most CPU seconds in this process:")
+        for path, (seconds, tests) in costly:
+            terminalreporter.write_line(f"  {seconds:7.1f} s  {tests:4d} tests  {path}")
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     terminalreporter.write_line(
         f"cpu: {own.ru_utime + own.ru_stime:.0f} s in pytest, {children.ru_utime + children.ru_stime:.0f} s in the"
