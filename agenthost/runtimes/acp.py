@@ -84,6 +84,7 @@ from agenthost.runtimes.groups import kill_group
 from agenthost.runtimes.process import (
     EXCHANGES,
     MAX_LINE_BYTES,
+    MCP_STDIO_BRIDGE,
     Ended,
     ProcessSpec,
     exit_said,
@@ -96,8 +97,6 @@ from agenthost.runtimes.process import (
 from agenthost.runtimes.protocol_transcript import joined_chunks, normalised, protocol_said
 from agenthost.seal import exempt
 
-# The stdio MCP server an agent that takes no HTTP server starts: a relay to the turn's gateway (run as a script).
-MCP_STDIO_BRIDGE = str(Path(__file__).with_name("mcp_stdio_bridge.py"))
 # What the transcript calls what the agent reports (session/update), never through the seam: "acp_<kind>" and plans.
 REPORTED = "reported"
 PLAN = "acp_plan"

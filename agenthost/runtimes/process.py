@@ -16,6 +16,10 @@ exits, hangs past the turn's deadline (the case's under test), floods stdout wit
 writes something that is not a reply ends the turn with an Error naming what it did and quoting the end of its
 stderr.
 
+A program given functions reaches them over MCP: `AGENTTEST_MCP_URL` (streamable HTTP, its key `OPENAI_API_KEY` as a
+bearer token), or, for a client that takes only stdio servers, the relay `AGENTTEST_MCP_COMMAND` names (a JSON array;
+started with the program's environment, it reads the URL and `AGENTTEST_MCP_KEY`).
+
 Under test the program runs sealed: in a network namespace of its own (`unshare`), where nothing is reachable. A
 machine with no such sandbox refuses to run it under test — never unsealed. In chat it runs as started.
 """
@@ -71,6 +75,8 @@ CLAIM_MARGIN_SECONDS = 4.0
 GATEWAY_PORT = 8639
 MCP_PORT = 8640
 FORWARDER = str(Path(__file__).with_name("netns_forwarder.py"))
+# The stdio MCP server a program that takes no HTTP server starts: a relay to the turn's gateway (run as a script).
+MCP_STDIO_BRIDGE = str(Path(__file__).with_name("mcp_stdio_bridge.py"))
 # A hang guard on the program's own exit after its reply.
 EXIT_GRACE_SECONDS = 2.0
 # The file the forwarder in the namespace writes the program's own network attempts to.
@@ -429,6 +435,11 @@ def run_process_turn(turn: RuntimeTurn, spec: ProcessSpec) -> str:
                 env["OPENAI_BASE_URL"] = gateway.base_url
                 if tool_gateway is not None:
                     env["AGENTTEST_MCP_URL"] = tool_gateway.url
+            if tools:
+                # For a program whose MCP client takes only stdio servers: the command of a relay to the same gateway,
+                # which it starts itself with this environment (the URL and the key).
+                env["AGENTTEST_MCP_KEY"] = gateway.key
+                env["AGENTTEST_MCP_COMMAND"] = json.dumps([sys.executable, "-I", MCP_STDIO_BRIDGE])
             return exchange_for(spec.protocol)(turn, spec, argv, env, gateway)
         finally:
             if tool_gateway is not None:

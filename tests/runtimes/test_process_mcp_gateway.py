@@ -53,6 +53,39 @@ for line in sys.stdin:
 """
 
 
+# The same program with an MCP client that takes only stdio servers: it starts the relay agenttest names.
+OVER_STDIO = """
+import asyncio
+import json
+import os
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+COMMAND, *ARGS = json.loads(os.environ["AGENTTEST_MCP_COMMAND"])
+
+
+async def answer(order_id):
+    relay = StdioServerParameters(command=COMMAND, args=ARGS, env=dict(os.environ))
+    async with stdio_client(relay) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        said = [",".join(sorted(tool.name for tool in (await session.list_tools()).tools))]
+        for name in ("lookup_order", "cancel_order"):
+            result = await session.call_tool(name, {"order_id": order_id})
+            said.append(("error: " if result.is_error else "") + result.content[0].text)
+        return " | ".join(said)
+
+
+for line in sys.stdin:
+    try:
+        reply = asyncio.run(answer("1042"))
+    except Exception as exc:
+        reply = f"failed: {type(exc).__name__}: {exc}"
+    print(json.dumps({"reply": reply}), flush=True)
+"""
+
+
 # Sends an MCP initialize with a key of its own, then with the one agenttest gave it, and says what each got.
 KEYS = """
 import json
@@ -99,8 +132,26 @@ def test_it_serves_the_declared_tools_mocked_and_blocks_an_unmocked_one_under_te
     assert "cancel_order" in outcome.reason
 
 
-def test_it_runs_the_declared_tools_for_real_in_chat(scripted_model, tmp_path):
-    conversation = conversation_start(agent=_agent(tmp_path))
+def test_it_serves_a_program_taking_only_stdio_servers_through_the_relay_it_is_given(scripted_model, tmp_path):
+    plan = CasePlan(
+        id=1, name="case", type="agent", entry_agent=_agent(tmp_path, OVER_STDIO), history=[], initial_state={},
+        turns=[TurnPlan("Cancel order 1042.")], mocks=[MockSpec("lookup_order", '{"status": "in transit"}')],
+        assertions=[AssertionPlan("toolCalled", {"function": "lookup_order"})],
+    )
+
+    outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=60.0))
+
+    # Under test, in the program's namespace: the relay reached the gateway, the lookup was mocked, the cancel blocked.
+    assert [(call["name"], call["outcome"]) for call in outcome.tool_calls] == [
+        ("lookup_order", "mocked"), ("cancel_order", "blocked"),
+    ]
+    assert outcome.status == "failed", outcome.reason
+    assert "cancel_order" in outcome.reason
+
+
+@pytest.mark.parametrize("source", [WITH_TOOLS, OVER_STDIO], ids=["http", "stdio"])
+def test_it_runs_the_declared_tools_for_real_in_chat(scripted_model, tmp_path, source):
+    conversation = conversation_start(agent=_agent(tmp_path, source))
 
     result = conversation_send(conversation=conversation, text="Cancel order 1042.")
 
