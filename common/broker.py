@@ -6,6 +6,9 @@ See docs/decisions/0001-embedded-broker.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from celery import current_app
 from django.conf import settings
 from kombu import Connection
 from kombu.exceptions import KombuError
@@ -41,6 +44,24 @@ def broker_ping(timeout: float, url: str | None = None) -> None:
         # SQLAlchemy wraps the driver's error in a multi-line text with a help link; the driver's own line is enough.
         reason = getattr(exc, "orig", None) or exc
         raise BrokerUnavailable(f"the message broker at {maybe_sanitize_url(url)} did not answer: {reason}") from exc
+
+
+def broker_publish(send: Callable[[Connection | None], object]) -> None:
+    """Publish with `send` (an apply_async given `connection=`: None, the app's pool); on the embedded broker, once
+    more on a connection of its own when the first try failed.
+
+    Two processes opening a new embedded broker file at once (a worker starting, the first trigger) both create its
+    tables and the queue's row: kombu's SQL transport checks, then writes, so one of them fails ("table kombu_queue
+    already exists", or UNIQUE on the row, which leaves its channel's session in a failed transaction), and a new
+    connection's second try finds both. A broker server that did not answer is not asked twice: the caller's bound on
+    a publish holds."""
+    try:
+        send(None)
+    except Exception:
+        if not settings.CELERY_BROKER_URL.startswith(_SQL_PREFIXES):
+            raise
+        with current_app.connection_for_write() as connection:
+            send(connection)
 
 
 def _ping_sql(sql_url: str, timeout: float) -> None:

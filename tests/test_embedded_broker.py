@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from kombu import Connection
 
-from common.broker import BrokerUnavailable, broker_ping
+from common.broker import BrokerUnavailable, broker_ping, broker_publish
 from tests.broker_tasks import record
 from tests.workers import WAIT_SECONDS
 
@@ -316,3 +316,48 @@ def test_it_reports_a_broker_file_that_is_not_a_database(tmp_path):
 
     with pytest.raises(BrokerUnavailable, match="file is not a database"):
         broker_ping(2.0, f"sqla+sqlite:///{broker_file}")
+
+
+@pytest.fixture
+def publishing_to(settings) -> Iterator[Callable[[str], None]]:
+    """Point this process's publishing (the Celery app's pools) at a broker URL for the test; put back after."""
+    from agenttest.celery import app
+
+    def drop_pools() -> None:
+        # The app builds its pools from broker_url on first use and keeps them (what Celery itself drops after a fork).
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    previous = app.conf.broker_url
+
+    def use(url: str) -> None:
+        settings.CELERY_BROKER_URL = app.conf.broker_url = url
+        drop_pools()
+
+    yield use
+    app.conf.broker_url = previous
+    drop_pools()
+
+
+def test_it_publishes_on_a_second_try_with_a_new_connection_when_the_first_failed(tmp_path, publishing_to):
+    # A worker starting and the first trigger's publish both make the broker file's tables and the queue's row; the
+    # one that checked first and wrote second fails ("table kombu_queue already exists", or UNIQUE on the row, which
+    # leaves its session in a failed transaction): the run was "unavailable", a 503. Seen with six processes
+    # publishing their first message at once: five of six failed so.
+    broker_file = tmp_path / "broker.sqlite3"
+    publishing_to(f"sqla+sqlite:///{broker_file}")
+    tries: list[str] = []
+
+    def send(connection) -> None:
+        record.apply_async((str(tmp_path / "tasks.log"), f"try-{len(tries)}"), queue=QUEUE, retry=False,
+                           connection=connection)
+        tries.append("on its own connection" if connection else "published")
+        if len(tries) == 1:
+            raise RuntimeError("UNIQUE constraint failed: kombu_queue.name")
+
+    broker_publish(send)
+
+    assert tries == ["published", "on its own connection"]
+    with closing(sqlite3.connect(broker_file)) as db:
+        stored = db.execute("SELECT payload FROM kombu_message ORDER BY id").fetchall()
+    assert [token_of(payload) for (payload,) in stored] == ["try-0", "try-1"]

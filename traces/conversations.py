@@ -10,6 +10,7 @@ message content: a draft of it would be half empty.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from django.db import transaction
 
 from agenthost.seams import Agent, Conversation, InvalidInput, conversation_import, conversation_messages_append
 from cases.models import Case
-from common.broker import BrokerUnavailable, broker_ping
+from common.broker import BrokerUnavailable, broker_ping, broker_publish
 from traces.dialects import conversations_from_spans
 from traces.models import ConversationMapping, TraceSpan
 from traces.selectors import (
@@ -340,7 +341,7 @@ def trace_conversations_queue(*, keys: Sequence[str]) -> int:
     for start in range(0, len(keys), KEYS_PER_TASK):
         chunk = list(keys[start : start + KEYS_PER_TASK])
         try:
-            task.apply_async(args=(chunk,), queue=TRACES_TASK_QUEUE, retry=False)
+            broker_publish(functools.partial(_publish_chunk, task, chunk))
         except Exception:
             logger.warning(
                 "could not queue %s conversation(s) of stored spans for a worker; they wait for their next span or "
@@ -349,6 +350,11 @@ def trace_conversations_queue(*, keys: Sequence[str]) -> int:
             break
         queued += len(chunk)
     return queued
+
+
+def _publish_chunk(task: Any, chunk: list[str], connection: Any) -> None:
+    # `connection` is send_task's (apply_async passes it on), which celery-types does not declare.
+    task.apply_async(args=(chunk,), queue=TRACES_TASK_QUEUE, retry=False, connection=connection)
 
 
 def history_cut_notes_for_drafts(

@@ -22,9 +22,14 @@ def run_dispatch(run_id: int, countdown: float | None = None) -> None:
     # By name, not by importing the task (whose module imports the services, which dispatch through here) nor the
     # project's Celery app (the composition root, which no app imports): the current app is the one it built.
     # Celery takes no countdown as None; celery-types declares a float.
-    current_app.tasks[EXECUTE_RUN].apply_async(
-        args=(run_id,), queue=group_queue(group), countdown=countdown, retry=False  # type: ignore[arg-type]
-    )
+    from common.broker import broker_publish
+
+    task = current_app.tasks[EXECUTE_RUN]
+    # `connection` is send_task's (apply_async passes it on), which celery-types does not declare.
+    broker_publish(lambda connection: task.apply_async(  # type: ignore[call-arg]
+        args=(run_id,), queue=group_queue(group), countdown=countdown, retry=False,  # type: ignore[arg-type]
+        connection=connection,
+    ))
 
 
 def queue_ping() -> None:

@@ -38,8 +38,10 @@ def start_run(page: Page, suite, *, cases: str) -> Run:
     page.get_by_label(HASTY).check()
     page.get_by_label("Case filter").fill(cases)
     before = set(Run.objects.values_list("pk", flat=True))
-    page.get_by_role("button", name="Start run").click()
-    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    with page.expect_navigation():
+        page.get_by_role("button", name="Start run").click()
+    # A refused trigger renders the form again with what went wrong: say it, not only that no run page came.
+    assert re.search(r"/runs/\d+/$", page.url), f"no run was started: {page.locator('main').inner_text()[:2000]}"
     return Run.objects.exclude(pk__in=before).get()
 
 
