@@ -26,7 +26,7 @@ from kombu import Connection
 
 from common.broker import BrokerUnavailable, broker_ping, broker_publish
 from tests.broker_tasks import record
-from tests.workers import WAIT_SECONDS
+from tests.workers import WAIT_SECONDS, publishing_to_fixture  # noqa: F401  (the fixture)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 CELERY = str(Path(sys.executable).with_name("celery"))
@@ -316,27 +316,6 @@ def test_it_reports_a_broker_file_that_is_not_a_database(tmp_path):
 
     with pytest.raises(BrokerUnavailable, match="file is not a database"):
         broker_ping(2.0, f"sqla+sqlite:///{broker_file}")
-
-
-@pytest.fixture
-def publishing_to(settings) -> Iterator[Callable[[str], None]]:
-    """Point this process's publishing (the Celery app's pools) at a broker URL for the test; put back after."""
-    from agenttest.celery import app
-
-    def drop_pools() -> None:
-        # The app builds its pools from broker_url on first use and keeps them (what Celery itself drops after a fork).
-        app._pool = None
-        app.amqp._producer_pool = None
-
-    previous = app.conf.broker_url
-
-    def use(url: str) -> None:
-        settings.CELERY_BROKER_URL = app.conf.broker_url = url
-        drop_pools()
-
-    yield use
-    app.conf.broker_url = previous
-    drop_pools()
 
 
 def test_it_publishes_on_a_second_try_with_a_new_connection_when_the_first_failed(tmp_path, publishing_to):

@@ -9,7 +9,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import pytest
 from django.conf import settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -123,3 +125,24 @@ def group_worker(
             if process.poll() is None:
                 os.killpg(process.pid, 9)
             process.wait(10)
+
+
+@pytest.fixture(name="publishing_to")
+def publishing_to_fixture(settings: Any) -> Iterator[Callable[[str], None]]:
+    """Point this process's publishing (the Celery app's pools) at a broker URL for the test; put back after."""
+    from agenttest.celery import app
+
+    def drop_pools() -> None:
+        # The app builds its pools from broker_url on first use and keeps them (what Celery itself drops after a fork).
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    previous = app.conf.broker_url
+
+    def use(url: str) -> None:
+        settings.CELERY_BROKER_URL = app.conf.broker_url = url
+        drop_pools()
+
+    yield use
+    app.conf.broker_url = previous
+    drop_pools()

@@ -9,7 +9,6 @@ import json
 import socket
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from agenthost.models import Agent, Conversation
 from agenttest.celery import app
 from tests.traces.conftest import PROTOBUF, TRACES
 from tests.traces.dialects.test_genai import VERSIONS, shop_agent
-from tests.workers import REDIS_URL, flush_redis_queue, runs_worker, wait_for
+from tests.workers import REDIS_URL, flush_redis_queue, publishing_to_fixture, runs_worker, wait_for  # noqa: F401
 from traces.conversations import IMPORT_CONVERSATIONS
 from traces.models import TraceSpan
 
@@ -45,27 +44,6 @@ def three_conversations() -> bytes:
     body = encode_spans(exporter.get_finished_spans()).SerializeToString()
     provider.shutdown()
     return body
-
-
-def _drop_publisher_connections() -> None:
-    # The Celery app keeps the connection and producer pools it built for the broker first used; dropping them makes
-    # the next publish connect to the broker configured now.
-    app._pool = None
-    app.amqp._producer_pool = None
-
-
-@pytest.fixture
-def broker(settings) -> Iterator[Callable[[str], None]]:
-    """Point the receiver's publishing at `url` for the test; put back after."""
-    previous = app.conf.broker_url
-
-    def use(url: str) -> None:
-        settings.CELERY_BROKER_URL = app.conf.broker_url = url
-        _drop_publisher_connections()
-
-    yield use
-    app.conf.broker_url = previous
-    _drop_publisher_connections()
 
 
 def post(client, token: str, body: bytes) -> None:
@@ -94,12 +72,12 @@ def queued_keys(path: Path) -> list[list[str]]:
 
 @pytest.mark.slow
 def test_it_writes_the_conversations_past_the_requests_limit_on_a_worker_without_another_span(
-    client, staff_token, three_conversations, broker, settings, tmp_path
+    client, staff_token, three_conversations, publishing_to, settings, tmp_path
 ):
     Agent.objects.create(name="shop", provider="scripted", model="scripted")
     settings.AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST = 1
     flush_redis_queue(REDIS_URL)
-    broker(REDIS_URL)
+    publishing_to(REDIS_URL)
     log = tmp_path / "worker.log"
 
     with runs_worker(REDIS_URL, log):
@@ -112,13 +90,13 @@ def test_it_writes_the_conversations_past_the_requests_limit_on_a_worker_without
 
 
 def test_it_queues_a_bounded_number_of_the_rest_that_a_worker_writes_once_however_often_it_runs(
-    client, staff_token, three_conversations, broker, settings, tmp_path
+    client, staff_token, three_conversations, publishing_to, settings, tmp_path
 ):
     Agent.objects.create(name="shop", provider="scripted", model="scripted")
     settings.AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST = 1
     settings.AGENTTEST_TRACES_CONVERSATIONS_QUEUED_PER_REQUEST = 1
     path = tmp_path / "broker.sqlite3"
-    broker(f"sqla+sqlite:///{path}")
+    publishing_to(f"sqla+sqlite:///{path}")
 
     post(client, staff_token, three_conversations)
 
@@ -162,12 +140,12 @@ class SilentBroker:
 
 
 def test_it_answers_200_and_keeps_the_spans_when_the_broker_takes_nothing(
-    client, staff_token, three_conversations, broker, settings, caplog
+    client, staff_token, three_conversations, publishing_to, settings, caplog
 ):
     Agent.objects.create(name="shop", provider="scripted", model="scripted")
     settings.AGENTTEST_TRACES_CONVERSATIONS_PER_REQUEST = 1
     silent = SilentBroker()
-    broker(silent.url)
+    publishing_to(silent.url)
     try:
         post(client, staff_token, three_conversations)
     finally:
