@@ -1,13 +1,14 @@
 """Process agent overhead: what a case of a `runtime: process` agent costs beside the same agent as an in-process
 `runtime: python` one — the program started per turn, sealed (`unshare` into a network namespace of its own, the
-forwarder in it, the model gateway), and with the MCP gateway when the agent has functions.
+forwarder in it, the model gateway), and with the MCP gateway when the agent has functions — over JSON lines and over
+the Agent Client Protocol.
 
     python bench/process_overhead.py [--cases 20] [--turns 2] [--repeat 3] [--database-url postgres://…]
     python bench/process_overhead.py --quick          # a smoke run: 1 case, 1 turn, 1 timed pass
 
-The agent is bench/process_agent.py, the same file both ways, in two variants: one model call per turn ("model
+The agent is bench/process_agent.py, the same file all three ways, in two variants: one model call per turn ("model
 only"), and a model call asking for `lookup_order`, the tool (mocked), and a model call answering ("model + tool").
-Four suites run through `run_create` + `run_execute`, each warmed up once, then timed `--repeat` times interleaved.
+Six suites run through `run_create` + `run_execute`, each warmed up once, then timed `--repeat` times interleaved.
 Each pass is measured in wall time and in CPU time of this process and its children (the program, `unshare`, the
 forwarder: `RUSAGE_CHILDREN` counts them once they are reaped, which the runtime does at the end of each turn; the
 stub's process is reaped only at the end, so the model's own CPU is left out of every side).
@@ -40,8 +41,10 @@ VARIANTS = (
     ("model only", "process_agent:respond", (AGENT_FILE.name,), False),
     ("model + tool", "process_agent:respond_with_tools", (AGENT_FILE.name, "--tools"), True),
 )
-RUNTIMES = ("python", "process")
-RUNTIME_LABELS = {"python": "python (in-process)", "process": "process (sealed)"}
+RUNTIMES = ("python", "process", "acp")
+RUNTIME_LABELS = {"python": "python (in-process)", "process": "process (sealed)", "acp": "process (sealed, ACP)"}
+# The process runtimes, each beside python in the costs.
+PROCESSES = ("process", "acp")
 
 
 def stub_reply(body: dict[str, Any]) -> Any:
@@ -65,7 +68,8 @@ def create_suite(runtime: str, variant: tuple[str, str, tuple[str, ...], bool], 
                                      model=native.MODEL)
     else:
         agent = Agent.objects.create(
-            name=name, runtime="process", command=sys.executable, args=list(args), cwd=str(BENCH), protocol="jsonl",
+            name=name, runtime="process", command=sys.executable, cwd=str(BENCH),
+            args=[*args, "--acp"] if runtime == "acp" else list(args), protocol="acp" if runtime == "acp" else "jsonl",
             provider=native.PROVIDER, model=native.MODEL, functions=[native.TOOL_DECLARATION] if with_tool else [],
         )
     return sides.runtime_suite(agent, f"{name} case", cases, turns, with_tool=with_tool)
@@ -104,9 +108,9 @@ class Figures:
     def ms(self, seconds: list[float]) -> float:
         return sides.ms_per_case(seconds, self.cases)
 
-    def ratio(self, variant: str, part: str) -> float:
-        """process ÷ python, pass by pass (each round's two passes saw the same machine), median of the rounds."""
-        process, python = (getattr(self.side(variant, runtime), part) for runtime in ("process", "python"))
+    def ratio(self, variant: str, runtime: str, part: str) -> float:
+        """runtime ÷ python, pass by pass (each round's passes saw the same machine), median of the rounds."""
+        process, python = (getattr(self.side(variant, side), part) for side in (runtime, "python"))
         return statistics.median(a / b for a, b in zip(process, python, strict=True))
 
 
@@ -119,6 +123,10 @@ def measure(suites: dict[tuple[str, str], Any], cases: int, turns: int, repeat: 
     return figures
 
 
+def cost_row(label: str, value: str) -> str:
+    return f"{label:<48}{value}"
+
+
 def format_report(figures: Figures, *, database: str, stub: str) -> str:
     header = f"{'agent':<14}{'runtime':<22}{'wall ms/case':>14}{'CPU ms/case':>14}   wall ms/case of each pass"
     table = [header, "-" * len(header)]
@@ -128,17 +136,19 @@ def format_report(figures: Figures, *, database: str, stub: str) -> str:
                      f"{figures.ms(side.cpu_s):>14.1f}   {passes}")
     costs = []
     for variant, *_ in VARIANTS:
-        process, python = figures.side(variant, "process"), figures.side(variant, "python")
-        costs += [
-            sides.row(f"start cost per case ({variant})",
-                      f"{figures.ms(process.wall_s) - figures.ms(python.wall_s):.1f} ms wall, "
-                      f"{figures.ms(process.cpu_s) - figures.ms(python.cpu_s):.1f} ms CPU"),
-            sides.row(f"process ÷ python ({variant})",
-                      f"{figures.ratio(variant, 'wall_s'):.2f}x wall, {figures.ratio(variant, 'cpu_s'):.2f}x CPU"),
-        ]
+        python = figures.side(variant, "python")
+        for runtime in PROCESSES:
+            process, name = figures.side(variant, runtime), "ACP" if runtime == "acp" else "process"
+            costs += [
+                cost_row(f"start cost per case ({variant}, {name})",
+                          f"{figures.ms(process.wall_s) - figures.ms(python.wall_s):.1f} ms wall, "
+                          f"{figures.ms(process.cpu_s) - figures.ms(python.cpu_s):.1f} ms CPU"),
+                cost_row(f"{name} ÷ python ({variant})", f"{figures.ratio(variant, runtime, 'wall_s'):.2f}x wall, "
+                          f"{figures.ratio(variant, runtime, 'cpu_s'):.2f}x CPU"),
+            ]
     return "\n".join([
-        "Process agent overhead: a process agent's case (started per turn, sealed, gateways) beside the same agent "
-        "in-process",
+        "Process agent overhead: a process agent's case (started per turn, sealed, gateways; JSON lines and ACP) "
+        "beside the same agent in-process",
         sides.row("cases", figures.cases),
         sides.row("turns per case", figures.turns),
         sides.row("timed passes", len(figures.sides[0].wall_s)),
