@@ -81,7 +81,7 @@ from agenthost.mcp.tools import (
 )
 from agenthost.models import Agent, Conversation, Message
 from agenthost.redaction import redact, redact_text
-from agenthost.runtimes.base import return_schema
+from agenthost.runtimes.base import return_schema, runtime_prepare
 from agenthost.runtimes.child import runtime_tool_declarations
 from agenthost.runtimes.entry import team_code_refused
 from agenthost.selectors import (
@@ -202,6 +202,7 @@ __all__ = [
     "register_agent_load_hook",
     "register_executor_provider",
     "register_runtime_provider",
+    "runtime_prepare",
     "runtime_tool_declarations",
     "team_code_refused",
     "response_problem",

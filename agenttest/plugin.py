@@ -39,8 +39,10 @@ agenttest/plugin_loading.py for how they load). It registers:
   executor handles a function name (`register_executor_provider` / `unregister_executor_provider`).
 - agent runtimes — `register_runtime(runtime)` with a `Runtime` subclass instance (agenthost/runtimes/base.py): an
   agent whose `runtime` is its name runs the team's code at its `entry` through it, every model call through
-  `RuntimeTurn.complete` and every tool invocation through `RuntimeTurn.call_tool`. A model-provider kind is only
-  a model: a framework that runs tools itself is brought in as a runtime, never wrapped in a provider.
+  `RuntimeTurn.complete` and every tool invocation through `RuntimeTurn.call_tool`; its `prepare(loaded_agent)`, if
+  it has one, loads what a first turn would (a framework's modules) while a run sets up, before any case's clock
+  starts. A model-provider kind is only a model: a framework that runs tools itself is brought in as a runtime, never
+  wrapped in a provider.
 - agent-load hooks — `hook(loaded_agent, conversation)`, run each time an agent enters a conversation
   (`register_agent_load_hook` / `unregister_agent_load_hook`).
 

@@ -507,6 +507,14 @@ class ProcessRuntime(Runtime):
     def target(self, loaded: LoadedAgent) -> Any:
         return ProcessSpec.of(loaded)
 
+    def prepare(self, loaded: LoadedAgent) -> None:
+        # What run_process_turn and exchange_for import at a first turn: the protocol's library (ACP's is the
+        # larger part) and, for an agent with functions, the MCP server of its tool gateway.
+        if loaded.protocol in _EXCHANGE_MODULES:
+            importlib.import_module(_EXCHANGE_MODULES[loaded.protocol])
+        if loaded.functions:
+            importlib.import_module("agenthost.runtimes.mcp_gateway")
+
     def run_turn(self, turn: RuntimeTurn, target: Any) -> str:
         return run_process_turn(turn, target)
 

@@ -16,7 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from decimal import Decimal
 from typing import Any
 
-from agenthost.seams import ModelConfig, UnknownModel
+from agenthost.seams import ModelConfig, UnknownModel, providers_prepare, runtime_prepare
 from cases.models import Case
 from cases.validation.suites import suite_hermetic_problem
 from runs.engine.budget import RunBudget, Spend
@@ -94,6 +94,11 @@ class RunLoop:
         self._concurrency = _case_concurrency(run, self._suite)
         self._throttles = self._suite.throttles = RunThrottles(concurrency=self._concurrency)
         self._slots = CaseSlots(self._concurrency)
+        if self._pending:
+            # Before any case's clock starts: what the model providers and the agent's runtime load at a first call
+            # or turn (a worker did the providers' before its pool forked; `agenttest run` and a command's run not).
+            providers_prepare()
+            runtime_prepare(run.suite.agent)
         return None
 
     def _read_stored(self) -> set[tuple[int | None, str, int]]:
