@@ -6,7 +6,8 @@ See docs/decisions/0001-embedded-broker.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from celery import current_app
 from django.conf import settings
@@ -62,6 +63,27 @@ def broker_publish(send: Callable[[Connection | None], object]) -> None:
             raise
         with current_app.connection_for_write() as connection:
             send(connection)
+
+
+def broker_declare(app: Any, queues: Iterable[str], *, attempts: int = 3) -> None:
+    """On the embedded broker, make its tables and the rows of `queues` before a worker consumes them — each try on a
+    connection of its own, as broker_publish's second — so that a worker starting beside another process that makes
+    them (a worker, the first trigger's publish) is not stopped by their race: its consumer took "table kombu_queue
+    already exists" for a lost connection and tried again, but UNIQUE on `kombu_queue.name` for an unrecoverable
+    error, and the worker exited (seen: one of six workers started at once on a new broker file, two runs in three).
+    Nothing on a broker server, which declares its own."""
+    if not settings.CELERY_BROKER_URL.startswith(_SQL_PREFIXES):
+        return
+    for attempt in range(1, attempts + 1):
+        try:
+            with app.connection_for_write() as connection:
+                channel = connection.default_channel
+                for name in queues:
+                    channel.queue_declare(queue=name)
+            return
+        except Exception:
+            if attempt == attempts:
+                raise
 
 
 def _ping_sql(sql_url: str, timeout: float) -> None:

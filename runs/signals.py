@@ -43,6 +43,15 @@ def prepare_model_providers(**kwargs: Any) -> None:
     providers_prepare()
 
 
+@worker_init.connect
+def declare_embedded_broker_queues(sender: Any = None, **kwargs: Any) -> None:
+    """The embedded broker's tables and this worker's queues, made before its consumer starts (common.broker)."""
+    from common.broker import broker_declare
+
+    queues = sender.app.amqp.queues
+    broker_declare(sender.app, list((queues.consume_from or queues).keys()))
+
+
 @worker_ready.connect
 def sweep_interrupted_runs(sender: Any = None, **kwargs: Any) -> None:
     from runs.engine.workers import served_groups, worker_beat
