@@ -32,6 +32,10 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 # Every connection to another machine goes to a proxy that refuses it; in replay the model endpoint itself is a
 # closed port. Only the local stub (chat, live, record) is reachable.
 REFUSED = "http://127.0.0.1:9"
+# npm's install resolves, fetches and unpacks some 300 packages and `npm run build` runs tsc: seconds on an idle
+# machine, but on one core shared with the rest of the suite the install alone outlasted WAIT_SECONDS (a pinned CI
+# run). A hang guard, not a measure.
+NPM_SECONDS = 900.0
 MODELS = "scripted:shop-script,local:gpt-4o-mini"
 SCRIPTED, LOCAL = MODELS.split(",")
 # The cases of the one-agent shops (pydantic-ai-shop, python-shop), the cancellation their chat asks for, and the
@@ -278,3 +282,9 @@ def local_stub(package_env: PackageEnv, repo: Path) -> Iterator[Stub]:
     finally:
         stub.stop()
         point_local_at(repo, f"{REFUSED}/v1")
+
+
+def npm(repo: Path, *args: str) -> None:
+    """`npm <args>` in `repo`; fails the test with npm's output when it fails."""
+    done = subprocess.run(["npm", *args], cwd=repo, capture_output=True, text=True, timeout=NPM_SECONDS, check=False)
+    assert done.returncode == 0, f"npm {' '.join(args)} failed in {repo}:\n{done.stdout}\n{done.stderr}"

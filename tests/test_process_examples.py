@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from tests.example_repo import (
     REFUSED,
     agenttest,
     local_stub,
+    npm,
     point_local_at,
     recorded_requests,
     results,
@@ -36,7 +36,6 @@ from tests.example_repo import (
 )
 from tests.package_env import PackageEnv, package_env_fixture  # noqa: F401  (the fixture)
 from tests.runtimes.conftest import Listener
-from tests.workers import WAIT_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.installed]
 
@@ -124,10 +123,6 @@ def copied(example: Example, tmp_path: Path) -> Path:
     point_local_at(repo, f"{REFUSED}/v1")
     return repo
 
-
-def npm(repo: Path, *args: str) -> None:
-    done = subprocess.run(["npm", *args], cwd=repo, capture_output=True, text=True, timeout=WAIT_SECONDS, check=False)
-    assert done.returncode == 0, f"npm {' '.join(args)} failed in {repo}:\n{done.stdout}\n{done.stderr}"
 
 
 def built(repo: Path) -> None:

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.example_repo import EXAMPLES, replay_here
-from tests.workers import WAIT_SECONDS
+from tests.example_repo import EXAMPLES, NPM_SECONDS, npm, replay_here
 
 EXAMPLE = EXAMPLES / "node-agents-sdk-shop"
 PROGRAM = Path("src") / "agent.ts"
@@ -27,12 +25,9 @@ INSTRUCTION = "then tell the customer in one sentence what you did."
 # Where the program starts its run: a line a team's own code would put a call before.
 RUN_LINE = "const result = await run(agent, inputItems(turn.messages));"
 
-pytestmark = pytest.mark.slow
+# The module's first test builds the example (npm's install and tsc): its time counts in that test's.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2 * NPM_SECONDS + 300)]
 
-
-def npm(repo: Path, *args: str) -> None:
-    done = subprocess.run(["npm", *args], cwd=repo, capture_output=True, text=True, timeout=WAIT_SECONDS, check=False)
-    assert done.returncode == 0, f"npm {' '.join(args)} failed in {repo}:\n{done.stdout}\n{done.stderr}"
 
 
 @pytest.fixture(scope="module")
