@@ -1,32 +1,58 @@
-"""The conversation browser's seam. The host lists conversations (`views.conversations`) and opens each one in the
-chat; an installed app may register a page of its own that opens a conversation instead — the harness registers its
-transcript page, which carries the record and extract panel. The host never knows which app that is: with none
-registered, the browser is whole and its rows open the chat."""
+"""The conversation browser's seam. The host lists conversations (`views.conversations`) and shows each one on its
+page (`views.conversation_page`): the transcript with its tool calls and the state timeline. Other apps add panels to
+that page — the harness its record and extract form, the link back to the result a test conversation belongs to, an
+imported conversation's source — by registering them here: the host never names them, and with none installed its
+page is whole."""
 
 from __future__ import annotations
 
-from django.core.exceptions import ImproperlyConfigured
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import HttpRequest
 from django.urls import reverse
 
-_conversation_page: dict[str, str] = {}
+from agenthost.models import Conversation
+
+PanelContext = Callable[[HttpRequest, Conversation], dict[str, Any] | None]
 
 
-def conversation_page_register(*, url_name: str) -> None:
-    """Rows of the conversation list open `url_name`, reversed with the conversation's `conversation_id`. One app
-    owns that page: a second, different registration is a configuration error, not a silent override."""
-    registered = _conversation_page.setdefault("url_name", url_name)
-    if registered != url_name:
-        raise ImproperlyConfigured(
-            f"The conversation page is already {registered!r}; {url_name!r} cannot take it over. "
-            "Install only one app that opens conversations from the conversation list."
-        )
+@dataclass(frozen=True)
+class ConversationPanel:
+    template_name: str
+    context: PanelContext
+    order: int
+    stylesheet: str
+
+
+_panels: dict[str, ConversationPanel] = {}
+
+
+def conversation_panel_register(
+    *, template_name: str, context: PanelContext, order: int = 0, stylesheet: str = ""
+) -> None:
+    """Shows `template_name` on the conversation page, given `panel` (what `context` returns for the request and the
+    conversation) — not shown when that is None. Panels go by ascending `order`, then as registered; `stylesheet` (a
+    static path) is linked in the page's head. Registering the same template again replaces it (a second ready())."""
+    _panels[template_name] = ConversationPanel(
+        template_name=template_name, context=context, order=order, stylesheet=stylesheet
+    )
+
+
+def conversation_panels(*, request: HttpRequest, conversation: Conversation) -> list[dict[str, Any]]:
+    """The panels to show, in order: each one's template, its `panel` context and its stylesheet."""
+    shown = []
+    for panel in sorted(_panels.values(), key=lambda panel: panel.order):
+        context = panel.context(request, conversation)
+        if context is not None:
+            shown.append({"template_name": panel.template_name, "panel": context, "stylesheet": panel.stylesheet})
+    return shown
 
 
 def conversation_page_url(*, conversation_id: int) -> str:
-    """Where the conversation list opens a conversation: the registered page, else the chat."""
-    if (url_name := _conversation_page.get("url_name")) is not None:
-        return reverse(url_name, kwargs={"conversation_id": conversation_id})
-    return conversation_chat_url(conversation_id=conversation_id)
+    """The conversation's page."""
+    return reverse("agents:conversation", kwargs={"conversation_id": conversation_id})
 
 
 # The host's pages another app links to, by these helpers rather than by the host's URL names (decision 0040).

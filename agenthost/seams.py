@@ -8,10 +8,10 @@ they use (tests/test_architecture.py holds it to that); plugins have `agenttest.
   can be sent to it), whose turns run in memory and are written once, with the case's result; `conversation_import`
   writes a conversation a team's service had (read from its traces) from plain data, bound to one of our agents;
 - MCP tools: `declared_functions` expands an agent's declarations of MCP servers' tools, from the cached listings;
-- the conversation browser: `conversation_list` (what a person may see, filtered) and `conversation_page_register`,
-  which makes the host's list open each conversation on a page of the registering app instead of the chat, and
-  `conversation_page_url`, where a conversation opens (that page, else the chat); the links to the host's pages
-  (`conversation_chat_url`, `conversation_list_url`, `conversation_admin_url`), so no harness page names a host URL;
+- the conversation browser: `conversation_for_user` (a conversation, if a person may see it), the conversation
+  page (`conversation_panel_register` adds a panel to it, `conversation_page_render` shows it again with what a
+  panel's refused form should say) and the links to the host's pages (`conversation_page_url`,
+  `conversation_list_url`, `conversation_admin_url`), so no harness page names a host URL;
 - the model layer: configured models and providers, and runtime providers the harness registers by name;
 - the transcript: `transcript_load` reads a conversation, `transcript_from_stored` a stored transcript (a case
   result's), into the one shape the host's transcript partials draw (`agenthost/templates/agenthost/transcript/`);
@@ -21,10 +21,9 @@ they use (tests/test_architecture.py holds it to that); plugins have `agenttest.
 
 from agenthost.browser import (
     conversation_admin_url,
-    conversation_chat_url,
     conversation_list_url,
-    conversation_page_register,
     conversation_page_url,
+    conversation_panel_register,
 )
 from agenthost.builtins.control import CONTROL_FLOW_FUNCTIONS
 from agenthost.executor import (
@@ -85,9 +84,8 @@ from agenthost.runtimes.base import return_schema, runtime_prepare
 from agenthost.runtimes.child import runtime_tool_declarations
 from agenthost.runtimes.entry import team_code_refused
 from agenthost.selectors import (
-    conversation_list,
+    conversation_for_user,
     conversation_messages,
-    conversation_state,
 )
 from agenthost.services import (
     agent_create,
@@ -123,6 +121,7 @@ from agenthost.validation import (
     agent_problems,
     unstorable_paths,
 )
+from agenthost.views import conversation_page_render
 
 # MCP listings for the harness: cache one (refused on a name clash), list servers now, the servers an agent names.
 mcp_listing_store = listing_store
@@ -172,16 +171,15 @@ __all__ = [
     "agent_problems",
     "agent_update",
     "configured_models",
-    "conversation_list",
     "conversation_messages",
-    "conversation_state",
     "conversation_import",
     "conversation_messages_append",
     "conversation_open",
-    "conversation_page_register",
+    "conversation_panel_register",
+    "conversation_page_render",
+    "conversation_for_user",
     "conversation_page_url",
     "conversation_admin_url",
-    "conversation_chat_url",
     "conversation_list_url",
     "declared_functions",
     "function_is_effect_free",

@@ -48,6 +48,11 @@ def conversation_messages(*, conversation: Conversation) -> QuerySet[Message]:
     return conversation.messages.select_related("agent").order_by("seq")
 
 
+def conversation_for_user(*, user: Any, conversation_id: int) -> Conversation | None:
+    """The conversation, if `user` may see it: a test conversation (sealed) too."""
+    return conversation_list(user=user, sealed=None).filter(pk=conversation_id).first()
+
+
 def conversation_state(*, conversation: Conversation, at_seq: int | None = None) -> dict[str, Any]:
     """The state as it stood right after message `at_seq` (None: now). Initial state has no message."""
     changes = StateChange.objects.filter(conversation=conversation).order_by("id")

@@ -9,4 +9,5 @@ urlpatterns = [
     path("chat/", views.chat, name="chat"),
     path("chat/conversations/<int:conversation_id>/transcript/", views.chat_transcript, name="chat-transcript"),
     path("conversations/", views.conversations, name="conversations"),
+    path("conversations/<int:conversation_id>/", views.conversation_page, name="conversation"),
 ]

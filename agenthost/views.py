@@ -1,9 +1,11 @@
 """Server-rendered pages. The chat page is a shell: chat.js drives it through the REST API with the session, and
-draws the conversation from the server's own fragment of it (the host's transcript partials, as every page does)."""
+draws the conversation from the server's own fragment of it (the host's transcript partials, as every page does).
+The conversation page shows one conversation whole, with the panels other apps register (`browser`)."""
 
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -12,9 +14,16 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from agenthost.browser import conversation_page_url, conversation_page_url_pattern
-from agenthost.selectors import agent_list, conversation_list, sealed_filter
-from agenthost.transcripts import transcript_load
+from agenthost.browser import (
+    conversation_chat_url,
+    conversation_list_url,
+    conversation_page_url,
+    conversation_page_url_pattern,
+    conversation_panels,
+)
+from agenthost.models import Conversation
+from agenthost.selectors import agent_list, conversation_for_user, conversation_list, conversation_state, sealed_filter
+from agenthost.transcripts import START, transcript_load
 from common.inputs import parse_id, text_is_storable
 
 CONVERSATIONS_PER_PAGE = 25
@@ -112,3 +121,39 @@ def conversations(request: HttpRequest) -> HttpResponse:
         "query": query.urlencode(),
     }
     return render(request, "agenthost/conversations.html", context)
+
+
+@require_GET
+@login_required
+def conversation_page(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = conversation_for_user(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404(f"Conversation {conversation_id} does not exist or is not yours to see.")
+    return conversation_page_render(request=request, conversation=conversation)
+
+
+def conversation_page_render(
+    *, request: HttpRequest, conversation: Conversation, error: str = "", status: int = 200
+) -> HttpResponse:
+    """The conversation's page; `error` is said above its panels (a panel's form that was refused: the page again,
+    with what it sent still chosen, and `status`)."""
+    transcript = transcript_load(conversation=conversation)
+    labels = {None: "initial", START: "start-up"}
+    panels = conversation_panels(request=request, conversation=conversation)
+    context: dict[str, Any] = {
+        "conversation": conversation,
+        "transcript": transcript,
+        "timeline": [
+            {"row": row, "where": labels.get(row.turn, f"turn {row.turn}"), "turn": row.turn}
+            for row in transcript.timeline
+        ],
+        "state": conversation_state(conversation=conversation),
+        "error": error,
+        "conversations_url": conversation_list_url(),
+        "chat_url": conversation_chat_url(conversation_id=conversation.pk),
+        # Where an imported conversation came from, span by span, is for staff: a member sees the transcript only.
+        "show_spans": request.user.is_staff and conversation.source == Conversation.Source.TRACE,
+        "panels": panels,
+        "stylesheets": list(dict.fromkeys(shown["stylesheet"] for shown in panels if shown["stylesheet"])),
+    }
+    return render(request, "agenthost/conversation.html", context, status=status)

@@ -65,6 +65,7 @@ from cases.snapshot_files import SUFFIX as SNAPSHOT_SUFFIX
 from cases.validation.case_documents import clean_case_document
 from cases.validation.problems import CaseValidationError
 from common.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, UNSTORABLE_MESSAGE, json_value_issue
+from common.model_keys import split_model_key
 
 AGENTS, SUITES, CASES, SUITE_FILE = "agents", "suites", "cases", "suite.yaml"
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -406,7 +407,7 @@ ASSERTION_DEFAULTS = defaults(AssertionEntry)
 
 
 def _agent_fields(data: dict[str, Any]) -> dict[str, Any]:
-    provider, _, model = data["model"].partition(":")
+    provider, model = split_model_key(data["model"]) or ("", "")
     return {
         "name": data["name"].strip(),
         "description": data.get("description", ""),

@@ -31,6 +31,7 @@ from agenthost.seams import (
     TEMPERATURE_MESSAGE,
     TEMPERATURE_MIN,
 )
+from common.model_keys import MODEL_KEY_PATTERN, MODEL_KEY_RULE
 
 SCHEMA_ID = "https://agenttest.invalid/schema/{kind}.schema.json"
 KINDS = ("agent", "suite", "case")
@@ -43,8 +44,8 @@ class _Strict(BaseModel):
 
 
 BLANK = r"\S"
-MODEL_KEY = r"^[^:\s]+:\S+$"
-PATTERN_MESSAGES = {MODEL_KEY: "must be provider:model, e.g. openai:gpt-4o-mini"}
+MODEL_KEY = MODEL_KEY_PATTERN
+PATTERN_MESSAGES = {MODEL_KEY: MODEL_KEY_RULE}
 NonEmpty = Field(min_length=1, pattern=BLANK)
 NonEmptyText = Annotated[str, Field(min_length=1, pattern=BLANK)]
 
@@ -562,7 +563,7 @@ class MockFileEntry(MockEntry):
 # the state or of the calls made, written as the assertion of that type is.
 END_CONDITION_TYPES = ("stateEquals", "toolCalled")
 _MAX_TURNS_MESSAGE = f"must be a whole number from {MAX_TURNS_RANGE[0]} to {MAX_TURNS_RANGE[1]}"
-_USER_MODEL_PATTERN = r"^$|^[^:\s]+:\S+$"
+_USER_MODEL_PATTERN = f"^$|{MODEL_KEY_PATTERN}"
 _USER_MODEL_MESSAGE = "must be provider:model (e.g. openai:gpt-4o-mini), or empty for the suite's judge model"
 _GENERATED_TURN_ASSERTIONS = (
     "turn-level assertions do not apply to generated turns (what the user says is not known in advance); put them "

@@ -44,6 +44,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from common.mcp_config import load_mcp_servers, normalise, validate_mcp_servers
+from common.model_keys import split_model_key
 from common.provider_config import load_providers, normalise_providers, validate_providers
 
 FILE_NAME = "agenttest.toml"
@@ -232,7 +233,7 @@ def _run(table: Any, directory: Path, problems: list[str]) -> dict[str, Any]:
             value = table[key]
             if not _strings(value) or not all(item.strip() for item in value):
                 problems.append(f"run.{key}: must be a list of names, got {_shown(value)}")
-            elif key == "models" and (bad := [item for item in value if not _model_key(item)]):
+            elif key == "models" and (bad := [item for item in value if split_model_key(item.strip()) is None]):
                 problems.append(f"run.models: each must be a provider:model key (e.g. \"local:gpt-4o-mini\"), "
                                 f"got {_shown(bad[0])}")
             else:
@@ -280,11 +281,6 @@ def _unknown(table: dict[str, Any], known: tuple[str, ...], *, where: str) -> li
         section = f"[{where.rstrip('.')}] " if where else ""
         problems.append(f"{where}{key}: unknown key ({hint}{section}keys: {', '.join(known)})")
     return problems
-
-
-def _model_key(key: str) -> bool:
-    provider, sep, model = key.strip().partition(":")
-    return bool(sep and provider.strip() and model.strip())
 
 
 def _strings(value: Any) -> bool:

@@ -6,8 +6,16 @@ class RecordingConfig(AppConfig):
     verbose_name = "Recording"
 
     def ready(self) -> None:
-        # The host's conversation list opens each conversation on this app's page, where the record and extract
-        # panel is: the host offers the seam and never imports the harness.
-        from agenthost.seams import conversation_page_register
+        # Record and extract on the host's conversation page: the host offers the seam and never imports the harness.
+        from agenthost.seams import conversation_panel_register
+        from recording.panels import (
+            MAKE_CASES_ORDER,
+            MAKE_CASES_PANEL,
+            MAKE_CASES_STYLESHEET,
+            make_cases_panel_context,
+        )
 
-        conversation_page_register(url_name="recording:conversation")
+        conversation_panel_register(
+            template_name=MAKE_CASES_PANEL, context=make_cases_panel_context, order=MAKE_CASES_ORDER,
+            stylesheet=MAKE_CASES_STYLESHEET,
+        )

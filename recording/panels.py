@@ -1,40 +1,35 @@
-"""Panels other apps add to the conversation page. The page is this app's; an app that sits above it (traces, whose
-bind form belongs on the page of a conversation it imported) registers a panel here instead of this app's template
-naming the other's URLs, so the page holds to the same directions as the imports (decision 0040)."""
+"""The recording app's panel on the host's conversation page: "Make test cases from this conversation" — Record as
+draft and Extract cases, and the drafts already made from it. For staff only, as recording is."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpRequest
 
-from agenthost.seams import Conversation
+from agenthost.seams import Conversation, configured_models
+from recording.selectors import conversation_drafts, suites_for_drafts
+from recording.services import RecordingError, draft_suite_choice, extraction_model_default
 
-PanelContext = Callable[[HttpRequest, Conversation], dict[str, Any] | None]
-
-
-@dataclass(frozen=True)
-class ConversationPanel:
-    template_name: str
-    context: PanelContext
-
-
-_panels: dict[str, ConversationPanel] = {}
+MAKE_CASES_PANEL = "recording/_make_cases.html"
+MAKE_CASES_STYLESHEET = "recording/recording.css"
+# After the panels that say what the conversation is (a test conversation's result, an imported one's source).
+MAKE_CASES_ORDER = 100
 
 
-def conversation_panel_register(*, template_name: str, context: PanelContext) -> None:
-    """Shows `template_name` on the conversation page, given `panel` (what `context` returns for the request and the
-    conversation) — not shown when that is None. Registering the same template again replaces it (a second ready())."""
-    _panels[template_name] = ConversationPanel(template_name=template_name, context=context)
-
-
-def conversation_panels(*, request: HttpRequest, conversation: Conversation) -> list[dict[str, Any]]:
-    """The panels to show, in the order they were registered."""
-    shown = []
-    for panel in _panels.values():
-        context = panel.context(request, conversation)
-        if context is not None:
-            shown.append({"template_name": panel.template_name, "panel": context})
-    return shown
+def make_cases_panel_context(request: HttpRequest, conversation: Conversation) -> dict[str, Any] | None:
+    if not request.user.is_staff:
+        return None
+    try:
+        automatic = draft_suite_choice(conversation=conversation).label
+    except RecordingError:
+        automatic = ""
+    # A refused form comes back with what it sent still chosen.
+    return {
+        "drafts": conversation_drafts(conversation=conversation),
+        "suites": suites_for_drafts(),
+        "automatic_suite": automatic,
+        "chosen_suite": request.POST.get("suite", ""),
+        "models": configured_models(),
+        "chosen_model": request.POST.get("extraction_model", extraction_model_default()),
+    }

@@ -1,18 +1,11 @@
-"""Reads for the conversation page: whether a person may see a conversation, and the drafts made from one."""
+"""Reads for the make-cases panel: the drafts made from a conversation, and the suites a draft may go to."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db.models import QuerySet
 
-from agenthost.seams import Conversation, conversation_list
+from agenthost.seams import Conversation
 from cases.models import Case, Suite
-
-
-def conversation_for_user(*, user: Any, conversation_id: int) -> Conversation | None:
-    """The conversation, if `user` may see it."""
-    return conversation_list(user=user, sealed=None).filter(pk=conversation_id).first()
 
 
 def conversation_drafts(*, conversation: Conversation) -> QuerySet[Case]:

@@ -5,7 +5,6 @@ from recording import views
 app_name = "recording"
 
 urlpatterns = [
-    path("conversations/<int:conversation_id>/", views.conversation_page, name="conversation"),
     path("conversations/<int:conversation_id>/record/", views.conversation_record, name="record"),
     path("conversations/<int:conversation_id>/extract/", views.conversation_extract, name="extract"),
 ]

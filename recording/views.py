@@ -1,41 +1,26 @@
-"""One conversation's page: its transcript with its tool calls and state timeline; the host's conversation list opens
-it (registered through `agenthost.seams.conversation_page_register`). Staff also get "Record as draft" and "Extract
-cases", which lead to the drafts they create in the admin."""
+"""What the recording app's panel on the host's conversation page sends (recording/panels.py): "Record as draft" and
+"Extract cases", for staff, which lead to the drafts they create in the admin — or back to the page, saying why not."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST
 from rest_framework.throttling import ScopedRateThrottle
 
-from agenthost.seams import (
-    TRANSCRIPT_START,
-    Conversation,
-    configured_models,
-    conversation_chat_url,
-    conversation_list_url,
-    conversation_state,
-    transcript_load,
-)
+from agenthost.seams import Conversation, conversation_for_user, conversation_page_render
 from cases.models import Suite
 from common.forms import unknown_fields_message, unknown_form_fields
 from recording.api import THROTTLE_SCOPE, suite_from_ref
-from recording.panels import conversation_panels
-from recording.selectors import conversation_drafts, conversation_for_user, suites_for_drafts
 from recording.services import (
     Drafts,
     ExtractionModelUnavailable,
     RecordingError,
-    draft_suite_choice,
     extraction_create,
-    extraction_model_default,
     recording_create,
 )
 
@@ -45,47 +30,6 @@ def _visible(request: HttpRequest, conversation_id: int) -> Conversation:
     if conversation is None:
         raise Http404(f"Conversation {conversation_id} does not exist or is not yours to see.")
     return conversation
-
-
-def _page(request: HttpRequest, conversation: Conversation, *, error: str = "", status: int = 200) -> HttpResponse:
-    transcript = transcript_load(conversation=conversation)
-    labels = {None: "initial", TRANSCRIPT_START: "start-up"}
-    context: dict[str, Any] = {
-        "conversation": conversation,
-        "transcript": transcript,
-        "timeline": [
-            {"row": row, "where": labels.get(row.turn, f"turn {row.turn}"), "turn": row.turn}
-            for row in transcript.timeline
-        ],
-        "state": conversation_state(conversation=conversation),
-        "error": error,
-        "conversations_url": conversation_list_url(),
-        "chat_url": conversation_chat_url(conversation_id=conversation.pk),
-        # Where an imported conversation came from, span by span, is for staff: a member sees the transcript only.
-        "show_spans": request.user.is_staff and conversation.source == Conversation.Source.TRACE,
-    }
-    # The traces app's source and bind panel on an imported conversation, for instance (recording/panels.py).
-    context["panels"] = conversation_panels(request=request, conversation=conversation)
-    if request.user.is_staff:
-        try:
-            automatic = draft_suite_choice(conversation=conversation).label
-        except RecordingError:
-            automatic = ""
-        context.update(
-            drafts=conversation_drafts(conversation=conversation),
-            suites=suites_for_drafts(),
-            automatic_suite=automatic,
-            chosen_suite=request.POST.get("suite", ""),
-            models=configured_models(),
-            chosen_model=request.POST.get("extraction_model", extraction_model_default()),
-        )
-    return render(request, "recording/conversation_detail.html", context, status=status)
-
-
-@require_GET
-@login_required
-def conversation_page(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    return _page(request, _visible(request, conversation_id))
 
 
 def _staff_conversation(request: HttpRequest, conversation_id: int) -> Conversation:
@@ -106,7 +50,10 @@ def _throttled(request: HttpRequest, conversation: Conversation) -> HttpResponse
         return None
     wait = throttle.wait()
     retry = f" Try again in {int(wait) + 1} seconds." if wait else ""
-    return _page(request, conversation, error=f"Too many recordings and extractions for now.{retry}", status=429)
+    return conversation_page_render(
+        request=request, conversation=conversation, error=f"Too many recordings and extractions for now.{retry}",
+        status=429,
+    )
 
 
 # What the page's one form sends to both buttons: Record as draft ignores the extraction model.
@@ -120,7 +67,7 @@ def _unknown_fields(request: HttpRequest, conversation: Conversation) -> HttpRes
     if not unknown:
         return None
     error = f"{unknown_fields_message(unknown, _MAKE_CASES_FIELDS)} Nothing was created."
-    return _page(request, conversation, error=error, status=400)
+    return conversation_page_render(request=request, conversation=conversation, error=error, status=400)
 
 
 def _chosen_suite(request: HttpRequest) -> Suite | None:
@@ -154,7 +101,7 @@ def conversation_record(request: HttpRequest, conversation_id: int) -> HttpRespo
     try:
         drafts = recording_create(conversation=conversation, suite=_chosen_suite(request))
     except RecordingError as exc:
-        return _page(request, conversation, error=str(exc), status=400)
+        return conversation_page_render(request=request, conversation=conversation, error=str(exc), status=400)
     return _to_drafts(request, drafts, "Recorded")
 
 
@@ -174,5 +121,5 @@ def conversation_extract(request: HttpRequest, conversation_id: int) -> HttpResp
         )
     except RecordingError as exc:
         status = 502 if isinstance(exc, ExtractionModelUnavailable) else 400
-        return _page(request, conversation, error=str(exc), status=status)
+        return conversation_page_render(request=request, conversation=conversation, error=str(exc), status=status)
     return _to_drafts(request, drafts, "Extracted")

@@ -9,8 +9,12 @@ class RunsConfig(AppConfig):
     nav_entries = (NavEntry("Runs", "runs:list", section=True),)
 
     def ready(self) -> None:
-        from agenthost.seams import executor_providers, register_agent_load_hook, register_executor_provider
-        from recording.panels import conversation_panel_register
+        from agenthost.seams import (
+            conversation_panel_register,
+            executor_providers,
+            register_agent_load_hook,
+            register_executor_provider,
+        )
         from recording.signals import drafts_stored
         from runs import (
             signals,  # noqa: F401  (worker start: sweep and concurrency warning)

@@ -197,13 +197,15 @@ def _url_patterns_serving(path: str) -> list[str]:
     return found
 
 
-def test_it_serves_the_conversation_list_from_the_hosts_one_view():
+def test_it_serves_the_conversation_list_and_page_from_the_hosts_own_views():
     from django.urls import resolve
 
     from agenthost import views
 
     assert resolve("/conversations/").func is views.conversations
     assert _url_patterns_serving("/conversations/") == ["agenthost.views.conversations"]
+    assert resolve("/conversations/7/").func is views.conversation_page
+    assert _url_patterns_serving("/conversations/7/") == ["agenthost.views.conversation_page"]
 
 
 def test_it_keeps_recording_out_of_the_hosts_code_and_pages():
@@ -216,17 +218,16 @@ def test_it_keeps_recording_out_of_the_hosts_code_and_pages():
     assert [path.name for path in host_templates if "recording:" in path.read_text()] == []
 
 
-def test_it_refuses_a_second_app_taking_over_the_conversation_page():
-    import pytest
-    from django.core.exceptions import ImproperlyConfigured
+def test_it_lets_the_harness_fill_the_hosts_conversation_page_only_through_registered_panels():
+    from agenthost.browser import _panels
 
-    from agenthost.browser import conversation_page_url
-    from agenthost.seams import conversation_page_register
-
-    conversation_page_register(url_name="recording:conversation")  # the harness again: nothing changes
-    with pytest.raises(ImproperlyConfigured, match="already 'recording:conversation'"):
-        conversation_page_register(url_name="other:conversation")
-    assert conversation_page_url(conversation_id=7) == "/conversations/7/"
+    # In the order they are shown: what the conversation is (a test conversation's result, an imported one's
+    # source), then what staff can make of it.
+    assert [panel.template_name for panel in sorted(_panels.values(), key=lambda panel: panel.order)] == [
+        "runs/_conversation_result.html", "traces/_conversation_source.html", "recording/_make_cases.html"]
+    page = (BASE_DIR / "agenthost" / "templates" / "agenthost" / "conversation.html").read_text()
+    assert re.findall(r"{% (?:include|extends) \"?([^\" %]+)", page) == [
+        "base.html", "shown.template_name", "agenthost/transcript/_turns.html"]
 
 
 @pytest.mark.own_database
@@ -247,12 +248,16 @@ def test_it_keeps_the_hosts_conversation_browser_whole_when_the_harness_apps_are
         "assert page.status_code == 200, page.status_code\n"
         "print(page.content.decode())\n"
         "print('RESOLVED', client.get('/conversations/').resolver_match.func.__module__)\n"
-        "print('DETAIL', client.get(f'/conversations/{conversation.pk}/').status_code)\n"
+        "detail = client.get(f'/conversations/{conversation.pk}/')\n"
+        "print('DETAIL', detail.status_code, detail.resolver_match.func.__module__)\n"
+        "print(detail.content.decode())\n"
     )
     result = _host_alone(tmp_path, script)
     assert "RESOLVED agenthost.views" in result.stdout
-    assert 'class="conversation-title"><a href="/chat/?conversation=1">a customer chat</a>' in result.stdout
-    assert "DETAIL 404" in result.stdout, "without the harness there is no transcript page, and no link to one"
+    assert 'class="conversation-title"><a href="/conversations/1/">a customer chat</a>' in result.stdout
+    assert "DETAIL 200 agenthost.views" in result.stdout, "the host shows a conversation without the harness"
+    assert "a customer chat" in result.stdout.split("DETAIL", 1)[1]
+    assert "Make test cases" not in result.stdout, "no harness panel without the harness"
 
 
 @pytest.mark.own_database
@@ -268,7 +273,11 @@ def test_it_shows_no_link_to_a_harness_page_when_only_the_host_is_installed(tmp_
         "from django.urls import Resolver404, resolve\n"
         "client = Client(HTTP_HOST='localhost')\n"
         "client.force_login(User.objects.create_user('staff', is_staff=True))\n"
-        "for page in ('/chat/', '/conversations/', '/no-such-page/', '/api/docs/'):\n"
+        "from agenthost.models import Agent\n"
+        "from agenthost.services import conversation_start\n"
+        "conversation = conversation_start(agent=Agent.objects.create(name='greeter'), title='a chat')\n"
+        "for page in ('/chat/', '/conversations/', f'/conversations/{conversation.pk}/', '/no-such-page/',\n"
+        "             '/api/docs/'):\n"
         "    html = client.get(page).content.decode()\n"
         "    print('NAV', page, re.findall(r'<a href=\"[^\"]*\"[^>]*>([^<]+)</a>', html.split('</nav>')[0]))\n"
         "    for link in re.findall(r'(?:href|src|action)=\"(/[^\"]*)\"', html):\n"
@@ -875,11 +884,11 @@ def test_it_finds_names_written_against_the_directions():
     # The test of the test: names planted where they may not stand are found, names where they may are not.
     host_page = (
         "{% extends 'base.html' %}{% load static runs_text %}<a href=\"/runs/\">Runs</a>"
-        "<a href=\"{% url 'runs:list' %}\">Runs</a>{% include \"recording/conversation_detail.html\" %}"
+        "<a href=\"{% url 'runs:list' %}\">Runs</a>{% include \"recording/_make_cases.html\" %}"
         "<script src=\"{% static 'runs/runs.js' %}\"></script><a href=\"{% url 'agents:chat' %}\">Chat</a>"
     )
     assert [what for what, _ in _reference_offences("agenthost", _template_references(host_page))] == [
-        "{% url 'runs:list' %}", "templates recording/conversation_detail.html", "static runs/runs.js", '"/runs/"',
+        "{% url 'runs:list' %}", "templates recording/_make_cases.html", "static runs/runs.js", '"/runs/"',
         "{% load runs_text %}",
     ]
     recording_page = "<a href=\"{% url 'agents:chat' %}\"></a><form action=\"{% url 'traces:bind' %}\"></form>"
@@ -898,7 +907,7 @@ def test_it_finds_names_written_against_the_directions():
         'import_module("runs.tasks")', 'get_model("runs.Run")', 'get_model("runs")',
         'reverse("admin:agenthost_conversation_change")', 'reverse("no-such-page")',
     ])
-    traces_page = "<a href=\"{% url 'recording:conversation' 1 %}\"></a>{% include '_pager.html' %}"
+    traces_page = "<form action=\"{% url 'recording:record' 1 %}\"></form>{% include '_pager.html' %}"
     assert _reference_offences("traces", _template_references(traces_page)) == []
     # The host's transcript partials are the harness's to include; the host's own pages are not.
     runs_page = '{% include "agenthost/transcript/_entry.html" %}{% include "agenthost/chat.html" %}'
@@ -1006,3 +1015,51 @@ def test_it_finds_a_page_file_outside_its_apps_folder():
         "agenthost/templates/agenthost/chat.html",
     ]
     assert _misplaced_page_files(planted) == planted[:6]
+
+
+# --- Issue 34, point 1: one provider:model parser --------------------------------------------------------------------
+# common/model_keys.py holds the rule of a model key; a module that splits a model key at its ':' or writes the rule's
+# pattern again has a rule of its own, and the rules drift (they did: four, with different answers).
+MODEL_KEY_HOME = "common/model_keys.py"
+_SEPARATOR_SPLITS = {"partition", "rpartition", "split", "rsplit"}
+
+
+def _model_key_parsers(path: str, source: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source, filename=path)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _SEPARATOR_SPLITS
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == ":"
+            and "model" in ast.unparse(node.func.value).lower()
+        ):
+            found.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and r"[^:\s]" in node.value:
+            found.append(f"{path}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_it_reads_every_model_key_with_the_one_parser():
+    found = []
+    for package in (*PROJECT, "common", "agenttest_demo"):
+        for path in sorted((BASE_DIR / package).rglob("*.py")):
+            relative = str(path.relative_to(BASE_DIR))
+            if "migrations" not in path.parts and relative != MODEL_KEY_HOME:
+                found.extend(_model_key_parsers(relative, path.read_text()))
+    assert found == [], f"read model keys with {MODEL_KEY_HOME}'s split_model_key"
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        'provider, _, model = data["model"].partition(":")',
+        "name = model_key.split(':', 1)[1]",
+        'KEY = r"^[^:\\s]+:\\S+$"',
+    ],
+)
+def test_it_finds_a_model_key_read_by_a_rule_of_its_own(planted):
+    assert _model_key_parsers("planted.py", planted) != []
+    assert _model_key_parsers(MODEL_KEY_HOME, (BASE_DIR / MODEL_KEY_HOME).read_text()) != []

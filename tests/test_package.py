@@ -192,9 +192,10 @@ def test_it_builds_a_wheel_of_agenttests_packages_with_their_templates_static_fi
         assert f"agenttest/{data}" in names
     # Each app ships its own pages (decision 0040).
     for data in ("agenthost/templates/agenthost/chat.html", "agenthost/static/agenthost/chat.js",
+                 "agenthost/templates/agenthost/conversation.html", "agenthost/static/agenthost/conversation.css",
                  "runs/templates/runs/run_detail.html", "runs/static/runs/runs.js",
                  "cases/templates/admin/cases/case/change_form.html", "cases/static/cases/case_form.js",
-                 "recording/templates/recording/conversation_detail.html", "recording/static/recording/recording.css",
+                 "recording/templates/recording/_make_cases.html", "recording/static/recording/recording.css",
                  "traces/templates/traces/conversations.html", "traces/static/traces/traces.css"):
         assert data in names
     for migration in ("agenttest/migrations/0001_cache_table.py", "agenthost/migrations/0001_initial.py"):

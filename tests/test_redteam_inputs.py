@@ -285,7 +285,7 @@ def test_it_shows_any_tool_result_text_without_failing(text):
 
 
 def test_it_shows_a_stored_value_holding_a_lone_surrogate_escaped():
-    from recording.templatetags.recording_tags import as_json
+    from agenthost.templatetags.transcript_tags import as_json
 
     assert as_json({"k": "\ud800"}) == '{\n  "k": "\\ud800"\n}'
     assert as_json({"k": "é"}) == '{\n  "k": "é"\n}'

@@ -9,7 +9,7 @@ class TracesConfig(AppConfig):
     nav_entries = (NavEntry("Traces", "traces:conversations", staff_only=True, section=True),)
 
     def ready(self) -> None:
-        from recording.panels import conversation_panel_register
+        from agenthost.seams import conversation_panel_register
         from recording.signals import drafts_stored
         from traces import (
             signals,  # noqa: F401  (worker start: the retention sweep)

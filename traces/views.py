@@ -13,11 +13,10 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_POST
 
-from agenthost.seams import Agent, conversation_list_url
+from agenthost.seams import Agent, conversation_list_url, conversation_page_url
 from common.forms import unknown_fields_message, unknown_form_fields
 from traces.conversations import ConversationImportError, trace_conversation_bind, trace_conversations_unimported
 from traces.selectors import (
@@ -88,6 +87,8 @@ def _list(request: HttpRequest, *, error: str = "", status: int = 200) -> HttpRe
         rows.append({
             "item": item,
             "conversations": conversations,
+            "links": [(conversation, conversation_page_url(conversation_id=conversation.pk))
+                      for conversation in conversations],
             "question": question,
             "question_cut": len(question) >= FIRST_QUESTION_CHARS,
             "status": "unimported" if not conversations else "incomplete" if item.history_cut else "imported",
@@ -135,4 +136,4 @@ def trace_conversation_bind_view(request: HttpRequest) -> HttpResponse:
     messages.success(
         request, f"Conversation #{conversation.pk} is bound to agent {conversation.agent.name}; record it as a draft."
     )
-    return redirect(reverse("recording:conversation", kwargs={"conversation_id": conversation.pk}))
+    return redirect(conversation_page_url(conversation_id=conversation.pk))

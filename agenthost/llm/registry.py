@@ -17,6 +17,7 @@ from django.core.signals import setting_changed
 from agenthost.llm.base import ModelConfig, ModelProvider, ProviderError
 from agenthost.llm.openai_provider import OpenAIProvider
 from agenthost.llm.scripted import ScriptedProvider
+from common.model_keys import split_model_key
 from common.provider_config import validate_providers
 
 
@@ -190,10 +191,10 @@ def _price(value: Any) -> float | None:
 
 def parse_model_key(key: str) -> tuple[str, str]:
     """'provider:model' → (provider, model). Model names may contain ':' (e.g. Ollama's 'llama3:8b')."""
-    provider, sep, model = (key or "").partition(":")
-    if not sep or not provider.strip() or not model.strip():
+    parts = split_model_key(key)
+    if parts is None:
         raise UnknownModel(f"model key {key!r} must look like 'provider:model', e.g. 'openai:gpt-4o-mini'")
-    return provider, model
+    return parts
 
 
 def get_model(key: str) -> ModelConfig:

@@ -265,7 +265,7 @@ def _wants_responses(agent: Any) -> bool:
     model = getattr(agent, "model", None)
     if isinstance(model, OpenAIResponsesModel):
         return True
-    return isinstance(model, str) and model.split(":", 1)[0] in ("openai", "openai-responses")
+    return isinstance(model, str) and model.startswith(("openai:", "openai-responses:"))
 
 
 def _responses_answer(turn: RuntimeTurn, outputs: _OutputCalls, agent: str, body: dict[str, Any]) -> dict[str, Any]:

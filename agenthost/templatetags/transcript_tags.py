@@ -1,4 +1,5 @@
-"""How the transcript partials (agenthost/templates/agenthost/transcript/) show a call's arguments and result."""
+"""How the transcript partials (agenthost/templates/agenthost/transcript/) show a call's arguments and result, and the
+conversation page its state."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ register = template.Library()
 
 
 @register.filter
-def call_arguments(value: Any) -> str:
-    """A call's arguments as indented JSON: a string keeps its quotes, so "42" and 42 differ."""
+def as_json(value: Any) -> str:
+    """A call's arguments or a state value as indented JSON: a string keeps its quotes, so "42" and 42 differ."""
     return printable_json(value, indent=2)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from django.conf import settings
 
 from agenthost.seams import agent_as_stored
+from common.model_keys import split_model_key
 from runs.models import Recording
 
 NATIVE = "native"
@@ -95,7 +96,7 @@ def _hash_files(root: Path, files: list[Path]) -> str:
 def model_config_hash(key: str) -> str:
     """A hash of what configures the model `key` ("provider:model"): its provider's settings (never a key) and the
     model's own entry. "" for a model no provider configures (a replay of a model this machine does not have)."""
-    provider, _, model = key.partition(":")
+    provider, model = split_model_key(key) or ("", "")
     config = settings.AGENTTEST_PROVIDERS.get(provider)
     if not isinstance(config, dict):
         return ""

@@ -27,6 +27,7 @@ from agenthost.seams import (
     Usage,
 )
 from cases.models import Case
+from common.model_keys import split_model_key
 from runs.engine.case_runner import PASSED, execute_case
 from runs.engine.planning import case_plans, model_config
 from runs.engine.plans import SuitePlan
@@ -104,16 +105,22 @@ def trace_answers(
             tool_calls=answer["calls"],
             finish_reason="tool_calls" if answer["calls"] else "stop",
             usage=Usage(*answer["usage"]),
-            model=answer["model"].partition(":")[2] or answer["model"],
+            model=_model_name(answer["model"]),
         )
         for answer in answers
     ]
 
 
+def _model_name(named: str) -> str:
+    """The model's own name in what a span names it: `provider:model`, or the model alone."""
+    parts = split_model_key(named)
+    return parts[1] if parts else named
+
+
 def trace_model_key(conversation: Conversation) -> str:
     """The model the conversation's answers came from (`provider:model`, as its spans name it), else its agent's."""
     named = conversation.messages.filter(role=Message.Role.ASSISTANT).exclude(model="").values_list("model", flat=True)
-    key = next((model for model in named if ":" in model), "")
+    key = next((model for model in named if split_model_key(model) is not None), "")
     return key or f"{conversation.agent.provider}:{conversation.agent.model}"
 
 

@@ -1,4 +1,4 @@
-"""The server-rendered pages: login, the chat shell, the conversation list."""
+"""The server-rendered pages: login, the chat shell, the conversation list and a conversation's page."""
 
 from __future__ import annotations
 
@@ -106,6 +106,25 @@ def test_it_draws_the_chats_conversation_on_the_server_with_the_hosts_partials(c
     assert "Tokens: </span>" in html and "Steps: </span>" in html
     assert client.get(f"/chat/conversations/{theirs.pk}/transcript/").status_code == 404
     assert client.get("/chat/conversations/99999/transcript/").status_code == 404
+
+
+def test_it_shows_a_members_own_conversation_on_its_page_and_no_one_elses(client, member, outsider, demo_agents):
+    mine = conversation_start(agent=demo_agents["order-router"], owner=member, title="My cancellation")
+    conversation_send(conversation=mine, text="Please cancel order 1043, my email is ana@example.com")
+    theirs = conversation_start(agent=demo_agents["order-router"], owner=outsider)
+    client.force_login(member)
+
+    page = client.get(f"/conversations/{mine.pk}/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "My cancellation" in html and "Please cancel order 1043" in html
+    assert re.search(r'<span class="tool-name">cancel_order</span>', html)
+    assert 'href="/static/agenthost/conversation.css"' in html
+    # Panels are the harness's; Record and Extract (and their sheet) are for staff only.
+    assert "Make test cases" not in html and "recording/recording.css" not in html
+    assert client.get(f"/conversations/{theirs.pk}/").status_code == 404
+    assert client.get("/conversations/99999/").status_code == 404
+    assert client.post(f"/conversations/{mine.pk}/").status_code == 405
 
 
 def test_it_lists_only_the_members_own_conversations(client, member, outsider, demo_agents):

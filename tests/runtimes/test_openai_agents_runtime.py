@@ -125,7 +125,7 @@ def test_it_names_the_sdk_agent_of_each_message_through_a_handoff_in_chat_and_un
             for m in conversation.messages.order_by("seq")] == HANDED_OFF
     api = admin_client.get(f"/api/conversations/{conversation.pk}/messages/").json()
     assert [m["agent"] for m in api["results"]] == [who for *_, who in HANDED_OFF]
-    page = admin_client.get(reverse("recording:conversation", args=[conversation.pk])).content.decode()
+    page = admin_client.get(reverse("agents:conversation", args=[conversation.pk])).content.decode()
     assert re.search(r"send_email</span>.*?by billing</span>", page, re.S)
     assert re.search(r'<div class="msg-who">billing .*?Done: I emailed you.', page, re.S)
 

@@ -86,7 +86,7 @@ def test_it_binds_by_name_refuses_what_it_cannot_and_shows_spans_to_staff_only(
     conversation = conversation_from_mapped(mapped=mapped, owner=member)
     span_ids = [message.span_id for message in mapped.messages if message.span_id]
     [trace_id, *_] = mapped.trace_ids
-    page = reverse("recording:conversation", kwargs={"conversation_id": conversation.pk})
+    page = reverse("agents:conversation", kwargs={"conversation_id": conversation.pk})
 
     client.force_login(admin_user)
     staff_list = client.get(reverse("agents:conversations")).content.decode()
