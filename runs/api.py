@@ -310,7 +310,7 @@ class RunTriggerApi(RunsApiView):
 
         suite = IdField(thing="suite", help_text="The suite's id.")
         models = serializers.ListField(
-            child=serializers.CharField(), help_text='provider:model keys, e.g. ["simulated:sim-careful"].'
+            child=serializers.CharField(), help_text='provider:model keys, e.g. ["openai:gpt-4o-mini"].'
         )
         case_filter = serializers.CharField(
             max_length=200, required=False, allow_blank=True, default="",

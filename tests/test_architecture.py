@@ -162,11 +162,14 @@ def test_it_runs_the_host_alone_when_the_harness_apps_are_removed(tmp_path):
         "assert not any(apps.is_installed(a) for a in ('cases', 'runs', 'recording'))\n"
         "from agenthost.seams import executor_providers\n"
         "assert executor_providers() == [], executor_providers()\n"
-        "from agenttest_demo.agents import demo_agents_ensure\n"
-        "demo_agents_ensure()\n"
+        "from agenthost.llm.scripted import Answer, Call, ScriptedProvider\n"
+        "ScriptedProvider.install('scripted', [Answer(tool_calls=[Call('util-email-handle_email_sender', {\n"
+        "    'to': 'ana@example.com', 'subject': 'Order 1043', 'body': 'Cancelled.'})]), Answer('Emailed.')])\n"
         "from agenthost.models import Agent\n"
         "from agenthost.services import conversation_start, conversation_send\n"
-        "turn = conversation_send(conversation=conversation_start(agent=Agent.objects.get(name='order-router')),\n"
+        "agent = Agent.objects.create(name='mailer', instruction='Email the customer.', provider='scripted',\n"
+        "                             model='m', functions=[{'name': 'util-email-handle_email_sender'}])\n"
+        "turn = conversation_send(conversation=conversation_start(agent=agent),\n"
         "                         text='Please cancel order 1043, my email is ana@example.com')\n"
         "print([(c.name, c.outcome) for c in turn.tool_calls])\n"
         "from django.test import Client\n"
@@ -293,9 +296,13 @@ def test_it_shows_no_link_to_a_harness_page_when_only_the_host_is_installed(tmp_
 
 
 def _host_alone(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
-    """Runs `script` in a fresh process whose settings install the host without the harness apps."""
+    """Runs `script` in a fresh process whose settings install the host without the harness apps and without the
+    demo, with one model of the host's own scripted kind (`scripted:m`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTTEST_", "CELERY_", "DATABASE_URL"))}
-    env.update(AGENTTEST_DEBUG="1", AGENTTEST_DEMO="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_HARNESS_APPS="")
+    providers = tmp_path / "providers.toml"
+    providers.write_text('[providers.scripted]\nkind = "scripted"\n\n[[providers.scripted.models]]\nname = "m"\n')
+    env.update(AGENTTEST_DEBUG="1", AGENTTEST_DEMO="", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_HARNESS_APPS="",
+               AGENTTEST_PROVIDERS_FILE=str(providers))
     result = subprocess.run([sys.executable, "-c", script], cwd=BASE_DIR, env={**env,
                             "DJANGO_SETTINGS_MODULE": "agenttest.settings"}, capture_output=True, text=True,
                             timeout=120)
@@ -1063,3 +1070,61 @@ def test_it_reads_every_model_key_with_the_one_parser():
 def test_it_finds_a_model_key_read_by_a_rule_of_its_own(planted):
     assert _model_key_parsers("planted.py", planted) != []
     assert _model_key_parsers(MODEL_KEY_HOME, (BASE_DIR / MODEL_KEY_HOME).read_text()) != []
+
+
+# --- Issue 34, point 6: the type checker's configuration holds ------------------------------------------------------
+# Decision 0038: mypy checks every shipped package, strict flag by flag on the floors everything stands on. A flag
+# turned off in an override, a package left out or errors ignored would let annotations drift unseen.
+TYPE_CHECKED = ("agenttest", "common", "agenthost", "cases", "runs", "recording", "traces", "agenttest_demo")
+STRICT_MODULES = ("common.*", "agenthost.*", "runs.engine.*")
+STRICT_FLAGS = (
+    "disallow_any_generics", "disallow_subclassing_any", "disallow_untyped_calls", "disallow_untyped_defs",
+    "disallow_incomplete_defs", "disallow_untyped_decorators", "warn_return_any", "no_implicit_reexport",
+    "strict_equality", "extra_checks",
+)
+# Each with its reason in pyproject.toml.
+LOOSENED = {("agenthost.admin", "disallow_any_generics")}
+
+
+def _type_check_offences(pyproject: dict) -> list[str]:
+    mypy = pyproject["tool"]["mypy"]
+    offences = [f"{package} is not type-checked" for package in TYPE_CHECKED if package not in mypy.get("packages", [])]
+    if mypy.get("check_untyped_defs") is not True:
+        offences.append("check_untyped_defs is not on")
+    overrides = mypy.get("overrides", [])
+    for pattern in STRICT_MODULES:
+        flags = {flag for override in overrides if pattern in override.get("module", [])
+                 for flag in STRICT_FLAGS if override.get(flag) is True}
+        offences.extend(f"{pattern}: {flag} is not on" for flag in STRICT_FLAGS if flag not in flags)
+    for override in overrides:
+        for module in override.get("module", []):
+            if override.get("ignore_errors"):
+                offences.append(f"{module}: errors ignored")
+            offences.extend(f"{module}: {flag} turned off" for flag in STRICT_FLAGS
+                            if override.get(flag) is False and (module, flag) not in LOOSENED)
+    return offences
+
+
+def test_it_type_checks_every_shipped_package_and_the_floors_strictly():
+    import tomllib
+
+    assert _type_check_offences(tomllib.loads((BASE_DIR / "pyproject.toml").read_text())) == []
+    assert "mypy" in (BASE_DIR / "scripts" / "test").read_text(), "the test command runs the type checker"
+
+
+def test_it_finds_a_type_check_loosened():
+    import copy
+    import tomllib
+
+    pyproject = tomllib.loads((BASE_DIR / "pyproject.toml").read_text())
+    planted = copy.deepcopy(pyproject)
+    planted["tool"]["mypy"]["packages"].remove("traces")
+    planted["tool"]["mypy"]["overrides"].append({"module": ["runs.engine.leases"], "disallow_untyped_defs": False})
+    planted["tool"]["mypy"]["overrides"].append({"module": ["cases.files"], "ignore_errors": True})
+    strict = next(o for o in planted["tool"]["mypy"]["overrides"] if "common.*" in o["module"])
+    del strict["warn_return_any"]
+    assert sorted(_type_check_offences(planted)) == sorted([
+        "traces is not type-checked", "runs.engine.leases: disallow_untyped_defs turned off",
+        "cases.files: errors ignored", "common.*: warn_return_any is not on", "agenthost.*: warn_return_any is not on",
+        "runs.engine.*: warn_return_any is not on",
+    ])
