@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import IntegrityError
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -20,7 +20,17 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agenthost.mcp.tools import refresh_for_chat
-from agenthost.models import Agent, Conversation
+from agenthost.models import (
+    AGENT_NAME_MAX_LENGTH,
+    AGENT_PATH_MAX_LENGTH,
+    CONVERSATION_TITLE_MAX_LENGTH,
+    MESSAGE_MAX_LENGTH,
+    MODEL_NAME_MAX_LENGTH,
+    PROVIDER_MAX_LENGTH,
+    TAG_MAX_LENGTH,
+    Agent,
+    Conversation,
+)
 from agenthost.selectors import (
     SEALED_FILTER_CHOICES,
     agent_list,
@@ -61,6 +71,14 @@ from common.inputs import UNSTORABLE_MESSAGE, parse_id
 
 # What a PositiveIntegerField holds on every database Django supports.
 MAX_POSITIVE_INT = 2**31 - 1
+
+
+def _column(model: type[Model], name: str) -> int:
+    """The size of a model's text column: what the database could not store is refused here, with the field named."""
+    size = getattr(model._meta.get_field(name), "max_length", None)
+    if not isinstance(size, int):
+        raise TypeError(f"{model.__name__}.{name} has no max_length")
+    return size
 
 
 def _paginated_response(
@@ -125,22 +143,26 @@ class AgentCreateApi(APIView):
         class Meta:
             ref_name = "AgentCreate"
 
-        name = serializers.CharField(max_length=100)
+        name = serializers.CharField(max_length=AGENT_NAME_MAX_LENGTH)
         description = serializers.CharField(allow_blank=True, default="")
         # Empty for an agent whose runtime is the team's code (its instruction is there); required otherwise.
         instruction = serializers.CharField(trim_whitespace=False, allow_blank=True, default="")
-        runtime = serializers.CharField(max_length=50, default=Agent.Runtime.NATIVE)
-        entry = serializers.CharField(max_length=300, allow_blank=True, default="")
+        runtime = serializers.CharField(max_length=_column(Agent, "runtime"), default=Agent.Runtime.NATIVE)
+        entry = serializers.CharField(max_length=AGENT_PATH_MAX_LENGTH, allow_blank=True, default="")
         outside_effects = JSONInputField(default=dict)
-        deps = serializers.CharField(max_length=300, allow_blank=True, default="")
+        deps = serializers.CharField(max_length=AGENT_PATH_MAX_LENGTH, allow_blank=True, default="")
         # A process agent (runtime "process"): checked with the rest of the agent (agent_problems), by field.
-        command = serializers.CharField(max_length=300, allow_blank=True, default="", trim_whitespace=False)
+        command = serializers.CharField(
+            max_length=AGENT_PATH_MAX_LENGTH, allow_blank=True, default="", trim_whitespace=False
+        )
         args = JSONInputField(default=list)
-        cwd = serializers.CharField(max_length=300, allow_blank=True, default="", trim_whitespace=False)
+        cwd = serializers.CharField(
+            max_length=AGENT_PATH_MAX_LENGTH, allow_blank=True, default="", trim_whitespace=False
+        )
         env = JSONInputField(default=list)
-        protocol = serializers.CharField(max_length=20, allow_blank=True, default="")
-        provider = serializers.CharField(max_length=100)
-        model = serializers.CharField(max_length=200)
+        protocol = serializers.CharField(max_length=_column(Agent, "protocol"), allow_blank=True, default="")
+        provider = serializers.CharField(max_length=PROVIDER_MAX_LENGTH)
+        model = serializers.CharField(max_length=MODEL_NAME_MAX_LENGTH)
         # null: the model's default — what a reasoning model needs, since it refuses any other.
         temperature = AsciiFloatField(
             min_value=TEMPERATURE_MIN, max_value=TEMPERATURE_MAX, allow_null=True, default=0.0,
@@ -344,8 +366,10 @@ class ConversationStartApi(APIView):
             content = serializers.CharField()
 
         agent = serializers.CharField(help_text="The entry agent's id or name.")
-        title = serializers.CharField(max_length=200, required=False, default="")
-        tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, default=list)
+        title = serializers.CharField(max_length=CONVERSATION_TITLE_MAX_LENGTH, required=False, default="")
+        tags = serializers.ListField(
+            child=serializers.CharField(max_length=TAG_MAX_LENGTH), required=False, default=list
+        )
         initial_state = serializers.DictField(
             child=serializers.JSONField(), required=False, default=dict, help_text="State before the first turn."
         )
@@ -447,7 +471,7 @@ class MessageSendApi(APIView):
         class Meta:
             ref_name = "MessageSend"
 
-        text = serializers.CharField(max_length=20_000)
+        text = serializers.CharField(max_length=MESSAGE_MAX_LENGTH)
 
     class OutputSerializer(TurnSerializer):
         class Meta:

@@ -5,6 +5,18 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+# The limits of what the host stores, written here once: the API, the admin and the agent files read them.
+AGENT_NAME_MAX_LENGTH = 100
+# An agent's code path, deps factory, command and working directory.
+AGENT_PATH_MAX_LENGTH = 300
+PROVIDER_MAX_LENGTH = 100
+MODEL_NAME_MAX_LENGTH = 200
+CONVERSATION_TITLE_MAX_LENGTH = 200
+# Each of a conversation's tags (a JSON list, so the column does not bound them).
+TAG_MAX_LENGTH = 100
+# What a person sends in one turn.
+MESSAGE_MAX_LENGTH = 20_000
+
 
 class Agent(models.Model):
     class Runtime(models.TextChoices):
@@ -17,7 +29,7 @@ class Agent(models.Model):
         # The team's agent as a program in any language, spoken to over its stdio (agenthost/runtimes/process.py).
         PROCESS = "process", "a process (any language, over stdio)"
 
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=AGENT_NAME_MAX_LENGTH, unique=True)
     description = models.TextField(blank=True, help_text="What this agent handles; a router reads it to choose.")
     instruction = models.TextField(
         blank=True,
@@ -31,27 +43,27 @@ class Agent(models.Model):
         help_text="Whose loop runs the agent: agenttest's own (native), or the team's code named by `entry`.",
     )
     entry = models.CharField(
-        max_length=300,
+        max_length=AGENT_PATH_MAX_LENGTH,
         blank=True,
         help_text='The team\'s code a non-native runtime runs, "module:attribute" (e.g. "shop.bot:respond"); '
         "imported like a plugin, from the current directory.",
     )
     deps = models.CharField(
-        max_length=300,
+        max_length=AGENT_PATH_MAX_LENGTH,
         blank=True,
         default="",
         help_text='For a pydantic-ai agent: the factory of its run\'s deps, "module:attribute" (e.g. '
         '"shop.deps:make_deps"), called with the conversation\'s state (a dict) at each turn.',
     )
     command = models.CharField(
-        max_length=300,
+        max_length=AGENT_PATH_MAX_LENGTH,
         blank=True,
         default="",
         help_text="For a process agent: the program to start (a name on PATH, or a path relative to `cwd`).",
     )
     args = models.JSONField(default=list, blank=True, help_text="For a process agent: the program's arguments.")
     cwd = models.CharField(
-        max_length=300,
+        max_length=AGENT_PATH_MAX_LENGTH,
         blank=True,
         default="",
         help_text="For a process agent: the directory it starts in, relative to where agenttest runs; empty: there.",
@@ -75,8 +87,8 @@ class Agent(models.Model):
         help_text='For an agent of the team\'s code: which of its tools have effects outside agenttest, e.g. '
         '{"find_order": false}. A tool not named counts as having them (tests must mock it).',
     )
-    provider = models.CharField(max_length=100, help_text="A configured model provider, e.g. 'openai'.")
-    model = models.CharField(max_length=200)
+    provider = models.CharField(max_length=PROVIDER_MAX_LENGTH, help_text="A configured model provider, e.g. 'openai'.")
+    model = models.CharField(max_length=MODEL_NAME_MAX_LENGTH)
     temperature = models.FloatField(
         default=0.0, null=True, blank=True, help_text="Empty: the model's default (no temperature is sent)."
     )
@@ -130,7 +142,7 @@ class Conversation(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="conversations"
     )
     tags = models.JSONField(default=list, blank=True)
-    title = models.CharField(max_length=200, blank=True)
+    title = models.CharField(max_length=CONVERSATION_TITLE_MAX_LENGTH, blank=True)
     turn_count = models.PositiveIntegerField(default=0)
     message_count = models.PositiveIntegerField(
         default=0, help_text="Messages written so far; the next message's seq. Claimed per turn, optimistically."

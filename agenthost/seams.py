@@ -78,7 +78,7 @@ from agenthost.mcp.tools import (
     refresh,
     servers_named,
 )
-from agenthost.models import Agent, Conversation, Message
+from agenthost.models import AGENT_NAME_MAX_LENGTH, AGENT_PATH_MAX_LENGTH, Agent, Conversation, Message
 from agenthost.redaction import redact, redact_text
 from agenthost.runtimes.base import return_schema, runtime_prepare
 from agenthost.runtimes.child import runtime_tool_declarations
@@ -130,6 +130,8 @@ mcp_refresh = refresh
 mcp_servers_named = servers_named
 
 __all__ = [
+    "AGENT_NAME_MAX_LENGTH",
+    "AGENT_PATH_MAX_LENGTH",
     "CONTROL_FLOW_FUNCTIONS",
     "DEADLINE",
     "MAX_STEPS_MAX",

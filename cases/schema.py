@@ -24,6 +24,8 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
 from agenthost.seams import (
+    AGENT_NAME_MAX_LENGTH,
+    AGENT_PATH_MAX_LENGTH,
     MAX_STEPS_MAX,
     MAX_STEPS_MESSAGE,
     MAX_STEPS_MIN,
@@ -91,18 +93,13 @@ class Rule(_Strict):
     arguments: JsonObject | None = None
 
 
-# Agent.entry, deps, command and cwd: a longer value would be written before the agent is checked, and PostgreSQL
-# refuses it there.
-AGENT_PATH_MAX_LENGTH = 300
-
-
 class AgentFile(_Strict):
     """An agent: `agents/<name>.yaml`."""
 
     model_config = ConfigDict(extra="forbid", title="agenttest agent")
 
     schema_: str | None = Field(None, alias="$schema", description="Where the schema is, for editors; ignored.")
-    name: str = Field(min_length=1, max_length=100, pattern=BLANK)
+    name: str = Field(min_length=1, max_length=AGENT_NAME_MAX_LENGTH, pattern=BLANK)
     description: str = ""
     instruction: str | None = Field(None, description="The system instruction (a Django template), inline.")
     instruction_file: str | None = Field(

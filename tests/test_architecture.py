@@ -418,6 +418,34 @@ def test_it_writes_the_limits_of_suites_and_cases_only_in_the_schema_module():
     assert not (BASE_DIR / "cases" / "serializers.py").exists()
 
 
+def _column_sizes_written(path: str, source: str) -> list[str]:
+    return [f"{path}:{node.lineno}: max_length={node.value.value}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.keyword) and node.arg == "max_length" and isinstance(node.value, ast.Constant)]
+
+
+def test_it_writes_the_sizes_of_agents_and_conversations_only_in_the_hosts_models():
+    # The host's models module names each size once (AGENT_NAME_MAX_LENGTH, …); the agent API, the admin and the
+    # agent files' schema read them, so a longer column cannot leave one of them refusing what the others take.
+    found = []
+    for package in ("agenthost", "cases"):
+        for path in sorted((BASE_DIR / package).rglob("*.py")):
+            if "migrations" in path.parts or path.name == "models.py" or path == BASE_DIR / "cases" / "schema.py":
+                continue
+            found.extend(_column_sizes_written(str(path.relative_to(BASE_DIR)), path.read_text()))
+    assert found == []
+    from agenthost.models import AGENT_NAME_MAX_LENGTH, AGENT_PATH_MAX_LENGTH, Agent
+    from cases.schema import schema_for
+
+    agent_file = schema_for("agent")["properties"]
+    assert agent_file["name"]["maxLength"] == AGENT_NAME_MAX_LENGTH == Agent._meta.get_field("name").max_length
+    assert agent_file["entry"]["maxLength"] == AGENT_PATH_MAX_LENGTH == Agent._meta.get_field("entry").max_length
+
+
+def test_it_finds_a_column_size_written_outside_the_models():
+    planted = "name = serializers.CharField(max_length=100)\ntitle = forms.CharField(max_length=TITLE_MAX_LENGTH)\n"
+    assert _column_sizes_written("planted.py", planted) == ["planted.py:1: max_length=100"]
+
+
 def test_it_publishes_in_the_openapi_schema_the_suite_limits_the_api_enforces(admin_client_api):
     schema = admin_client_api.get("/api/schema/", {"format": "json"}).json()
     operation = schema["paths"]["/api/suites/"]["post"]
