@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import IntegrityError
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -23,6 +23,8 @@ from agenthost.mcp.tools import refresh_for_chat
 from agenthost.models import (
     AGENT_NAME_MAX_LENGTH,
     AGENT_PATH_MAX_LENGTH,
+    AGENT_PROTOCOL_MAX_LENGTH,
+    AGENT_RUNTIME_MAX_LENGTH,
     CONVERSATION_TITLE_MAX_LENGTH,
     MESSAGE_MAX_LENGTH,
     MODEL_NAME_MAX_LENGTH,
@@ -71,14 +73,6 @@ from common.inputs import UNSTORABLE_MESSAGE, parse_id
 
 # What a PositiveIntegerField holds on every database Django supports.
 MAX_POSITIVE_INT = 2**31 - 1
-
-
-def _column(model: type[Model], name: str) -> int:
-    """The size of a model's text column: what the database could not store is refused here, with the field named."""
-    size = getattr(model._meta.get_field(name), "max_length", None)
-    if not isinstance(size, int):
-        raise TypeError(f"{model.__name__}.{name} has no max_length")
-    return size
 
 
 def _paginated_response(
@@ -147,7 +141,7 @@ class AgentCreateApi(APIView):
         description = serializers.CharField(allow_blank=True, default="")
         # Empty for an agent whose runtime is the team's code (its instruction is there); required otherwise.
         instruction = serializers.CharField(trim_whitespace=False, allow_blank=True, default="")
-        runtime = serializers.CharField(max_length=_column(Agent, "runtime"), default=Agent.Runtime.NATIVE)
+        runtime = serializers.CharField(max_length=AGENT_RUNTIME_MAX_LENGTH, default=Agent.Runtime.NATIVE)
         entry = serializers.CharField(max_length=AGENT_PATH_MAX_LENGTH, allow_blank=True, default="")
         outside_effects = JSONInputField(default=dict)
         deps = serializers.CharField(max_length=AGENT_PATH_MAX_LENGTH, allow_blank=True, default="")
@@ -160,7 +154,7 @@ class AgentCreateApi(APIView):
             max_length=AGENT_PATH_MAX_LENGTH, allow_blank=True, default="", trim_whitespace=False
         )
         env = JSONInputField(default=list)
-        protocol = serializers.CharField(max_length=_column(Agent, "protocol"), allow_blank=True, default="")
+        protocol = serializers.CharField(max_length=AGENT_PROTOCOL_MAX_LENGTH, allow_blank=True, default="")
         provider = serializers.CharField(max_length=PROVIDER_MAX_LENGTH)
         model = serializers.CharField(max_length=MODEL_NAME_MAX_LENGTH)
         # null: the model's default — what a reasoning model needs, since it refuses any other.

@@ -9,6 +9,8 @@ from django.db import models
 AGENT_NAME_MAX_LENGTH = 100
 # An agent's code path, deps factory, command and working directory.
 AGENT_PATH_MAX_LENGTH = 300
+AGENT_RUNTIME_MAX_LENGTH = 50
+AGENT_PROTOCOL_MAX_LENGTH = 20
 PROVIDER_MAX_LENGTH = 100
 MODEL_NAME_MAX_LENGTH = 200
 CONVERSATION_TITLE_MAX_LENGTH = 200
@@ -37,7 +39,7 @@ class Agent(models.Model):
         "Empty for an agent whose runtime is the team's own code: its instruction is in that code.",
     )
     runtime = models.CharField(
-        max_length=50,
+        max_length=AGENT_RUNTIME_MAX_LENGTH,
         choices=Runtime.choices,
         default=Runtime.NATIVE,
         help_text="Whose loop runs the agent: agenttest's own (native), or the team's code named by `entry`.",
@@ -75,7 +77,7 @@ class Agent(models.Model):
         "(values never stored).",
     )
     protocol = models.CharField(
-        max_length=20,
+        max_length=AGENT_PROTOCOL_MAX_LENGTH,
         blank=True,
         default="",
         help_text='For a process agent: how it is spoken to over stdio: "jsonl" (one JSON object per line) or "acp" '
