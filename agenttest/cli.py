@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from common.project_file import ProjectFileError, project_read
 from common.queues import RUNS_QUEUE, group_queue
+from common.scratch_database import SCRATCH_DATABASE_VARIABLE
 
 GROUPS_OPTION = "--groups"
 # As cases/schema.py's ISOLATION_GROUP_PATTERN: a suite's group is always one a worker can name.
@@ -73,6 +74,7 @@ def _scratch_environment() -> None:
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     os.environ["AGENTTEST_VAR_DIR"] = scratch
     os.environ["DATABASE_URL"] = f"sqlite:///{scratch}/agenttest.sqlite3"
+    os.environ[SCRATCH_DATABASE_VARIABLE] = f"{scratch}/agenttest.sqlite3"
     os.environ["AGENTTEST_BROKER_URL"] = f"sqla+sqlite:///{scratch}/broker.sqlite3"
     _local_environment()
 

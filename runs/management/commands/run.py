@@ -20,7 +20,6 @@ from typing import Any
 from xml.etree import ElementTree
 
 from django.conf import settings
-from django.core.management import call_command
 from django.core.management.base import CommandParser
 
 from agenthost.seams import mcp_refresh
@@ -29,6 +28,7 @@ from cases.models import Assertion, Suite
 from cases.snapshot_files import SNAPSHOT_TYPE, snapshot_write
 from common.inputs import whole_number_argument
 from common.project_file import CONFIG_VARIABLE, FILE_NAME
+from common.scratch_database import database_migrate
 from runs.engine.numbers import format_cost, format_pass_rate, models_priced
 from runs.management.commands.run_suite import EXIT_ERROR, EXIT_PASSED, _Abort, _exit_code, _InlineRun
 from runs.management.commands.run_suite import Command as RunSuiteCommand
@@ -108,7 +108,7 @@ class Command(RunSuiteCommand):
     def _run_directory(self, options: dict[str, Any]) -> int:
         directory = Path(options["directory"])
         baseline = _read_baseline(options["baseline"]) if options["baseline"] else None
-        call_command("migrate", verbosity=0, interactive=False)
+        database_migrate()
         self._mcp_listings(directory, options["mode"])
         try:
             report = files_apply(directory=directory)
