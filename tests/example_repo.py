@@ -24,7 +24,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.package_env import PackageEnv
+import pytest
+
+from tests.package_env import PackageEnv, built_once
 from tests.ports import free_port
 from tests.workers import WAIT_SECONDS
 
@@ -288,3 +290,35 @@ def npm(repo: Path, *args: str) -> None:
     """`npm <args>` in `repo`; fails the test with npm's output when it fails."""
     done = subprocess.run(["npm", *args], cwd=repo, capture_output=True, text=True, timeout=NPM_SECONDS, check=False)
     assert done.returncode == 0, f"npm {' '.join(args)} failed in {repo}:\n{done.stdout}\n{done.stderr}"
+
+
+NODE_EXAMPLE = "node-agents-sdk-shop"
+
+
+def node_example_build(root: Path) -> Path:
+    """examples/node-agents-sdk-shop copied and built as its README says (`npm install && npm run build`, no lock file
+    written: it would name the registry), once for every pytest process of a test command (the shared directory of
+    tests/package_env.py: a module whose tests pytest-split spreads over two processes built it in each), else under
+    `root`. Node and npm are part of what the example needs: without them the test fails saying so."""
+    missing = [name for name in ("node", "npm") if shutil.which(name) is None]
+    if missing:
+        pytest.fail(f"examples/{NODE_EXAMPLE} needs Node.js 18 or later: {' and '.join(missing)} not on PATH "
+                    "(install nodejs and npm)")
+    with built_once(root, "node", (NODE_EXAMPLE,)) as (where, done):
+        repo = where / NODE_EXAMPLE
+        if not done:
+            shutil.copytree(EXAMPLES / NODE_EXAMPLE, repo, ignore=shutil.ignore_patterns(
+                "node_modules", "dist", "package-lock.json", "__pycache__", "var",
+            ))
+            # `--include=dev`: TypeScript is a dev dependency, which NODE_ENV=production would leave out.
+            npm(repo, "install", "--no-audit", "--no-fund", "--no-package-lock", "--include=dev")
+            npm(repo, "run", "build")
+            assert not (repo / "package-lock.json").exists()
+    return repo
+
+
+def node_build_share(built: Path, repo: Path) -> None:
+    """`repo`, a copy of the Node example's sources, given the build: its compiled program copied, its installed
+    packages the build's own (a link)."""
+    shutil.copytree(built / "dist", repo / "dist")
+    (repo / "node_modules").symlink_to(built / "node_modules", target_is_directory=True)

@@ -14,8 +14,9 @@ that holds none of this checkout's: no AGENTTEST_*, DATABASE_URL, CELERY_*, DJAN
 nothing can import the checkout instead of the installed package.
 
 With AGENTTEST_TEST_PACKAGE_DIR set (scripts/test sets it to a new directory of its run), the pytest processes of one
-test command share one wheel and one virtualenv built there: the first process to need each builds it under a file
-lock, the others wait for it and reuse it. Unset, each session builds its own. The shared virtualenv is never changed
+test command share one wheel and one virtualenv built there (and the Node example's build, tests/example_repo.py):
+the first process to need each builds it under a file lock, the others wait for it and reuse it. Unset, each
+session builds its own. The shared virtualenv is never changed
 by a test (a test installing a distribution installs it in a directory of its own on PYTHONPATH).
 """
 
@@ -92,7 +93,7 @@ def package_wheel_build(root: Path) -> Path:
     (or the shared directory); only the first call of a session builds."""
     global _wheel
     if _wheel is None:
-        with _built_once(root, "wheel") as (root, done):
+        with built_once(root, "wheel", ("source", "dist")) as (root, done):
             source, dist = root / "source", root / "dist"
             if not done:
                 assert not root.resolve().is_relative_to(BASE_DIR), f"{root} is inside the checkout"
@@ -108,7 +109,7 @@ def package_env_build(root: Path) -> PackageEnv:
     global _built
     if _built is None:
         wheel = package_wheel_build(root)
-        with _built_once(root, "venv") as (root, done):
+        with built_once(root, "venv", ("venv",)) as (root, done):
             venv = root / "venv"
             python = venv / "bin" / "python"
             if not done:
@@ -122,10 +123,11 @@ def package_env_build(root: Path) -> PackageEnv:
 
 
 @contextlib.contextmanager
-def _built_once(root: Path, what: str) -> Iterator[tuple[Path, bool]]:
+def built_once(root: Path, what: str, parts: tuple[str, ...]) -> Iterator[tuple[Path, bool]]:
     """(the directory to build `what` in, whether it is already built there). Shared (SHARED_DIR_VARIABLE), the
     build holds a lock other processes wait on, and is marked done only once it succeeded: a failed build is tried
-    again by the next process rather than half used."""
+    again by the next process rather than half used (its `parts`, the paths it writes under the directory, are
+    removed first)."""
     shared = os.environ.get(SHARED_DIR_VARIABLE)
     if not shared:
         yield root, False
@@ -137,8 +139,8 @@ def _built_once(root: Path, what: str) -> Iterator[tuple[Path, bool]]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = marker.exists()
         if not done:
-            for partial in (root / "source", root / "dist") if what == "wheel" else (root / "venv",):
-                shutil.rmtree(partial, ignore_errors=True)
+            for part in parts:
+                shutil.rmtree(root / part, ignore_errors=True)
         yield root, done
         marker.touch()
 

@@ -28,6 +28,8 @@ from tests.example_repo import (
     REFUSED,
     agenttest,
     local_stub,
+    node_build_share,
+    node_example_build,
     npm,
     point_local_at,
     recorded_requests,
@@ -125,18 +127,6 @@ def copied(example: Example, tmp_path: Path) -> Path:
 
 
 
-def built(repo: Path) -> None:
-    """`npm install && npm run build` as the README says, with no lock file written (it would name the registry)."""
-    missing = [name for name in ("node", "npm") if shutil.which(name) is None]
-    if missing:
-        pytest.fail(f"examples/node-agents-sdk-shop needs Node.js 18 or later: {' and '.join(missing)} not on PATH "
-                    "(install nodejs and npm)")
-    # `--include=dev`: TypeScript is a dev dependency, which NODE_ENV=production would leave out.
-    npm(repo, "install", "--no-audit", "--no-fund", "--no-package-lock", "--include=dev")
-    npm(repo, "run", "build")
-    assert not (repo / "package-lock.json").exists()
-
-
 def process_scenario(
     package_env: PackageEnv, repo: Path, example: Example, *, env: dict[str, str] | None = None,
     chat_env: dict[str, str] | None = None, rebuild: bool = False,
@@ -221,7 +211,7 @@ def test_it_chats_records_on_two_models_blocks_the_refund_and_replays_the_node_a
     package_env, tmp_path
 ):
     repo = copied(NODE, tmp_path)
-    built(repo)
+    node_build_share(node_example_build(tmp_path / "node-built"), repo)
     webhook = Listener()
     try:
         talked = process_scenario(

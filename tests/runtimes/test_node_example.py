@@ -17,9 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.example_repo import EXAMPLES, NPM_SECONDS, npm, replay_here
+from tests.example_repo import (
+    EXAMPLES,
+    NODE_EXAMPLE,
+    NPM_SECONDS,
+    node_build_share,
+    node_example_build,
+    npm,
+    replay_here,
+)
 
-EXAMPLE = EXAMPLES / "node-agents-sdk-shop"
+EXAMPLE = EXAMPLES / NODE_EXAMPLE
 PROGRAM = Path("src") / "agent.ts"
 INSTRUCTION = "then tell the customer in one sentence what you did."
 # Where the program starts its run: a line a team's own code would put a call before.
@@ -32,27 +40,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2 * NPM_SECONDS + 300)]
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example copied and built as its README says (`npm install && npm run build`), once for the module."""
-    missing = [name for name in ("node", "npm") if shutil.which(name) is None]
-    if missing:
-        pytest.fail(f"examples/node-agents-sdk-shop needs Node.js 18 or later: {' and '.join(missing)} not on PATH "
-                    "(install nodejs and npm)")
-    repo = tmp_path_factory.mktemp("node-built") / "node-agents-sdk-shop"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns(
-        "node_modules", "dist", "package-lock.json", "__pycache__", "var",
-    ))
-    # `--include=dev`: TypeScript is a dev dependency, which NODE_ENV=production would leave out.
-    npm(repo, "install", "--no-audit", "--no-fund", "--no-package-lock", "--include=dev")
-    npm(repo, "run", "build")
-    assert not (repo / "package-lock.json").exists()
-    return repo
+    """The example built as its README says (`npm install && npm run build`), once for the test command."""
+    return node_example_build(tmp_path_factory.mktemp("node-built"))
 
 
 def own_copy(built: Path, tmp_path: Path) -> Path:
     """The built example for one test to change: its own files, the installed packages shared."""
-    repo = tmp_path / "node-agents-sdk-shop"
-    shutil.copytree(built, repo, ignore=shutil.ignore_patterns("node_modules"))
-    (repo / "node_modules").symlink_to(built / "node_modules", target_is_directory=True)
+    repo = tmp_path / NODE_EXAMPLE
+    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns(
+        "node_modules", "dist", "package-lock.json", "__pycache__", "var",
+    ))
+    node_build_share(built, repo)
     return repo
 
 
