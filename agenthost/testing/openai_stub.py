@@ -99,6 +99,11 @@ REASONING_TOKENS = 24
 
 
 class _Server(ThreadingHTTPServer):
+    # socketserver's default backlog is 5: cases side by side open more connections than that at once, and while the
+    # accept loop waits for its turn (a loaded machine) the kernel dropped the rest, whose clients tried again after
+    # 1, 3, 7, 15 s — past a 25 s call timeout once. A server's backlog, as gunicorn's.
+    request_queue_size = 128
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that gave up (its timeout) closed the connection: not the stub's error, and not worth a traceback.
         if isinstance(sys.exc_info()[1], ConnectionError):

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from agenthost.llm import registry
 from agenthost.llm.base import ModelRequest, ProviderError, Usage
 from agenthost.llm.scripted import Answer, Call
-from agenthost.testing.openai_stub import HttpError
+from agenthost.testing.openai_stub import HttpError, OpenAIStub
 from tests.workers import WAIT_SECONDS
 
 SECRET = "sk-test-local-secret-0123456789"
@@ -290,3 +291,21 @@ def test_it_is_answered_by_the_stub_with_an_empty_string_content_beside_tool_cal
     answer = ask(provider, USER, assistant, {"role": "tool", "tool_call_id": "call_1", "content": "{}"})
 
     assert answer.text == "It has shipped."
+
+
+def test_it_lets_a_burst_of_clients_connect_to_the_stub_while_its_accept_loop_is_busy():
+    # The accept loop not started stands for one that waits its turn on a loaded machine: the kernel must complete
+    # every handshake of a burst by itself, or a client waits for its SYN to be sent again (1, 3, 7, 15 s) — the
+    # timeout a run of eight cases side by side once met (tests/runs/test_concurrency.py).
+    stub = OpenAIStub()
+    address = urllib.parse.urlsplit(stub.base_url)
+    clients: list[socket.socket] = []
+    try:
+        for _ in range(32):
+            client = socket.create_connection((address.hostname, address.port), timeout=2.0)
+            clients.append(client)
+        assert len(clients) == 32
+    finally:
+        for client in clients:
+            client.close()
+        stub.stop()
