@@ -15,12 +15,21 @@ from django.apps import apps
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-SIMULATED = "simulated:sim-careful"
+# The product's own scripted model (the `scripted_model` fixture configures it): no plugin's.
+MODEL = "scripted:scripted"
 HUGE_ID = 10**25
 # Digits to str.isdigit() (and, for "٣", to int()) that are no id.
 NON_ASCII_DIGITS = ("³", "٣", "１")
 # More digits than int() reads from text (4,300).
 LONG_DIGITS = "1" * 5000
+
+
+# The function the world's agent declares, which bodies naming a function (mocks, rules) name.
+ORDER_LOOKUP = {
+    "name": "lookup_order",
+    "description": "Look up an order by its number.",
+    "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+}
 
 
 @dataclass(frozen=True)
@@ -37,19 +46,24 @@ class World:
 
 
 def world_create(*, owner: Any) -> World:
+    """Needs the `scripted_model` fixture, which configures the agent's model."""
+    from agenthost.models import Agent
     from agenthost.services import conversation_start
-    from agenttest_demo.agents import demo_agents_ensure
-    from agenttest_demo.suite import demo_suite_ensure
+    from cases.models import Case, Turn
+    from cases.services import suite_create
     from runs.models import CaseResult
     from runs.services import run_create
 
-    agents = {agent.name: agent for agent, _ in demo_agents_ensure()}
-    suite, _ = demo_suite_ensure()
-    agent = suite.agent if suite.agent.name in agents else next(iter(agents.values()))
+    agent = Agent.objects.create(
+        name="order-desk", description="Answers questions about orders.", instruction="Help with orders.",
+        provider="scripted", model="scripted", functions=[ORDER_LOOKUP],
+    )
+    suite = suite_create(data={"name": "Bad input", "agent": agent})
+    case = Case.objects.create(suite=suite, name="looks the order up")
+    Turn.objects.create(case=case, user_message="Where is order 1042?")
     conversation = conversation_start(agent=agent, owner=owner, title="bad input")
-    run = run_create(suite=suite, model_keys=[SIMULATED], triggered_by=owner)
-    case = suite.cases.order_by("pk").first()
-    result = CaseResult.objects.create(run=run, case=case, case_name=case.name, model=SIMULATED, status="passed")
+    run = run_create(suite=suite, model_keys=[MODEL], triggered_by=owner)
+    result = CaseResult.objects.create(run=run, case=case, case_name=case.name, model=MODEL, status="passed")
     return World(
         agent_id=agent.pk, agent_name=agent.name, conversation_id=conversation.pk, suite_id=suite.pk,
         case_id=case.pk, run_id=run.pk, result_id=result.pk,

@@ -17,14 +17,16 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize(
     ("url", "body", "field"),
     [
-        ("/api/agents/", '{"name": "x\\ud800", "instruction": "x", "provider": "simulated", "model": "sim-careful"}',
+        ("/api/agents/", '{"name": "x\\ud800", "instruction": "x", "provider": "scripted", "model": "scripted"}',
          "name"),
         ("/api/conversations/", '{"agent": "x\\ud800"}', "agent"),
         ("/api/suites/", '{"name": "x", "description": {"a": ["\\ud800"]}, "agent": "support"}', "description"),
         ("/api/suites/", '["\\ud800"]', "non_field_errors"),
     ],
 )
-def test_it_answers_400_to_json_text_that_is_not_unicode_naming_the_field(admin_client_api, url, body, field):
+def test_it_answers_400_to_json_text_that_is_not_unicode_naming_the_field(
+    admin_client_api, scripted_model, url, body, field
+):
     # Python parses an escaped lone surrogate; the database cannot encode it: a 500 at the first query before, then
     # a {"detail": ...} that named no field.
     response = admin_client_api.generic("POST", url, body, content_type="application/json")

@@ -13,8 +13,8 @@ import pytest
 from tests.bad_input import (
     HUGE_ID,
     LONG_DIGITS,
+    MODEL,
     NON_ASCII_DIGITS,
-    SIMULATED,
     World,
     database_fingerprint,
     deep_json,
@@ -34,7 +34,7 @@ ENGINE_NEUTRAL = pytest.mark.production_engine
 
 
 @pytest.fixture
-def world(admin_user) -> World:
+def world(admin_user, scripted_model) -> World:
     return world_create(owner=admin_user)
 
 
@@ -57,7 +57,7 @@ def staff_pages(live_server, admin_user) -> Iterator[httpx.Client]:
 
 
 def _agent_body(**overrides) -> dict:
-    return {"name": "probe", "instruction": "Help.", "provider": "simulated", "model": "sim-careful", **overrides}
+    return {"name": "probe", "instruction": "Help.", "provider": "scripted", "model": "scripted", **overrides}
 
 
 def _fields(response: httpx.Response) -> set[str]:
@@ -217,7 +217,7 @@ def test_it_shows_a_form_error_for_deep_json_in_the_conversation_admin(staff_pag
         ("POST", "/api/conversations/", '{{"agent": "{agent_name}", "initial_state": {{"total": {n}}}}}',
          "initial_state.total"),
         ("POST", "/api/agents/",
-         '{{"name": "probe", "instruction": "Help.", "provider": "simulated", "model": "sim-careful", '
+         '{{"name": "probe", "instruction": "Help.", "provider": "scripted", "model": "scripted", '
          '"functions": [{{"name": "x", "parameters": {{"type": "object", "maximum": {n}}}}}]}}',
          "functions[0].parameters.maximum"),
         ("PATCH", "/api/agents/{agent_id}/",
@@ -227,7 +227,7 @@ def test_it_shows_a_form_error_for_deep_json_in_the_conversation_admin(staff_pag
          '{{"suite": {suite_id}, "name": "probe", "turns": [{{"user_message": "hi"}}], '
          '"mocks": [{{"function_name": "lookup_order", "state_writes": {{"total": {n}}}}}]}}',
          "mocks[0].state_writes.total"),
-        ("POST", "/api/runs/", '{{"suite": {suite_id}, "models": ["simulated:sim-careful"], "budget_cost": {n}}}',
+        ("POST", "/api/runs/", '{{"suite": {suite_id}, "models": ["scripted:scripted"], "budget_cost": {n}}}',
          "budget_cost"),
     ],
 )
@@ -263,7 +263,7 @@ def test_it_refuses_a_non_finite_number_as_the_whole_body(staff_api, world):
     [
         ("/api/recordings/", {"conversation": "{bad}"}, "conversation"),
         ("/api/extractions/", {"conversation": "{bad}"}, "conversation"),
-        ("/api/runs/", {"suite": "{bad}", "models": [SIMULATED]}, "suite"),
+        ("/api/runs/", {"suite": "{bad}", "models": [MODEL]}, "suite"),
         ("/api/runs/delete/", {"ids": ["{bad}"]}, "ids"),
     ],
 )
@@ -346,7 +346,7 @@ def test_it_answers_pages_given_an_id_that_is_no_id(staff_pages, world, bad, pat
 def test_it_refuses_a_trigger_form_whose_suite_is_no_id(staff_pages, world, bad):
     before = database_fingerprint()
 
-    response = staff_pages.post("/runs/new/", data={"suite": bad, "models": SIMULATED, "csrfmiddlewaretoken": "t" * 32})
+    response = staff_pages.post("/runs/new/", data={"suite": bad, "models": MODEL, "csrfmiddlewaretoken": "t" * 32})
 
     assert response.status_code == 400, response.text[:2000]
     assert "That suite does not exist" in response.text
@@ -380,7 +380,7 @@ def test_it_reads_every_whole_number_as_ids_are_read(staff_api, world, bad, path
     # "trials": "٣" started a run of 3 trials and "budget_tokens": "١٠" a budget of 10, where ids and
     # case_concurrency refuse digits other than 0-9.
     before = database_fingerprint()
-    base = {"suite": world.suite_id, "models": [SIMULATED]} if path == "/api/runs/" else _agent_body()
+    base = {"suite": world.suite_id, "models": [MODEL]} if path == "/api/runs/" else _agent_body()
     filled = {**base, **{key: bad for key in body}}
 
     response = staff_api.post(path, json=filled)
@@ -396,7 +396,7 @@ def test_it_reads_every_whole_number_as_ids_are_read(staff_api, world, bad, path
 ])
 def test_it_refuses_a_number_written_with_other_digits(staff_api, world, path, field, bad):
     before = database_fingerprint()
-    base = {"suite": world.suite_id, "models": [SIMULATED]} if path == "/api/runs/" else _agent_body()
+    base = {"suite": world.suite_id, "models": [MODEL]} if path == "/api/runs/" else _agent_body()
 
     response = staff_api.post(path, json={**base, field: bad})
 
@@ -410,7 +410,7 @@ def test_it_refuses_other_digits_in_the_trigger_form(staff_pages, world, field, 
     before = database_fingerprint()
 
     response = staff_pages.post("/runs/new/", data={
-        "suite": world.suite_id, "models": SIMULATED, field: bad, "csrfmiddlewaretoken": "t" * 32,
+        "suite": world.suite_id, "models": MODEL, field: bad, "csrfmiddlewaretoken": "t" * 32,
     })
 
     assert response.status_code == 400, response.text[:2000]
@@ -420,7 +420,7 @@ def test_it_refuses_other_digits_in_the_trigger_form(staff_pages, world, field, 
 
 def test_it_still_reads_ascii_digits_as_whole_numbers(staff_api, world):
     response = staff_api.post("/api/runs/", json={
-        "suite": world.suite_id, "models": [SIMULATED], "trials": " 2 ", "budget_tokens": "+100000",
+        "suite": world.suite_id, "models": [MODEL], "trials": " 2 ", "budget_tokens": "+100000",
     })
 
     assert response.status_code == 201, response.text
@@ -434,19 +434,19 @@ def test_it_still_reads_ascii_digits_as_whole_numbers(staff_api, world):
 @pytest.mark.parametrize(
     ("method", "path", "body", "unknown"),
     [
-        ("POST", "/api/runs/", {"suite": "{suite_id}", "models": [SIMULATED], "budget_token": 5, "trial": 3},
+        ("POST", "/api/runs/", {"suite": "{suite_id}", "models": [MODEL], "budget_token": 5, "trial": 3},
          {"budget_token", "trial"}),
         ("POST", "/api/agents/", {**_agent_body(), "temprature": 1}, {"temprature"}),
         ("PATCH", "/api/agents/{agent_id}/", {"descripton": "x"}, {"descripton"}),
         ("POST", "/api/conversations/", {"agent": "{agent_name}", "intial_state": {"a": 1}}, {"intial_state"}),
         ("POST", "/api/conversations/", {"agent": "{agent_name}", "history": [{"role": "user", "content": "hi",
                                                                                "name": "x"}]}, {"history[0].name"}),
-        ("POST", "/api/conversations/{conversation_id}/messages/", {"text": "hi", "model": SIMULATED}, {"model"}),
+        ("POST", "/api/conversations/{conversation_id}/messages/", {"text": "hi", "model": MODEL}, {"model"}),
         ("POST", "/api/runs/delete/", {"ids": ["{run_id}"], "force": True}, {"force"}),
         ("POST", "/api/runs/{run_id}/cancel/", {"now": True}, {"now"}),
         ("POST", "/api/runs/{run_id}/resume/", {"now": True}, {"now"}),
         ("POST", "/api/recordings/", {"conversation": "{conversation_id}", "sute": "x"}, {"sute"}),
-        ("POST", "/api/extractions/", {"conversation": "{conversation_id}", "model": SIMULATED}, {"model"}),
+        ("POST", "/api/extractions/", {"conversation": "{conversation_id}", "model": MODEL}, {"model"}),
     ],
 )
 def test_it_refuses_unknown_fields_naming_them(staff_api, world, method, path, body, unknown):
@@ -517,7 +517,7 @@ def test_it_refuses_a_trigger_form_whose_case_filter_holds_a_nul(staff_pages, wo
     before = database_fingerprint()
 
     response = staff_pages.post(
-        "/runs/new/", data={"suite": world.suite_id, "models": SIMULATED, "case_filter": "a\x00"}
+        "/runs/new/", data={"suite": world.suite_id, "models": MODEL, "case_filter": "a\x00"}
     )
 
     assert response.status_code == 400, response.text[:2000]

@@ -3,6 +3,7 @@ failure says what happened."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -23,11 +24,26 @@ from tests.workers import REDIS_URL, WAIT_SECONDS, flush_redis_queue, runs_worke
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
+ORDER_LOOKUP = {
+    "name": "lookup_order",
+    "description": "Look up an order by its number.",
+    "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+}
+
+
 def slow_providers(tmp_path) -> str:
+    """The product's scripted model in a worker process: each order case looks its order up and answers, each answer
+    taking 400 ms, so a run of six cases is still going when the test kills the worker."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([
+        {"when": "Where is order", "tool_calls": [{"name": "lookup_order", "arguments": {"order_id": "1040"}}],
+         "delay": 0.4},
+        {"when": "shipped", "text": "It has shipped.", "delay": 0.4},
+    ]))
     path = tmp_path / "providers.toml"
     path.write_text(
-        '[providers.simulated]\nkind = "simulated"\ndelay_ms = 400\n\n'
-        '[[providers.simulated.models]]\nname = "sim-careful"\n\n[[providers.simulated.models]]\nname = "sim-hasty"\n'
+        f'[providers.scripted]\nkind = "scripted"\nscript = "{script}"\n\n'
+        '[[providers.scripted.models]]\nname = "scripted"\n'
     )
     return str(path)
 
@@ -36,9 +52,9 @@ def order_suite(cases: int) -> Suite:
     agent = Agent.objects.create(
         name="orders",
         instruction="Help.",
-        provider="simulated",
-        model="sim-careful",
-        functions=[{"name": "lookup_order"}],
+        provider="scripted",
+        model="scripted",
+        functions=[ORDER_LOOKUP],
     )
     suite = Suite.objects.create(name="orders", agent=agent)
     for index in range(cases):
@@ -57,7 +73,7 @@ def dispatch_to(url: str):
     return dispatch
 
 
-def test_it_keeps_finished_results_and_says_why_when_the_worker_is_killed_mid_run(tmp_path, settings):
+def test_it_keeps_finished_results_and_says_why_when_the_worker_is_killed_mid_run(tmp_path, settings, scripted_model):
     flush_redis_queue(REDIS_URL)
     settings.CELERY_BROKER_URL = REDIS_URL
     suite = order_suite(cases=6)
@@ -65,7 +81,7 @@ def test_it_keeps_finished_results_and_says_why_when_the_worker_is_killed_mid_ru
     extra = {"AGENTTEST_PROVIDERS_FILE": slow_providers(tmp_path), "AGENTTEST_RUN_LEASE_SECONDS": "3"}
     log = tmp_path / "worker.log"
     with runs_worker(REDIS_URL, log, **extra) as worker:
-        run = run_trigger(suite=suite, model_keys=["simulated:sim-careful"], dispatch=dispatch_to(REDIS_URL))
+        run = run_trigger(suite=suite, model_keys=["scripted:scripted"], dispatch=dispatch_to(REDIS_URL))
         wait_for(lambda: CaseResult.objects.filter(run=run).count() >= 2, what="two results", log_path=log)
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(10)
@@ -121,7 +137,7 @@ def own_redis(tmp_path):
 
 
 def test_it_answers_503_and_leaves_nothing_when_redis_is_down_while_pages_keep_working(
-    own_redis, settings, admin_client_api, client, admin_user
+    own_redis, settings, admin_client_api, client, admin_user, scripted_model
 ):
     process, url = own_redis
     settings.CELERY_BROKER_URL = url
@@ -130,7 +146,7 @@ def test_it_answers_503_and_leaves_nothing_when_redis_is_down_while_pages_keep_w
     process.wait(10)
     started = time.monotonic()
     response = admin_client_api.post(
-        "/api/runs/", {"suite": suite.pk, "models": ["simulated:sim-careful"]}, format="json"
+        "/api/runs/", {"suite": suite.pk, "models": [scripted_model.key]}, format="json"
     )
     assert response.status_code == 503
     assert response.json()["detail"].startswith("the run queue is unavailable: ")

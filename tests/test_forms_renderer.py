@@ -69,10 +69,10 @@ def _without_csrf(html: str) -> str:
 
 
 @pytest.mark.django_db
-def test_it_renders_the_admin_review_page_as_djangos_templates_do(admin_client, settings):
+def test_it_renders_the_admin_review_page_as_djangos_templates_do(admin_client, settings, scripted_model):
     from agenthost.models import Agent
 
-    agent = Agent.objects.create(name="bench-agent", instruction="Help.", provider="simulated", model="sim-careful")
+    agent = Agent.objects.create(name="bench-agent", instruction="Help.", provider="scripted", model="scripted")
     Case.objects.create(suite=Suite.objects.create(name="bench suite", agent=agent), name="looks the order up")
     url = f"/admin/cases/case/{build_review_case()}/change/"
 

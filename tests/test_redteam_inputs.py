@@ -127,7 +127,7 @@ def test_it_renders_a_stored_lone_surrogate_escaped_rather_than_failing():
 
 
 @pytest.fixture
-def world(admin_user) -> World:
+def world(admin_user, scripted_model) -> World:
     return world_create(owner=admin_user)
 
 
@@ -167,7 +167,7 @@ def test_it_refuses_a_body_with_a_lone_surrogate_or_a_huge_integer(staff_api, wo
 
 def _agent_form(**overrides: str) -> dict[str, str]:
     return {
-        "name": "probe", "description": "", "instruction": "Help.", "provider": "simulated", "model": "sim-careful",
+        "name": "probe", "description": "", "instruction": "Help.", "provider": "scripted", "model": "scripted",
         "temperature": "0", "max_steps": "", "functions": '[{"name": "lookup_order"}]', "rules": "[]", **overrides,
     }
 
@@ -182,7 +182,7 @@ def _agent_form(**overrides: str) -> dict[str, str]:
         ("rules", '[{"trigger": "conversation_started", "function": "lookup_order", "arguments": {"q": "\\udfff"}}]'),
     ],
 )
-def test_it_shows_a_form_error_for_unstorable_agent_json(admin_client, demo_agents, field, text):
+def test_it_shows_a_form_error_for_unstorable_agent_json(admin_client, scripted_model, field, text):
     before = Agent.objects.count()
 
     response = admin_client.post("/admin/agenthost/agent/add/", _agent_form(**{field: text}))
@@ -195,7 +195,7 @@ def test_it_shows_a_form_error_for_unstorable_agent_json(admin_client, demo_agen
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("tags", ['["\\ud800"]', '["a", {"\\udc00": 1}]', f"[{LONG_INTEGER}]"])
-def test_it_shows_a_form_error_for_unstorable_conversation_tags(admin_client, admin_user, tags):
+def test_it_shows_a_form_error_for_unstorable_conversation_tags(admin_client, admin_user, scripted_model, tags):
     world = world_create(owner=admin_user)
     conversation = Conversation.objects.get(pk=world.conversation_id)
 
@@ -220,7 +220,9 @@ BAD_IDS = [*NON_ASCII_DIGITS, "99999999999999999999999", LONG_DIGITS, "-1", "0",
 @pytest.mark.parametrize(("path", "model"), [("/admin/agenthost/agent/", Agent),
                                              ("/admin/agenthost/conversation/", Conversation)])
 @pytest.mark.parametrize("bad_id", BAD_IDS)
-def test_it_refuses_the_delete_action_on_something_that_is_no_id(admin_client, admin_user, path, model, bad_id):
+def test_it_refuses_the_delete_action_on_something_that_is_no_id(
+    admin_client, admin_user, scripted_model, path, model, bad_id
+):
     world_create(owner=admin_user)
     real = model.objects.order_by("pk").first()
     before = database_fingerprint()
@@ -247,7 +249,9 @@ def test_it_refuses_the_delete_action_on_something_that_is_no_id(admin_client, a
     ],
 )
 @pytest.mark.parametrize("value", [*BAD_IDS, "10000000000000000000000000"])
-def test_it_answers_a_filter_that_is_no_id_as_an_invalid_lookup(admin_client, admin_user, path, key, value):
+def test_it_answers_a_filter_that_is_no_id_as_an_invalid_lookup(
+    admin_client, admin_user, scripted_model, path, key, value
+):
     world_create(owner=admin_user)
     params = {key: value, "created_at__year": "2026"} if key == "created_at__month" else {key: value}
 
@@ -258,7 +262,7 @@ def test_it_answers_a_filter_that_is_no_id_as_an_invalid_lookup(admin_client, ad
 
 
 @pytest.mark.django_db
-def test_it_still_filters_a_changelist_by_a_real_id_and_year(admin_client, admin_user):
+def test_it_still_filters_a_changelist_by_a_real_id_and_year(admin_client, admin_user, scripted_model):
     world = world_create(owner=admin_user)
 
     by_agent = admin_client.get("/admin/agenthost/conversation/", {"agent__id__exact": str(world.agent_id)})

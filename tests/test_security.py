@@ -61,17 +61,17 @@ def app_routes() -> list[str]:
 
 
 @pytest.fixture
-def world(admin_user, member):
-    agent = Agent.objects.create(name="a", instruction="x", provider="simulated", model="sim-careful")
+def world(admin_user, member, scripted_model):
+    agent = Agent.objects.create(name="a", instruction="x", provider="scripted", model="scripted")
     conversation = Conversation.objects.create(agent=agent, owner=member)
     suite = Suite.objects.create(name="s", agent=agent)
     case = Case.objects.create(suite=suite, name="c")
     Turn.objects.create(case=case, user_message="hi")
     run = Run.objects.create(
-        suite=suite, model_keys=["simulated:sim-careful"], case_ids=[case.pk], total=1, status=Run.Status.FAILED
+        suite=suite, model_keys=[scripted_model.key], case_ids=[case.pk], total=1, status=Run.Status.FAILED
     )
     result = CaseResult.objects.create(
-        run=run, case=case, case_name="c", model="simulated:sim-careful", status="failed"
+        run=run, case=case, case_name="c", model=scripted_model.key, status="failed"
     )
     return {
         "agent_id": agent.pk,

@@ -1,4 +1,4 @@
-"""The host's REST API: authentication, who may do what, validation, turns on real and scripted models."""
+"""The host's REST API: authentication, who may do what, validation, turns on the scripted model."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from agenthost.llm.scripted import Answer, Call, Fail
 from agenthost.models import Agent, Conversation, Message
 from agenthost.services import conversation_start
+from tests.agenthost.conftest import CANCEL_ORDER, CANCELLATION, EMAIL, LOOKUP, LOOKUP_ORDER, ROUTER
 
 pytestmark = pytest.mark.django_db
 
@@ -36,11 +37,11 @@ def _agent_payload(**overrides):
         "name": "billing",
         "description": "Answers billing questions.",
         "instruction": "You help {{ customer_email|default:'a customer' }} with invoices.",
-        "provider": "simulated",
-        "model": "sim-careful",
+        "provider": "scripted",
+        "model": "scripted",
         "temperature": 0.2,
         "functions": [
-            {"name": "lookup_order"},
+            {"name": LOOKUP_ORDER},
             {
                 "name": "invoice_total",
                 "description": "The invoice total.",
@@ -59,7 +60,7 @@ def scripted_agent(scripted_model):
         instruction="You help with orders.",
         provider=scripted_model.provider_name,
         model=scripted_model.model,
-        functions=[{"name": "lookup_order"}],
+        functions=[{"name": LOOKUP_ORDER}],
     )
 
 
@@ -67,26 +68,26 @@ def scripted_agent(scripted_model):
 
 
 @pytest.mark.parametrize(("method", "url"), ROUTES)
-def test_it_refuses_anonymous_requests_on_every_route(api_client, demo_agents, method, url):
+def test_it_refuses_anonymous_requests_on_every_route(api_client, order_agents, method, url):
     response = getattr(api_client, method)(url, data={}, format="json")
     assert response.status_code in (401, 403)
 
 
-def test_it_lets_only_staff_create_agents(member_client, admin_client_api):
+def test_it_lets_only_staff_create_agents(member_client, admin_client_api, scripted_model):
     refused = member_client.post("/api/agents/", _agent_payload(), format="json")
     assert refused.status_code == 403
     assert not Agent.objects.filter(name="billing").exists()
 
     created = admin_client_api.post("/api/agents/", _agent_payload(sub_agents=[]), format="json")
     assert created.status_code == 201, created.data
-    assert created.data["model_key"] == "simulated:sim-careful"
+    assert created.data["model_key"] == "scripted:scripted"
     assert created.data["functions"][1]["output"] == "42 EUR"
     listed = member_client.get("/api/agents/").data
     assert [agent["name"] for agent in listed["results"]] == ["billing"]
 
 
-def test_it_lets_only_staff_change_agents(member_client, admin_client_api, demo_agents):
-    lookup = demo_agents["order-lookup"]
+def test_it_lets_only_staff_change_agents(member_client, admin_client_api, order_agents):
+    lookup = order_agents[LOOKUP]
     refused = member_client.patch(f"/api/agents/{lookup.pk}/", {"temperature": 0.9}, format="json")
     assert refused.status_code == 403
 
@@ -94,18 +95,18 @@ def test_it_lets_only_staff_change_agents(member_client, admin_client_api, demo_
     assert changed.status_code == 200, changed.data
     lookup.refresh_from_db()
     assert lookup.temperature == 0.9
-    assert lookup.functions == [{"name": "lookup_order"}], "a PATCH keeps the fields it does not send"
+    assert lookup.functions == [{"name": LOOKUP_ORDER}], "a PATCH keeps the fields it does not send"
 
 
-def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client, demo_agents):
-    router = demo_agents["order-router"]
+def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client, order_agents):
+    router = order_agents[ROUTER]
     listed = {agent["name"]: agent for agent in member_client.get("/api/agents/").data["results"]}
     assert listed["order-router"]["sub_agents"] == ["order-cancellation", "order-lookup"]
     assert listed["order-cancellation"]["functions"] == [
-        {"name": "lookup_order"}, {"name": "cancel_order"}, {"name": "util-email-handle_email_sender"}
+        {"name": LOOKUP_ORDER}, {"name": CANCEL_ORDER}, {"name": EMAIL}
     ]
     detail = member_client.get(f"/api/agents/{router.pk}/").data
-    assert detail["model_key"] == "simulated:sim-careful"
+    assert detail["model_key"] == "scripted:scripted"
     assert "{{ customer_email|default:'unknown' }}" in detail["instruction"]
     assert member_client.get("/api/agents/999999/").status_code == 404
 
@@ -117,10 +118,10 @@ def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client,
     ("overrides", "field", "fragment"),
     [
         ({"name": "order-lookup"}, "name", "already exists"),
-        ({"functions": {"name": "lookup_order"}}, "functions", "must be a list"),
+        ({"functions": {"name": LOOKUP_ORDER}}, "functions", "must be a list"),
         ({"functions": [{"description": "no name"}]}, "functions", "functions[0].name"),
         ({"functions": [{"name": "  "}]}, "functions", "functions[0].name"),
-        ({"functions": ["lookup_order"]}, "functions", "functions[0]: must be an object"),
+        ({"functions": [LOOKUP_ORDER]}, "functions", "functions[0]: must be an object"),
         (
             {"functions": [{"name": "x", "parameters": {"type": "object", "properties": {"a": {"type": "nope"}}}}]},
             "functions",
@@ -128,12 +129,12 @@ def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client,
         ),
         ({"functions": [{"name": "x", "parameters": {"type": "string"}}]}, "functions", "functions[0].parameters"),
         ({"functions": [{"name": "x"}, {"name": "x"}]}, "functions", "functions[1].name"),
-        ({"model": "gpt-imaginary"}, "model", "simulated:gpt-imaginary"),
+        ({"model": "gpt-imaginary"}, "model", "scripted:gpt-imaginary"),
         ({"provider": "nowhere"}, "provider", "provider 'nowhere' is not configured"),
         ({"instruction": "Hello {% if customer %}"}, "instruction", "Django template"),
         ({"instruction": "Hello {{ customer|no_such_filter }}"}, "instruction", "no_such_filter"),
         ({"sub_agents": ["ghost"]}, "sub_agents", "ghost"),
-        ({"rules": [{"trigger": "sometimes", "function": "lookup_order"}]}, "rules", "rules[0].trigger"),
+        ({"rules": [{"trigger": "sometimes", "function": LOOKUP_ORDER}]}, "rules", "rules[0].trigger"),
         ({"temperature": 7}, "temperature", ""),
         ({"name": ""}, "name", ""),
         # Each of these was a 500: beyond what the database column holds, or text PostgreSQL cannot store.
@@ -144,13 +145,13 @@ def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client,
             "functions[0].description: must not contain NUL",
         ),
         (
-            {"rules": [{"trigger": "conversation_started", "function": "lookup_order", "arguments": {"q": "\x00"}}]},
+            {"rules": [{"trigger": "conversation_started", "function": LOOKUP_ORDER, "arguments": {"q": "\x00"}}]},
             "rules",
             "rules[0].arguments.q: must not contain NUL",
         ),
     ],
 )
-def test_it_names_the_field_of_each_agent_validation_error(admin_client_api, demo_agents, overrides, field, fragment):
+def test_it_names_the_field_of_each_agent_validation_error(admin_client_api, order_agents, overrides, field, fragment):
     response = admin_client_api.post("/api/agents/", _agent_payload(**overrides), format="json")
     assert response.status_code == 400
     assert field in response.data, response.data
@@ -170,11 +171,11 @@ def test_it_refuses_a_lone_surrogate_in_functions_sent_as_json_text_in_a_form(ad
     assert not Agent.objects.filter(name="billing").exists()
 
 
-def test_it_validates_a_patch_against_the_agent_as_it_would_become(admin_client_api, demo_agents):
-    lookup = demo_agents["order-lookup"]
-    response = admin_client_api.patch(f"/api/agents/{lookup.pk}/", {"model": "sim-nonexistent"}, format="json")
+def test_it_validates_a_patch_against_the_agent_as_it_would_become(admin_client_api, order_agents):
+    lookup = order_agents[LOOKUP]
+    response = admin_client_api.patch(f"/api/agents/{lookup.pk}/", {"model": "nonexistent"}, format="json")
     assert response.status_code == 400
-    assert "simulated:sim-nonexistent" in str(response.data["model"])
+    assert "scripted:nonexistent" in str(response.data["model"])
 
     taken = admin_client_api.patch(f"/api/agents/{lookup.pk}/", {"name": "order-router"}, format="json")
     assert "already exists" in str(taken.data["name"])
@@ -188,7 +189,7 @@ def test_it_validates_a_patch_against_the_agent_as_it_would_become(admin_client_
 # --- Conversations: ownership -----------------------------------------------------------------------------------
 
 
-def test_it_starts_a_conversation_owned_by_the_caller(member_client, member, demo_agents):
+def test_it_starts_a_conversation_owned_by_the_caller(member_client, member, order_agents):
     response = member_client.post(
         "/api/conversations/",
         {
@@ -202,10 +203,10 @@ def test_it_starts_a_conversation_owned_by_the_caller(member_client, member, dem
     assert response.status_code == 201, response.data
     conversation = Conversation.objects.get(pk=response.data["id"])
     assert conversation.owner == member
-    assert response.data["agent"] == {"id": demo_agents["order-router"].pk, "name": "order-router"}
+    assert response.data["agent"] == {"id": order_agents[ROUTER].pk, "name": "order-router"}
     assert response.data["state"] == {"customer_email": "ana@example.com"}
     assert response.data["tags"] == ["smoke"]
-    by_id = member_client.post("/api/conversations/", {"agent": str(demo_agents["order-lookup"].pk)}, format="json")
+    by_id = member_client.post("/api/conversations/", {"agent": str(order_agents[LOOKUP].pk)}, format="json")
     assert by_id.data["agent"]["name"] == "order-lookup"
 
 
@@ -223,14 +224,14 @@ def test_it_starts_a_conversation_owned_by_the_caller(member_client, member, dem
         ({"agent": "order-router", "initial_state": {"note": "a\x00b"}}, "initial_state"),
     ],
 )
-def test_it_names_the_field_of_a_bad_conversation_start(member_client, demo_agents, payload, field):
+def test_it_names_the_field_of_a_bad_conversation_start(member_client, order_agents, payload, field):
     response = member_client.post("/api/conversations/", payload, format="json")
     assert response.status_code == 400
     assert field in response.data, response.data
     assert not Conversation.objects.exists()
 
 
-def test_it_names_an_agent_filter_beyond_any_id_instead_of_failing(member_client, demo_agents):
+def test_it_names_an_agent_filter_beyond_any_id_instead_of_failing(member_client, order_agents):
     # SQLite cannot bind an integer past 64 bits: this was a 500.
     response = member_client.get("/api/conversations/", {"agent": 2**63})
 
@@ -239,9 +240,9 @@ def test_it_names_an_agent_filter_beyond_any_id_instead_of_failing(member_client
 
 
 def test_it_hides_a_conversation_from_everyone_but_its_owner_and_staff(
-    member, member_client, outsider_client, admin_client_api, demo_agents
+    member, member_client, outsider_client, admin_client_api, order_agents
 ):
-    conversation = conversation_start(agent=demo_agents["order-router"], owner=member)
+    conversation = conversation_start(agent=order_agents[ROUTER], owner=member)
     base = f"/api/conversations/{conversation.pk}"
     for response in (
         outsider_client.get(f"{base}/"),
@@ -258,8 +259,8 @@ def test_it_hides_a_conversation_from_everyone_but_its_owner_and_staff(
     assert [c["id"] for c in admin_client_api.get("/api/conversations/").data["results"]] == [conversation.pk]
 
 
-def test_it_filters_conversations_by_agent_tag_and_text(member, member_client, demo_agents):
-    router, lookup = demo_agents["order-router"], demo_agents["order-lookup"]
+def test_it_filters_conversations_by_agent_tag_and_text(member, member_client, order_agents):
+    router, lookup = order_agents[ROUTER], order_agents[LOOKUP]
     tagged = conversation_start(agent=router, owner=member, tags=["demo"], title="Refund question")
     other = conversation_start(agent=lookup, owner=member, tags=["demonstration"])
 
@@ -275,22 +276,27 @@ def test_it_filters_conversations_by_agent_tag_and_text(member, member_client, d
 # --- Turns ------------------------------------------------------------------------------------------------------
 
 
-def test_it_runs_a_turn_on_the_simulated_model_and_returns_what_happened(member, member_client, demo_agents):
-    conversation = conversation_start(agent=demo_agents["order-router"], owner=member)
+def test_it_runs_a_routed_turn_and_returns_what_happened(member, member_client, order_agents, scripted_model):
+    scripted_model.play(
+        Answer(tool_calls=[Call("route_to_agent", {"agent_name": LOOKUP})]),
+        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1042"})]),
+        "Order 1042 was delivered.",
+    )
+    conversation = conversation_start(agent=order_agents[ROUTER], owner=member)
     response = member_client.post(
         f"/api/conversations/{conversation.pk}/messages/", {"text": "Where is my order #1042?"}, format="json"
     )
     assert response.status_code == 200, response.data
     turn = response.data
     assert turn["agent_chain"] == ["order-router", "order-lookup"]
-    assert [call["name"] for call in turn["tool_calls"]] == ["route_to_agent", "lookup_order"]
+    assert [call["name"] for call in turn["tool_calls"]] == ["route_to_agent", LOOKUP_ORDER]
     lookup = turn["tool_calls"][1]
     assert lookup["arguments"] == {"order_id": "1042"}
     assert lookup["outcome"] == "executed" and json.loads(lookup["result"])["status"] == "delivered"
     assert "1042" in turn["output"]
     assert turn["state"] == {"order_id": "1042", "order_status": "delivered"}
     assert turn["usage"]["total_tokens"] == turn["usage"]["input_tokens"] + turn["usage"]["output_tokens"] > 0
-    assert turn["model_latency_ms"] >= 0 and turn["models"] == ["simulated:sim-careful"]
+    assert turn["model_latency_ms"] >= 0 and turn["models"] == ["scripted:scripted"]
 
     messages = member_client.get(f"/api/conversations/{conversation.pk}/messages/").data["results"]
     assert [m["role"] for m in messages][:3] == ["user", "assistant", "tool_call"]
@@ -302,15 +308,20 @@ def test_it_runs_a_turn_on_the_simulated_model_and_returns_what_happened(member,
     assert detail["current_agent"]["name"] == "order-lookup"
 
 
-def test_it_shows_the_state_after_any_message_and_its_timeline(member, member_client, demo_agents):
+def test_it_shows_the_state_after_any_message_and_its_timeline(member, member_client, order_agents, scripted_model):
+    scripted_model.play(
+        Answer(tool_calls=[Call("route_to_agent", {"agent_name": LOOKUP})]),
+        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})]),
+        "Order 1041 has shipped.",
+    )
     conversation = conversation_start(
-        agent=demo_agents["order-router"], owner=member, initial_state={"customer_email": "bo@example.com"}
+        agent=order_agents[ROUTER], owner=member, initial_state={"customer_email": "bo@example.com"}
     )
     member_client.post(f"/api/conversations/{conversation.pk}/messages/", {"text": "Where is order 1041?"})
     url = f"/api/conversations/{conversation.pk}/state/"
     now = member_client.get(url).data
     assert now["state"] == {"customer_email": "bo@example.com", "order_id": "1041", "order_status": "shipped"}
-    lookup_result = Message.objects.get(conversation=conversation, role="tool_result", function_name="lookup_order")
+    lookup_result = Message.objects.get(conversation=conversation, role="tool_result", function_name=LOOKUP_ORDER)
     assert [(e["key"], e["message_seq"]) for e in now["timeline"]] == [
         ("customer_email", None), ("order_id", lookup_result.seq), ("order_status", lookup_result.seq)
     ]
@@ -323,7 +334,7 @@ def test_it_shows_the_state_after_any_message_and_its_timeline(member, member_cl
 
 def test_it_survives_a_malformed_tool_call_from_a_scripted_model(member, member_client, scripted_agent, scripted_model):
     scripted_model.play(
-        Answer(tool_calls=[Call("lookup_order", {"order_id": "1041"}), Call("lookup_order", '{"order_id": 10')]),
+        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"}), Call(LOOKUP_ORDER, '{"order_id": 10')]),
         Answer("Order 1041 has shipped; I could not read the second order number."),
     )
     conversation = conversation_start(agent=scripted_agent, owner=member)
@@ -345,7 +356,7 @@ def test_it_answers_502_with_the_partial_turn_when_the_model_fails(
     member, member_client, scripted_agent, scripted_model
 ):
     scripted_model.play(
-        Answer(tool_calls=[Call("lookup_order", {"order_id": "1044"})]),
+        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1044"})]),
         Fail(code="rate_limited", message="too many requests"),
         Answer("Order 1044 has shipped."),
     )
@@ -354,7 +365,7 @@ def test_it_answers_502_with_the_partial_turn_when_the_model_fails(
     failed = member_client.post(url, {"text": "Where is order 1044?"}, format="json")
     assert failed.status_code == 502
     assert "too many requests" in failed.data["detail"] and failed.data["code"] == "model_error"
-    assert [call["name"] for call in failed.data["partial"]["tool_calls"]] == ["lookup_order"]
+    assert [call["name"] for call in failed.data["partial"]["tool_calls"]] == [LOOKUP_ORDER]
     assert failed.data["state"] == {"order_id": "1044", "order_status": "shipped"}
 
     retried = member_client.post(url, {"text": "Where is order 1044?"}, format="json")
@@ -364,7 +375,7 @@ def test_it_answers_502_with_the_partial_turn_when_the_model_fails(
 def test_it_answers_422_with_the_partial_turn_at_the_step_limit(member, member_client, scripted_agent, scripted_model):
     scripted_agent.max_steps = 2
     scripted_agent.save()
-    scripted_model.play(*[Answer(tool_calls=[Call("lookup_order", {"order_id": "1041"})])] * 2)
+    scripted_model.play(*[Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})])] * 2)
     conversation = conversation_start(agent=scripted_agent, owner=member)
     response = member_client.post(f"/api/conversations/{conversation.pk}/messages/", {"text": "Loop"}, format="json")
     assert response.status_code == 422
@@ -390,7 +401,7 @@ def test_it_answers_400_when_the_turn_cannot_start(member, member_client, script
 # --- Session use from the browser -------------------------------------------------------------------------------
 
 
-def test_it_needs_the_csrf_token_for_writes_with_a_browser_session(member, demo_agents):
+def test_it_needs_the_csrf_token_for_writes_with_a_browser_session(member, order_agents):
     browser = APIClient(enforce_csrf_checks=True)
     browser.force_login(member)
     without = browser.post("/api/conversations/", {"agent": "order-router"}, format="json")
@@ -439,8 +450,8 @@ def _query_count(client, url):
     return len(queries), response.data
 
 
-def test_it_lists_conversations_in_a_constant_number_of_queries(admin_user, admin_client_api, demo_agents):
-    router, lookup = demo_agents["order-router"], demo_agents["order-lookup"]
+def test_it_lists_conversations_in_a_constant_number_of_queries(admin_user, admin_client_api, order_agents):
+    router, lookup = order_agents[ROUTER], order_agents[LOOKUP]
 
     def add(count):
         for _ in range(count):
@@ -458,7 +469,7 @@ def test_it_lists_conversations_in_a_constant_number_of_queries(admin_user, admi
 
 
 def test_it_lists_agents_and_messages_in_a_constant_number_of_queries(
-    member, member_client, admin_client_api, demo_agents
+    member, member_client, admin_client_api, order_agents, scripted_model
 ):
     few_agents, _ = _query_count(member_client, "/api/agents/")
     for index in range(6):
@@ -469,7 +480,17 @@ def test_it_lists_agents_and_messages_in_a_constant_number_of_queries(
     many_agents, data = _query_count(member_client, "/api/agents/")
     assert data["count"] == 9 and many_agents == few_agents
 
-    conversation = conversation_start(agent=demo_agents["order-router"], owner=member)
+    # The second turn brings more agents and calls: the lookup hands the cancellation back to the router.
+    scripted_model.play(
+        Answer(tool_calls=[Call("route_to_agent", {"agent_name": LOOKUP})]),
+        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})]),
+        "Order 1041 has shipped.",
+        Answer(tool_calls=[Call("util-routing-fallback_to_router", {"reason": "a cancellation"})]),
+        Answer(tool_calls=[Call("route_to_agent", {"agent_name": CANCELLATION})]),
+        Answer(tool_calls=[Call(CANCEL_ORDER, {"order_id": "1043"})]),
+        "Order 1043 is now cancelled.",
+    )
+    conversation = conversation_start(agent=order_agents[ROUTER], owner=member)
     url = f"/api/conversations/{conversation.pk}/messages/"
     member_client.post(url, {"text": "Where is order 1041?"}, format="json")
     few_messages, data = _query_count(member_client, url)

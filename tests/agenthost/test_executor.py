@@ -204,12 +204,12 @@ def test_it_lets_a_call_through_only_under_the_name_being_resolved(resolved):
 def test_it_lets_no_provider_be_asked_before_the_one_holding_the_first_order(providers, order):
     # The harness's mock provider holds the first order: a plugin's provider at that order or below could answer —
     # and run for real — calls a test must mock or block, so it is refused and the first stays first.
-    harness = providers(RecordingProvider("harness-mocks", executor.FIRST_ORDER, answers={"lookup_order"}))
+    harness = providers(RecordingProvider("harness-mocks", executor.FIRST_ORDER, answers={"test-echo"}))
     with pytest.raises(ValueError, match="order"):
-        register_executor_provider(RecordingProvider("plugin-intruder", order, answers={"lookup_order"}))
+        register_executor_provider(RecordingProvider("plugin-intruder", order, answers={"test-echo"}))
     assert executor.executor_providers() == [harness]
-    assert executor.execute("lookup_order", FunctionContext(name="lookup_order", arguments={})).content == (
-        "harness-mocks answered lookup_order"
+    assert executor.execute("test-echo", FunctionContext(name="test-echo", arguments={})).content == (
+        "harness-mocks answered test-echo"
     )
 
 

@@ -13,6 +13,7 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Conversation, Message, StateChange
 from agenthost.services import conversation_open, conversation_send
 from agenthost.turns import ConcurrentTurn, ConversationError, ConversationSealed
+from tests.agenthost.conftest import LOOKUP_ORDER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,11 +23,11 @@ def agent(scripted_model) -> Agent:
     def respond(request):
         if request.messages[-1]["role"] == "tool":
             return Answer("Done.")
-        return Answer(tool_calls=[Call("lookup_order", {"order_id": "1042"})])
+        return Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1042"})])
 
     scripted_model.respond_with(respond)
     return Agent.objects.create(
-        name="desk", instruction="Help.", provider="scripted", model="scripted", functions=[{"name": "lookup_order"}]
+        name="desk", instruction="Help.", provider="scripted", model="scripted", functions=[{"name": LOOKUP_ORDER}]
     )
 
 
@@ -54,7 +55,7 @@ def test_it_runs_several_turns_and_writes_them_once_when_saved(agent):
     ]
     assert [seq for seq, _, _ in stored(conversation)] == list(range(10))
     assert (conversation.turn_count, conversation.message_count, conversation.turn_claimed_until) == (2, 10, None)
-    # The initial state and what the (real, demo) lookup wrote, each once per write.
+    # The initial state and what the (real) lookup wrote, each once per write.
     assert list(StateChange.objects.filter(conversation=conversation).order_by("id").values_list("key", "value")) == [
         ("customer", "Ana"), ("order_id", "1042"), ("order_status", "delivered"),
         ("order_id", "1042"), ("order_status", "delivered"),
@@ -86,7 +87,7 @@ def test_it_refuses_a_turn_after_save_and_saves_only_once(agent):
     with pytest.raises(ConversationError, match="was saved and is no longer held"):
         held.send("And now?")
     with pytest.raises(ConversationError, match="was saved and is no longer held"):
-        held.invoke_function("lookup_order", {"order_id": "1"})
+        held.invoke_function(LOOKUP_ORDER, {"order_id": "1"})
     assert len(stored(held.conversation)) == 5
 
 

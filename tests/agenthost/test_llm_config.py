@@ -11,8 +11,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from agenthost.llm import registry
 from agenthost.llm.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, Usage
+from agenthost.llm.scripted import ScriptedProvider
 from agenttest.checks import check_agenttest_settings
-from agenttest_demo.simulated import SimulatedProvider
 from common.provider_config import load_providers, validate_providers
 
 GOOD_FILE = """
@@ -33,11 +33,11 @@ label = "Local mini"
 name = "llama3:8b"
 
 [providers.offline]
-kind = "simulated"
-delay_ms = 5
+kind = "scripted"
+requests_log = "requests.jsonl"
 
 [[providers.offline.models]]
-name = "sim-careful"
+name = "scripted"
 """
 
 
@@ -93,7 +93,7 @@ def test_it_reads_a_provider_file_into_the_normalised_shape(tmp_path):
             {"name": "llama3:8b", "input_price": 0.0, "output_price": 0.0, "label": ""},
         ],
     }
-    assert providers["offline"]["delay_ms"] == 5
+    assert providers["offline"]["requests_log"] == "requests.jsonl"
     assert validate_providers(providers) == []
 
 
@@ -175,25 +175,27 @@ def test_it_reads_a_kind_that_no_plugin_has_registered_yet_keeping_its_own_field
         ),
         (
             '[providers.local]\nkind = "grpc"\n[[providers.local.models]]\nname = "m"\n',
-            "provider 'local': field 'kind' must be one of openai, scripted, simulated, got 'grpc'",
+            "provider 'local': field 'kind' must be one of openai, scripted, got 'grpc'",
         ),
         (
             '[providers.openai]\nkind = "openai"\n[[providers.openai.models]]\nname = "gpt-4o"\n',
             "provider 'openai': field 'api_key_env' is required",
         ),
         (
-            '[providers.slow]\nkind = "simulated"\ndelay_ms = -1\n[[providers.slow.models]]\nname = "sim-careful"\n',
-            "provider 'slow': field 'delay_ms' must be a number ≥ 0, got -1",
+            '[providers.slow]\nkind = "scripted"\nrequests_log = "/nonexistent/requests.jsonl"\n'
+            '[[providers.slow.models]]\nname = "m"\n',
+            "provider 'slow': field 'requests_log': the folder of /nonexistent/requests.jsonl does not exist",
         ),
         (
-            '[providers.slow]\nkind = "simulated"\n[[providers.slow.models]]\nname = "sim-careful"\ndelay_ms = "x"\n',
-            "provider 'slow': models[0]: field 'delay_ms' must be a number ≥ 0, got 'x'",
+            '[providers.slow]\nkind = "openai"\nbase_url = "http://x/v1"\n'
+            '[[providers.slow.models]]\nname = "m"\nmax_completion_tokens = 0\n',
+            "provider 'slow': models[0] (model 'm'): field 'max_completion_tokens' must be a whole number ≥ 1, got 0",
         ),
     ],
 )
 def test_it_reports_what_a_kind_refuses_as_a_system_check_error(tmp_path, settings, monkeypatch, text, expected):
-    # Only the host's kinds and the demo's (on in the tests), whatever plugins other tests of this process loaded.
-    built_in = {kind: registry.PROVIDER_KINDS[kind] for kind in ("openai", "scripted", "simulated")}
+    # Only the host's kinds, whatever plugins other tests of this process loaded.
+    built_in = {kind: registry.PROVIDER_KINDS[kind] for kind in ("openai", "scripted")}
     monkeypatch.setattr(registry, "PROVIDER_KINDS", built_in)
     settings.AGENTTEST_PROVIDERS = load_providers(write(tmp_path, text))
 
@@ -202,8 +204,9 @@ def test_it_reports_what_a_kind_refuses_as_a_system_check_error(tmp_path, settin
     assert any(expected in error.msg for error in errors), [error.msg for error in errors]
 
 
-def test_it_refuses_to_build_a_provider_whose_kind_refuses_its_options(settings):
-    settings.AGENTTEST_PROVIDERS = {"slow": {"kind": "simulated", "delay_ms": -5, "models": [{"name": "sim-careful"}]}}
+def test_it_refuses_to_build_a_provider_whose_kind_refuses_its_options(settings, tmp_path):
+    log = tmp_path / "nowhere" / "requests.jsonl"
+    settings.AGENTTEST_PROVIDERS = {"slow": {"kind": "scripted", "requests_log": str(log), "models": [{"name": "m"}]}}
 
     with pytest.raises(registry.ProviderMisconfigured) as caught:
         registry.get_provider("slow")
@@ -211,24 +214,24 @@ def test_it_refuses_to_build_a_provider_whose_kind_refuses_its_options(settings)
     # Both: a conversation ends with it like any failed model call, and it is a configuration error.
     assert isinstance(caught.value, ProviderError) and isinstance(caught.value, ImproperlyConfigured)
     assert str(caught.value) == (
-        "provider 'slow' is misconfigured: provider 'slow': field 'delay_ms' must be a number ≥ 0, got -5"
+        f"provider 'slow' is misconfigured: provider 'slow': field 'requests_log': the folder of {log} does not exist"
     )
 
 
 def test_it_refuses_another_class_under_a_registered_kind_and_accepts_the_same_one_again(monkeypatch):
     class Impostor(ModelProvider):
-        kind = "simulated"
+        kind = "scripted"
 
         def complete(self, request: ModelRequest) -> ModelResponse:
-            return ModelResponse(text="not the simulated model")
+            return ModelResponse(text="not the scripted model")
 
     monkeypatch.setattr(registry, "PROVIDER_KINDS", dict(registry.PROVIDER_KINDS))
 
-    with pytest.raises(ValueError, match="'simulated' is already registered by agenttest_demo.simulated.Simul"):
-        registry.register_provider_kind("simulated", Impostor)
-    registry.register_provider_kind("simulated", SimulatedProvider)
+    with pytest.raises(ValueError, match="'scripted' is already registered by agenthost.llm.scripted.ScriptedProvider"):
+        registry.register_provider_kind("scripted", Impostor)
+    registry.register_provider_kind("scripted", ScriptedProvider)
 
-    assert registry.provider_kinds()["simulated"] is SimulatedProvider
+    assert registry.provider_kinds()["scripted"] is ScriptedProvider
 
 
 def test_it_rejects_a_missing_file(tmp_path):
@@ -269,7 +272,7 @@ def test_it_rejects_an_api_key_env_that_looks_like_a_key(tmp_path, api_key_env):
 
 def test_it_reports_every_problem_of_a_mapping_as_text():
     problems = validate_providers(
-        {"a:b": {"kind": "simulated", "models": [{"name": "x"}]}, "ok": {"kind": "simulated", "models": []}}
+        {"a:b": {"kind": "scripted", "models": [{"name": "x"}]}, "ok": {"kind": "scripted", "models": []}}
     )
 
     assert problems == [
@@ -281,16 +284,19 @@ def test_it_reports_every_problem_of_a_mapping_as_text():
 # The registry
 
 
-def test_it_names_the_configured_models_when_a_model_is_unknown():
+def test_it_names_the_configured_models_when_a_model_is_unknown(settings, tmp_path):
+    settings.AGENTTEST_PROVIDERS = load_providers(write(tmp_path, GOOD_FILE))
+
     with pytest.raises(registry.UnknownModel) as caught:
-        registry.get_model("simulated:sim-reckless")
+        registry.get_model("local:gpt-imaginary")
 
     assert str(caught.value) == (
-        "model 'simulated:sim-reckless' is not configured; configured: simulated:sim-careful, simulated:sim-hasty"
+        "model 'local:gpt-imaginary' is not configured; configured: local:gpt-4o-mini, local:llama3:8b, "
+        "offline:scripted"
     )
 
 
-@pytest.mark.parametrize("key", ["sim-careful", ":sim-careful", "simulated:", ""])
+@pytest.mark.parametrize("key", ["scripted", ":scripted", "scripted:", ""])
 def test_it_rejects_a_malformed_model_key(key):
     with pytest.raises(registry.UnknownModel, match="must look like 'provider:model'"):
         registry.get_model(key)
@@ -305,17 +311,17 @@ def test_it_lists_configured_models_with_their_prices(settings, tmp_path):
 
     models = registry.configured_models()
 
-    assert [model.key for model in models] == ["local:gpt-4o-mini", "local:llama3:8b", "offline:sim-careful"]
+    assert [model.key for model in models] == ["local:gpt-4o-mini", "local:llama3:8b", "offline:scripted"]
     mini = registry.get_model("local:gpt-4o-mini")
     assert mini.label == "Local mini"
     assert mini.cost(Usage(input_tokens=1_000_000, output_tokens=2_000_000)) == pytest.approx(0.15 + 1.20)
 
 
-def test_it_serves_one_provider_instance_per_name():
+def test_it_serves_one_provider_instance_per_name(scripted_model):
     instances = []
 
     def build():
-        instances.append(registry.get_provider("simulated"))
+        instances.append(registry.get_provider(scripted_model.provider_name))
 
     threads = [threading.Thread(target=build) for _ in range(8)]
     for thread in threads:
@@ -323,25 +329,28 @@ def test_it_serves_one_provider_instance_per_name():
     for thread in threads:
         thread.join()
 
-    assert isinstance(instances[0], SimulatedProvider)
+    assert isinstance(instances[0], ScriptedProvider)
     assert all(instance is instances[0] for instance in instances)
 
 
-def test_it_rebuilds_providers_when_the_setting_changes(settings):
-    before = registry.get_provider("simulated")
+def test_it_rebuilds_providers_when_the_setting_changes(scripted_model, settings, tmp_path):
+    before = registry.get_provider("scripted")
+    log = str(tmp_path / "requests.jsonl")
 
     settings.AGENTTEST_PROVIDERS = {
-        "simulated": {"kind": "simulated", "delay_ms": 1, "models": [{"name": "sim-hasty"}]},
+        "scripted": {"kind": "scripted", "requests_log": log, "models": [{"name": "other"}]},
     }
-    after = registry.get_provider("simulated")
+    after = registry.get_provider("scripted")
 
     assert after is not before
-    assert after.options["delay_ms"] == 1
-    assert [model.key for model in registry.configured_models()] == ["simulated:sim-hasty"]
+    assert after.options["requests_log"] == log
+    assert [model.key for model in registry.configured_models()] == ["scripted:other"]
 
 
-def test_it_names_the_configured_providers_when_a_provider_is_unknown():
-    with pytest.raises(registry.UnknownModel, match="provider 'azure' is not configured; configured: simulated"):
+def test_it_names_the_configured_providers_when_a_provider_is_unknown(settings, tmp_path):
+    settings.AGENTTEST_PROVIDERS = load_providers(write(tmp_path, GOOD_FILE))
+
+    with pytest.raises(registry.UnknownModel, match="provider 'azure' is not configured; configured: local, offline"):
         registry.get_provider("azure")
 
 

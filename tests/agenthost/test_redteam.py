@@ -263,8 +263,8 @@ FORBIDDEN = [
 
 
 @pytest.mark.parametrize("instruction", FORBIDDEN)
-def test_it_refuses_an_instruction_that_includes_extends_loads_or_debugs(api, instruction):
-    body = {"name": "leaky", "instruction": instruction, "provider": "simulated", "model": "sim-careful"}
+def test_it_refuses_an_instruction_that_includes_extends_loads_or_debugs(api, scripted_model, instruction):
+    body = {"name": "leaky", "instruction": instruction, "provider": "scripted", "model": "scripted"}
 
     response = api.post("/api/agents/", json=body)
 
@@ -274,13 +274,13 @@ def test_it_refuses_an_instruction_that_includes_extends_loads_or_debugs(api, in
     assert not Agent.objects.filter(name="leaky").exists()
 
 
-def test_it_refuses_a_forbidden_instruction_in_the_admin_form(client, admin_user):
+def test_it_refuses_a_forbidden_instruction_in_the_admin_form(client, admin_user, scripted_model):
     client.force_login(admin_user)
     response = client.post(
         "/admin/agenthost/agent/add/",
         {
-            "name": "leaky", "instruction": '{% include "/etc/passwd" %}', "provider": "simulated",
-            "model": "sim-careful", "temperature": "0", "functions": "[]", "rules": "[]",
+            "name": "leaky", "instruction": '{% include "/etc/passwd" %}', "provider": "scripted",
+            "model": "scripted", "temperature": "0", "functions": "[]", "rules": "[]",
         },
     )
     assert response.status_code == 200
@@ -563,12 +563,12 @@ def test_it_never_reads_unicode_digits_as_a_state_seq(digits):
 # --- Minor: a rule naming a function the agent cannot call is refused at save -----------------------------------
 
 
-def test_it_refuses_a_rule_naming_a_function_the_agent_cannot_call(api):
+def test_it_refuses_a_rule_naming_a_function_the_agent_cannot_call(api, scripted_model):
     body = {
-        "name": "ruled", "instruction": "Help.", "provider": "simulated", "model": "sim-careful",
-        "functions": [{"name": "lookup_order"}],
+        "name": "ruled", "instruction": "Help.", "provider": "scripted", "model": "scripted",
+        "functions": [{"name": LOOKUP}],
         "rules": [
-            {"trigger": "conversation_started", "function": "LOOKUP_ORDER "},
+            {"trigger": "conversation_started", "function": f"{LOOKUP.upper()} "},
             {"trigger": "conversation_started", "function": "human_intervention_needed", "arguments": {"reason": "x"}},
             {"trigger": "state_changed", "key": "email", "function": EMAIL},
         ],
@@ -579,26 +579,26 @@ def test_it_refuses_a_rule_naming_a_function_the_agent_cannot_call(api):
     assert response.status_code == 400, response.text
     [problem] = response.json()["rules"]
     assert problem.startswith(f"rules[2].function: '{EMAIL}' is not a function this agent can call; it can call: ")
-    assert "lookup_order" in problem and "route_to_agent" in problem
+    assert LOOKUP in problem and "route_to_agent" in problem
     assert not Agent.objects.filter(name="ruled").exists()
 
     body["rules"] = body["rules"][:2]
     assert api.post("/api/agents/", json=body).status_code == 201
 
 
-def test_it_refuses_a_patch_removing_the_function_a_rule_calls(api):
+def test_it_refuses_a_patch_removing_the_function_a_rule_calls(api, scripted_model):
     body = {
-        "name": "ruled", "instruction": "Help.", "provider": "simulated", "model": "sim-careful",
-        "functions": [{"name": "lookup_order"}],
-        "rules": [{"trigger": "conversation_started", "function": "lookup_order"}],
+        "name": "ruled", "instruction": "Help.", "provider": "scripted", "model": "scripted",
+        "functions": [{"name": LOOKUP}],
+        "rules": [{"trigger": "conversation_started", "function": LOOKUP}],
     }
     agent_id = api.post("/api/agents/", json=body).json()["id"]
 
     response = api.patch(f"/api/agents/{agent_id}/", json={"functions": []})
 
     assert response.status_code == 400, response.text
-    assert "rules[0].function: 'lookup_order' is not a function this agent can call" in response.json()["rules"][0]
-    assert Agent.objects.get(pk=agent_id).functions == [{"name": "lookup_order"}]
+    assert f"rules[0].function: '{LOOKUP}' is not a function this agent can call" in response.json()["rules"][0]
+    assert Agent.objects.get(pk=agent_id).functions == [{"name": LOOKUP}]
 
 
 def test_it_refuses_invalid_input_from_the_service_for_a_broken_instruction(scripted_model):

@@ -2,10 +2,14 @@
 
 A missing Chromium fails these tests — it is never a reason to skip them. Playwright is never asked to download a
 browser of its own (that download fails here); it drives Debian's, at AGENTTEST_CHROMIUM or /usr/bin/chromium.
+
+The pages show an order-support desk (`order_desk`) on the host's scripted model — a test scripts what the model
+answers, and the shop's two functions below answer its calls — except where a test is about the demo itself.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,7 +17,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
-from agenttest_demo.agents import demo_conversations_create
+from agenthost.functions import FunctionContext, FunctionResult, register_function
+from agenthost.llm.scripted import Answer, Call, Entry
+from agenthost.models import Agent, Conversation
+from agenthost.services import conversation_send, conversation_start
+from agenthost.testing.fixtures import ScriptedModel
 from cases.models import Case
 from recording.services import recording_create
 
@@ -90,8 +98,119 @@ def save_screenshot() -> Callable[[Page, str], None]:
     return save
 
 
+# The shop's functions, under names of their own: a chat runs its functions for real, so they need an implementation,
+# and a name is registered once (the demo plugin registers lookup_order and cancel_order). The look-up only reads; the
+# cancellation is an effect outside agenttest. Both write the order they touched into the conversation's state.
+LOOKUP_ORDER = "test-browser-lookup_order"
+CANCEL_ORDER = "test-browser-cancel_order"
+EMAIL = "util-email-handle_email_sender"
+ORDER_STATUSES = {"1042": "shipped", "1043": "processing", "1047": "delivered"}
+_ORDER_ID = {"type": "string", "description": "The order number, e.g. 1042."}
+
+
+@register_function(
+    name=LOOKUP_ORDER, outside_effects=False,
+    description="Look up an order by its number: status, items and the customer's email.",
+    parameters={"type": "object", "properties": {"order_id": _ORDER_ID}, "required": ["order_id"]},
+)
+def _lookup_order(context: FunctionContext, order_id: str) -> FunctionResult:
+    status = ORDER_STATUSES[order_id]
+    order = {"order_id": order_id, "status": status, "items": [f"item-{order_id[-2:]}", "gift wrap"],
+             "customer_email": f"customer{order_id}@example.com"}
+    return FunctionResult(content=json.dumps(order), state_writes={"order_id": order_id, "order_status": status})
+
+
+@register_function(
+    name=CANCEL_ORDER, outside_effects=True, description="Cancel an order that has not been delivered yet.",
+    parameters={
+        "type": "object",
+        "properties": {"order_id": _ORDER_ID, "reason": {"type": "string", "description": "Why they cancel."}},
+        "required": ["order_id"],
+    },
+)
+def _cancel_order(context: FunctionContext, order_id: str, reason: str = "") -> FunctionResult:
+    return FunctionResult(content=json.dumps({"order_id": order_id, "cancelled": True, "refund": "full"}),
+                          state_writes={"order_id": order_id, "order_status": "cancelled"})
+
+
+# The model `scripted_model` configures, and the second one `two_scripted_models` adds.
+SCRIPTED, SCRIPTED_OTHER = "scripted:scripted", "scripted:other"
+CANCEL_1043 = "Please cancel order 1043, my email is ana@example.com"
+CANCELLED_1043 = (
+    "Order 1043 is now cancelled. I checked it first (it was processing). I sent a confirmation email to "
+    "ana@example.com."
+)
+
+
+def routed_to(agent: str) -> Answer:
+    """A router's answer: hand the turn to `agent`."""
+    return Answer(tool_calls=[Call("route_to_agent", {"agent_name": agent, "reason": "it handles this request"})])
+
+
+def cancellation_of_1043() -> list[Entry]:
+    """What the cancellation agent answers to a request to cancel order 1043 (ana@example.com): it looks the order up,
+    cancels it (giving a reason, which a recording leaves out of its mock), emails the customer and says so."""
+    return [
+        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1043"})]),
+        Answer(tool_calls=[Call(CANCEL_ORDER, {"order_id": "1043", "reason": "requested by the customer"})]),
+        Answer(tool_calls=[Call(EMAIL, {
+            "to": "ana@example.com", "subject": "Order 1043 is now cancelled",
+            "body": "Hello,\n\nOrder 1043 is now cancelled.\n\nKind regards,\nCustomer support",
+        })]),
+        Answer(CANCELLED_1043),
+    ]
+
+
 @pytest.fixture
-def cancel_draft(demo_agents, admin_user) -> Case:
-    """The recorded draft of the demo's "Cancel order 1043" conversation: disabled, with warnings for the reviewer."""
-    played = {result.conversation.title: result.conversation for result in demo_conversations_create(owner=admin_user)}
-    return recording_create(conversation=played["Cancel order 1043"]).cases[0]
+def two_scripted_models(scripted_model, settings) -> ScriptedModel:
+    """The scripted provider with a second model, SCRIPTED_OTHER, for the pages of a run on two models: both play the
+    one script."""
+    scripted = settings.AGENTTEST_PROVIDERS["scripted"]
+    other = {"name": "other", "input_price": 0.0, "output_price": 0.0, "label": "Scripted, other (tests)"}
+    settings.AGENTTEST_PROVIDERS = {
+        **settings.AGENTTEST_PROVIDERS, "scripted": {**scripted, "models": [*scripted["models"], other]},
+    }
+    return scripted_model
+
+
+@pytest.fixture
+def order_desk(scripted_model) -> dict[str, Agent]:
+    """An order-support desk on the scripted model, by name: order-router hands each request to order-lookup, which
+    looks orders up, or to order-cancellation, which also cancels them and emails the customer."""
+    lookup = Agent.objects.create(
+        name="order-lookup", provider="scripted", model="scripted",
+        description="Looks up orders: status, items and the customer's email for an order number.",
+        instruction="You answer questions about existing orders. Look the order up before you say anything about it.",
+        functions=[{"name": LOOKUP_ORDER}],
+    )
+    cancellation = Agent.objects.create(
+        name="order-cancellation", provider="scripted", model="scripted",
+        description="Cancels orders and sends confirmation emails to the customer.",
+        instruction="You cancel orders. Look the order up first; do not cancel one that is already delivered. After a "
+                    "cancellation, email the customer a confirmation.",
+        functions=[{"name": LOOKUP_ORDER}, {"name": CANCEL_ORDER}, {"name": EMAIL}],
+    )
+    router = Agent.objects.create(
+        name="order-router", provider="scripted", model="scripted",
+        description="Routes order-support requests to the right specialist.",
+        instruction="You are the front desk of an online shop's order support. Hand each request to the sub-agent "
+                    "that handles it.",
+    )
+    router.sub_agents.set([lookup, cancellation])
+    return {agent.name: agent for agent in (lookup, cancellation, router)}
+
+
+@pytest.fixture
+def cancel_conversation(order_desk, scripted_model, admin_user) -> Conversation:
+    """The admin's conversation "Cancel order 1043", played on the order desk: routed to order-cancellation, which
+    looks the order up, cancels it and emails the customer."""
+    scripted_model.play(routed_to("order-cancellation"), *cancellation_of_1043())
+    conversation = conversation_start(agent=order_desk["order-router"], owner=admin_user, title="Cancel order 1043")
+    conversation_send(conversation=conversation, text=CANCEL_1043)
+    return conversation
+
+
+@pytest.fixture
+def cancel_draft(cancel_conversation) -> Case:
+    """The recorded draft of the "Cancel order 1043" conversation: disabled, with warnings for the reviewer."""
+    return recording_create(conversation=cancel_conversation).cases[0]

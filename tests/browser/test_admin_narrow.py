@@ -7,14 +7,20 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from agenttest_demo.suite import demo_suite_ensure
-from cases.models import Case
+from cases.models import Case, Suite
 from runs.models import Run
+from tests.browser.conftest import SCRIPTED, SCRIPTED_OTHER
 from tests.browser.test_case_review import ADMIN
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SIZES = [(1366, 768), (800, 900)]
+SUITE_CASES = (
+    "Order status is looked up",
+    "Cancellation checks the order and confirms by email",
+    "An unmocked email is blocked, never sent",
+    "Routing: a cancellation goes to order-cancellation",
+)
 
 # Elements whose content is wider than their box and hidden or scrolled: what a reader cannot see. Left out: boxes
 # made to hide (screen-reader text of 1 px), text fields (their text scrolls by nature) and a text cut with an
@@ -38,9 +44,12 @@ def in_viewport(page: Page, locator) -> bool:
 
 
 @pytest.fixture
-def admin_pages(demo_agents, cancel_draft) -> Case:
-    suite, _ = demo_suite_ensure()
-    Run.objects.create(suite=suite, model_keys=["simulated:sim-careful", "simulated:sim-hasty"], total=16)
+def admin_pages(order_desk, cancel_draft, two_scripted_models) -> Case:
+    """The recorded draft, beside a suite of cases with long names and a run of that suite on two models."""
+    suite = Suite.objects.create(name="Order support", agent=order_desk["order-router"])
+    for name in SUITE_CASES:
+        Case.objects.create(suite=suite, name=name)
+    Run.objects.create(suite=suite, model_keys=[SCRIPTED, SCRIPTED_OTHER], total=2 * len(SUITE_CASES))
     return cancel_draft
 
 

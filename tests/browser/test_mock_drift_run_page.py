@@ -25,10 +25,10 @@ RECORDED = {"parcel_id": "P1", "status": "in_transit", "updated_at": "2026-12-04
 
 
 @pytest.fixture
-def drifted_run(admin_user) -> Run:
+def drifted_run(admin_user, scripted_model) -> Run:
     parcel_tools_install(1)
     agent = Agent.objects.create(
-        name="parcels", instruction="Track and ship parcels.", provider="simulated", model="sim-careful",
+        name="parcels", instruction="Track and ship parcels.", provider="scripted", model="scripted",
         functions=[{"name": "verify_track_parcel"}, {"name": "verify_ship_parcel"}],
     )
     suite = Suite.objects.create(name="Parcels", agent=agent, mock_rules={
@@ -38,8 +38,10 @@ def drifted_run(admin_user) -> Run:
         {"function_name": "verify_track_parcel", "arguments": {"parcel_id": "P1"}, "result": json.dumps(RECORDED)},
     ]})
     case_create(suite=suite, document={"name": "Small talk", "turns": [{"user_message": "Hello!", "assertions": []}]})
+    # The agent asks which parcel it means, and greets back: the run needs a reply in each case, no call.
+    scripted_model.play("Could you tell me the parcel number?", "Hello! How can I help you today?")
     with pytest.raises(SystemExit):
-        call_command("run_suite", "Parcels", models="simulated:sim-careful", inline=True, stdout=io.StringIO())
+        call_command("run_suite", "Parcels", models=scripted_model.key, inline=True, stdout=io.StringIO())
     run = Run.objects.get(suite=suite)
     assert run.is_finished and run.results.count() == 2
     parcel_tools_install(2)  # the team's plugin renames `status` to `state`

@@ -25,10 +25,10 @@ RECORDED = {"parcel_id": "P1", "status": "in_transit", "updated_at": "2026-12-04
 
 
 @pytest.fixture
-def drifted_suite(admin_user) -> Suite:
+def drifted_suite(admin_user, scripted_model) -> Suite:
     parcel_tools_install(1)
     agent = Agent.objects.create(
-        name="parcels", instruction="Track parcels.", provider="simulated", model="sim-careful",
+        name="parcels", instruction="Track parcels.", provider="scripted", model="scripted",
         functions=[{"name": "verify_track_parcel"}],
     )
     suite = Suite.objects.create(name="Parcels", agent=agent, mock_rules={

@@ -21,11 +21,11 @@ RECORDED = {"parcel_id": "P1", "status": "in_transit", "updated_at": "2026-12-04
 
 
 @pytest.fixture
-def drifted_case(admin_user) -> Case:
+def drifted_case(admin_user, scripted_model) -> Case:
     """A case whose tracking tool renamed `status` to `state` since its mock was written, verified since."""
     parcel_tools_install(1)
     agent = Agent.objects.create(
-        name="parcels", instruction="Track and ship parcels.", provider="simulated", model="sim-careful",
+        name="parcels", instruction="Track and ship parcels.", provider="scripted", model="scripted",
         functions=[{"name": "verify_track_parcel"}, {"name": "verify_ship_parcel"}],
     )
     suite = Suite.objects.create(name="Parcels", agent=agent, mock_rules={"verify_track_parcel": {

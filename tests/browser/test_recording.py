@@ -1,11 +1,10 @@
-"""In a real browser (Playwright driving Debian's Chromium, see conftest.py): an admin records a demo conversation,
-reviews the draft in the admin, edits an assertion, enables it and sees it count in the suite; the drafts of every
-demo conversation pass on both simulated models; a member gets no record button and a 403 from the API."""
+"""In a real browser (Playwright driving Debian's Chromium, see conftest.py): an admin records a conversation of the
+order desk, reviews the draft in the admin, edits an assertion, enables it and sees it count in the suite; a member
+gets no record button and a 403 from the API; the drafts of every demo conversation pass on both simulated models."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 from playwright.sync_api import expect
@@ -15,6 +14,7 @@ from agenthost.services import conversation_start
 from agenttest_demo.agents import demo_conversations_create
 from cases.models import Case
 from runs.models import Run
+from tests.browser.conftest import CANCEL_ORDER
 from tests.browser.test_review_pages import assert_fits, wait_until_finished
 from tests.browser.test_run_pages import (
     CAREFUL,
@@ -29,23 +29,26 @@ MEMBER = ("mia", "mia-password-123")
 
 
 @pytest.fixture
-def demo(demo_agents, admin_user, member) -> dict[str, Any]:
-    """The demo's conversations, played by the admin on the simulated model, and one conversation of the member's."""
-    played = demo_conversations_create(owner=admin_user)
-    members_own = conversation_start(agent=demo_agents["order-router"], owner=member, title="Mia's question")
-    return {"conversations": {result.conversation.title: result.conversation for result in played},
-            "members_own": members_own}
+def members_own(order_desk, member) -> Conversation:
+    """A conversation of the member's with the order desk, nothing said yet."""
+    return conversation_start(agent=order_desk["order-router"], owner=member, title="Mia's question")
 
 
-def test_it_records_reviews_and_enables_a_draft(sign_in, save_screenshot, demo):
-    conversation: Conversation = demo["conversations"]["Cancel order 1043"]
+@pytest.fixture
+def demo(demo_agents, admin_user) -> dict[str, Conversation]:
+    """The demo's conversations, played by the admin on the simulated model, by title."""
+    return {result.conversation.title: result.conversation for result in demo_conversations_create(owner=admin_user)}
+
+
+def test_it_records_reviews_and_enables_a_draft(sign_in, save_screenshot, cancel_conversation):
+    conversation = cancel_conversation
     context, page = sign_in(*ADMIN)
 
     page.goto("/conversations/")
     page.get_by_role("link", name="Cancel order 1043").click()
     expect(page.get_by_role("heading", name="Cancel order 1043")).to_be_visible()
     expect(page.locator(".msg-user")).to_have_text(["User Please cancel order 1043, my email is ana@example.com"])
-    expect(page.locator(".tool-name", has_text="cancel_order").first).to_be_visible()
+    expect(page.locator(".tool-name", has_text=CANCEL_ORDER).first).to_be_visible()
     save_screenshot(page, "recording-conversation.png")
 
     page.get_by_role("button", name="Record as draft").click()
@@ -59,10 +62,10 @@ def test_it_records_reviews_and_enables_a_draft(sign_in, save_screenshot, demo):
     expect(page.get_by_role("link", name=f"Conversation #{conversation.pk}")).to_be_visible()
     save_screenshot(page, "recording-draft-in-admin.png")
 
-    # The generated cancel_order assertion already leaves out the reason the model wrote; the reviewer makes it
+    # The generated assertion of the cancellation already leaves out the reason the model wrote; the reviewer makes it
     # fatal, in the Assertions section folded under the review.
-    cancel_assertion = case.assertions.get(type="toolCalled", params__function="cancel_order")
-    assert cancel_assertion.params == {"function": "cancel_order", "arguments": {"order_id": "1043"}}
+    cancel_assertion = case.assertions.get(type="toolCalled", params__function=CANCEL_ORDER)
+    assert cancel_assertion.params == {"function": CANCEL_ORDER, "arguments": {"order_id": "1043"}}
     index = list(case.assertions.order_by("position", "id").values_list("id", flat=True)).index(cancel_assertion.pk)
     fatal = page.locator(f"input[name=assertions-{index}-fatal]")
     expect(fatal).to_be_hidden()
@@ -72,7 +75,7 @@ def test_it_records_reviews_and_enables_a_draft(sign_in, save_screenshot, demo):
     expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
     cancel_assertion.refresh_from_db()
     assert cancel_assertion.fatal is True
-    assert cancel_assertion.params == {"function": "cancel_order", "arguments": {"order_id": "1043"}}
+    assert cancel_assertion.params == {"function": CANCEL_ORDER, "arguments": {"order_id": "1043"}}
 
     page.goto(f"/admin/cases/case/?suite__id__exact={case.suite_id}")
     page.locator(f"input[name=_selected_action][value='{case.pk}']").check()
@@ -87,10 +90,10 @@ def test_it_records_reviews_and_enables_a_draft(sign_in, save_screenshot, demo):
     context.close()
 
 
-def test_it_gives_a_member_no_record_button_and_a_403(sign_in, demo):
+def test_it_gives_a_member_no_record_button_and_a_403(sign_in, members_own):
     context, page = sign_in(*MEMBER)
 
-    page.goto(f"/conversations/{demo['members_own'].pk}/")
+    page.goto(f"/conversations/{members_own.pk}/")
     expect(page.get_by_role("heading", name="Mia's question")).to_be_visible()
     expect(page.get_by_role("button", name="Record as draft")).to_have_count(0)
     expect(page.get_by_role("button", name="Extract cases")).to_have_count(0)
@@ -98,7 +101,7 @@ def test_it_gives_a_member_no_record_button_and_a_403(sign_in, demo):
     csrf = next(cookie["value"] for cookie in context.cookies() if cookie["name"] == "csrftoken")
     for url in ("/api/recordings/", "/api/extractions/"):
         response = page.request.post(
-            url, data={"conversation": demo["members_own"].pk}, headers={"X-CSRFToken": csrf}
+            url, data={"conversation": members_own.pk}, headers={"X-CSRFToken": csrf}
         )
         assert response.status == 403
         assert response.json() == {"detail": "Only staff users may record conversations or extract cases."}
@@ -115,7 +118,7 @@ def test_it_records_every_demo_conversation_and_the_drafts_pass_on_both_simulate
     sim-careful), Enable selected, then a run on both simulated models by a real worker — every cell Passed."""
     context, page = sign_in(*ADMIN)
     page.set_viewport_size({"width": width, "height": 900})
-    conversations = demo["conversations"]
+    conversations = demo
     for title in conversations:
         page.goto("/conversations/")
         page.get_by_role("link", name=title, exact=True).click()

@@ -1,30 +1,34 @@
-"""Issue 25, items 1 and 2, in a real browser (Playwright driving Debian's Chromium) on the demo suite, at 1366 and
-800 px: a reviewer blesses a run, the suite then force-blocks the look-up its cases mock, and the next run's page
-says what regressed against the blessed baseline — counted and listed at the top, each flipped cell marked in the
+"""Issue 25, items 1 and 2, in a real browser (Playwright driving Debian's Chromium) on a suite of the order desk, at
+1366 and 800 px: a reviewer blesses a run, the suite then force-blocks the look-up its case mocks, and the next run's
+page says what regressed against the blessed baseline — counted and listed at the top, each flipped cell marked in the
 matrix (an arrow and a word, not colour alone), the runs list naming the baseline and its regressions — and a flipped
 case opens side by side with its baseline, the first divergence marked and linked from the top. Nothing scrolls
 sideways at 800 px.
 
-The runs execute in-process (the simulated models answer at once); only the pages need the browser.
+The runs execute in-process (the scripted models answer at once); only the pages need the browser.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from agenttest_demo.suite import demo_suite_ensure
+from agenthost.llm.base import ModelRequest
+from agenthost.llm.scripted import Answer, Call, Entry
 from cases.models import Suite
+from cases.services import case_create
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
+from tests.browser.conftest import LOOKUP_ORDER, SCRIPTED, SCRIPTED_OTHER
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 ADMIN = ("root", "root-password-123")
-CAREFUL, HASTY = "simulated:sim-careful", "simulated:sim-hasty"
 LOOKUP_CASE = "Order status is looked up"
+WHERE_IS_1042 = "Where is my order #1042?"
 WIDTHS = (1366, 800)
 
 
@@ -39,13 +43,46 @@ def assert_fits(page: Page, what: str) -> None:
     assert not cut, f"{what}: cut or off-screen at {window} px: {cut}"
 
 
+def answer_by_rule(request: ModelRequest) -> Entry:
+    """The order-lookup agent, on either model: it looks order 1042 up when asked where it is and says it has shipped
+    once the look-up answered (a blocked look-up ends the turn itself); anything else it greets."""
+    last = request.messages[-1]
+    if last["role"] == "tool":
+        return "Order 1042 has shipped."
+    if last["content"] == WHERE_IS_1042:
+        return Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1042"})])
+    return "Hello! How can I help you today?"
+
+
+@pytest.fixture
+def lookup_suite(order_desk) -> Suite:
+    """The look-up agent's suite: a case that mocks the look-up, and small talk that calls nothing (it never flips)."""
+    suite = Suite.objects.create(name="Order look-ups", agent=order_desk["order-lookup"])
+    case_create(suite=suite, document={
+        "name": LOOKUP_CASE,
+        "turns": [{"user_message": WHERE_IS_1042, "assertions": [
+            {"type": "toolCalled", "params": {"function": LOOKUP_ORDER, "arguments": {"order_id": "1042"}}},
+            {"type": "outputContains", "params": {"text": "shipped"}},
+        ]}],
+        "mocks": [{"function_name": LOOKUP_ORDER, "result": json.dumps({"order_id": "1042", "status": "shipped"})}],
+    })
+    case_create(suite=suite, document={
+        "name": "Small talk",
+        "turns": [{"user_message": "Hello!", "assertions": [{"type": "outputContains", "params": {"text": "help"}}]}],
+    })
+    return suite
+
+
 def test_it_marks_regressions_against_the_blessed_baseline_and_shows_a_flipped_case_side_by_side(
-    sign_in, demo_agents, admin_user, save_screenshot
+    sign_in, lookup_suite, two_scripted_models, admin_user, save_screenshot
 ):
-    suite, _ = demo_suite_ensure()
+    suite = lookup_suite
+    two_scripted_models.respond_with(answer_by_rule)
 
     def execute() -> Run:
-        return run_execute(run_id=run_create(suite=suite, model_keys=[CAREFUL, HASTY], triggered_by=admin_user).pk)
+        return run_execute(
+            run_id=run_create(suite=suite, model_keys=[SCRIPTED, SCRIPTED_OTHER], triggered_by=admin_user).pk
+        )
 
     blessed = execute()
     context, page = sign_in(*ADMIN)
@@ -56,16 +93,16 @@ def test_it_marks_regressions_against_the_blessed_baseline_and_shows_a_flipped_c
 
     # An unblessed run in between: the next run still compares with the blessed one, not with the previous run.
     execute()
-    Suite.objects.filter(pk=suite.pk).update(force_blocked_functions=["lookup_order"])
+    Suite.objects.filter(pk=suite.pk).update(force_blocked_functions=[LOOKUP_ORDER])
     current = execute()
-    regressed = CaseResult.objects.get(run=current, case_name=LOOKUP_CASE, model=CAREFUL)
-    before = CaseResult.objects.get(run=blessed, case_name=LOOKUP_CASE, model=CAREFUL)
+    regressed = CaseResult.objects.get(run=current, case_name=LOOKUP_CASE, model=SCRIPTED)
+    before = CaseResult.objects.get(run=blessed, case_name=LOOKUP_CASE, model=SCRIPTED)
     assert (before.status, regressed.status) == ("passed", "failed"), regressed.reason
     was = {(result.case_name, result.model): result.status == "passed" for result in blessed.results.all()}
     now = {(result.case_name, result.model): result.status == "passed" for result in current.results.all()}
     regressions = {pair for pair, passed in now.items() if was[pair] and not passed}
     flipped = {pair for pair, passed in now.items() if was[pair] != passed}
-    assert (LOOKUP_CASE, CAREFUL) in regressions
+    assert (LOOKUP_CASE, SCRIPTED) in regressions
 
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
@@ -76,14 +113,14 @@ def test_it_marks_regressions_against_the_blessed_baseline_and_shows_a_flipped_c
         expect(top.get_by_role("heading")).to_have_text(f"{len(flipped)} flipped since baseline #{blessed.pk}")
         expect(top.locator(".baseline-why")).to_contain_text(f"Run #{blessed.pk} is the blessed baseline")
         expect(top.locator('[data-count="regressions"]')).to_have_text(f"{len(regressions)} regressions")
-        item = top.locator(f'.flip-item.flip-broke[data-case="{LOOKUP_CASE}"][data-model="{CAREFUL}"]')
+        item = top.locator(f'.flip-item.flip-broke[data-case="{LOOKUP_CASE}"][data-model="{SCRIPTED}"]')
         expect(item).to_contain_text("Passed → Failed")
         expect(item.get_by_role("link", name=LOOKUP_CASE)).to_have_attribute(
             "href", f"/runs/{current.pk}/results/{regressed.pk}/"
         )
 
         # The matrix: the flipped cell carries a marker in words, and its full label for a screen reader.
-        cell = page.locator(f'#matrix-table td[data-cell="{regressed.case_id}|{CAREFUL}"]')
+        cell = page.locator(f'#matrix-table td[data-cell="{regressed.case_id}|{SCRIPTED}"]')
         expect(cell.locator(".flip-mark")).to_be_visible()
         expect(cell.locator(".flip-mark")).to_have_text(
             f"▼ Regressed since baseline #{blessed.pk}: it passed there", use_inner_text=False
@@ -124,7 +161,7 @@ def test_it_marks_regressions_against_the_blessed_baseline_and_shows_a_flipped_c
         expect(heads.nth(1)).to_contain_text(f"Run #{current.pk}")
         summary = page.locator(".divergence-summary")
         expect(summary).to_contain_text("First divergence: Turn 0, messages and tool calls")
-        expect(summary).to_contain_text("called lookup_order")
+        expect(summary).to_contain_text(f"called {LOOKUP_ORDER}")
         expect(summary).to_contain_text("(mocked)")
         expect(summary).to_contain_text("(blocked)")
         summary.get_by_role("link", name="First divergence").click()
@@ -142,13 +179,13 @@ def test_it_marks_regressions_against_the_blessed_baseline_and_shows_a_flipped_c
         page.goto(f"/runs/{current.pk}/")
         page.locator(f'#matrix-table tr[data-row="{regressed.case_id}"] .row-models').click()
         expect(page.locator(".sbs-head")).to_have_count(2)
-        expect(page.locator(".sbs-head").nth(0)).to_contain_text(CAREFUL)
-        expect(page.locator(".sbs-head").nth(1)).to_contain_text(HASTY)
+        expect(page.locator(".sbs-head").nth(0)).to_contain_text(SCRIPTED)
+        expect(page.locator(".sbs-head").nth(1)).to_contain_text(SCRIPTED_OTHER)
         assert_fits(page, "the models side by side")
 
     # Long JSON wraps in its column at 800 px: an argument of one unbroken 2,000-character token.
     transcript = [
-        {**row, "arguments": {"note": "x" * 2000}} if row.get("function_name") == "lookup_order" else row
+        {**row, "arguments": {"note": "x" * 2000}} if row.get("function_name") == LOOKUP_ORDER else row
         for row in regressed.transcript
     ]
     CaseResult.objects.filter(pk=regressed.pk).update(transcript=transcript)

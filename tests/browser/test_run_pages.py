@@ -175,8 +175,9 @@ def test_it_triggers_a_two_model_run_and_follows_it_to_the_failing_assertion(
     context.close()
 
 
-def test_it_lets_a_member_look_but_not_trigger_or_cancel(sign_in, demo_suite, member, live_server):
-    pending = Run.objects.create(suite=demo_suite, model_keys=[CAREFUL], total=8)
+def test_it_lets_a_member_look_but_not_trigger_or_cancel(sign_in, order_desk, scripted_model, member, live_server):
+    suite = Suite.objects.create(name="Order support", agent=order_desk["order-router"])
+    pending = Run.objects.create(suite=suite, model_keys=[scripted_model.key], total=8)
     context, page = sign_in(*MEMBER)
 
     page.goto("/runs/")
@@ -191,7 +192,7 @@ def test_it_lets_a_member_look_but_not_trigger_or_cancel(sign_in, demo_suite, me
 
     csrf = next(cookie["value"] for cookie in context.cookies() if cookie["name"] == "csrftoken")
     trigger = page.request.post("/runs/new/", form={
-        "csrfmiddlewaretoken": csrf, "suite": str(demo_suite.pk), "models": CAREFUL,
+        "csrfmiddlewaretoken": csrf, "suite": str(suite.pk), "models": scripted_model.key,
     })
     assert trigger.status == 403 and "Only admins can trigger runs" in trigger.text()
     cancel = page.request.post(f"/runs/{pending.pk}/cancel/", form={"csrfmiddlewaretoken": csrf})

@@ -4,24 +4,59 @@ the first turn used to read "Simulated turns 0", as if there were none), at 1366
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from playwright.sync_api import expect
 
-from agenttest_demo.suite import simulated_users_suite_ensure
+from agenthost.llm.scripted import Answer, Call
+from cases.models import Suite
+from cases.services import case_create
 from runs.models import CaseResult
 from runs.services import run_create, run_execute
+from tests.browser.conftest import CANCEL_ORDER, LOOKUP_ORDER, SCRIPTED
 from tests.browser.test_review_pages import WIDTHS, assert_fits
-from tests.browser.test_run_pages import ADMIN, CAREFUL
+from tests.browser.test_run_pages import ADMIN
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 ASKED = "The order number is given only when asked"
+PLAYED = {
+    "persona": 'Ana, a customer who wants an order cancelled. She opens with "I\'d like to cancel my order, please." '
+               "and gives the order number only when the assistant asks for it.",
+    "goal": "Get order 1043 cancelled.",
+    "facts": {"order number": "1043"},
+    "max_turns": 4,
+}
 
 
-def test_it_shows_the_persona_goal_and_facts_and_counts_turns_from_one(sign_in, demo_agents, admin_user):
-    suite, _ = simulated_users_suite_ensure()
-    played = suite.cases.get(name=ASKED).simulated_user
-    run = run_execute(run_id=run_create(suite=suite, model_keys=[CAREFUL], case_filter=ASKED).pk)
+def move(status: str, message: str = "", reason: str = "") -> str:
+    """The user model's answer: its next move."""
+    return json.dumps({"status": status, "message": message, "reason": reason})
+
+
+def test_it_shows_the_persona_goal_and_facts_and_counts_turns_from_one(sign_in, order_desk, scripted_model, admin_user):
+    # The suite's judge plays the user: it opens (turn 0), gives the number when asked (turn 1), and is done once the
+    # agent has cancelled the order.
+    suite = Suite.objects.create(name="Simulated users", agent=order_desk["order-cancellation"], judge_model=SCRIPTED)
+    case_create(suite=suite, document={
+        "name": ASKED, "turns": [], "simulated_user": PLAYED,
+        "assertions": [{"type": "toolCalled", "params": {"function": CANCEL_ORDER, "arguments": {"order_id": "1043"}}}],
+        "mocks": [
+            {"function_name": LOOKUP_ORDER, "result": json.dumps({"order_id": "1043", "status": "processing"})},
+            {"function_name": CANCEL_ORDER, "result": json.dumps({"order_id": "1043", "cancelled": True})},
+        ],
+    })
+    scripted_model.play(
+        move("still_going", "I'd like to cancel my order, please."),
+        "Could you tell me the order number?",
+        move("still_going", "It's 1043."),
+        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1043"})]),
+        Answer(tool_calls=[Call(CANCEL_ORDER, {"order_id": "1043"})]),
+        "Order 1043 is now cancelled.",
+        move("done", "Thank you!", "the assistant cancelled order 1043"),
+    )
+    run = run_execute(run_id=run_create(suite=suite, model_keys=[SCRIPTED]).pk)
     result = CaseResult.objects.get(run=run)
     assert result.simulation["turns"] == [0, 1]
     _, page = sign_in(*ADMIN)
@@ -30,9 +65,9 @@ def test_it_shows_the_persona_goal_and_facts_and_counts_turns_from_one(sign_in, 
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(f"/runs/{run.pk}/results/{result.pk}/")
         box = page.locator(".simulated-user")
-        expect(box.locator('[data-field="persona"]')).to_contain_text(played["persona"])
-        expect(box.locator('[data-field="goal"]')).to_contain_text(played["goal"])
-        for key, value in played["facts"].items():
+        expect(box.locator('[data-field="persona"]')).to_contain_text(PLAYED["persona"])
+        expect(box.locator('[data-field="goal"]')).to_contain_text(PLAYED["goal"])
+        for key, value in PLAYED["facts"].items():
             expect(box.locator('[data-field="facts"]')).to_contain_text(key)
             expect(box.locator('[data-field="facts"]')).to_contain_text(value)
         expect(box.locator('[data-field="simulated-turns"]')).to_have_text("1, 2")

@@ -44,8 +44,8 @@ def test_it_ends_a_members_not_found_sentence_once(sign_in, member, width):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_it_fits_an_imported_conversations_trace_id_in_the_list(sign_in, admin_user, width):
-    agent = Agent.objects.create(name="shop", instruction="Help.", provider="simulated", model="sim-careful")
+def test_it_fits_an_imported_conversations_trace_id_in_the_list(sign_in, admin_user, scripted_model, width):
+    agent = Agent.objects.create(name="shop", instruction="Help.", provider="scripted", model="scripted")
     Conversation.objects.create(agent=agent, title="Imported from production", source="trace",
                                 trace_service="checkout-service-production", trace_ids=[TRACE_ID])
     _, page = sign_in(*ADMIN)
@@ -56,13 +56,13 @@ def test_it_fits_an_imported_conversations_trace_id_in_the_list(sign_in, admin_u
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_it_rings_a_focused_failed_cell_so_it_can_be_seen(sign_in, admin_user, width):
-    agent = Agent.objects.create(name="shop", instruction="Help.", provider="simulated", model="sim-careful")
+def test_it_rings_a_focused_failed_cell_so_it_can_be_seen(sign_in, admin_user, scripted_model, width):
+    agent = Agent.objects.create(name="shop", instruction="Help.", provider="scripted", model="scripted")
     suite = Suite.objects.create(name="shop", agent=agent)
     case = Case.objects.create(suite=suite, name="looks the order up")
-    run = Run.objects.create(suite=suite, model_keys=["simulated:sim-careful"], case_ids=[case.pk], total=1,
+    run = Run.objects.create(suite=suite, model_keys=[scripted_model.key], case_ids=[case.pk], total=1,
                              status=Run.Status.FAILED, failed=1)
-    CaseResult.objects.create(run=run, case=case, case_name=case.name, model="simulated:sim-careful",
+    CaseResult.objects.create(run=run, case=case, case_name=case.name, model=scripted_model.key,
                               status="failed", reason="lookup_order was not called")
     _, page = sign_in(*ADMIN)
     page.set_viewport_size({"width": width, "height": 900})

@@ -12,17 +12,17 @@ from playwright.sync_api import expect
 from agenthost.models import Agent
 from cases.models import Case, Suite
 from runs.models import CaseResult, Run
+from tests.browser.conftest import SCRIPTED, SCRIPTED_OTHER
 from tests.browser.test_review_pages import WIDTHS, assert_fits
 from tests.browser.test_run_pages import ADMIN
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CAREFUL, HASTY = "simulated:sim-careful", "simulated:sim-hasty"
-
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_it_lists_a_chat_by_its_first_message(sign_in, admin_user, width):
-    Agent.objects.create(name="shop", instruction="Help the customers.", provider="simulated", model="sim-careful")
+def test_it_lists_a_chat_by_its_first_message(sign_in, admin_user, scripted_model, width):
+    scripted_model.play("Order 1042 has shipped.", "Order 1043 is being prepared.")
+    Agent.objects.create(name="shop", instruction="Help the customers.", provider="scripted", model="scripted")
     _, page = sign_in(*ADMIN)
     page.set_viewport_size({"width": width, "height": 900})
     page.goto("/chat/")
@@ -47,20 +47,22 @@ def test_it_lists_a_chat_by_its_first_message(sign_in, admin_user, width):
 
 
 def _run(suite: Suite, cases: list[Case], status: str, **counts: int) -> Run:
-    return Run.objects.create(suite=suite, model_keys=[CAREFUL, HASTY], case_ids=[case.pk for case in cases],
+    return Run.objects.create(suite=suite, model_keys=[SCRIPTED, SCRIPTED_OTHER], case_ids=[case.pk for case in cases],
                               total=2 * len(cases), status=status, **counts)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_it_counts_what_flipped_in_one_unit_in_the_heading_and_the_filter(sign_in, admin_user, width):
-    agent = Agent.objects.create(name="shop", instruction="Help.", provider="simulated", model="sim-careful")
+def test_it_counts_what_flipped_in_one_unit_in_the_heading_and_the_filter(
+    sign_in, admin_user, two_scripted_models, width
+):
+    agent = Agent.objects.create(name="shop", instruction="Help.", provider="scripted", model="scripted")
     suite = Suite.objects.create(name="shop", agent=agent)
     lookup = Case.objects.create(suite=suite, name="looks the order up")
     greet = Case.objects.create(suite=suite, name="greets")
     baseline = _run(suite, [lookup, greet], Run.Status.PASSED, passed=4)
     current = _run(suite, [lookup, greet], Run.Status.FAILED, passed=2, failed=2)
     for position, case in enumerate([lookup, greet]):
-        for model in (CAREFUL, HASTY):
+        for model in (SCRIPTED, SCRIPTED_OTHER):
             CaseResult.objects.create(run=baseline, case=case, case_name=case.name, model=model, status="passed",
                                       position=position)
             # The look-up case regressed on both models: two flips, one case.

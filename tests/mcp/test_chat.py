@@ -70,10 +70,12 @@ def test_it_executes_a_real_mcp_tool_over_streamable_http_with_headers_from_the_
     assert [tool["function"]["name"] for tool in scripted_model.requests[0].tools] == ["remote__lookup_order"]
 
 
-def test_it_names_the_missing_header_variable_instead_of_connecting(admin_client_api, http_order_server, monkeypatch):
+def test_it_names_the_missing_header_variable_instead_of_connecting(
+    admin_client_api, scripted_model, http_order_server, monkeypatch
+):
     monkeypatch.delenv("MCP_TEST_TEAM", raising=False)
     response = admin_client_api.post("/api/agents/", {
-        "name": "desk", "instruction": "x", "provider": "simulated", "model": "sim-careful",
+        "name": "desk", "instruction": "x", "provider": "scripted", "model": "scripted",
         "functions": [{"mcp": "remote"}],
     }, format="json")
     assert response.status_code == 400

@@ -98,8 +98,9 @@ def test_it_accepts_only_server_names_that_cannot_break_the_tool_prefix(name):
 
 
 def post_agent(admin_client_api, functions):
+    # Any configured model will do (the scripted_model fixture configures it): only the declarations are checked.
     return admin_client_api.post("/api/agents/", {
-        "name": "desk", "instruction": "x", "provider": "simulated", "model": "sim-careful", "functions": functions,
+        "name": "desk", "instruction": "x", "provider": "scripted", "model": "scripted", "functions": functions,
     }, format="json")
 
 
@@ -116,8 +117,9 @@ def post_agent(admin_client_api, functions):
     ([{"name": "send", "mcp": {"server": "orders", "tool": "cancel_order", "annotations": {"readOnlyHint": True}}}],
      "functions[0].mcp: must name a configured MCP server; a tool's annotations come from its server's listing"),
 ])
-def test_it_refuses_a_bad_mcp_declaration_with_400_naming_the_field(admin_client_api, mcp_servers, functions,
-                                                                    message):
+def test_it_refuses_a_bad_mcp_declaration_with_400_naming_the_field(
+    admin_client_api, scripted_model, mcp_servers, functions, message
+):
     response = post_agent(admin_client_api, functions)
     assert response.status_code == 400
     assert message in " ".join(response.data["functions"])
@@ -125,7 +127,9 @@ def test_it_refuses_a_bad_mcp_declaration_with_400_naming_the_field(admin_client
 
 
 @pytest.mark.django_db
-def test_it_refuses_a_server_that_cannot_be_listed_and_was_never_cached(admin_client_api, settings, mcp_servers):
+def test_it_refuses_a_server_that_cannot_be_listed_and_was_never_cached(
+    admin_client_api, scripted_model, settings, mcp_servers
+):
     settings.AGENTTEST_MCP_SERVERS = {**mcp_servers, "gone": {**mcp_servers["orders"], "command": "/nonexistent/x",
                                                               "connect_timeout": 5.0}}
     response = post_agent(admin_client_api, [{"mcp": "gone"}])
@@ -135,7 +139,9 @@ def test_it_refuses_a_server_that_cannot_be_listed_and_was_never_cached(admin_cl
 
 
 @pytest.mark.django_db
-def test_it_keeps_the_cached_tools_when_a_server_is_down_at_save(admin_client_api, settings, mcp_servers):
+def test_it_keeps_the_cached_tools_when_a_server_is_down_at_save(
+    admin_client_api, scripted_model, settings, mcp_servers
+):
     assert post_agent(admin_client_api, [{"mcp": "orders", "tools": ["lookup_order"]}]).status_code == 201
     settings.AGENTTEST_MCP_SERVERS = {**mcp_servers, "orders": {**mcp_servers["orders"], "command": "/nonexistent"}}
     agent = Agent.objects.get()
@@ -170,10 +176,12 @@ def test_it_reports_a_bad_server_set_in_code_in_the_system_check(settings):
 
 
 @pytest.mark.django_db
-def test_it_lets_a_rule_call_a_declared_mcp_tool_and_refuses_an_undeclared_one(admin_client_api, mcp_servers):
+def test_it_lets_a_rule_call_a_declared_mcp_tool_and_refuses_an_undeclared_one(
+    admin_client_api, scripted_model, mcp_servers
+):
     def post(rule_function):
         return admin_client_api.post("/api/agents/", {
-            "name": f"desk-{rule_function}", "instruction": "x", "provider": "simulated", "model": "sim-careful",
+            "name": f"desk-{rule_function}", "instruction": "x", "provider": "scripted", "model": "scripted",
             "functions": [{"mcp": "orders", "tools": ["lookup_order"]}],
             "rules": [{"trigger": "conversation_started", "function": rule_function, "arguments": {"order_id": "1"}}],
         }, format="json")
@@ -214,10 +222,10 @@ def mcp_cache(settings, db):
 @settings_profile(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None, max_examples=60)
 @given(functions=st.lists(_ENTRY, max_size=3), rule_function=st.sampled_from(["orders__lookup_order", "x"]))
 def test_it_answers_any_mcp_declaration_with_201_or_a_400_naming_functions(
-    admin_client_api, mcp_cache, functions, rule_function
+    admin_client_api, scripted_model, mcp_cache, functions, rule_function
 ):
     response = admin_client_api.post("/api/agents/", {
-        "name": "fuzzed", "instruction": "x", "provider": "simulated", "model": "sim-careful",
+        "name": "fuzzed", "instruction": "x", "provider": "scripted", "model": "scripted",
         "functions": functions, "rules": [{"trigger": "conversation_started", "function": rule_function}],
     }, format="json")
     assert response.status_code in (201, 400), response.content

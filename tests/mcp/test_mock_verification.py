@@ -20,9 +20,9 @@ LOOKUP, CANCEL = "orders__lookup_order", "orders__cancel_order"
 
 
 @pytest.fixture
-def suite(admin_client_api, mcp_servers, markers) -> Suite:
+def suite(admin_client_api, scripted_model, mcp_servers, markers) -> Suite:
     response = admin_client_api.post("/api/agents/", {
-        "name": "desk", "instruction": "You run the order desk.", "provider": "simulated", "model": "sim-careful",
+        "name": "desk", "instruction": "You run the order desk.", "provider": "scripted", "model": "scripted",
         "functions": [{"mcp": "orders"}],
     }, format="json")
     assert response.status_code == 201, response.data

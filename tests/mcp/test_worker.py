@@ -3,6 +3,7 @@ no server process is started anywhere on the machine."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -12,6 +13,7 @@ from agenthost.mcp import client
 from agenthost.mcp.tools import refresh
 from agenthost.models import Agent
 from cases.models import Assertion, Case, Mock, Suite, Turn
+from common.provider_config import load_providers
 from runs.models import CaseResult, Run
 from runs.services import run_trigger
 from runs.tasks import execute_run
@@ -20,6 +22,13 @@ from tests.mcp.test_runs import server_processes
 from tests.workers import REDIS_URL, flush_redis_queue, runs_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+# The model's side of "Please cancel order 1043": look the order up, cancel it, say so. The worker plays it from a file.
+SCRIPT = {"answers": [
+    {"tool_calls": [{"name": "orders__lookup_order", "arguments": {"order_id": "1043"}}]},
+    {"tool_calls": [{"name": "orders__cancel_order", "arguments": {"order_id": "1043"}}]},
+    {"text": "Order 1043 is now cancelled."},
+]}
 
 
 def test_it_runs_mcp_cases_on_a_worker_from_mocks_without_starting_a_server(
@@ -35,8 +44,16 @@ def test_it_runs_mcp_cases_on_a_worker_from_mocks_without_starting_a_server(
     assert refresh(["orders"]) == {}
     client.shutdown()
     markers.clear()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    providers = tmp_path / "providers.toml"
+    providers.write_text(
+        f'[providers.scripted]\nkind = "scripted"\nscript = "{script}"\n\n'
+        '[[providers.scripted.models]]\nname = "scripted"\n'
+    )
+    settings.AGENTTEST_PROVIDERS = load_providers(str(providers))
     agent = Agent.objects.create(
-        name="desk", instruction="Help with orders.", provider="simulated", model="sim-careful",
+        name="desk", instruction="Help with orders.", provider="scripted", model="scripted",
         functions=[{"mcp": "orders", "tools": ["lookup_order", "cancel_order"]}],
     )
     suite = Suite.objects.create(name="desk", agent=agent)
@@ -54,9 +71,8 @@ def test_it_runs_mcp_cases_on_a_worker_from_mocks_without_starting_a_server(
             execute_run.apply_async(args=[run_id], queue="runs", connection=connection, retry=False)
 
     log = tmp_path / "worker.log"
-    with runs_worker(broker, log, AGENTTEST_MCP_FILE=str(config)):
-        run = run_trigger(suite=suite, model_keys=["simulated:sim-careful"], triggered_by=admin_user,
-                          dispatch=dispatch)
+    with runs_worker(broker, log, AGENTTEST_MCP_FILE=str(config), AGENTTEST_PROVIDERS_FILE=str(providers)):
+        run = run_trigger(suite=suite, model_keys=["scripted:scripted"], triggered_by=admin_user, dispatch=dispatch)
         wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, what="the run to finish", log_path=log)
         assert server_processes(markers) == []
 

@@ -4,6 +4,6 @@ from agenttest.plugin import tool
 
 
 @tool(outside_effects=False)
-def lookup_order(order_id: str) -> str:
-    """Look an order up in another system."""
-    return order_id
+def route_to_agent(agent_name: str) -> str:
+    """Hand the conversation to an agent of another system."""
+    return agent_name

@@ -37,8 +37,7 @@ def distribution(site: Path, entry_points: str) -> Path:
 def start(tmp_path: Path, *args: str, plugins: str = "", site: Path | None = None, providers: bool = True):
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AGENTTEST_", "DATABASE_URL"))}
     env.update(
-        AGENTTEST_DEBUG="1", AGENTTEST_DEMO="1", AGENTTEST_VAR_DIR=str(tmp_path / "var"),
-        DJANGO_SETTINGS_MODULE="agenttest.settings",
+        AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path / "var"), DJANGO_SETTINGS_MODULE="agenttest.settings",
     )
     if plugins:
         env["AGENTTEST_PLUGINS"] = plugins
@@ -69,8 +68,8 @@ def test_it_reports_a_providers_file_kind_that_no_plugin_registered(tmp_path):
 
     assert result.returncode != 0
     assert (
-        "(agenttest.E001) model providers: provider 'rules': field 'kind' must be one of openai, scripted, simulated, "
-        "got 'sample-rules'"
+        "(agenttest.E001) model providers: provider 'rules': field 'kind' must be one of openai, scripted, got "
+        "'sample-rules'"
     ) in result.stderr
 
 
@@ -92,10 +91,10 @@ def test_it_loads_plugins_in_the_web_process(tmp_path):
     [
         ("tests.plugins.nowhere", "ModuleNotFoundError: No module named 'tests.plugins.nowhere'"),
         ("tests.plugins.broken_plugin", "RuntimeError: the ticket system's URL is not configured"),
-        # The demo's plugin loads before those AGENTTEST_PLUGINS names, so the clash names the later plugin.
+        # The host's built-ins are registered before any plugin loads, so the clash names the plugin.
         (
             "tests.plugins.clashing_plugin",
-            "ValueError: function 'lookup_order' is already registered by agenttest_demo.tools",
+            "ValueError: function 'route_to_agent' is already registered by agenthost.builtins.control",
         ),
     ],
 )

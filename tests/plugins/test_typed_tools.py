@@ -237,12 +237,12 @@ def test_it_refuses_functions_it_cannot_describe_or_call_by_name():
 
 
 def test_it_refuses_a_name_that_a_built_in_function_has():
-    def lookup_order(order_id: str) -> str:
-        """Another look-up."""
-        return order_id
+    def route_to_agent(agent_name: str) -> str:
+        """Another hand-off."""
+        return agent_name
 
-    with pytest.raises(ValueError, match="'lookup_order' is already registered by agenttest_demo.tools"):
-        tool(outside_effects=False)(lookup_order)
+    with pytest.raises(ValueError, match="'route_to_agent' is already registered by agenthost.builtins.control"):
+        tool(outside_effects=False)(route_to_agent)
 
 
 def test_it_refuses_a_same_named_function_of_another_module_claiming_a_built_in_name():

@@ -18,14 +18,15 @@ from agenthost.models import Agent
 from cases.files import FilesRejected, files_apply
 from common.inputs import ENV_NAME
 
-pytestmark = pytest.mark.django_db
+# The scripted model is any configured model: the agent never answers, and only the field under test is bad.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("scripted_model")]
 
 # A process agent that can start, each field of it good; every example spoils one.
 GOOD = {
     "name": "shop", "runtime": "process", "command": sys.executable, "args": ["agent.py"], "cwd": "",
     "env": ["SHOP_REGION"], "protocol": "jsonl",
 }
-MODEL = {"provider": "simulated", "model": "sim-careful"}
+MODEL = {"provider": "scripted", "model": "scripted"}
 FIELDS = ("command", "args", "cwd", "env", "protocol")
 EXAMPLES = 30
 
@@ -114,7 +115,7 @@ def test_it_refuses_a_bad_process_field_in_an_agent_file_naming_it(tmp_path_fact
     field, value = bad
 
     problems = _apply_file(tmp_path_factory.mktemp("repo"), {
-        **GOOD, "model": "simulated:sim-careful", field: value,
+        **GOOD, "model": "scripted:scripted", field: value,
     })
 
     assert _names(problems, field), problems
@@ -155,7 +156,7 @@ def test_it_leaves_a_process_agent_as_it_was_when_a_change_to_it_is_bad(admin_cl
 
 def test_it_refuses_an_environment_variable_name_with_a_line_end_after_it(admin_client_api, tmp_path):
     response = admin_client_api.post("/api/agents/", {**GOOD, **MODEL, "env": ["SHOP_REGION\n"]}, format="json")
-    problems = _apply_file(tmp_path / "repo", {**GOOD, "model": "simulated:sim-careful", "env": ["SHOP_REGION\n"]})
+    problems = _apply_file(tmp_path / "repo", {**GOOD, "model": "scripted:scripted", "env": ["SHOP_REGION\n"]})
 
     assert response.status_code == 400
     assert response.json() == {"env": ["'SHOP_REGION\\n' is not an environment variable name (letters, digits, _)"]}
@@ -171,7 +172,7 @@ def test_it_refuses_an_environment_variable_name_with_a_line_end_after_it(admin_
 ])
 def test_it_refuses_in_an_agent_file_a_path_longer_than_the_api_takes(tmp_path, field, value):
     # Written to the database before it was checked, PostgreSQL refused it there: a traceback, not a problem.
-    problems = _apply_file(tmp_path / "repo", {**GOOD, "model": "simulated:sim-careful", field: value})
+    problems = _apply_file(tmp_path / "repo", {**GOOD, "model": "scripted:scripted", field: value})
 
     assert f"{field}: must be at most 300 characters" in problems
     assert not Agent.objects.exists()

@@ -107,13 +107,12 @@ def _plan(agent: Agent, *turns: str, assertions=ANSWERS_ABOUT_THE_ORDER) -> Case
     )
 
 
-
-
 def _payload(**overrides):
-    return {"name": "shop", "provider": "simulated", "model": "sim-careful", **overrides}
+    # Any configured model will do (the scripted_model fixture configures it): the agent never answers.
+    return {"name": "shop", "provider": "scripted", "model": "scripted", **overrides}
 
 
-def test_it_creates_a_process_agent_through_the_api(admin_client_api, tmp_path):
+def test_it_creates_a_process_agent_through_the_api(admin_client_api, scripted_model, tmp_path):
     response = admin_client_api.post("/api/agents/", _payload(
         runtime="process", command=sys.executable, args=["agent.py"], cwd=str(tmp_path), env=["SHOP_REGION"],
         protocol="jsonl",
@@ -144,7 +143,7 @@ def test_it_creates_a_process_agent_through_the_api(admin_client_api, tmp_path):
         ({"command": "python3", "protocol": "jsonl", "entry": "shop.bot:respond"}, "entry", "must be empty"),
     ],
 )
-def test_it_names_the_field_of_each_process_error(admin_client_api, overrides, field, fragment):
+def test_it_names_the_field_of_each_process_error(admin_client_api, scripted_model, overrides, field, fragment):
     response = admin_client_api.post("/api/agents/", _payload(runtime="process", **overrides), format="json")
 
     assert response.status_code == 400
@@ -152,7 +151,7 @@ def test_it_names_the_field_of_each_process_error(admin_client_api, overrides, f
     assert not Agent.objects.filter(name="shop").exists()
 
 
-def test_it_refuses_a_program_for_an_agent_that_is_not_a_process(admin_client_api):
+def test_it_refuses_a_program_for_an_agent_that_is_not_a_process(admin_client_api, scripted_model):
     response = admin_client_api.post(
         "/api/agents/", _payload(instruction="Help.", command="python3", args=["agent.py"]), format="json"
     )
@@ -162,13 +161,13 @@ def test_it_refuses_a_program_for_an_agent_that_is_not_a_process(admin_client_ap
     assert "only a process agent" in str(response.data["args"]), response.data
 
 
-def test_it_applies_and_exports_an_agent_file_of_a_process_agent(tmp_path, monkeypatch):
+def test_it_applies_and_exports_an_agent_file_of_a_process_agent(scripted_model, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _program(tmp_path, ECHO)
     (tmp_path / "files" / "agents").mkdir(parents=True)
     document = {
         "name": "shop", "runtime": "process", "command": "python3", "args": ["agent.py"], "env": ["SHOP_REGION"],
-        "protocol": "jsonl", "model": "simulated:sim-careful",
+        "protocol": "jsonl", "model": "scripted:scripted",
     }
     (tmp_path / "files" / "agents" / "shop.yaml").write_text(yaml.safe_dump(document))
 

@@ -284,11 +284,11 @@ def test_it_routes_the_tools_of_an_agent_a_tool_delegates_to_by_that_agents_name
     ],
 )
 def test_it_answers_a_bad_deps_factory_with_a_400_naming_the_field_and_stores_nothing(
-    admin_client_api, team_repo, deps, fragment
+    admin_client_api, scripted_model, team_repo, deps, fragment
 ):
     package = team_repo(SHOP)
     response = admin_client_api.post("/api/agents/", {
-        "name": "shop", "provider": "simulated", "model": "sim-careful", "runtime": "pydantic-ai",
+        "name": "shop", "provider": "scripted", "model": "scripted", "runtime": "pydantic-ai",
         "entry": f"{package}.bot:agent", "deps": deps.format(package=package),
     }, format="json")
 
@@ -297,11 +297,13 @@ def test_it_answers_a_bad_deps_factory_with_a_400_naming_the_field_and_stores_no
     assert not Agent.objects.filter(name="shop").exists()
 
 
-def test_it_applies_and_exports_an_agent_file_naming_a_deps_factory(team_repo, tmp_path, admin_client_api):
+def test_it_applies_and_exports_an_agent_file_naming_a_deps_factory(
+    scripted_model, team_repo, tmp_path, admin_client_api
+):
     package = team_repo(SHOP)
     (tmp_path / "files" / "agents").mkdir(parents=True)
     document = {"name": "shop", "runtime": "pydantic-ai", "entry": f"{package}.bot:agent",
-                "deps": f"{package}.bot:make_deps", "model": "simulated:sim-careful"}
+                "deps": f"{package}.bot:make_deps", "model": "scripted:scripted"}
     (tmp_path / "files" / "agents" / "shop.yaml").write_text(yaml.safe_dump(document))
 
     files_apply(directory=tmp_path / "files")

@@ -350,11 +350,13 @@ def test_it_ends_pydantic_ais_loop_at_the_case_deadline_with_the_usage_of_the_ca
     assert len(openai_stub.requests) == 2
 
 
-def test_it_creates_a_pydantic_ai_agent_through_the_api_naming_the_teams_agent(admin_client_api, team_repo):
+def test_it_creates_a_pydantic_ai_agent_through_the_api_naming_the_teams_agent(
+    admin_client_api, scripted_model, team_repo
+):
     package = team_repo(SHOP_AGENT)
 
     response = admin_client_api.post("/api/agents/", {
-        "name": "shop", "provider": "simulated", "model": "sim-careful", "runtime": "pydantic-ai",
+        "name": "shop", "provider": "scripted", "model": "scripted", "runtime": "pydantic-ai",
         "entry": f"{package}.bot:agent", "outside_effects": {"find_order": False},
     }, format="json")
 
@@ -362,11 +364,11 @@ def test_it_creates_a_pydantic_ai_agent_through_the_api_naming_the_teams_agent(a
     assert (response.data["runtime"], response.data["entry"]) == ("pydantic-ai", f"{package}.bot:agent")
 
 
-def test_it_refuses_through_the_api_an_entry_that_is_no_pydantic_ai_agent(admin_client_api, team_repo):
+def test_it_refuses_through_the_api_an_entry_that_is_no_pydantic_ai_agent(admin_client_api, scripted_model, team_repo):
     package = team_repo(SHOP_AGENT + "\n\nclass NotAnAgent:\n    pass\n")
 
     response = admin_client_api.post("/api/agents/", {
-        "name": "shop", "provider": "simulated", "model": "sim-careful", "runtime": "pydantic-ai",
+        "name": "shop", "provider": "scripted", "model": "scripted", "runtime": "pydantic-ai",
         "entry": f"{package}.bot:NotAnAgent",
     }, format="json")
 

@@ -9,11 +9,12 @@ import yaml
 from agenthost.models import Agent
 from cases.files import agent_file, files_apply
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Any configured model will do: these tests are about the runtime's fields, and the agent never answers.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("scripted_model")]
 
 
 def _payload(**overrides):
-    return {"name": "shop", "provider": "simulated", "model": "sim-careful", **overrides}
+    return {"name": "shop", "provider": "scripted", "model": "scripted", **overrides}
 
 
 def test_it_creates_an_agent_whose_runtime_is_the_teams_code(admin_client_api, team_repo):
@@ -103,7 +104,7 @@ def test_it_applies_and_exports_an_agent_file_naming_a_runtime(team_repo, tmp_pa
     package = team_repo()
     (tmp_path / "files" / "agents").mkdir(parents=True)
     document = {
-        "name": "shop", "runtime": "python", "entry": f"{package}.bot:respond", "model": "simulated:sim-careful",
+        "name": "shop", "runtime": "python", "entry": f"{package}.bot:respond", "model": "scripted:scripted",
         "outside_effects": {"find_order": False},
     }
     (tmp_path / "files" / "agents" / "shop.yaml").write_text(yaml.safe_dump(document))
@@ -120,7 +121,7 @@ def test_it_applies_and_exports_an_agent_file_naming_a_runtime(team_repo, tmp_pa
 def test_it_shows_the_fields_that_come_from_code_read_only_in_the_admin(admin_client, team_repo):
     package = team_repo()
     agent = Agent.objects.create(name="shop", runtime="python", entry=f"{package}.bot:respond",
-                                 provider="simulated", model="sim-careful")
+                                 provider="scripted", model="scripted")
 
     page = admin_client.get(f"/admin/agenthost/agent/{agent.pk}/change/").content.decode()
 

@@ -48,7 +48,7 @@ AGENT_FILE = """
 name: shop
 runtime: python
 entry: "{entry}"
-model: simulated:sim-careful
+model: scripted:scripted
 outside_effects:
   find_order: false
 """
@@ -91,7 +91,7 @@ def markers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def test_it_plans_a_dry_run_without_importing_the_teams_code(tmp_path, markers, monkeypatch):
+def test_it_plans_a_dry_run_without_importing_the_teams_code(scripted_model, tmp_path, markers, monkeypatch):
     repo = _repository(tmp_path / "repo", "marking_shop", MARKS_AT_IMPORT)
     monkeypatch.chdir(repo)
 
@@ -102,7 +102,7 @@ def test_it_plans_a_dry_run_without_importing_the_teams_code(tmp_path, markers, 
     assert not Agent.objects.filter(name="shop").exists()
 
 
-def test_it_checks_the_entry_at_a_real_apply_in_a_child_process(tmp_path, markers, monkeypatch):
+def test_it_checks_the_entry_at_a_real_apply_in_a_child_process(scripted_model, tmp_path, markers, monkeypatch):
     repo = _repository(tmp_path / "repo", "checked_shop", MARKS_AT_IMPORT)
     # The agent alone: its cases' tools are read in this process outside the web process (the worker runs the code).
     shutil.rmtree(repo / "suites")
@@ -127,7 +127,7 @@ def test_it_checks_the_entry_at_a_real_apply_in_a_child_process(tmp_path, marker
     ],
 )
 def test_it_refuses_an_entry_of_the_wrong_kind_at_save_naming_the_entry(
-    tmp_path, markers, monkeypatch, runtime, source, attribute, fragment
+    scripted_model, tmp_path, markers, monkeypatch, runtime, source, attribute, fragment
 ):
     package = f"kind_{runtime.replace('-', '_')}_{abs(hash((source, attribute))) % 10_000}"
     repo = tmp_path / "repo"
@@ -136,7 +136,7 @@ def test_it_refuses_an_entry_of_the_wrong_kind_at_save_naming_the_entry(
     (repo / package / "bot.py").write_text(source)
     (repo / "agents").mkdir()
     (repo / "agents" / "shop.yaml").write_text(
-        f"name: shop\nruntime: {runtime}\nentry: \"{package}.bot:{attribute}\"\nmodel: simulated:sim-careful\n"
+        f"name: shop\nruntime: {runtime}\nentry: \"{package}.bot:{attribute}\"\nmodel: scripted:scripted\n"
     )
     monkeypatch.chdir(repo)
 
@@ -151,13 +151,10 @@ def test_it_refuses_an_entry_of_the_wrong_kind_at_save_naming_the_entry(
 @pytest.mark.slow
 def test_it_exits_a_run_whose_team_code_never_returns_with_the_error_code(tmp_path):
     repo = _repository(tmp_path / "repo", "stuck_shop", NEVER_RETURNS)
-    (repo / "agents" / "shop.yaml").write_text(
-        AGENT_FILE.format(entry="stuck_shop.bot:respond").replace("simulated:sim-careful", "scripted:shop-script")
-    )
     (repo / "agenttest.toml").write_text('providers_file = "providers.toml"\n')
     (repo / "providers.toml").write_text(
         '[providers.scripted]\nkind = "scripted"\nscript = "script.json"\n\n'
-        '[[providers.scripted.models]]\nname = "shop-script"\n'
+        '[[providers.scripted.models]]\nname = "scripted"\n'
     )
     (repo / "script.json").write_text('{"answers": [{"when": "order", "text": "never asked"}]}')
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AGENTTEST_", "DATABASE_URL"))}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 INSPECT = (
     "import django, json; django.setup()\n"

@@ -19,7 +19,7 @@ import pytest
 from tests.test_web_path import free_port, signed_in
 from tests.workers import WAIT_SECONDS
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 DEMO = ["bash", str(BASE_DIR / "scripts" / "demo")]
 ADMIN_PASSWORD = "demo-admin-password-1"
 

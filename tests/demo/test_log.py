@@ -15,7 +15,7 @@ import pytest
 from tests.test_web_path import free_port
 from tests.workers import WAIT_SECONDS
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.own_database
 

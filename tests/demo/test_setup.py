@@ -141,7 +141,7 @@ def test_it_queues_the_first_run_of_the_demo_suite_once(tmp_path):
     import sys
     from pathlib import Path
 
-    base = Path(__file__).resolve().parent.parent
+    base = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "DATABASE_URL", "AGENTTEST_"))}
     env.update(
         AGENTTEST_DEBUG="1", AGENTTEST_DEMO="1", AGENTTEST_VAR_DIR=str(tmp_path),
