@@ -174,13 +174,14 @@ class RunLoop:
 
     def _stop_over_budget(self) -> Run | None:
         """Once the budget is spent nothing new starts; the pairs in flight finish, and what they used is counted
-        in the verdict."""
-        if not self._spent.exhausted(self._run):
+        in the verdict. Spent by the stored results, or by the model calls of the pairs in flight, counted as each
+        returns: a pair that finished first may hold less than the budget while others in flight crossed it."""
+        if not (self._spent.exhausted(self._run) or self._budget.exhausted()):
             return None
         self._store_finished(room_for=1)
+        over = self._spent.exhausted(self._run) or self._budget.exhausted()
         return self._finish(
-            Run.Status.ERROR,
-            f"budget exhausted after {self._stored} of {self._run.total} results: {self._spent.exhausted(self._run)}",
+            Run.Status.ERROR, f"budget exhausted after {self._stored} of {self._run.total} results: {over}"
         )
 
     def _announce_or_cancel(self, pair: Pair) -> Run | None:

@@ -286,3 +286,46 @@ def test_it_shows_the_refusal_on_the_admin_form(admin_client, stub):
     assert response.status_code == 200
     assert "only a hermetic suite may run cases side by side" in response.content.decode()
     assert Suite.objects.get(pk=suite.pk).case_concurrency == 1
+
+
+def test_it_starts_no_case_once_the_cases_in_flight_spent_the_budget_whichever_finishes_first(scripted_model):
+    """The budget crossed by two cases in flight, neither alone over it, and the one that finishes first holding
+    less than the budget: nothing new starts (a third case once did, only to be refused its first model call)."""
+    from agenthost.llm.base import Usage
+
+    agent = Agent.objects.create(name="spender", instruction="Answer.", provider="scripted", model="scripted")
+    suite = Suite.objects.create(name="spender", agent=agent, case_timeout_seconds=WAIT_SECONDS, case_concurrency=2)
+    for name, messages, expected in (("a", ["a: first", "a: second"], "second"), ("b", ["b: only"], "only"),
+                                     ("c", ["c: only"], "first")):
+        case = Case.objects.create(suite=suite, name=name)
+        for position, text in enumerate(messages):
+            turn = Turn.objects.create(case=case, position=position, user_message=text)
+        Assertion.objects.create(case=case, turn=turn, type="outputContains", params={"text": expected})
+    run = run_create(suite=suite, model_keys=[scripted_model.key], budget_tokens=100)
+    a_in_flight, b_stored = threading.Event(), threading.Event()
+
+    def answer(request):
+        text = request.messages[-1]["content"]
+        if text == "a: second":
+            a_in_flight.set()
+            # Case a is still in flight, 60 tokens spent, when case b's 50 cross the budget and b is stored. Given a
+            # second more, the loop of old started case c then.
+            wait_for_b = time.monotonic() + WAIT_SECONDS
+            while not CaseResult.objects.filter(run=run, case_name="b").exists() and time.monotonic() < wait_for_b:
+                time.sleep(0.05)
+            b_stored.set()
+            time.sleep(1)
+            return Answer("second", usage=Usage(input_tokens=10))
+        if text == "b: only":
+            a_in_flight.wait(WAIT_SECONDS)
+            return Answer("only", usage=Usage(input_tokens=50))
+        return Answer("first", usage=Usage(input_tokens=60))
+
+    scripted_model.respond_with(answer)
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+
+    assert b_stored.is_set()
+    assert sorted(CaseResult.objects.filter(run=run).values_list("case_name", flat=True)) == ["a", "b"]
+    assert run.status == Run.Status.ERROR
+    assert run.reason == "budget exhausted after 2 of 3 results: 120 tokens used of a budget of 100"
