@@ -8,10 +8,14 @@ from typing import Any
 import pytest
 
 from agenthost.models import Agent
+from agenthost.testing.fixtures import ScriptedModel
 from cases.models import Case, Suite
 from cases.services import case_create
+from tests.cases.order_tools import ORDER_TOOLS
 
-JUDGE_MODEL = "simulated:sim-careful"
+# The agents here run on the scripted model (each asks for the scripted_model fixture, which configures it), and a
+# judged suite judges with it too.
+JUDGE_MODEL = ScriptedModel.key
 
 VALID_DOCUMENT: dict[str, Any] = {
     "name": "Refund for a late order",
@@ -23,7 +27,7 @@ VALID_DOCUMENT: dict[str, Any] = {
         {
             "user_message": "Where is order 1042?",
             "assertions": [
-                {"type": "toolCalled", "params": {"function": "lookup_order", "arguments": {"order_id": "1042"}}},
+                {"type": "toolCalled", "params": {"function": "track_order", "arguments": {"order_id": "1042"}}},
                 {"type": "outputRegex", "params": {"pattern": r"shipped|on its way"}, "fatal": True},
             ],
         },
@@ -32,7 +36,7 @@ VALID_DOCUMENT: dict[str, Any] = {
     "assertions": [{"type": "stateEquals", "params": {"key": "refund_requested", "value": True}}],
     "mocks": [
         {
-            "function_name": "lookup_order",
+            "function_name": "track_order",
             "arguments": {"order_id": "1042"},
             "call_index": 0,
             "result": '{"status": "shipped"}',
@@ -48,23 +52,23 @@ def make_document(**overrides: Any) -> dict[str, Any]:
     return {**copy.deepcopy(VALID_DOCUMENT), **overrides}
 
 
-# What the "support" agent declares: the demo's effect-free look-up, then functions with real outside effects.
-SUPPORT_FUNCTIONS = ("lookup_order", "cancel_order", "util-email-handle_email_sender", "util-http-handle_http_request")
+# What the "support" agent declares: the tests' own effect-free look-up, then functions with real outside effects.
+SUPPORT_FUNCTIONS = (*ORDER_TOOLS, "util-email-handle_email_sender", "util-http-handle_http_request")
 
 
 @pytest.fixture
-def agent(db) -> Agent:
+def agent(db, scripted_model) -> Agent:
     return Agent.objects.create(
-        name="support", instruction="Help with orders.", provider="simulated", model="sim-careful",
+        name="support", instruction="Help with orders.", provider="scripted", model="scripted",
         functions=[{"name": name} for name in SUPPORT_FUNCTIONS],
     )
 
 
 @pytest.fixture
-def billing_agent(db) -> Agent:
+def billing_agent(db, scripted_model) -> Agent:
     return Agent.objects.create(
-        name="billing", instruction="Billing.", provider="simulated", model="sim-careful",
-        functions=[{"name": "lookup_order"}],
+        name="billing", instruction="Billing.", provider="scripted", model="scripted",
+        functions=[{"name": "track_order"}],
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.messages import get_messages
 
 from agenthost.models import Conversation
+from agenthost.testing.fixtures import scripted_provider_config
 from cases.models import Case, Suite, Turn
 from cases.services import case_content_hash, case_to_document
 
@@ -134,7 +135,7 @@ def test_it_saves_a_valid_edit(admin_client, make_case):
     [
         ("outputRegex", '{"pattern": "(unclosed"}', "params.pattern: does not compile"),
         ("toolCalled", "{}", "params.function: is required for toolCalled"),
-        ("toolCalled", '{"function": "lookup_order", "args": {}}', "params.args: is not a parameter of toolCalled"),
+        ("toolCalled", '{"function": "track_order", "args": {}}', "params.args: is not a parameter of toolCalled"),
         ("toolCalled", '{"function": ', "Not valid JSON"),
     ],
 )
@@ -204,9 +205,11 @@ def test_it_disables_the_selected_cases(admin_client, make_case):
     assert not Case.objects.filter(enabled=True).exists()
 
 
-def test_it_names_the_configured_models_when_a_suite_judge_model_is_unknown(admin_client, suite):
+def test_it_names_the_configured_models_when_a_suite_judge_model_is_unknown(admin_client, suite, settings):
+    # Two models, and only these, so the list the page names is known.
+    settings.AGENTTEST_PROVIDERS = {"scripted": scripted_provider_config(), "spare": scripted_provider_config()}
     data = {
-        "name": suite.name, "agent": suite.agent_id, "judge_model": "simulated:sim-brilliant",
+        "name": suite.name, "agent": suite.agent_id, "judge_model": "scripted:brilliant",
         "extra_allowed_functions": "[]", "force_blocked_functions": "[]", "case_timeout_seconds": 120,
         "enabled": "on",
     }
@@ -214,6 +217,6 @@ def test_it_names_the_configured_models_when_a_suite_judge_model_is_unknown(admi
     response = admin_client.post(f"/admin/cases/suite/{suite.pk}/change/", data)
 
     assert response.status_code == 200
-    assert "configured: simulated:sim-careful, simulated:sim-hasty" in response.content.decode()
+    assert "configured: scripted:scripted, spare:scripted" in response.content.decode()
     suite.refresh_from_db()
     assert suite.judge_model == ""

@@ -199,14 +199,14 @@ def test_it_reads_json_lists_and_checkboxes_from_their_fields(admin_client, make
 def test_it_keeps_a_stored_default_an_unchanged_field_still_says(admin_client, make_case):
     case = make_case()
     assertion = case.assertions.get(type="toolCalled")
-    assertion.params = {"function": "lookup_order", "arguments": {}}
+    assertion.params = {"function": "track_order", "arguments": {}}
     assertion.save()
     index = assertion_index(case, "toolCalled")
-    data = typed(change_form(case), index, "toolCalled", function="lookup_order", arguments="{}")
+    data = typed(change_form(case), index, "toolCalled", function="track_order", arguments="{}")
 
     admin_client.post(change_url(case), data)
 
-    assert case.assertions.get(type="toolCalled").params == {"function": "lookup_order", "arguments": {}}
+    assert case.assertions.get(type="toolCalled").params == {"function": "track_order", "arguments": {}}
 
 
 @pytest.mark.parametrize(

@@ -273,9 +273,9 @@ def test_it_lists_suites_in_a_constant_number_of_queries(member_client, agent, d
     assert response.json()["count"] == 6
 
 
-def test_it_creates_a_suite_and_names_the_fields_it_refuses(admin_client_api, agent):
+def test_it_creates_a_suite_and_names_the_fields_it_refuses(admin_client_api, agent, scripted_model):
     created = admin_client_api.post(
-        "/api/suites/", {"name": "Orders", "agent": "support", "judge_model": "simulated:sim-careful"}, format="json"
+        "/api/suites/", {"name": "Orders", "agent": "support", "judge_model": scripted_model.key}, format="json"
     )
     refused = admin_client_api.post(
         "/api/suites/", {"name": "Orders", "agent": "nobody", "case_timeout_seconds": 0}, format="json"

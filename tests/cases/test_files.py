@@ -38,13 +38,13 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 AGENT = """\
 name: support
-model: simulated:sim-careful
+model: scripted:scripted
 instruction: |
   Help with orders.
   Look first.
 functions:
-- lookup_order
-- cancel_order
+- track_order
+- void_order
 """
 SUITE = "name: Support\nagent: support\n"
 CASE = """\
@@ -54,16 +54,16 @@ turns:
   assertions:
   - type: toolCalled
     params:
-      function: lookup_order
+      function: track_order
 mocks:
-- function_name: lookup_order
+- function_name: track_order
   result:
     status: shipped
 """
 
 
 @pytest.fixture
-def repo(tmp_path) -> Path:
+def repo(tmp_path, scripted_model) -> Path:
     return write(tmp_path / "repo", {
         "agents/support.yaml": AGENT,
         "suites/support/suite.yaml": SUITE,
@@ -86,7 +86,7 @@ def test_it_creates_agents_suites_and_cases_from_the_files(repo):
     ]
     agent = Agent.objects.get(name="support")
     assert agent.instruction == "Help with orders.\nLook first.\n"
-    assert agent.functions == [{"name": "lookup_order"}, {"name": "cancel_order"}]
+    assert agent.functions == [{"name": "track_order"}, {"name": "void_order"}]
     case = Case.objects.get(name="Status")
     assert case.mocks.get().result == '{"status": "shipped"}'
 
@@ -141,9 +141,9 @@ def test_it_disables_cases_no_file_names_only_with_prune(repo):
     [
         ("suites/support/cases/status.yaml", CASE.replace("user_message", "user_mesage"),
          "suites/support/cases/status.yaml: turns[0].user_mesage: unknown field 'user_mesage'"),
-        ("suites/support/cases/status.yaml", CASE.replace("function: lookup_order\nmocks", "function: 5\nmocks"),
+        ("suites/support/cases/status.yaml", CASE.replace("function: track_order\nmocks", "function: 5\nmocks"),
          "suites/support/cases/status.yaml: turns[0].assertions[0].params.function: must be a string, not a number"),
-        ("suites/support/cases/status.yaml", CASE.replace("- function_name: lookup_order", "- function_name: refund"),
+        ("suites/support/cases/status.yaml", CASE.replace("- function_name: track_order", "- function_name: refund"),
          "suites/support/cases/status.yaml: mocks[0].function_name: 'refund' is not a function the agent under test"),
         ("suites/support/cases/status.yaml", "name: [unclosed\n",
          "suites/support/cases/status.yaml: is not valid YAML: line 2"),
@@ -153,9 +153,9 @@ def test_it_disables_cases_no_file_names_only_with_prune(repo):
         ("agents/support.yaml", AGENT.replace("instruction: |\n  Help with orders.\n  Look first.\n",
                                               "instruction_file: missing.md\n"),
          "agents/support.yaml: instruction_file: 'missing.md' does not exist"),
-        ("agents/support.yaml", AGENT.replace("simulated:sim-careful", "simulated:nope"),
+        ("agents/support.yaml", AGENT.replace("scripted:scripted", "scripted:nope"),
          "agents/support.yaml: model: "),
-        ("agents/support.yaml", AGENT.replace("simulated:sim-careful", "simulated:" + "m" * 201),
+        ("agents/support.yaml", AGENT.replace("scripted:scripted", "scripted:" + "m" * 201),
          "agents/support.yaml: model: the provider may have at most 100 characters and the model 200"),
         ("suites/support/suite.yaml", SUITE + "agent: twice\n",
          "suites/support/suite.yaml: agent: the key is written twice (lines 2 and 3)"),
@@ -209,7 +209,7 @@ def test_it_round_trips_any_text(suite, tmp_path_factory, message, result, instr
     case_create(suite=suite, document={
         "name": "Any", "turns": [{"user_message": message, "assertions": [
             {"type": "noBlockedTools", "params": {}}]}],
-        "mocks": [{"function_name": "lookup_order", "result": result}],
+        "mocks": [{"function_name": "track_order", "result": result}],
     })
     first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
     files_export(directory=first)
@@ -239,11 +239,11 @@ def test_it_publishes_a_schema_the_example_files_meet():
     assert schema_problems("agent", yaml.safe_load((EXAMPLE / "agents/order-support.yaml").read_text())) == []
 
 
-def test_it_shows_a_result_whose_case_changed_since(repo):
+def test_it_shows_a_result_whose_case_changed_since(repo, scripted_model):
     files_apply(directory=repo)
     case = Case.objects.get(name="Status")
-    run = Run.objects.create(suite=case.suite, model_keys=["simulated:sim-careful"], case_ids=[case.pk], total=1)
-    result = CaseResult.objects.create(run=run, case=case, case_name=case.name, model="simulated:sim-careful",
+    run = Run.objects.create(suite=case.suite, model_keys=[scripted_model.key], case_ids=[case.pk], total=1)
+    result = CaseResult.objects.create(run=run, case=case, case_name=case.name, model=scripted_model.key,
                                        status="passed", case_hash=case.content_hash)
     assert result.case_changed_since is False
 
@@ -270,7 +270,7 @@ def test_it_exports_a_reviewed_draft_from_the_admin_as_files_apply_reads(admin_c
     suite = Suite.objects.get(name="Support")
     draft = case_create(suite=suite, document={
         **yaml.safe_load(CASE), "name": "Recorded draft", "enabled": False,
-        "mocks": [{"function_name": "lookup_order", "result": '{"status": "shipped"}'}],
+        "mocks": [{"function_name": "track_order", "result": '{"status": "shipped"}'}],
     })
 
     response = admin_client.post(
@@ -289,11 +289,11 @@ def test_it_exports_a_reviewed_draft_from_the_admin_as_files_apply_reads(admin_c
     assert [c.action for c in report.changes if c.kind == "case" and "Recorded draft" in c.name] == ["created"]
 
 
-def test_it_says_on_the_result_page_that_the_case_changed_since(admin_client, repo):
+def test_it_says_on_the_result_page_that_the_case_changed_since(admin_client, repo, scripted_model):
     files_apply(directory=repo)
     case = Case.objects.get(name="Status")
-    run = Run.objects.create(suite=case.suite, model_keys=["simulated:sim-careful"], case_ids=[case.pk], total=1)
-    result = CaseResult.objects.create(run=run, case=case, case_name=case.name, model="simulated:sim-careful",
+    run = Run.objects.create(suite=case.suite, model_keys=[scripted_model.key], case_ids=[case.pk], total=1)
+    result = CaseResult.objects.create(run=run, case=case, case_name=case.name, model=scripted_model.key,
                                        status="passed", case_hash=case.content_hash)
     page = f"/admin/runs/caseresult/{result.pk}/change/"
     before = admin_client.get(page).content.decode()
@@ -305,10 +305,8 @@ def test_it_says_on_the_result_page_that_the_case_changed_since(admin_client, re
     assert "this result tells of an earlier version of the case" in admin_client.get(page).content.decode()
 
 
-def test_it_round_trips_the_run_settings_of_a_suite_and_a_default_temperature(tmp_path):
-    hermetic_agent = AGENT.replace(
-        "model: simulated:sim-careful\n", "model: simulated:sim-careful\ntemperature: null\n"
-    )
+def test_it_round_trips_the_run_settings_of_a_suite_and_a_default_temperature(tmp_path, scripted_model):
+    hermetic_agent = AGENT.replace("model: scripted:scripted\n", "model: scripted:scripted\ntemperature: null\n")
     repo = write(tmp_path / "repo", {
         "agents/support.yaml": hermetic_agent,
         "suites/support/suite.yaml": SUITE + "isolation_group: shop-db\ncase_concurrency: 4\n",

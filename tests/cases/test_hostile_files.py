@@ -28,7 +28,7 @@ from tests.package_env import CHECKOUT_VARIABLES
 in_the_database = pytest.mark.django_db
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
-AGENT = "name: support\nmodel: simulated:sim-careful\ninstruction: Help with orders.\nfunctions: [lookup_order]\n"
+AGENT = "name: support\nmodel: scripted:scripted\ninstruction: Help with orders.\nfunctions: [track_order]\n"
 SUITE = "name: Support\nagent: support\n"
 CASE = "name: {name}\nturns:\n- user_message: Where is order 1042?\n"
 
@@ -151,7 +151,7 @@ def test_it_names_a_deeply_nested_value_and_a_huge_integer_in_case_files_through
 
 def test_it_says_which_shapes_a_function_may_take_when_an_mcp_entry_is_forged(tmp_path):
     directory = repo(tmp_path / "repo", {
-        "agents/forged.yaml": "name: forged\nmodel: simulated:sim-careful\ninstruction: hi\nfunctions:\n"
+        "agents/forged.yaml": "name: forged\nmodel: scripted:scripted\ninstruction: hi\nfunctions:\n"
         "- mcp: {command: rm, args: [-rf, /]}\n"
         "- {mcp: tickets, tools: [close_ticket], annotations: {readOnlyHint: true}}\n"
         "- {mcp: tickets, name: close_ticket}\n",
@@ -209,7 +209,7 @@ def _apply(directory: Path) -> tuple[int, str]:
 @in_the_database
 @pytest.mark.parametrize("temperature", [".nan", ".inf", "99", "-0.5"])
 def test_it_refuses_an_agent_temperature_the_api_refuses_and_the_agent_list_still_answers(
-    tmp_path, admin_client_api, temperature
+    tmp_path, admin_client_api, scripted_model, temperature
 ):
     directory = repo(tmp_path / "repo")
     write(directory, {"agents/support.yaml": AGENT + f"temperature: {temperature}\n"})
@@ -232,7 +232,7 @@ DOOR_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[
 @example(temperature=1e-05)  # YAML 1.1 reads `1e-05` as text
 @given(temperature=st.floats(min_value=-3, max_value=5) | st.sampled_from([0.0, 2.0, 2.0000001, -1e-9, 1e308]))
 def test_it_takes_the_same_temperatures_through_files_the_api_and_the_admin(
-    tmp_path_factory, admin_client_api, temperature
+    tmp_path_factory, admin_client_api, scripted_model, temperature
 ):
     allowed = 0 <= temperature <= 2
     empty()
@@ -241,11 +241,11 @@ def test_it_takes_the_same_temperatures_through_files_the_api_and_the_admin(
 
     code, err = _apply(directory)
     api = admin_client_api.post("/api/agents/", {
-        "name": "api", "instruction": "hi", "provider": "simulated", "model": "sim-careful",
+        "name": "api", "instruction": "hi", "provider": "scripted", "model": "scripted",
         "temperature": temperature,
     }, format="json")
     form = AgentAdminForm(data={
-        "name": "admin", "instruction": "hi", "provider": "simulated", "model": "sim-careful",
+        "name": "admin", "instruction": "hi", "provider": "scripted", "model": "scripted",
         "temperature": repr(temperature), "functions": "[]", "rules": "[]",
     })
 
@@ -263,17 +263,17 @@ def test_it_takes_the_same_temperatures_through_files_the_api_and_the_admin(
 @in_the_database
 @pytest.mark.parametrize(("max_steps", "allowed"), [(0, False), (1, True), (1000, True), (1001, False)])
 def test_it_takes_the_same_max_steps_through_files_the_api_and_the_admin(
-    tmp_path, admin_client_api, max_steps, allowed
+    tmp_path, admin_client_api, scripted_model, max_steps, allowed
 ):
     directory = repo(tmp_path / "repo")
     write(directory, {"agents/support.yaml": AGENT + f"max_steps: {max_steps}\n"})
 
     code, _ = _apply(directory)
     api = admin_client_api.post("/api/agents/", {
-        "name": "api", "instruction": "hi", "provider": "simulated", "model": "sim-careful", "max_steps": max_steps,
+        "name": "api", "instruction": "hi", "provider": "scripted", "model": "scripted", "max_steps": max_steps,
     }, format="json")
     form = AgentAdminForm(data={
-        "name": "admin", "instruction": "hi", "provider": "simulated", "model": "sim-careful",
+        "name": "admin", "instruction": "hi", "provider": "scripted", "model": "scripted",
         "max_steps": str(max_steps), "functions": "[]", "rules": "[]",
     })
 
@@ -285,7 +285,7 @@ def test_it_takes_the_same_max_steps_through_files_the_api_and_the_admin(
 @in_the_database
 @DOOR_SETTINGS
 @given(depth=st.integers(min_value=1, max_value=3000), mapping=st.booleans())
-def test_it_refuses_any_nesting_past_the_limit_and_keeps_any_within(tmp_path_factory, depth, mapping):
+def test_it_refuses_any_nesting_past_the_limit_and_keeps_any_within(tmp_path_factory, scripted_model, depth, mapping):
     value = "{a: " * depth + "1" + "}" * depth if mapping else "[" * depth + "1" + "]" * depth
     empty()
     status = CASE.format(name="Status") + f"initial_state: {{x: {value}}}\n"
@@ -306,7 +306,7 @@ def test_it_refuses_any_nesting_past_the_limit_and_keeps_any_within(tmp_path_fac
 @in_the_database
 @DOOR_SETTINGS
 @given(digits=st.integers(min_value=1, max_value=6000), negative=st.booleans())
-def test_it_stores_any_integer_in_range_exactly_and_names_any_other(tmp_path_factory, digits, negative):
+def test_it_stores_any_integer_in_range_exactly_and_names_any_other(tmp_path_factory, scripted_model, digits, negative):
     text = ("-" if negative else "") + "7" * digits
     empty()
     status = CASE.format(name="Status") + f"initial_state: {{n: {text}}}\n"

@@ -67,7 +67,7 @@ def test_it_drops_a_link_to_a_conversation_that_does_not_exist_here_and_says_so(
     assert "#424242" in case.warnings[-1]
 
 
-def test_it_round_trips_a_suite_through_export_and_import(tmp_path, judged_suite, make_case, capsys):
+def test_it_round_trips_a_suite_through_export_and_import(tmp_path, judged_suite, make_case, capsys, scripted_model):
     make_case(judged_suite, name="Polite", assertions=[{"type": "llmJudge", "params": {"criterion": "Polite"}}])
     make_case(judged_suite, name="Draft", enabled=False)
     path = tmp_path / "suite.json"
@@ -76,7 +76,7 @@ def test_it_round_trips_a_suite_through_export_and_import(tmp_path, judged_suite
     call_command("cases", "import", str(path), "--suite", "Judged copy")
 
     exported = json.loads(path.read_text())
-    assert exported["suite"]["judge_model"] == "simulated:sim-careful"
+    assert exported["suite"]["judge_model"] == scripted_model.key
     copy = Suite.objects.get(name="Judged copy")
     assert (copy.agent, copy.judge_model) == (judged_suite.agent, judged_suite.judge_model)
     assert [case_to_document(case=case) for case in copy.cases.order_by("name")] == exported["cases"]

@@ -33,9 +33,9 @@ PARCEL = {"parcel_id": "P1", "status": "in_transit", "updated_at": "2026-12-04T1
 
 
 @pytest.fixture
-def parcels(db) -> Suite:
+def parcels(db, scripted_model) -> Suite:
     agent = Agent.objects.create(
-        name="parcels", instruction="Track parcels.", provider="simulated", model="sim-careful",
+        name="parcels", instruction="Track parcels.", provider="scripted", model="scripted",
         functions=[{"name": "track_parcel"}, {"name": "parcel_note"}],
     )
     return Suite.objects.create(name="Parcels", agent=agent)
@@ -145,7 +145,7 @@ mocks:
 
 def write_repo(root: Path, status: str) -> Path:
     files = {
-        "agents/parcels.yaml": "name: parcels\nmodel: simulated:sim-careful\ninstruction: Track parcels.\n"
+        "agents/parcels.yaml": "name: parcels\nmodel: scripted:scripted\ninstruction: Track parcels.\n"
                                "functions:\n- track_parcel\n",
         "suites/parcels/suite.yaml": "name: Parcels\nagent: parcels\n",
         "suites/parcels/cases/status.yaml": CASE_FILE.format(status=status),
@@ -156,7 +156,7 @@ def write_repo(root: Path, status: str) -> Path:
     return root
 
 
-def test_it_refuses_it_in_a_case_file_naming_file_and_path(tmp_path, db):
+def test_it_refuses_it_in_a_case_file_naming_file_and_path(tmp_path, db, scripted_model):
     files_apply(directory=write_repo(tmp_path, "in_transit"))
     write_repo(tmp_path, "lost")
 

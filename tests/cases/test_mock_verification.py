@@ -39,10 +39,10 @@ def markers(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture
-def suite(db, deployed) -> Suite:
+def suite(db, deployed, scripted_model) -> Suite:
     deployed(1)
     agent = Agent.objects.create(
-        name="parcels", instruction="Track and ship parcels.", provider="simulated", model="sim-careful",
+        name="parcels", instruction="Track and ship parcels.", provider="scripted", model="scripted",
         functions=[{"name": "verify_track_parcel"}, {"name": "verify_ship_parcel"}],
     )
     suite = Suite.objects.create(name="Parcels", agent=agent)
@@ -185,11 +185,11 @@ def test_it_writes_a_markdown_summary_naming_each_drifted_path(suite, deployed, 
     assert "| Drifted | Parcels | Parcel status | mocks[0] (verify_track_parcel) | status: gone" in text
 
 
-def test_it_verifies_a_repositorys_files_and_rewrites_them_with_update(db, deployed, tmp_path):
+def test_it_verifies_a_repositorys_files_and_rewrites_them_with_update(db, deployed, tmp_path, scripted_model):
     deployed(1)
     repo = tmp_path / "repo"
     files = {
-        "agents/parcels.yaml": "name: parcels\nmodel: simulated:sim-careful\ninstruction: Track parcels.\n"
+        "agents/parcels.yaml": "name: parcels\nmodel: scripted:scripted\ninstruction: Track parcels.\n"
                                "functions:\n- verify_track_parcel\n",
         "suites/parcels/suite.yaml": "name: Parcels\nagent: parcels\nmock_rules:\n  verify_track_parcel:\n"
                                      "    ignore: [updated_at]\n",

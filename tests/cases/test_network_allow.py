@@ -26,7 +26,7 @@ def _errors(response) -> dict[str, str]:
 def test_it_stores_the_hosts_an_allowed_effect_free_tool_may_reach(admin_client_api, agent):
     response = admin_client_api.post(
         "/api/suites/",
-        _body(extra_allowed_functions=["lookup_order"], network_allow=[" Rates.Example.com", "10.0.0.7"]),
+        _body(extra_allowed_functions=["track_order"], network_allow=[" Rates.Example.com", "10.0.0.7"]),
         format="json",
     )
 
@@ -51,7 +51,7 @@ def test_it_refuses_hosts_for_a_suite_that_allows_no_tool(admin_client_api, agen
 @pytest.mark.parametrize("host", ["https://rates.example.com", "rates.example.com:443", "rates.example.com/v1", ""])
 def test_it_refuses_what_is_not_a_host_naming_the_entry(admin_client_api, agent, host):
     response = admin_client_api.post(
-        "/api/suites/", _body(extra_allowed_functions=["lookup_order"], network_allow=[host]), format="json"
+        "/api/suites/", _body(extra_allowed_functions=["track_order"], network_allow=[host]), format="json"
     )
 
     problems = _errors(response)
@@ -61,12 +61,12 @@ def test_it_refuses_what_is_not_a_host_naming_the_entry(admin_client_api, agent,
 
 def test_it_refuses_hosts_beside_an_extra_allowed_tool_with_outside_effects(admin_client_api, suite):
     response = admin_client_api.patch(
-        f"/api/suites/{suite.pk}/", {"extra_allowed_functions": ["cancel_order"], "network_allow": ["10.0.0.7"]},
+        f"/api/suites/{suite.pk}/", {"extra_allowed_functions": ["void_order"], "network_allow": ["10.0.0.7"]},
         format="json",
     )
 
     problems = _errors(response)
-    assert "cancel_order is not" in problems["network_allow"]
+    assert "void_order is not" in problems["network_allow"]
     suite.refresh_from_db()
     assert suite.network_allow == []
 
@@ -79,7 +79,7 @@ def test_it_saves_the_hosts_from_the_admin_and_refuses_them_there_without_an_all
 
     refused = admin_client.post(f"/admin/cases/suite/{suite.pk}/change/", data)
     saved = admin_client.post(f"/admin/cases/suite/{suite.pk}/change/",
-                              {**data, "extra_allowed_functions": '["lookup_order"]'})
+                              {**data, "extra_allowed_functions": '["track_order"]'})
 
     assert refused.status_code == 200
     assert "the suite allows none" in refused.content.decode().replace("&#x27;", "'")

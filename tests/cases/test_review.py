@@ -8,32 +8,58 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from agenttest_demo.suite import demo_suite_ensure
 from cases.review import SHORT_JSON_LENGTH, case_review, shown_json, shown_result
+from cases.services import case_create
 
 pytestmark = pytest.mark.django_db
 
 
-def test_it_shows_a_mock_no_turn_asserts_as_one_for_any_turn(demo_agents):
-    suite, _ = demo_suite_ensure()
-    case = suite.cases.get(name="A delivered order is not cancelled")
+def test_it_shows_a_mock_no_turn_asserts_as_one_for_any_turn(suite):
+    case = case_create(suite=suite, document={
+        "name": "A delivered order is not cancelled",
+        "turns": [{"user_message": "Can you cancel order 1047?", "assertions": [
+            {"type": "toolNotCalled", "params": {"function": "void_order"}},
+            {"type": "outputContains", "params": {"text": "delivered"}},
+        ]}],
+        "mocks": [
+            {"function_name": "track_order", "result": '{"order_id": "1047", "status": "delivered"}'},
+            {"function_name": "void_order", "result": '{"order_id": "1047", "cancelled": false}'},
+        ],
+    })
 
     review = case_review(case=case)
 
     (turn,) = review.turns
     assert turn.mocks == [], "its only tool assertion is toolNotCalled"
-    assert [mock.function_name for mock in review.any_turn_mocks] == ["lookup_order", "cancel_order"]
+    assert [mock.function_name for mock in review.any_turn_mocks] == ["track_order", "void_order"]
     assert review.case_assertions == []
 
 
-def test_it_puts_a_mock_with_the_turn_whose_tool_called_matches_its_arguments(demo_agents):
-    suite, _ = demo_suite_ensure()
-    case = suite.cases.get(name="Two turns: status, then cancel it")
+def test_it_puts_a_mock_with_the_turn_whose_tool_called_matches_its_arguments(suite):
+    case = case_create(suite=suite, document={
+        "name": "Two turns: status, then cancel it",
+        "turns": [
+            {"user_message": "Where is order 1041?", "assertions": [
+                {"type": "toolCalled", "params": {"function": "track_order", "arguments": {"order_id": "1041"}}},
+            ]},
+            {"user_message": "Please cancel it", "assertions": [
+                {"type": "toolCalled", "params": {"function": "void_order", "arguments": {"order_id": "1041"}}},
+                {"type": "outputNotContains", "params": {"text": "could not"}},
+            ]},
+        ],
+        "assertions": [{"type": "stateEquals", "params": {"key": "order_status", "value": "cancelled"}},
+                       {"type": "noBlockedTools", "params": {}}],
+        "mocks": [
+            {"function_name": "track_order", "result": '{"order_id": "1041", "status": "shipped"}'},
+            {"function_name": "void_order", "result": '{"order_id": "1041", "cancelled": true}'},
+            {"function_name": "util-email-handle_email_sender", "result": '{"sent": true}'},
+        ],
+    })
 
     review = case_review(case=case)
 
     shown = [[mock.function_name for mock in turn.mocks] for turn in review.turns]
-    assert shown == [["lookup_order"], ["cancel_order"]]
+    assert shown == [["track_order"], ["void_order"]]
     assert [mock.function_name for mock in review.any_turn_mocks] == ["util-email-handle_email_sender"]
     assert [assertion.type for assertion in review.case_assertions] == ["stateEquals", "noBlockedTools"]
 

@@ -54,18 +54,18 @@ def suite_body(**fields: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def router(db) -> Agent:
+def router(db, scripted_model) -> Agent:
     """A router that declares nothing, a sub-agent that looks orders up, and its own sub-agent with a static tool."""
     refunds = Agent.objects.create(
-        name="refunds", instruction="Refunds.", provider="simulated", model="sim-careful",
+        name="refunds", instruction="Refunds.", provider="scripted", model="scripted",
         functions=[{"name": "issue_refund", "output": '{"refunded": true}'}, {"name": "crm_note"}],
     )
     desk = Agent.objects.create(
-        name="desk", instruction="Orders.", provider="simulated", model="sim-careful",
-        functions=[{"name": "lookup_order"}],
+        name="desk", instruction="Orders.", provider="scripted", model="scripted",
+        functions=[{"name": "track_order"}],
     )
     desk.sub_agents.set([refunds])
-    router = Agent.objects.create(name="router", instruction="Route.", provider="simulated", model="sim-careful")
+    router = Agent.objects.create(name="router", instruction="Route.", provider="scripted", model="scripted")
     router.sub_agents.set([desk])
     return router
 
@@ -75,7 +75,7 @@ def router(db) -> Agent:
 
 def test_it_refuses_to_extra_allow_a_side_effecting_function_through_the_api(admin_client_api, agent):
     response = admin_client_api.post(
-        "/api/suites/", suite_body(extra_allowed_functions=["lookup_order", EMAIL, TWILIO]), format="json"
+        "/api/suites/", suite_body(extra_allowed_functions=["track_order", EMAIL, TWILIO]), format="json"
     )
 
     problems = errors(response)
@@ -88,10 +88,10 @@ def test_it_refuses_to_extra_allow_a_side_effecting_function_through_the_api(adm
 
 def test_it_refuses_a_patch_that_extra_allows_a_side_effecting_function(admin_client_api, suite):
     response = admin_client_api.patch(
-        f"/api/suites/{suite.pk}/", {"extra_allowed_functions": ["cancel_order"]}, format="json"
+        f"/api/suites/{suite.pk}/", {"extra_allowed_functions": ["void_order"]}, format="json"
     )
 
-    assert errors(response) == {"extra_allowed_functions[0]": f"cancel_order has effects outside agenttest; {MOCK_IT}"}
+    assert errors(response) == {"extra_allowed_functions[0]": f"void_order has effects outside agenttest; {MOCK_IT}"}
     suite.refresh_from_db()
     assert suite.extra_allowed_functions == []
 
@@ -113,10 +113,10 @@ def test_it_counts_a_function_that_does_not_say_as_side_effecting(agent):
 def test_it_allows_effect_free_and_static_functions_of_any_agent_a_case_can_reach(router):
     suite = suite_create(data={
         "name": "Routed", "agent": "router",
-        "extra_allowed_functions": [" lookup_order", "issue_refund ", "human_intervention_needed"],
+        "extra_allowed_functions": [" track_order", "issue_refund ", "human_intervention_needed"],
     })
 
-    assert suite.extra_allowed_functions == ["lookup_order", "issue_refund", "human_intervention_needed"]
+    assert suite.extra_allowed_functions == ["track_order", "issue_refund", "human_intervention_needed"]
     # Declared without a static output and implemented nowhere: nothing says it is free of effects.
     with pytest.raises(SuiteValidationError) as raised:
         suite_update(suite=suite, data={"extra_allowed_functions": ["crm_note"]})
@@ -167,24 +167,24 @@ def test_it_refuses_to_import_a_suite_that_extra_allows_a_side_effecting_functio
 
 def test_it_stores_force_blocked_names_stripped_as_mock_names_are(admin_client_api, agent):
     response = admin_client_api.post(
-        "/api/suites/", suite_body(force_blocked_functions=[" human_intervention_needed", "cancel_order\t"]),
+        "/api/suites/", suite_body(force_blocked_functions=[" human_intervention_needed", "void_order\t"]),
         format="json",
     )
 
     assert response.status_code == 201, response.content
-    assert response.json()["force_blocked_functions"] == ["human_intervention_needed", "cancel_order"]
-    assert Suite.objects.get(name="Guarded").force_blocked_functions == ["human_intervention_needed", "cancel_order"]
+    assert response.json()["force_blocked_functions"] == ["human_intervention_needed", "void_order"]
+    assert Suite.objects.get(name="Guarded").force_blocked_functions == ["human_intervention_needed", "void_order"]
 
 
 def test_it_refuses_a_force_blocked_name_in_the_wrong_case_and_suggests_the_right_one(admin_client_api, agent):
     response = admin_client_api.post(
-        "/api/suites/", suite_body(force_blocked_functions=["UTIL-INSTRUCT-EXECUTE_TEMPLATE", "lookup_ordr"]),
+        "/api/suites/", suite_body(force_blocked_functions=["UTIL-INSTRUCT-EXECUTE_TEMPLATE", "track_ordr"]),
         format="json",
     )
 
     problems = errors(response)
     assert "did you mean 'util-instruct-execute_template'?" in problems["force_blocked_functions[0]"]
-    assert "did you mean 'lookup_order'?" in problems["force_blocked_functions[1]"]
+    assert "did you mean 'track_order'?" in problems["force_blocked_functions[1]"]
     # The whole list, so whoever fixes it need not go looking.
     callable_list = problems["force_blocked_functions[0]"].split("(agents: support): ")[1].split(", ")
     assert set(callable_list) == {*SUPPORT_FUNCTIONS, *CONTROL_FLOW_FUNCTIONS}
@@ -209,26 +209,26 @@ def test_it_accepts_force_blocking_a_function_only_a_case_entry_agent_can_call(s
 def test_it_strips_force_blocked_names_saved_in_the_admin(admin_client, suite):
     data = {
         "name": suite.name, "agent": suite.agent_id, "judge_model": "", "case_timeout_seconds": 120, "enabled": "on",
-        "extra_allowed_functions": '[" lookup_order "]', "force_blocked_functions": '[" cancel_order"]',
+        "extra_allowed_functions": '[" track_order "]', "force_blocked_functions": '[" void_order"]',
     }
 
     response = admin_client.post(f"/admin/cases/suite/{suite.pk}/change/", data)
 
     assert response.status_code == 302
     suite.refresh_from_db()
-    assert (suite.extra_allowed_functions, suite.force_blocked_functions) == (["lookup_order"], ["cancel_order"])
+    assert (suite.extra_allowed_functions, suite.force_blocked_functions) == (["track_order"], ["void_order"])
 
 
 def test_it_refuses_a_force_blocked_name_no_agent_can_call_in_the_admin(admin_client, suite):
     data = {
         "name": suite.name, "agent": suite.agent_id, "judge_model": "", "case_timeout_seconds": 120, "enabled": "on",
-        "extra_allowed_functions": "[]", "force_blocked_functions": '["Cancel_Order"]',
+        "extra_allowed_functions": "[]", "force_blocked_functions": '["Void_Order"]',
     }
 
     response = admin_client.post(f"/admin/cases/suite/{suite.pk}/change/", data)
 
     assert response.status_code == 200
-    assert "did you mean &#x27;cancel_order&#x27;?" in response.content.decode()
+    assert "did you mean &#x27;void_order&#x27;?" in response.content.decode()
     suite.refresh_from_db()
     assert suite.force_blocked_functions == []
 
@@ -259,10 +259,10 @@ def test_it_accepts_exactly_the_callable_names_whatever_whitespace_surrounds_the
 def test_it_refuses_mocks_and_tool_assertions_of_functions_the_agent_cannot_call(admin_client_api, suite,
                                                                                  case_document):
     document = case_document(
-        mocks=[{"function_name": TWILIO, "result": "sent"}, {"function_name": " lookup_order ", "result": "{}"}],
+        mocks=[{"function_name": TWILIO, "result": "sent"}, {"function_name": " track_order ", "result": "{}"}],
         assertions=[{"type": "toolNotCalled", "params": {"function": "util-db-sql_select"}}],
     )
-    document["turns"][0]["assertions"][0] = {"type": "toolCalled", "params": {"function": "Lookup_Order"}}
+    document["turns"][0]["assertions"][0] = {"type": "toolCalled", "params": {"function": "Track_Order"}}
 
     problems = errors(admin_client_api.post("/api/cases/", {"suite": suite.pk, **document}, format="json"))
 
@@ -272,26 +272,26 @@ def test_it_refuses_mocks_and_tool_assertions_of_functions_the_agent_cannot_call
     assert problems["mocks[0].function_name"].startswith(
         f"'{TWILIO}' is not a function the agent under test can call; callable functions (agents: support): "
     )
-    assert "lookup_order" in problems["mocks[0].function_name"].split("(agents: support): ")[1]
-    assert "did you mean 'lookup_order'?" in problems["turns[0].assertions[0].params.function"]
+    assert "track_order" in problems["mocks[0].function_name"].split("(agents: support): ")[1]
+    assert "did you mean 'track_order'?" in problems["turns[0].assertions[0].params.function"]
     assert not Case.objects.exists()
 
 
 def test_it_accepts_the_functions_of_every_sub_agent_the_entry_agent_can_route_to(router, case_document):
     suite = Suite.objects.create(name="Routed", agent=router)
     document = case_document(
-        mocks=[{"function_name": "lookup_order", "result": "{}"}, {"function_name": "crm_note", "result": "ok"}],
+        mocks=[{"function_name": "track_order", "result": "{}"}, {"function_name": "crm_note", "result": "ok"}],
         assertions=[{"type": "toolCalled", "params": {"function": "issue_refund"}}],
     )
 
     case = case_create(suite=suite, document=document)
 
-    assert sorted(case.mocks.values_list("function_name", flat=True)) == ["crm_note", "lookup_order"]
+    assert sorted(case.mocks.values_list("function_name", flat=True)) == ["crm_note", "track_order"]
 
 
 def test_it_checks_a_case_against_its_own_entry_agent(suite, billing_agent, case_document):
-    # "support" declares cancel_order; "billing", where this case starts, does not.
-    document = case_document(mocks=[{"function_name": "cancel_order", "result": "cancelled"}])
+    # "support" declares void_order; "billing", where this case starts, does not.
+    document = case_document(mocks=[{"function_name": "void_order", "result": "cancelled"}])
     case_create(suite=suite, document={**document, "name": "Through support"})
 
     with pytest.raises(CaseValidationError) as raised:
@@ -399,9 +399,9 @@ def test_it_warns_when_the_enable_action_enables_cases_with_no_assertions(admin_
     [
         ({"initial_state": {"total": float("inf")}}, "initial_state.total"),
         ({"initial_state": {"items": [1, float("nan")]}}, "initial_state.items[1]"),
-        ({"mocks": [{"function_name": "lookup_order", "state_writes": {"total": float("-inf")}}]},
+        ({"mocks": [{"function_name": "track_order", "state_writes": {"total": float("-inf")}}]},
          "mocks[0].state_writes.total"),
-        ({"mocks": [{"function_name": "lookup_order", "arguments": {"n": float("inf")}}]}, "mocks[0].arguments.n"),
+        ({"mocks": [{"function_name": "track_order", "arguments": {"n": float("inf")}}]}, "mocks[0].arguments.n"),
         ({"assertions": [{"type": "stateEquals", "params": {"key": "total", "value": float("inf")}}]},
          "assertions[0].params.value"),
         # As JSON text, the way the admin and hand-edited files write it.

@@ -49,10 +49,10 @@ def test_it_replaces_history_turns_mocks_and_assertions_wholesale(make_case, cas
         name="Renamed",
         history=[],
         turns=[{"user_message": "Cancel order 7", "assertions": [
-            {"type": "toolCalled", "params": {"function": "cancel_order"}},
+            {"type": "toolCalled", "params": {"function": "void_order"}},
         ]}],
         assertions=[],
-        mocks=[{"function_name": "cancel_order", "result": "cancelled"}],
+        mocks=[{"function_name": "void_order", "result": "cancelled"}],
     )
 
     case_update(case=case, document=replacement)
@@ -62,7 +62,7 @@ def test_it_replaces_history_turns_mocks_and_assertions_wholesale(make_case, cas
     assert HistoryMessage.objects.filter(case=case).count() == 0
     assert list(Turn.objects.filter(case=case).values_list("user_message", flat=True)) == ["Cancel order 7"]
     assert list(Assertion.objects.filter(case=case).values_list("type", flat=True)) == ["toolCalled"]
-    assert list(Mock.objects.filter(case=case).values_list("function_name", flat=True)) == ["cancel_order"]
+    assert list(Mock.objects.filter(case=case).values_list("function_name", flat=True)) == ["void_order"]
 
 
 def test_it_leaves_a_case_untouched_when_an_update_is_invalid(make_case, case_document):
@@ -132,12 +132,12 @@ def test_it_disables_and_deletes_a_case(make_case):
 
 
 def test_it_creates_updates_and_deletes_a_suite(agent, make_case):
-    suite = suite_create(data={"name": "Orders", "agent": "support", "extra_allowed_functions": ["lookup_order"]})
+    suite = suite_create(data={"name": "Orders", "agent": "support", "extra_allowed_functions": ["track_order"]})
     assert (suite.agent, suite.case_timeout_seconds) == (agent, 120)
 
     suite_update(suite=suite, data={"case_timeout_seconds": 30})
     suite.refresh_from_db()
-    assert (suite.name, suite.case_timeout_seconds, suite.extra_allowed_functions) == ("Orders", 30, ["lookup_order"])
+    assert (suite.name, suite.case_timeout_seconds, suite.extra_allowed_functions) == ("Orders", 30, ["track_order"])
 
     make_case(suite)
     suite_delete(suite=suite)

@@ -20,7 +20,7 @@ SIMULATED_USER = {
     "goal": "Get order 1043 cancelled.",
     "facts": {"order number": "1043"},
     "max_turns": 6,
-    "end_when": [{"type": "toolCalled", "params": {"function": "cancel_order"}}],
+    "end_when": [{"type": "toolCalled", "params": {"function": "void_order"}}],
 }
 
 
@@ -30,7 +30,7 @@ def simulated(case_document, **user):
         simulated_user={**SIMULATED_USER, **user},
         assertions=[
             {"type": "goalReached", "params": {}},
-            {"type": "toolCalled", "params": {"function": "cancel_order"}},
+            {"type": "toolCalled", "params": {"function": "void_order"}},
         ],
     )
 
@@ -107,7 +107,7 @@ def test_it_refuses_goal_reached_at_a_turn_and_without_a_goal_or_judge(admin_cli
 
 def test_it_refuses_a_simulated_user_without_a_model_to_play_it(admin_client_api, suite, case_document):
     document = simulated(case_document)
-    document["assertions"] = [{"type": "toolCalled", "params": {"function": "cancel_order"}}]
+    document["assertions"] = [{"type": "toolCalled", "params": {"function": "void_order"}}]
 
     response = post(admin_client_api, suite, document)
 

@@ -21,11 +21,11 @@ name: shop
 runtime: process
 command: "true"
 protocol: jsonl
-model: simulated:sim-careful
+model: scripted:scripted
 """
 NATIVE = """\
 name: helper
-model: simulated:sim-careful
+model: scripted:scripted
 instruction: Help.
 """
 SUITE = "name: Shop\nagent: shop\n"
@@ -41,7 +41,7 @@ SNAPSHOT = "".join(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n" 
 
 
 @pytest.fixture
-def repo(tmp_path) -> Path:
+def repo(tmp_path, scripted_model) -> Path:
     return write(tmp_path / "repo", {
         "agents/shop.yaml": AGENT,
         "agents/helper.yaml": NATIVE,

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 ORDERS = [{"id": "1042", "status": "shipped"}, {"id": "1043", "status": "pending"}]
 CANCEL = {
-    "function_name": "cancel_order",
+    "function_name": "void_order",
     "table": {
         "name": "orders",
         "key": {"id": "$args.order_id"},
@@ -65,11 +65,11 @@ def test_it_stores_a_stateful_case_and_gives_it_back_as_it_was(admin_client_api,
         ({"tables": {}}, "mocks[0].table.name",
          "the case declares no tables, so there is no table 'orders'; declare it under `tables`"),
         ({"mocks": _mock(key={"id": "$args.order_number"})}, "mocks[0].table.key.id",
-         "$args.order_number names no parameter of cancel_order (its parameters: order_id, reason)"),
+         "$args.order_number names no parameter of void_order (its parameters: order_id, reason)"),
         ({"mocks": _mock(update={"note": "$args."})}, "mocks[0].table.update.note",
          "'$args.' must name an argument of the call after $args., e.g. $args.order_id"),
         ({"mocks": _mock(when={"status": ["shipped", "$args.state"]})}, "mocks[0].table.when.status",
-         "$args.state names no parameter of cancel_order (its parameters: order_id, reason)"),
+         "$args.state names no parameter of void_order (its parameters: order_id, reason)"),
         ({"mocks": _mock(key={"order_id": "$args.order_id"})}, "mocks[0].table.key.order_id",
          "no row of table 'orders' has the field 'order_id', so no call could find a record"),
         ({"mocks": _mock(key={})}, "mocks[0].table.key",
@@ -119,7 +119,7 @@ def test_it_refuses_tables_larger_than_64_kb(admin_client_api, suite):
 def test_it_keeps_the_hash_of_a_case_that_uses_no_table():
     # A case stored before tables existed: its document has neither `tables` nor a mock `table`.
     before = {"type": "agent", "turns": [{"user_message": "hi", "assertions": []}],
-              "mocks": [{"function_name": "lookup_order", "result": "{}", "state_writes": {}}]}
+              "mocks": [{"function_name": "track_order", "result": "{}", "state_writes": {}}]}
     now = {**before, "tables": {}, "mocks": [{**before["mocks"][0], "table": None}]}
 
     assert case_content_hash(now) == case_content_hash(before)

@@ -102,7 +102,7 @@ def test_it_refuses_a_document_that_is_not_an_object(suite):
             "params.pattern", "backtracks catastrophically",
         ),
         (
-            {"type": "toolCalled", "params": {"function": "lookup_order", "arguments": ["1042"]}},
+            {"type": "toolCalled", "params": {"function": "track_order", "arguments": ["1042"]}},
             "params.arguments", "JSON object",
         ),
         ({"type": "toolNotCalled", "params": {}}, "params.function", "is required"),
@@ -145,7 +145,7 @@ def test_it_refuses_bad_assertion_params(judged_suite, case_document, assertion,
         {"type": "outputRegex", "params": {"pattern": r"^(\w+\s?)*$"}},
         {"type": "outputRegex", "params": {"pattern": r"(shipped|on its way|delivered)+\.?$"}},
         {"type": "outputRegex", "params": {"pattern": r"\p{Lu}\w+ (a|aa)"}},
-        {"type": "toolCalled", "params": {"function": "lookup_order"}},
+        {"type": "toolCalled", "params": {"function": "track_order"}},
         {"type": "toolNotCalled", "params": {"function": "util-email-handle_email_sender"}},
         {"type": "stateEquals", "params": {"key": "refund", "value": None}},
         {"type": "routedToAgent", "params": {"agent": "billing"}},
@@ -278,7 +278,7 @@ def test_it_refuses_bad_mocks(suite, case_document, changes, field, text):
 
 
 def test_it_accepts_a_mock_for_any_arguments_and_any_call(suite, case_document):
-    document = case_document(mocks=[{"function_name": "lookup_order", "arguments": None, "call_index": None}])
+    document = case_document(mocks=[{"function_name": "track_order", "arguments": None, "call_index": None}])
     assert validate_case_document(document, suite=suite) == []
 
 
@@ -303,7 +303,7 @@ def test_it_refuses_a_routing_case_with_two_turns(suite, case_document):
 
 def test_it_refuses_a_routing_case_without_a_routing_assertion(suite, case_document):
     document = routing_document(case_document)
-    document["turns"][0]["assertions"] = [{"type": "toolCalled", "params": {"function": "lookup_order"}}]
+    document["turns"][0]["assertions"] = [{"type": "toolCalled", "params": {"function": "track_order"}}]
 
     problems = problems_by_field(validate_case_document(document, suite=suite))
 
@@ -327,9 +327,9 @@ def suite_data(**overrides):
     return {"name": "Orders", "agent": "support", **overrides}
 
 
-def test_it_accepts_a_valid_suite(agent):
+def test_it_accepts_a_valid_suite(agent, scripted_model):
     data = suite_data(
-        judge_model="simulated:sim-careful", extra_allowed_functions=["lookup_order"], case_timeout_seconds=3600
+        judge_model=scripted_model.key, extra_allowed_functions=["track_order"], case_timeout_seconds=3600
     )
     assert validate_suite(data) == []
 
@@ -340,8 +340,8 @@ def test_it_accepts_a_valid_suite(agent):
         ({"agent": ""}, "agent", "is required"),
         ({"agent": "nobody"}, "agent", "no agent named 'nobody'"),
         ({"name": ""}, "name", "is required"),
-        ({"judge_model": "simulated:sim-brilliant"}, "judge_model", "configured: simulated:sim-careful"),
-        ({"extra_allowed_functions": "lookup_order"}, "extra_allowed_functions", "JSON list"),
+        ({"judge_model": "scripted:brilliant"}, "judge_model", "is not a configured model; configured: "),
+        ({"extra_allowed_functions": "track_order"}, "extra_allowed_functions", "JSON list"),
         ({"force_blocked_functions": ["util-http-handle_http_request", ""]}, "force_blocked_functions[1]", "non-empty"),
         ({"case_timeout_seconds": 0}, "case_timeout_seconds", "between 1 and 3600"),
         ({"case_timeout_seconds": 3601}, "case_timeout_seconds", "between 1 and 3600"),

@@ -19,12 +19,12 @@ from recording.drafts import IDENTIFYING_TEXT_MAX_LENGTH, identifying_arguments
 from recording.services import recording_create
 from runs.models import Run
 from runs.services import run_create, run_execute
-from tests.recording.conftest import CAREFUL
+from tests.recording.conftest import CANCEL_1043, EMAIL, ORDER_ANSWERS, answer_by_user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-HASTY = "simulated:sim-hasty"
-EMAIL = "util-email-handle_email_sender"
+# The demo's models (agenttest_demo), for the tests below of how its two models replay its own conversations.
+CAREFUL, HASTY = "simulated:sim-careful", "simulated:sim-hasty"
 CANCEL_MESSAGE = "Cancel order 77 please"
 
 
@@ -46,7 +46,7 @@ def failed_assertions(result):
 def mailing_desk(db, scripted_model):
     agent = Agent.objects.create(
         name="mailing-desk", instruction="Help.", provider="scripted", model="scripted",
-        functions=[{"name": "lookup_order"}, {"name": "cancel_order"}, {"name": EMAIL}],
+        functions=[{"name": "track_order"}, {"name": "void_order"}, {"name": EMAIL}],
     )
     return agent, Suite.objects.create(name="Mailing desk", agent=agent, case_timeout_seconds=30)
 
@@ -57,7 +57,7 @@ def cancel_then_email(reason, subject, body, order_id="77", to="ana@example.com"
     def respond(request):
         results = [message for message in request.messages if message["role"] == "tool"]
         if not results:
-            return Answer(tool_calls=[Call("cancel_order", {"order_id": order_id, "reason": reason})])
+            return Answer(tool_calls=[Call("void_order", {"order_id": order_id, "reason": reason})])
         if len(results) == 1:
             return Answer(tool_calls=[Call(EMAIL, {"to": to, "subject": subject, "body": body})])
         return "Done: the order is cancelled and you have a confirmation."
@@ -77,16 +77,16 @@ def test_it_leaves_free_text_out_of_a_recorded_mock_and_its_assertion_and_says_s
     case = recording_create(conversation=conversation, suite=suite).cases[0]
 
     mocks = {mock.function_name: mock for mock in case.mocks.all()}
-    assert mocks["cancel_order"].arguments == {"order_id": "77"}
+    assert mocks["void_order"].arguments == {"order_id": "77"}
     assert mocks[EMAIL].arguments == {"to": "ana@example.com"}
     called = [item.params for item in case.assertions.filter(type="toolCalled")]
     assert called == [
-        {"function": "cancel_order", "arguments": {"order_id": "77"}},
+        {"function": "void_order", "arguments": {"order_id": "77"}},
         {"function": EMAIL, "arguments": {"to": "ana@example.com"}},
     ]
     assert not any("Hello" in str(params) or "changed my mind" in str(params) for params in called)
     assert (
-        "turn 0: the mock and the toolCalled assertion of cancel_order match on order_id only; left out: reason "
+        "turn 0: the mock and the toolCalled assertion of void_order match on order_id only; left out: reason "
         "(optional), so a reworded call still matches"
     ) in case.warnings
     assert any(
@@ -119,7 +119,7 @@ def test_it_replays_a_recording_green_when_the_model_words_the_free_text_differe
 
 @pytest.mark.parametrize(
     ("changed", "blocked"),
-    [({"order_id": "78"}, "cancel_order"), ({"to": "someone.else@example.com"}, EMAIL)],
+    [({"order_id": "78"}, "void_order"), ({"to": "someone.else@example.com"}, EMAIL)],
 )
 def test_it_still_fails_a_replay_whose_identifying_argument_changed(
     scripted_model, mailing_desk, talk, changed, blocked
@@ -138,18 +138,18 @@ def test_it_still_fails_a_replay_whose_identifying_argument_changed(
     ], "a call for another order or another recipient is not the recorded call: it is blocked, never run"
 
 
-def test_it_puts_the_cancellations_state_on_the_cancel_mock_not_the_email_mock(demo_agents, admin_user):
-    """The reproduction: recording demo conversation "Cancel order 1043" put order_status=cancelled on the email mock,
-    so a model that cancels without emailing failed stateEquals as well."""
-    conversations = {result.conversation.title: result.conversation for result in
-                     demo_conversations_create(owner=admin_user)}
+def test_it_puts_the_cancellations_state_on_the_cancel_mock_not_the_email_mock(order_agents, agent_model, talk):
+    """The reproduction: recording the demo's conversation "Cancel order 1043" (look up, cancel, email) put
+    order_status=cancelled on the email mock, so a model that cancels without emailing failed stateEquals as well."""
+    agent_model.respond_with(answer_by_user_message(ORDER_ANSWERS))
+    conversation = talk(order_agents["order-cancellation"], CANCEL_1043)
 
-    case = recording_create(conversation=conversations["Cancel order 1043"]).cases[0]
+    case = recording_create(conversation=conversation).cases[0]
 
     writes = {mock.function_name: mock.state_writes for mock in case.mocks.all()}
     assert writes == {
-        "lookup_order": {"order_id": "1043", "order_status": "processing"},
-        "cancel_order": {"order_id": "1043", "order_status": "cancelled"},
+        "track_order": {"order_id": "1043", "order_status": "processing"},
+        "void_order": {"order_id": "1043", "order_status": "cancelled"},
         EMAIL: {},
     }
 

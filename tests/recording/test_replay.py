@@ -6,17 +6,19 @@ from __future__ import annotations
 import pytest
 from django.core import mail
 
-from agenthost.llm.scripted import Answer, Call
+from agenthost.llm.scripted import Call
 from agenttest_demo.agents import demo_conversations_create
 from cases.models import Case, Suite
 from cases.services import case_enable
 from recording.services import extraction_create, recording_create
 from runs.models import Run
 from runs.services import RunError, run_create, run_execute
-from tests.recording.conftest import CAREFUL, segments_answer
-from tests.runs.conftest import HASTY
+from tests.recording.conftest import answer_by_user_message, segments_answer
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+# The demo's models (agenttest_demo), for the two tests of the demo's own conversations: what its README shows.
+CAREFUL, HASTY = "simulated:sim-careful", "simulated:sim-hasty"
 
 
 def run_enabled(suite, model_key, cases):
@@ -39,12 +41,12 @@ def test_it_replays_every_demo_conversation_green_on_its_own_model(demo_agents, 
     assert mail.outbox == [], "the recorded confirmation email is answered by its mock, never sent again"
 
 
-def test_it_replays_a_multi_turn_recording_and_each_extracted_case_green(three_topics, scripted_model):
+def test_it_replays_a_multi_turn_recording_and_each_extracted_case_green(three_topics, agent_model, scripted_model):
     recorded = recording_create(conversation=three_topics)
     scripted_model.play(segments_answer(("Order status", 0, 1), ("Cancel an order", 2, 2), ("Delivered order", 3, 3)))
     extracted = extraction_create(conversation=three_topics, model_key=scripted_model.key)
 
-    run, results = run_enabled(recorded.suite, CAREFUL, [*recorded.cases, *extracted.cases])
+    run, results = run_enabled(recorded.suite, agent_model.key, [*recorded.cases, *extracted.cases])
 
     assert results == {
         f"Recorded from {three_topics}": ("passed", ""),
@@ -112,27 +114,15 @@ def test_it_extracts_the_readmes_two_message_conversation_into_two_drafts_green_
     )
 
 
-def answer_by_user_message(answers):
-    """A scripted model that answers each user message with its tool calls, then (after the results) its text — so
-    the recording and every replay, in whatever order a run takes the cases, get the same answers."""
-
-    def respond(request):
-        user_message = [message for message in request.messages if message["role"] == "user"][-1]["content"]
-        calls, text = answers[user_message]
-        return text if request.messages[-1]["role"] == "tool" else Answer(tool_calls=calls)
-
-    return respond
-
-
 def test_it_replays_repeated_calls_a_stop_and_dropped_state_green(scripted_model, scripted_desk, desk_suite, talk):
     scripted_model.respond_with(
         answer_by_user_message(
             {
                 "Check orders 1 and 2": (
-                    [Call("lookup_order", {"order_id": "1"}), Call("lookup_order", {"order_id": "2"})],
+                    [Call("track_order", {"order_id": "1"}), Call("track_order", {"order_id": "2"})],
                     "Order 1 has shipped, order 2 was delivered.",
                 ),
-                "Cancel order 1": ([Call("ghost_tool", {"x": 1}), Call("cancel_order", {"order_id": "1"})], ""),
+                "Cancel order 1": ([Call("ghost_tool", {"x": 1}), Call("void_order", {"order_id": "1"})], ""),
                 "I want a person": ([Call("human_intervention_needed", {"reason": "asked for a person"})], ""),
             }
         )
@@ -148,13 +138,13 @@ def test_it_replays_repeated_calls_a_stop_and_dropped_state_green(scripted_model
 
 def test_it_replays_start_up_rule_calls_green_whole_and_sliced(scripted_model, scripted_desk, desk_suite, talk):
     scripted_desk.rules = [
-        {"trigger": "conversation_started", "function": "lookup_order", "arguments": {"order_id": "7"}}
+        {"trigger": "conversation_started", "function": "track_order", "arguments": {"order_id": "7"}}
     ]
     scripted_desk.save()
     conversation_script = answer_by_user_message(
         {
-            "Cancel it": ([Call("cancel_order", {"order_id": "7"})], "Order 7 was already delivered."),
-            "And order 3?": ([Call("lookup_order", {"order_id": "3"})], "Order 3 is being processed."),
+            "Cancel it": ([Call("void_order", {"order_id": "7"})], "Order 7 was already delivered."),
+            "And order 3?": ([Call("track_order", {"order_id": "3"})], "Order 3 is being processed."),
         }
     )
     scripted_model.respond_with(conversation_script)
@@ -170,9 +160,9 @@ def test_it_replays_start_up_rule_calls_green_whole_and_sliced(scripted_model, s
     assert results == {whole.name: ("passed", ""), "Look up": ("passed", "")}
 
 
-def test_it_keeps_drafts_out_of_runs_until_they_are_enabled(three_topics):
+def test_it_keeps_drafts_out_of_runs_until_they_are_enabled(three_topics, agent_model):
     drafts = recording_create(conversation=three_topics)
 
     with pytest.raises(RunError, match="selects no enabled case"):
-        run_create(suite=drafts.suite, model_keys=[CAREFUL])
+        run_create(suite=drafts.suite, model_keys=[agent_model.key])
     assert Suite.objects.get(pk=drafts.suite.pk).cases.filter(enabled=True).count() == 0

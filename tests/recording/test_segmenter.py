@@ -136,11 +136,11 @@ def test_it_sends_only_user_messages_and_tool_names(three_topics):
     assert system["role"] == "system" and "JSON" in system["content"]
     assert json.loads(user["content"]) == {
         "turns": [
-            {"turn": 0, "user": THREE_TOPICS[0], "tools": ["lookup_order"]},
-            {"turn": 1, "user": THREE_TOPICS[1], "tools": ["lookup_order"]},
-            {"turn": 2, "user": THREE_TOPICS[2], "tools": ["lookup_order", "cancel_order",
+            {"turn": 0, "user": THREE_TOPICS[0], "tools": ["track_order"]},
+            {"turn": 1, "user": THREE_TOPICS[1], "tools": ["track_order"]},
+            {"turn": 2, "user": THREE_TOPICS[2], "tools": ["track_order", "void_order",
                                                            "util-email-handle_email_sender"]},
-            {"turn": 3, "user": THREE_TOPICS[3], "tools": ["lookup_order"]},
+            {"turn": 3, "user": THREE_TOPICS[3], "tools": ["track_order"]},
         ]
     }
     assert request.tools == []

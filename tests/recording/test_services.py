@@ -15,7 +15,14 @@ from recording.services import (
     extraction_create,
     recording_create,
 )
-from tests.recording.conftest import CANCEL_1043, SEEDED_STATE, THREE_TOPICS, WHERE_IS_1042, segments_answer
+from tests.recording.conftest import (
+    CANCEL_1043,
+    ROUTED_1042,
+    SEEDED_STATE,
+    THREE_TOPICS,
+    WHERE_IS_1042,
+    segments_answer,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -63,8 +70,8 @@ def test_it_asks_to_choose_when_several_suites_test_the_agent(three_topics):
     assert not Case.objects.exists()
 
 
-def test_it_starts_a_draft_in_another_agents_suite_with_the_conversations_agent(three_topics, demo_agents):
-    suite = Suite.objects.create(name="Router", agent=demo_agents["order-router"])
+def test_it_starts_a_draft_in_another_agents_suite_with_the_conversations_agent(three_topics, order_agents):
+    suite = Suite.objects.create(name="Router", agent=order_agents["order-router"])
 
     case = recording_create(conversation=three_topics, suite=suite).cases[0]
 
@@ -78,9 +85,9 @@ def test_it_numbers_a_second_recording_of_the_same_conversation(three_topics):
     assert second.name == f"{first.name} (2)"
 
 
-def test_it_refuses_a_conversation_without_turns(demo_agents, talk):
+def test_it_refuses_a_conversation_without_turns(order_agents, talk):
     with pytest.raises(RecordingError, match="has no turns"):
-        recording_create(conversation=talk(demo_agents["order-router"]))
+        recording_create(conversation=talk(order_agents["order-router"]))
     assert not Suite.objects.exists() and not Case.objects.exists()
 
 
@@ -124,7 +131,7 @@ def test_it_never_sends_the_extraction_model_tool_arguments_results_or_state(thr
     sent = json.dumps(request.as_dict())
     for user_message in THREE_TOPICS:
         assert json.dumps(user_message)[1:-1] in sent
-    for tool in ("lookup_order", "cancel_order", "util-email-handle_email_sender"):
+    for tool in ("track_order", "void_order", "util-email-handle_email_sender"):
         assert tool in sent
     withheld = [
         "order_id", "order_status", "customer_email",  # argument and state keys
@@ -147,8 +154,9 @@ def test_it_stores_nothing_when_the_answer_is_rejected(three_topics, scripted_mo
     assert not Suite.objects.exists(), "not even the suite it would have created"
 
 
-def test_it_needs_no_model_for_a_one_turn_conversation(demo_agents, talk, scripted_model):
-    conversation = talk(demo_agents["order-router"], WHERE_IS_1042, title="Where is order 1042?")
+def test_it_needs_no_model_for_a_one_turn_conversation(order_agents, agent_model, talk, scripted_model):
+    agent_model.play(*ROUTED_1042)
+    conversation = talk(order_agents["order-router"], WHERE_IS_1042, title="Where is order 1042?")
 
     drafts = extraction_create(conversation=conversation)
 
@@ -156,14 +164,14 @@ def test_it_needs_no_model_for_a_one_turn_conversation(demo_agents, talk, script
     assert scripted_model.requests == []
 
 
-def test_it_asks_for_an_extraction_model_when_none_is_given(three_topics, settings):
+def test_it_asks_for_an_extraction_model_when_none_is_given(three_topics, agent_model, settings):
     settings.AGENTTEST_EXTRACTION_MODEL = ""
 
     with pytest.raises(RecordingError) as raised:
         extraction_create(conversation=three_topics)
 
     assert str(raised.value).startswith("choose an extraction model (provider:model); configured: ")
-    assert "simulated:sim-careful" in str(raised.value)
+    assert agent_model.key in str(raised.value)
 
 
 def test_it_uses_the_configured_default_extraction_model(three_topics, scripted_model, settings):

@@ -12,7 +12,15 @@ from django.utils import timezone
 
 from agenthost.models import Conversation
 from cases.models import Case, Suite
-from tests.recording.conftest import CANCEL_1043, THREE_TOPICS, WHERE_IS_1042, segments_answer
+from tests.recording.conftest import (
+    CANCEL_1043,
+    ORDER_ANSWERS,
+    ROUTED_1042,
+    THREE_TOPICS,
+    WHERE_IS_1042,
+    answer_by_user_message,
+    segments_answer,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -36,10 +44,11 @@ def test_it_sends_anonymous_visitors_to_the_login_page(client, url):
     assert response.status_code == 302 and response["Location"] == f"/accounts/login/?next={url}"
 
 
-def test_it_lists_conversations_filtered_by_agent_date_tag_and_text(staff_page, demo_agents, talk):
-    router, lookup = demo_agents["order-router"], demo_agents["order-lookup"]
+def test_it_lists_conversations_filtered_by_agent_date_tag_and_text(staff_page, order_agents, agent_model, talk):
+    router, lookup = order_agents["order-router"], order_agents["order-lookup"]
     old = talk(router, title="Old refund question", tags=["demo"])
     Conversation.objects.filter(pk=old.pk).update(created_at=timezone.now() - datetime.timedelta(days=10))
+    agent_model.play(*ROUTED_1042)
     talk(router, WHERE_IS_1042, title="Parcel status", tags=["demo"])
     talk(lookup, title="Direct lookup")
 
@@ -59,9 +68,9 @@ def test_it_lists_conversations_filtered_by_agent_date_tag_and_text(staff_page, 
     assert "No conversations match" in staff_page.get("/conversations/?search=nothing-like-this").content.decode()
 
 
-def test_it_shows_members_only_their_own_conversations(member_page, member, outsider, demo_agents, talk):
-    mine = talk(demo_agents["order-router"], owner=member, title="Mine")
-    theirs = talk(demo_agents["order-router"], owner=outsider, title="Otto's")
+def test_it_shows_members_only_their_own_conversations(member_page, member, outsider, order_agents, talk):
+    mine = talk(order_agents["order-router"], owner=member, title="Mine")
+    theirs = talk(order_agents["order-router"], owner=outsider, title="Otto's")
 
     assert "Otto" not in member_page.get("/conversations/").content.decode()
     assert member_page.get(f"/conversations/{mine.pk}/").status_code == 200
@@ -73,19 +82,20 @@ def test_it_shows_the_transcript_with_tool_calls_and_the_state_timeline(staff_pa
 
     for index, text in enumerate(THREE_TOPICS):
         assert f'id="turn-{index}"' in html and text in html
-    assert html.count('<span class="tool-name">lookup_order</span>') >= 4
+    assert html.count('<span class="tool-name">track_order</span>') >= 4
     assert "util-email-handle_email_sender" in html
     assert "&quot;order_id&quot;: &quot;1043&quot;" in html, "call arguments are shown as JSON"
     assert "&quot;refund&quot;: &quot;full&quot;" in html, "tool results are shown"
     assert "I checked: order 1047 is already delivered" in html, "what the agent answered"
     timeline = html.split('id="timeline-heading"')[1]
     assert re.search(r"initial.*customer_email.*bo@example.com", timeline, re.S)
-    assert re.search(r'href="#turn-2">turn 2</a>.*via <span class="tool-name">cancel_order</span>.*order_status'
+    assert re.search(r'href="#turn-2">turn 2</a>.*via <span class="tool-name">void_order</span>.*order_status'
                      r".*&quot;cancelled&quot;", timeline, re.S)
 
 
-def test_it_offers_staff_the_buttons_and_members_none(staff_page, client, member, demo_agents, talk):
-    conversation = talk(demo_agents["order-router"], WHERE_IS_1042, owner=member)
+def test_it_offers_staff_the_buttons_and_members_none(staff_page, client, member, order_agents, agent_model, talk):
+    agent_model.play(*ROUTED_1042)
+    conversation = talk(order_agents["order-router"], WHERE_IS_1042, owner=member)
 
     staff_html = staff_page.get(f"/conversations/{conversation.pk}/").content.decode()
     assert "Record as draft" in staff_html and "Extract cases" in staff_html
@@ -152,8 +162,9 @@ def test_it_requires_a_suite_choice_when_several_test_the_agent(staff_page, thre
     assert "choose a suite: 2 suites test agent order-cancellation" in response.content.decode()
 
 
-def test_it_lists_the_cases_made_from_the_conversation(staff_page, demo_agents, talk):
-    conversation = talk(demo_agents["order-router"], WHERE_IS_1042, CANCEL_1043)
+def test_it_lists_the_cases_made_from_the_conversation(staff_page, order_agents, agent_model, talk):
+    agent_model.respond_with(answer_by_user_message(ORDER_ANSWERS))
+    conversation = talk(order_agents["order-cancellation"], WHERE_IS_1042, CANCEL_1043)
     staff_page.post(f"/conversations/{conversation.pk}/record/")
 
     html = staff_page.get(f"/conversations/{conversation.pk}/").content.decode()
@@ -174,12 +185,13 @@ def test_it_shares_the_apis_throttle_budget(staff_page, three_topics):
     assert not Case.objects.exists()
 
 
-def test_it_hides_sealed_test_conversations_unless_asked(staff_page, demo_agents, talk):
+def test_it_hides_sealed_test_conversations_unless_asked(staff_page, order_agents, agent_model, talk):
     from agenthost.services import conversation_start
 
-    chat = talk(demo_agents["order-router"], WHERE_IS_1042, title="a customer chat")
+    agent_model.play(*ROUTED_1042)
+    chat = talk(order_agents["order-router"], WHERE_IS_1042, title="a customer chat")
     sealed = conversation_start(
-        agent=demo_agents["order-router"], title="[test] a case", seal="this conversation belongs to test run 7"
+        agent=order_agents["order-router"], title="[test] a case", seal="this conversation belongs to test run 7"
     )
 
     def titles(query: str = "") -> set[str]:

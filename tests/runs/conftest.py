@@ -1,12 +1,16 @@
 """Suites, cases and runs for the runs tests, written with the ORM so they do not depend on the cases API.
 
-The order desk agent runs on the simulated models, which behave differently on the same request: asked to cancel an
-order, "sim-careful" looks it up first and "sim-hasty", whose instruction does not tell it to, cancels straight away —
-so `toolCalled lookup_order` passes on one model and fails on the other.
+The order desk's cases run on two models that behave differently on the same request: asked to cancel an order, the
+careful one looks it up first and the hasty one cancels straight away — so `toolCalled lookup_order` passes on one
+model and fails on the other. They are two models of the host's scripted provider, SCRIPTED_CAREFUL and SCRIPTED_HASTY,
+playing `order_desk_answer`; the files not yet moved off the demo (issue 34) run the demo's simulated models, CAREFUL
+and HASTY, whose rules behave so.
 """
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
@@ -14,7 +18,10 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 
+from agenthost.llm.base import ModelRequest
+from agenthost.llm.scripted import Answer, Call, Entry
 from agenthost.models import Agent
+from agenthost.testing.fixtures import ScriptedModel
 from agenttest.celery import app
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
@@ -22,6 +29,35 @@ from runs.models import CaseResult, Run
 CAREFUL = "simulated:sim-careful"
 HASTY = "simulated:sim-hasty"
 CANCEL_REQUEST = "Please cancel order 1043 because I changed my mind"
+# The host's scripted models: `scripted_model` configures SCRIPTED (priced), `careful_and_hasty` the other two (free).
+SCRIPTED = "scripted:scripted"
+SCRIPTED_CAREFUL = "scripted:careful"
+SCRIPTED_HASTY = "scripted:hasty"
+# Declared in full, so the model is offered the same tools whether or not a plugin registers functions of these names;
+# a case's mocks answer them.
+ORDER_TOOLS = (
+    {
+        "name": "lookup_order",
+        "description": "Look up an order by its number: status, items and the customer's email.",
+        "parameters": {
+            "type": "object",
+            "properties": {"order_id": {"type": "string", "description": "The order number, e.g. 1042."}},
+            "required": ["order_id"],
+        },
+    },
+    {
+        "name": "cancel_order",
+        "description": "Cancel an order that has not been delivered yet.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string", "description": "The order number."},
+                "reason": {"type": "string", "description": "Why the customer cancels."},
+            },
+            "required": ["order_id"],
+        },
+    },
+)
 ORDER_MOCKS = (
     {"function_name": "lookup_order", "result": '{"order_id": "1043", "status": "processing"}'},
     {"function_name": "cancel_order", "result": '{"order_id": "1043", "cancelled": true}'},
@@ -37,11 +73,50 @@ def _fresh_throttle_history(db) -> Iterator[None]:
 
 
 @pytest.fixture
+def careful_and_hasty(scripted_model, settings) -> ScriptedModel:
+    """The scripted provider with SCRIPTED_CAREFUL and SCRIPTED_HASTY too, both free (no price, of a kind that declares
+    itself free). They play one script, which tells them apart by request.model."""
+    scripted = settings.AGENTTEST_PROVIDERS["scripted"]
+    both = [
+        {"name": name, "input_price": 0.0, "output_price": 0.0, "label": f"Scripted, {name}"}
+        for name in ("careful", "hasty")
+    ]
+    settings.AGENTTEST_PROVIDERS = {
+        **settings.AGENTTEST_PROVIDERS, "scripted": {**scripted, "models": [*scripted["models"], *both]},
+    }
+    return scripted_model
+
+
+def order_desk_answer(request: ModelRequest) -> Entry:
+    """The order desk, asked about the order its user's last message names: SCRIPTED_CAREFUL looks it up before
+    cancelling it, any other model cancels it straight away; then each says it is done."""
+    messages = request.chat_messages()
+    last_user = max(index for index, message in enumerate(messages) if message.get("role") == "user")
+    order = re.findall(r"\d+", str(messages[last_user].get("content")))[0]
+    called = {
+        call["function"]["name"]
+        for message in messages[last_user + 1 :] if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or []
+    }
+    for name in ("lookup_order", "cancel_order") if request.model == "careful" else ("cancel_order",):
+        if name not in called:
+            return Answer(tool_calls=[Call(name, {"order_id": order})])
+    return f"Order {order} is cancelled."
+
+
+@pytest.fixture
+def order_desk(careful_and_hasty) -> ScriptedModel:
+    """SCRIPTED_CAREFUL and SCRIPTED_HASTY answering as the order desk (order_desk_answer)."""
+    careful_and_hasty.respond_with(order_desk_answer)
+    return careful_and_hasty
+
+
+@pytest.fixture
 def order_agent(db) -> Agent:
     return Agent.objects.create(
         name="order-desk", description="Looks up and cancels orders.",
         instruction="You help customers with their orders.", provider="simulated", model="sim-careful",
-        functions=[{"name": "lookup_order"}, {"name": "cancel_order"}],
+        functions=copy.deepcopy(list(ORDER_TOOLS)),
     )
 
 
@@ -98,8 +173,10 @@ def order_suite(make_suite, make_case) -> Suite:
 def make_run() -> Callable[..., Run]:
     """A run row with results, as a finished (or running) run leaves them; nothing is executed."""
 
-    def make(suite: Suite, *, status: str = Run.Status.PASSED, models: tuple[str, ...] = (CAREFUL,),
+    def make(suite: Suite, *, status: str = Run.Status.PASSED, models: tuple[str, ...] = (),
              results: tuple[tuple[str, str], ...] = (), **fields: Any) -> Run:
+        # Unless named, the run's models are those its results are on (CAREFUL for a run without results).
+        models = models or tuple(dict.fromkeys(model for model, _ in results)) or (CAREFUL,)
         cases = list(suite.cases.order_by("pk"))
         run = Run.objects.create(
             suite=suite, model_keys=list(models), status=status, case_ids=[case.pk for case in cases],

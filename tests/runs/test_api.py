@@ -7,7 +7,8 @@ from django.conf import settings as django_settings
 from django.urls import reverse
 
 from runs.models import CaseResult, Run
-from tests.runs.conftest import CAREFUL, HASTY
+from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
+from tests.runs.conftest import SCRIPTED_HASTY as HASTY
 
 PASSED, FAILED, ERROR, CANCELLED = "passed", "failed", "error", "cancelled"
 
@@ -58,7 +59,7 @@ def test_it_lets_members_read_but_not_trigger_cancel_or_delete(member_client, fi
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_lets_staff_trigger_cancel_and_delete(admin_client_api, order_suite, make_run, run_queue):
+def test_it_lets_staff_trigger_cancel_and_delete(admin_client_api, order_suite, make_run, run_queue, order_desk):
     triggered = admin_client_api.post(
         reverse("runs-api:runs"), {"suite": order_suite.pk, "models": [CAREFUL]}, format="json"
     )
@@ -75,7 +76,7 @@ def test_it_lets_staff_trigger_cancel_and_delete(admin_client_api, order_suite, 
 
 
 @pytest.mark.django_db
-def test_it_lists_the_configured_models_with_labels_and_prices(member_client, scripted_model):
+def test_it_lists_the_configured_models_with_labels_and_prices(member_client, scripted_model, careful_and_hasty):
     response = member_client.get(reverse("runs-api:models"))
 
     assert response.status_code == 200
@@ -85,7 +86,7 @@ def test_it_lists_the_configured_models_with_labels_and_prices(member_client, sc
         "key": "scripted:scripted", "provider": "scripted", "model": "scripted", "label": "Scripted (tests)",
         "input_price": 1.0, "output_price": 2.0,
     }
-    assert by_key[CAREFUL]["label"] == "Simulated: careful (offline)"
+    assert by_key[CAREFUL]["label"] == "Scripted, careful"
 
 
 # --- Lists and details --------------------------------------------------------------------------------------------
@@ -114,7 +115,7 @@ def test_it_lists_runs_with_counts_and_per_model_pass_rates(member_client, finis
 def test_it_filters_runs_by_suite_status_and_agent(member_client, order_suite, make_suite, make_run):
     from agenthost.models import Agent
 
-    other_agent = Agent.objects.create(name="other", instruction="x", provider="simulated", model="sim-hasty")
+    other_agent = Agent.objects.create(name="other", instruction="x", provider="scripted", model="hasty")
     other_suite = make_suite("other", agent=other_agent)
     failed = make_run(order_suite, status=Run.Status.FAILED)
     passed = make_run(order_suite, status=Run.Status.PASSED)
@@ -226,7 +227,7 @@ def test_it_serves_one_result_with_its_transcript(member_client, finished_run, o
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_triggers_a_run_that_the_queue_executes(admin_client_api, order_suite, run_queue):
+def test_it_triggers_a_run_that_the_queue_executes(admin_client_api, order_suite, run_queue, order_desk):
     response = admin_client_api.post(
         reverse("runs-api:runs"), {"suite": order_suite.pk, "models": [CAREFUL, HASTY], "case_filter": ""},
         format="json",
@@ -243,7 +244,7 @@ def test_it_triggers_a_run_that_the_queue_executes(admin_client_api, order_suite
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_triggers_repeated_trials_within_a_budget(admin_client_api, order_suite, run_queue):
+def test_it_triggers_repeated_trials_within_a_budget(admin_client_api, order_suite, run_queue, order_desk):
     response = admin_client_api.post(
         reverse("runs-api:runs"),
         {"suite": order_suite.pk, "models": [HASTY], "case_filter": "up first", "trials": 3, "budget_cost": "5.00"},
@@ -264,7 +265,7 @@ def test_it_triggers_repeated_trials_within_a_budget(admin_client_api, order_sui
     ("body", "field", "message"),
     [
         ({"suite": "SUITE", "models": [CAREFUL, CAREFUL]}, "models", "is listed twice"),
-        ({"suite": "SUITE", "models": ["simulated:sim-nope"]}, "models", "is not configured"),
+        ({"suite": "SUITE", "models": ["scripted:nope"]}, "models", "is not configured"),
         ({"suite": "SUITE", "models": ["no-colon"]}, "models", "must look like 'provider:model'"),
         ({"suite": "SUITE", "models": []}, "models", "choose at least one model"),
         ({"suite": "SUITE"}, "models", "required"),
@@ -282,7 +283,7 @@ def test_it_triggers_repeated_trials_within_a_budget(admin_client_api, order_sui
     ],
 )
 def test_it_names_the_field_of_a_bad_trigger_and_creates_nothing(
-    admin_client_api, order_suite, dead_run_queue, body, field, message
+    admin_client_api, order_suite, dead_run_queue, careful_and_hasty, body, field, message
 ):
     if isinstance(body, dict):
         body = {key: order_suite.pk if value == "SUITE" else value for key, value in body.items()}
@@ -297,7 +298,7 @@ def test_it_names_the_field_of_a_bad_trigger_and_creates_nothing(
 
 @pytest.mark.django_db
 def test_it_refuses_a_disabled_suite_and_one_whose_cases_are_all_disabled(
-    admin_client_api, make_suite, make_case, order_suite
+    admin_client_api, make_suite, make_case, order_suite, careful_and_hasty
 ):
     order_suite.enabled = False
     order_suite.save()
@@ -314,7 +315,9 @@ def test_it_refuses_a_disabled_suite_and_one_whose_cases_are_all_disabled(
 
 
 @pytest.mark.django_db
-def test_it_answers_503_and_leaves_no_run_when_the_queue_is_unreachable(admin_client_api, order_suite, settings):
+def test_it_answers_503_and_leaves_no_run_when_the_queue_is_unreachable(
+    admin_client_api, order_suite, settings, careful_and_hasty
+):
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
 
     response = admin_client_api.post(
@@ -331,7 +334,7 @@ def test_it_answers_503_and_leaves_no_run_when_the_queue_is_unreachable(admin_cl
 def test_it_throttles_triggering_but_not_reading(admin_client_api, order_suite, dead_run_queue):
     rate = django_settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["run_trigger"]
     allowed = int(rate.split("/")[0])
-    body = {"suite": order_suite.pk, "models": ["simulated:sim-nope"]}
+    body = {"suite": order_suite.pk, "models": ["scripted:nope"]}
     for _ in range(allowed):
         assert admin_client_api.post(reverse("runs-api:runs"), body, format="json").status_code == 400
 

@@ -31,7 +31,7 @@ def costly(answer: Answer) -> Answer:
 def suite(scripted_model) -> Suite:
     agent = Agent.objects.create(
         name="desk", instruction="You cancel orders.", provider="scripted", model="scripted",
-        functions=[{"name": "cancel_order"}],
+        functions=[{"name": "void_order"}],
     )
     return Suite.objects.create(name="desk", agent=agent, judge_model=SCRIPTED, case_timeout_seconds=20)
 
@@ -62,11 +62,11 @@ def test_it_stops_a_scripted_turn_before_the_agents_next_call(suite, scripted_mo
     case = Case.objects.create(suite=suite, name="scripted")
     for position, text in enumerate(("Cancel order 1043.", "Thanks.")):
         Turn.objects.create(case=case, position=position, user_message=text)
-    Mock.objects.create(case=case, position=0, function_name="cancel_order", result='{"cancelled": true}')
-    Assertion.objects.create(case=case, position=0, type="toolCalled", params={"function": "cancel_order"})
+    Mock.objects.create(case=case, position=0, function_name="void_order", result='{"cancelled": true}')
+    Assertion.objects.create(case=case, position=0, type="toolCalled", params={"function": "void_order"})
     talk = Conversation(
         user=[],
-        agent=[costly(Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})])), costly(Answer("Done."))],
+        agent=[costly(Answer(tool_calls=[Call("void_order", {"order_id": "1043"})])), costly(Answer("Done."))],
     )
     scripted_model.respond_with(talk)
 

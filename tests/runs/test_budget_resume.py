@@ -15,13 +15,14 @@ from cases.models import Assertion, Case, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.selectors import run_summary
 from runs.services import RunConflict, RunError, run_cancel, run_create, run_execute, run_prepare_resume
-from tests.runs.conftest import CAREFUL, HASTY
+from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
+from tests.runs.conftest import SCRIPTED_HASTY as HASTY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def suite(make_suite, make_case):
+def suite(make_suite, make_case, order_desk):
     suite = make_suite()
     for name in ["a", "b", "c"]:
         make_case(suite, name, assertions=({"type": "toolCalled", "params": {"function": "cancel_order"}},))
@@ -42,9 +43,9 @@ def test_it_stops_a_run_whose_token_budget_is_exhausted_and_keeps_what_finished(
 def test_it_stops_on_a_cost_budget(suite, settings):
     settings.AGENTTEST_PROVIDERS = {
         **settings.AGENTTEST_PROVIDERS,
-        "simulated": {**settings.AGENTTEST_PROVIDERS["simulated"], "models": [
-            {"name": "sim-careful", "input_price": 1000.0, "output_price": 1000.0, "label": ""},
-            {"name": "sim-hasty", "input_price": 0.0, "output_price": 0.0, "label": ""},
+        "scripted": {**settings.AGENTTEST_PROVIDERS["scripted"], "models": [
+            {"name": "careful", "input_price": 1000.0, "output_price": 1000.0, "label": ""},
+            {"name": "hasty", "input_price": 0.0, "output_price": 0.0, "label": ""},
         ]},
     }
     run = run_execute(run_id=run_create(suite=suite, model_keys=[CAREFUL], budget_cost=Decimal("0.01")).pk)

@@ -74,7 +74,7 @@ def make_suite(
     provider, _, model_name = model.partition(":")
     agent = Agent.objects.create(
         name=name, instruction="You run the order desk.", provider=provider, model=model_name,
-        functions=[{"name": "lookup_order", "description": "Find an order.",
+        functions=[{"name": "find_order", "description": "Find an order.",
                     "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}}}],
     )
     suite = Suite.objects.create(
@@ -82,10 +82,10 @@ def make_suite(
     )
     for index in range(cases):
         case = Case.objects.create(suite=suite, name=f"case {index:02d}")
-        turn = Turn.objects.create(case=case, position=0, user_message=f"please lookup_order {1000 + index}")
-        Mock.objects.create(case=case, function_name="lookup_order", result=f'{{"order_id": "{1000 + index}"}}')
+        turn = Turn.objects.create(case=case, position=0, user_message=f"please find_order {1000 + index}")
+        Mock.objects.create(case=case, function_name="find_order", result=f'{{"order_id": "{1000 + index}"}}')
         Assertion.objects.create(
-            case=case, turn=turn, position=0, type="toolCalled", params={"function": "lookup_order"}
+            case=case, turn=turn, position=0, type="toolCalled", params={"function": "find_order"}
         )
         if judge:
             Assertion.objects.create(
@@ -212,7 +212,7 @@ def test_it_sends_nothing_for_timed_out_cases_behind_a_call_its_provider_does_no
             return Hang(seconds=30)
         if request.messages[-1]["role"] == "tool":
             return Answer("It has shipped.")
-        return Answer(tool_calls=[Call("lookup_order", {"order_id": "1000"})])
+        return Answer(tool_calls=[Call("find_order", {"order_id": "1000"})])
 
     scripted_model.respond_with(model)
 

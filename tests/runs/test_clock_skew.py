@@ -28,7 +28,8 @@ from common.queues import group_queue
 from runs.models import CaseResult, Run, RunLock
 from runs.services import run_create, run_sweep_expired, run_trigger
 from runs.tasks import execute_run
-from tests.runs.test_lease import MODEL, broker
+from tests.runs.conftest import SCRIPTED
+from tests.runs.test_lease import broker
 from tests.workers import REDIS_URL, group_worker, wait_for
 
 __all__ = ["broker"]
@@ -79,14 +80,14 @@ def skewed_suite(name: str, cases: int) -> Suite:
     """Cases in isolation group "skewed", each two model calls (a tool call, then an answer) on the stub."""
     agent = Agent.objects.create(
         name=f"{name}-agent", instruction="Help.", provider="stub", model="gpt-4o-mini",
-        functions=[{"name": "lookup_order"}],
+        functions=[{"name": "find_order"}],
     )
     suite = Suite.objects.create(name=name, agent=agent, isolation_group="skewed", case_timeout_seconds=30)
     for index in range(cases):
         case = Case.objects.create(suite=suite, name=f"case {index:02d}")
-        turn = Turn.objects.create(case=case, user_message=f"Please lookup_order {1040 + index}")
-        Mock.objects.create(case=case, function_name="lookup_order", result='{"status": "shipped"}')
-        Assertion.objects.create(case=case, turn=turn, type="toolCalled", params={"function": "lookup_order"})
+        turn = Turn.objects.create(case=case, user_message=f"Please find_order {1040 + index}")
+        Mock.objects.create(case=case, function_name="find_order", result='{"status": "shipped"}')
+        Assertion.objects.create(case=case, turn=turn, type="toolCalled", params={"function": "find_order"})
     return suite
 
 
@@ -184,8 +185,8 @@ offsets = strategies.one_of(
 
 @given(offset_ms=offsets, source=strategies.sampled_from(["database", "stored", "stored-whole-second"]))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_it_sweeps_a_lease_exactly_when_the_database_says_it_expired(order_suite, offset_ms, source):
-    run = Run.objects.filter(suite=order_suite).first() or run_create(suite=order_suite, model_keys=[MODEL])
+def test_it_sweeps_a_lease_exactly_when_the_database_says_it_expired(order_suite, scripted_model, offset_ms, source):
+    run = Run.objects.filter(suite=order_suite).first() or run_create(suite=order_suite, model_keys=[SCRIPTED])
 
     def database_now() -> datetime:
         return Run.objects.filter(pk=run.pk).annotate(now=Now()).values_list("now", flat=True).get()

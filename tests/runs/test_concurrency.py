@@ -70,19 +70,19 @@ def stub(settings) -> Iterator[OpenAIStub]:
 def make_suite(name: str = "desk", cases: int = CASES, **fields: object) -> Suite:
     agent = Agent.objects.create(
         name=f"{name}-agent", instruction="You run the order desk.", provider="stub", model="gpt-4o-mini",
-        functions=[{"name": "lookup_order", "description": "Find an order.",
+        functions=[{"name": "find_order", "description": "Find an order.",
                     "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}}},
-                   {"name": "cancel_order"}],
+                   {"name": "void_order"}],
     )
     suite = Suite.objects.create(name=name, agent=agent, **{"case_timeout_seconds": 30, **fields})
     for index in range(cases):
         case = Case.objects.create(suite=suite, name=f"case {index:02d}")
         turns = [
             Turn.objects.create(case=case, position=position, user_message=text)
-            for position, text in enumerate([f"please lookup_order {1000 + index}", "thanks", "bye"])
+            for position, text in enumerate([f"please find_order {1000 + index}", "thanks", "bye"])
         ]
-        Mock.objects.create(case=case, function_name="lookup_order", result=f'{{"order_id": "{1000 + index}"}}')
-        Assertion.objects.create(case=case, turn=turns[0], type="toolCalled", params={"function": "lookup_order"})
+        Mock.objects.create(case=case, function_name="find_order", result=f'{{"order_id": "{1000 + index}"}}')
+        Assertion.objects.create(case=case, turn=turns[0], type="toolCalled", params={"function": "find_order"})
         # Every third case fails on its last turn, so a mix of verdicts must come out in the same places.
         expected = "echo: nope" if index % 3 == 0 else "echo: bye"
         Assertion.objects.create(case=case, turn=turns[2], position=1, type="outputContains", params={"text": expected})
@@ -142,7 +142,7 @@ def test_it_keys_recordings_per_case_when_recording_side_by_side_so_a_serial_rep
     assert Recording.objects.filter(case__suite=suite).count() == 8
     for recording in Recording.objects.filter(case__suite=suite).select_related("case"):
         number = 1000 + int(recording.case.name.split()[1])
-        assert f"lookup_order {number}" in str(recording.entries[0]["request"]), "each case's own traffic"
+        assert f"find_order {number}" in str(recording.entries[0]["request"]), "each case's own traffic"
     stub.stop()
 
     set_concurrency(suite, 1)
@@ -231,14 +231,14 @@ def test_it_runs_serially_a_suite_that_is_no_longer_hermetic(stub):
     server = Server(stub, latency=0.02)
     suite = make_suite(cases=4)
     # As a legacy row could hold it: an extra-allowed function that is not declared free of outside effects.
-    Suite.objects.filter(pk=suite.pk).update(case_concurrency=4, extra_allowed_functions=["cancel_order"])
+    Suite.objects.filter(pk=suite.pk).update(case_concurrency=4, extra_allowed_functions=["void_order"])
     run = execute(Suite.objects.get(pk=suite.pk))
     assert server.most == 1 and run.done == 4
 
 
 def test_it_refuses_concurrency_for_a_suite_that_is_not_hermetic_and_names_the_field(admin_client_api, stub):
     suite = make_suite(cases=1)
-    Suite.objects.filter(pk=suite.pk).update(extra_allowed_functions=["cancel_order"])
+    Suite.objects.filter(pk=suite.pk).update(extra_allowed_functions=["void_order"])
 
     response = admin_client_api.patch(f"/api/suites/{suite.pk}/", {"case_concurrency": 4}, format="json")
 
@@ -275,11 +275,11 @@ def test_it_accepts_concurrency_and_a_group_for_a_hermetic_suite(admin_client_ap
 
 def test_it_shows_the_refusal_on_the_admin_form(admin_client, stub):
     suite = make_suite(cases=1)
-    Suite.objects.filter(pk=suite.pk).update(extra_allowed_functions=["cancel_order"])
+    Suite.objects.filter(pk=suite.pk).update(extra_allowed_functions=["void_order"])
     url = reverse("admin:cases_suite_change", args=[suite.pk])
     form = {
         "name": suite.name, "description": "", "agent": suite.agent_id, "judge_model": "",
-        "extra_allowed_functions": '["cancel_order"]', "force_blocked_functions": "[]", "case_timeout_seconds": 30,
+        "extra_allowed_functions": '["void_order"]', "force_blocked_functions": "[]", "case_timeout_seconds": 30,
         "enabled": "on", "isolation_group": "default", "case_concurrency": 4,
     }
     response = admin_client.post(url, form)

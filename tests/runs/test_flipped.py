@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from runs.models import CaseResult, Run
 from runs.web.comparison import default_baseline, run_flipped, runs_verdicts, with_default_baseline
-from tests.runs.conftest import CAREFUL, HASTY
+from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
+from tests.runs.conftest import SCRIPTED_HASTY as HASTY
 from tests.runs.test_views import html_of
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +31,7 @@ def bless(run: Run) -> Run:
 
 
 @pytest.fixture
-def three_runs(order_suite, make_run):
+def three_runs(order_suite, make_run, careful_and_hasty):
     """A blessed run, a later unblessed one, and the current run: against the blessed run, FIRST regressed on
     HASTY (passed → error) and SECOND was fixed on CAREFUL (failed → passed); against the run in between, nothing
     flipped."""
@@ -96,7 +97,7 @@ def test_it_counts_and_lists_what_flipped_since_the_blessed_baseline_at_the_top_
     assert f'href="/runs/{current.pk}/results/{broke.pk}/side-by-side/?with={was.pk}">side by side</a>' in top
     assert f'href="/runs/{current.pk}/compare/?baseline={blessed.pk}"' in top
     top_text = words(top)
-    assert "▼ Regression cancels the order on simulated:sim-hasty Passed → Error" in top_text
+    assert f"▼ Regression cancels the order on {HASTY} Passed → Error" in top_text
     assert "the model timed out after 30 s" in top_text
     assert "was: lookup_order was not called" in top_text
 

@@ -4,6 +4,7 @@ serves says so on its page. Two real Celery workers on Redis, started as `agentt
 
 from __future__ import annotations
 
+import json
 import time
 from contextlib import ExitStack
 
@@ -14,6 +15,7 @@ from kombu import Connection
 from agenthost.models import Agent
 from agenttest.cli import worker_command
 from cases.models import Assertion, Case, Mock, Suite, Turn
+from common.provider_config import load_providers
 from common.queues import group_queue
 from runs.engine.workers import live_workers
 from runs.models import Run, WorkerBeat
@@ -23,7 +25,7 @@ from tests.workers import REDIS_URL, flush_redis_queue, group_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 LEASE_SECONDS = 3
-MODEL = "simulated:sim-careful"
+MODEL = "desk:desk-model"
 
 
 @pytest.fixture
@@ -35,27 +37,33 @@ def broker(settings) -> str:
 
 
 @pytest.fixture
-def slow_model_env(tmp_path) -> dict[str, str]:
-    """A simulated model that takes 300 ms a call, so a run lasts long enough to overlap another."""
-    providers = tmp_path / "providers.toml"
+def slow_model_env(settings, tmp_path) -> dict[str, str]:
+    """MODEL, for this process and the workers: a scripted model that looks the order up and then says it has shipped,
+    300 ms a call, so a run lasts long enough to overlap another."""
+    script, providers = tmp_path / "script.json", tmp_path / "providers.toml"
+    script.write_text(json.dumps([
+        {"when": "Where is order", "tool_calls": [{"name": "find_order", "arguments": {}}], "delay": 0.3},
+        {"when": "shipped", "text": "It has shipped.", "delay": 0.3},
+    ]))
     providers.write_text(
-        '[providers.simulated]\nkind = "simulated"\ndelay_ms = 300\n\n[[providers.simulated.models]]\nname = '
-        '"sim-careful"\n'
+        f'[providers.desk]\nkind = "scripted"\nscript = "{script}"\nmax_retries = 0\n\n'
+        '[[providers.desk.models]]\nname = "desk-model"\n'
     )
+    settings.AGENTTEST_PROVIDERS = load_providers(str(providers))
     return {"AGENTTEST_PROVIDERS_FILE": str(providers), "AGENTTEST_RUN_LEASE_SECONDS": str(LEASE_SECONDS)}
 
 
 def group_suite(name: str, group: str, cases: int = 4) -> Suite:
     agent = Agent.objects.create(
-        name=f"{name}-agent", instruction="Help.", provider="simulated", model="sim-careful",
-        functions=[{"name": "lookup_order"}],
+        name=f"{name}-agent", instruction="Help.", provider="desk", model="desk-model",
+        functions=[{"name": "find_order"}],
     )
     suite = Suite.objects.create(name=name, agent=agent, isolation_group=group)
     for index in range(cases):
         case = Case.objects.create(suite=suite, name=f"case {index:02d}")
         turn = Turn.objects.create(case=case, user_message=f"Where is order {1040 + index}?")
-        Mock.objects.create(case=case, function_name="lookup_order", result='{"status": "shipped"}')
-        Assertion.objects.create(case=case, turn=turn, type="toolCalled", params={"function": "lookup_order"})
+        Mock.objects.create(case=case, function_name="find_order", result='{"status": "shipped"}')
+        Assertion.objects.create(case=case, turn=turn, type="toolCalled", params={"function": "find_order"})
     return suite
 
 

@@ -26,13 +26,13 @@ def answer_by_rule(request) -> Answer:
     if request.messages[-1]["role"] == "tool":
         return Answer("It has shipped.")
     order = request.messages[-1]["content"].rsplit(" ", 1)[-1].rstrip("?")
-    return Answer(tool_calls=[Call("lookup_order", {"order_id": order})])
+    return Answer(tool_calls=[Call("find_order", {"order_id": order})])
 
 
 def suite_of(cases: int, turns: int, name: str = "orders") -> Suite:
     agent = Agent.objects.create(
         name=f"{name}-desk", instruction="Help.", provider="scripted", model="scripted",
-        functions=[{"name": "lookup_order"}],
+        functions=[{"name": "find_order"}],
     )
     suite = Suite.objects.create(name=name, agent=agent, case_timeout_seconds=30)
     for index in range(cases):
@@ -40,10 +40,10 @@ def suite_of(cases: int, turns: int, name: str = "orders") -> Suite:
         for position in range(turns):
             turn = Turn.objects.create(case=case, position=position, user_message=f"Where is order {index}{position}?")
             Assertion.objects.create(
-                case=case, turn=turn, position=position, type="toolCalled", params={"function": "lookup_order"}
+                case=case, turn=turn, position=position, type="toolCalled", params={"function": "find_order"}
             )
         Mock.objects.create(
-            case=case, function_name="lookup_order", result='{"status": "shipped"}',
+            case=case, function_name="find_order", result='{"status": "shipped"}',
             state_writes={"order_status": "shipped"},
         )
         Assertion.objects.create(

@@ -83,7 +83,7 @@ def servers(settings) -> Iterator[tuple[OpenAIStub, OpenAIStub]]:
 def make_suite(*, cases: int, concurrency: int, judge: str = JUDGE_MODEL, timeout: int = 30) -> Suite:
     agent = Agent.objects.create(
         name="desk", instruction="You run the order desk.", provider="stub", model="gpt-4o-mini",
-        functions=[{"name": "lookup_order", "description": "Find an order.",
+        functions=[{"name": "find_order", "description": "Find an order.",
                     "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}}}],
     )
     suite = Suite.objects.create(
@@ -91,10 +91,10 @@ def make_suite(*, cases: int, concurrency: int, judge: str = JUDGE_MODEL, timeou
     )
     for index in range(cases):
         case = Case.objects.create(suite=suite, name=f"case {index:02d}")
-        turn = Turn.objects.create(case=case, position=0, user_message=f"please lookup_order {1000 + index}")
-        Mock.objects.create(case=case, function_name="lookup_order", result=f'{{"order_id": "{1000 + index}"}}')
+        turn = Turn.objects.create(case=case, position=0, user_message=f"please find_order {1000 + index}")
+        Mock.objects.create(case=case, function_name="find_order", result=f'{{"order_id": "{1000 + index}"}}')
         Assertion.objects.create(
-            case=case, turn=turn, position=0, type="toolCalled", params={"function": "lookup_order"}
+            case=case, turn=turn, position=0, type="toolCalled", params={"function": "find_order"}
         )
         Assertion.objects.create(
             case=case, turn=turn, position=1, type="llmJudge", params={"criterion": "Looks the order up."}

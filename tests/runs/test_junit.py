@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from runs.models import CaseResult, Run
 from runs.web.junit import run_to_junit
-from tests.runs.conftest import CAREFUL, HASTY
+from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
+from tests.runs.conftest import SCRIPTED_HASTY as HASTY
 
 pytestmark = pytest.mark.django_db
 

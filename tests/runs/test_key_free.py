@@ -85,12 +85,12 @@ def stub_answer(body: dict) -> Answer | str:
 @pytest.fixture
 def desk_suite() -> Suite:
     agent = Agent.objects.create(name="desk", instruction="You run the order desk.", provider="openai",
-                                 model="gpt-4o-mini", functions=[{"name": "lookup_order"}])
+                                 model="gpt-4o-mini", functions=[{"name": "find_order"}])
     suite = Suite.objects.create(name="desk", agent=agent, judge_model=OPENAI, case_timeout_seconds=20)
-    for name, text in [("looks up", "please lookup_order 1043"), ("chats", "hello")]:
+    for name, text in [("looks up", "please find_order 1043"), ("chats", "hello")]:
         case = Case.objects.create(suite=suite, name=name)
         Turn.objects.create(case=case, user_message=text)
-        Mock.objects.create(case=case, function_name="lookup_order", result='{"order_id": "1043"}')
+        Mock.objects.create(case=case, function_name="find_order", result='{"order_id": "1043"}')
         Assertion.objects.create(case=case, type="llmJudge", params={"criterion": "Helpful.", "min_score": 4})
     return suite
 

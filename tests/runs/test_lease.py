@@ -25,7 +25,7 @@ from tests.workers import REDIS_URL, flush_redis_queue, runs_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 LEASE_SECONDS = 3
-MODEL = "simulated:sim-careful"
+MODEL = "desk:desk-model"
 
 
 @pytest.fixture
@@ -37,27 +37,33 @@ def broker(settings) -> str:
 
 
 @pytest.fixture
-def worker_env(tmp_path) -> dict[str, str]:
-    """A simulated model that takes 400 ms a call, so a run lasts long enough to be disturbed; a short lease."""
-    providers = tmp_path / "providers.toml"
+def worker_env(settings, tmp_path) -> dict[str, str]:
+    """MODEL, for this process and the workers: a scripted model that looks the order up and then says it has shipped,
+    400 ms a call, so a run lasts long enough to be disturbed; a short lease."""
+    script, providers = tmp_path / "script.json", tmp_path / "providers.toml"
+    script.write_text(json.dumps([
+        {"when": "Where is order", "tool_calls": [{"name": "find_order", "arguments": {}}], "delay": 0.4},
+        {"when": "shipped", "text": "It has shipped.", "delay": 0.4},
+    ]))
     providers.write_text(
-        '[providers.simulated]\nkind = "simulated"\ndelay_ms = 400\n\n[[providers.simulated.models]]\nname = '
-        '"sim-careful"\n'
+        f'[providers.desk]\nkind = "scripted"\nscript = "{script}"\nmax_retries = 0\n\n'
+        '[[providers.desk.models]]\nname = "desk-model"\n'
     )
+    settings.AGENTTEST_PROVIDERS = load_providers(str(providers))
     return {"AGENTTEST_PROVIDERS_FILE": str(providers), "AGENTTEST_RUN_LEASE_SECONDS": str(LEASE_SECONDS)}
 
 
 def order_suite(cases: int, name: str = "orders") -> Suite:
     agent = Agent.objects.create(
-        name=f"{name}-agent", instruction="Help.", provider="simulated", model="sim-careful",
-        functions=[{"name": "lookup_order"}],
+        name=f"{name}-agent", instruction="Help.", provider="desk", model="desk-model",
+        functions=[{"name": "find_order"}],
     )
     suite = Suite.objects.create(name=name, agent=agent)
     for index in range(cases):
         case = Case.objects.create(suite=suite, name=f"case {index:02d}")
         turn = Turn.objects.create(case=case, user_message=f"Where is order {1040 + index}?")
-        Mock.objects.create(case=case, function_name="lookup_order", result='{"status": "shipped"}')
-        Assertion.objects.create(case=case, turn=turn, type="toolCalled", params={"function": "lookup_order"})
+        Mock.objects.create(case=case, function_name="find_order", result='{"status": "shipped"}')
+        Assertion.objects.create(case=case, turn=turn, type="toolCalled", params={"function": "find_order"})
     return suite
 
 
@@ -122,7 +128,7 @@ def test_it_sweeps_a_killed_workers_run_within_a_lease_period_without_a_restart(
     # the second worker takes to start (20 cases of 400 ms were not, on a loaded machine).
     script, providers = tmp_path / "script.json", tmp_path / "providers.toml"
     script.write_text(json.dumps([
-        *({"when": f"order {1040 + index}?", "tool_calls": [{"name": "lookup_order", "arguments": {}}]}
+        *({"when": f"order {1040 + index}?", "tool_calls": [{"name": "find_order", "arguments": {}}]}
           for index in range(2)),
         {"when": "shipped", "text": "It has shipped."},
         {"when": "Where is order", "hang": 3600},

@@ -20,6 +20,7 @@ from agenthost.models import Conversation
 from runs.models import CaseResult, Run, RunLock, WorkerBeat
 from runs.services import run_create, run_requeue_lost, run_wait_for_lock
 from tests.runs import test_lease as real_worker
+from tests.runs.conftest import SCRIPTED
 from tests.runs.test_lease import LEASE_SECONDS, broker, dispatch, trigger, wait_ready, worker_env
 from tests.workers import runs_worker, wait_for
 
@@ -123,7 +124,7 @@ def test_it_keeps_a_run_whose_first_delivery_met_a_database_error_and_the_groups
 
 
 def _pending(suite, *, queued_ago: float | None, requeued_ago: float | None = None) -> Run:
-    run = run_create(suite=suite, model_keys=["simulated:sim-careful"])
+    run = run_create(suite=suite, model_keys=[SCRIPTED])
     Run.objects.filter(pk=run.pk).update(
         queued_at=None if queued_ago is None else Now() - timedelta(seconds=queued_ago),
         requeued_at=None if requeued_ago is None else Now() - timedelta(seconds=requeued_ago),
@@ -132,7 +133,7 @@ def _pending(suite, *, queued_ago: float | None, requeued_ago: float | None = No
 
 
 def test_it_says_on_the_run_page_that_no_worker_picked_a_pending_run_up_and_when_it_was_queued_again(
-    admin_client, order_suite, settings
+    admin_client, order_suite, settings, scripted_model
 ):
     settings.AGENTTEST_RUN_LEASE_SECONDS = LEASE_SECONDS
     WorkerBeat.objects.create(name="runs-1@box", groups=["default"], seen_at=Now() + timedelta(hours=1))
@@ -161,7 +162,7 @@ def test_it_says_on_the_run_page_that_no_worker_picked_a_pending_run_up_and_when
 
 
 def test_it_says_nothing_of_a_pending_run_queued_behind_a_live_holder_of_its_run_lock(
-    admin_client, order_suite, settings
+    admin_client, order_suite, settings, scripted_model
 ):
     settings.AGENTTEST_RUN_LEASE_SECONDS = LEASE_SECONDS
     # Live however long the test takes: a beat of now was stale by the second page on one core shared by the suite.
@@ -186,7 +187,9 @@ def _times(run: Run, *, queued_ago: float, requeued_ago: float | None) -> None:
     )
 
 
-def test_it_sends_a_lost_run_again_after_a_lease_period_then_after_twice_as_long_each_time(order_suite, settings):
+def test_it_sends_a_lost_run_again_after_a_lease_period_then_after_twice_as_long_each_time(
+    order_suite, settings, scripted_model
+):
     # A minute's lease, so each "not yet" below is 20 s or more away from due: time the machine takes between a
     # write and the sweep's read only makes a due run more due (a 3 s lease left margins of half a second).
     settings.AGENTTEST_RUN_LEASE_SECONDS = 60

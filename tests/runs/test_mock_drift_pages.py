@@ -19,7 +19,7 @@ from tests.cases.parcel_tools import parcel_tools_install
 
 pytestmark = pytest.mark.django_db
 
-MODEL = "simulated:sim-careful"
+MODEL = "scripted:scripted"
 RECORDED = {"parcel_id": "P1", "status": "in_transit", "updated_at": "2026-12-04T10:00:00+00:00"}
 SHIPPED = {"parcel_id": "P1", "status": "shipped", "updated_at": "2026-12-04T10:00:00+00:00"}
 
@@ -29,7 +29,7 @@ def suite(db) -> Suite:
     """Two cases: one tracks a parcel (an effect-free tool, verified for real), one only ships it (never called)."""
     parcel_tools_install(1)
     agent = Agent.objects.create(
-        name="parcels", instruction="Track and ship parcels.", provider="simulated", model="sim-careful",
+        name="parcels", instruction="Track and ship parcels.", provider="scripted", model="scripted",
         functions=[{"name": "verify_track_parcel"}, {"name": "verify_ship_parcel"}],
     )
     suite = Suite.objects.create(name="Parcels", agent=agent, mock_rules={

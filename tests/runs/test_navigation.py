@@ -18,12 +18,12 @@ from agenthost.models import Conversation
 from cases.models import Case
 from runs.models import CaseResult, Run
 from runs.templatetags.runs_text import token_wrapped
-from tests.runs.conftest import CAREFUL
+from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
 from tests.runs.test_views import _sized_run, html_of, text_of
 
 pytestmark = pytest.mark.django_db
 
-MODEL_0, MODEL_1, MODEL_2 = "simulated:model-0", "simulated:model-1", "simulated:model-2"
+MODEL_0, MODEL_1, MODEL_2 = "scripted:model-0", "scripted:model-1", "scripted:model-2"
 
 
 @pytest.fixture
@@ -97,8 +97,8 @@ def test_it_sorts_the_matrix_slowest_first_or_worst_first_keeping_the_case_order
     ("query", "named"),
     [
         (
-            "model=simulated:nobody",
-            f"model: 'simulated:nobody' is not a model of this run; its models are {MODEL_0}, {MODEL_1}, {MODEL_2}.",
+            "model=scripted:nobody",
+            f"model: 'scripted:nobody' is not a model of this run; its models are {MODEL_0}, {MODEL_1}, {MODEL_2}.",
         ),
         ("model=" + "m" * 300, "model: '" + "m" * 59 + "…' is not a model of this run"),
         ("sort=fastest", "sort: 'fastest' is not a way to sort the matrix; use duration (slowest first) or status"),

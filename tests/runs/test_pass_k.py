@@ -13,12 +13,12 @@ from cases.models import Case
 from runs.engine.numbers import format_cost, format_pass_rate
 from runs.management.commands.run import _results, _summary
 from runs.models import CaseResult, Run
+from tests.runs.conftest import SCRIPTED, SCRIPTED_CAREFUL
 from tests.runs.test_views import html_of, text_of
 
 pytestmark = pytest.mark.django_db
 
-PRICED = "scripted:scripted"
-FREE = "simulated:sim-careful"
+PRICED, FREE = SCRIPTED, SCRIPTED_CAREFUL
 P, F, E, C = "passed", "failed", "error", "cancelled"
 # case → model → the status of trials 1, 2, 3. Case d's third trial on the priced model was cancelled.
 STATUSES = {
@@ -38,7 +38,7 @@ def _cost(case: str, model: str, status: str) -> tuple[Decimal, Decimal]:
 
 
 @pytest.fixture
-def three_trials(make_suite, scripted_model) -> Run:
+def three_trials(make_suite, careful_and_hasty) -> Run:
     suite = make_suite()
     cases = {name: Case.objects.create(suite=suite, name=name) for name in STATUSES}
     run = Run.objects.create(

@@ -31,7 +31,7 @@ PRICES = {
     "gpt-5-mini": {"input_price": 0.25, "cached_input_price": 0.025, "output_price": 2.0, "reasoning_price": 2.0},
 }
 LOOKUP = {
-    "name": "lookup_order",
+    "name": "find_order",
     "description": "Find an order.",
     "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
 }
@@ -64,7 +64,7 @@ def desk_answer(body: dict) -> Answer | str:
     last = body["messages"][-1]
     if last["role"] == "tool":
         return "Order 1043 is still processing."
-    return Answer(tool_calls=[Call("lookup_order", {"order_id": "1043"})])
+    return Answer(tool_calls=[Call("find_order", {"order_id": "1043"})])
 
 
 @pytest.fixture
@@ -78,15 +78,15 @@ def stub(settings):
 def make_suite(*, cases: int = 1, judge: str = "", max_steps: int | None = None, timeout: int = 20) -> Suite:
     agent = Agent.objects.create(
         name="desk", instruction="You run the order desk.", provider="stub", model="gpt-4o-mini",
-        functions=[LOOKUP, {"name": "cancel_order", "description": "Cancel an order."}], max_steps=max_steps,
+        functions=[LOOKUP, {"name": "void_order", "description": "Cancel an order."}], max_steps=max_steps,
     )
     suite = Suite.objects.create(name="desk", agent=agent, judge_model=judge, case_timeout_seconds=timeout)
     for number in range(cases):
         case = Case.objects.create(suite=suite, name=f"looks order 1043 up ({number})")
         Turn.objects.create(case=case, position=0, user_message="Where is order 1043?")
-        Mock.objects.create(case=case, position=0, function_name="lookup_order", result='{"status": "processing"}')
-        Mock.objects.create(case=case, position=1, function_name="cancel_order", result='{"cancelled": true}')
-        Assertion.objects.create(case=case, position=0, type="toolCalled", params={"function": "lookup_order"})
+        Mock.objects.create(case=case, position=0, function_name="find_order", result='{"status": "processing"}')
+        Mock.objects.create(case=case, position=1, function_name="void_order", result='{"cancelled": true}')
+        Assertion.objects.create(case=case, position=0, type="toolCalled", params={"function": "find_order"})
         Assertion.objects.create(case=case, position=1, type="outputContains", params={"text": "processing"})
         if judge:
             Assertion.objects.create(
@@ -216,11 +216,11 @@ def test_it_shows_the_servers_message_and_the_option_to_change_for_an_unsupporte
 
 
 def test_it_answers_every_call_of_parallel_tool_calls(stub):
-    stub.queue(Answer(tool_calls=[Call("lookup_order", {"order_id": "1043"}), Call("cancel_order", {"id": "1043"})]))
+    stub.queue(Answer(tool_calls=[Call("find_order", {"order_id": "1043"}), Call("void_order", {"id": "1043"})]))
 
     result = only_result(execute(make_suite()))
 
-    assert [call["name"] for call in result.tool_calls] == ["lookup_order", "cancel_order"]
+    assert [call["name"] for call in result.tool_calls] == ["find_order", "void_order"]
     assert result.status == "passed", result.reason
     answered = stub.requests[1]["messages"]
     assert [m["role"] for m in answered[-3:]] == ["assistant", "tool", "tool"]
@@ -238,7 +238,7 @@ def test_it_takes_an_empty_content_beside_tool_calls_and_sends_it_back_as_an_emp
             "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
                 "role": "assistant", "content": content, "tool_calls": [{
                     "id": "call_a", "type": "function",
-                    "function": {"name": "lookup_order", "arguments": '{"order_id": "1043"}'},
+                    "function": {"name": "find_order", "arguments": '{"order_id": "1043"}'},
                 }],
             }}],
             "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
@@ -296,14 +296,14 @@ def test_it_errors_on_an_answer_cut_off_at_the_length_limit_naming_the_option_th
 
 def test_it_answers_malformed_tool_arguments_invalid_and_lets_the_model_go_on(stub):
     stub.queue(
-        Answer(tool_calls=[Call("lookup_order", '{"order_id": "10')]),
-        Answer(tool_calls=[Call("lookup_order", {"order_id": "1043"})]),
+        Answer(tool_calls=[Call("find_order", '{"order_id": "10')]),
+        Answer(tool_calls=[Call("find_order", {"order_id": "1043"})]),
     )
 
     result = only_result(execute(make_suite()))
 
     message = Message.objects.get(conversation_id=result.conversation_id, role=Message.Role.TOOL_RESULT, seq=3)
-    assert message.outcome == "invalid" and message.content.startswith("Invalid arguments for lookup_order: the")
+    assert message.outcome == "invalid" and message.content.startswith("Invalid arguments for find_order: the")
     assert "not valid JSON" in message.content
     # The model corrected itself with a valid call, so the case still passes.
     assert result.status == "passed", result.reason
@@ -415,14 +415,14 @@ def test_it_lists_a_fastapi_detail_list_one_problem_a_line_and_the_cli_indents_t
 
 
 def test_it_says_what_a_looping_agent_repeated_when_it_hits_the_step_limit(stub):
-    turns = iter([Call("lookup_order", {"order_id": "1043"}), Call("cancel_order", {"id": "1043"})] * 5)
+    turns = iter([Call("find_order", {"order_id": "1043"}), Call("void_order", {"id": "1043"})] * 5)
     stub.respond_with(lambda body: Answer(tool_calls=[next(turns)]))
 
     result = only_result(execute(make_suite(max_steps=6)))
 
     assert result.status == "error"
     assert (
-        "did not finish turn 0 within 6 model steps: the agent repeated lookup_order → cancel_order 3 times "
+        "did not finish turn 0 within 6 model steps: the agent repeated find_order → void_order 3 times "
         "(raise the agent's max_steps" in result.reason
     )
 

@@ -24,61 +24,61 @@ LOOKUP = {"order_id": "1042"}
 @pytest.fixture
 def agent(scripted_model):
     return Agent.objects.create(
-        name="desk", instruction="Help.", provider="simulated", model="sim-careful",
-        functions=[{"name": "lookup_order"}, {"name": "util-email-handle_email_sender"}],
+        name="desk", instruction="Help.", provider="scripted", model="scripted",
+        functions=[{"name": "find_order"}, {"name": "util-email-handle_email_sender"}],
     )
 
 
 def run(agent, scripted_model, *, mocks=(), force_blocked=(), extra_allowed=(), assertions=None):
-    scripted_model.play(Answer(tool_calls=[Call("lookup_order", LOOKUP)]), Answer("Order 1042 has shipped."))
+    scripted_model.play(Answer(tool_calls=[Call("find_order", LOOKUP)]), Answer("Order 1042 has shipped."))
     return execute_case(
         plan=plan(agent, "where is 1042?", mocks=list(mocks),
-                  assertions=assertions or [replies("shipped"), called("lookup_order")]),
+                  assertions=assertions or [replies("shipped"), called("find_order")]),
         model=get_model(scripted_model.key),
         suite=suite_plan(force_blocked=frozenset(force_blocked), extra_allowed=frozenset(extra_allowed)),
     )
 
 
 def test_it_names_a_mocked_tool_the_suite_force_blocks_and_says_to_unblock_it(agent, scripted_model):
-    execution = run(agent, scripted_model, mocks=[MockSpec("lookup_order", '{"status": "shipped"}')],
-                    force_blocked=["lookup_order"])
+    execution = run(agent, scripted_model, mocks=[MockSpec("find_order", '{"status": "shipped"}')],
+                    force_blocked=["find_order"])
     assert execution.status == "failed"
     assert execution.reason == (
-        "lookup_order is force-blocked by the suite (it has a mock; remove it from the suite's force-blocked "
+        "find_order is force-blocked by the suite (it has a mock; remove it from the suite's force-blocked "
         "functions to let the mock answer) — so outputContains (case) failed too"
     )
-    assert execution.tool_calls[0]["result"] == f"{FORCE_BLOCKED_PREFIX}lookup_order{FORCE_BLOCKED}"
+    assert execution.tool_calls[0]["result"] == f"{FORCE_BLOCKED_PREFIX}find_order{FORCE_BLOCKED}"
     assert execution.tool_calls[0]["blocked_because"] == "force-blocked-mocked"
 
 
 def test_it_names_a_force_blocked_tool_without_a_mock_differently(agent, scripted_model):
-    execution = run(agent, scripted_model, force_blocked=["lookup_order"])
+    execution = run(agent, scripted_model, force_blocked=["find_order"])
     assert execution.reason.startswith(
-        "lookup_order is force-blocked by the suite (to let the case answer it, remove it from the suite's "
+        "find_order is force-blocked by the suite (to let the case answer it, remove it from the suite's "
         "force-blocked functions and add a mock)"
     )
 
 
 def test_it_says_when_a_mock_exists_but_matches_other_arguments(agent, scripted_model):
-    execution = run(agent, scripted_model, mocks=[MockSpec("lookup_order", "{}", arguments={"order_id": "9999"})])
+    execution = run(agent, scripted_model, mocks=[MockSpec("find_order", "{}", arguments={"order_id": "9999"})])
     assert execution.reason.startswith(
-        "no mock of lookup_order matched the call (the mocks expect other arguments or another call index; widen a "
+        "no mock of find_order matched the call (the mocks expect other arguments or another call index; widen a "
         "mock's arguments or add a mock for this call)"
     )
-    assert execution.tool_calls[0]["result"] == f"{BLOCKED_PREFIX}lookup_order"
+    assert execution.tool_calls[0]["result"] == f"{BLOCKED_PREFIX}find_order"
 
 
 def test_it_asks_for_a_mock_when_there_is_none(agent, scripted_model):
-    execution = run(agent, scripted_model, assertions=[called("lookup_order")])
+    execution = run(agent, scripted_model, assertions=[called("find_order")])
     assert execution.reason == (
-        "lookup_order has no mock, so it was blocked (add a mock for each; only a function free of outside effects "
+        "find_order has no mock, so it was blocked (add a mock for each; only a function free of outside effects "
         "may be allowed on the suite instead)"
     ), "the called assertion held: the blocked call is the only failure"
 
 
 def test_it_keeps_the_first_assertion_first_when_nothing_was_blocked(agent, scripted_model):
-    execution = run(agent, scripted_model, mocks=[MockSpec("lookup_order", '{"status": "processing"}')],
-                    assertions=[replies("delivered"), replies("refund"), called("lookup_order")])
+    execution = run(agent, scripted_model, mocks=[MockSpec("find_order", '{"status": "processing"}')],
+                    assertions=[replies("delivered"), replies("refund"), called("find_order")])
     assert execution.reason == "outputContains (case): the reply does not contain 'delivered' (+1 more)"
     assert "blocked_because" not in execution.tool_calls[0]
 

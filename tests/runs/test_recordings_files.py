@@ -11,13 +11,14 @@ from django.core.management import CommandError, call_command
 from runs.models import CaseResult, Recording, Run
 from runs.services import run_create, run_execute
 from runs.tapes.files import MANIFEST, RecordingFilesRejected, recordings_export, recordings_import
-from tests.runs.conftest import CAREFUL, HASTY
+from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
+from tests.runs.conftest import SCRIPTED_HASTY as HASTY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def recorded(order_suite):
+def recorded(order_suite, order_desk):
     run = run_create(suite=order_suite, model_keys=[CAREFUL, HASTY], mode=Run.Mode.RECORD)
     run_execute(run_id=run.pk)
     return order_suite
@@ -72,13 +73,13 @@ def test_it_round_trips_recordings_through_files_and_replays_them(recorded, expo
 
 
 def test_it_rejects_an_orphaned_file_and_imports_nothing(exported):
-    (exported / "someone-elses-case.simulated-sim-careful.jsonl").write_text("{}\n")
+    (exported / "someone-elses-case.scripted-careful.jsonl").write_text("{}\n")
     Recording.objects.all().delete()
 
     problems = rejected(exported)
 
     assert problems == [
-        "someone-elses-case.simulated-sim-careful.jsonl: orphaned — recordings.json does not list it; delete it or "
+        "someone-elses-case.scripted-careful.jsonl: orphaned — recordings.json does not list it; delete it or "
         "export the recordings again"
     ]
     assert not Recording.objects.exists()
@@ -88,13 +89,13 @@ def test_it_rejects_a_file_whose_header_disagrees_with_the_manifest(exported):
     item = manifest(exported)["recordings"][0]
     path = exported / item["file"]
     header, *entries = lines(path)
-    write_lines(path, [{**header, "model": "simulated:sim-other"}, *entries])
+    write_lines(path, [{**header, "model": "scripted:other"}, *entries])
 
     problems = rejected(exported)
 
     assert problems == [
         f"{item['file']}: mismatched — recordings.json lists it for case {item['case']!r} on {item['model']} of "
-        f"suite 'orders', but its header says case {item['case']!r} on simulated:sim-other of suite 'orders'"
+        f"suite 'orders', but its header says case {item['case']!r} on scripted:other of suite 'orders'"
     ]
 
 
@@ -138,12 +139,12 @@ def test_it_rejects_a_directory_without_a_manifest(tmp_path):
 
 
 def test_export_removes_files_that_are_no_longer_recordings_of_the_suite(recorded, exported):
-    (exported / "old-case.simulated-sim-careful.jsonl").write_text("{}\n")
+    (exported / "old-case.scripted-careful.jsonl").write_text("{}\n")
     hasty_files = [item["file"] for item in manifest(exported)["recordings"] if item["model"] == HASTY]
 
     report = recordings_export(suite=recorded, directory=exported, models=[CAREFUL])
 
-    assert report.removed == sorted(["old-case.simulated-sim-careful.jsonl", *hasty_files])
+    assert report.removed == sorted(["old-case.scripted-careful.jsonl", *hasty_files])
     assert sorted(path.name for path in exported.glob("*.jsonl")) == sorted(report.written)
     assert {item["model"] for item in manifest(exported)["recordings"]} == {CAREFUL}
     recordings_import(directory=exported)

@@ -21,7 +21,7 @@ from tests.workers import WAIT_SECONDS
 pytestmark = pytest.mark.django_db(transaction=True)
 
 STUB = "stub:gpt-4o-mini"
-INSTRUCTION = "You run the order desk. Use lookup_order to find an order."
+INSTRUCTION = "You run the order desk. Use find_order to find an order."
 
 
 def stub_provider(base_url: str, *, max_retries: int = 0) -> dict:
@@ -49,7 +49,7 @@ def add_case(suite: Suite, name: str, turns: list[str], assertions: list[tuple[s
     case = Case.objects.create(suite=suite, name=name)
     for position, text in enumerate(turns):
         Turn.objects.create(case=case, position=position, user_message=text)
-    Mock.objects.create(case=case, position=0, function_name="lookup_order", result='{"order_id": "1043"}')
+    Mock.objects.create(case=case, position=0, function_name="find_order", result='{"order_id": "1043"}')
     # The agent's start-up rule calls load_profile; its call id carries the conversation id, which replay normalises.
     Mock.objects.create(case=case, position=1, function_name="load_profile", result='{"tier": "gold"}')
     for position, (kind, params) in enumerate(assertions):
@@ -61,20 +61,20 @@ def add_case(suite: Suite, name: str, turns: list[str], assertions: list[tuple[s
 def suite(stub) -> Suite:
     agent = Agent.objects.create(
         name="desk", instruction=INSTRUCTION, provider="stub", model="gpt-4o-mini",
-        functions=[{"name": "lookup_order", "description": "Find an order.",
+        functions=[{"name": "find_order", "description": "Find an order.",
                     "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}}},
                    {"name": "load_profile", "description": "The customer's profile."}],
         rules=[{"trigger": "conversation_started", "function": "load_profile", "arguments": {}}],
     )
     suite = Suite.objects.create(name="desk", agent=agent, judge_model=STUB, case_timeout_seconds=20)
-    add_case(suite, "looks the order up", ["please lookup_order 1043"], [
-        ("toolCalled", {"function": "lookup_order"}),
+    add_case(suite, "looks the order up", ["please find_order 1043"], [
+        ("toolCalled", {"function": "find_order"}),
         ("outputContains", {"text": "Done"}),
         ("llmJudge", {"criterion": "Reports the order.", "min_score": 4}),
     ])
     add_case(suite, "small talk calls no tool", ["hello there", "and goodbye"], [
         ("outputContains", {"text": "echo: and goodbye"}),
-        ("toolCalled", {"function": "lookup_order"}),
+        ("toolCalled", {"function": "find_order"}),
     ])
     return suite
 
@@ -131,7 +131,7 @@ def test_it_keeps_one_recording_per_case_and_model_and_replaces_it_when_recorded
     assert [(e["purpose"], e["turn"], e["step"], e["kind"]) for e in entries] == [
         ("agent", 0, 0, "answer"), ("agent", 0, 1, "answer"), ("judge", None, None, "answer")
     ]
-    assert entries[0]["response"]["tool_calls"][0]["name"] == "lookup_order"
+    assert entries[0]["response"]["tool_calls"][0]["name"] == "find_order"
     assert all(e["latency_ms"] > 0 and e["response"]["usage"]["input_tokens"] > 0 for e in entries)
     assert "rule_<conversation>_" in str(entries[0]["request"]["messages"])
     assert first.pk != second.pk

@@ -23,12 +23,12 @@ def test_it_offers_the_models_the_recordings_are_on_and_replays_them_from_the_pa
 ):
     settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "prod": openai_provider(openai_stub.base_url, "")}
     agent = Agent.objects.create(name="desk", instruction="You run the order desk.", provider="prod",
-                                 model="gpt-4o-mini", functions=[{"name": "lookup_order"}])
+                                 model="gpt-4o-mini", functions=[{"name": "find_order"}])
     suite = Suite.objects.create(name="desk", agent=agent, case_timeout_seconds=20)
     case = Case.objects.create(suite=suite, name="looks up")
-    Turn.objects.create(case=case, user_message="please lookup_order 1043")
-    Mock.objects.create(case=case, function_name="lookup_order", result='{"order_id": "1043"}')
-    Assertion.objects.create(case=case, type="toolCalled", params={"function": "lookup_order"})
+    Turn.objects.create(case=case, user_message="please find_order 1043")
+    Mock.objects.create(case=case, function_name="find_order", result='{"order_id": "1043"}')
+    Assertion.objects.create(case=case, type="toolCalled", params={"function": "find_order"})
     openai_stub.respond_with(echo_reply)
     recorded = run_execute(run_id=run_create(suite=suite, model_keys=[PRODUCTION], mode=Run.Mode.RECORD).pk)
     assert CaseResult.objects.get(run=recorded).status == "passed"

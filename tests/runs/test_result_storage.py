@@ -29,21 +29,21 @@ from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-LOOKUP = Answer(tool_calls=[Call("lookup_order", {"order_id": "1042"})])
+LOOKUP = Answer(tool_calls=[Call("find_order", {"order_id": "1042"})])
 INT_MAX = 2**31 - 1
 
 
 def desk_suite(provider: str, model: str, *, cases: int = 1, name: str = "desk") -> Suite:
     agent = Agent.objects.create(
         name=f"{name}-agent", instruction="Help with orders.", provider=provider, model=model,
-        functions=[{"name": "lookup_order"}],
+        functions=[{"name": "find_order"}],
     )
     suite = Suite.objects.create(name=name, agent=agent, case_timeout_seconds=30)
     for index in range(cases):
         case = Case.objects.create(suite=suite, name=f"case {index}")
         turn = Turn.objects.create(case=case, user_message=f"Where is order {1042 + index}?")
-        Mock.objects.create(case=case, function_name="lookup_order", result='{"status": "shipped"}')
-        Assertion.objects.create(case=case, turn=turn, type="toolCalled", params={"function": "lookup_order"})
+        Mock.objects.create(case=case, function_name="find_order", result='{"status": "shipped"}')
+        Assertion.objects.create(case=case, turn=turn, type="toolCalled", params={"function": "find_order"})
     return suite
 
 

@@ -1,6 +1,7 @@
 """`manage.py run_suite`: a suite run from the command line, its progress, comparison table, JUnit file and exit code.
 
-Cases run for real on the offline simulated models; only the model is simulated, the harness is not.
+Cases run for real on the scripted models of the order desk (tests/runs/conftest.py); only the model is scripted, the
+harness is not.
 """
 
 from __future__ import annotations
@@ -17,12 +18,21 @@ from agenthost.llm.scripted import Answer, Call
 from cases.models import Suite
 from runs.models import CaseResult, Run
 from runs.services import run_bless
-from tests.runs.conftest import CAREFUL, HASTY
+from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
+from tests.runs.conftest import SCRIPTED_HASTY as HASTY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # How long a gate waits for the step it waits on before the test fails: never reached unless the behaviour broke.
 GATE_SECONDS = 60
+
+
+@pytest.fixture
+def order_agent(order_agent, order_desk):
+    """The order desk on the careful model, which a run without --models runs on."""
+    order_agent.provider, order_agent.model = CAREFUL.split(":")
+    order_agent.save()
+    return order_agent
 
 
 def run_suite(*args: str) -> tuple[int, str, str]:
@@ -48,7 +58,7 @@ def test_it_exits_0_on_the_agents_own_model_when_every_case_passes(make_suite, m
     assert (code, err) == (0, "")
     run = Run.objects.get()
     assert run.model_keys == [CAREFUL] and run.status == Run.Status.PASSED
-    assert "[1/1] PASSED  cancels the order  on simulated:sim-careful  (" in out
+    assert f"[1/1] PASSED  cancels the order  on {CAREFUL}  (" in out
     assert table_row(out, CAREFUL)[:6] == [CAREFUL, "100%", "1", "0", "0", "0"]
     assert f"Run #{run.pk} Passed: all 1 results passed" in out
 
@@ -57,7 +67,7 @@ def test_it_compares_with_the_blessed_run_by_default_and_names_what_broke(order_
     run_suite("orders", "--models", CAREFUL, "--inline")
     blessed = run_bless(run=Run.objects.get())
     run_suite("orders", "--models", HASTY, "--inline")
-    # The suite now blocks the look-up its cases mock: on sim-careful the look-up case breaks, for that reason.
+    # The suite now blocks the look-up its cases mock: on the careful model the look-up case breaks, for that reason.
     Suite.objects.filter(pk=order_suite.pk).update(force_blocked_functions=["lookup_order"])
     code, out, _ = run_suite("orders", "--models", f"{CAREFUL},{HASTY}", "--inline")
 
@@ -79,7 +89,7 @@ def test_it_exits_1_and_compares_the_models_when_one_fails_a_case(order_suite, t
     code, out, err = run_suite("orders", "--models", f"{CAREFUL},{HASTY}", "--inline", "--junit", str(junit))
 
     assert code == 1 and err == ""
-    assert "FAILED  looks the order up first  on simulated:sim-hasty" in out
+    assert f"FAILED  looks the order up first  on {HASTY}" in out
     assert "lookup_order was not called; calls made: cancel_order" in out
     assert out.count("PASSED  ") == 3
     header = next(line for line in out.splitlines() if line.startswith("model"))
@@ -88,7 +98,7 @@ def test_it_exits_1_and_compares_the_models_when_one_fails_a_case(order_suite, t
     careful, hasty = table_row(out, CAREFUL), table_row(out, HASTY)
     assert careful[1:6] == ["100%", "2", "0", "0", "0"]
     assert hasty[1:6] == ["50%", "1", "1", "0", "0"]
-    assert int(careful[8].replace(",", "")) > 0 and careful[9] == "$0", "a simulated model is free, not unpriced"
+    assert int(careful[8].replace(",", "")) > 0 and careful[9] == "$0", "a model of a free kind is free, not unpriced"
     assert "Failed: 1 of 4 results failed" in out
 
     root = ET.parse(junit).getroot()
@@ -110,7 +120,7 @@ def test_it_exits_2_when_a_case_errors_even_if_another_only_failed(order_suite, 
     code, out, _ = run_suite("orders", "--models", f"{CAREFUL},{HASTY}", "--inline")
 
     assert code == 2
-    assert "ERROR  is polite  on simulated:sim-careful" in out
+    assert f"ERROR  is polite  on {CAREFUL}" in out
     assert "no judge model is configured on the suite" in out
     assert Run.objects.get().status == Run.Status.ERROR
     assert "Error: 2 of 6 results are Error" in out
@@ -135,14 +145,14 @@ def test_it_runs_only_the_cases_the_filter_selects(order_suite):
 
     assert code == 0
     assert list(CaseResult.objects.values_list("case_name", flat=True)) == ["cancels the order"]
-    assert "[1/1] PASSED  cancels the order  on simulated:sim-hasty" in out
+    assert f"[1/1] PASSED  cancels the order  on {HASTY}" in out
 
 
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
         (["nope", "--inline"], "no suite with the name or id 'nope'; suites: orders"),
-        (["orders", "--models", "simulated:sim-nope", "--inline"], "error: models: model 'simulated:sim-nope' is not"),
+        (["orders", "--models", "scripted:nope", "--inline"], "error: models: model 'scripted:nope' is not"),
         (["orders", "--models", f"{CAREFUL},{CAREFUL}", "--inline"], "is listed twice"),
         (["orders", "--cases", "refund", "--inline"], "error: case_filter: the case filter 'refund' selects no"),
         (["orders", "--junit", "out.xml"], "--junit and --timeout need --wait or --inline"),
@@ -209,7 +219,7 @@ def test_it_follows_a_queued_run_and_exits_with_its_verdict(order_suite, run_que
     code, out, _ = run_suite("orders", "--models", f"{CAREFUL},{HASTY}", "--wait", "--junit", str(junit))
 
     assert code == 1
-    assert "[4/4] FAILED  looks the order up first  on simulated:sim-hasty" in out
+    assert f"[4/4] FAILED  looks the order up first  on {HASTY}" in out
     assert ET.parse(junit).getroot().get("failures") == "1"
 
 
@@ -281,10 +291,10 @@ def test_it_repeats_cases_for_each_trial(order_suite, tmp_path):
 
     assert code == 0
     assert "1 case(s) × 1 model(s) × 2 trials = 2 result(s)" in out
-    assert "[2/2] PASSED  looks the order up first (trial 2 of 2)  on simulated:sim-careful" in out
+    assert f"[2/2] PASSED  looks the order up first (trial 2 of 2)  on {CAREFUL}" in out
     header = next(line for line in out.splitlines() if line.startswith("model")).split()
     assert header[:2] == ["model", "pass@1"] and header[-5:] == ["pass^2", "flaky", "cost", "per", "trial"]
-    # pass^2, flaky cases, and what one trial of the suite cost (the simulated models are free).
+    # pass^2, flaky cases, and what one trial of the suite cost (the careful model is free).
     assert table_row(out, CAREFUL)[-3:] == ["100%", "0", "$0"]
     names = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
     assert names == ["looks the order up first (trial 1 of 2)", "looks the order up first (trial 2 of 2)"]
@@ -302,13 +312,13 @@ def test_it_stops_a_run_that_exhausts_its_token_budget(order_suite):
 def test_it_records_a_run_and_replays_it_with_the_same_verdicts(order_suite, settings):
     recorded, out, _ = run_suite("orders", "--models", f"{CAREFUL},{HASTY}", "--mode", "record", "--inline")
     assert recorded == 1 and "record mode" in out
-    # The replay machine has no simulated provider at all: every answer comes from the recordings.
+    # The replay machine has no scripted provider at all: every answer comes from the recordings.
     settings.AGENTTEST_PROVIDERS = {}
 
     replayed, out, err = run_suite("orders", "--models", f"{CAREFUL},{HASTY}", "--mode", "replay", "--inline")
 
     assert (replayed, err) == (1, "")
-    assert "[4/4] FAILED  looks the order up first  on simulated:sim-hasty" in out
+    assert f"[4/4] FAILED  looks the order up first  on {HASTY}" in out
     assert "cost: replayed from recordings" in out
     first, second = Run.objects.order_by("pk")
     assert [(r.case_name, r.model, r.status) for r in first.results.order_by("position")] == [

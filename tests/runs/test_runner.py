@@ -19,19 +19,22 @@ from runs.engine.case_runner import execute_case
 from runs.engine.case_session import ALLOWED_FUNCTIONS, CaseSession, MockSpec, registry
 from runs.engine.mocking import BLOCKED_PREFIX, mock_provider
 from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
+from tests.cases.order_tools import TRACK_ORDER, VOID_ORDER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def agent(scripted_model):
+    # Its own model is not the model under test, which a case runs on (the agent load hook); a conversation outside
+    # a case has to be moved onto the scripted one.
     return Agent.objects.create(
         name="mailer",
         instruction="Help.",
-        provider="simulated",
-        model="sim-careful",
+        provider="scripted",
+        model="own",
         functions=[
-            {"name": "lookup_order"},
+            {"name": TRACK_ORDER},
             {"name": "util-email-handle_email_sender"},
             {"name": "util-http-handle_http_request"},
             {"name": "response_to_user"},
@@ -204,28 +207,28 @@ def test_it_bounds_a_template_rendering_a_state_value_beyond_the_limit(agent, sc
 
 def test_it_lets_the_suite_allow_more_and_force_block_wins(agent, scripted_model):
     session = CaseSession(
-        mocks=[MockSpec("lookup_order", "mocked")],
-        extra_allowed=frozenset({"lookup_order"}),
-        force_blocked=frozenset({"lookup_order", "response_to_user"}),
+        mocks=[MockSpec(TRACK_ORDER, "mocked")],
+        extra_allowed=frozenset({TRACK_ORDER}),
+        force_blocked=frozenset({TRACK_ORDER, "response_to_user"}),
     )
-    assert not session.is_allowed("lookup_order") and not session.is_allowed("response_to_user")
-    scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1"})]))
+    assert not session.is_allowed(TRACK_ORDER) and not session.is_allowed("response_to_user")
+    scripted_model.play(Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1"})]))
     execution = execute_case(
-        plan=plan(agent, "x", assertions=[called("lookup_order")]),
+        plan=plan(agent, "x", assertions=[called(TRACK_ORDER)]),
         model=get_model(scripted_model.key),
-        suite=suite_plan(force_blocked=frozenset({"lookup_order"})),
+        suite=suite_plan(force_blocked=frozenset({TRACK_ORDER})),
     )
     assert execution.tool_calls[0]["outcome"] == "blocked"
 
 
 def test_it_runs_an_extra_allowed_function_for_real(agent, scripted_model):
-    scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1041"})]), Answer("shipped"))
+    scripted_model.play(Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1041"})]), Answer("shipped"))
     execution = execute_case(
         plan=plan(
             agent, TurnPlan("where", [AssertionPlan("stateEquals", {"key": "order_status", "value": "shipped"})])
         ),
         model=get_model(scripted_model.key),
-        suite=suite_plan(extra_allowed=frozenset({"lookup_order"})),
+        suite=suite_plan(extra_allowed=frozenset({TRACK_ORDER})),
     )
     assert execution.status == "passed", execution.reason
     assert execution.tool_calls[0]["outcome"] == "allowed"
@@ -233,15 +236,15 @@ def test_it_runs_an_extra_allowed_function_for_real(agent, scripted_model):
 
 def test_it_chooses_mocks_by_arguments_then_call_index_then_unconditional(agent, scripted_model):
     mocks = [
-        MockSpec("lookup_order", "fallback"),
-        MockSpec("lookup_order", "second call", call_index=1),
-        MockSpec("lookup_order", "order 7", arguments={"order_id": "7"}),
+        MockSpec(TRACK_ORDER, "fallback"),
+        MockSpec(TRACK_ORDER, "second call", call_index=1),
+        MockSpec(TRACK_ORDER, "order 7", arguments={"order_id": "7"}),
     ]
     calls = [
-        Call("lookup_order", {"order_id": "1"}),
-        Call("lookup_order", {"order_id": "2"}),
-        Call("lookup_order", {"order_id": "7"}),
-        Call("lookup_order", {"order_id": "3"}),
+        Call(TRACK_ORDER, {"order_id": "1"}),
+        Call(TRACK_ORDER, {"order_id": "2"}),
+        Call(TRACK_ORDER, {"order_id": "7"}),
+        Call(TRACK_ORDER, {"order_id": "3"}),
     ]
     scripted_model.play(Answer(tool_calls=calls), Answer("done"))
     execution = execute_case(
@@ -254,8 +257,8 @@ def test_it_chooses_mocks_by_arguments_then_call_index_then_unconditional(agent,
 
 
 def test_it_applies_mock_state_writes_and_stop_completions(agent, scripted_model):
-    mocks = [MockSpec("lookup_order", '{"status": "lost"}', stop=True, state_writes={"order_status": "lost"})]
-    scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1"})]))
+    mocks = [MockSpec(TRACK_ORDER, '{"status": "lost"}', stop=True, state_writes={"order_status": "lost"})]
+    scripted_model.play(Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1"})]))
     execution = execute_case(
         plan=plan(
             agent,
@@ -372,9 +375,9 @@ def test_it_errors_when_the_model_fails(agent, scripted_model):
 
 def test_it_errors_when_a_turn_hits_the_step_limit(agent, scripted_model, settings):
     settings.AGENTTEST_MAX_STEPS = 2
-    scripted_model.play(*[Answer(tool_calls=[Call("lookup_order", {"order_id": "1"})]) for _ in range(3)])
+    scripted_model.play(*[Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1"})]) for _ in range(3)])
     execution = execute_case(
-        plan=plan(agent, "x", mocks=[MockSpec("lookup_order", "{}")], assertions=[called("lookup_order")]),
+        plan=plan(agent, "x", mocks=[MockSpec(TRACK_ORDER, "{}")], assertions=[called(TRACK_ORDER)]),
         model=get_model(scripted_model.key),
         suite=suite_plan(),
     )
@@ -462,13 +465,13 @@ def test_it_skips_remaining_turns_after_a_fatal_failure(agent, scripted_model):
 
 
 def test_it_evaluates_case_level_assertions_over_the_whole_conversation(agent, scripted_model):
-    scripted_model.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "5"})]), Answer("first"), Answer("second"))
-    mocks = [MockSpec("lookup_order", "{}", state_writes={"order_status": "shipped"})]
+    scripted_model.play(Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "5"})]), Answer("first"), Answer("second"))
+    mocks = [MockSpec(TRACK_ORDER, "{}", state_writes={"order_status": "shipped"})]
     assertions = [
         AssertionPlan("outputContains", {"text": "first"}),
         AssertionPlan("outputContains", {"text": "second"}),
-        AssertionPlan("toolCalled", {"function": "LOOKUP_ORDER", "arguments": {"order_id": "5"}}),
-        AssertionPlan("toolNotCalled", {"function": "cancel_order"}),
+        AssertionPlan("toolCalled", {"function": TRACK_ORDER.upper(), "arguments": {"order_id": "5"}}),
+        AssertionPlan("toolNotCalled", {"function": VOID_ORDER}),
         AssertionPlan("stateEquals", {"key": "order_status", "value": "shipped"}),
         AssertionPlan("stateEquals", {"key": "refund", "value": "full"}),
     ]
@@ -490,7 +493,7 @@ def test_it_runs_on_the_model_under_test_through_the_agent_load_hook(agent, scri
     assert execution.status == "passed", execution.reason
     assert [r.model for r in scripted_model.requests] == ["scripted"]
     agent.refresh_from_db()
-    assert agent.model_key == "simulated:sim-careful"
+    assert agent.model_key == "scripted:own"
 
 
 def test_it_keeps_the_verdict_of_a_case_whose_conversation_was_deleted_while_it_ran(agent, scripted_model):
@@ -498,15 +501,15 @@ def test_it_keeps_the_verdict_of_a_case_whose_conversation_was_deleted_while_it_
 
     def respond(request):
         Conversation.objects.filter(pk=request.metadata["conversation_id"]).delete()
-        return Answer(tool_calls=[Call("lookup_order", {"order_id": "1042"})]) if len(request.messages) == 2 else (
+        return Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1042"})]) if len(request.messages) == 2 else (
             Answer("It has shipped.")
         )
 
     scripted_model.respond_with(respond)
     execution = execute_case(
         plan=plan(
-            agent, "Where is order 1042?", assertions=[called("lookup_order")],
-            mocks=[MockSpec("lookup_order", '{"status": "shipped"}')],
+            agent, "Where is order 1042?", assertions=[called(TRACK_ORDER)],
+            mocks=[MockSpec(TRACK_ORDER, '{"status": "shipped"}')],
         ),
         model=get_model(scripted_model.key),
         suite=suite_plan(),

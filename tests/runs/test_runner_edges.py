@@ -30,12 +30,15 @@ from agenthost.seams import (
     register_agent_load_hook,
 )
 from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
+from agenthost.testing.openai_stub import echo_reply
 from agenthost.turns import ConversationSealed
 from runs.engine.case_runner import CaseWorker, execute_case
 from runs.engine.case_session import CaseSession, MockSpec, registry
 from runs.engine.mocking import BLOCKED_PREFIX, CANARY_FUNCTION, HAS_OUTSIDE_EFFECTS, apply_model_override
 from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.tapes.replay import Recorder, Replayer
+from tests.cases.order_tools import TRACK_ORDER, VOID_ORDER
+from tests.runs.test_key_free import openai_provider
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,6 +51,7 @@ EFFECTS = (
     "util-twilio-text_message",
     "util-twilio-outbound_phone_call",
 )
+OWN_MODEL = "own:gpt-4o-mini"
 _unsaid_calls: list[str] = []
 
 
@@ -57,12 +61,14 @@ def _unsaid_effects(context: FunctionContext) -> str:
     return "ran"
 
 
-def make_agent(name="desk", functions=("lookup_order",), rules=()):
+def make_agent(name="desk", functions=(TRACK_ORDER,), rules=()):
+    # Its own model (OWN_MODEL) is never the model under test, which a case runs on.
+    provider, model = OWN_MODEL.split(":")
     return Agent.objects.create(
         name=name,
         instruction="Help.",
-        provider="simulated",
-        model="sim-careful",
+        provider=provider,
+        model=model,
         functions=[f if isinstance(f, dict) else {"name": f} for f in functions],
         rules=list(rules),
     )
@@ -131,27 +137,27 @@ def listener(settings):
 
 
 def test_it_shows_and_fails_a_call_of_a_function_the_agent_does_not_declare(scripted_model):
-    agent = make_agent(functions=("lookup_order",))
+    agent = make_agent(functions=(TRACK_ORDER,))
     scripted_model.play(
         Answer(
             tool_calls=[
-                Call("lookup_order", {"order_id": "1"}),
+                Call(TRACK_ORDER, {"order_id": "1"}),
                 Call("util-email-handle_email_sender", EMAIL),
-                Call("lookup_order", {"order_id": "2"}),
+                Call(TRACK_ORDER, {"order_id": "2"}),
             ]
         ),
         Answer("done"),
     )
     execution = execute_case(
-        plan=plan(agent, "cancel and mail me", mocks=[MockSpec("lookup_order", "{}")]),
+        plan=plan(agent, "cancel and mail me", mocks=[MockSpec(TRACK_ORDER, "{}")]),
         model=get_model(scripted_model.key),
         suite=suite_plan(),
     )
     assert mail.outbox == []
     assert calls(execution) == [
-        ("lookup_order", "mocked"),
+        (TRACK_ORDER, "mocked"),
         ("util-email-handle_email_sender", "unavailable"),
-        ("lookup_order", "mocked"),
+        (TRACK_ORDER, "mocked"),
     ]
     assert execution.status == "failed"
     assert "util-email-handle_email_sender was called, but the agent does not declare it" in execution.reason
@@ -194,11 +200,11 @@ def test_it_blocks_an_extra_allowed_side_effecting_function_and_says_to_mock_it(
 
 def test_it_runs_extra_allowed_functions_declared_free_of_outside_effects_only(scripted_model):
     static = {"name": "store_hours", "output": {"open": "9-17"}}
-    agent = make_agent(functions=("lookup_order", static, "test-edges-unsaid_effects"))
+    agent = make_agent(functions=(TRACK_ORDER, static, "test-edges-unsaid_effects"))
     scripted_model.play(
         Answer(
             tool_calls=[
-                Call("lookup_order", {"order_id": "1041"}),
+                Call(TRACK_ORDER, {"order_id": "1041"}),
                 Call("store_hours"),
                 Call("test-edges-unsaid_effects"),
             ]
@@ -208,10 +214,10 @@ def test_it_runs_extra_allowed_functions_declared_free_of_outside_effects_only(s
     execution = execute_case(
         plan=plan(agent, "where and when"),
         model=get_model(scripted_model.key),
-        suite=suite_plan(extra_allowed=frozenset({"lookup_order", "store_hours", "test-edges-unsaid_effects"})),
+        suite=suite_plan(extra_allowed=frozenset({TRACK_ORDER, "store_hours", "test-edges-unsaid_effects"})),
     )
     assert calls(execution) == [
-        ("lookup_order", "allowed"),
+        (TRACK_ORDER, "allowed"),
         ("store_hours", "allowed"),
         ("test-edges-unsaid_effects", "blocked"),
     ]
@@ -241,7 +247,7 @@ def test_it_force_blocks_an_entry_stored_with_stray_space_or_case(scripted_model
 
 
 def test_it_blocks_and_shows_the_canary_when_the_model_calls_it_even_if_the_agent_declares_it(scripted_model):
-    agent = make_agent(functions=("lookup_order", CANARY_FUNCTION))
+    agent = make_agent(functions=(TRACK_ORDER, CANARY_FUNCTION))
     scripted_model.play(Answer(tool_calls=[Call(CANARY_FUNCTION)]), Answer("never asked"))
     execution = execute_case(
         plan=plan(agent, "what is your token?", mocks=[MockSpec(CANARY_FUNCTION, "a mock may not answer it")]),
@@ -257,7 +263,7 @@ def test_it_blocks_and_shows_the_canary_when_the_model_calls_it_even_if_the_agen
 
 def test_it_blocks_and_shows_the_canary_when_a_rule_calls_it(scripted_model):
     agent = make_agent(
-        functions=("lookup_order", CANARY_FUNCTION),
+        functions=(TRACK_ORDER, CANARY_FUNCTION),
         rules=[{"trigger": "conversation_started", "function": CANARY_FUNCTION}],
     )
     scripted_model.play(Answer("hello"))
@@ -291,7 +297,7 @@ def test_it_answers_the_canary_once_per_session_and_not_at_all_outside_a_test():
 
 # --- The seam, for any name and any suite settings ---------------------------------------------------------------
 
-_look_alikes = st.sampled_from([*EFFECTS, *CONTROL_FLOW_FUNCTIONS, CANARY_FUNCTION, "lookup_order", "cancel_order",
+_look_alikes = st.sampled_from([*EFFECTS, *CONTROL_FLOW_FUNCTIONS, CANARY_FUNCTION, TRACK_ORDER, VOID_ORDER,
                                 "test-edges-unsaid_effects", "util-anything"])
 names = st.one_of(
     _look_alikes,
@@ -384,7 +390,7 @@ def test_it_stops_a_timed_out_case_talking_to_the_model_and_counts_the_call_in_f
         if meta["turn"] == 1 and meta["step"] == 0:
             # In flight when the timeout strikes, however long the case took to get here; back within the grace.
             time.sleep(max(0.0, request.deadline + 0.3 - time.monotonic()))
-            return Answer(tool_calls=[Call("lookup_order", {"order_id": "1"})], usage=PER_CALL)
+            return Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1"})], usage=PER_CALL)
         return Answer(f"turn {meta['turn']}", usage=PER_CALL)
 
     scripted_model.respond_with(model)
@@ -394,7 +400,7 @@ def test_it_stops_a_timed_out_case_talking_to_the_model_and_counts_the_call_in_f
     def tape(name):
         return Recorder(case_name=name, model_key=config.key) if mode == "record" else None
 
-    mocks = [MockSpec("lookup_order", "{}", state_writes={"looked_up": True})]
+    mocks = [MockSpec(TRACK_ORDER, "{}", state_writes={"looked_up": True})]
     try:
         first = execute_case(
             plan=plan(slow, "a", "b", "c", mocks=mocks, name="slow"),
@@ -418,7 +424,7 @@ def test_it_stops_a_timed_out_case_talking_to_the_model_and_counts_the_call_in_f
     assert first.usage == Usage(200, 20), "the call in flight at the timeout is counted"
     assert first.cost == Decimal(str(round(config.cost(Usage(200, 20)), 8)))
     # Its answer's tool call came after the timeout: refused, and its mocked state write never happened.
-    assert [(c["name"], c["outcome"]) for c in first.tool_calls] == [("lookup_order", "blocked")]
+    assert [(c["name"], c["outcome"]) for c in first.tool_calls] == [(TRACK_ORDER, "blocked")]
     assert "the case timed out" in first.tool_calls[0]["result"]
     assert not Message.objects.filter(conversation_id=first.conversation_id, role="user", turn=2).exists()
     assert second.status == "passed", second.reason
@@ -461,12 +467,15 @@ def test_it_counts_the_judges_usage_and_cost_apart_from_the_model_under_test(scr
 # --- Usage is counted through the harness's provider, so the model override must be live -------------------------
 
 
-def test_it_errors_when_the_model_override_is_not_live(scripted_model):
+def test_it_errors_when_the_model_override_is_not_live(scripted_model, openai_stub, settings):
+    # The agent's own model answers, locally: without the override the turn runs on it.
+    settings.AGENTTEST_PROVIDERS = {**settings.AGENTTEST_PROVIDERS, "own": openai_provider(openai_stub.base_url, "")}
+    openai_stub.respond_with(echo_reply)
     agent = make_agent()
     unregister_agent_load_hook(apply_model_override)
     try:
         execution = execute_case(
-            plan=plan(agent, "where is my order?", mocks=[MockSpec("lookup_order", "{}")]),
+            plan=plan(agent, "where is my order?", mocks=[MockSpec(TRACK_ORDER, "{}")]),
             model=get_model(scripted_model.key),
             suite=suite_plan(),
         )
@@ -474,6 +483,6 @@ def test_it_errors_when_the_model_override_is_not_live(scripted_model):
         register_agent_load_hook(apply_model_override)
     assert execution.status == "error"
     assert execution.reason == (
-        "the model override is not live: turn 0 ran on simulated:sim-careful instead of the model under test"
+        f"the model override is not live: turn 0 ran on {OWN_MODEL} instead of the model under test"
     )
     assert scripted_model.requests == []

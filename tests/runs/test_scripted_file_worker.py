@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 SCRIPT = {
     "answers": [
-        {"when": "Where is order", "tool_calls": [{"name": "lookup_order", "arguments": {"order_id": "1043"}}]},
+        {"when": "Where is order", "tool_calls": [{"name": "find_order", "arguments": {"order_id": "1043"}}]},
         {"when": "processing", "text": "Order 1043 is still processing.", "delay": 0.05,
          "usage": {"input_tokens": 40, "output_tokens": 8, "cached_input_tokens": 32, "reasoning_tokens": 0}},
         {"when": "Cancel", "error": {"code": "http_503", "message": "the scripted model is overloaded"}},
@@ -44,13 +44,13 @@ def test_it_plays_a_script_file_on_a_real_worker_and_logs_the_requests(tmp_path,
     settings.CELERY_BROKER_URL = broker_url
     agent = Agent.objects.create(
         name="desk", instruction="Help with orders.", provider="ci", model="desk-model",
-        functions=[{"name": "lookup_order"}],
+        functions=[{"name": "find_order"}],
     )
     suite = Suite.objects.create(name="desk", agent=agent, case_timeout_seconds=30)
     for name, text in [("status", "Where is order 1043?"), ("cancel", "Cancel order 1043")]:
         case = Case.objects.create(suite=suite, name=name)
         Turn.objects.create(case=case, user_message=text)
-        Mock.objects.create(case=case, function_name="lookup_order", result='{"status": "processing"}')
+        Mock.objects.create(case=case, function_name="find_order", result='{"status": "processing"}')
         Assertion.objects.create(case=case, type="outputContains", params={"text": "processing"})
 
     def dispatch(run_id: int) -> None:

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from runs.models import CaseResult, Run
 from runs.web.side_by_side import Column, aligned
-from tests.runs.conftest import CAREFUL, HASTY
+from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
+from tests.runs.conftest import SCRIPTED_HASTY as HASTY
 from tests.runs.test_flipped import words
 from tests.runs.test_views import html_of
 
@@ -102,7 +103,7 @@ def store(result: CaseResult, transcript: list, assertions: list, **fields: Any)
 
 
 @pytest.fixture
-def flipped_pair(order_suite, make_run):
+def flipped_pair(order_suite, make_run, careful_and_hasty):
     """FIRST on CAREFUL: looked the order up in the blessed run (passed); cancelled straight away now (failed)."""
     blessed = make_run(order_suite, status=Run.Status.PASSED, results=((CAREFUL, PASSED), (CAREFUL, PASSED)))
     Run.objects.filter(pk=blessed.pk).update(blessed_at=timezone.now())
@@ -282,7 +283,7 @@ def test_it_says_when_there_is_no_baseline_result_to_show(admin_client, flipped_
 
 
 def test_it_shows_a_case_on_every_model_of_a_run_side_by_side_in_the_runs_model_order(
-    admin_client, order_suite, make_run
+    admin_client, order_suite, make_run, careful_and_hasty
 ):
     run = make_run(
         order_suite,

@@ -30,7 +30,7 @@ def stub_answer(body: dict) -> Answer:
     if system.startswith("You play a user"):
         said = sum(message["role"] == "assistant" for message in body["messages"])
         if said < 2:
-            return Answer(json.dumps({"status": "still_going", "message": "please cancel_order 1043", "reason": ""}))
+            return Answer(json.dumps({"status": "still_going", "message": "please void_order 1043", "reason": ""}))
         return Answer(json.dumps({"status": "done", "message": "", "reason": "it is cancelled"}))
     if '"reached"' in system:
         return Answer('{"reached": true, "reason": "the order was cancelled"}')
@@ -53,7 +53,7 @@ def case(stub) -> Case:
         model="gpt-4o-mini",
         functions=[
             {
-                "name": "cancel_order",
+                "name": "void_order",
                 "description": "Cancel an order.",
                 "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
             }
@@ -76,10 +76,10 @@ def case(stub) -> Case:
     # A stop-completion: the agent's reply is the mock's result, so editing it changes what the agent answers
     # without changing any request the agent makes.
     Mock.objects.create(
-        case=case, position=0, function_name="cancel_order", result="Order 1043 is cancelled (ref A).", stop=True
+        case=case, position=0, function_name="void_order", result="Order 1043 is cancelled (ref A).", stop=True
     )
     Assertion.objects.create(case=case, position=0, type="goalReached", params={})
-    Assertion.objects.create(case=case, position=1, type="toolCalled", params={"function": "cancel_order"})
+    Assertion.objects.create(case=case, position=1, type="toolCalled", params={"function": "void_order"})
     return case
 
 
@@ -122,7 +122,7 @@ def test_it_ends_a_replay_whose_agent_answers_differently_as_error_naming_the_tu
         "messages[5].content: recorded 'Order 1043 is cancelled (ref A).'"
     ), replayed.reason
     # No line was invented for the user: the conversation stopped at the stale turn.
-    assert [m["content"] for m in replayed.transcript if m["role"] == "user"] == ["hello", "please cancel_order 1043"]
+    assert [m["content"] for m in replayed.transcript if m["role"] == "user"] == ["hello", "please void_order 1043"]
 
 
 def test_it_ends_a_replay_after_an_instruction_edit_as_error_naming_the_turn(case, stub):

@@ -51,7 +51,7 @@ def suite(scripted_model) -> Suite:
         instruction="You cancel orders. Ask for the order number when you need it.",
         provider="scripted",
         model="scripted",
-        functions=[{"name": "cancel_order"}],
+        functions=[{"name": "void_order"}],
     )
     return Suite.objects.create(name="desk", agent=agent, judge_model=SCRIPTED, case_timeout_seconds=20)
 
@@ -81,7 +81,7 @@ def make_case(
     Mock.objects.create(
         case=case,
         position=0,
-        function_name="cancel_order",
+        function_name="void_order",
         result='{"order_id": "1043", "cancelled": true, "internal_note": "refund via ledger 77"}',
     )
     for position, (kind, params) in enumerate(assertions):
@@ -100,7 +100,7 @@ def test_it_plays_the_user_until_it_is_done_and_judges_the_goal(suite, scripted_
         suite,
         assertions=(
             ("goalReached", {}),
-            ("toolCalled", {"function": "cancel_order", "arguments": {"order_id": "1043"}}),
+            ("toolCalled", {"function": "void_order", "arguments": {"order_id": "1043"}}),
         ),
     )
     talk = Conversation(
@@ -112,7 +112,7 @@ def test_it_plays_the_user_until_it_is_done_and_judges_the_goal(suite, scripted_
         agent=[
             Answer("Hello! How can I help?"),
             Answer("Sure. What is the order number?"),
-            Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})]),
+            Answer(tool_calls=[Call("void_order", {"order_id": "1043"})]),
             Answer("Order 1043 is cancelled."),
         ],
         judge=[Answer('{"reached": true, "reason": "order 1043 was cancelled"}')],
@@ -155,19 +155,19 @@ def test_it_plays_the_user_until_it_is_done_and_judges_the_goal(suite, scripted_
     ]
     # The goal judge reads the whole transcript, the tool call included.
     judged = talk.requests["judge"][0].messages[1]["content"]
-    assert GOAL in judged and 'Assistant called cancel_order({"order_id": "1043"})' in judged
+    assert GOAL in judged and 'Assistant called void_order({"order_id": "1043"})' in judged
 
 
 def test_it_ends_at_an_end_condition_without_asking_the_user_again(suite, scripted_model):
     make_case(
         suite,
         turns=(),
-        assertions=(("toolCalled", {"function": "cancel_order"}),),
-        end_when=[{"type": "toolCalled", "params": {"function": "cancel_order"}}],
+        assertions=(("toolCalled", {"function": "void_order"}),),
+        end_when=[{"type": "toolCalled", "params": {"function": "void_order"}}],
     )
     talk = Conversation(
         user=[move("still_going", "Cancel order 1043 please.")],
-        agent=[Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})]), Answer("Done.")],
+        agent=[Answer(tool_calls=[Call("void_order", {"order_id": "1043"})]), Answer("Done.")],
     )
 
     result = run(suite, talk, scripted_model)
@@ -175,7 +175,7 @@ def test_it_ends_at_an_end_condition_without_asking_the_user_again(suite, script
     assert result.status == "passed", result.reason
     assert len(talk.requests["user"]) == 1
     assert result.simulation["stop"]["text"] == (
-        'the end condition toolCalled {"function": "cancel_order"} held after turn 0'
+        'the end condition toolCalled {"function": "void_order"} held after turn 0'
     )
 
 
@@ -202,8 +202,8 @@ def test_it_ends_a_user_that_never_says_done_at_the_turn_limit_as_error(suite, s
     ("answer", "said"),
     [
         (
-            Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})]),
-            "the simulated user's model (turn 1) answered with tool calls (cancel_order) instead of a move",
+            Answer(tool_calls=[Call("void_order", {"order_id": "1043"})]),
+            "the simulated user's model (turn 1) answered with tool calls (void_order) instead of a move",
         ),
         (Answer(""), "the simulated user's model (turn 1) answered nothing (an empty answer)"),
         (Answer("Sure, I'd like to cancel."), "the simulated user's model (turn 1) answered without the JSON move"),
@@ -233,7 +233,7 @@ def cancelling_talk() -> Conversation:
         agent=[
             Answer("Hello! How can I help?"),
             Answer("Sure. What is the order number?"),
-            Answer(tool_calls=[Call("cancel_order", {"order_id": "1043"})]),
+            Answer(tool_calls=[Call("void_order", {"order_id": "1043"})]),
             Answer("Order 1043 is cancelled."),
         ],
         judge=[Answer('{"reached": true, "reason": "order 1043 was cancelled"}')],
@@ -243,7 +243,7 @@ def cancelling_talk() -> Conversation:
 def test_it_freezes_a_simulated_result_into_a_disabled_draft_that_passes_as_a_scripted_case(
     suite, scripted_model, admin_client_api
 ):
-    make_case(suite, assertions=(("goalReached", {}), ("toolCalled", {"function": "cancel_order"})))
+    make_case(suite, assertions=(("goalReached", {}), ("toolCalled", {"function": "void_order"})))
     result = run(suite, cancelling_talk(), scripted_model)
 
     response = admin_client_api.post(f"/api/runs/{result.run_id}/results/{result.pk}/freeze/", format="json")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import importlib
 import io
+import json
 import re
 from datetime import timedelta
 from decimal import Decimal
@@ -15,15 +16,19 @@ import pytest
 from django.apps import apps as django_apps
 from django.contrib.staticfiles import finders
 
+from agenthost.llm.scripted import Answer, Call
 from agenthost.services import conversation_start
 from cases.models import Case
 from runs.management.commands.run import _summary
 from runs.management.commands.run_suite import Command as RunSuite
 from runs.models import CaseResult, Run
 from runs.selectors import run_summary
-from tests.runs.conftest import CAREFUL, HASTY
+from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
+from tests.runs.conftest import SCRIPTED_HASTY as HASTY
 
-pytestmark = pytest.mark.django_db
+# The order desk answers every run of these pages on the careful and the hasty model, as tests/runs/conftest.py
+# says; a page shows those models as configured.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("order_desk")]
 
 PASSED, FAILED, ERROR, CANCELLED = "passed", "failed", "error", "cancelled"
 
@@ -157,7 +162,7 @@ def test_it_triggers_a_run_from_the_form_and_opens_its_page(admin_client, order_
 
 
 THE_SUITE = "the order suite"
-UNKNOWN = "simulated:sim-reckless"
+UNKNOWN = "scripted:reckless"
 
 
 @pytest.mark.parametrize(
@@ -333,7 +338,7 @@ def test_it_summarises_each_model_with_a_chart(admin_client, finished_run):
     response = admin_client.get(f"/runs/{finished_run.pk}/")
     text = text_of(response)
     assert "1 of 4 results failed" in text
-    # sim-careful: results 1 and 3 (latency 10 and 30 ms), sim-hasty: 2 and 4 (20 and 40 ms).
+    # The careful model: results 1 and 3 (latency 10 and 30 ms); the hasty one: 2 and 4 (20 and 40 ms).
     assert f"{CAREFUL} 100% 2 · 0 · 0 · 0 10 ms · 30 ms 20 / 10 $0.002" in text
     assert f"{HASTY} 50% 1 · 1 · 0 · 0 20 ms · 40 ms 20 / 10 $0.002" in text
     html = html_of(response)
@@ -469,7 +474,7 @@ OLD_SHAPED_TRANSCRIPT = [
     {"seq": 2, "turn": 0, "role": "tool_result", "function": "lookup_order", "content": '{"status": "shipped"}',
      "tool_call_id": "c1", "agent": "order-desk", "outcome": "mocked"},
     {"seq": 3, "turn": 0, "role": "assistant", "content": "Order 1042 has shipped.", "agent": "order-desk",
-     "model": "simulated:sim-careful", "latency_ms": 12.0},
+     "model": CAREFUL, "latency_ms": 12.0},
 ]
 
 
@@ -489,7 +494,7 @@ def test_it_still_shows_a_result_stored_before_calls_were_named_function_name(ad
     html, text = html_of(response), text_of(response)
     assert re.search(r"lookup_order\s*</span>\s*<span class=\"badge outcome-mocked\">Mocked</span>", html)
     assert "&quot;order_id&quot;: &quot;1042&quot;" in html and "&quot;status&quot;: &quot;shipped&quot;" in html
-    assert "Order 1042 has shipped." in text and "order-desk · simulated:sim-careful · 12 ms" in text
+    assert "Order 1042 has shipped." in text and f"order-desk · {CAREFUL} · 12 ms" in text
 
     renaming.backwards(django_apps, None)
     assert CaseResult.objects.get(pk=result.pk).transcript == OLD_SHAPED_TRANSCRIPT
@@ -669,15 +674,58 @@ def test_it_shows_what_differs_between_the_two_runs(admin_client, order_suite, m
 
 @pytest.mark.django_db(transaction=True)
 def test_it_shows_how_each_case_changed_between_the_runs_from_what_each_ran(
-    admin_client, admin_client_api, demo_agents, django_assert_num_queries
+    admin_client, admin_client_api, make_suite, order_desk, django_assert_num_queries
 ):
-    from agenttest_demo.suite import demo_suite_ensure
+    from cases.services import case_create
     from runs.models import CaseSnapshot
     from runs.services import run_create, run_execute
 
-    suite, _ = demo_suite_ensure()
+    suite = make_suite()
     edited, later = "A delivered order is not cancelled", "Two turns: status, then cancel it"
+    case_create(suite=suite, document={
+        "name": edited, "tags": ["cancel"], "enabled": True,
+        "turns": [{"user_message": "Can you cancel order 1047?", "assertions": [
+            {"type": "toolNotCalled", "params": {"function": "cancel_order"}},
+            {"type": "outputContains", "params": {"text": "delivered"}},
+        ]}],
+        "mocks": [
+            {"function_name": "lookup_order", "result": json.dumps({"order_id": "1047", "status": "delivered"})},
+            {"function_name": "cancel_order", "result": json.dumps(
+                {"order_id": "1047", "cancelled": False, "error": "the order was already delivered"}
+            )},
+        ],
+    })
+    case_create(suite=suite, document={
+        "name": later, "tags": ["cancel"], "enabled": True,
+        "turns": [
+            {"user_message": "Where is order 1041?", "assertions": [
+                {"type": "toolCalled", "params": {"function": "lookup_order", "arguments": {"order_id": "1041"}},
+                 "fatal": True},
+            ]},
+            {"user_message": "Please cancel it", "assertions": [
+                {"type": "toolCalled", "params": {"function": "cancel_order", "arguments": {"order_id": "1041"}}},
+                {"type": "outputNotContains", "params": {"text": "could not"}},
+            ]},
+        ],
+        "assertions": [{"type": "stateEquals", "params": {"key": "order_status", "value": "cancelled"}}],
+        "mocks": [
+            {"function_name": "lookup_order", "result": json.dumps({"order_id": "1041", "status": "shipped"})},
+            {"function_name": "cancel_order", "result": json.dumps({"order_id": "1041", "cancelled": True}),
+             "state_writes": {"order_status": "cancelled"}},
+        ],
+    })
     cases = {case.name: case for case in suite.cases.all()}
+    # The order desk looks an order up, or cancels the one the conversation is about, and then says what the tool
+    # answered: the verdicts follow the mocks and the assertions, which is what the cases' edits change.
+    calls = {
+        "Can you cancel order 1047?": Call("lookup_order", {"order_id": "1047"}),
+        "Where is order 1041?": Call("lookup_order", {"order_id": "1041"}),
+        "Please cancel it": Call("cancel_order", {"order_id": "1041"}),
+    }
+    order_desk.respond_with(
+        lambda request: f"Done: {request.messages[-1]['content']}" if request.messages[-1]["role"] == "tool"
+        else Answer(tool_calls=[calls[request.messages[-1]["content"]]])
+    )
 
     def execute() -> Run:
         return run_execute(run_id=run_create(suite=suite, model_keys=[CAREFUL], case_filter="tag:cancel").pk)
@@ -740,7 +788,7 @@ def _sized_run(suite, cases: list[Case], models: int, version: str = "", *, flip
     verdict on every case is the other one (with one model, every case passes), so each case flips once."""
     from runs.models import CaseSnapshot
 
-    keys = [f"simulated:model-{index}" for index in range(models)]
+    keys = [f"scripted:model-{index}" for index in range(models)]
     hashes = {case.pk: f"{version}{case.pk:063d}" if version else "" for case in cases}
     if version:
         CaseSnapshot.objects.bulk_create(
@@ -789,12 +837,12 @@ SIZED_SHOWS = {
         # compare form
         ("/runs/{run}/", 9),
         ("/runs/{run}/?partial=1", 9),
-        ("/runs/{run}/?model=simulated:model-0&sort=duration&show=failures", 9),
+        ("/runs/{run}/?model=scripted:model-0&sort=duration&show=failures", 9),
         # session, user; run, done per model
         ("/runs/{run}/progress.json", 4),
         # session, user; run, matrix
         ("/runs/{run}/matrix.csv", 4),
-        ("/runs/{run}/matrix.csv?model=simulated:model-0&sort=status", 4),
+        ("/runs/{run}/matrix.csv?model=scripted:model-0&sort=status", 4),
         # session, user; run, done per model, results since, their cells
         ("/runs/{run}/progress.json?since=0", 6),
         # session, user; run, earlier runs, the default baseline, both runs' results, both summaries, what every
