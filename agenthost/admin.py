@@ -11,17 +11,10 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from agenthost.document import MAX_STEPS_MESSAGE, TEMPERATURE_MESSAGE
 from agenthost.models import Agent, Conversation, McpToolList, Message, StateChange
 from agenthost.runtimes.process import PROCESS_FIELDS
-from agenthost.validation import (
-    MAX_STEPS_MAX,
-    MAX_STEPS_MESSAGE,
-    MAX_STEPS_MIN,
-    TEMPERATURE_MAX,
-    TEMPERATURE_MESSAGE,
-    TEMPERATURE_MIN,
-    agent_problems,
-)
+from agenthost.validation import agent_problems, agent_shape_problems
 from common import admin_fields
 from common.admin_ids import StrictIdsAdminMixin
 
@@ -48,16 +41,17 @@ JSON_FIELD_OVERRIDES: dict[type[models.Field], dict[str, Any]] = {
 
 
 class AgentAdminForm(forms.ModelForm):
-    # The limits every door shares (agenthost/validation.py); the model's columns alone would take 99 or 0.
+    """Reads the agent's fields as the model's columns do; its shape and limits are the agent document's
+    (agenthost/document.py, checked by agent_shape_problems), its meaning agent_problems'."""
+
+    # Without a bound of the column's own (a PositiveIntegerField would add one of 0): the document's is the bound.
     temperature = forms.FloatField(
-        required=False, min_value=TEMPERATURE_MIN, max_value=TEMPERATURE_MAX,
-        help_text=Agent._meta.get_field("temperature").help_text,
-        error_messages=dict.fromkeys(("invalid", "min_value", "max_value"), TEMPERATURE_MESSAGE),
+        required=False, help_text=Agent._meta.get_field("temperature").help_text,
+        error_messages={"invalid": TEMPERATURE_MESSAGE},
     )
     max_steps = forms.IntegerField(
-        required=False, min_value=MAX_STEPS_MIN, max_value=MAX_STEPS_MAX,
-        help_text=Agent._meta.get_field("max_steps").help_text,
-        error_messages=dict.fromkeys(("invalid", "min_value", "max_value"), MAX_STEPS_MESSAGE),
+        required=False, help_text=Agent._meta.get_field("max_steps").help_text,
+        error_messages={"invalid": MAX_STEPS_MESSAGE},
     )
 
     class Meta:
@@ -95,13 +89,16 @@ class AgentAdminForm(forms.ModelForm):
         }
         # A process agent's program is set from its file or the API, never in this form: as stored.
         process = {field: getattr(self.instance, field) for field in PROCESS_FIELDS}
-        # Fields that already failed their own validation are missing here; check only when all are present.
-        if len(values) == 10:
+        numbers: dict[str, Any] = {field: cleaned[field] for field in ("temperature", "max_steps") if field in cleaned}
+        # Fields that already failed their own validation are missing here: the shape of the others is checked, and
+        # the meaning only when all are present.
+        problems = agent_shape_problems({**values, **numbers}, partial=True)
+        if not problems and len(values) == 10:
             subs = cleaned.get("sub_agents") if "sub_agents" in self.fields else self.instance.sub_agents.all()
             sub_agents = [agent.name for agent in subs or []]
             problems = agent_problems(**values, **process, sub_agents=sub_agents, instruction_required=True)
-            for field, messages in problems.items():
-                self.add_error(field if field in self.fields else None, messages)
+        for field, messages in problems.items():
+            self.add_error(field if field in self.fields else None, messages)
         return cleaned
 
 

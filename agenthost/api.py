@@ -19,16 +19,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agenthost.document import TEMPERATURE_MESSAGE, AgentInput
 from agenthost.mcp.tools import refresh_for_chat
 from agenthost.models import (
-    AGENT_NAME_MAX_LENGTH,
-    AGENT_PATH_MAX_LENGTH,
-    AGENT_PROTOCOL_MAX_LENGTH,
-    AGENT_RUNTIME_MAX_LENGTH,
     CONVERSATION_TITLE_MAX_LENGTH,
     MESSAGE_MAX_LENGTH,
-    MODEL_NAME_MAX_LENGTH,
-    PROVIDER_MAX_LENGTH,
     TAG_MAX_LENGTH,
     Agent,
     Conversation,
@@ -50,16 +45,7 @@ from agenthost.turns import (
     ModelCallFailed,
     StepLimitExceeded,
 )
-from agenthost.validation import (
-    MAX_STEPS_MAX,
-    MAX_STEPS_MESSAGE,
-    MAX_STEPS_MIN,
-    TEMPERATURE_MAX,
-    TEMPERATURE_MESSAGE,
-    TEMPERATURE_MIN,
-    agent_problems,
-    unstorable_paths,
-)
+from agenthost.validation import agent_problems, agent_shape_problems, unstorable_paths
 from common.api import (
     ApiPagination,
     AsciiFloatField,
@@ -70,6 +56,7 @@ from common.api import (
     WholeNumberField,
 )
 from common.inputs import UNSTORABLE_MESSAGE, parse_id
+from common.schemas import defaults
 
 # What a PositiveIntegerField holds on every database Django supports.
 MAX_POSITIVE_INT = 2**31 - 1
@@ -134,42 +121,33 @@ class AgentCreateApi(APIView):
     staff_only_message = "Only staff users may change agents."
 
     class InputSerializer(StrictInputSerializer):
-        class Meta:
-            ref_name = "AgentCreate"
+        """Reads an agent from a JSON body or a form (whose numbers and JSON values are text). Its shape, limits and
+        defaults are the agent document's (agenthost/document.py, checked by agent_shape_problems), its meaning
+        agent_problems'."""
 
-        name = serializers.CharField(max_length=AGENT_NAME_MAX_LENGTH)
-        description = serializers.CharField(allow_blank=True, default="")
-        # Empty for an agent whose runtime is the team's code (its instruction is there); required otherwise.
-        instruction = serializers.CharField(trim_whitespace=False, allow_blank=True, default="")
-        runtime = serializers.CharField(max_length=AGENT_RUNTIME_MAX_LENGTH, default=Agent.Runtime.NATIVE)
-        entry = serializers.CharField(max_length=AGENT_PATH_MAX_LENGTH, allow_blank=True, default="")
-        outside_effects = JSONInputField(default=dict)
-        deps = serializers.CharField(max_length=AGENT_PATH_MAX_LENGTH, allow_blank=True, default="")
-        # A process agent (runtime "process"): checked with the rest of the agent (agent_problems), by field.
-        command = serializers.CharField(
-            max_length=AGENT_PATH_MAX_LENGTH, allow_blank=True, default="", trim_whitespace=False
-        )
-        args = JSONInputField(default=list)
-        cwd = serializers.CharField(
-            max_length=AGENT_PATH_MAX_LENGTH, allow_blank=True, default="", trim_whitespace=False
-        )
-        env = JSONInputField(default=list)
-        protocol = serializers.CharField(max_length=AGENT_PROTOCOL_MAX_LENGTH, allow_blank=True, default="")
-        provider = serializers.CharField(max_length=PROVIDER_MAX_LENGTH)
-        model = serializers.CharField(max_length=MODEL_NAME_MAX_LENGTH)
+        name = serializers.CharField(required=False, allow_blank=True)
+        description = serializers.CharField(required=False, allow_blank=True)
+        instruction = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+        runtime = serializers.CharField(required=False, allow_blank=True)
+        entry = serializers.CharField(required=False, allow_blank=True)
+        outside_effects = JSONInputField(required=False)
+        deps = serializers.CharField(required=False, allow_blank=True)
+        command = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+        args = JSONInputField(required=False)
+        cwd = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+        env = JSONInputField(required=False)
+        protocol = serializers.CharField(required=False, allow_blank=True)
+        provider = serializers.CharField(required=False, allow_blank=True)
+        model = serializers.CharField(required=False, allow_blank=True)
         # null: the model's default — what a reasoning model needs, since it refuses any other.
         temperature = AsciiFloatField(
-            min_value=TEMPERATURE_MIN, max_value=TEMPERATURE_MAX, allow_null=True, default=0.0,
-            error_messages=dict.fromkeys(("invalid", "min_value", "max_value"), TEMPERATURE_MESSAGE),
+            required=False, allow_null=True, error_messages={"invalid": TEMPERATURE_MESSAGE}
         )
-        functions = JSONInputField(default=list)
-        rules = JSONInputField(default=list)
-        sub_agents = serializers.ListField(child=serializers.CharField(), default=list)
-        max_steps = WholeNumberField(
-            min_value=MAX_STEPS_MIN, max_value=MAX_STEPS_MAX, allow_null=True, default=None,
-            # Text that is no whole number keeps the one integer parser's message; a number out of range gets the limit.
-            error_messages=dict.fromkeys(("min_value", "max_value", "max_string_length"), MAX_STEPS_MESSAGE),
-        )
+        functions = JSONInputField(required=False)
+        rules = JSONInputField(required=False)
+        sub_agents = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+        # Text that is no whole number keeps the one integer parser's message (WholeNumberField).
+        max_steps = WholeNumberField(required=False, allow_null=True)
 
         def validate_name(self, value: str) -> str:
             others = Agent.objects.filter(name=value)
@@ -180,6 +158,10 @@ class AgentCreateApi(APIView):
             return value
 
         def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if shape := agent_shape_problems(attrs, partial=self.partial):
+                raise serializers.ValidationError(shape)
+            if not self.partial:
+                attrs = {**defaults(AgentInput), **attrs}
             current = self.instance
             merged: dict[str, Any] = {
                 field: attrs[field] if field in attrs else getattr(current, field, "")
@@ -197,7 +179,7 @@ class AgentCreateApi(APIView):
             return attrs
 
     @extend_schema(
-        tags=["agents"], operation_id="agents_create", request=InputSerializer,
+        tags=["agents"], operation_id="agents_create", request=AgentInput,
         responses={201: AgentDetailOutputSerializer},
     )
     def post(self, request: Request) -> Response:
@@ -247,13 +229,10 @@ class AgentUpdateApi(APIView):
     staff_only_message = "Only staff users may change agents."
 
     class InputSerializer(AgentCreateApi.InputSerializer):
-        """The create fields, all optional: a PATCH changes only what it sends."""
-
-        class Meta:
-            ref_name = "AgentUpdate"
+        """The create fields: a PATCH changes only what it sends."""
 
     @extend_schema(
-        tags=["agents"], operation_id="agents_partial_update", request=InputSerializer,
+        tags=["agents"], operation_id="agents_partial_update", request=AgentInput,
         responses=AgentDetailOutputSerializer,
     )
     def patch(self, request: Request, agent_id: int) -> Response:

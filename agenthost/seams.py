@@ -26,6 +26,7 @@ from agenthost.browser import (
     conversation_panel_register,
 )
 from agenthost.builtins.control import CONTROL_FLOW_FUNCTIONS
+from agenthost.document import AgentDocument
 from agenthost.executor import (
     FIRST_ORDER,
     executor_providers,
@@ -78,7 +79,7 @@ from agenthost.mcp.tools import (
     refresh,
     servers_named,
 )
-from agenthost.models import AGENT_NAME_MAX_LENGTH, AGENT_PATH_MAX_LENGTH, Agent, Conversation, Message
+from agenthost.models import Agent, Conversation, Message
 from agenthost.redaction import redact, redact_text
 from agenthost.runtimes.base import return_schema, runtime_prepare
 from agenthost.runtimes.child import runtime_tool_declarations
@@ -111,16 +112,7 @@ from agenthost.turns import (
     StepLimitExceeded,
     TurnResult,
 )
-from agenthost.validation import (
-    MAX_STEPS_MAX,
-    MAX_STEPS_MESSAGE,
-    MAX_STEPS_MIN,
-    TEMPERATURE_MAX,
-    TEMPERATURE_MESSAGE,
-    TEMPERATURE_MIN,
-    agent_problems,
-    unstorable_paths,
-)
+from agenthost.validation import agent_problems, unstorable_paths
 from agenthost.views import conversation_page_render
 
 # MCP listings for the harness: cache one (refused on a name clash), list servers now, the servers an agent names.
@@ -130,16 +122,9 @@ mcp_refresh = refresh
 mcp_servers_named = servers_named
 
 __all__ = [
-    "AGENT_NAME_MAX_LENGTH",
-    "AGENT_PATH_MAX_LENGTH",
+    "AgentDocument",
     "CONTROL_FLOW_FUNCTIONS",
     "DEADLINE",
-    "MAX_STEPS_MAX",
-    "MAX_STEPS_MESSAGE",
-    "MAX_STEPS_MIN",
-    "TEMPERATURE_MAX",
-    "TEMPERATURE_MESSAGE",
-    "TEMPERATURE_MIN",
     "FIRST_ORDER",
     "Agent",
     "Conversation",

@@ -1,12 +1,17 @@
-"""What makes an agent's configuration one the loop can run, checked the same way by the API and the admin form (so
-an agent saved either way runs)."""
+"""What makes an agent's configuration one the loop can run, checked the same way by the API, the admin form and the
+files (so an agent saved any way runs): first its shape, the agent document's (agenthost/document.py) through the
+one schema engine (`agent_shape_problems`; the files check their own document), then what the shape cannot say
+(`agent_problems`): models that are configured, functions the agent can call, templates that compile, the team's code
+and program, MCP servers that offer the tools named."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonschema
 
+from agenthost.document import AgentInput, FunctionDeclaration
 from agenthost.llm.registry import UnknownModel, configured_models, get_model
 from agenthost.loading import callable_function_names
 from agenthost.mcp.tools import declared_functions, is_server_entry, server_entry_problems
@@ -16,44 +21,39 @@ from agenthost.runtimes.child import deps_problems, entry_problems
 from agenthost.runtimes.process import process_problems
 from agenthost.templating import TemplateRefused, compile_template
 from common.inputs import UNSTORABLE_MESSAGE, text_is_storable
-
-RULE_TRIGGERS = ("conversation_started", "state_changed")
-# An agent's numeric settings, defined once: the API, the admin form and the files' schema (cases/schema.py) all
-# enforce these, so an agent saved through any of them can be exported and applied again.
-TEMPERATURE_MIN, TEMPERATURE_MAX = 0.0, 2.0
-TEMPERATURE_MESSAGE = (
-    f"must be a number from {TEMPERATURE_MIN:g} to {TEMPERATURE_MAX:g}, or empty (null) for the model's default"
-)
-MAX_STEPS_MIN, MAX_STEPS_MAX = 1, 1000
-MAX_STEPS_MESSAGE = (
-    f"must be a whole number from {MAX_STEPS_MIN} to {MAX_STEPS_MAX}, or empty (null) for AGENTTEST_MAX_STEPS"
-)
+from common.schemas import problems as shape_problems
 
 
-def _function_problems(functions: Any, *, list_servers: bool = True) -> list[str]:
-    if not isinstance(functions, list):
-        return ["must be a list of function objects"]
+def agent_shape_problems(values: dict[str, Any], *, partial: bool = False) -> dict[str, list[str]]:
+    """What breaks the shape of an agent as the API and the admin take it (AgentInput), keyed by field as
+    agent_problems is: a field's own problem as its message, one inside it with its path (`functions[0].name: …`).
+    `partial`: only the fields given are checked (a PATCH). Each function object is checked by its own definition; a
+    server's tools by the server's (agenthost/mcp/tools.py)."""
+    found = shape_problems(AgentInput, values, partial=partial)
+    functions = values.get("functions")
+    if isinstance(functions, list) and not any(path.startswith("functions") for path, _ in found):
+        found += [
+            (f"functions[{index}].{path}", message)
+            for index, item in enumerate(functions) if not is_server_entry(item)
+            for path, message in shape_problems(FunctionDeclaration, item)
+        ]
+    by_field: dict[str, list[str]] = {}
+    for path, message in found:
+        field = re.split(r"[.\[]", path, maxsplit=1)[0]
+        by_field.setdefault(field, []).append(message if path == field else f"{path}: {message}")
+    return by_field
+
+
+def _function_problems(functions: list[dict[str, Any]], *, list_servers: bool = True) -> list[str]:
     problems = server_entry_problems(functions, list_servers=list_servers)
     seen: set[str] = set()
     for index, item in enumerate(functions):
-        where = f"functions[{index}]"
-        if not isinstance(item, dict):
-            problems.append(f"{where}: must be an object with a 'name'")
-            continue
         if is_server_entry(item):
             continue
-        if isinstance(item.get("mcp"), dict):
-            problems.append(f"{where}.mcp: must name a configured MCP server; a tool's annotations come from its "
-                            "server's listing, never from the agent")
-        name = item.get("name")
-        if not isinstance(name, str) or not name.strip():
-            problems.append(f"{where}.name: must be a non-empty string")
-        elif name in seen:
-            problems.append(f"{where}.name: {name!r} is declared twice")
-        else:
-            seen.add(name)
-        if "description" in item and not isinstance(item["description"], str):
-            problems.append(f"{where}.description: must be a string")
+        where = f"functions[{index}]"
+        if item["name"] in seen:
+            problems.append(f"{where}.name: {item['name']!r} is declared twice")
+        seen.add(item["name"])
         if "parameters" in item:
             problems.extend(f"{where}.parameters: {problem}" for problem in _schema_problems(item["parameters"]))
     if not problems:
@@ -96,34 +96,19 @@ def unstorable_paths(value: Any, where: str) -> list[str]:
     return []
 
 
-def _rule_problems(rules: Any, functions: Any) -> list[str]:
-    if not isinstance(rules, list):
-        return ["must be a list of rule objects"]
+def _rule_problems(rules: list[dict[str, Any]], functions: list[dict[str, Any]]) -> list[str]:
     problems = []
     # A rule naming a function the agent cannot call would be refused every time it fires, silently: say so now.
-    callable_names = callable_function_names(
-        [item for item in functions if isinstance(item, dict)]
-        if isinstance(functions, list)
-        else []
-    )
+    callable_names = callable_function_names(functions)
     for index, rule in enumerate(rules):
         where = f"rules[{index}]"
-        if not isinstance(rule, dict):
-            problems.append(f"{where}: must be an object with 'trigger' and 'function'")
-            continue
-        if rule.get("trigger") not in RULE_TRIGGERS:
-            problems.append(f"{where}.trigger: must be one of {', '.join(RULE_TRIGGERS)}")
-        if rule.get("trigger") == "state_changed" and not str(rule.get("key") or "").strip():
+        if rule["trigger"] == "state_changed" and not str(rule.get("key") or "").strip():
             problems.append(f"{where}.key: a state_changed rule needs the state key it watches")
-        if not isinstance(rule.get("function"), str) or not rule["function"].strip():
-            problems.append(f"{where}.function: must be a non-empty function name")
-        elif rule_function_name(rule["function"], callable_names) is None:
+        if rule_function_name(rule["function"], callable_names) is None:
             problems.append(
                 f"{where}.function: {rule['function']!r} is not a function this agent can call; it can call: "
                 f"{', '.join(sorted(callable_names))}"
             )
-        if "arguments" in rule and not isinstance(rule["arguments"], dict):
-            problems.append(f"{where}.arguments: must be an object")
     return problems
 
 
@@ -133,8 +118,8 @@ def agent_problems(
     instruction: str,
     provider: str,
     model: str,
-    functions: Any,
-    rules: Any,
+    functions: list[dict[str, Any]],
+    rules: list[dict[str, Any]],
     sub_agents: list[str],
     list_servers: bool = True,
     runtime: str = Agent.Runtime.NATIVE,
@@ -148,7 +133,8 @@ def agent_problems(
     protocol: Any = "",
     instruction_required: bool = False,
 ) -> dict[str, list[str]]:
-    """What is wrong with an agent's configuration, keyed by field name; empty when the agent can run. Without
+    """What is wrong with an agent's configuration past its shape (checked first, by agent_shape_problems or the
+    files' document), keyed by field name; empty when the agent can run. Without
     `list_servers` no MCP server is contacted: its declarations are checked against the cached listing (files).
     An agent whose runtime runs the team's code has its entry point imported and checked in a child process."""
     problems: dict[str, list[str]] = entry_problems(runtime, entry)
@@ -170,16 +156,10 @@ def agent_problems(
     elif instruction_required and (not isinstance(instruction, str) or not instruction.strip()):
         # The API and the admin form require it of a native agent, as they did before runtimes existed.
         problems["instruction"] = ["must not be empty: it is the system instruction agenttest's loop sends"]
-    if outside_effects:
-        if runtime == Agent.Runtime.NATIVE:
-            problems["outside_effects"] = [
-                "is for the tools of an agent's own code; a native agent's functions declare their effects themselves"
-            ]
-        elif not isinstance(outside_effects, dict) or not all(
-            isinstance(name, str) and name.strip() and isinstance(value, bool)
-            for name, value in outside_effects.items()
-        ):
-            problems["outside_effects"] = ['must map tool names to true or false, e.g. {"find_order": false}']
+    if outside_effects and runtime == Agent.Runtime.NATIVE:
+        problems["outside_effects"] = [
+            "is for the tools of an agent's own code; a native agent's functions declare their effects themselves"
+        ]
     try:
         compile_template(instruction)
     except TemplateRefused as exc:

@@ -46,13 +46,16 @@ agenttest/plugin_loading.py for how they load). It registers:
 - agent-load hooks — `hook(loaded_agent, conversation)`, run each time an agent enters a conversation
   (`register_agent_load_hook` / `unregister_agent_load_hook`).
 
-A plugin that is also a Django app may bring a command that sets a deployment up (the demo's `demo_setup`): it
-creates agents (`Agent`, whose `sub_agents` it sets), plays sample conversations (`conversation_start`, then
-`conversation_send` per user message, which returns a `TurnResult` or raises ConversationError; `Conversation` to
-find those it made), and, when the harness apps are installed, a suite (`Suite`, `suite_create` with the agent by
-name, `case_create` per case document) and its first run (`run_trigger`, which raises RunError when it cannot
-queue one). These are the services the web pages and the API use, with their validation: a plugin goes through
-them, never around them.
+A plugin that is also a Django app may bring a command that sets a deployment up (the demo's `demo_setup`): when
+the harness apps are installed it applies a directory of agent, suite and case files (`files_apply(directory=...,
+dry_run=False, prune=False)`, the service behind `agenttest apply`: all or nothing, raising FilesRejected with every
+problem; its dry run returns the plan, each change's kind, name, action and file), plays sample conversations with
+its agents (`Agent`; `conversation_start`, then `conversation_send` per user message, which returns a `TurnResult`
+or raises ConversationError; `Conversation` to find those it made) and queues a suite's first run (`Suite`,
+`run_trigger`, which raises RunError when it cannot queue one). `suite_create` with the agent by name and
+`case_create` per case document create a suite in code; `split_model_key` reads a model key (`provider:model`) by
+the one rule every reader of one applies. These are the services the web pages, the API and the
+commands use, with their validation: a plugin goes through them, never around them.
 """
 
 import importlib
@@ -78,8 +81,10 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each nam
     from agenthost.runtimes.direct import DirectTools
     from agenthost.services import conversation_send, conversation_start
     from agenthost.turns import ConversationError, TurnResult
+    from cases.files import FilesRejected, files_apply
     from cases.models import Suite
     from cases.services import case_create, suite_create
+    from common.model_keys import split_model_key
     from common.provider_config import is_number
     from runs.services import RunError, run_trigger
 
@@ -113,6 +118,7 @@ _HOMES = {
     "DirectTools": "agenthost.runtimes.direct",
     "estimate_usage": "agenthost.llm.scripted",
     "is_number": "common.provider_config",
+    "split_model_key": "common.model_keys",
     # Setting a deployment up; the harness's names need the harness apps installed.
     "Agent": "agenthost.models",
     "Conversation": "agenthost.models",
@@ -121,6 +127,8 @@ _HOMES = {
     "ConversationError": "agenthost.turns",
     "TurnResult": "agenthost.turns",
     "Suite": "cases.models",
+    "FilesRejected": "cases.files",
+    "files_apply": "cases.files",
     "case_create": "cases.services",
     "suite_create": "cases.services",
     "RunError": "runs.services",
@@ -146,6 +154,7 @@ __all__ = [
     "Conversation",
     "ConversationError",
     "DirectTools",
+    "FilesRejected",
     "Runtime",
     "RuntimeTurn",
     "TurnStopped",
@@ -167,6 +176,7 @@ __all__ = [
     "conversation_start",
     "effects",
     "estimate_usage",
+    "files_apply",
     "is_number",
     "register_agent_load_hook",
     "register_executor_provider",
@@ -174,6 +184,7 @@ __all__ = [
     "register_provider_kind",
     "register_runtime",
     "run_trigger",
+    "split_model_key",
     "suite_create",
     "tool",
     "unregister_agent_load_hook",

@@ -1,5 +1,6 @@
 """The order-support demo, a plugin like any other: two simulated models, the order tools, the demo agents and
-conversations, the demo suite with its recordings, and `demo_setup`.
+suites as a project directory (project/, the files `agenttest export` writes and `agenttest apply` reads), sample
+conversations, the demo suite's recordings, and `demo_setup`.
 
 Enabled by AGENTTEST_DEMO=1 (scripts/demo and the test settings set it), which only names
 `agenttest_demo.registration` among the plugins (the `simulated` provider kind and the order tools, through
@@ -8,5 +9,5 @@ Enabled by AGENTTEST_DEMO=1 (scripts/demo and the test settings set it), which o
 providers file is given. Without it a deployment has no demo tools, no `simulated` kind and no `demo_setup`.
 
 The host never imports this package; it imports only `agenttest.plugin` (its registrations, and the services that
-create the demo agents, conversations, suites and first run), as a team's own plugin would.
+apply the project directory, play the conversations and queue the first run), as a team's own plugin would.
 """

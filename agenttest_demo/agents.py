@@ -1,4 +1,5 @@
-"""The order-support demo: its users, agents and sample conversations, as data plus the functions that create them.
+"""The order-support demo: its users, its agents (from their files, agenttest_demo/project/agents/) and its sample
+conversations, with the functions that create them.
 
 `agenttest demo_setup` calls these; tests build the same agents through them. Everything here is idempotent:
 what exists is left as it is, so an admin's edits to a demo agent survive a re-run.
@@ -11,7 +12,6 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
 
 from agenttest.plugin import (
     Agent,
@@ -21,28 +21,11 @@ from agenttest.plugin import (
     conversation_send,
     conversation_start,
 )
+from agenttest_demo.project import demo_agents_read, demo_project_ensure, harness_installed
 
 DEMO_TAG = "demo"
-DEMO_PROVIDER = "simulated"
-DEMO_MODEL = "sim-careful"
+# The agent the sample conversations talk to; the agents themselves are files (agenttest_demo/project/agents/).
 ROUTER = "order-router"
-LOOKUP = "order-lookup"
-CANCELLATION = "order-cancellation"
-
-# State the instructions render; a sub-agent knows who it serves and which order the conversation is about.
-_CUSTOMER_CONTEXT = (
-    "Customer: {{ customer_email|default:'unknown' }}\n"
-    "Current order: {{ order_id|default:'none yet' }} (status: {{ order_status|default:'unknown' }})"
-)
-
-
-@dataclass(frozen=True)
-class DemoAgent:
-    name: str
-    description: str
-    instruction: str
-    functions: tuple[str, ...] = ()
-    sub_agents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,38 +35,6 @@ class DemoConversation:
     initial_state: dict[str, Any] = field(default_factory=dict)
     agent: str = ROUTER
 
-
-# Sub-agents come before the router that names them.
-DEMO_AGENTS: tuple[DemoAgent, ...] = (
-    DemoAgent(
-        name=LOOKUP,
-        description="Looks up orders: status, items and the customer's email for an order number.",
-        instruction=(
-            "You answer questions about existing orders of an online shop. Look the order up with lookup_order "
-            "before you say anything about it, and never change an order.\n" + _CUSTOMER_CONTEXT
-        ),
-        functions=("lookup_order",),
-    ),
-    DemoAgent(
-        name=CANCELLATION,
-        description="Cancels orders and sends confirmation emails to the customer.",
-        instruction=(
-            "You cancel orders of an online shop. Look the order up first; do not cancel one that is already "
-            "delivered. After a cancellation, email the customer a confirmation.\n" + _CUSTOMER_CONTEXT
-        ),
-        functions=("lookup_order", "cancel_order", "util-email-handle_email_sender"),
-    ),
-    DemoAgent(
-        name=ROUTER,
-        description="Routes order-support requests to the right specialist.",
-        instruction=(
-            "You are the front desk of an online shop's order support. Hand each request to the sub-agent that "
-            "handles it; do not answer order questions yourself.\n"
-            "Customer: {{ customer_email|default:'unknown' }}"
-        ),
-        sub_agents=(LOOKUP, CANCELLATION),
-    ),
-)
 
 DEMO_CONVERSATIONS: tuple[DemoConversation, ...] = (
     DemoConversation(title="Where is order 1042?", messages=("Where is my order #1042?",)),
@@ -99,31 +50,15 @@ DEMO_CONVERSATIONS: tuple[DemoConversation, ...] = (
 )
 
 
-def _declared(name: str) -> dict[str, Any]:
-    # A name alone: the loop offers the registered function's own description and JSON Schema.
-    return {"name": name}
-
-
-@transaction.atomic
 def demo_agents_ensure() -> list[tuple[Agent, bool]]:
-    """Create the demo agents that do not exist yet. Returns (agent, created) in DEMO_AGENTS order."""
-    results = []
-    for spec in DEMO_AGENTS:
-        agent, created = Agent.objects.get_or_create(
-            name=spec.name,
-            defaults={
-                "description": spec.description,
-                "instruction": spec.instruction,
-                "provider": DEMO_PROVIDER,
-                "model": DEMO_MODEL,
-                "temperature": 0.0,
-                "functions": [_declared(name) for name in spec.functions],
-            },
-        )
-        if created and spec.sub_agents:
-            agent.sub_agents.set(Agent.objects.filter(name__in=spec.sub_agents))
-        results.append((agent, created))
-    return results
+    """Create the demo agents that do not exist yet from their files (agenttest_demo/project/agents/), applied as
+    `agenttest apply` applies them; an agent that exists is left as it is. Returns (agent, created) in the order of
+    the files."""
+    if not harness_installed():
+        return demo_agents_read()
+    items = [item for item in demo_project_ensure(suites=()) if item.kind == "agent"]
+    agents = {agent.name: agent for agent in Agent.objects.filter(name__in=[item.name for item in items])}
+    return [(agents[item.name], item.created) for item in items]
 
 
 def demo_user_ensure(*, username: str, password: str, superuser: bool) -> tuple[AbstractBaseUser, bool]:

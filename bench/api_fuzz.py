@@ -5,7 +5,9 @@
 Each operation gets up to `--examples` positive cases (valid per the schema) and as many negative ones (invalid on
 purpose), sent in-process through Django's test client with a DRF token. In half the cases the path ids, and in half
 the positive ones the ids, names and models in the body, are swapped for real ones, so requests reach past the 404s
-and the "no such model" errors: the demo agents and conversations, the demo suite and a finished run of it.
+and the "no such model" errors: the objects the fuzz seeds (`fuzz_data_ensure`) — a router with two sub-agents whose
+functions are declared inline, three conversations played with it, a suite of eight cases (mocks, a stateful table, a
+blocked tool, several assertion types) and one finished run of it on `scripted:careful` with its results.
 Operations that delete come last. Past `--seconds`, each operation still gets its `--floor` cases of each kind
 and no more, and the report lists the operations cut short: how far the fuzz got depends on the machine's speed,
 which operations it reached does not. The first case of each operation and kind takes the real ids (and, positive,
@@ -14,8 +16,10 @@ the real body values), so even a floor of one gets past the 404s.
 A response fails when it is a 5xx, or a 400 that does not name its field: `{"errors": [{"field", "message"}]}` or
 DRF's `{"<field>": [...]}` must name a parameter or body field of the request, a key it sent, or the body as a whole
 ("document", "non_field_errors"); a `{"detail": ...}` concerns no field.
-Runs are queued on an embedded broker in a temporary file that nothing consumes; models are the offline simulated
-ones; any connection beyond the loopback address is refused and reported. tests/test_api_fuzz.py runs the same fuzz.
+Runs are queued on an embedded broker in a temporary file that nothing consumes; the models are two of the host's own
+scripted kind, `scripted:careful` and `scripted:hasty` (free, answering every request by `scripted_answer`, in-process:
+no plugin, no network); any connection beyond the loopback address is refused and reported. tests/test_api_fuzz.py runs
+the same fuzz.
 """
 
 from __future__ import annotations
@@ -45,7 +49,6 @@ from bench.harness_overhead import BenchError, scratch_database  # noqa: E402
 
 SCHEMA_PATH = "/api/schema/?format=json"
 FUZZ_USERNAME = "fuzz-admin"
-SIMULATED_MODEL = "simulated:sim-careful"
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 # An error about the body as a whole (not a JSON object) names no field, and says so: "document" in the harness APIs'
 # `errors`, DRF's "non_field_errors" in the host's.
@@ -101,13 +104,12 @@ class FuzzReport:
 
 def hermetic_settings(broker_dir: Path) -> dict[str, Any]:
     """Setting overrides that keep the fuzz off the network and off the real run queue."""
-    from django.conf import settings
-
     return {
         # Runs are created Pending and queued in this file; nothing consumes them.
         "CELERY_BROKER_URL": f"sqla+sqlite:///{broker_dir / 'fuzz-broker.sqlite3'}",
-        # Only the offline models, whatever OPENAI_API_KEY or a providers file says.
-        "AGENTTEST_PROVIDERS": {"simulated": settings.AGENTTEST_PROVIDERS["simulated"]},
+        # Only the scripted models (scripted_models() makes them answer), whatever OPENAI_API_KEY or a providers
+        # file says.
+        "AGENTTEST_PROVIDERS": {SCRIPTED_PROVIDER: scripted_provider_config()},
         "AGENTTEST_HTTP_ALLOWED_HOSTS": [],
         "AGENTTEST_TWILIO_ACCOUNT_SID": "",
         "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
@@ -159,15 +161,405 @@ def loopback_only(refused: list[str]) -> Iterator[None]:
 
 # --- Data ---------------------------------------------------------------------------------------------------------
 
+# The models: two of the host's own scripted kind, free, answering by `scripted_answer` (no network, no randomness).
+SCRIPTED_PROVIDER = "scripted"
+CAREFUL_MODEL = f"{SCRIPTED_PROVIDER}:careful"
+HASTY_MODEL = f"{SCRIPTED_PROVIDER}:hasty"
+MODEL_KEYS = (CAREFUL_MODEL, HASTY_MODEL)
+
+# The seed: a parcel desk that routes to two sub-agents, whose functions are declared inline (a static `output`
+# answers them outside a test run; a case's mocks answer them in one), so no plugin needs to register anything.
+DESK = "parcel-desk"
+TRACKER = "parcel-tracker"
+RETURNS = "parcel-returns"
+LOCATE = "locate_parcel"
+BOOK_RETURN = "book_return"
+EMAIL = "util-email-handle_email_sender"  # the host's built-in, with outside effects
+FALLBACK = "util-routing-fallback_to_router"
+ROUTE = "route_to_agent"
+SEED_TAG = "fuzz-seed"
+SEED_SUITE = "Parcel desk (API fuzz)"
+
+_PARCEL_ID = {"type": "string", "description": "The parcel number, e.g. 1042."}
+_FUNCTIONS = {
+    LOCATE: {
+        "name": LOCATE,
+        "description": "Look a parcel up by its number: where it is and the customer's email.",
+        "parameters": {"type": "object", "properties": {"parcel_id": _PARCEL_ID}, "required": ["parcel_id"]},
+        "output": {"status": "in transit", "depot": "Leeds"},
+    },
+    BOOK_RETURN: {
+        "name": BOOK_RETURN,
+        "description": "Book the return of a delivered parcel and give its return label.",
+        "parameters": {
+            "type": "object",
+            "properties": {"parcel_id": _PARCEL_ID, "reason": {"type": "string", "description": "Why it goes back."}},
+            "required": ["parcel_id"],
+        },
+        "output": {"return_booked": True, "label": "RL-0001"},
+    },
+}
+_SEED_AGENTS = (
+    # Sub-agents before the router that names them.
+    (TRACKER, "Tracks parcels: where a parcel is, for its number.", (_FUNCTIONS[LOCATE],), ()),
+    (RETURNS, "Books returns of delivered parcels and emails the customer the label.",
+     (_FUNCTIONS[LOCATE], _FUNCTIONS[BOOK_RETURN], {"name": EMAIL}), ()),
+    (DESK, "Routes parcel questions to the right specialist.", (), (TRACKER, RETURNS)),
+)
+_SEED_CONVERSATIONS = (
+    ("Where is parcel 1042?", ("Where is my parcel #1042?",)),
+    ("Return parcel 1043", ("Please return parcel 1043, my email is ana@example.com", "Thank you, that is all.")),
+    ("Small talk", ("Hello, what can you do?",)),
+)
+
+
+def scripted_provider_config() -> dict[str, Any]:
+    """The `scripted` provider with the fuzz's two models, priced 0."""
+    return {
+        "kind": SCRIPTED_PROVIDER,
+        "base_url": "",
+        "api_key_env": "",
+        "timeout": 60.0,
+        "max_retries": 0,
+        "models": [
+            {"name": key.split(":", 1)[1], "input_price": 0.0, "output_price": 0.0, "label": f"Scripted, {key}"}
+            for key in MODEL_KEYS
+        ],
+    }
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _tool_names(request: Any) -> list[str]:
+    # Chat tools nest the name under "function"; Responses API tools carry it at the top.
+    return [str((tool.get("function") or tool).get("name", "")) for tool in request.tools if isinstance(tool, dict)]
+
+
+def _route_candidates(request: Any) -> list[str]:
+    for tool in request.tools:
+        spec = tool.get("function") or tool if isinstance(tool, dict) else {}
+        if spec.get("name") == ROUTE:
+            agent_name = ((spec.get("parameters") or {}).get("properties") or {}).get("agent_name") or {}
+            return [str(name) for name in agent_name.get("enum") or []]
+    return []
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _segments(request: Any) -> str:
+    """Case extraction's cut points: the whole conversation as one case."""
+    messages = request.chat_messages()
+    try:
+        turns = [turn["turn"] for turn in json.loads(_text(messages[-1]))["turns"]]
+    except (ValueError, KeyError, TypeError, IndexError):
+        return "I could not read the conversation."
+    first, last = (min(turns), max(turns)) if turns else (0, 0)
+    return json.dumps({"segments": [{"name": "The customer's request", "firstTurn": first, "lastTurn": last}]})
+
+
+def _agent_turn(request: Any) -> Any:
+    """The parcel desk, by what the user's last message asks: the router hands a parcel question to the sub-agent
+    whose name fits (again after a sub-agent hands it back); a sub-agent calls its functions in order, then says what
+    they answered. The careful model looks a parcel up before booking its return and thanks the customer; the hasty
+    one books straight away and answers tersely."""
+    from agenthost.llm.scripted import Answer, Call
+
+    messages = request.chat_messages()
+    users = [index for index, message in enumerate(messages) if message.get("role") == "user"]
+    if not users:
+        return "How can I help with your parcel?"
+    text = _text(messages[users[-1]])
+    this_turn = messages[users[-1] + 1:]
+    calls = [
+        str((call.get("function") or {}).get("name", ""))
+        for message in this_turn if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or [] if isinstance(call, dict)
+    ]
+    results = [_json_object(_text(message)) for message in this_turn if message.get("role") == "tool"]
+    tools = _tool_names(request)
+    careful = request.model != HASTY_MODEL.split(":", 1)[1]
+    numbers = [found for index in reversed(users) for found in re.findall(r"\b\d{3,}\b", _text(messages[index]))]
+    parcel = numbers[0] if numbers else ""
+    email = next(iter(re.findall(r"[\w.+-]+@[\w-]+\.[\w.]+", text)), "")
+    wants_return = "return" in text.lower()
+    about_parcel = wants_return or bool(re.search(r"\b\d{3,}\b|parcel|where", text, re.IGNORECASE))
+
+    if ROUTE in tools and about_parcel:
+        routed_since_fallback = ROUTE in calls and (FALLBACK not in calls or calls[::-1].index(ROUTE)
+                                                    < calls[::-1].index(FALLBACK))
+        if not routed_since_fallback:
+            wanted = "return" if wants_return else "track"
+            choice = next((name for name in _route_candidates(request) if wanted in name), None)
+            if choice is not None:
+                return Answer(tool_calls=[Call(ROUTE, {"agent_name": choice, "reason": text[:80]})])
+
+    plan: list[tuple[str, dict[str, Any]]] = []
+    if wants_return and BOOK_RETURN not in tools:
+        plan = [(FALLBACK, {"reason": "a return is not mine to book"})] if FALLBACK in tools else []
+    elif wants_return and parcel:
+        plan = [(LOCATE, {"parcel_id": parcel})] if careful and LOCATE in tools else []
+        plan.append((BOOK_RETURN, {"parcel_id": parcel, "reason": "the customer asked"}))
+        if email and EMAIL in tools:
+            plan.append((EMAIL, {"to": email, "subject": f"Return of parcel {parcel}",
+                                 "body": f"The return of parcel {parcel} is booked."}))
+    elif parcel and about_parcel and LOCATE in tools:
+        plan = [(LOCATE, {"parcel_id": parcel})]
+    for name, arguments in plan:
+        if name in tools and name not in calls:
+            return Answer(tool_calls=[Call(name, arguments)])
+
+    found = {key: value for result in results for key, value in result.items() if isinstance(value, str | bool)}
+    if found.get("error"):
+        reply = f"Sorry, I could not complete that: {found['error']}."
+    elif BOOK_RETURN in calls:
+        label = f", label {found['label']}" if found.get("label") else ""
+        mailed = f"; the label is on its way to {email}" if EMAIL in calls and email else ""
+        reply = f"The return of parcel {parcel} is booked{label}{mailed}."
+    elif LOCATE in calls and found.get("status"):
+        reply = f"Parcel {parcel} is {found['status']}."
+    elif ROUTE in tools:
+        reply = "I can track a parcel or book its return: tell me its number."
+    else:
+        reply = "Is there anything else I can do for you?"
+    return f"{reply} Thank you for your patience." if careful else reply
+
+
+def scripted_answer(request: Any) -> Any:
+    """Every request the fuzz's scripted models get: a judge's verdict, a simulated user's move, case extraction's
+    cut points (each by the answer's schema), or an agent's turn (`_agent_turn`)."""
+    schema = (request.response_schema or {}).get("name")
+    if schema == "judge_verdict":
+        reply = _text(request.chat_messages()[-1]).rsplit("Reply:", 1)[-1]
+        score = 4 if re.search(r"\d", reply) else 2
+        return json.dumps({"score": score, "reason": "names the parcel" if score > 2 else "names no parcel"})
+    if schema == "goal_verdict":
+        return json.dumps({"reached": True, "reason": "the assistant did what was asked"})
+    if schema == "simulated_user_move":
+        return json.dumps({"status": "done", "message": "Thank you!", "reason": "the assistant answered"})
+    if schema == "segments":
+        return _segments(request)
+    try:
+        return _agent_turn(request)
+    except Exception:  # a request the rules did not foresee (the fuzz sends anything): a plain answer
+        return "Noted."
+
+
+@contextlib.contextmanager
+def scripted_models() -> Iterator[None]:
+    """The fuzz's scripted models answer by `scripted_answer` for the duration, in every thread of this process."""
+    from agenthost.llm.scripted import ScriptedProvider
+
+    ScriptedProvider.install(SCRIPTED_PROVIDER, scripted_answer)
+    try:
+        yield
+    finally:
+        ScriptedProvider.reset(SCRIPTED_PROVIDER)
+
+
+def _mock(function: str, result: Any, **extra: Any) -> dict[str, Any]:
+    return {
+        "function_name": function, "result": result if isinstance(result, str) else json.dumps(result),
+        "arguments": extra.pop("arguments", None), "call_index": extra.pop("call_index", None),
+        "stop": extra.pop("stop", False), "state_writes": extra.pop("state_writes", {}), **extra,
+    }
+
+
+def _check(kind: str, fatal: bool = False, **params: Any) -> dict[str, Any]:
+    return {"type": kind, "params": params, "fatal": fatal}
+
+
+def _parcel(parcel_id: str, status: str, email: str = "") -> dict[str, Any]:
+    return {"parcel_id": parcel_id, "status": status, "customer_email": email or f"customer{parcel_id}@example.com"}
+
+
+def _return(parcel_id: str) -> dict[str, Any]:
+    return {"parcel_id": parcel_id, "return_booked": True, "label": f"RL-{parcel_id}"}
+
+
+SEED_CASES: list[dict[str, Any]] = [
+    {
+        "name": "A parcel is tracked",
+        "description": "The desk hands a where-is-it question to the tracker, which looks the parcel up.",
+        "tags": ["track"],
+        "turns": [{
+            "user_message": "Where is my parcel #1042?",
+            "assertions": [
+                _check("toolCalled", function=LOCATE, arguments={"parcel_id": "1042"}),
+                _check("outputContains", text="1042"),
+                _check("outputRegex", pattern=r"\b(in transit|delivered)\b"),
+                _check("routedToAgent", agent=TRACKER),
+            ],
+        }],
+        "assertions": [_check("stateEquals", key="parcel_status", value="in transit"),
+                       _check("toolNotCalled", function=BOOK_RETURN)],
+        "mocks": [_mock(LOCATE, _parcel("1042", "in transit"), state_writes={"parcel_status": "in transit"})],
+    },
+    {
+        "name": "A return is booked and confirmed by email",
+        "description": "Look the parcel up, book its return, then email the customer the label.",
+        "tags": ["return"],
+        "turns": [{
+            "user_message": "Please return parcel 1043, my email is ana@example.com",
+            "assertions": [
+                _check("toolCalled", function=LOCATE, arguments={"parcel_id": "1043"}),
+                _check("toolCalled", function=BOOK_RETURN, arguments={"parcel_id": "1043"}),
+                _check("toolCalled", function=EMAIL, arguments={"to": "ana@example.com"}),
+                _check("agentChain", agents=[DESK, RETURNS], mode="ordered"),
+            ],
+        }],
+        "assertions": [_check("stateEquals", key="return_status", value="booked")],
+        "mocks": [
+            _mock(LOCATE, _parcel("1043", "delivered", "ana@example.com")),
+            _mock(BOOK_RETURN, _return("1043"), state_writes={"return_status": "booked"}),
+            _mock(EMAIL, {"sent": True, "to": ["ana@example.com"]}),
+        ],
+    },
+    {
+        "name": "An unmocked email is blocked, never sent",
+        "description": "A missing mock, on purpose: the email tool has none, so the harness blocks it and the case "
+                       "fails with the call named.",
+        "tags": ["blocked"],
+        "turns": [{"user_message": "Please return parcel 1044, my email is kim@example.com",
+                   "assertions": [_check("toolCalled", function=BOOK_RETURN)]}],
+        "mocks": [_mock(LOCATE, _parcel("1044", "delivered", "kim@example.com")), _mock(BOOK_RETURN, _return("1044"))],
+    },
+    {
+        "name": "Two turns: where it is, then return it",
+        "description": "A follow-up that refers back to the parcel of the first turn, which the tracker hands back "
+                       "to the desk for the returns agent.",
+        "tags": ["return", "multi-turn"],
+        "turns": [
+            {"user_message": "Where is parcel 1041?",
+             "assertions": [_check("toolCalled", fatal=True, function=LOCATE, arguments={"parcel_id": "1041"})]},
+            {"user_message": "Please return it",
+             "assertions": [_check("toolCalled", function=BOOK_RETURN, arguments={"parcel_id": "1041"}),
+                            _check("outputNotContains", text="could not")]},
+        ],
+        "assertions": [_check("stateEquals", key="return_status", value="booked"), _check("noBlockedTools")],
+        "mocks": [
+            _mock(LOCATE, _parcel("1041", "delivered")),
+            _mock(BOOK_RETURN, _return("1041"), state_writes={"return_status": "booked"}),
+        ],
+    },
+    {
+        "name": "Booking a return updates the parcel table",
+        "description": "Stateful mocks: look-up and return booking read and update a table of parcels; the table the "
+                       "case leaves is checked.",
+        "tags": ["return", "stateful"],
+        "tables": {"parcels": [
+            {"parcel_id": "1048", "status": "delivered", "customer_email": "lee@example.com"},
+            {"parcel_id": "1049", "status": "in transit", "customer_email": "lee@example.com"},
+        ]},
+        "turns": [{"user_message": "Please return parcel 1048, my email is lee@example.com",
+                   "assertions": [_check("toolCalled", function=BOOK_RETURN, arguments={"parcel_id": "1048"})]}],
+        "assertions": [_check("tableEquals", table="parcels", key="parcel_id",
+                              rows=[{"parcel_id": "1048", "status": "return booked"},
+                                    {"parcel_id": "1049", "status": "in transit"}])],
+        "mocks": [
+            _mock(LOCATE, "", table={"name": "parcels", "key": {"parcel_id": "$args.parcel_id"}}),
+            _mock(BOOK_RETURN, "", table={
+                "name": "parcels", "key": {"parcel_id": "$args.parcel_id"},
+                "when": {"status": ["delivered"]}, "update": {"status": "return booked"},
+            }),
+            _mock(EMAIL, {"sent": True, "to": ["lee@example.com"]}),
+        ],
+    },
+    {
+        "name": "The reply is helpful (judge)",
+        "description": "The suite's judge model scores the reply against a criterion.",
+        "tags": ["judge"],
+        "turns": [{"user_message": "Where is my parcel #1045?",
+                   "assertions": [_check("llmJudge", criterion="Says where the parcel is.", min_score=4)]}],
+        "mocks": [_mock(LOCATE, _parcel("1045", "in transit"))],
+    },
+    {
+        "name": "Routing: a return goes to parcel-returns",
+        "type": "routing",
+        "turns": [{"user_message": "I want to return parcel 1046",
+                   "assertions": [_check("routedToAgent", agent=RETURNS)]}],
+        "mocks": [_mock(LOCATE, _parcel("1046", "delivered")), _mock(BOOK_RETURN, _return("1046"))],
+    },
+    {
+        "name": "Routing: small talk stays with the desk",
+        "type": "routing",
+        "turns": [{"user_message": "Hello, what can you do?",
+                   "assertions": [_check("agentChain", agents=[DESK], mode="exact")]}],
+    },
+]
+
+
+def seed_agents_ensure() -> None:
+    """The parcel desk and its two sub-agents, on CAREFUL_MODEL, unless they exist."""
+    from agenthost.models import Agent
+    from agenthost.services import agent_create
+
+    provider, model = CAREFUL_MODEL.split(":", 1)
+    for name, description, functions, sub_agents in _SEED_AGENTS:
+        if not Agent.objects.filter(name=name).exists():
+            agent_create(
+                name=name, description=description, provider=provider, model=model, temperature=0.0,
+                instruction=f"You are {name} of a parcel service. {description}\nCustomer: "
+                            "{{ customer_email|default:'unknown' }}",
+                functions=[dict(function) for function in functions], sub_agents=list(sub_agents),
+            )
+
+
+def seed_conversations_ensure(*, owner: Any) -> None:
+    """The seed's conversations with the parcel desk, played through the conversation service, unless they exist."""
+    from agenthost.models import Agent, Conversation
+    from agenthost.services import conversation_send, conversation_start
+
+    if Conversation.objects.filter(tags__icontains=f'"{SEED_TAG}"').exists():
+        return
+    for title, texts in _SEED_CONVERSATIONS:
+        conversation = conversation_start(agent=Agent.objects.get(name=DESK), tags=[SEED_TAG], owner=owner,
+                                          title=title)
+        for text in texts:
+            conversation_send(conversation=conversation, text=text)
+
+
+def seed_suite_ensure() -> Any:
+    """The seed's suite and its cases, created through the suite and case services, unless it exists."""
+    from django.db import transaction
+
+    from cases.models import Suite
+    from cases.services import case_create, suite_create
+
+    existing = Suite.objects.filter(name=SEED_SUITE).first()
+    if existing is not None:
+        return existing
+    with transaction.atomic():
+        suite = suite_create(data={
+            "name": SEED_SUITE,
+            "description": "Tracking, returns, a blocked tool, a stateful table, routing and a judged reply.",
+            "agent": DESK,
+            "judge_model": CAREFUL_MODEL,
+            "case_timeout_seconds": 60,
+        })
+        for document in SEED_CASES:
+            case_create(suite=suite, document={**document, "enabled": True})
+    return suite
+
 
 def fuzz_data_ensure() -> Any:
-    """The staff superuser the fuzz acts as, the demo agents, conversations and suite, and one finished run of the
-    suite with its results. Runs the suite for real (simulated model, in-process), so the database must let the run's
-    case thread see this thread's writes: committed, not inside a test transaction."""
+    """The staff superuser the fuzz acts as and its seed: the parcel desk (a router) and its two sub-agents, three
+    conversations with it, a suite of eight cases, and one finished run of the suite on CAREFUL_MODEL with its
+    results. Plays the conversations and runs the suite for real, in-process, on the scripted models: call it inside
+    `scripted_models()`, on a database that lets the run's case thread see this thread's writes (committed, not inside
+    a test transaction)."""
     from django.contrib.auth import get_user_model
 
-    from agenttest_demo.agents import demo_agents_ensure, demo_conversations_create
-    from agenttest_demo.suite import demo_suite_ensure
     from runs.models import Run
     from runs.services import run_create, run_execute
 
@@ -175,11 +567,11 @@ def fuzz_data_ensure() -> Any:
     user = user_model.objects.filter(username=FUZZ_USERNAME).first() or user_model.objects.create_superuser(
         FUZZ_USERNAME, f"{FUZZ_USERNAME}@example.com", "fuzz-password-123"
     )
-    demo_agents_ensure()
-    demo_conversations_create(owner=user)
-    suite, _ = demo_suite_ensure()
+    seed_agents_ensure()
+    seed_conversations_ensure(owner=user)
+    suite = seed_suite_ensure()
     if not Run.objects.filter(suite=suite, status__in=[Run.Status.PASSED, Run.Status.FAILED]).exists():
-        run = run_create(suite=suite, model_keys=[SIMULATED_MODEL], triggered_by=user)
+        run = run_create(suite=suite, model_keys=[CAREFUL_MODEL], triggered_by=user)
         run_execute(run_id=run.pk)
     return user
 
@@ -241,10 +633,10 @@ def _real_body_values(draw: Callable[[Any], Any]) -> dict[str, Callable[[Any], A
         ),
         "agent": lambda generated: agent_name(),
         "sub_agents": lambda generated: [agent_name()],
-        "provider": lambda generated: "simulated",
-        "model": lambda generated: draw(st.sampled_from(["sim-careful", "sim-hasty"])),
-        "models": lambda generated: [draw(st.sampled_from([SIMULATED_MODEL, "simulated:sim-hasty"]))],
-        "extraction_model": lambda generated: SIMULATED_MODEL,
+        "provider": lambda generated: SCRIPTED_PROVIDER,
+        "model": lambda generated: draw(st.sampled_from([key.split(":", 1)[1] for key in MODEL_KEYS])),
+        "models": lambda generated: [draw(st.sampled_from(MODEL_KEYS))],
+        "extraction_model": lambda generated: CAREFUL_MODEL,
         "case_filter": lambda generated: "",
         "mode": lambda generated: "live",
         "trials": lambda generated: draw(st.integers(1, 3)),
@@ -366,7 +758,7 @@ def load_schema(token: str) -> tuple[Any, dict[str, Any]]:
 
 def _operations(schema: Any) -> list[Any]:
     operations = [result.ok() for result in schema.get_all_operations()]
-    # What deletes goes last, so every other operation still finds the demo objects.
+    # What deletes goes last, so every other operation still finds the seeded objects.
     return sorted(operations, key=lambda op: op.method.upper() == "DELETE" or op.path.endswith("/delete/"))
 
 
@@ -525,7 +917,8 @@ def format_report(report: FuzzReport, *, database: str = "") -> str:
 def setup_django(database_url: str, var_dir: str) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "agenttest.settings"
     os.environ["AGENTTEST_DEBUG"] = "1"
-    os.environ["AGENTTEST_DEMO"] = "1"
+    # The fuzz seeds its own objects on the host's scripted models: no plugin, the demo's included.
+    os.environ["AGENTTEST_DEMO"] = "0"
     os.environ["DATABASE_URL"] = database_url
     os.environ["AGENTTEST_VAR_DIR"] = var_dir
     for name in ("AGENTTEST_PROVIDERS_FILE", "AGENTTEST_HARNESS_APPS", "AGENTTEST_BROKER_URL"):
@@ -577,7 +970,7 @@ def main(argv: list[str] | None = None) -> int:
             from django.conf import settings
 
             refused: list[str] = []
-            with loopback_only(refused), celery_broker(settings.CELERY_BROKER_URL):
+            with loopback_only(refused), celery_broker(settings.CELERY_BROKER_URL), scripted_models():
                 user = fuzz_data_ensure()
                 report = fuzz_api(user=user, examples=options.examples, seconds=options.seconds,
                                     floor=options.floor, seed=options.seed)

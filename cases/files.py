@@ -32,6 +32,7 @@ from django.utils.text import slugify
 
 from agenthost.seams import (
     Agent,
+    AgentDocument,
     agent_create,
     agent_problems,
     agent_update,
@@ -42,13 +43,11 @@ from agenthost.seams import (
 )
 from cases.models import Case, Suite
 from cases.schema import (
-    AgentFile,
     AssertionEntry,
     CaseFile,
     MockEntry,
     SimulatedUserEntry,
     SuiteFile,
-    defaults,
     schema_problems,
 )
 from cases.services import (
@@ -66,10 +65,10 @@ from cases.validation.case_documents import clean_case_document
 from cases.validation.problems import CaseValidationError
 from common.inputs import INT_RANGE_PROBLEM, MAX_JSON_DEPTH, UNSTORABLE_MESSAGE, json_value_issue
 from common.model_keys import split_model_key
+from common.schemas import defaults
 
 AGENTS, SUITES, CASES, SUITE_FILE = "agents", "suites", "cases", "suite.yaml"
 YAML_SUFFIXES = (".yaml", ".yml")
-PROVIDER_MAX_LENGTH, MODEL_MAX_LENGTH = 100, 200  # Agent.provider, Agent.model
 
 
 @dataclass(frozen=True)
@@ -394,7 +393,7 @@ def _duplicates(sources: Iterable[_Source], what: str, problems: list[FileProble
 
 # A file leaves out what equals the default; the defaults are the schema's.
 SUITE_DEFAULTS = defaults(SuiteFile)
-AGENT_DEFAULTS = defaults(AgentFile)
+AGENT_DEFAULTS = defaults(AgentDocument)
 CASE_DEFAULTS = defaults(CaseFile)
 CASE_ORDER = ("name", "description", "enabled", "source", "type", "entry_agent", "priority", "tags", "initial_state",
               "tables", "history", "turns", "simulated_user", "assertions", "mocks", "warnings")
@@ -558,10 +557,6 @@ def _apply_agents(sources: list[_Source], report: ApplyReport, problems: list[Fi
     written: list[tuple[_Source, Agent]] = []
     for source in sources:
         fields = _agent_fields(source.data)
-        if len(fields["provider"]) > PROVIDER_MAX_LENGTH or len(fields["model"]) > MODEL_MAX_LENGTH:
-            problems.append(FileProblem(source.file, "model", f"the provider may have at most {PROVIDER_MAX_LENGTH} "
-                                                              f"characters and the model {MODEL_MAX_LENGTH}"))
-            continue
         agent = Agent.objects.filter(name=fields["name"]).first()
         before[fields["name"]] = _agent_state(agent) if agent is not None else None
         if agent is None:

@@ -1,9 +1,11 @@
-"""Fixtures shared by every test: users with their API clients, the demo agents, and the model fixtures
-(`scripted_model`, `openai_stub`) from agenthost.testing.fixtures."""
+"""Fixtures shared by every test: users with their API clients and the model fixtures (`scripted_model`,
+`openai_stub`) from agenthost.testing.fixtures; which tests a process collects with the demo on or off."""
 
 from __future__ import annotations
 
+import os
 import resource
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +16,6 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 
-from agenthost.models import Agent
-from agenttest_demo.agents import demo_agents_ensure
 from tests.workers import WAIT_SECONDS
 
 pytest_plugins = ["agenthost.testing.fixtures"]
@@ -24,6 +24,28 @@ pytest_plugins = ["agenthost.testing.fixtures"]
 # product's behaviour: off for the whole suite (issue 40), so a loaded or slow machine gives the same verdicts.
 hypothesis_settings.register_profile("agenttest", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 hypothesis_settings.load_profile("agenttest")
+
+# The product's tests hold with the demo plugin off, on the host's own scripted model and functions of their own, so a
+# demo regression cannot mask a product one (issue 34). tests/demo/ holds the demo's own tests: collected only with the
+# demo on (AGENTTEST_DEMO=1), which scripts/test gives a process of their own (AGENTTEST_TEST_DEMO_PASS=1, which
+# collects nothing else).
+DEMO_TESTS = Path(__file__).resolve().parent / "demo"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    in_demo = collection_path == DEMO_TESTS or DEMO_TESTS in collection_path.parents
+    if in_demo and not settings.AGENTTEST_DEMO:
+        return True
+    if os.environ.get("AGENTTEST_TEST_DEMO_PASS") and not in_demo and collection_path not in DEMO_TESTS.parents:
+        return True
+    return None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if settings.AGENTTEST_DEMO:
+        return "the demo plugin is on (AGENTTEST_DEMO=1): tests/demo/ is collected"
+    return "the demo plugin is off: tests/demo/ is not collected (AGENTTEST_DEMO=1 collects it, as scripts/test does)"
+
 
 # The rows every migrated database holds from the start: kept between tests, so no test has to make them again.
 _MIGRATED_ROWS = frozenset({"django_migrations", "django_content_type", "auth_permission"})
@@ -194,8 +216,3 @@ def member_client(member):
 def outsider_client(outsider):
     return _signed_in(outsider)
 
-
-@pytest.fixture
-def demo_agents(db) -> dict[str, Agent]:
-    """The order-support demo agents (router with two sub-agents, simulated:sim-careful), by name."""
-    return {agent.name: agent for agent, _ in demo_agents_ensure()}

@@ -1,7 +1,8 @@
 """The REST API fuzzed from its OpenAPI schema (issue 7): schemathesis sends positive and negative requests to every
-operation as a staff superuser, on the demo agents, conversations, suite and a finished run. No answer may be a 5xx,
-and every 400 names the field at fault. The fuzz is bench/api_fuzz.py's (also a command); here it runs on the test
-database, with runs queued on a broker file nothing consumes and no network beyond 127.0.0.1."""
+operation as a staff superuser, on the agents, conversations, suite and finished run the fuzz seeds on the host's own
+scripted models. No answer may be a 5xx, and every 400 names the field at fault. The fuzz is bench/api_fuzz.py's (also a
+command); here it runs on the test database, with runs queued on a broker file nothing consumes and no network beyond
+127.0.0.1."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from bench.api_fuzz import (
     hermetic_settings,
     load_schema,
     loopback_only,
+    scripted_models,
 )
 
 pytestmark = pytest.mark.slow
@@ -42,11 +44,11 @@ def refused_connections(settings, tmp_path) -> Iterator[list[str]]:
     for name, value in hermetic_settings(tmp_path).items():
         setattr(settings, name, value)
     refused: list[str] = []
-    with loopback_only(refused), celery_broker(settings.CELERY_BROKER_URL):
+    with loopback_only(refused), celery_broker(settings.CELERY_BROKER_URL), scripted_models():
         yield refused
 
 
-# The fuzz runs the demo suite for real, whose case thread must see the data this test writes: committed. Minutes of
+# The fuzz runs its seeded suite for real, whose case thread must see the data this test writes: committed. Minutes of
 # CPU whose answers do not hang on the engine: run once, on production's.
 @pytest.mark.production_engine
 @pytest.mark.django_db(transaction=True)

@@ -371,26 +371,89 @@ def test_it_keeps_every_part_of_the_demo_in_the_demo_package():
     assert not (BASE_DIR / "recordings").exists(), "the demo's recordings live in agenttest_demo/recordings/"
 
 
+# The demo's agents, suites and cases are files, a project directory applied as a team's is (agenttest_demo/project/,
+# which tests/demo/test_project.py holds to what `agenttest export` writes): its Python holds none of their texts and
+# names none of the services that create a suite or a case in code.
+DEMO_PROJECT = BASE_DIR / DEMO / "project"
+_CREATES_IN_CODE = {"suite_create", "case_create"}
+
+
+def _demo_file_texts(project: Path) -> set[str]:
+    """What only the files may say, each of 20 characters or more: an instruction's lines, the agents', suites' and
+    cases' descriptions, the cases' names and their simulated users' personas and goals."""
+    import yaml
+
+    texts = {line for path in (project / "agents").glob("*.md") for line in path.read_text().splitlines()}
+    for path in [*project.glob("agents/*.yaml"), *project.glob("suites/*/suite.yaml")]:
+        texts.add(yaml.safe_load(path.read_text()).get("description", ""))
+    for path in project.glob("suites/*/cases/*.yaml"):
+        case = yaml.safe_load(path.read_text())
+        user = case.get("simulated_user") or {}
+        texts.update([case["name"], case.get("description", ""), user.get("persona", ""), user.get("goal", "")])
+    return {text.strip() for text in texts if len(text.strip()) >= 20}
+
+
+def _demo_defined_in_python(package: Path, project: Path) -> list[str]:
+    texts = sorted(_demo_file_texts(project))
+    assert len(texts) > 20, "the files' texts were read"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        # A docstring defines nothing: it may quote a case's goal as an example.
+        docstrings = {
+            id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(package).as_posix()}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                found += [f"{where}: {text[:40]!r}" for text in texts if text in node.value]
+            name = getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None)
+            if isinstance(node, ast.Name | ast.Attribute | ast.alias) and name in _CREATES_IN_CODE:
+                found.append(f"{where}: {name}")
+    return found
+
+
+def test_it_keeps_the_demos_agents_suites_and_cases_in_its_project_directory_not_in_python():
+    assert (DEMO_PROJECT / "agents" / "order-router.yaml").is_file()
+    assert _demo_defined_in_python(BASE_DIR / DEMO, DEMO_PROJECT) == []
+
+
+def test_it_finds_a_demo_agent_or_case_defined_in_python(tmp_path):
+    (tmp_path / "agents.py").write_text(
+        "from agenttest.plugin import Agent, case_create\n"
+        "LOOKUP = Agent(name='order-lookup', description=\"Looks up orders: status, items and the customer's email "
+        "for an order number.\",\n"
+        "    instruction='You answer questions about existing orders of an online shop. Look the order up with '\n"
+        "    'lookup_order before you say anything about it, and never change an order.\\n')\n"
+        "def ensure(suite):\n"
+        "    plugin.case_create(suite=suite, document={'name': 'Order status is looked up'})\n"
+    )
+    # What the demo's Python may say: an agent's name, a sample conversation's message, a suite's name, and anything
+    # in a docstring.
+    (tmp_path / "conversations.py").write_text(
+        "\"\"\"Plays a goal such as 'Get order 1043 cancelled.' for the user.\"\"\"\n"
+        "ROUTER = 'order-router'\nMESSAGES = ('Where is my order #1042?',)\nSUITE = 'Order support demo'\n"
+    )
+
+    assert _demo_defined_in_python(tmp_path, DEMO_PROJECT) == [
+        "agents.py:1: case_create",
+        "agents.py:2: 'Looks up orders: status, items and the c'",
+        "agents.py:3: 'You answer questions about existing orde'",
+        "agents.py:6: case_create",
+        "agents.py:6: 'Order status is looked up'",
+    ]
+
+
 # What names the demo in a test: its package, its fixtures and set-up functions, its provider kind and models.
 _NAMES_THE_DEMO = re.compile(
     r"agenttest_demo|\bdemo_(agents|suite|conversations)|sim-(careful|hasty)|\bsimulated:|(provider|kind)\W{1,6}simulated\b"
 )
-# Test files outside tests/demo/ that still lean on the demo (issue 34, item 4), each for a reason the closing note
-# gives. The list only shrinks: a file taken off the demo must leave it, and no other file may join it.
+# Test files outside tests/demo/ that may name the demo: the wheel's test checks that the wheel ships it and that an
+# installed deployment turns it on (in the installed program's environment, never the tests' own). The list only
+# shrinks: a file taken off the demo must leave it, and no other file may join it.
 STILL_ON_THE_DEMO = {
-    "tests/agenthost/test_llm_config.py",
-    "tests/agenthost/test_llm_simulated.py",
-    "tests/agenthost/test_provider_contract.py",
-    "tests/browser/test_recording.py",
-    "tests/browser/test_regression_causes.py",
-    "tests/browser/test_review_pages.py",
-    "tests/browser/test_run_pages.py",
-    "tests/conftest.py",
-    "tests/recording/test_rephrasing.py",
-    "tests/recording/test_replay.py",
-    "tests/runs/conftest.py",
-    "tests/runs/test_key_free.py",
-    "tests/runs/test_simulated_users_demo.py",
     "tests/test_package.py",
 }
 
@@ -1160,6 +1223,87 @@ def test_it_finds_a_model_key_read_by_a_rule_of_its_own(planted):
     assert _model_key_parsers("planted.py", planted) != []
     assert _model_key_parsers(MODEL_KEY_HOME, (BASE_DIR / MODEL_KEY_HOME).read_text()) != []
 
+
+
+# --- Issue 34, point 1: an agent's shape is written once -------------------------------------------------------------
+# agenthost/document.py holds an agent's shape and limits (its column sizes are agenthost/models.py's); the files, the
+# API and the admin check them through the one schema engine (common/schemas.py), and the OpenAPI description
+# publishes the same model. No other module writes an agent's limit: no constant of one (TEMPERATURE_…, MAX_STEPS_…,
+# a size), no limit keyword naming one, and no limit keyword at all in the host's agent doors (its classes named
+# Agent…: the API's serializers, the admin's form).
+AGENT_SHAPE_HOMES = ("agenthost/document.py", "agenthost/models.py")
+_AGENT_LIMIT = re.compile(r"^(TEMPERATURE|MAX_STEPS)_\w+$|^(AGENT_\w+|PROVIDER|MODEL|MODEL_NAME)_MAX_LENGTH$")
+
+
+def _names_an_agent_limit(node: ast.AST) -> bool:
+    return any(isinstance(name, ast.Name) and _AGENT_LIMIT.match(name.id) for name in ast.walk(node))
+
+
+def _agent_limits_written(path: str, source: str) -> list[str]:
+    tree = ast.parse(source, filename=path)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_names_an_agent_limit(target) for target in targets):
+                found.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+        if isinstance(node, ast.keyword) and node.arg in LIMIT_KEYWORDS and _names_an_agent_limit(node.value):
+            found.append(f"{path}:{node.lineno}: {node.arg}={ast.unparse(node.value)}")
+        if isinstance(node, ast.ClassDef) and node.name.startswith("Agent") and path.startswith("agenthost/"):
+            found.extend(
+                f"{path}:{keyword.lineno}: {keyword.arg}= in {node.name}"
+                for keyword in ast.walk(node) if isinstance(keyword, ast.keyword) and keyword.arg in LIMIT_KEYWORDS
+            )
+    return found
+
+
+def test_it_writes_the_limits_of_an_agent_only_in_its_document_and_its_models():
+    found = []
+    for package in (*PROJECT, "common"):
+        for path in sorted((BASE_DIR / package).rglob("*.py")):
+            relative = str(path.relative_to(BASE_DIR))
+            if "migrations" not in path.parts and relative not in AGENT_SHAPE_HOMES:
+                found.extend(_agent_limits_written(relative, path.read_text()))
+    assert found == [], "an agent's limits belong in agenthost/document.py (its column sizes in agenthost/models.py)"
+    for home in AGENT_SHAPE_HOMES:
+        assert _agent_limits_written(home, (BASE_DIR / home).read_text()) != [], f"the finder finds {home}'s"
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        ("agenthost/validation.py", "TEMPERATURE_MIN, TEMPERATURE_MAX = 0.0, 2.0\n"),
+        ("cases/files.py", "PROVIDER_MAX_LENGTH, MODEL_MAX_LENGTH = 100, 200  # Agent.provider, Agent.model\n"),
+        ("agenthost/api.py", "class AgentCreateApi:\n    class InputSerializer:\n"
+                             "        name = serializers.CharField(max_length=100)\n"),
+        ("agenthost/admin.py", "class AgentAdminForm:\n"
+                               "    max_steps = forms.IntegerField(min_value=1, max_value=1000)\n"),
+        ("cases/schema.py", "class AgentFile:\n    temperature: float = Field(0.0, ge=TEMPERATURE_MIN)\n"),
+        ("runs/engine/plans.py", "name = serializers.CharField(max_length=AGENT_NAME_MAX_LENGTH)\n"),
+    ],
+)
+def test_it_finds_an_agent_limit_written_outside_the_agents_document(planted):
+    path, source = planted
+    assert _agent_limits_written(path, source) != []
+
+
+def test_it_publishes_in_the_openapi_schema_the_agent_limits_every_door_enforces(admin_client_api):
+    from cases.schema import schema_for
+
+    schema = admin_client_api.get("/api/schema/", {"format": "json"}).json()
+    agent_file = schema_for("agent")["properties"]
+    for method, path in (("post", "/api/agents/"), ("patch", "/api/agents/{agent_id}/")):
+        reference = schema["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        described = schema["components"]["schemas"][reference.rsplit("/", 1)[1]]["properties"]
+        for name in ("name", "entry", "deps", "command", "cwd", "temperature", "max_steps", "args", "env"):
+            assert described[name] == agent_file[name], name
+    bounds = {"name": ("x" * 101, "100"), "entry": ("x" * 301, "300"), "temperature": (2.5, "2"),
+              "max_steps": (1001, "1000"), "provider": ("p" * 101, "100"), "model": ("m" * 201, "200")}
+    for name, (value, limit) in bounds.items():
+        body = {"name": "limits", "instruction": "Help.", "provider": "scripted", "model": "scripted", name: value}
+        response = admin_client_api.post("/api/agents/", body, format="json")
+        assert response.status_code == 400, (name, response.data)
+        assert limit in " ".join(response.data[name]), (name, response.data)
 
 # --- Issue 34, point 6: the type checker's configuration holds ------------------------------------------------------
 # Decision 0038: mypy checks every shipped package, strict flag by flag on the floors everything stands on. A flag

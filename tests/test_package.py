@@ -202,8 +202,15 @@ def test_it_builds_a_wheel_of_agenttests_packages_with_their_templates_static_fi
         assert migration in names
     assert {"cases/migrations/0001_initial.py", "runs/migrations/0001_initial.py"} <= set(names)
     assert "agenttest/cli.py" in names and not any("__pycache__" in name for name in names)
-    # The demo plugin with its models' configuration and its recordings (scripts/demo and a team's CI replay them).
+    # The demo plugin with its models' configuration, its project directory (the agent, suite and case files
+    # demo_setup applies: every one of them) and its recordings (scripts/demo and a team's CI replay them).
     assert "agenttest_demo/providers.toml" in names
+    project = BASE_DIR / "agenttest_demo" / "project"
+    project_files = {f"agenttest_demo/project/{path.relative_to(project).as_posix()}"
+                     for path in project.rglob("*") if path.is_file()}
+    assert "agenttest_demo/project/suites/order-support-demo/suite.yaml" in project_files
+    assert "agenttest_demo/project/agents/order-router.md" in project_files
+    assert project_files <= set(names), sorted(project_files - set(names))
     assert "agenttest_demo/recordings/order-support-demo/recordings.json" in names
 
 

@@ -17,13 +17,13 @@ from cases.schema import (
     TABLES_BYTES_MAX,
     TABLES_BYTES_TEXT,
     SimulatedUserEntry,
-    defaults,
 )
 from cases.tool_schemas import mock_schema_problems
 from cases.validation.callable_functions import CallableFunctions
 from cases.validation.problems import _INVALID, _at, _from_text, _Problems, _under
 from common.inputs import MAX_ID
 from common.patterns import pattern_problem
+from common.schemas import defaults
 
 ROUTING_ASSERTIONS = (Assertion.Type.ROUTED_TO_AGENT, Assertion.Type.AGENT_CHAIN)
 TOOL_ASSERTIONS = (Assertion.Type.TOOL_CALLED, Assertion.Type.TOOL_NOT_CALLED)

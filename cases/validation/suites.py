@@ -7,10 +7,11 @@ from typing import Any
 
 from agenthost.seams import Agent, configured_models, get_function
 from cases.models import Assertion, Case, Suite
-from cases.schema import SuiteDocument, defaults, schema_problems
+from cases.schema import SuiteDocument, schema_problems
 from cases.validation.callable_functions import CallableFunctions, suite_callable_functions
 from cases.validation.parts import _Prepared
 from cases.validation.problems import Problem, SuiteValidationError, _at, _Problems, _storable
+from common.schemas import defaults
 
 SUITE_DOCUMENT_FIELDS = tuple(SuiteDocument.model_fields)
 SUITE_DEFAULTS = defaults(SuiteDocument)

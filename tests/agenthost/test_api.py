@@ -13,7 +13,8 @@ from rest_framework.test import APIClient
 from agenthost.llm.scripted import Answer, Call, Fail
 from agenthost.models import Agent, Conversation, Message
 from agenthost.services import conversation_start
-from tests.agenthost.conftest import CANCEL_ORDER, CANCELLATION, EMAIL, LOOKUP, LOOKUP_ORDER, ROUTER
+from tests.agenthost.conftest import CANCELLATION, EMAIL, LOOKUP, ROUTER
+from tests.order_tools import TRACK_ORDER, VOID_ORDER
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +42,7 @@ def _agent_payload(**overrides):
         "model": "scripted",
         "temperature": 0.2,
         "functions": [
-            {"name": LOOKUP_ORDER},
+            {"name": TRACK_ORDER},
             {
                 "name": "invoice_total",
                 "description": "The invoice total.",
@@ -60,7 +61,7 @@ def scripted_agent(scripted_model):
         instruction="You help with orders.",
         provider=scripted_model.provider_name,
         model=scripted_model.model,
-        functions=[{"name": LOOKUP_ORDER}],
+        functions=[{"name": TRACK_ORDER}],
     )
 
 
@@ -95,7 +96,7 @@ def test_it_lets_only_staff_change_agents(member_client, admin_client_api, order
     assert changed.status_code == 200, changed.data
     lookup.refresh_from_db()
     assert lookup.temperature == 0.9
-    assert lookup.functions == [{"name": LOOKUP_ORDER}], "a PATCH keeps the fields it does not send"
+    assert lookup.functions == [{"name": TRACK_ORDER}], "a PATCH keeps the fields it does not send"
 
 
 def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client, order_agents):
@@ -103,7 +104,7 @@ def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client,
     listed = {agent["name"]: agent for agent in member_client.get("/api/agents/").data["results"]}
     assert listed["order-router"]["sub_agents"] == ["order-cancellation", "order-lookup"]
     assert listed["order-cancellation"]["functions"] == [
-        {"name": LOOKUP_ORDER}, {"name": CANCEL_ORDER}, {"name": EMAIL}
+        {"name": TRACK_ORDER}, {"name": VOID_ORDER}, {"name": EMAIL}
     ]
     detail = member_client.get(f"/api/agents/{router.pk}/").data
     assert detail["model_key"] == "scripted:scripted"
@@ -118,10 +119,10 @@ def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client,
     ("overrides", "field", "fragment"),
     [
         ({"name": "order-lookup"}, "name", "already exists"),
-        ({"functions": {"name": LOOKUP_ORDER}}, "functions", "must be a list"),
+        ({"functions": {"name": TRACK_ORDER}}, "functions", "must be a list"),
         ({"functions": [{"description": "no name"}]}, "functions", "functions[0].name"),
         ({"functions": [{"name": "  "}]}, "functions", "functions[0].name"),
-        ({"functions": [LOOKUP_ORDER]}, "functions", "functions[0]: must be an object"),
+        ({"functions": [TRACK_ORDER]}, "functions", "functions[0]: must be an object"),
         (
             {"functions": [{"name": "x", "parameters": {"type": "object", "properties": {"a": {"type": "nope"}}}}]},
             "functions",
@@ -134,7 +135,7 @@ def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client,
         ({"instruction": "Hello {% if customer %}"}, "instruction", "Django template"),
         ({"instruction": "Hello {{ customer|no_such_filter }}"}, "instruction", "no_such_filter"),
         ({"sub_agents": ["ghost"]}, "sub_agents", "ghost"),
-        ({"rules": [{"trigger": "sometimes", "function": LOOKUP_ORDER}]}, "rules", "rules[0].trigger"),
+        ({"rules": [{"trigger": "sometimes", "function": TRACK_ORDER}]}, "rules", "rules[0].trigger"),
         ({"temperature": 7}, "temperature", ""),
         ({"name": ""}, "name", ""),
         # Each of these was a 500: beyond what the database column holds, or text PostgreSQL cannot store.
@@ -145,7 +146,7 @@ def test_it_shows_agents_with_their_model_key_and_sub_agent_names(member_client,
             "functions[0].description: must not contain NUL",
         ),
         (
-            {"rules": [{"trigger": "conversation_started", "function": LOOKUP_ORDER, "arguments": {"q": "\x00"}}]},
+            {"rules": [{"trigger": "conversation_started", "function": TRACK_ORDER, "arguments": {"q": "\x00"}}]},
             "rules",
             "rules[0].arguments.q: must not contain NUL",
         ),
@@ -279,7 +280,7 @@ def test_it_filters_conversations_by_agent_tag_and_text(member, member_client, o
 def test_it_runs_a_routed_turn_and_returns_what_happened(member, member_client, order_agents, scripted_model):
     scripted_model.play(
         Answer(tool_calls=[Call("route_to_agent", {"agent_name": LOOKUP})]),
-        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1042"})]),
+        Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1042"})]),
         "Order 1042 was delivered.",
     )
     conversation = conversation_start(agent=order_agents[ROUTER], owner=member)
@@ -289,7 +290,7 @@ def test_it_runs_a_routed_turn_and_returns_what_happened(member, member_client, 
     assert response.status_code == 200, response.data
     turn = response.data
     assert turn["agent_chain"] == ["order-router", "order-lookup"]
-    assert [call["name"] for call in turn["tool_calls"]] == ["route_to_agent", LOOKUP_ORDER]
+    assert [call["name"] for call in turn["tool_calls"]] == ["route_to_agent", TRACK_ORDER]
     lookup = turn["tool_calls"][1]
     assert lookup["arguments"] == {"order_id": "1042"}
     assert lookup["outcome"] == "executed" and json.loads(lookup["result"])["status"] == "delivered"
@@ -311,7 +312,7 @@ def test_it_runs_a_routed_turn_and_returns_what_happened(member, member_client, 
 def test_it_shows_the_state_after_any_message_and_its_timeline(member, member_client, order_agents, scripted_model):
     scripted_model.play(
         Answer(tool_calls=[Call("route_to_agent", {"agent_name": LOOKUP})]),
-        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})]),
+        Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1041"})]),
         "Order 1041 has shipped.",
     )
     conversation = conversation_start(
@@ -321,7 +322,7 @@ def test_it_shows_the_state_after_any_message_and_its_timeline(member, member_cl
     url = f"/api/conversations/{conversation.pk}/state/"
     now = member_client.get(url).data
     assert now["state"] == {"customer_email": "bo@example.com", "order_id": "1041", "order_status": "shipped"}
-    lookup_result = Message.objects.get(conversation=conversation, role="tool_result", function_name=LOOKUP_ORDER)
+    lookup_result = Message.objects.get(conversation=conversation, role="tool_result", function_name=TRACK_ORDER)
     assert [(e["key"], e["message_seq"]) for e in now["timeline"]] == [
         ("customer_email", None), ("order_id", lookup_result.seq), ("order_status", lookup_result.seq)
     ]
@@ -334,7 +335,7 @@ def test_it_shows_the_state_after_any_message_and_its_timeline(member, member_cl
 
 def test_it_survives_a_malformed_tool_call_from_a_scripted_model(member, member_client, scripted_agent, scripted_model):
     scripted_model.play(
-        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"}), Call(LOOKUP_ORDER, '{"order_id": 10')]),
+        Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1041"}), Call(TRACK_ORDER, '{"order_id": 10')]),
         Answer("Order 1041 has shipped; I could not read the second order number."),
     )
     conversation = conversation_start(agent=scripted_agent, owner=member)
@@ -356,7 +357,7 @@ def test_it_answers_502_with_the_partial_turn_when_the_model_fails(
     member, member_client, scripted_agent, scripted_model
 ):
     scripted_model.play(
-        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1044"})]),
+        Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1044"})]),
         Fail(code="rate_limited", message="too many requests"),
         Answer("Order 1044 has shipped."),
     )
@@ -365,7 +366,7 @@ def test_it_answers_502_with_the_partial_turn_when_the_model_fails(
     failed = member_client.post(url, {"text": "Where is order 1044?"}, format="json")
     assert failed.status_code == 502
     assert "too many requests" in failed.data["detail"] and failed.data["code"] == "model_error"
-    assert [call["name"] for call in failed.data["partial"]["tool_calls"]] == [LOOKUP_ORDER]
+    assert [call["name"] for call in failed.data["partial"]["tool_calls"]] == [TRACK_ORDER]
     assert failed.data["state"] == {"order_id": "1044", "order_status": "shipped"}
 
     retried = member_client.post(url, {"text": "Where is order 1044?"}, format="json")
@@ -375,7 +376,7 @@ def test_it_answers_502_with_the_partial_turn_when_the_model_fails(
 def test_it_answers_422_with_the_partial_turn_at_the_step_limit(member, member_client, scripted_agent, scripted_model):
     scripted_agent.max_steps = 2
     scripted_agent.save()
-    scripted_model.play(*[Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})])] * 2)
+    scripted_model.play(*[Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1041"})])] * 2)
     conversation = conversation_start(agent=scripted_agent, owner=member)
     response = member_client.post(f"/api/conversations/{conversation.pk}/messages/", {"text": "Loop"}, format="json")
     assert response.status_code == 422
@@ -483,11 +484,11 @@ def test_it_lists_agents_and_messages_in_a_constant_number_of_queries(
     # The second turn brings more agents and calls: the lookup hands the cancellation back to the router.
     scripted_model.play(
         Answer(tool_calls=[Call("route_to_agent", {"agent_name": LOOKUP})]),
-        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})]),
+        Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1041"})]),
         "Order 1041 has shipped.",
         Answer(tool_calls=[Call("util-routing-fallback_to_router", {"reason": "a cancellation"})]),
         Answer(tool_calls=[Call("route_to_agent", {"agent_name": CANCELLATION})]),
-        Answer(tool_calls=[Call(CANCEL_ORDER, {"order_id": "1043"})]),
+        Answer(tool_calls=[Call(VOID_ORDER, {"order_id": "1043"})]),
         "Order 1043 is now cancelled.",
     )
     conversation = conversation_start(agent=order_agents[ROUTER], owner=member)

@@ -14,7 +14,7 @@ from agenthost.models import Agent, Message
 from agenthost.seams import ModelCallFailed, StepLimitExceeded, register_agent_load_hook, register_executor_provider
 from agenthost.selectors import conversation_state
 from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
-from tests.agenthost.conftest import CANCEL_ORDER, LOOKUP_ORDER
+from tests.order_tools import TRACK_ORDER, VOID_ORDER
 
 pytestmark = pytest.mark.django_db
 
@@ -27,31 +27,31 @@ def agent(scripted_model):
         provider=scripted_model.provider_name,
         model=scripted_model.model,
         functions=[
-            {"name": LOOKUP_ORDER},
-            {"name": CANCEL_ORDER},
+            {"name": TRACK_ORDER},
+            {"name": VOID_ORDER},
             {"name": "greeting", "description": "A fixed greeting.", "output": "Hello from a static function"},
         ],
     )
 
 
 def test_it_runs_a_tool_round_trip_and_feeds_the_result_back(agent, scripted_model):
-    scripted_model.play(Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})]), Answer("It has shipped."))
+    scripted_model.play(Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1041"})]), Answer("It has shipped."))
     conversation = conversation_start(agent=agent, initial_state={"customer": "Ana"})
     result = conversation_send(conversation=conversation, text="Where is order 1041?")
 
     assert result.output == "It has shipped."
     assert [(c.name, c.arguments, c.outcome) for c in result.tool_calls] == [
-        (LOOKUP_ORDER, {"order_id": "1041"}, "executed")
+        (TRACK_ORDER, {"order_id": "1041"}, "executed")
     ]
     assert json.loads(result.tool_calls[0].result)["status"] == "shipped"
     assert result.agent_chain == ["support"]
     assert result.steps == 2 and result.usage.total_tokens > 0
     first, second = scripted_model.requests
     assert first.messages[0] == {"role": "system", "content": "You help Ana."}
-    assert {t["function"]["name"] for t in first.tools} == {LOOKUP_ORDER, CANCEL_ORDER, "greeting"}
+    assert {t["function"]["name"] for t in first.tools} == {TRACK_ORDER, VOID_ORDER, "greeting"}
     tool_message = second.messages[-1]
     assert tool_message["role"] == "tool" and "shipped" in tool_message["content"]
-    assert second.messages[-2]["tool_calls"][0]["function"]["name"] == LOOKUP_ORDER
+    assert second.messages[-2]["tool_calls"][0]["function"]["name"] == TRACK_ORDER
     assert conversation_state(conversation=conversation) == {
         "customer": "Ana",
         "order_id": "1041",
@@ -61,8 +61,8 @@ def test_it_runs_a_tool_round_trip_and_feeds_the_result_back(agent, scripted_mod
 
 def test_it_sends_malformed_tool_arguments_back_to_the_model_as_an_error(agent, scripted_model):
     scripted_model.play(
-        Answer(tool_calls=[Call(LOOKUP_ORDER, '{"order_id": 10')]),
-        Answer(tool_calls=[Call(LOOKUP_ORDER, "[1, 2]")]),
+        Answer(tool_calls=[Call(TRACK_ORDER, '{"order_id": 10')]),
+        Answer(tool_calls=[Call(TRACK_ORDER, "[1, 2]")]),
         Answer("Sorry, I could not read that order number."),
     )
     conversation = conversation_start(agent=agent)
@@ -87,7 +87,7 @@ def test_it_ends_the_turn_on_a_stop_completion_and_answers_every_pending_call(ag
     agent.functions = [*agent.functions, {"name": "response_to_user"}]
     agent.save()
     scripted_model.play(
-        Answer(tool_calls=[Call("response_to_user", {"content": "Done."}), Call(CANCEL_ORDER, {"order_id": "7"})]),
+        Answer(tool_calls=[Call("response_to_user", {"content": "Done."}), Call(VOID_ORDER, {"order_id": "7"})]),
         Answer("next turn"),
     )
     conversation = conversation_start(agent=agent)
@@ -132,12 +132,12 @@ def test_it_routes_to_a_sub_agent_and_back_recording_the_chain(scripted_model):
         instruction="Orders.",
         provider="scripted",
         model="scripted",
-        functions=[{"name": LOOKUP_ORDER}],
+        functions=[{"name": TRACK_ORDER}],
     )
     router.sub_agents.add(orders)
     scripted_model.play(
         Answer(tool_calls=[Call("route_to_agent", {"agent_name": "orders"})]),
-        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "12"})]),
+        Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "12"})]),
         Answer("Order 12 is processing."),
         Answer(tool_calls=[Call("util-routing-fallback_to_router", {"reason": "weather"})]),
         Answer("I only know orders."),
@@ -148,7 +148,7 @@ def test_it_routes_to_a_sub_agent_and_back_recording_the_chain(scripted_model):
     router_tools = {t["function"]["name"] for t in scripted_model.requests[0].tools}
     orders_tools = {t["function"]["name"] for t in scripted_model.requests[1].tools}
     assert router_tools == {"route_to_agent"}
-    assert orders_tools == {LOOKUP_ORDER, "util-routing-fallback_to_router"}
+    assert orders_tools == {TRACK_ORDER, "util-routing-fallback_to_router"}
     assert scripted_model.requests[1].messages[0]["content"] == "Orders."
     second = conversation_send(conversation=conversation, text="And the weather?")
     assert second.agent_chain == ["orders", "router"] and second.output == "I only know orders."
@@ -170,9 +170,9 @@ def test_it_refuses_to_route_to_an_agent_that_is_not_a_sub_agent(scripted_model)
 
 def test_it_derives_state_at_any_message(agent, scripted_model):
     scripted_model.play(
-        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})]),
+        Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1041"})]),
         Answer("shipped"),
-        Answer(tool_calls=[Call(CANCEL_ORDER, {"order_id": "1040"})]),
+        Answer(tool_calls=[Call(VOID_ORDER, {"order_id": "1040"})]),
         Answer("cancelled"),
     )
     conversation = conversation_start(agent=agent, initial_state={"customer": "Ana"})
@@ -224,7 +224,7 @@ class SpyProvider:
 
     def resolve(self, name, context):
         self.seen.append((name, context.trigger))
-        if name == LOOKUP_ORDER:
+        if name == TRACK_ORDER:
             return lambda ctx: FunctionResult(content="spied", outcome="mocked")
         return None
 
@@ -235,13 +235,13 @@ def test_it_executes_a_rule_triggered_call_with_differently_cased_name_through_t
         instruction="x",
         provider="scripted",
         model="scripted",
-        functions=[{"name": LOOKUP_ORDER}, {"name": CANCEL_ORDER}],
+        functions=[{"name": TRACK_ORDER}, {"name": VOID_ORDER}],
         rules=[
-            {"trigger": "conversation_started", "function": LOOKUP_ORDER.upper(), "arguments": {"order_id": "5"}},
+            {"trigger": "conversation_started", "function": TRACK_ORDER.upper(), "arguments": {"order_id": "5"}},
             {
                 "trigger": "state_changed",
                 "key": "order_status",
-                "function": CANCEL_ORDER.title(),
+                "function": VOID_ORDER.title(),
                 "arguments": {"order_id": "5"},
             },
         ],
@@ -251,15 +251,15 @@ def test_it_executes_a_rule_triggered_call_with_differently_cased_name_through_t
     try:
         conversation = conversation_start(agent=agent)
         conversation_invoke_function(
-            conversation=conversation, name=LOOKUP_ORDER, arguments={"order_id": "6"}, record=True
+            conversation=conversation, name=TRACK_ORDER, arguments={"order_id": "6"}, record=True
         )
     finally:
         unregister_executor_provider(spy)
-    assert (LOOKUP_ORDER, "rule") in spy.seen
+    assert (TRACK_ORDER, "rule") in spy.seen
     calls = list(
         Message.objects.filter(conversation=conversation, role="tool_result").values_list("function_name", "content")
     )
-    assert calls[0] == (LOOKUP_ORDER, "spied")
+    assert calls[0] == (TRACK_ORDER, "spied")
 
 
 def test_it_fires_a_state_changed_rule_with_the_canonical_name(scripted_model):
@@ -268,21 +268,21 @@ def test_it_fires_a_state_changed_rule_with_the_canonical_name(scripted_model):
         instruction="x",
         provider="scripted",
         model="scripted",
-        functions=[{"name": LOOKUP_ORDER}, {"name": CANCEL_ORDER}],
+        functions=[{"name": TRACK_ORDER}, {"name": VOID_ORDER}],
         rules=[
             {
                 "trigger": "state_changed",
                 "key": "order_id",
-                "function": CANCEL_ORDER.upper(),
+                "function": VOID_ORDER.upper(),
                 "arguments": {"order_id": "1041"},
             }
         ],
     )
-    scripted_model.play(Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})]), Answer("done"))
+    scripted_model.play(Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1041"})]), Answer("done"))
     conversation = conversation_start(agent=agent)
     conversation_send(conversation=conversation, text="where is 1041")
     rule_calls = Message.objects.filter(conversation=conversation, role="tool_call", trigger="rule")
-    assert list(rule_calls.values_list("function_name", flat=True)) == [CANCEL_ORDER]
+    assert list(rule_calls.values_list("function_name", flat=True)) == [VOID_ORDER]
     assert conversation_state(conversation=conversation)["order_status"] == "cancelled"
 
 

@@ -17,7 +17,7 @@ from agenthost.models import Agent, Message
 from agenthost.seams import CONTROL_FLOW_FUNCTIONS, StepLimitExceeded, register_executor_provider
 from agenthost.selectors import conversation_state
 from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
-from tests.agenthost.conftest import CANCEL_ORDER, LOOKUP_ORDER
+from tests.order_tools import TRACK_ORDER, VOID_ORDER
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +55,7 @@ def agent(scripted_model):
         instruction="You look orders up.",
         provider=scripted_model.provider_name,
         model=scripted_model.model,
-        functions=[{"name": LOOKUP_ORDER}],
+        functions=[{"name": TRACK_ORDER}],
     )
 
 
@@ -75,7 +75,7 @@ def test_it_refuses_an_undeclared_email_function_and_sends_nothing(agent, script
 
     assert mailoutbox == []
     assert EMAIL not in asked.asked, "the factory was not even asked"
-    refusal = f"{EMAIL} is not available to this agent (it declares: {LOOKUP_ORDER})"
+    refusal = f"{EMAIL} is not available to this agent (it declares: {TRACK_ORDER})"
     calls = [(c.name, c.outcome, c.result, c.error) for c in result.tool_calls]
     assert calls == [(EMAIL, "unavailable", refusal, True)]
     # The turn goes on: the model reads the refusal and answers.
@@ -86,7 +86,7 @@ def test_it_refuses_an_undeclared_email_function_and_sends_nothing(agent, script
 
 def test_it_sends_the_email_when_the_agent_declares_it(agent, scripted_model, mailoutbox):
     # The contrast to the refusal above: the same call from an agent that declares the function really sends.
-    agent.functions = [{"name": LOOKUP_ORDER}, {"name": EMAIL}]
+    agent.functions = [{"name": TRACK_ORDER}, {"name": EMAIL}]
     agent.save()
     scripted_model.play(Answer(tool_calls=[Call(EMAIL, EMAIL_ARGUMENTS)]), Answer("Sent."))
 
@@ -113,7 +113,7 @@ def test_it_refuses_an_undeclared_http_request_and_nothing_reaches_the_host(
 def test_it_refuses_an_unregistered_undeclared_name_without_stopping_the_turn(agent, scripted_model):
     scripted_model.play(
         Answer(tool_calls=[Call("send_fax", {})]),
-        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})]),
+        Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1041"})]),
         Answer("Order 1041 has shipped."),
     )
     conversation = conversation_start(agent=agent)
@@ -121,7 +121,7 @@ def test_it_refuses_an_unregistered_undeclared_name_without_stopping_the_turn(ag
     result = conversation_send(conversation=conversation, text="Fax me order 1041.")
 
     calls = [(c.name, c.outcome) for c in result.tool_calls]
-    assert calls == [("send_fax", "unavailable"), (LOOKUP_ORDER, "executed")]
+    assert calls == [("send_fax", "unavailable"), (TRACK_ORDER, "executed")]
     assert result.output == "Order 1041 has shipped."
     assert conversation_state(conversation=conversation)["order_status"] == "shipped"
 
@@ -153,26 +153,26 @@ def test_it_refuses_a_rule_that_names_an_undeclared_function_and_records_it(scri
         instruction="x",
         provider=scripted_model.provider_name,
         model=scripted_model.model,
-        functions=[{"name": LOOKUP_ORDER}],
+        functions=[{"name": TRACK_ORDER}],
         rules=[
             {"trigger": "conversation_started", "function": EMAIL, "arguments": EMAIL_ARGUMENTS},
             {
-                "trigger": "state_changed", "key": "order_id", "function": CANCEL_ORDER.title(),
+                "trigger": "state_changed", "key": "order_id", "function": VOID_ORDER.title(),
                 "arguments": {"order_id": "7"},
             },
         ],
     )
-    scripted_model.play(Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})]), Answer("Shipped."))
+    scripted_model.play(Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1041"})]), Answer("Shipped."))
 
     conversation = conversation_start(agent=agent)
     conversation_send(conversation=conversation, text="Where is 1041?")
 
     assert mailoutbox == []
-    assert asked.asked == [LOOKUP_ORDER]
+    assert asked.asked == [TRACK_ORDER]
     rule_calls = Message.objects.filter(conversation=conversation, role=Message.Role.TOOL_CALL, trigger="rule")
-    assert list(rule_calls.values_list("function_name", flat=True)) == [EMAIL, CANCEL_ORDER.title()]
+    assert list(rule_calls.values_list("function_name", flat=True)) == [EMAIL, VOID_ORDER.title()]
     results = [(name, outcome) for name, outcome, _ in _tool_results(conversation)]
-    assert results == [(EMAIL, "unavailable"), (LOOKUP_ORDER, "executed"), (CANCEL_ORDER.title(), "unavailable")]
+    assert results == [(EMAIL, "unavailable"), (TRACK_ORDER, "executed"), (VOID_ORDER.title(), "unavailable")]
     assert conversation_state(conversation=conversation)["order_status"] == "shipped", "nothing was cancelled"
 
 
@@ -181,11 +181,11 @@ def test_it_still_runs_a_direct_invocation_of_an_undeclared_function_through_the
     conversation = conversation_start(agent=agent)
 
     outcome = conversation_invoke_function(
-        conversation=conversation, name=CANCEL_ORDER, arguments={"order_id": "1041"}
+        conversation=conversation, name=VOID_ORDER, arguments={"order_id": "1041"}
     )
 
     assert outcome.outcome == "executed" and json.loads(outcome.content)["cancelled"] is True
-    assert asked.asked == [CANCEL_ORDER]
+    assert asked.asked == [VOID_ORDER]
 
 
 def _look_alike(name: str, data: st.DataObject) -> str:
@@ -210,9 +210,9 @@ def _look_alike(name: str, data: st.DataObject) -> str:
 @hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_it_refuses_every_look_alike_of_a_declared_or_registered_name(agent, scripted_model, mailoutbox, asked, data):
-    target = data.draw(st.sampled_from(sorted({LOOKUP_ORDER, EMAIL, HTTP, *registered_functions()})))
+    target = data.draw(st.sampled_from(sorted({TRACK_ORDER, EMAIL, HTTP, *registered_functions()})))
     name = _look_alike(target, data)
-    callable_names = {LOOKUP_ORDER, *CONTROL_FLOW_FUNCTIONS}
+    callable_names = {TRACK_ORDER, *CONTROL_FLOW_FUNCTIONS}
     assume(name not in callable_names and name.strip())
     asked.asked.clear()
     scripted_model.play(Answer(tool_calls=[Call(name, EMAIL_ARGUMENTS)]), Answer("ok"))

@@ -13,7 +13,7 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Conversation, Message, StateChange
 from agenthost.services import conversation_open, conversation_send
 from agenthost.turns import ConcurrentTurn, ConversationError, ConversationSealed
-from tests.agenthost.conftest import LOOKUP_ORDER
+from tests.order_tools import TRACK_ORDER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,11 +23,11 @@ def agent(scripted_model) -> Agent:
     def respond(request):
         if request.messages[-1]["role"] == "tool":
             return Answer("Done.")
-        return Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1042"})])
+        return Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1042"})])
 
     scripted_model.respond_with(respond)
     return Agent.objects.create(
-        name="desk", instruction="Help.", provider="scripted", model="scripted", functions=[{"name": LOOKUP_ORDER}]
+        name="desk", instruction="Help.", provider="scripted", model="scripted", functions=[{"name": TRACK_ORDER}]
     )
 
 
@@ -87,7 +87,7 @@ def test_it_refuses_a_turn_after_save_and_saves_only_once(agent):
     with pytest.raises(ConversationError, match="was saved and is no longer held"):
         held.send("And now?")
     with pytest.raises(ConversationError, match="was saved and is no longer held"):
-        held.invoke_function(LOOKUP_ORDER, {"order_id": "1"})
+        held.invoke_function(TRACK_ORDER, {"order_id": "1"})
     assert len(stored(held.conversation)) == 5
 
 

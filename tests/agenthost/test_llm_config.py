@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pytest
-from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
 from agenthost.llm import registry
@@ -51,17 +49,6 @@ def test_it_defaults_to_no_model_without_the_demo_or_an_openai_key(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
 
     assert load_providers("") == {}
-
-
-def test_it_gives_the_demo_the_offline_simulated_models():
-    providers = load_providers(str(Path(django_settings.BASE_DIR) / "agenttest_demo" / "providers.toml"))
-
-    assert list(providers) == ["simulated"]
-    assert providers["simulated"]["kind"] == "simulated"
-    assert [(m["name"], m["label"], m["input_price"]) for m in providers["simulated"]["models"]] == [
-        ("sim-careful", "Simulated: careful (offline)", 0.0),
-        ("sim-hasty", "Simulated: hasty (offline)", 0.0),
-    ]
 
 
 def test_it_adds_openai_to_the_defaults_when_its_key_is_set_without_copying_the_key(monkeypatch):

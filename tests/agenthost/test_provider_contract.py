@@ -1,7 +1,8 @@
 """One contract every provider kind keeps: the conversation loop relies on nothing else.
 
-Each kind is arranged to give a text answer, a tool call or a failure in its own way (the stub's queue, the script,
-the simulated rules), and then asked the same questions.
+Each kind is arranged to give a text answer, a tool call or a failure in its own way (the stub's queue, the script),
+and then asked the same questions. A plugin's kind keeps it too: the demo's simulated models are held to this class in
+tests/demo/test_provider_contract.py.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class Arrangement:
         return self.provider.complete(request)
 
 
-@pytest.fixture(params=["openai", "scripted", "simulated"])
+@pytest.fixture(params=["openai", "scripted"])
 def arranged(request, settings, monkeypatch):
     if request.param == "openai":
         stub = request.getfixturevalue("openai_stub")
@@ -65,33 +66,21 @@ def arranged(request, settings, monkeypatch):
 
         return Arrangement(registry.get_provider("stubbed"), "gpt-4o-mini", text, tool_call, failure)
 
-    if request.param == "scripted":
-        scripted = request.getfixturevalue("scripted_model")
-
-        def text():
-            scripted.play("Order 1042 has shipped.")
-            return QUESTION, ()
-
-        def tool_call():
-            scripted.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1042"})]))
-            return QUESTION, [LOOKUP_TOOL]
-
-        def failure():
-            scripted.play(Fail(code="rate_limited", message="slow down"))
-            return scripted.model
-
-        return Arrangement(registry.get_provider(scripted.provider_name), scripted.model, text, tool_call, failure)
+    scripted = request.getfixturevalue("scripted_model")
 
     def text():
+        scripted.play("Order 1042 has shipped.")
         return QUESTION, ()
 
     def tool_call():
+        scripted.play(Answer(tool_calls=[Call("lookup_order", {"order_id": "1042"})]))
         return QUESTION, [LOOKUP_TOOL]
 
     def failure():
-        return "sim-unknown"
+        scripted.play(Fail(code="rate_limited", message="slow down"))
+        return scripted.model
 
-    return Arrangement(registry.get_provider("simulated"), "sim-careful", text, tool_call, failure)
+    return Arrangement(registry.get_provider(scripted.provider_name), scripted.model, text, tool_call, failure)
 
 
 class TestProviderContract:

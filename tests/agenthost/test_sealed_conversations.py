@@ -16,7 +16,7 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent, Conversation, Message
 from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
 from agenthost.turns import ConversationSealed
-from tests.agenthost.conftest import LOOKUP_ORDER
+from tests.order_tools import TRACK_ORDER
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +31,7 @@ def agent(scripted_model):
         instruction="You send email.",
         provider=scripted_model.provider_name,
         model=scripted_model.model,
-        functions=[{"name": EMAIL}, {"name": LOOKUP_ORDER}],
+        functions=[{"name": EMAIL}, {"name": TRACK_ORDER}],
     )
 
 
@@ -77,12 +77,12 @@ def test_it_reads_the_seal_from_the_database_not_from_the_callers_instance(agent
 
 
 def test_it_runs_turns_and_invocations_for_the_holder_of_the_key(agent, scripted_model):
-    scripted_model.play(Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})]), "Shipped.")
+    scripted_model.play(Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1041"})]), "Shipped.")
     conversation = conversation_start(agent=agent, seal=REASON)
 
     result = conversation_send(conversation=conversation, text="Where is 1041?", seal_key=conversation.seal_key)
     invoked = conversation_invoke_function(
-        conversation=conversation, name=LOOKUP_ORDER, arguments={"order_id": "1042"}, seal_key=conversation.seal_key
+        conversation=conversation, name=TRACK_ORDER, arguments={"order_id": "1042"}, seal_key=conversation.seal_key
     )
 
     assert result.output == "Shipped." and invoked.outcome == "executed"

@@ -12,7 +12,8 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.services import conversation_send, conversation_start
 from agenthost.views import CONVERSATIONS_PER_PAGE
-from tests.agenthost.conftest import CANCEL_ORDER, CANCELLATION, LOOKUP, LOOKUP_ORDER, ROUTER
+from tests.agenthost.conftest import CANCELLATION, LOOKUP, ROUTER
+from tests.order_tools import TRACK_ORDER, VOID_ORDER
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +24,7 @@ def _play_cancellation(scripted_model) -> None:
     """The order desk's side of CANCEL_1043: the router hands it over, the sub-agent cancels the order and says so."""
     scripted_model.play(
         Answer(tool_calls=[Call("route_to_agent", {"agent_name": CANCELLATION})]),
-        Answer(tool_calls=[Call(CANCEL_ORDER, {"order_id": "1043"})]),
+        Answer(tool_calls=[Call(VOID_ORDER, {"order_id": "1043"})]),
         "Order 1043 is now cancelled.",
     )
 
@@ -117,7 +118,7 @@ def test_it_draws_the_chats_conversation_on_the_server_with_the_hosts_partials(
     assert re.search(r'<li class="turn" id="turn-0" data-turn="0">\s*<div class="msg msg-user">\s*'
                      r'<div class="msg-who">You\s*</div>\s*<div class="msg-text">Please cancel order 1043', html)
     assert re.search(r'<details class="tool-call[^"]*">\s*<summary class="tool-head">\s*'
-                     rf'<span class="tool-name">{CANCEL_ORDER}</span>.*?by order-cancellation</span>', html, re.S)
+                     rf'<span class="tool-name">{VOID_ORDER}</span>.*?by order-cancellation</span>', html, re.S)
     assert "Order 1043 is now cancelled" in html
     assert re.search(r'Agents: </span>order-router → [^<]*order-cancellation', html)
     assert "Tokens: </span>" in html and "Steps: </span>" in html
@@ -138,7 +139,7 @@ def test_it_shows_a_members_own_conversation_on_its_page_and_no_one_elses(
     html = page.content.decode()
     assert page.status_code == 200
     assert "My cancellation" in html and "Please cancel order 1043" in html
-    assert re.search(rf'<span class="tool-name">{CANCEL_ORDER}</span>', html)
+    assert re.search(rf'<span class="tool-name">{VOID_ORDER}</span>', html)
     assert 'href="/static/agenthost/conversation.css"' in html
     # Panels are the harness's; Record and Extract (and their sheet) are for staff only.
     assert "Make test cases" not in html and "recording/recording.css" not in html
@@ -191,7 +192,7 @@ def _admin_agent_form(**overrides):
         "model": "scripted",
         "temperature": "0",
         "max_steps": "",
-        "functions": json.dumps([{"name": LOOKUP_ORDER}]),
+        "functions": json.dumps([{"name": TRACK_ORDER}]),
         "rules": "[]",
     }
     return {**form, **overrides}
@@ -200,7 +201,7 @@ def _admin_agent_form(**overrides):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"functions": f'[{{"name": "{LOOKUP_ORDER}"'}, "Enter a valid JSON."),
+        ({"functions": f'[{{"name": "{TRACK_ORDER}"'}, "Enter a valid JSON."),
         ({"functions": '[{"name": ""}]'}, "functions[0].name: must be a non-empty string"),
         ({"model": "imaginary"}, "scripted:imaginary"),
         ({"instruction": "{% if %}"}, "does not compile as a Django template"),
@@ -223,23 +224,23 @@ def test_it_saves_an_agent_in_the_admin_and_shows_its_json_indented(client, admi
     )
     assert response.status_code == 302
     agent = Agent.objects.get(name="billing")
-    assert agent.functions == [{"name": LOOKUP_ORDER}]
+    assert agent.functions == [{"name": TRACK_ORDER}]
     assert list(agent.sub_agents.values_list("name", flat=True)) == ["order-lookup"]
 
     page = client.get(f"/admin/agenthost/agent/{agent.pk}/change/").content.decode()
-    assert f'[\n  {{\n    &quot;name&quot;: &quot;{LOOKUP_ORDER}&quot;\n  }}\n]' in page
+    assert f'[\n  {{\n    &quot;name&quot;: &quot;{TRACK_ORDER}&quot;\n  }}\n]' in page
 
 
 def test_it_shows_a_conversation_read_only_with_messages_and_state_in_the_admin(
     client, admin_user, order_agents, scripted_model
 ):
-    scripted_model.play(Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1041"})]), "Order 1041 has shipped.")
+    scripted_model.play(Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1041"})]), "Order 1041 has shipped.")
     conversation = conversation_start(
         agent=order_agents[LOOKUP], owner=admin_user, initial_state={"customer_email": "ana@example.com"}
     )
     conversation_send(conversation=conversation, text="Where is order 1041?")
     client.force_login(admin_user)
     page = client.get(f"/admin/agenthost/conversation/{conversation.pk}/change/").content.decode()
-    assert "Where is order 1041?" in page and LOOKUP_ORDER in page and "ana@example.com" in page
+    assert "Where is order 1041?" in page and TRACK_ORDER in page and "ana@example.com" in page
     assert 'name="messages-0-content"' not in page and 'name="state_changes-0-key"' not in page, "read-only"
     assert client.get("/admin/agenthost/conversation/add/").status_code == 403

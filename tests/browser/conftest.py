@@ -4,26 +4,30 @@ A missing Chromium fails these tests — it is never a reason to skip them. Play
 browser of its own (that download fails here); it drives Debian's, at AGENTTEST_CHROMIUM or /usr/bin/chromium.
 
 The pages show an order-support desk (`order_desk`) on the host's scripted model — a test scripts what the model
-answers, and the shop's two functions below answer its calls — except where a test is about the demo itself.
+answers, and the tests' order tools (tests/order_tools.py) answer its calls. A run a real worker executes plays the
+desk of tests/desk.py, whose models the worker reads from a providers file (`run_queue`). The demo's own pages are
+tested in tests/demo/browser/, with these fixtures.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
-from agenthost.functions import FunctionContext, FunctionResult, register_function
 from agenthost.llm.scripted import Answer, Call, Entry
 from agenthost.models import Agent, Conversation
 from agenthost.services import conversation_send, conversation_start
 from agenthost.testing.fixtures import ScriptedModel
+from agenttest.celery import app
 from cases.models import Case
 from recording.services import recording_create
+from tests.order_tools import TRACK_ORDER, VOID_ORDER
+from tests.workers import runs_worker
 
 CHROMIUM = os.environ.get("AGENTTEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -86,6 +90,29 @@ def sign_in(chromium: Browser, live_server) -> Callable[[str, str], tuple[Browse
     return sign_in_as
 
 
+def _drop_publisher_connections() -> None:
+    # The Celery app builds its connection and producer pools from broker_url on first use and keeps them; dropping
+    # them makes the next publish connect to the broker configured now (what Celery itself does after a fork).
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+@pytest.fixture
+def run_queue(settings, tmp_path) -> Iterator[Callable[..., AbstractContextManager]]:
+    """The embedded broker in a temporary file: the trigger's ping checks it and the page's trigger publishes to it.
+    Yields a function that starts a real runs worker on it (and on the test database), with the environment
+    variables it is given (a providers file, say)."""
+    url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
+    settings.CELERY_BROKER_URL = url
+    previous = app.conf.broker_url
+    app.conf.broker_url = url
+    _drop_publisher_connections()
+    log = tmp_path / "worker.log"
+    yield lambda **env: runs_worker(url, log, **env)
+    app.conf.broker_url = previous
+    _drop_publisher_connections()
+
+
 @pytest.fixture
 def save_screenshot() -> Callable[[Page, str], None]:
     """Writes docs/screenshots/<name> only when AGENTTEST_SCREENSHOTS=1, so an ordinary test run changes no file."""
@@ -98,40 +125,7 @@ def save_screenshot() -> Callable[[Page, str], None]:
     return save
 
 
-# The shop's functions, under names of their own: a chat runs its functions for real, so they need an implementation,
-# and a name is registered once (the demo plugin registers lookup_order and cancel_order). The look-up only reads; the
-# cancellation is an effect outside agenttest. Both write the order they touched into the conversation's state.
-LOOKUP_ORDER = "test-browser-lookup_order"
-CANCEL_ORDER = "test-browser-cancel_order"
 EMAIL = "util-email-handle_email_sender"
-ORDER_STATUSES = {"1042": "shipped", "1043": "processing", "1047": "delivered"}
-_ORDER_ID = {"type": "string", "description": "The order number, e.g. 1042."}
-
-
-@register_function(
-    name=LOOKUP_ORDER, outside_effects=False,
-    description="Look up an order by its number: status, items and the customer's email.",
-    parameters={"type": "object", "properties": {"order_id": _ORDER_ID}, "required": ["order_id"]},
-)
-def _lookup_order(context: FunctionContext, order_id: str) -> FunctionResult:
-    status = ORDER_STATUSES[order_id]
-    order = {"order_id": order_id, "status": status, "items": [f"item-{order_id[-2:]}", "gift wrap"],
-             "customer_email": f"customer{order_id}@example.com"}
-    return FunctionResult(content=json.dumps(order), state_writes={"order_id": order_id, "order_status": status})
-
-
-@register_function(
-    name=CANCEL_ORDER, outside_effects=True, description="Cancel an order that has not been delivered yet.",
-    parameters={
-        "type": "object",
-        "properties": {"order_id": _ORDER_ID, "reason": {"type": "string", "description": "Why they cancel."}},
-        "required": ["order_id"],
-    },
-)
-def _cancel_order(context: FunctionContext, order_id: str, reason: str = "") -> FunctionResult:
-    return FunctionResult(content=json.dumps({"order_id": order_id, "cancelled": True, "refund": "full"}),
-                          state_writes={"order_id": order_id, "order_status": "cancelled"})
-
 
 # The model `scripted_model` configures, and the second one `two_scripted_models` adds.
 SCRIPTED, SCRIPTED_OTHER = "scripted:scripted", "scripted:other"
@@ -151,8 +145,8 @@ def cancellation_of_1043() -> list[Entry]:
     """What the cancellation agent answers to a request to cancel order 1043 (ana@example.com): it looks the order up,
     cancels it (giving a reason, which a recording leaves out of its mock), emails the customer and says so."""
     return [
-        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1043"})]),
-        Answer(tool_calls=[Call(CANCEL_ORDER, {"order_id": "1043", "reason": "requested by the customer"})]),
+        Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1043"})]),
+        Answer(tool_calls=[Call(VOID_ORDER, {"order_id": "1043", "reason": "requested by the customer"})]),
         Answer(tool_calls=[Call(EMAIL, {
             "to": "ana@example.com", "subject": "Order 1043 is now cancelled",
             "body": "Hello,\n\nOrder 1043 is now cancelled.\n\nKind regards,\nCustomer support",
@@ -181,14 +175,14 @@ def order_desk(scripted_model) -> dict[str, Agent]:
         name="order-lookup", provider="scripted", model="scripted",
         description="Looks up orders: status, items and the customer's email for an order number.",
         instruction="You answer questions about existing orders. Look the order up before you say anything about it.",
-        functions=[{"name": LOOKUP_ORDER}],
+        functions=[{"name": TRACK_ORDER}],
     )
     cancellation = Agent.objects.create(
         name="order-cancellation", provider="scripted", model="scripted",
         description="Cancels orders and sends confirmation emails to the customer.",
         instruction="You cancel orders. Look the order up first; do not cancel one that is already delivered. After a "
                     "cancellation, email the customer a confirmation.",
-        functions=[{"name": LOOKUP_ORDER}, {"name": CANCEL_ORDER}, {"name": EMAIL}],
+        functions=[{"name": TRACK_ORDER}, {"name": VOID_ORDER}, {"name": EMAIL}],
     )
     router = Agent.objects.create(
         name="order-router", provider="scripted", model="scripted",

@@ -10,7 +10,8 @@ from playwright.sync_api import Page, expect
 from agenthost.llm.scripted import Answer, Call, Entry
 from agenthost.services import conversation_send, conversation_start
 from recording.services import recording_create
-from tests.browser.conftest import CANCEL_ORDER, EMAIL, LOOKUP_ORDER, cancellation_of_1043
+from tests.browser.conftest import EMAIL, cancellation_of_1043
+from tests.order_tools import TRACK_ORDER, VOID_ORDER
 from tests.recording.conftest import THREE_TOPICS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -46,8 +47,8 @@ def test_it_shows_a_recorded_draft_for_review_on_one_screen(sign_in, save_screen
     expect(review.locator(".review-warnings")).to_contain_text("left out: reason (optional)")
     turn = review.get_by_role("region", name="Turn 0")
     expect(turn.locator("h3")).to_contain_text("Please cancel order 1043, my email is ana@example.com")
-    expect(turn.locator(".review-assertion .review-kind")).to_have_text([LOOKUP_ORDER, CANCEL_ORDER, EMAIL])
-    expect(turn.locator(".review-mock > .review-kind")).to_have_text([LOOKUP_ORDER, CANCEL_ORDER, EMAIL])
+    expect(turn.locator(".review-assertion .review-kind")).to_have_text([TRACK_ORDER, VOID_ORDER, EMAIL])
+    expect(turn.locator(".review-mock > .review-kind")).to_have_text([TRACK_ORDER, VOID_ORDER, EMAIL])
     cancel_mock = turn.locator(".review-mock").nth(1)
     expect(cancel_mock).to_contain_text('writes state {"order_id": "1043", "order_status": "cancelled"}')
     expect(turn.locator(".review-mock").nth(2)).not_to_contain_text("writes state")
@@ -89,7 +90,7 @@ def test_it_shows_a_recorded_draft_for_review_on_one_screen(sign_in, save_screen
 
 def looked_up(order_id: str, reply: str) -> list[Entry]:
     """A turn that looks one order up and answers about it."""
-    return [Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": order_id})]), reply]
+    return [Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": order_id})]), reply]
 
 
 def test_it_groups_each_turns_mocks_with_that_turn_in_a_long_conversation(
@@ -98,8 +99,8 @@ def test_it_groups_each_turns_mocks_with_that_turn_in_a_long_conversation(
     # Three goals in four turns: the status and the items of order 1042, cancelling 1043 (look-up, cancellation,
     # confirmation email), then cancelling 1047, which the look-up finds delivered.
     scripted_model.play(
-        *looked_up("1042", "Order 1042 has shipped."),
-        *looked_up("1042", "Order 1042 holds item-42 and gift wrap."),
+        *looked_up("1042", "Order 1042 is delivered."),
+        *looked_up("1042", "Order 1042 holds item-42."),
         *cancellation_of_1043(),
         *looked_up("1047", "I checked: order 1047 is already delivered, so I did not change it."),
     )
@@ -117,7 +118,7 @@ def test_it_groups_each_turns_mocks_with_that_turn_in_a_long_conversation(
         page.get_by_role("region", name=f"Turn {number}").locator(".review-mock > .review-kind").all_inner_texts()
         for number in range(4)
     ]
-    assert mocks_per_turn == [[LOOKUP_ORDER], [LOOKUP_ORDER], [LOOKUP_ORDER, CANCEL_ORDER, EMAIL], [LOOKUP_ORDER]]
+    assert mocks_per_turn == [[TRACK_ORDER], [TRACK_ORDER], [TRACK_ORDER, VOID_ORDER, EMAIL], [TRACK_ORDER]]
     # The look-up is called four times: each mock keeps the order it looked up, and shows which call it answers.
     expect(page.get_by_role("region", name="Turn 3").locator(".review-mock")).to_contain_text(
         '{"order_id": "1047"} call #3'

@@ -39,7 +39,8 @@ from cases.models import Case, Suite
 from cases.services import case_create
 from runs.models import Run
 from runs.services import run_create, run_execute
-from tests.browser.conftest import CANCEL_ORDER, EMAIL, LOOKUP_ORDER, SCRIPTED, SCRIPTED_OTHER, routed_to
+from tests.browser.conftest import EMAIL, SCRIPTED, SCRIPTED_OTHER, routed_to
+from tests.order_tools import TRACK_ORDER, VOID_ORDER
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -121,11 +122,11 @@ def desk_model(*, hasty: str = "") -> Callable[[ModelRequest], Entry]:
         cancelling = "cancel" in asked
         if "route_to_agent" in offered:
             return routed_to("order-cancellation" if cancelling else "order-lookup")
-        if cancelling and CANCEL_ORDER not in offered:
+        if cancelling and VOID_ORDER not in offered:
             return Answer(tool_calls=[Call(FALLBACK, {"reason": "a cancellation is outside my scope"})])
-        wanted = [LOOKUP_ORDER, CANCEL_ORDER] if cancelling else [LOOKUP_ORDER]
+        wanted = [TRACK_ORDER, VOID_ORDER] if cancelling else [TRACK_ORDER]
         if cancelling and request.model == hasty:
-            wanted.remove(LOOKUP_ORDER)
+            wanted.remove(TRACK_ORDER)
         arguments = {name: {"order_id": order} for name in wanted}
         email = re.search(r"[\w.]+@[\w.]+\.\w+", asked)
         if cancelling and email:
@@ -149,9 +150,9 @@ def order_case(name: str, user_message: str, checks: list[dict[str, Any]], *, ca
     """A one-turn case about the order its message names, whose look-up (and cancellation) are mocked; an email is
     not."""
     order = re.search(r"\d{4}", user_message).group()
-    mocks = [{"function_name": LOOKUP_ORDER, "result": json.dumps({"order_id": order, "status": "processing"})}]
+    mocks = [{"function_name": TRACK_ORDER, "result": json.dumps({"order_id": order, "status": "processing"})}]
     if cancels:
-        mocks.append({"function_name": CANCEL_ORDER, "result": json.dumps({"order_id": order, "cancelled": True})})
+        mocks.append({"function_name": VOID_ORDER, "result": json.dumps({"order_id": order, "cancelled": True})})
     return {"name": name, "description": description, "mocks": mocks,
             "turns": [{"user_message": user_message, "assertions": checks}]}
 
@@ -165,13 +166,13 @@ def desk_runs(order_desk, two_scripted_models, admin_user) -> dict[str, Run]:
     suite = Suite.objects.create(name="Order cancellations", agent=order_desk["order-cancellation"])
     for document in (
         order_case("Order status is looked up", "Where is my order #1042?",
-                   [tool_called(LOOKUP_ORDER, order_id="1042")],
+                   [tool_called(TRACK_ORDER, order_id="1042")],
                    description="The agent looks the order up before it answers."),
-        order_case(UNMOCKED_CASE, "Please cancel order 1044, my email is kim@example.com", [tool_called(CANCEL_ORDER)],
+        order_case(UNMOCKED_CASE, "Please cancel order 1044, my email is kim@example.com", [tool_called(VOID_ORDER)],
                    cancels=True, description=f"{MISSING_MOCK}: it fails on every run, on purpose. The email tool has "
                    "no mock, so the harness blocks it and the case fails with the call named."),
         order_case("A cancellation looks the order up first", "Please cancel order 1043",
-                   [tool_called(LOOKUP_ORDER, order_id="1043"), tool_called(CANCEL_ORDER, order_id="1043")],
+                   [tool_called(TRACK_ORDER, order_id="1043"), tool_called(VOID_ORDER, order_id="1043")],
                    cancels=True),
     ):
         case_create(suite=suite, document=document)
@@ -363,7 +364,7 @@ def test_it_extracts_the_readmes_conversation_typed_in_the_chat_into_two_drafts_
         expect(page.locator("#transcript .msg-user")).to_have_count(answered)
         expect(message).to_be_enabled()
     expect(page.locator("#transcript")).to_contain_text(FALLBACK)
-    expect(page.locator("#transcript")).to_contain_text(CANCEL_ORDER)
+    expect(page.locator("#transcript")).to_contain_text(VOID_ORDER)
     conversation = Conversation.objects.get()
 
     # The chat's "Conversation #N" opens the conversation's page, where a reviewer extracts the cases.

@@ -22,7 +22,8 @@ from cases.models import Suite
 from cases.services import case_create
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
-from tests.browser.conftest import LOOKUP_ORDER, SCRIPTED, SCRIPTED_OTHER
+from tests.browser.conftest import SCRIPTED, SCRIPTED_OTHER
+from tests.order_tools import TRACK_ORDER
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -50,7 +51,7 @@ def answer_by_rule(request: ModelRequest) -> Entry:
     if last["role"] == "tool":
         return "Order 1042 has shipped."
     if last["content"] == WHERE_IS_1042:
-        return Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1042"})])
+        return Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1042"})])
     return "Hello! How can I help you today?"
 
 
@@ -61,10 +62,10 @@ def lookup_suite(order_desk) -> Suite:
     case_create(suite=suite, document={
         "name": LOOKUP_CASE,
         "turns": [{"user_message": WHERE_IS_1042, "assertions": [
-            {"type": "toolCalled", "params": {"function": LOOKUP_ORDER, "arguments": {"order_id": "1042"}}},
+            {"type": "toolCalled", "params": {"function": TRACK_ORDER, "arguments": {"order_id": "1042"}}},
             {"type": "outputContains", "params": {"text": "shipped"}},
         ]}],
-        "mocks": [{"function_name": LOOKUP_ORDER, "result": json.dumps({"order_id": "1042", "status": "shipped"})}],
+        "mocks": [{"function_name": TRACK_ORDER, "result": json.dumps({"order_id": "1042", "status": "shipped"})}],
     })
     case_create(suite=suite, document={
         "name": "Small talk",
@@ -93,7 +94,7 @@ def test_it_marks_regressions_against_the_blessed_baseline_and_shows_a_flipped_c
 
     # An unblessed run in between: the next run still compares with the blessed one, not with the previous run.
     execute()
-    Suite.objects.filter(pk=suite.pk).update(force_blocked_functions=[LOOKUP_ORDER])
+    Suite.objects.filter(pk=suite.pk).update(force_blocked_functions=[TRACK_ORDER])
     current = execute()
     regressed = CaseResult.objects.get(run=current, case_name=LOOKUP_CASE, model=SCRIPTED)
     before = CaseResult.objects.get(run=blessed, case_name=LOOKUP_CASE, model=SCRIPTED)
@@ -161,7 +162,7 @@ def test_it_marks_regressions_against_the_blessed_baseline_and_shows_a_flipped_c
         expect(heads.nth(1)).to_contain_text(f"Run #{current.pk}")
         summary = page.locator(".divergence-summary")
         expect(summary).to_contain_text("First divergence: Turn 0, messages and tool calls")
-        expect(summary).to_contain_text(f"called {LOOKUP_ORDER}")
+        expect(summary).to_contain_text(f"called {TRACK_ORDER}")
         expect(summary).to_contain_text("(mocked)")
         expect(summary).to_contain_text("(blocked)")
         summary.get_by_role("link", name="First divergence").click()
@@ -185,7 +186,7 @@ def test_it_marks_regressions_against_the_blessed_baseline_and_shows_a_flipped_c
 
     # Long JSON wraps in its column at 800 px: an argument of one unbroken 2,000-character token.
     transcript = [
-        {**row, "arguments": {"note": "x" * 2000}} if row.get("function_name") == LOOKUP_ORDER else row
+        {**row, "arguments": {"note": "x" * 2000}} if row.get("function_name") == TRACK_ORDER else row
         for row in regressed.transcript
     ]
     CaseResult.objects.filter(pk=regressed.pk).update(transcript=transcript)

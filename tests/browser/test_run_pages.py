@@ -1,93 +1,49 @@
-"""In a real browser (Playwright driving Debian's Chromium): an admin triggers a two-model run of the demo suite,
-watches its progress reach the end without the page reloading, reads the summary and the matrix, and opens a failed
-cell down to the failing assertion; a member can look but finds no trigger or cancel, and gets 403 when posting."""
+"""In a real browser (Playwright driving Debian's Chromium): an admin triggers a two-model run of a suite, watches its
+progress reach the end without the page reloading, reads the summary and the matrix, and opens a failed cell down to
+the failing assertion; a member can look but finds no trigger or cancel, and gets 403 when posting."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
-import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from agenttest.celery import app
-from agenttest_demo.suite import demo_suite_ensure
 from cases.models import Suite
+from common.provider_config import load_providers
 from runs.engine.numbers import format_pass_rate
 from runs.models import CaseResult, Run
 from runs.selectors import run_summary
-from tests.workers import runs_worker
+from tests.browser.pages import ADMIN, MEMBER, RUN_TIMEOUT_MS, queued_runs, worker_log
+from tests.desk import MODELS, desk_providers_file, desk_suite
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ADMIN = ("root", "root-password-123")
-MEMBER = ("mia", "mia-password-123")
-CAREFUL, HASTY = "simulated:sim-careful", "simulated:sim-hasty"
-RUN_TIMEOUT_MS = 120_000
+CAREFUL, HASTY = MODELS
 
 
 @pytest.fixture
-def demo_suite(demo_agents) -> Suite:
-    suite, _ = demo_suite_ensure()
-    return suite
+def desk(settings, tmp_path) -> tuple[Suite, str]:
+    """The desk's suite on its two models (tests/desk.py), and the providers file a worker reads them from."""
+    providers = desk_providers_file(tmp_path)
+    settings.AGENTTEST_PROVIDERS = load_providers(str(providers))
+    return desk_suite(), str(providers)
 
 
-def _drop_publisher_connections() -> None:
-    # The Celery app builds its connection and producer pools from broker_url on first use and keeps them; dropping
-    # them makes the next publish connect to the broker configured now (what Celery itself does after a fork).
-    app._pool = None
-    app.amqp._producer_pool = None
-
-
-@pytest.fixture
-def run_queue(settings, tmp_path) -> Iterator[Callable[[], AbstractContextManager]]:
-    """The embedded broker in a temporary file: the trigger's ping checks it and the page's trigger publishes to it.
-    Yields a function that starts a real runs worker on it (and on the test database)."""
-    url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
-    settings.CELERY_BROKER_URL = url
-    previous = app.conf.broker_url
-    app.conf.broker_url = url
-    _drop_publisher_connections()
-    log = tmp_path / "worker.log"
-    yield lambda: runs_worker(url, log)
-    app.conf.broker_url = previous
-    _drop_publisher_connections()
-
-
-def queued_runs(broker: Path) -> list[int]:
-    """The run ids of the execute_run messages waiting in an embedded (SQLite) broker."""
-    with sqlite3.connect(broker) as db:
-        payloads = [json.loads(row[0]) for row in db.execute("SELECT payload FROM kombu_message WHERE visible")]
-    return [
-        json.loads(base64.b64decode(payload["body"]))[0][0]
-        for payload in payloads
-        if payload["headers"]["task"] == "runs.tasks.execute_run"
-    ]
-
-
-def worker_log(tmp_path: Path) -> str:
-    path = tmp_path / "worker.log"
-    return path.read_text(errors="replace")[-4000:] if path.exists() else "(no worker log)"
-
-
-def test_it_triggers_a_two_model_run_and_follows_it_to_the_failing_assertion(
-    sign_in, run_queue, demo_suite, admin_user, tmp_path
-):
+def test_it_triggers_a_two_model_run_and_follows_it_to_the_failing_assertion(sign_in, run_queue, desk, admin_user,
+                                                                            tmp_path):
+    suite, providers = desk
     context, page = sign_in(*ADMIN)
     page.goto("/runs/")
     page.get_by_role("link", name="New run").click()
     expect(page.get_by_role("heading", name="New run")).to_be_visible()
 
-    page.get_by_label("Suite").select_option(str(demo_suite.pk))
+    page.get_by_label("Suite").select_option(str(suite.pk))
     page.get_by_label(CAREFUL).check()
     page.get_by_label(HASTY).check()
     count = page.locator("#case-count")
-    enabled = demo_suite.cases.filter(enabled=True).count()
+    enabled = suite.cases.filter(enabled=True).count()
     expect(count).to_have_text(f"All {enabled} enabled cases × 2 models = {2 * enabled} results")
     page.get_by_label("Case filter").fill("cancel")
     expect(count).to_have_text(re.compile(rf"^Matches [1-9]\d* of {enabled} enabled cases × 2 models = \d+ results$"))
@@ -115,7 +71,8 @@ def test_it_triggers_a_two_model_run_and_follows_it_to_the_failing_assertion(
     }""")
 
     assert queued_runs(tmp_path / "broker.sqlite3") == [run.pk], "the page's trigger publishes to the test broker"
-    with run_queue():  # the worker starts only now, so the page has to follow the run from Pending to the end
+    # The worker starts only now, so the page has to follow the run from Pending to the end.
+    with run_queue(AGENTTEST_PROVIDERS_FILE=providers):
         finished = page.locator('#run-body[data-live="0"]')
         try:
             expect(finished).to_be_attached(timeout=RUN_TIMEOUT_MS)
@@ -135,7 +92,7 @@ def test_it_triggers_a_two_model_run_and_follows_it_to_the_failing_assertion(
 
     # The summary: one row per model, with the pass rates the database holds.
     summaries = {summary.model: summary for summary in run_summary(run=run)}
-    assert summaries[HASTY].pass_rate < summaries[CAREFUL].pass_rate, "the demo shows the hasty model doing worse"
+    assert summaries[HASTY].pass_rate < summaries[CAREFUL].pass_rate, "the hasty model skips the look-up asked for"
     rows = page.locator(".summary-table tbody tr")
     expect(rows).to_have_count(2)
     for row, model in zip(rows.all(), (CAREFUL, HASTY), strict=True):

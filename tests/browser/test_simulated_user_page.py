@@ -14,9 +14,9 @@ from cases.models import Suite
 from cases.services import case_create
 from runs.models import CaseResult
 from runs.services import run_create, run_execute
-from tests.browser.conftest import CANCEL_ORDER, LOOKUP_ORDER, SCRIPTED
-from tests.browser.test_review_pages import WIDTHS, assert_fits
-from tests.browser.test_run_pages import ADMIN
+from tests.browser.conftest import SCRIPTED
+from tests.browser.pages import ADMIN, WIDTHS, assert_fits
+from tests.order_tools import TRACK_ORDER, VOID_ORDER
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -41,18 +41,18 @@ def test_it_shows_the_persona_goal_and_facts_and_counts_turns_from_one(sign_in, 
     suite = Suite.objects.create(name="Simulated users", agent=order_desk["order-cancellation"], judge_model=SCRIPTED)
     case_create(suite=suite, document={
         "name": ASKED, "turns": [], "simulated_user": PLAYED,
-        "assertions": [{"type": "toolCalled", "params": {"function": CANCEL_ORDER, "arguments": {"order_id": "1043"}}}],
+        "assertions": [{"type": "toolCalled", "params": {"function": VOID_ORDER, "arguments": {"order_id": "1043"}}}],
         "mocks": [
-            {"function_name": LOOKUP_ORDER, "result": json.dumps({"order_id": "1043", "status": "processing"})},
-            {"function_name": CANCEL_ORDER, "result": json.dumps({"order_id": "1043", "cancelled": True})},
+            {"function_name": TRACK_ORDER, "result": json.dumps({"order_id": "1043", "status": "processing"})},
+            {"function_name": VOID_ORDER, "result": json.dumps({"order_id": "1043", "cancelled": True})},
         ],
     })
     scripted_model.play(
         move("still_going", "I'd like to cancel my order, please."),
         "Could you tell me the order number?",
         move("still_going", "It's 1043."),
-        Answer(tool_calls=[Call(LOOKUP_ORDER, {"order_id": "1043"})]),
-        Answer(tool_calls=[Call(CANCEL_ORDER, {"order_id": "1043"})]),
+        Answer(tool_calls=[Call(TRACK_ORDER, {"order_id": "1043"})]),
+        Answer(tool_calls=[Call(VOID_ORDER, {"order_id": "1043"})]),
         "Order 1043 is now cancelled.",
         move("done", "Thank you!", "the assistant cancelled order 1043"),
     )

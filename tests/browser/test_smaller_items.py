@@ -10,8 +10,7 @@ from playwright.sync_api import expect
 from agenthost.models import Agent, Conversation
 from cases.models import Case, Suite
 from runs.models import CaseResult, Run
-from tests.browser.test_review_pages import WIDTHS, assert_fits
-from tests.browser.test_run_pages import ADMIN, MEMBER
+from tests.browser.pages import ADMIN, MEMBER, WIDTHS, assert_fits
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -13,8 +13,7 @@ from agenthost.models import Agent
 from cases.models import Case, Suite
 from runs.models import CaseResult, Run
 from tests.browser.conftest import SCRIPTED, SCRIPTED_OTHER
-from tests.browser.test_review_pages import WIDTHS, assert_fits
-from tests.browser.test_run_pages import ADMIN
+from tests.browser.pages import ADMIN, WIDTHS, assert_fits
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

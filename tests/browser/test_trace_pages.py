@@ -20,7 +20,7 @@ from rest_framework.authtoken.models import Token
 
 from agenthost.models import Agent, Conversation
 from cases.models import Case
-from tests.browser.test_review_pages import assert_fits
+from tests.browser.pages import assert_fits
 from tests.traces.dialects.test_genai import VERSIONS, shop_agent
 from tests.traces.test_conversations import FIND_ORDER
 from traces.models import TraceSpan

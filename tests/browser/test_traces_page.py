@@ -11,8 +11,7 @@ from playwright.sync_api import expect
 from rest_framework.authtoken.models import Token
 
 from agenthost.models import Agent
-from tests.browser.test_review_pages import WIDTHS, assert_fits
-from tests.browser.test_run_pages import ADMIN, MEMBER
+from tests.browser.pages import ADMIN, MEMBER, WIDTHS, assert_fits
 from tests.traces.test_conversations import FIND_ORDER
 from tests.traces.test_cut_history import FIRST, SECOND
 from tests.traces.test_receiver_conversations import send

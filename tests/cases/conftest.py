@@ -11,7 +11,7 @@ from agenthost.models import Agent
 from agenthost.testing.fixtures import ScriptedModel
 from cases.models import Case, Suite
 from cases.services import case_create
-from tests.cases.order_tools import ORDER_TOOLS
+from tests.order_tools import ORDER_TOOLS
 
 # The agents here run on the scripted model (each asks for the scripted_model fixture, which configures it), and a
 # judged suite judges with it too.

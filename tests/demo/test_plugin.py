@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from common.provider_config import load_providers
+
 BASE_DIR = Path(__file__).resolve().parents[2]
 
 INSPECT = (
@@ -70,3 +72,14 @@ def test_it_has_no_demo_setup_command_without_the_demo(tmp_path):
 
     assert result.returncode != 0
     assert "Unknown command: 'demo_setup'" in result.stderr
+
+
+def test_it_gives_the_demo_the_offline_simulated_models():
+    providers = load_providers(str(BASE_DIR / "agenttest_demo" / "providers.toml"))
+
+    assert list(providers) == ["simulated"]
+    assert providers["simulated"]["kind"] == "simulated"
+    assert [(m["name"], m["label"], m["input_price"]) for m in providers["simulated"]["models"]] == [
+        ("sim-careful", "Simulated: careful (offline)", 0.0),
+        ("sim-hasty", "Simulated: hasty (offline)", 0.0),
+    ]

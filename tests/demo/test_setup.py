@@ -168,6 +168,39 @@ def test_it_queues_the_first_run_of_the_demo_suite_once(tmp_path):
         assert broker.execute("select count(*) from kombu_message").fetchone() == (1,)
 
 
+# A host-only deployment (no harness apps, so no `apply`): the demo's agents, read from their files, and its
+# conversations; no suite.
+@pytest.mark.embedded_default
+def test_it_sets_up_the_agents_and_conversations_of_a_deployment_without_the_harness(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    base = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "DATABASE_URL", "AGENTTEST_"))}
+    env.update(
+        AGENTTEST_DEBUG="1", AGENTTEST_DEMO="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_HARNESS_APPS="",
+        AGENTTEST_ADMIN_PASSWORD="demo-password-1",
+    )
+
+    def manage(*args):
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=base, env=env, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    manage("migrate", "--noinput")
+    first = manage("demo_setup")
+    for name in ("order-cancellation", "order-lookup", "order-router"):
+        assert f"Created agent {name!r} (simulated:sim-careful)." in first
+    assert first.count("Created conversation #") == 3 and "stopped early" not in first
+    assert "suite" not in first.lower() and "Queued run" not in first
+    second = manage("demo_setup")
+    assert "Agent 'order-router' exists; left unchanged." in second and "Created" not in second
+
+
 @pytest.mark.django_db(transaction=True)
 def test_it_runs_the_demo_suite_from_the_cli_with_the_right_exit_code_and_junit(tmp_path, capsys):
     import xml.etree.ElementTree as ET

@@ -20,9 +20,12 @@ PUBLIC = {
     "effects",
     # What a provider kind of its own uses: the numeric-option check and the scripted kind's token estimate.
     "is_number", "estimate_usage",
-    # A plugin's set-up command (the demo's demo_setup): the services creating agents, conversations, suites, runs.
+    # A plugin's set-up command (the demo's demo_setup): the services creating agents, conversations, suites, runs,
+    # and applying a directory of agent, suite and case files (`agenttest apply`'s).
     "Agent", "Conversation", "conversation_start", "conversation_send", "ConversationError", "TurnResult",
-    "Suite", "suite_create", "case_create", "run_trigger", "RunError",
+    "Suite", "suite_create", "case_create", "run_trigger", "RunError", "files_apply", "FilesRejected",
+    # A model key read by the one rule (common/model_keys.py), as the demo reads its agent files without the harness.
+    "split_model_key",
 }
 
 

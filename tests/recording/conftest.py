@@ -1,6 +1,6 @@
 """Conversations to record, made the way real ones are: through the conversation service, on scripted models (the
 order agents on agent_model, the desk on scripted_model, which also plays the extraction model), with the tests' own
-order tools (tests/cases/order_tools.py) answering for real."""
+order tools (tests/order_tools.py) answering for real."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from agenthost.models import Agent, Conversation
 from agenthost.services import conversation_send, conversation_start
 from agenthost.testing.fixtures import ScriptedModel, scripted_provider_config
 from cases.models import Suite
-from tests.cases.order_tools import ORDER_TOOLS
+from tests.order_tools import ORDER_TOOLS
 
 EMAIL = "util-email-handle_email_sender"
 WHERE_IS_1042 = "Where is my order #1042?"
@@ -28,7 +28,7 @@ THREE_TOPICS = (WHERE_IS_1042, ITEMS_OF_1042, CANCEL_1043, CANCEL_1047)
 SEEDED_STATE = {"customer_email": "bo@example.com"}
 
 # What the order agents' model does with each message: its calls, then (after their results) its reply, as a careful
-# agent would. Order 1042 is delivered, 1043 processing and 1047 delivered (tests/cases/order_tools.py).
+# agent would. Order 1042 is delivered, 1043 processing and 1047 delivered (tests/order_tools.py).
 ORDER_ANSWERS: dict[str, tuple[list[Call], str]] = {
     WHERE_IS_1042: ([Call("track_order", {"order_id": "1042"})], "Order 1042 is delivered."),
     ITEMS_OF_1042: ([Call("track_order", {"order_id": "1042"})], "Order 1042 holds item-42."),

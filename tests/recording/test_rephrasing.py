@@ -1,8 +1,13 @@
 """Issue 16, item 5: a recorded case survives a rephrasing. Its mocks and toolCalled assertions match the arguments
 that identify a call — never the free text a model words anew each time — and each state change rides on the mock
-of the call that made it. Every draft is run through the real run service and the mock seam."""
+of the call that made it. Every draft is run through the real run service and the mock seam. And what a recording
+still catches: a model that loses the order of an earlier turn, or skips the calls an edited instruction no longer
+asks for — two models of the order agents' scripted provider, careful and hasty, told apart by request.model."""
 
 from __future__ import annotations
+
+import json
+import re
 
 import pytest
 from django.core import mail
@@ -12,19 +17,17 @@ from hypothesis import strategies as st
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.transcripts import TranscriptCall
-from agenttest_demo.agents import demo_conversations_create
 from cases.models import Suite
 from cases.services import case_enable
 from recording.drafts import IDENTIFYING_TEXT_MAX_LENGTH, identifying_arguments
 from recording.services import recording_create
-from runs.models import Run
 from runs.services import run_create, run_execute
 from tests.recording.conftest import CANCEL_1043, EMAIL, ORDER_ANSWERS, answer_by_user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# The demo's models (agenttest_demo), for the tests below of how its two models replay its own conversations.
-CAREFUL, HASTY = "simulated:sim-careful", "simulated:sim-hasty"
+# Two more models of the order agents' scripted provider (the careful_and_hasty fixture).
+CAREFUL, HASTY = "agents:careful", "agents:hasty"
 CANCEL_MESSAGE = "Cancel order 77 please"
 
 
@@ -154,41 +157,50 @@ def test_it_puts_the_cancellations_state_on_the_cancel_mock_not_the_email_mock(o
     }
 
 
-def test_it_runs_the_recorded_demo_cases_green_on_both_simulated_models(demo_agents, admin_user):
-    """Issue 16's Done-when: recorded from sim-careful, every demo conversation's case passes on both simulated models.
-    sim-hasty makes the same calls there, as the demo agents' instructions ask, but words its cancellation email its
-    own way; the mock recorded from sim-careful's email still answers it."""
-    conversations = [result.conversation for result in demo_conversations_create(owner=admin_user)]
-    cases = [recording_create(conversation=conversation).cases[0] for conversation in conversations]
-    mail.outbox.clear()
-
-    run = run_enabled(cases[0].suite, [CAREFUL, HASTY], cases)
-
-    results = {(result.case_name, result.model): result for result in run.results.all()}
-    assert {(name, model, result.status, result.reason) for (name, model), result in results.items()} == {
-        (f"Recorded from {conversation}", model, "passed", "")
-        for conversation in conversations for model in (CAREFUL, HASTY)
+@pytest.fixture
+def careful_and_hasty(agent_model, settings):
+    """agent_model's provider with two more models, CAREFUL and HASTY, playing one responder that tells them apart by
+    request.model; the order agents' own model (agent_model.key) answers as the careful one."""
+    provider = settings.AGENTTEST_PROVIDERS[agent_model.provider_name]
+    both = [{"name": name, "input_price": 0.0, "output_price": 0.0, "label": name} for name in ("careful", "hasty")]
+    settings.AGENTTEST_PROVIDERS = {
+        **settings.AGENTTEST_PROVIDERS,
+        agent_model.provider_name: {**provider, "models": [*provider["models"], *both]},
     }
-    assert run.status == Run.Status.PASSED
-    emails = {
-        model: next(call for call in results[("Recorded from Cancel order 1043", model)].tool_calls
-                    if call["name"] == EMAIL)
-        for model in (CAREFUL, HASTY)
-    }
-    careful_email, hasty_email = (emails[model]["arguments"] for model in (CAREFUL, HASTY))
-    assert careful_email["to"] == hasty_email["to"] == "ana@example.com"
-    assert careful_email["body"] != hasty_email["body"], "the two models word the confirmation differently"
-    assert {emails[model]["outcome"] for model in (CAREFUL, HASTY)} == {"mocked"}
-    assert mail.outbox == []
+    return agent_model
 
 
-def test_it_fails_a_recorded_two_turn_case_on_sim_hasty_where_it_loses_the_order_of_the_first_turn(
-    demo_agents, talk
+def resolving_the_order(request):
+    """An order agent asked to look an order up, or to cancel it (looking it up first). CAREFUL, and the agents' own
+    model, take the order a message names or, for "cancel it", the order of an earlier turn; HASTY reads only the
+    message it answers, looks up the order it names (none, for "cancel it") and, with no order found, gives up."""
+    messages = request.chat_messages()
+    last_user = max(index for index, message in enumerate(messages) if message["role"] == "user")
+    said = [message["content"] for message in messages[: last_user + 1] if message["role"] == "user"]
+    read = said[-1:] if request.model == "hasty" else said[::-1]
+    order = next((number for text in read for number in re.findall(r"\d{4}", text)), "")
+    this_turn = messages[last_user + 1 :]
+    called = [call["function"]["name"] for message in this_turn if message["role"] == "assistant"
+              for call in message.get("tool_calls") or []]
+    results = [message["content"] for message in this_turn if message["role"] == "tool"]
+    cancel = "cancel" in said[-1].lower()
+    if "track_order" not in called:
+        return Answer(tool_calls=[Call("track_order", {"order_id": order})])
+    if not results[0].startswith("{"):
+        return "I could not find that order."
+    if cancel and "void_order" not in called:
+        return Answer(tool_calls=[Call("void_order", {"order_id": order})])
+    return f"Order {order} is {'cancelled' if cancel else json.loads(results[0])['status']}."
+
+
+def test_it_fails_a_recorded_two_turn_case_on_a_model_that_loses_the_order_of_the_first_turn(
+    order_agents, careful_and_hasty, talk
 ):
-    """What recording still catches: "cancel it" refers to the order of the first turn; sim-careful resolves it,
-    sim-hasty looks up no order number — and since each recorded look-up keeps the order it was for (issue 36), that
-    look-up is blocked rather than answered with order 1041's data, and the recorded cancellation never comes."""
-    conversation = talk(demo_agents["order-router"], "Where is order 1041?", "Please cancel it")
+    """What recording still catches: "cancel it" refers to the order of the first turn; CAREFUL resolves it, HASTY
+    looks up no order number — and since each recorded look-up keeps the order it was for (issue 36), that look-up is
+    blocked rather than answered with order 1043's data, and the recorded cancellation never comes."""
+    careful_and_hasty.respond_with(resolving_the_order)
+    conversation = talk(order_agents["order-cancellation"], "Where is order 1043?", "Please cancel it")
     case = recording_create(conversation=conversation).cases[0]
 
     run = run_enabled(case.suite, [CAREFUL, HASTY], [case])
@@ -196,25 +208,46 @@ def test_it_fails_a_recorded_two_turn_case_on_sim_hasty_where_it_loses_the_order
     results = {result.model: result for result in run.results.all()}
     assert (results[CAREFUL].status, results[CAREFUL].reason) == ("passed", "")
     assert results[HASTY].status == "failed"
-    assert failed_assertions(results[HASTY])[0].startswith("cancel_order was not called")
+    assert "void_order was not called; calls made: track_order" in failed_assertions(results[HASTY])
     lookups = [(call["arguments"].get("order_id"), call["outcome"]) for call in results[HASTY].tool_calls
-               if call["name"] == "lookup_order"]
-    assert lookups[0] == ("1041", "mocked")
-    assert lookups[-1][0] != "1041" and lookups[-1][1] == "blocked", "the look-up for no order is never answered"
-    assert not [call for call in results[HASTY].tool_calls if call["name"] == "cancel_order"]
+               if call["name"] == "track_order"]
+    assert lookups[0] == ("1043", "mocked")
+    assert lookups[-1][0] != "1043" and lookups[-1][1] == "blocked", "the look-up for no order is never answered"
+    assert not [call for call in results[HASTY].tool_calls if call["name"] == "void_order"]
 
 
-def test_it_fails_the_recorded_cancellation_on_sim_hasty_once_the_instruction_stops_asking_to_look_first(
-    demo_agents, admin_user
+ASKS_TO_LOOK_FIRST = (
+    "You cancel orders. Look the order up first. After a cancellation, email the customer a confirmation."
+)
+
+
+def careful_or_as_told(request):
+    """The cancellation of order 1043 (ORDER_ANSWERS): CAREFUL, and the agents' own model, look the order up, cancel
+    it and confirm by email whatever the instruction says; HASTY looks it up and emails only when its instruction asks
+    for that."""
+    calls, text = ORDER_ANSWERS[CANCEL_1043]
+    if request.messages[-1]["role"] == "tool":
+        return text
+    if request.model == "hasty":
+        instruction = request.messages[0]["content"]
+        asked = {"void_order", *(["track_order"] if "Look the order up first" in instruction else []),
+                 *([EMAIL] if "email the customer" in instruction else [])}
+        calls = [call for call in calls if call.name in asked]
+    return Answer(tool_calls=calls)
+
+
+def test_it_fails_the_recorded_cancellation_on_a_model_that_skips_calls_once_the_instruction_stops_asking_for_them(
+    order_agents, careful_and_hasty, talk
 ):
-    """An instruction edit caught by a recorded case: sim-hasty looks the order up and emails only because the
-    cancellation agent's instruction says so. Drop that sentence and the recording made before the edit fails there
-    — on the calls it skips — while sim-careful, which checks on its own, still passes."""
-    conversation = next(result.conversation for result in demo_conversations_create(owner=admin_user)
-                        if result.conversation.title == "Cancel order 1043")
-    case = recording_create(conversation=conversation).cases[0]
-    cancellation = demo_agents["order-cancellation"]
-    cancellation.instruction = "You cancel orders of an online shop."
+    """An instruction edit caught by a recorded case: HASTY looks the order up and emails only because the
+    cancellation agent's instruction says so. Drop those sentences and the recording made before the edit fails there
+    — on the calls it skips — while CAREFUL, which checks on its own, still passes."""
+    careful_and_hasty.respond_with(careful_or_as_told)
+    cancellation = order_agents["order-cancellation"]
+    cancellation.instruction = ASKS_TO_LOOK_FIRST
+    cancellation.save(update_fields=["instruction"])
+    case = recording_create(conversation=talk(cancellation, CANCEL_1043)).cases[0]
+    cancellation.instruction = "You cancel orders."
     cancellation.save(update_fields=["instruction"])
 
     run = run_enabled(case.suite, [CAREFUL, HASTY], [case])
@@ -222,21 +255,9 @@ def test_it_fails_the_recorded_cancellation_on_sim_hasty_once_the_instruction_st
     results = {result.model: result for result in run.results.all()}
     assert (results[CAREFUL].status, results[CAREFUL].reason) == ("passed", "")
     assert failed_assertions(results[HASTY]) == [
-        "lookup_order was not called; calls made: route_to_agent, cancel_order",
-        f"{EMAIL} was not called; calls made: route_to_agent, cancel_order",
+        "track_order was not called; calls made: void_order",
+        f"{EMAIL} was not called; calls made: void_order",
     ]
-
-
-def test_it_replays_every_demo_conversation_played_on_sim_hasty_green_on_sim_hasty(demo_agents, admin_user):
-    Agent.objects.filter(name__in=demo_agents).update(model="sim-hasty")
-    conversations = [result.conversation for result in demo_conversations_create(owner=admin_user)]
-    cases = [recording_create(conversation=conversation).cases[0] for conversation in conversations]
-
-    run = run_enabled(cases[0].suite, [HASTY], cases)
-
-    assert {(result.case_name, result.status, result.reason) for result in run.results.all()} == {
-        (f"Recorded from {conversation}", "passed", "") for conversation in conversations
-    }
 
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=120)

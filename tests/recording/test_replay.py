@@ -1,24 +1,23 @@
 """A recording that cannot replay its own source is a defect: every draft here is enabled and run, through the real run
-service and the mock seam, against the model that produced its conversation — and must pass."""
+service and the mock seam, against the model that produced its conversation — and must pass. A draft that breaks the
+case rules (its agent no longer offers a recorded tool) is refused, each problem named once."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from django.core import mail
 
-from agenthost.llm.scripted import Call
-from agenttest_demo.agents import demo_conversations_create
+from agenthost.llm.scripted import Answer, Call
 from cases.models import Case, Suite
 from cases.services import case_enable
 from recording.services import extraction_create, recording_create
 from runs.models import Run
 from runs.services import RunError, run_create, run_execute
-from tests.recording.conftest import answer_by_user_message, segments_answer
+from tests.recording.conftest import EMAIL, answer_by_user_message, segments_answer
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-# The demo's models (agenttest_demo), for the two tests of the demo's own conversations: what its README shows.
-CAREFUL, HASTY = "simulated:sim-careful", "simulated:sim-hasty"
 
 
 def run_enabled(suite, model_key, cases):
@@ -26,19 +25,6 @@ def run_enabled(suite, model_key, cases):
         case_enable(case=case)
     run = run_execute(run_id=run_create(suite=suite, model_keys=[model_key]).pk)
     return run, {result.case_name: (result.status, result.reason) for result in run.results.all()}
-
-
-def test_it_replays_every_demo_conversation_green_on_its_own_model(demo_agents, admin_user):
-    conversations = [result.conversation for result in demo_conversations_create(owner=admin_user)]
-    drafts = [recording_create(conversation=conversation) for conversation in conversations]
-    suite = drafts[0].suite
-    mail.outbox.clear()
-
-    run, results = run_enabled(suite, CAREFUL, [draft.cases[0] for draft in drafts])
-
-    assert results == {f"Recorded from {conversation}": ("passed", "") for conversation in conversations}
-    assert run.status == Run.Status.PASSED
-    assert mail.outbox == [], "the recorded confirmation email is answered by its mock, never sent again"
 
 
 def test_it_replays_a_multi_turn_recording_and_each_extracted_case_green(three_topics, agent_model, scripted_model):
@@ -56,47 +42,70 @@ def test_it_replays_a_multi_turn_recording_and_each_extracted_case_green(three_t
     }
 
 
-README_STATUS = "Where is order #1042?"
-README_CANCEL = "Please cancel order 1043, my email is ana@example.com"
+ROUTED_STATUS = "Where is order #1042?"
+ROUTED_CANCEL = "Please cancel order 1043, my email is ana@example.com"
 
 
-def test_it_extracts_the_readmes_two_message_conversation_into_two_drafts_green_on_both_models(
-    demo_agents, talk, admin_client_api
+def routed_order_support(request):
+    """The order agents (order_agents) on one routed conversation: the router hands a cancellation to order-cancellation
+    and anything else to order-lookup; order-lookup hands a cancellation back to the router and looks other orders
+    up; order-cancellation looks the order up, cancels it and confirms by email. Each answers from the request alone,
+    so the conversation and every replay of a slice of it get the same answers."""
+    messages = request.chat_messages()
+    last_user = max(index for index, message in enumerate(messages) if message["role"] == "user")
+    text = messages[last_user]["content"]
+    order = re.findall(r"\d{4}", text)[0]
+    cancel = "cancel" in text.lower()
+    called = [call["function"]["name"] for message in messages[last_user + 1 :] if message["role"] == "assistant"
+              for call in message.get("tool_calls") or []]
+    offered = {tool["function"]["name"] for tool in request.tools}
+    if "route_to_agent" in offered:
+        to = "order-cancellation" if cancel else "order-lookup"
+        return Answer(tool_calls=[Call("route_to_agent", {"agent_name": to})])
+    if cancel and "void_order" not in offered:
+        return Answer(tool_calls=[Call("util-routing-fallback_to_router", {"reason": "a cancellation"})])
+    if "track_order" not in called:
+        calls = [Call("track_order", {"order_id": order})]
+        if cancel:
+            calls += [Call("void_order", {"order_id": order}),
+                      Call(EMAIL, {"to": "ana@example.com", "subject": f"Order {order} is cancelled", "body": "Done."})]
+        return Answer(tool_calls=calls)
+    return f"Order {order} is cancelled." if cancel else f"Order {order} is delivered."
+
+
+def test_it_extracts_a_routed_two_message_conversation_into_two_drafts_green_and_names_each_broken_rule_once(
+    order_agents, agent_model, scripted_model, talk, admin_client_api
 ):
-    # The README's conversation: order-lookup answers the status, then cannot cancel, hands back to the router, which
-    # routes to order-cancellation.
-    conversation = talk(demo_agents["order-router"], README_STATUS, README_CANCEL)
-    extract = {"conversation": conversation.pk, "extraction_model": CAREFUL}
+    # order-lookup answers the status, then cannot cancel, hands back to the router, which routes to
+    # order-cancellation.
+    agent_model.respond_with(routed_order_support)
+    conversation = talk(order_agents["order-router"], ROUTED_STATUS, ROUTED_CANCEL)
+    scripted_model.respond_with(lambda request: segments_answer(("Order status", 0, 0), ("Cancel an order", 1, 1)))
+    extract = {"conversation": conversation.pk, "extraction_model": scripted_model.key}
 
     response = admin_client_api.post("/api/extractions/", extract, format="json")
 
     assert response.status_code == 201, response.json()
     status, cancel = Case.objects.filter(pk__in=[item["id"] for item in response.json()["cases"]]).order_by("pk")
     assert [list(case.turns.values_list("user_message", flat=True)) for case in (status, cancel)] == [
-        [README_STATUS], [README_CANCEL]
+        [ROUTED_STATUS], [ROUTED_CANCEL]
     ]
     # Where a test of the cancellation starts: the router, with the status turn as history.
     assert cancel.entry_agent is None and cancel.suite.agent.name == "order-router"
     assert list(cancel.history.values_list("role", "content")) == [
-        ("user", README_STATUS), ("assistant", conversation.messages.filter(role="assistant").exclude(content="")
-                                  .order_by("seq").first().content),
+        ("user", ROUTED_STATUS), ("assistant", "Order 1042 is delivered."),
     ]
-    assert list(cancel.mocks.values_list("function_name", flat=True)) == [
-        "lookup_order", "cancel_order", "util-email-handle_email_sender"
-    ]
+    assert list(cancel.mocks.values_list("function_name", flat=True)) == ["track_order", "void_order", EMAIL]
     mail.outbox.clear()
-    for case in (status, cancel):
-        case_enable(case=case)
-    run = run_execute(run_id=run_create(suite=status.suite, model_keys=[CAREFUL, HASTY]).pk)
-    assert sorted(run.results.values_list("case_name", "model", "status", "reason")) == sorted(
-        (case.name, model, "passed", "") for case in (status, cancel) for model in (CAREFUL, HASTY)
-    )
-    assert mail.outbox == []
+    run, results = run_enabled(status.suite, agent_model.key, [status, cancel])
+    assert results == {status.name: ("passed", ""), cancel.name: ("passed", "")}
+    assert run.status == Run.Status.PASSED
+    assert mail.outbox == [], "the recorded confirmation email is answered by its mock, never sent again"
 
     # Once the cancellation agent no longer offers those tools, the draft breaks the case rules: each problem is
     # named once, and what the agents can call is listed once, after them.
-    agent = demo_agents["order-cancellation"]
-    agent.functions = [item for item in agent.functions if item["name"] == "lookup_order"]
+    agent = order_agents["order-cancellation"]
+    agent.functions = [item for item in agent.functions if item["name"] == "track_order"]
     agent.save()
     refused = admin_client_api.post("/api/extractions/", extract, format="json")
     assert refused.status_code == 400
@@ -109,9 +118,10 @@ def test_it_extracts_the_readmes_two_message_conversation_into_two_drafts_green_
     assert error["message"].count("callable functions") == 1 and error["message"].count("order-lookup") == 1
     assert error["message"].endswith(
         "callable functions (agents: order-router, order-cancellation, order-lookup): human_intervention_needed, "
-        "lookup_order, response_to_user, route_to_agent, util-instruct-execute_template, "
+        "response_to_user, route_to_agent, track_order, util-instruct-execute_template, "
         "util-routing-fallback_to_router"
     )
+    assert Case.objects.count() == 2, "the refused extraction stores nothing"
 
 
 def test_it_replays_repeated_calls_a_stop_and_dropped_state_green(scripted_model, scripted_desk, desk_suite, talk):

@@ -2,9 +2,8 @@
 
 The order desk's cases run on two models that behave differently on the same request: asked to cancel an order, the
 careful one looks it up first and the hasty one cancels straight away — so `toolCalled lookup_order` passes on one
-model and fails on the other. They are two models of the host's scripted provider, SCRIPTED_CAREFUL and SCRIPTED_HASTY,
-playing `order_desk_answer`; the files not yet moved off the demo (issue 34) run the demo's simulated models, CAREFUL
-and HASTY, whose rules behave so.
+model and fails on the other. They are two models of the host's scripted provider, CAREFUL and HASTY, playing
+`order_desk_answer`.
 """
 
 from __future__ import annotations
@@ -26,13 +25,11 @@ from agenttest.celery import app
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 
-CAREFUL = "simulated:sim-careful"
-HASTY = "simulated:sim-hasty"
 CANCEL_REQUEST = "Please cancel order 1043 because I changed my mind"
 # The host's scripted models: `scripted_model` configures SCRIPTED (priced), `careful_and_hasty` the other two (free).
 SCRIPTED = "scripted:scripted"
-SCRIPTED_CAREFUL = "scripted:careful"
-SCRIPTED_HASTY = "scripted:hasty"
+CAREFUL = "scripted:careful"
+HASTY = "scripted:hasty"
 # Declared in full, so the model is offered the same tools whether or not a plugin registers functions of these names;
 # a case's mocks answer them.
 ORDER_TOOLS = (
@@ -74,7 +71,7 @@ def _fresh_throttle_history(db) -> Iterator[None]:
 
 @pytest.fixture
 def careful_and_hasty(scripted_model, settings) -> ScriptedModel:
-    """The scripted provider with SCRIPTED_CAREFUL and SCRIPTED_HASTY too, both free (no price, of a kind that declares
+    """The scripted provider with CAREFUL and HASTY too, both free (no price, of a kind that declares
     itself free). They play one script, which tells them apart by request.model."""
     scripted = settings.AGENTTEST_PROVIDERS["scripted"]
     both = [
@@ -88,7 +85,7 @@ def careful_and_hasty(scripted_model, settings) -> ScriptedModel:
 
 
 def order_desk_answer(request: ModelRequest) -> Entry:
-    """The order desk, asked about the order its user's last message names: SCRIPTED_CAREFUL looks it up before
+    """The order desk, asked about the order its user's last message names: CAREFUL looks it up before
     cancelling it, any other model cancels it straight away; then each says it is done."""
     messages = request.chat_messages()
     last_user = max(index for index, message in enumerate(messages) if message.get("role") == "user")
@@ -106,7 +103,7 @@ def order_desk_answer(request: ModelRequest) -> Entry:
 
 @pytest.fixture
 def order_desk(careful_and_hasty) -> ScriptedModel:
-    """SCRIPTED_CAREFUL and SCRIPTED_HASTY answering as the order desk (order_desk_answer)."""
+    """CAREFUL and HASTY answering as the order desk (order_desk_answer)."""
     careful_and_hasty.respond_with(order_desk_answer)
     return careful_and_hasty
 
@@ -115,7 +112,7 @@ def order_desk(careful_and_hasty) -> ScriptedModel:
 def order_agent(db) -> Agent:
     return Agent.objects.create(
         name="order-desk", description="Looks up and cancels orders.",
-        instruction="You help customers with their orders.", provider="simulated", model="sim-careful",
+        instruction="You help customers with their orders.", provider="scripted", model="careful",
         functions=copy.deepcopy(list(ORDER_TOOLS)),
     )
 

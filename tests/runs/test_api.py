@@ -7,8 +7,7 @@ from django.conf import settings as django_settings
 from django.urls import reverse
 
 from runs.models import CaseResult, Run
-from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
-from tests.runs.conftest import SCRIPTED_HASTY as HASTY
+from tests.runs.conftest import CAREFUL, HASTY
 
 PASSED, FAILED, ERROR, CANCELLED = "passed", "failed", "error", "cancelled"
 

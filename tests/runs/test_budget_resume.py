@@ -15,8 +15,7 @@ from cases.models import Assertion, Case, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.selectors import run_summary
 from runs.services import RunConflict, RunError, run_cancel, run_create, run_execute, run_prepare_resume
-from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
-from tests.runs.conftest import SCRIPTED_HASTY as HASTY
+from tests.runs.conftest import CAREFUL, HASTY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

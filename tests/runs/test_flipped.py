@@ -14,8 +14,7 @@ from django.utils import timezone
 
 from runs.models import CaseResult, Run
 from runs.web.comparison import default_baseline, run_flipped, runs_verdicts, with_default_baseline
-from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
-from tests.runs.conftest import SCRIPTED_HASTY as HASTY
+from tests.runs.conftest import CAREFUL, HASTY
 from tests.runs.test_views import html_of
 
 pytestmark = pytest.mark.django_db

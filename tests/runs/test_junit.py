@@ -9,8 +9,7 @@ from django.utils import timezone
 
 from runs.models import CaseResult, Run
 from runs.web.junit import run_to_junit
-from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
-from tests.runs.conftest import SCRIPTED_HASTY as HASTY
+from tests.runs.conftest import CAREFUL, HASTY
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from agenthost.models import Conversation
 from cases.models import Case
 from runs.models import CaseResult, Run
 from runs.templatetags.runs_text import token_wrapped
-from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
+from tests.runs.conftest import CAREFUL
 from tests.runs.test_views import _sized_run, html_of, text_of
 
 pytestmark = pytest.mark.django_db

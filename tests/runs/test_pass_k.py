@@ -13,12 +13,12 @@ from cases.models import Case
 from runs.engine.numbers import format_cost, format_pass_rate
 from runs.management.commands.run import _results, _summary
 from runs.models import CaseResult, Run
-from tests.runs.conftest import SCRIPTED, SCRIPTED_CAREFUL
+from tests.runs.conftest import CAREFUL, SCRIPTED
 from tests.runs.test_views import html_of, text_of
 
 pytestmark = pytest.mark.django_db
 
-PRICED, FREE = SCRIPTED, SCRIPTED_CAREFUL
+PRICED, FREE = SCRIPTED, CAREFUL
 P, F, E, C = "passed", "failed", "error", "cancelled"
 # case → model → the status of trials 1, 2, 3. Case d's third trial on the priced model was cancelled.
 STATUSES = {

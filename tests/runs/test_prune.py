@@ -25,7 +25,7 @@ SEALED = "0" * 64
 
 
 @pytest.fixture
-def executed(order_suite):
+def executed(order_suite, order_desk):
     """Two finished runs of the same suite, with their real test conversations."""
     return [run_execute(run_id=run_create(suite=order_suite, model_keys=[CAREFUL]).pk) for _ in range(2)]
 

@@ -11,8 +11,7 @@ from django.core.management import CommandError, call_command
 from runs.models import CaseResult, Recording, Run
 from runs.services import run_create, run_execute
 from runs.tapes.files import MANIFEST, RecordingFilesRejected, recordings_export, recordings_import
-from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
-from tests.runs.conftest import SCRIPTED_HASTY as HASTY
+from tests.runs.conftest import CAREFUL, HASTY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

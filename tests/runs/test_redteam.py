@@ -115,7 +115,7 @@ def test_it_reads_any_judge_answer_as_a_score_or_a_reason_never_raising(text):
 
 
 @pytest.fixture
-def member_chat(live_server, member, order_suite) -> Iterator[tuple[Run, int]]:
+def member_chat(live_server, member, order_suite, order_desk) -> Iterator[tuple[Run, int]]:
     """A finished run, and a member's own chat tagged as if it were one of the run's test conversations."""
     run = run_execute(run_id=run_create(suite=order_suite, model_keys=[CAREFUL]).pk)
     with token_client(live_server.url, member) as client:
@@ -160,7 +160,7 @@ def test_it_prunes_only_sealed_test_conversations_never_a_chat_tagged_agenttest(
 
 
 @pytest.fixture
-def exported(order_suite, tmp_path):
+def exported(order_suite, order_desk, tmp_path):
     """The order suite recorded on the careful model and exported; the database then holds no recording."""
     run_execute(run_id=run_create(suite=order_suite, model_keys=[CAREFUL], mode=Run.Mode.RECORD).pk)
     directory = tmp_path / "recordings"
@@ -281,7 +281,7 @@ def test_it_still_imports_what_it_exported(exported):
 
 
 @pytest.mark.parametrize("bad", [10**25, -1000000, "³", 1.5, True])
-def test_it_says_a_stored_tape_with_unusable_usage_is_unreadable_in_the_cases_error(order_suite, bad):
+def test_it_says_a_stored_tape_with_unusable_usage_is_unreadable_in_the_cases_error(order_suite, order_desk, bad):
     # Stored before import checked tapes (or written to the database some other way): the replay reads it.
     run_execute(run_id=run_create(suite=order_suite, model_keys=[CAREFUL], mode=Run.Mode.RECORD).pk)
     for recording in Recording.objects.all():
@@ -318,7 +318,7 @@ def staff_pages(live_server, admin_user) -> Iterator[httpx.Client]:
     ],
 )
 def test_it_refuses_a_trigger_form_with_an_unknown_field_naming_it_and_starts_nothing(
-    staff_pages, order_suite, extra, named
+    staff_pages, order_suite, careful_and_hasty, extra, named
 ):
     before = database_fingerprint()
 
@@ -335,7 +335,7 @@ def test_it_refuses_a_trigger_form_with_an_unknown_field_naming_it_and_starts_no
 
 @hypothesis_settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=30))
-def test_it_refuses_any_field_the_trigger_form_does_not_declare(admin_client, order_suite, name):
+def test_it_refuses_any_field_the_trigger_form_does_not_declare(admin_client, order_suite, careful_and_hasty, name):
     known = {"suite", "models", "case_filter", "mode", "trials", "budget_tokens", "budget_cost", "csrfmiddlewaretoken"}
     if name in known:
         return

@@ -18,8 +18,7 @@ from agenthost.llm.scripted import Answer, Call
 from cases.models import Suite
 from runs.models import CaseResult, Run
 from runs.services import run_bless
-from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
-from tests.runs.conftest import SCRIPTED_HASTY as HASTY
+from tests.runs.conftest import CAREFUL, HASTY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

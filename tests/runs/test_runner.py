@@ -19,7 +19,7 @@ from runs.engine.case_runner import execute_case
 from runs.engine.case_session import ALLOWED_FUNCTIONS, CaseSession, MockSpec, registry
 from runs.engine.mocking import BLOCKED_PREFIX, mock_provider
 from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
-from tests.cases.order_tools import TRACK_ORDER, VOID_ORDER
+from tests.order_tools import TRACK_ORDER, VOID_ORDER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

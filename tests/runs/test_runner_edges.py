@@ -37,7 +37,7 @@ from runs.engine.case_session import CaseSession, MockSpec, registry
 from runs.engine.mocking import BLOCKED_PREFIX, CANARY_FUNCTION, HAS_OUTSIDE_EFFECTS, apply_model_override
 from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.tapes.replay import Recorder, Replayer
-from tests.cases.order_tools import TRACK_ORDER, VOID_ORDER
+from tests.order_tools import TRACK_ORDER, VOID_ORDER
 from tests.runs.test_key_free import openai_provider
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 from runs.models import CaseResult, Run
 from runs.web.side_by_side import Column, aligned
-from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
-from tests.runs.conftest import SCRIPTED_HASTY as HASTY
+from tests.runs.conftest import CAREFUL, HASTY
 from tests.runs.test_flipped import words
 from tests.runs.test_views import html_of
 

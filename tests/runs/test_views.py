@@ -23,8 +23,7 @@ from runs.management.commands.run import _summary
 from runs.management.commands.run_suite import Command as RunSuite
 from runs.models import CaseResult, Run
 from runs.selectors import run_summary
-from tests.runs.conftest import SCRIPTED_CAREFUL as CAREFUL
-from tests.runs.conftest import SCRIPTED_HASTY as HASTY
+from tests.runs.conftest import CAREFUL, HASTY
 
 # The order desk answers every run of these pages on the careful and the hasty model, as tests/runs/conftest.py
 # says; a page shows those models as configured.

@@ -2,77 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 
 import pytest
 from kombu import Connection
 
-from agenthost.models import Agent
-from cases.models import Assertion, Case, Mock, Suite, Turn
 from common.provider_config import load_providers
 from runs.models import CaseResult, Run
 from runs.services import run_trigger
 from runs.tasks import execute_run
+from tests.desk import MODELS, desk_providers_file, desk_suite
 from tests.workers import BASE_DIR, CELERY, REDIS_URL, flush_redis_queue, runs_worker, wait_for, worker_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-MODELS = ["careful:desk-model", "hasty:desk-model"]
-# Each model's script, by what the last message says: the careful one looks the order up before cancelling it (the
-# lookup of the order to cancel finds it "processing"), the hasty one cancels straight away.
-SCRIPTS = {
-    "careful": [
-        {"when": "Where is order", "tool_calls": [{"name": "find_order", "arguments": {"order_id": "1041"}}]},
-        {"when": "cancel order", "tool_calls": [{"name": "find_order", "arguments": {"order_id": "1043"}}]},
-        {"when": "processing", "tool_calls": [{"name": "void_order", "arguments": {"order_id": "1043"}}]},
-        {"when": "cancelled", "text": "Order 1043 is cancelled."},
-        {"when": "shipped", "text": "Order 1041 has shipped."},
-    ],
-    "hasty": [
-        {"when": "Where is order", "tool_calls": [{"name": "find_order", "arguments": {"order_id": "1041"}}]},
-        {"when": "cancel order", "tool_calls": [{"name": "void_order", "arguments": {"order_id": "1043"}}]},
-        {"when": "cancelled", "text": "Cancelled."},
-        {"when": "shipped", "text": "Shipped."},
-    ],
-}
 
 
 @pytest.fixture
 def providers_file(tmp_path, settings) -> str:
     """MODELS, scripted in a providers file that this process and the worker both read."""
-    providers = tmp_path / "providers.toml"
-    lines = []
-    for name, script in SCRIPTS.items():
-        path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps(script))
-        lines.append(
-            f'[providers.{name}]\nkind = "scripted"\nscript = "{path}"\nmax_retries = 0\n\n'
-            f'[[providers.{name}.models]]\nname = "desk-model"\n'
-        )
-    providers.write_text("\n".join(lines))
+    providers = desk_providers_file(tmp_path)
     settings.AGENTTEST_PROVIDERS = load_providers(str(providers))
     return str(providers)
-
-
-def make_suite() -> Suite:
-    agent = Agent.objects.create(
-        name="orders",
-        instruction="Help with orders.",
-        provider="careful",
-        model="desk-model",
-        functions=[{"name": "find_order"}, {"name": "void_order"}],
-    )
-    suite = Suite.objects.create(name="orders", agent=agent)
-    for name, text, status in [
-        ("where is my order", "Where is order #1041?", "shipped"), ("cancel", "Please cancel order 1043", "processing")
-    ]:
-        case = Case.objects.create(suite=suite, name=name)
-        turn = Turn.objects.create(case=case, user_message=text)
-        Mock.objects.create(case=case, function_name="find_order", result=json.dumps({"status": status}))
-        Mock.objects.create(case=case, function_name="void_order", result='{"cancelled": true}')
-        Assertion.objects.create(case=case, turn=turn, type="toolCalled", params={"function": "find_order"})
-    return suite
 
 
 def dispatch_via(broker_url: str):
@@ -93,7 +44,7 @@ def broker_url(request, tmp_path, settings):
 
 
 def test_it_runs_a_two_model_run_end_to_end_on_a_real_worker(broker_url, providers_file, tmp_path, admin_user):
-    suite = make_suite()
+    suite = desk_suite()
     log = tmp_path / "worker.log"
     with runs_worker(broker_url, log, AGENTTEST_PROVIDERS_FILE=providers_file):
         run = run_trigger(suite=suite, model_keys=MODELS, triggered_by=admin_user, dispatch=dispatch_via(broker_url))
@@ -119,7 +70,7 @@ def test_it_runs_a_two_model_run_end_to_end_on_a_real_worker(broker_url, provide
 def test_it_sweeps_interrupted_runs_and_redispatches_lost_pending_ones_at_worker_start(
     broker_url, providers_file, tmp_path
 ):
-    suite = make_suite()
+    suite = desk_suite()
     case_ids = list(suite.cases.values_list("pk", flat=True))
     interrupted = Run.objects.create(
         suite=suite, model_keys=MODELS[:1], case_ids=case_ids, total=2, status=Run.Status.RUNNING, passed=1

@@ -1,9 +1,7 @@
-"""A team's repository on disk, importable the way an agent's entry point is (from the current directory), and the
-shop's host functions a process agent declares."""
+"""A team's repository on disk, importable the way an agent's entry point is (from the current directory)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import textwrap
@@ -13,33 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agenthost.functions import FunctionContext, register_function
 from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.testing.openai_stub import OpenAIStub
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult
 from runs.services import run_create, run_execute
-
-# The host functions a process agent declares, served to its program over MCP: the shop's lookup, which only reads,
-# and its cancellation, an effect outside agenttest. Every order of this shop is delivered, so in chat — where they run
-# for real — the cancellation refuses, and what it answered shows that it ran.
-LOOKUP_ORDER = "test-shop-lookup_order"
-CANCEL_ORDER = "test-shop-cancel_order"
-_ORDER_ID = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
-
-
-@register_function(name=LOOKUP_ORDER, description="Look an order up by its number.", outside_effects=False,
-                   parameters=_ORDER_ID)
-def _lookup_order(context: FunctionContext, order_id: str) -> str:
-    return json.dumps({"order_id": order_id, "status": "delivered"})
-
-
-@register_function(name=CANCEL_ORDER, description="Cancel an order that has not been delivered yet.",
-                   outside_effects=True, parameters=_ORDER_ID)
-def _cancel_order(context: FunctionContext, order_id: str) -> str:
-    return json.dumps({"order_id": order_id, "cancelled": False, "error": "the order was already delivered"})
-
 
 # The team's plain-Python agent, as a team writes it against the openai SDK: its own instruction, tool schemas and
 # loop. `send_email` has an effect outside the program (it writes a marker file); `find_order` only reads.

@@ -19,7 +19,7 @@ from agenthost.models import Agent, Message
 from agenthost.runtimes.acp import conversation_directory
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
-from tests.runtimes.conftest import LOOKUP_ORDER
+from tests.order_tools import TRACK_ORDER
 from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
 from tests.runtimes.programs import PIDS, pid_file, still_running
 
@@ -29,7 +29,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "acp-agent" / "agen
 NOTE = "Order 1042: shipped, arrives Friday."
 # What the scripted model has the agent do: look the order up (MCP), write the note (fs), check it (terminal).
 TOOL_CALLS = Answer(tool_calls=[
-    Call(LOOKUP_ORDER, {"order_id": "1042"}),
+    Call(TRACK_ORDER, {"order_id": "1042"}),
     Call("write_file", {"path": "note-1042.txt", "content": NOTE}),
     Call("run_command", {"command": "cat", "args": ["note-1042.txt"]}),
 ])
@@ -132,7 +132,7 @@ def _agent(program: Path, *, env: list[str] | None = None, functions: list | Non
 
 def _example(tmp_path: Path) -> Agent:
     shutil.copy(EXAMPLE, tmp_path / "agent.py")
-    return _agent(tmp_path / "agent.py", functions=[{"name": LOOKUP_ORDER}])
+    return _agent(tmp_path / "agent.py", functions=[{"name": TRACK_ORDER}])
 
 
 def _plan(agent: Agent, mocks: list[MockSpec], assertions: list[AssertionPlan]) -> CasePlan:
@@ -147,7 +147,7 @@ def _plan(agent: Agent, mocks: list[MockSpec], assertions: list[AssertionPlan]) 
 def test_it_runs_an_acp_turn_with_the_file_write_and_the_command_mocked(scripted_model, tmp_path):
     scripted_model.play(TOOL_CALLS, DONE)
     plan = _plan(_example(tmp_path), mocks=[
-        MockSpec(LOOKUP_ORDER, '{"order_id": "1042", "status": "shipped"}'),
+        MockSpec(TRACK_ORDER, '{"order_id": "1042", "status": "shipped"}'),
         MockSpec("fs_write_text_file", "written"),
         MockSpec("terminal_create", NOTE),
     ], assertions=[AssertionPlan("outputContains", {"text": "note for order 1042 is written"}),
@@ -157,7 +157,7 @@ def test_it_runs_an_acp_turn_with_the_file_write_and_the_command_mocked(scripted
 
     assert outcome.status == "passed", (outcome.reason, outcome.assertions)
     calls = [(call["name"], call["outcome"]) for call in outcome.tool_calls]
-    assert calls[:3] == [(LOOKUP_ORDER, "mocked"), ("fs_write_text_file", "mocked"), ("terminal_create", "mocked")]
+    assert calls[:3] == [(TRACK_ORDER, "mocked"), ("fs_write_text_file", "mocked"), ("terminal_create", "mocked")]
     # The agent's own account of its calls (session/update), with their last status, is the turn's transcript.
     reported = Message.objects.filter(conversation_id=outcome.conversation_id, role=Message.Role.TOOL_RESULT,
                                       outcome="reported")
@@ -171,7 +171,7 @@ def test_it_runs_an_acp_turn_with_the_file_write_and_the_command_mocked(scripted
 
 def test_it_blocks_an_unmocked_file_write_with_no_side_effect(scripted_model, tmp_path):
     scripted_model.play(TOOL_CALLS, DONE)
-    plan = _plan(_example(tmp_path), mocks=[MockSpec(LOOKUP_ORDER, '{"order_id": "1042", "status": "shipped"}')],
+    plan = _plan(_example(tmp_path), mocks=[MockSpec(TRACK_ORDER, '{"order_id": "1042", "status": "shipped"}')],
                  assertions=[AssertionPlan("outputContains", {"text": "written"})])
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=60.0))
@@ -179,7 +179,7 @@ def test_it_blocks_an_unmocked_file_write_with_no_side_effect(scripted_model, tm
     assert outcome.status == "failed", outcome.reason
     assert "fs_write_text_file" in outcome.reason
     assert [(call["name"], call["outcome"]) for call in outcome.tool_calls][:2] == [
-        (LOOKUP_ORDER, "mocked"), ("fs_write_text_file", "blocked"),
+        (TRACK_ORDER, "mocked"), ("fs_write_text_file", "blocked"),
     ]
     assert not (conversation_directory(outcome.conversation_id) / "note-1042.txt").exists()
     # The turn ended at the block: the command was never asked for, the model never asked again.
@@ -195,7 +195,7 @@ def test_it_writes_the_file_and_runs_the_command_in_the_conversations_directory_
 
     assert result.output == DONE
     assert (conversation_directory(conversation.pk) / "note-1042.txt").read_text() == NOTE
-    # The command ran there, on the written file; the shop's real lookup answered over MCP.
+    # The command ran there, on the written file; the real lookup answered over MCP.
     tool_results = [m["content"] for m in scripted_model.requests[1].messages if m["role"] == "tool"]
     assert tool_results[1:] == ["wrote note-1042.txt", f"exit code 0: {NOTE}"]
     assert '"order_id": "1042"' in tool_results[0]
@@ -288,7 +288,7 @@ def _snapshot(outcome) -> dict:
 
 def test_it_compares_what_the_acp_program_said_with_its_snapshot_and_names_what_changed(scripted_model, tmp_path):
     agent = _example(tmp_path)
-    mocks = [MockSpec(LOOKUP_ORDER, '{"order_id": "1042", "status": "shipped"}'),
+    mocks = [MockSpec(TRACK_ORDER, '{"order_id": "1042", "status": "shipped"}'),
              MockSpec("fs_write_text_file", "written"), MockSpec("terminal_create", NOTE)]
 
     def run(expected, **suite):
@@ -338,16 +338,16 @@ def test_it_serves_its_mcp_gateway_over_stdio_to_an_agent_that_takes_no_http_ser
         'if getattr(self._server, "type", "") == "http":', "if False:"))
     scripted_model.play(TOOL_CALLS, DONE)
     plan = _plan(agent, mocks=[
-        MockSpec(LOOKUP_ORDER, '{"order_id": "1042", "status": "shipped"}'),
+        MockSpec(TRACK_ORDER, '{"order_id": "1042", "status": "shipped"}'),
         MockSpec("fs_write_text_file", "written"),
         MockSpec("terminal_create", NOTE),
-    ], assertions=[AssertionPlan("toolCalled", {"function": LOOKUP_ORDER, "arguments": {"order_id": "1042"}})])
+    ], assertions=[AssertionPlan("toolCalled", {"function": TRACK_ORDER, "arguments": {"order_id": "1042"}})])
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=60.0))
 
     assert outcome.status == "passed", (outcome.reason, outcome.assertions)
-    assert [(call["name"], call["outcome"]) for call in outcome.tool_calls][0] == (LOOKUP_ORDER, "mocked")
+    assert [(call["name"], call["outcome"]) for call in outcome.tool_calls][0] == (TRACK_ORDER, "mocked")
     # The tool reached the model from the stdio relay as it does over HTTP: the mock's answer, the same declaration.
     answered = [message["content"] for message in scripted_model.requests[1].messages if message["role"] == "tool"]
     assert answered[0] == '{"order_id": "1042", "status": "shipped"}'
-    assert LOOKUP_ORDER in str(scripted_model.requests[0].tools)
+    assert TRACK_ORDER in str(scripted_model.requests[0].tools)

@@ -13,7 +13,7 @@ import pytest
 from agenthost.models import Agent
 from agenthost.seams import get_model
 from agenthost.services import conversation_send, conversation_start
-from tests.runtimes.conftest import CANCEL_ORDER, LOOKUP_ORDER
+from tests.order_tools import TRACK_ORDER, VOID_ORDER
 from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,7 +39,7 @@ async def answer(order_id):
                 await session.initialize()
                 names = sorted(tool.name for tool in (await session.list_tools()).tools)
                 said = [",".join(names)]
-                for name in ("test-shop-lookup_order", "test-shop-cancel_order"):
+                for name in ("track_order", "void_order"):
                     result = await session.call_tool(name, {"order_id": order_id})
                     said.append(("error: " if result.is_error else "") + result.content[0].text)
                 return " | ".join(said)
@@ -72,7 +72,7 @@ async def answer(order_id):
     async with stdio_client(relay) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         said = [",".join(sorted(tool.name for tool in (await session.list_tools()).tools))]
-        for name in ("test-shop-lookup_order", "test-shop-cancel_order"):
+        for name in ("track_order", "void_order"):
             result = await session.call_tool(name, {"order_id": order_id})
             said.append(("error: " if result.is_error else "") + result.content[0].text)
         return " | ".join(said)
@@ -112,42 +112,42 @@ def _agent(tmp_path: Path, source: str = WITH_TOOLS) -> Agent:
     return Agent.objects.create(
         name="shop", runtime="process", command=sys.executable, args=["agent.py"], cwd=str(tmp_path),
         protocol="jsonl", provider="scripted", model="scripted",
-        functions=[{"name": LOOKUP_ORDER}, {"name": CANCEL_ORDER}],
+        functions=[{"name": TRACK_ORDER}, {"name": VOID_ORDER}],
     )
 
 
 def test_it_serves_the_declared_tools_mocked_and_blocks_an_unmocked_one_under_test(scripted_model, tmp_path):
     plan = CasePlan(
         id=1, name="case", type="agent", entry_agent=_agent(tmp_path), history=[], initial_state={},
-        turns=[TurnPlan("Cancel order 1042.")], mocks=[MockSpec(LOOKUP_ORDER, '{"status": "in transit"}')],
-        assertions=[AssertionPlan("toolCalled", {"function": LOOKUP_ORDER})],
+        turns=[TurnPlan("Cancel order 1042.")], mocks=[MockSpec(TRACK_ORDER, '{"status": "in transit"}')],
+        assertions=[AssertionPlan("toolCalled", {"function": TRACK_ORDER})],
     )
     suite = suite_plan(timeout=60.0)
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite)
 
     assert [(call["name"], call["outcome"]) for call in outcome.tool_calls] == [
-        (LOOKUP_ORDER, "mocked"), (CANCEL_ORDER, "blocked"),
+        (TRACK_ORDER, "mocked"), (VOID_ORDER, "blocked"),
     ]
     assert outcome.status == "failed", outcome.reason
-    assert CANCEL_ORDER in outcome.reason
+    assert VOID_ORDER in outcome.reason
 
 
 def test_it_serves_a_program_taking_only_stdio_servers_through_the_relay_it_is_given(scripted_model, tmp_path):
     plan = CasePlan(
         id=1, name="case", type="agent", entry_agent=_agent(tmp_path, OVER_STDIO), history=[], initial_state={},
-        turns=[TurnPlan("Cancel order 1042.")], mocks=[MockSpec(LOOKUP_ORDER, '{"status": "in transit"}')],
-        assertions=[AssertionPlan("toolCalled", {"function": LOOKUP_ORDER})],
+        turns=[TurnPlan("Cancel order 1042.")], mocks=[MockSpec(TRACK_ORDER, '{"status": "in transit"}')],
+        assertions=[AssertionPlan("toolCalled", {"function": TRACK_ORDER})],
     )
 
     outcome = execute_case(plan=plan, model=get_model(scripted_model.key), suite=suite_plan(timeout=60.0))
 
     # Under test, in the program's namespace: the relay reached the gateway, the lookup was mocked, the cancel blocked.
     assert [(call["name"], call["outcome"]) for call in outcome.tool_calls] == [
-        (LOOKUP_ORDER, "mocked"), (CANCEL_ORDER, "blocked"),
+        (TRACK_ORDER, "mocked"), (VOID_ORDER, "blocked"),
     ]
     assert outcome.status == "failed", outcome.reason
-    assert CANCEL_ORDER in outcome.reason
+    assert VOID_ORDER in outcome.reason
 
 
 @pytest.mark.parametrize("source", [WITH_TOOLS, OVER_STDIO], ids=["http", "stdio"])
@@ -157,9 +157,9 @@ def test_it_runs_the_declared_tools_for_real_in_chat(scripted_model, tmp_path, s
     result = conversation_send(conversation=conversation, text="Cancel order 1042.")
 
     names, looked_up, cancelled = result.output.split(" | ")
-    assert names == f"{CANCEL_ORDER},{LOOKUP_ORDER}"
+    assert names == f"{TRACK_ORDER},{VOID_ORDER}"
     assert '"order_id": "1042"' in looked_up
-    # The shop's real cancellation answered (every order of the shop is delivered).
+    # The real cancellation answered: it refuses order 1042, which is delivered.
     assert cancelled == '{"order_id": "1042", "cancelled": false, "error": "the order was already delivered"}'
 
 

@@ -1,22 +1,27 @@
 """Set up the order-support demo: an admin, optionally a member, the demo agents, a few sample conversations and —
-when the harness is installed — the demo suite with a run queued over the two simulated models.
+when the harness is installed — the demo suites with a run queued over the two simulated models.
 
-It lives in the demo package, above host and harness alike: the host must import neither the harness nor the demo,
-and a deployment without the demo has no such command.
-Idempotent: a second run creates nothing, changes nothing and never resets a password.
+The agents and suites are the files of the demo's project directory (agenttest_demo/project/), applied through the
+public plugin module's `files_apply` as `agenttest apply` applies a team's (agenttest_demo/project.py); without the
+harness only its agent files are read. It lives in the demo package, above host and harness alike: the host must
+import neither the harness nor the demo, and a deployment without the demo has no such command.
+Idempotent: a second run creates nothing, changes nothing and never resets a password; an agent or suite that exists
+is left as it is, so an admin's edits survive.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from django.apps import apps
 from django.core import mail
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.test.utils import override_settings
 
+from agenttest_demo import project
 from agenttest_demo.agents import (
     DEMO_TAG,
     demo_agents_ensure,
@@ -24,6 +29,8 @@ from agenttest_demo.agents import (
     demo_conversations_exist,
     demo_user_ensure,
 )
+from agenttest_demo.project import demo_project_ensure, harness_installed
+from agenttest_demo.suite import DEMO_SUITE
 
 DEMO_MODELS = ["simulated:sim-careful", "simulated:sim-hasty"]
 ADMIN_USERNAME = "admin"
@@ -34,7 +41,9 @@ class Command(BaseCommand):
     help = (
         "Create the demo: superuser 'admin' (password from AGENTTEST_ADMIN_PASSWORD, else generated and printed "
         "once), user 'member' when AGENTTEST_MEMBER_PASSWORD is set, the order-support agents and sample "
-        "conversations tagged 'demo', the demo test suites and a first run of it on both simulated models. "
+        "conversations tagged 'demo', the demo test suites and a first run of the order-support suite on both "
+        "simulated models. The agents and suites are the files of agenttest_demo/project/, applied as `agenttest "
+        "apply` applies them; one that exists is left as it is. "
         "Safe to run again."
     )
 
@@ -43,30 +52,34 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         admin = self._users()
-        for agent, created in demo_agents_ensure():
+        with self._files_refused():
+            agents = demo_agents_ensure()
+        for agent, created in agents:
             if created:
                 self._done(f"Created agent {agent.name!r} ({agent.model_key}).")
             else:
                 self.stdout.write(f"Agent {agent.name!r} exists; left unchanged.")
         self._conversations(admin)
-        if apps.is_installed("cases") and apps.is_installed("runs"):
-            self._suite(admin, queue_run=not options["no_run"])
+        if harness_installed():
+            self._suites(admin, queue_run=not options["no_run"])
 
-    def _suite(self, admin: Any, *, queue_run: bool) -> None:
-        from agenttest.plugin import RunError, run_trigger
-        from agenttest_demo.suite import demo_suite_ensure, simulated_users_suite_ensure
+    def _suites(self, admin: Any, *, queue_run: bool) -> None:
+        from agenttest.plugin import RunError, Suite, run_trigger
 
-        suite, created = demo_suite_ensure()
-        if created:
-            self._done(f"Created suite {suite.name!r} with {suite.cases.count()} cases.")
-        else:
-            self.stdout.write(f"Suite {suite.name!r} exists; left unchanged.")
-        simulated, created = simulated_users_suite_ensure()
-        if created:
-            self._done(f"Created suite {simulated.name!r} with {simulated.cases.count()} cases played by a simulated "
-                       "user.")
-        else:
-            self.stdout.write(f"Suite {simulated.name!r} exists; left unchanged.")
+        with self._files_refused():
+            items = [item for item in demo_project_ensure() if item.kind == "suite"]
+        for item in items:
+            suite = Suite.objects.get(name=item.name)
+            if not item.created:
+                self.stdout.write(f"Suite {suite.name!r} exists; left unchanged.")
+                continue
+            cases = suite.cases.count()
+            played = suite.cases.filter(simulated_user__isnull=False).count()
+            by_user = " played by a simulated user" if played == cases else (
+                f", {played} of them played by a simulated user" if played else ""
+            )
+            self._done(f"Created suite {suite.name!r} with {cases} cases{by_user}.")
+        suite = Suite.objects.get(name=DEMO_SUITE)
         if not queue_run or suite.runs.exists():
             return
         try:
@@ -119,6 +132,22 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  The demo's email to {', '.join(message.to)} ({message.subject!r}) was held in memory, not sent."
             )
+
+    @contextmanager
+    def _files_refused(self) -> Iterator[None]:
+        """The demo's files could not be applied (nothing was changed): say why, as `agenttest apply` would."""
+        if not harness_installed():
+            yield
+            return
+        from agenttest.plugin import FilesRejected
+
+        try:
+            yield
+        except FilesRejected as exc:
+            raise CommandError(
+                f"the demo's files in {project.PROJECT} cannot be applied; nothing was changed:\n"
+                + "\n".join(str(problem) for problem in exc.problems)
+            ) from None
 
     def _done(self, message: str) -> None:
         self.stdout.write(self.style.SUCCESS(message))

@@ -1,7 +1,8 @@
-"""The simulated users demo (issue 24), as the issue's "done when" asks: two cases whose user is played by a model —
-one who gives the order number only when asked, one who changes their mind — pass on sim-careful and fail on sim-hasty
-for the reason shown; recorded, they replay identically with outbound connections refused; an instruction edit makes
-them stale naming the turn; frozen, they pass as scripted cases."""
+"""The demo's simulated users (issue 24), as the issue's "done when" asks: the demo's two cases whose user is played by
+a model — one who gives the order number only when asked, one who changes their mind — pass on sim-careful and fail on
+sim-hasty for the reason shown; recorded, they replay identically with outbound connections refused; an instruction
+edit makes them stale naming the turn; frozen, they pass as scripted cases. The same again with the simulated models'
+rules served over HTTP by a local OpenAI-compatible server."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def execute(suite, models: list[str], mode: str = Run.Mode.LIVE) -> dict[tuple[s
 
 def users(result: CaseResult) -> list[tuple[str, bool]]:
     return [(m["content"], bool(m.get("simulated"))) for m in result.transcript if m["role"] == "user"]
+
 
 def assert_stale_after_an_instruction_edit(suite, model: str) -> None:
     """The router's instruction edited: each recorded simulated case replays Error, stale at its first request."""

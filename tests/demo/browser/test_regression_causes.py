@@ -18,13 +18,8 @@ from agenthost.models import Agent
 from cases.models import Case
 from cases.services import case_to_document, case_update
 from runs.models import CaseResult, Run
-from tests.browser.test_review_pages import WIDTHS, assert_fits, wait_until_finished
-from tests.browser.test_run_pages import (
-    ADMIN,
-    HASTY,
-    demo_suite,  # noqa: F401 — a fixture
-    run_queue,  # noqa: F401 — a fixture
-)
+from tests.browser.pages import ADMIN, WIDTHS, assert_fits, wait_until_finished
+from tests.demo.browser.conftest import HASTY
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -46,7 +41,7 @@ def start_run(page: Page, suite, *, cases: str) -> Run:
 
 
 def test_it_names_the_sub_agent_whose_instruction_edit_caused_a_regression(
-    sign_in, run_queue, demo_suite, admin_user, tmp_path  # noqa: F811
+    sign_in, run_queue, demo_suite, admin_user, tmp_path
 ):
     _, page = sign_in(*ADMIN)
     cancellation = Agent.objects.get(name="order-cancellation")
@@ -104,7 +99,7 @@ def test_it_names_the_sub_agent_whose_instruction_edit_caused_a_regression(
 
 
 def test_it_says_case_changed_not_agent_when_only_the_case_was_edited(
-    sign_in, run_queue, demo_suite, admin_user, tmp_path  # noqa: F811
+    sign_in, run_queue, demo_suite, admin_user, tmp_path
 ):
     _, page = sign_in(*ADMIN)
     with run_queue():

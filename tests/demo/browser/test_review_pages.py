@@ -26,19 +26,11 @@ from agenthost.models import Agent
 from cases.models import Case, Suite
 from cases.services import case_to_document, case_update
 from runs.models import CaseResult, Run
-from tests.browser.test_run_pages import (
-    ADMIN,
-    CAREFUL,
-    HASTY,
-    RUN_TIMEOUT_MS,
-    demo_suite,  # noqa: F401 — a fixture
-    run_queue,  # noqa: F401 — a fixture
-    worker_log,
-)
+from tests.browser.pages import ADMIN, WIDTHS, assert_fits, wait_until_finished
+from tests.demo.browser.conftest import CAREFUL, HASTY
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-WIDTHS = (1366, 800)  # a laptop, and a narrow window
 UNMOCKED_CASE = "An unmocked email is blocked, never sent"
 LOOKUP_CASE = "Order status is looked up"
 
@@ -53,16 +45,6 @@ WATCH = """() => {
         }
     }).observe(document.body, {subtree: true, childList: true, characterData: true});
 }"""
-
-
-def assert_fits(page: Page, what: str) -> None:
-    """No horizontal overflow: the document is no wider than the window, and no model key is cut."""
-    width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-    assert width[0] <= width[1], f"{what} overflows at {width[1]} px: {width[0]} px wide"
-    cut = page.evaluate("""() => [...document.querySelectorAll('.rate-model, code.model-key')]
-        .filter(el => el.scrollWidth > el.clientWidth + 1 || el.getBoundingClientRect().right > innerWidth)
-        .map(el => el.textContent)""")
-    assert not cut, f"{what}: model names cut or off-screen at {width[1]} px: {cut}"
 
 
 def at_width(page: Page, width: int, url: str, what: str, check=None) -> None:
@@ -84,16 +66,9 @@ def start_run(page: Page, suite: Suite, *, trials: int) -> Run:
     return Run.objects.exclude(pk__in=before).get()
 
 
-def wait_until_finished(page: Page, tmp_path) -> None:
-    try:
-        expect(page.locator('#run-body[data-live="0"]')).to_be_attached(timeout=RUN_TIMEOUT_MS)
-    except AssertionError as exc:
-        raise AssertionError(f"the run page did not reach the end\n{worker_log(tmp_path)}") from exc
-
-
 @pytest.mark.parametrize("width", WIDTHS)
 def test_it_answers_a_reviewers_questions_on_the_demo(
-    sign_in, run_queue, demo_suite, admin_user, save_screenshot, tmp_path, width  # noqa: F811
+    sign_in, run_queue, demo_suite, admin_user, save_screenshot, tmp_path, width
 ):
     context, page = sign_in(*ADMIN)
     page.set_viewport_size({"width": width, "height": 900})

@@ -1,7 +1,9 @@
-"""Order tools for the tests' agents to declare, registered as a team's plugin registers its functions: a look-up
-free of outside effects and a cancellation with them. The tests' own, not the demo's (`lookup_order`,
-`cancel_order`): what they check of an effect-free or a side-effecting tool, of a tool's parameters,
-or of a conversation that called one, holds without the demo.
+"""The tests' order tools, registered as a team's plugin registers its functions: a look-up free of outside effects
+and a cancellation with them. One module for every test that declares them (the host's, the runtimes', the browser's,
+the cases', the recordings' and the runs'), so an order answers the same in all of them. The tests' own, not the
+demo's `lookup_order` and `cancel_order` (registered in the same process, hence names of their own): what a test
+checks of an effect-free or a side-effecting tool, of a tool's parameters, or of a conversation that called one, holds
+without the demo.
 
 They answer from the order number alone, so a test needs no data set, and write the order and its status into the
 conversation's state, so a recorded conversation has results and state changes to mock."""
@@ -18,8 +20,8 @@ VOID_ORDER = "void_order"
 ORDER_TOOLS = (TRACK_ORDER, VOID_ORDER)
 
 _ORDER_ID = {"type": "string", "description": "The order number, e.g. 1042."}
-# An order's status follows its number, so a test picks the order it needs: 1042 and 1047 are delivered, 1043 is
-# processing, 1041 shipped.
+# An order's status follows its number, so a test picks the order it needs: 1040 and 1043 are processing, 1041 and
+# 1044 shipped, 1042 and 1047 delivered (the cancellation refuses those two).
 _STATUSES = ("processing", "shipped", "delivered", "processing", "shipped")
 
 
