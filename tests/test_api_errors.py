@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.workers import WAIT_SECONDS
+
 pytestmark = pytest.mark.django_db
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -61,7 +63,7 @@ def test_it_loads_the_shared_api_module_before_drf_views(tmp_path):
     env = {**os.environ, "AGENTTEST_DEBUG": "1", "AGENTTEST_VAR_DIR": str(tmp_path)}
 
     done = subprocess.run([sys.executable, "-c", script], cwd=BASE_DIR, env=env, capture_output=True, text=True,
-                          timeout=60, check=False)
+                          timeout=WAIT_SECONDS, check=False)
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "common.api"

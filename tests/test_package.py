@@ -54,7 +54,7 @@ def checkout_python(args: list[str], cwd: Path, **env: str) -> subprocess.Comple
     clean = {name: value for name, value in os.environ.items() if not name.startswith(CHECKOUT_VARIABLES)}
     clean.update(PYTHONPATH=str(BASE_DIR), **env)
     return subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=clean, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, *args], cwd=cwd, env=clean, capture_output=True, text=True, timeout=WAIT_SECONDS, check=False
     )
 
 

@@ -22,6 +22,7 @@ from agenthost.testing.fixtures import scripted_provider_config
 from agenthost.transcripts import transcript_load
 from agenthost.turns import ModelCallFailed
 from recording.segmenter import ModelUnavailable, segments_ask
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db
 
@@ -182,7 +183,7 @@ def test_it_lets_no_folder_of_the_current_directory_shadow_agenttests_packages(t
         env={"AGENTTEST_DEBUG": "1", "AGENTTEST_VAR_DIR": str(tmp_path / "var"), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=WAIT_SECONDS,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "System check identified no issues" in done.stdout

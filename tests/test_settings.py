@@ -14,6 +14,8 @@ from django.test import override_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.workers import WAIT_SECONDS
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 ACCEPTED_DEPLOY_WARNINGS = {"security.W021"}
 
@@ -22,7 +24,8 @@ def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTTEST_", "CELERY_", "DATABASE_URL"))}
     clean.update(env)
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=clean, capture_output=True, text=True, timeout=120
+        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=clean, capture_output=True, text=True,
+        timeout=WAIT_SECONDS,
     )
 
 

@@ -4,6 +4,7 @@ own attempts are unchanged (issue 27, item 17)."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -73,15 +74,13 @@ def test_it_retries_as_the_server_asks_only_while_the_deadline_allows(settings, 
     arrived = openai_stub.times[before:]
     # The server's failure; or, when the last attempt started just before the deadline, the deadline's.
     assert raised.value.code in ("http_503", DEADLINE)
-    assert took < within + 0.3
-    # Timed where the stub receives it, a little after the client sent it (more on a loaded machine); an attempt
-    # started after a whole wait past the deadline would be 0.2 s late at least.
-    assert all(at - started < within + 0.1 for at in arrived), "no attempt started past the deadline"
-    # It did not give up early: every wait that ended before the deadline was taken, one more would not have. (Whether
-    # the first wait fits hangs on how soon the first answer came: on a loaded machine 0.45 s after it may not.)
-    if arrived[0] - started + retry_after < within - 0.15:
-        assert len(arrived) >= 2
-    assert arrived[-1] - started + retry_after >= within - 0.1
+    # No attempt started past the deadline: each retry waits retry_after first, so at most this many attempts start
+    # before it — fewer when a loaded machine is slow to answer, never more (an attempt past the deadline is one more).
+    assert 1 <= len(arrived) <= math.ceil(within / retry_after - 1e-9), arrived
+    # It did not give up early: it stopped when one more wait would reach the deadline, by its own clock when the
+    # last failure came back — at most `took` after it started, however late a loaded machine delivered it. (The
+    # server's arrival times cannot say when the client read the answer: once that was 0.15 s and more later.)
+    assert took + retry_after >= within - 0.05, (took, arrived)
 
 
 def test_it_leaves_a_request_without_a_deadline_to_the_sdks_attempts(settings, openai_stub):

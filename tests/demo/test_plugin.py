@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from common.provider_config import load_providers
+from tests.workers import WAIT_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -37,7 +38,7 @@ def deployment(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedPr
     clean.update(AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="agenttest.settings",
                  OPENAI_API_KEY="", **env)
     return subprocess.run(
-        [sys.executable, *args], cwd=BASE_DIR, env=clean, capture_output=True, text=True, timeout=120
+        [sys.executable, *args], cwd=BASE_DIR, env=clean, capture_output=True, text=True, timeout=WAIT_SECONDS
     )
 
 

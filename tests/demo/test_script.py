@@ -61,7 +61,7 @@ def test_it_refuses_a_port_in_use_before_installing_or_starting_anything(tmp_pat
 
 @pytest.mark.parametrize("port", ["http", "0", "65536", "80 81", "-1"])
 def test_it_refuses_a_port_that_is_not_a_port_number(tmp_path, port):
-    finished = subprocess.run(DEMO, env=demo_env(tmp_path, port), capture_output=True, text=True, timeout=60)
+    finished = subprocess.run(DEMO, env=demo_env(tmp_path, port), capture_output=True, text=True, timeout=WAIT_SECONDS)
 
     assert finished.returncode == 2
     assert finished.stderr.strip() == f"scripts/demo: PORT must be a port number from 1 to 65535, got '{port}'"

@@ -54,7 +54,7 @@ def server_pid(markers: Markers) -> int:
 
 def test_it_stops_its_servers_when_the_process_exits(markers):
     process = host(markers, "exit")
-    out, _ = process.communicate(timeout=120)
+    out, _ = process.communicate(timeout=WAIT_SECONDS)
     assert json.loads(out.strip().splitlines()[-1])["status"] == "shipped"
     assert process.returncode == 0
     assert wait_dead(server_pid(markers), WAIT_SECONDS)

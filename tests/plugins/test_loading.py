@@ -14,6 +14,7 @@ from agenthost.functions import get_function
 from agenttest.plugin_loading import plugins_load
 from tests.plugins import callable_plugin
 from tests.plugins.conftest import PROVIDERS_FILE
+from tests.workers import WAIT_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 NO_ISSUES = "System check identified no issues"
@@ -47,7 +48,7 @@ def start(tmp_path: Path, *args: str, plugins: str = "", site: Path | None = Non
         env["AGENTTEST_PROVIDERS_FILE"] = str(providers_file)
     env["PYTHONPATH"] = os.pathsep.join(str(path) for path in (site, BASE_DIR) if path)
     return subprocess.run(
-        [sys.executable, *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=WAIT_SECONDS
     )
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.workers import WAIT_SECONDS
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 INSPECT = (
@@ -75,7 +77,9 @@ def start(tmp_path: Path, *args: str, plugins: str) -> subprocess.CompletedProce
         AGENTTEST_DEBUG="1", AGENTTEST_VAR_DIR=str(tmp_path / "var"), AGENTTEST_PLUGINS=plugins, OPENAI_API_KEY="",
         DJANGO_SETTINGS_MODULE="agenttest.settings", PYTHONPATH=os.pathsep.join((str(tmp_path), str(BASE_DIR))),
     )
-    return subprocess.run([sys.executable, *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=WAIT_SECONDS
+    )
 
 
 def test_it_installs_a_plugin_packages_app_and_configures_its_free_models(tmp_path):

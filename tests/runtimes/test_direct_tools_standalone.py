@@ -14,6 +14,7 @@ import pytest
 
 from agenthost.testing.openai_stub import OpenAIStub
 from tests.runtimes.conftest import SHOP_BOT, find_order_answer
+from tests.workers import WAIT_SECONDS
 
 SNIPPET = textwrap.dedent('''
     from openai import OpenAI
@@ -48,7 +49,7 @@ def test_it_runs_the_guides_snippet_with_no_django_settings(tmp_path, plain_envi
         plain_environment.update(OPENAI_BASE_URL=stub.base_url, OPENAI_API_KEY="unused")
         done = subprocess.run(
             [sys.executable, "-c", SNIPPET], cwd=tmp_path, env=plain_environment, capture_output=True, text=True,
-            timeout=120,
+            timeout=WAIT_SECONDS,
         )
 
     assert done.returncode == 0, done.stderr

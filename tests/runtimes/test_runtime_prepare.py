@@ -18,6 +18,7 @@ from agenttest.plugin import FunctionResult, Runtime, register_runtime, unregist
 from cases.models import Assertion, Case, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -117,7 +118,8 @@ get_runtime("process").prepare(LoadedAgent(
     runtime="process", command="agent", protocol={protocol!r}))
 print(json.dumps({{"before": before, "after": [name for name in watched if name in sys.modules]}}))
 """
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False,
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=WAIT_SECONDS,
+                          check=False,
                           env={**os.environ, "DJANGO_SETTINGS_MODULE": "agenttest.settings", "AGENTTEST_DEBUG": "1"})
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])

@@ -26,6 +26,7 @@ from runs.models import Run
 from tests.test_security import _routes, app_routes, concrete, world  # noqa: F401 (world: a fixture)
 from tests.test_web_path import BASE_DIR, procfile_web_server, server_env, signed_in
 from tests.traces.conftest import JSON, PROTOBUF, TRACES, request, span, stored
+from tests.workers import WAIT_SECONDS
 from traces.models import INGEST_KEY_PREFIX, IngestToken, TraceSpan
 from traces.services import ingest_token_create, ingest_token_revoke
 
@@ -175,7 +176,7 @@ def test_it_posts_spans_with_a_commands_token_through_agenttest_serve_and_nothin
     env = server_env(tmp_path)
     made = subprocess.run(
         [sys.executable, "-m", "agenttest", "traces", "token", "create", "shop production"],
-        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120, check=True,
+        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=WAIT_SECONDS, check=True,
     )
     key = made.stdout.strip()
     headers = {"Authorization": f"Bearer {key}", "Content-Type": JSON}
@@ -192,7 +193,7 @@ def test_it_posts_spans_with_a_commands_token_through_agenttest_serve_and_nothin
             assert answer.status_code == 403, (method, path, answer.status_code)
         subprocess.run(
             [sys.executable, "-m", "agenttest", "traces", "token", "revoke", str(IngestToken.objects.get().pk)],
-            cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120, check=True,
+            cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=WAIT_SECONDS, check=True,
         )
         assert httpx.post(f"{base_url}{TRACES}", content=body, headers=headers, timeout=30).status_code == 401
     assert stored() == [("00000000000000000000000000000001", "0000000000000001")]
