@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import re
+from collections.abc import Iterable
 from typing import Any
 
 # Deeper than any agent, case or mock needs, far below where Python's recursive JSON decoding and encoding fail.
@@ -77,11 +78,11 @@ def too_deep_text_where(text: str, *, limit: int = MAX_JSON_DEPTH) -> list[str |
     return None
 
 
-def path_of(parts: list[str | int]) -> str:
-    """Keys and indices as a path, e.g. `functions[0].description`, in the form every message here uses."""
+def path_of(parts: Iterable[str | int]) -> str:
+    """Keys and indices as a path, e.g. `functions[0].description`, in the form every message uses."""
     path = ""
     for part in parts:
-        path = _join(path, part)
+        path = path_join(path, part)
     return path
 
 
@@ -95,7 +96,7 @@ def too_deep_path(value: Any, *, limit: int = MAX_JSON_DEPTH) -> str | None:
                 return path or "(top level)"
             children = item.items() if isinstance(item, dict) else enumerate(item)
             for key, child in children:
-                stack.append((child, _join(path, key), depth + 1))
+                stack.append((child, path_join(path, key), depth + 1))
     return None
 
 
@@ -109,9 +110,9 @@ def nonfinite_path(value: Any) -> str | None:
             if not math.isfinite(item):
                 return path or "(top level)"
         elif isinstance(item, dict):
-            stack.extend((child, _join(path, key)) for key, child in item.items())
+            stack.extend((child, path_join(path, key)) for key, child in item.items())
         elif isinstance(item, list | tuple):
-            stack.extend((child, _join(path, index)) for index, child in enumerate(item))
+            stack.extend((child, path_join(path, index)) for index, child in enumerate(item))
     return None
 
 
@@ -166,9 +167,9 @@ def int_out_of_range_path(value: Any, *, bound: int | None = MAX_JSON_INT) -> st
         ):
             return path or "(top level)"
         if isinstance(item, dict):
-            stack.extend((child, _join(path, key)) for key, child in item.items())
+            stack.extend((child, path_join(path, key)) for key, child in item.items())
         elif isinstance(item, list | tuple):
-            stack.extend((child, _join(path, index)) for index, child in enumerate(item))
+            stack.extend((child, path_join(path, index)) for index, child in enumerate(item))
     return None
 
 
@@ -187,9 +188,9 @@ def unstorable_text_path(value: Any, *, nul: bool = True) -> str | None:
             for key in item:
                 if isinstance(key, str) and pattern.search(key):
                     return path or "(top level)"
-            stack.extend((child, _join(path, key)) for key, child in item.items())
+            stack.extend((child, path_join(path, key)) for key, child in item.items())
         elif isinstance(item, list | tuple):
-            stack.extend((child, _join(path, index)) for index, child in enumerate(item))
+            stack.extend((child, path_join(path, index)) for index, child in enumerate(item))
     return None
 
 
@@ -289,7 +290,8 @@ def parse_id(raw: Any) -> int | None:
     return value if value is not None and 0 < value <= MAX_ID else None
 
 
-def _join(path: str, key: Any) -> str:
+def path_join(path: str, key: Any) -> str:
+    """`path` one key or index further: `turns` and 0 → `turns[0]`, `turns[0]` and `mocks` → `turns[0].mocks`."""
     if isinstance(key, int):
         return f"{path}[{key}]"
     # A path ends up in an error message, which must itself be storable and printable: bad characters escaped.

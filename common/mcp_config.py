@@ -19,20 +19,23 @@ A pure module (no Django models, no SDK, no app) in the shared room, read at set
 
 Secrets never live in the file: header values and secret variables are named environment variables, read when the
 server is contacted.
+
+The file's shape is `McpFile` below (a server's is its transport's, `StdioServer` or `HttpServer`), checked by the one
+schema engine (common/schemas.py); the project file's [mcp_servers.<name>] tables are its `servers`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 import tomllib
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from django.core.exceptions import ImproperlyConfigured
+from pydantic import ConfigDict, Field
 
-from common.inputs import ENV_NAME, is_env_name
+from common.inputs import ENV_NAME, path_of
+from common.schemas import BLANK, Parts, Strict, checker, messages_for
 
 # A Python server imports its SDK before it answers (1–2 s of CPU): 10 s was not enough on a busy machine (the guide's
 # server, with the test suite pinned to one core beside it). A server that never starts still fails, after 30 s.
@@ -40,15 +43,136 @@ DEFAULT_CONNECT_TIMEOUT = 30.0
 DEFAULT_CALL_TIMEOUT = 30.0
 TRANSPORTS = ("stdio", "http")
 # The server's name prefixes its tools' names (`<server>__<tool>`), so it may not contain the separator.
-SERVER_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*$")
+SERVER_NAME = r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*$"
 MAX_SERVER_NAME = 30
+
+# --- The file's shape, checked by the one schema engine (common/schemas.py) ----------------------------------------
+# Each message is what follows the server it is about (`server 'time': …`, `_problems`); {at} is the place in the
+# server (`args[0]`, `env.TZ`). A name ends at the end of the text, not before a last line end: \Z, not $.
+_NAMED_ENV = rf"^{ENV_NAME.pattern}\Z"
+_HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z"
 # A process cannot be started with NUL in its command, arguments, directory or environment: the server would fail at
 # its first start, far from this file.
+_NO_NUL = r"^[^\x00]*$"
 _NUL = "must not contain NUL (\\u0000): no process can be started with it"
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_SETTINGS = "must be a table of settings"
+_SECONDS = "field '{at}' must be a number of seconds greater than 0, got {got}"
+_COMMAND = "field 'command' must name the program that starts the server"
+_ARGS = "field 'args' must be a list of strings"
+_CWD = "field 'cwd' must be a directory path"
+_URL = "field 'url' must be an http:// or https:// URL, got {got}"
+_NAME_OF_VALUE = "{at} must be the NAME of an environment variable holding the value (never the value itself)"
 
-_COMMON = {"transport", "connect_timeout", "call_timeout"}
-_KEYS = {"stdio": _COMMON | {"command", "args", "env", "env_from", "cwd"}, "http": _COMMON | {"url", "headers_from"}}
+Argument = Annotated[str, Field(pattern=_NO_NUL, json_schema_extra=messages_for(type=_ARGS, pattern=f"{{at}} {_NUL}"))]
+Value = Annotated[str, Field(pattern=_NO_NUL, json_schema_extra=messages_for(
+    type="{at} must be a string", pattern=f"{{at}} {_NUL}",
+))]
+NameOfValue = Annotated[str, Field(
+    pattern=_NAMED_ENV, json_schema_extra=messages_for(type=_NAME_OF_VALUE, pattern=_NAME_OF_VALUE),
+)]
+
+
+def _table(names: str) -> dict[str, Any]:
+    """A table of name → value whose names follow the pattern `names`."""
+    invalid = "{at}: {got} is not a valid name"
+    return {
+        "propertyNames": {"type": "string", "pattern": names, **messages_for(type=invalid, pattern=invalid)},
+        **messages_for(type="field '{at}' must be a table"),
+    }
+
+
+def _seconds(default: float, description: str) -> Any:
+    return Field(default, gt=0, description=description,
+                 json_schema_extra=messages_for(type=_SECONDS, exclusiveMinimum=_SECONDS))
+
+
+def _transport(name: str) -> ConfigDict:
+    def words(schema: dict[str, Any]) -> None:
+        # Listed sorted, as the file's messages always listed them.
+        allowed = ", ".join(sorted(schema["properties"]))
+        schema.update(messages_for(
+            type=_SETTINGS, additionalProperties=f"unknown field {{key}} for transport {name!r} (allowed: {allowed})",
+        ))
+
+    # The patterns are Python's, as the engine reads them (\Z).
+    return ConfigDict(extra="forbid", regex_engine="python-re", json_schema_extra=words)
+
+
+class StdioServer(Strict):
+    """A server agenttest starts, spoken to over its standard input and output."""
+
+    model_config = _transport("stdio")
+
+    transport: Literal["stdio"] = "stdio"
+    command: str = Field(pattern=BLANK, description="The program that starts the server.", json_schema_extra={
+        "allOf": [{"pattern": _NO_NUL, **messages_for(pattern=f"field 'command' {_NUL}")}],
+        **messages_for(required=_COMMAND, type=_COMMAND, pattern=_COMMAND),
+    })
+    args: list[Argument] = Field([], json_schema_extra=messages_for(type=_ARGS))
+    env: dict[str, Value] = Field({}, description="Literal values, for what is not secret.",
+                                  json_schema_extra=_table(_NAMED_ENV))
+    env_from: dict[str, NameOfValue] = Field(
+        {}, description="Variable → the name of agenttest's environment variable holding its value.",
+        json_schema_extra=_table(_NAMED_ENV),
+    )
+    cwd: str = Field(
+        "", pattern=_NO_NUL, description="Relative: to this file's directory, where a server without cwd starts.",
+        json_schema_extra=messages_for(type=_CWD, pattern=f"field 'cwd' {_NUL}"),
+    )
+    connect_timeout: float = _seconds(DEFAULT_CONNECT_TIMEOUT, "Seconds to start and initialise the session.")
+    call_timeout: float = _seconds(DEFAULT_CALL_TIMEOUT, "Seconds one tools/call may take.")
+
+
+class HttpServer(Strict):
+    """A server reached over streamable HTTP."""
+
+    model_config = _transport("http")
+
+    transport: Literal["http"]
+    url: str = Field(pattern=r"^https?://", json_schema_extra=messages_for(
+        required=_URL.replace("{got}", "None"), type=_URL, pattern=_URL,
+    ))
+    headers_from: dict[str, NameOfValue] = Field(
+        {}, description="Header → the name of agenttest's environment variable holding its value.",
+        json_schema_extra=_table(_HEADER_NAME),
+    )
+    connect_timeout: float = _seconds(DEFAULT_CONNECT_TIMEOUT, "Seconds to connect and initialise the session.")
+    call_timeout: float = _seconds(DEFAULT_CALL_TIMEOUT, "Seconds one tools/call may take.")
+
+
+def _by_transport(schema: dict[str, Any]) -> None:
+    """A server is checked by its transport's model alone, one if/then per transport (as an assertion's parameters
+    are by its type, cases/schema.py): a wrong field is named by that transport's rules, and a transport neither has
+    is said alone. No transport is stdio."""
+    stdio, http = schema["additionalProperties"]["anyOf"]
+    transport = f"field 'transport' must be one of {', '.join(TRANSPORTS)}, got {{got}}"
+    schema["additionalProperties"] = {
+        "type": "object",
+        "properties": {"transport": {"enum": list(TRANSPORTS), **messages_for(enum=transport)}},
+        "allOf": [
+            {"if": {"properties": {"transport": {"const": "stdio"}}}, "then": stdio},
+            {"if": {"properties": {"transport": {"const": "http"}}, "required": ["transport"]}, "then": http},
+        ],
+        **messages_for(type=_SETTINGS),
+    }
+    name = (f"server {{got}}: the name must be at most {MAX_SERVER_NAME} letters, digits, '-' or single '_' (it "
+            "prefixes the server's tool names as <server>__<tool>)")
+    schema["propertyNames"] = {
+        "type": "string", "pattern": SERVER_NAME, "maxLength": MAX_SERVER_NAME,
+        **messages_for(type=name, pattern=name, maxLength=name),
+    }
+    schema.update(messages_for(type="the servers must be a table of name → server, got {type}"))
+
+
+class McpFile(Strict):
+    """The MCP server file (AGENTTEST_MCP_FILE)."""
+
+    model_config = ConfigDict(extra="forbid", title="agenttest MCP servers", json_schema_extra=messages_for(
+        type="must hold a 'servers' table",
+        additionalProperties="unknown top-level key {key} (only [servers.<name>] tables belong here)",
+    ))
+
+    servers: dict[str, StdioServer | HttpServer] = Field({}, json_schema_extra=_by_transport)
 
 
 def load_mcp_servers(path: str) -> dict[str, dict[str, Any]]:
@@ -68,93 +192,29 @@ def load_mcp_servers(path: str) -> dict[str, dict[str, Any]]:
     except (ValueError, UnicodeDecodeError) as exc:
         kind = "JSON" if path.endswith(".json") else "TOML"
         raise ImproperlyConfigured(f"{where}: not valid {kind} ({exc})") from None
-    if not isinstance(data, dict):
-        raise ImproperlyConfigured(f"{where}: must hold a 'servers' table")
-    problems = [f"unknown top-level key {key!r} (only [servers.<name>] tables belong here)" for key in data
-                if key != "servers"]
-    servers = data.get("servers", {})
-    problems.extend(validate_mcp_servers(servers))
+    problems = _problems(data)
     if problems:
         raise ImproperlyConfigured(f"{where}: " + "; ".join(problems))
     directory = os.path.dirname(os.path.abspath(path))
-    return {name: normalise(spec, directory=directory) for name, spec in servers.items()}
+    return {name: normalise(spec, directory=directory) for name, spec in data.get("servers", {}).items()}
 
 
 def validate_mcp_servers(servers: Any) -> list[str]:
     """Every problem with a servers mapping, each naming the server and the field."""
-    if not isinstance(servers, dict):
-        return [f"the servers must be a table of name → server, got {type(servers).__name__}"]
-    problems: list[str] = []
-    for name, spec in servers.items():
-        problems.extend(_server_problems(name, spec))
-    return problems
+    return _problems({"servers": servers})
 
 
-def _server_problems(name: Any, spec: Any) -> list[str]:
-    where = f"server {name!r}"
-    if not isinstance(name, str) or not SERVER_NAME.match(name) or len(name) > MAX_SERVER_NAME:
-        return [f"{where}: the name must be at most {MAX_SERVER_NAME} letters, digits, '-' or single '_' (it "
-                "prefixes the server's tool names as <server>__<tool>)"]
-    if not isinstance(spec, dict):
-        return [f"{where}: must be a table of settings"]
-    transport = spec.get("transport", "stdio")
-    if transport not in TRANSPORTS:
-        return [f"{where}: field 'transport' must be one of {', '.join(TRANSPORTS)}, got {transport!r}"]
-    allowed = _KEYS[transport]
-    problems = [
-        f"{where}: unknown field {key!r} for transport {transport!r} (allowed: {', '.join(sorted(allowed))})"
-        for key in spec
-        if key not in allowed
+def _problems(document: Any) -> list[str]:
+    """Every way an MCP file's document breaks its shape, in the file's words: `server 'time': field 'command' …`."""
+    def words(parts: Parts, value: Any) -> dict[str, str]:
+        return {"at": path_of(parts[2:]), "type": type(value).__name__}
+
+    said = [
+        f"server {parts[1]!r}: {message}" if len(parts) > 1 else message
+        for parts, message in checker(McpFile).findings(document, words=words)
     ]
-    for field in ("connect_timeout", "call_timeout"):
-        value = spec.get(field, 1.0)
-        if not _is_number(value) or value <= 0:
-            problems.append(f"{where}: field {field!r} must be a number of seconds greater than 0, got {value!r}")
-    if transport == "stdio":
-        if not isinstance(spec.get("command"), str) or not spec["command"].strip():
-            problems.append(f"{where}: field 'command' must name the program that starts the server")
-        elif "\x00" in spec["command"]:
-            problems.append(f"{where}: field 'command' {_NUL}")
-        args = spec.get("args", [])
-        if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
-            problems.append(f"{where}: field 'args' must be a list of strings")
-        else:
-            problems.extend(f"{where}: args[{index}] {_NUL}" for index, arg in enumerate(args) if "\x00" in arg)
-        if not isinstance(spec.get("cwd", ""), str):
-            problems.append(f"{where}: field 'cwd' must be a directory path")
-        elif "\x00" in spec.get("cwd", ""):
-            problems.append(f"{where}: field 'cwd' {_NUL}")
-        problems.extend(_mapping_problems(where, "env", spec.get("env", {}), ENV_NAME, value_is_env=False))
-        problems.extend(_mapping_problems(where, "env_from", spec.get("env_from", {}), ENV_NAME, value_is_env=True))
-    else:
-        url = spec.get("url")
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            problems.append(f"{where}: field 'url' must be an http:// or https:// URL, got {url!r}")
-        problems.extend(
-            _mapping_problems(where, "headers_from", spec.get("headers_from", {}), _HEADER_NAME, value_is_env=True)
-        )
-    return problems
-
-
-def _mapping_problems(where: str, field: str, value: Any, key_pattern: re.Pattern[str], *, value_is_env: bool
-                      ) -> list[str]:
-    if not isinstance(value, dict):
-        return [f"{where}: field {field!r} must be a table"]
-    problems = []
-    for key, item in value.items():
-        if not isinstance(key, str) or not key_pattern.fullmatch(key):
-            problems.append(f"{where}: {field}: {key!r} is not a valid name")
-        elif not isinstance(item, str) or (value_is_env and not is_env_name(item)):
-            wanted = "the NAME of an environment variable holding the value (never the value itself)" \
-                if value_is_env else "a string"
-            problems.append(f"{where}: {field}.{key} must be {wanted}")
-        elif "\x00" in item:
-            problems.append(f"{where}: {field}.{key} {_NUL}")
-    return problems
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    # A list's items may each break one rule that speaks of the whole list (`field 'args' must be …`): said once.
+    return list(dict.fromkeys(said))
 
 
 def normalise(spec: dict[str, Any], *, directory: str = "") -> dict[str, Any]:

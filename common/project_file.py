@@ -24,6 +24,9 @@ nearest `agenttest.toml` from the working directory upward, stopping at the repo
     summary = "summary.md"
     results = "results.json"
 
+The file's shape is `ProjectFile` below, checked by the one schema engine (common/schemas.py); what needs the disk
+(a directory that exists, the providers and MCP files named) is checked once the shape holds.
+
 Keys sit at the top level (not under an [agenttest] table) so that the same keys could one day live under
 [tool.agenttest] of a pyproject.toml, as ruff.toml's do under [tool.ruff]. Every relative path is relative to the
 file's directory. Environment variables override the file (settings.py): AGENTTEST_PLUGINS, AGENTTEST_PROVIDERS_FILE,
@@ -32,20 +35,21 @@ AGENTTEST_MCP_FILE, AGENTTEST_VAR_DIR.
 
 from __future__ import annotations
 
-import difflib
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from django.core.exceptions import ImproperlyConfigured
+from pydantic import ConfigDict, Field
 
+from common.inputs import path_of
 from common.mcp_config import load_mcp_servers, normalise, validate_mcp_servers
-from common.model_keys import split_model_key
+from common.model_keys import MODEL_KEY_PATTERN
 from common.provider_config import load_providers, normalise_providers, validate_providers
+from common.schemas import BLANK, Parts, Strict, checker, messages_for
 
 FILE_NAME = "agenttest.toml"
 CONFIG_VARIABLE = "AGENTTEST_CONFIG"
@@ -54,10 +58,91 @@ REPOSITORY_MARKERS = (".git", ".hg")
 # runs.models.Run.Mode's values (common imports no app); tests/test_project_file.py pins that they agree.
 RUN_MODES = ("live", "record", "replay")
 
-_TOP_KEYS = ("plugins", "providers_file", "providers", "mcp_file", "mcp_servers", "var_dir", "run")
-_RUN_KEYS = ("directory", "suites", "models", "cases", "mode", "trials", "junit", "summary", "results")
 _RUN_PATHS = ("junit", "summary", "results")
-_MODULE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+
+
+# --- The file's shape, checked by the one schema engine (common/schemas.py) ----------------------------------------
+# Messages name the key and show the value given, cut short ({shown}); a list is named whole, never one of its items
+# (`_shape_problems`).
+_PATH_MESSAGE = "must be a path (relative to this file's directory), got {shown}"
+# Not blank, and no NUL: no file has one in its name.
+_PATH = r"^[^\x00]*[^\s\x00][^\x00]*$"
+_PLUGINS = 'must be a list of importable module paths (e.g. ["shop.tools"]), got {shown}'
+_NAMES = "must be a list of names, got {shown}"
+# The run command drops the space around a model key, as around a suite's name. Blank is the names' rule's to say.
+_SPACED_MODEL_KEY = rf"^\s*(?:{MODEL_KEY_PATTERN.removeprefix('^').removesuffix('$')})?\s*$"
+_EACH_MODEL_KEY = 'each must be a provider:model key (e.g. "local:gpt-4o-mini"), got {item}'
+_TRIALS = "must be a whole number ≥ 1, got {shown}"
+_MODE = f"must be one of {', '.join(RUN_MODES)}, got {{shown}}"
+_PROVIDERS = "must hold at least one [providers.<name>] table (kind, base_url, models, …)"
+
+ModulePath = Annotated[str, Field(
+    pattern=r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$", json_schema_extra=messages_for(type=_PLUGINS, pattern=_PLUGINS),
+)]
+Name = Annotated[str, Field(pattern=BLANK, json_schema_extra=messages_for(type=_NAMES, pattern=_NAMES))]
+ModelKey = Annotated[str, Field(pattern=BLANK, json_schema_extra={
+    "allOf": [{"pattern": _SPACED_MODEL_KEY, **messages_for(pattern=_EACH_MODEL_KEY)}],
+    **messages_for(type=_NAMES, pattern=_NAMES),
+})]
+
+
+def _absent(**rules: Any) -> Any:
+    # A key that may be left out: when written it follows `rules`, and null is not among them (TOML has none).
+    return Field(None, **rules)
+
+
+def _a_path(description: str) -> Any:
+    return _absent(pattern=_PATH, description=description,
+                   json_schema_extra=messages_for(type=_PATH_MESSAGE, pattern=_PATH_MESSAGE))
+
+
+class RunDefaults(Strict):
+    """[run]: the defaults of `agenttest run`; its options override them."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=messages_for(
+        type="must be a table ([run]) of defaults for `agenttest run`, got {shown}",
+        additionalProperties="unknown key ({near}[run] keys: {known})",
+    ))
+
+    directory: str = _a_path("Where agents/, suites/ and recordings/ are.")
+    suites: list[Name] = Field([], json_schema_extra=messages_for(type=_NAMES))
+    models: list[ModelKey] = Field([], json_schema_extra=messages_for(type=_NAMES))
+    cases: str = Field("", description="A name substring, or tag:<tag>.", json_schema_extra=messages_for(
+        type="must be a string (a name substring, or tag:<tag>), got {shown}",
+    ))
+    # The tuple's names, read by pydantic at run time; the checker takes only literal values.
+    mode: Literal[RUN_MODES] = _absent(json_schema_extra=messages_for(  # type: ignore[valid-type]
+        type=_MODE, enum=_MODE,
+    ))
+    trials: int = Field(1, ge=1, json_schema_extra=messages_for(type=_TRIALS, minimum=_TRIALS))
+    junit: str = _a_path("The JUnit XML report.")
+    summary: str = _a_path("The Markdown summary.")
+    results: str = _a_path("The JSON results.")
+
+
+class ProjectFile(Strict):
+    """agenttest.toml: what every `agenttest` command run in the project needs."""
+
+    model_config = ConfigDict(extra="forbid", title="agenttest project", json_schema_extra=messages_for(
+        additionalProperties="unknown key ({near}keys: {known})",
+    ))
+
+    plugins: list[ModulePath] = Field(
+        [], description="Modules importable from this file's directory.",
+        json_schema_extra=messages_for(type=_PLUGINS),
+    )
+    providers_file: str = _a_path("A providers file (instead of [providers.<name>] tables).")
+    providers: dict[str, Any] = _absent(
+        min_length=1, description="[providers.<name>] tables, each in the providers file's shape "
+        "(common/provider_config.py checks them).",
+        json_schema_extra=messages_for(type=_PROVIDERS, minProperties=_PROVIDERS),
+    )
+    mcp_file: str = _a_path("An MCP server file (instead of [mcp_servers.<name>] tables).")
+    mcp_servers: Any = Field(
+        None, description="[mcp_servers.<name>] tables, the MCP file's servers (common/mcp_config.py checks them).",
+    )
+    var_dir: str = _a_path("The database and broker files; absent: var/ beside this file.")
+    run: RunDefaults = _absent()
 
 
 class ProjectFileError(ImproperlyConfigured):
@@ -148,26 +233,42 @@ def project_file_load(path: Path) -> Project:
 
 def project_parse(path: Path, data: dict[str, Any]) -> Project:
     """The project of a parsed file at `path` (whose directory relative paths are taken from)."""
+    problems = _shape_problems(data)
+    if problems:
+        raise ProjectFileError(path, problems)
     directory = path.parent
-    problems = _unknown(data, _TOP_KEYS, where="")
-
-    plugins = data.get("plugins", [])
-    if not _strings(plugins) or not all(_MODULE.match(plugin) for plugin in plugins):
-        problems.append(f"plugins: must be a list of importable module paths (e.g. [\"shop.tools\"]), got "
-                        f"{_shown(plugins)}")
-        plugins = []
-
     providers, providers_file = _providers(data, directory, problems)
     mcp_servers = _mcp_servers(data, directory, problems)
     run = _run(data.get("run", {}), directory, problems)
-    var_dir = _path(data["var_dir"], directory, "var_dir", problems) if "var_dir" in data else None
+    var_dir = _path(data["var_dir"], directory) if "var_dir" in data else None
     if var_dir is not None and var_dir.exists() and not var_dir.is_dir():
         problems.append(f"var_dir: {var_dir} is a file, not a directory")
     if problems:
         raise ProjectFileError(path, problems)
-    return Project(path=path, plugins=list(plugins), providers=providers,
+    return Project(path=path, plugins=list(data.get("plugins", [])), providers=providers,
                    providers_file=providers_file if providers_file else (path if providers is not None else None),
                    mcp_servers=mcp_servers, run=run, var_dir_given=var_dir)
+
+
+def _shape_problems(data: dict[str, Any]) -> list[str]:
+    """Every way the file breaks its shape, in the file's words: `run.mode: must be one of …`. A problem of a list's
+    item is the list's, said once: the file's messages always named the list."""
+    def words(parts: Parts, value: Any) -> dict[str, str]:
+        named: Any = data
+        for part in _named(parts):
+            named = named[part]
+        return {"shown": _shown(named), "item": _shown(value)}
+
+    said: dict[str, str] = {}
+    for parts, message in checker(ProjectFile).findings(data, words=words):
+        said.setdefault(path_of(_named(parts)), message)
+    return [f"{path}: {message}" for path, message in said.items()]
+
+
+def _named(parts: Parts) -> Parts:
+    while parts and isinstance(parts[-1], int):
+        parts = parts[:-1]
+    return parts
 
 
 def _providers(data: dict[str, Any], directory: Path, problems: list[str]
@@ -176,9 +277,7 @@ def _providers(data: dict[str, Any], directory: Path, problems: list[str]
         problems.append("providers_file and [providers.<name>] tables: give one or the other")
         return None, None
     if "providers_file" in data:
-        path = _path(data["providers_file"], directory, "providers_file", problems)
-        if path is None:
-            return None, None
+        path = _path(data["providers_file"], directory)
         try:
             return load_providers(str(path)), path
         except ImproperlyConfigured as exc:
@@ -187,9 +286,6 @@ def _providers(data: dict[str, Any], directory: Path, problems: list[str]
     if "providers" not in data:
         return None, None
     table = data["providers"]
-    if not isinstance(table, dict) or not table:
-        problems.append("providers: must hold at least one [providers.<name>] table (kind, base_url, models, …)")
-        return None, None
     found = validate_providers(table)
     problems.extend(f"providers: {problem}" for problem in found)
     return (None if found else normalise_providers(table)), None
@@ -200,11 +296,8 @@ def _mcp_servers(data: dict[str, Any], directory: Path, problems: list[str]) -> 
         problems.append("mcp_file and [mcp_servers.<name>] tables: give one or the other")
         return None
     if "mcp_file" in data:
-        path = _path(data["mcp_file"], directory, "mcp_file", problems)
-        if path is None:
-            return None
         try:
-            return load_mcp_servers(str(path))
+            return load_mcp_servers(str(_path(data["mcp_file"], directory)))
         except ImproperlyConfigured as exc:
             problems.append(f"mcp_file: {exc}")
             return None
@@ -216,75 +309,22 @@ def _mcp_servers(data: dict[str, Any], directory: Path, problems: list[str]) -> 
     return None if found else {name: normalise(spec, directory=str(directory)) for name, spec in table.items()}
 
 
-def _run(table: Any, directory: Path, problems: list[str]) -> dict[str, Any]:
-    if not isinstance(table, dict):
-        problems.append(f"run: must be a table ([run]) of defaults for `agenttest run`, got {_shown(table)}")
-        return {}
-    problems.extend(_unknown(table, _RUN_KEYS, where="run."))
+def _run(table: dict[str, Any], directory: Path, problems: list[str]) -> dict[str, Any]:
     run: dict[str, Any] = {}
     if "directory" in table:
-        path = _path(table["directory"], directory, "run.directory", problems)
-        if path is not None and not path.is_dir():
+        path = _path(table["directory"], directory)
+        if not path.is_dir():
             problems.append(f"run.directory: {path} is not a directory (it holds agents/, suites/, recordings/)")
-        elif path is not None:
+        else:
             run["directory"] = path
-    for key in ("suites", "models"):
-        if key in table:
-            value = table[key]
-            if not _strings(value) or not all(item.strip() for item in value):
-                problems.append(f"run.{key}: must be a list of names, got {_shown(value)}")
-            elif key == "models" and (bad := [item for item in value if split_model_key(item.strip()) is None]):
-                problems.append(f"run.models: each must be a provider:model key (e.g. \"local:gpt-4o-mini\"), "
-                                f"got {_shown(bad[0])}")
-            else:
-                run[key] = [item.strip() for item in value]
-    if "cases" in table:
-        if isinstance(table["cases"], str):
-            run["cases"] = table["cases"]
-        else:
-            problems.append(
-                f"run.cases: must be a string (a name substring, or tag:<tag>), got {_shown(table['cases'])}"
-            )
-    if "mode" in table:
-        if table["mode"] in RUN_MODES:
-            run["mode"] = table["mode"]
-        else:
-            problems.append(f"run.mode: must be one of {', '.join(RUN_MODES)}, got {_shown(table['mode'])}")
-    if "trials" in table:
-        trials = table["trials"]
-        if isinstance(trials, int) and not isinstance(trials, bool) and trials >= 1:
-            run["trials"] = trials
-        else:
-            problems.append(f"run.trials: must be a whole number ≥ 1, got {_shown(trials)}")
-    for key in _RUN_PATHS:
-        if key in table:
-            path = _path(table[key], directory, f"run.{key}", problems)
-            if path is not None:
-                run[key] = path
+    run.update({key: [item.strip() for item in table[key]] for key in ("suites", "models") if key in table})
+    run.update({key: table[key] for key in ("cases", "mode", "trials") if key in table})
+    run.update({key: _path(table[key], directory) for key in _RUN_PATHS if key in table})
     return run
 
 
-def _path(value: Any, directory: Path, key: str, problems: list[str]) -> Path | None:
-    if not isinstance(value, str) or not value.strip() or "\x00" in value:
-        problems.append(f"{key}: must be a path (relative to this file's directory), got {_shown(value)}")
-        return None
+def _path(value: str, directory: Path) -> Path:
     return Path(os.path.normpath(directory / value))
-
-
-def _unknown(table: dict[str, Any], known: tuple[str, ...], *, where: str) -> list[str]:
-    problems = []
-    for key in table:
-        if key in known:
-            continue
-        near = difflib.get_close_matches(str(key), known, n=1)
-        hint = f"did you mean {near[0]!r}? " if near else ""
-        section = f"[{where.rstrip('.')}] " if where else ""
-        problems.append(f"{where}{key}: unknown key ({hint}{section}keys: {', '.join(known)})")
-    return problems
-
-
-def _strings(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 def _shown(value: Any) -> str:

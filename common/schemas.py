@@ -8,7 +8,10 @@ known fields: …`, `must be true or false, not a string`.
 
 Keywords a schema may carry for this engine, beside the rules they explain:
 
-- `x-messages` (written with `messages_for`): a keyword's failure in our own words; `{got}` names the value given;
+- `x-messages` (written with `messages_for`): a keyword's failure in our own words; `{got}` names the value given,
+  and the words of a key the object does not take (`additionalProperties`) may name it (`{key}`), the keys it does
+  take (`{known}`) and the nearest of them, as "did you mean 'x'? " (`{near}`); a file that words its paths its own
+  way (`findings`) may give its messages more such names;
 - `x-assertion`: the definition is the parameters of that assertion type, named in its messages
   (`is required for outputContains`, `is not a parameter of toolCalled`);
 - `x-refused`: key → why a field someone may well try is refused, instead of "unknown field".
@@ -16,18 +19,26 @@ Keywords a schema may carry for this engine, beside the rules they explain:
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
 from typing import Annotated, Any
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
+from common.inputs import path_of
 from common.model_keys import MODEL_KEY_PATTERN, MODEL_KEY_RULE
 
 JsonObject = dict[str, Any]
 Problems = list[tuple[str, str]]
+# A path as the keys and indexes it is made of: ("servers", "time", "args", 0).
+Parts = tuple[str | int, ...]
+Findings = list[tuple[Parts, str]]
+# For a problem's path and the value there, what more names its own messages may use (`{at}` → `args[0]`).
+Words = Callable[[Parts, Any], Mapping[str, str]]
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Text with something in it: not empty, not only whitespace.
@@ -129,13 +140,23 @@ class Checker:
             self._fields[left_out] = _Validator(schema)
         return self._problems(self._fields[left_out], document)
 
+    def findings(self, document: Any, *, words: Words | None = None) -> Findings:
+        """Every way `document` breaks the schema, each at its path as keys and indexes, for a file whose messages
+        word the path their own way (`server 'time': field 'command' …`); `words` names more of what the schema's own
+        messages may say."""
+        return self._findings(self._whole, document, words)
+
     def _problems(self, validator: jsonschema.protocols.Validator, document: Any) -> Problems:
-        found: dict[str, str] = {}
+        return [(path_of(parts) or "document", message) for parts, message in self._findings(validator, document)]
+
+    def _findings(self, validator: jsonschema.protocols.Validator, document: Any, words: Words | None = None
+                  ) -> Findings:
+        found: dict[Parts, str] = {}
         errors = sorted(validator.iter_errors(document), key=lambda error: [str(p) for p in error.absolute_path])
         for error in errors:
-            for path, message in self._messages(error):
+            for path, message in self._messages(error, words):
                 # The first word on a path is the one worth reading: an anyOf and its branch may both speak.
-                found.setdefault(path_text(path) or "document", message)
+                found.setdefault(tuple(path), message)
         return list(found.items())
 
     def _resolved(self, schema: dict[str, Any]) -> dict[str, Any]:
@@ -199,7 +220,8 @@ class Checker:
         return (f"must be {others + ' or ' if others else ''}an object of one of these shapes: {' or '.join(shapes)} "
                 f"(? marks an optional key); this one has {has}")
 
-    def _messages(self, error: jsonschema.ValidationError) -> Iterator[tuple[list[Any], str]]:
+    def _messages(self, error: jsonschema.ValidationError, words: Words | None = None
+                  ) -> Iterator[tuple[list[Any], str]]:
         # Set on every error a validation raises; the stubs allow the unset marker of an error made by hand.
         value: Any = error.validator_value
         instance: Any = error.instance
@@ -207,23 +229,33 @@ class Checker:
         keyword: Any = error.validator
         schema = error.schema if isinstance(error.schema, dict) else {}
         assertion = schema.get("x-assertion")
+
+        def said(template: str, at: list[Any], given: Any, **names: str) -> str:
+            return _filled(template, {**(words(tuple(at), given) if words else {}), **names})
+
         if keyword == "required":
             for name in value:
                 if isinstance(instance, dict) and name not in instance:
                     field = self._resolved(schema.get("properties", {}).get(name, {}))
-                    message = _own(field, "required") or (
+                    own = _own(field, "required")
+                    message = said(own, [*path, name], None) if own else (
                         f"is required for {assertion}" if assertion else "is required"
                     )
                     yield [*path, name], message
         elif keyword == "additionalProperties":
             known = [key for key in schema.get("properties", {}) if key != "$schema"]
             refused = schema.get("x-refused") or {}
+            own = _own(schema, "additionalProperties")
             for key in instance:
                 if key in schema.get("properties", {}):
                     continue
                 if key in refused:
                     # A field someone may well try, refused with the reason rather than as a misspelling.
                     yield [*path, key], refused[key]
+                elif own is not None:
+                    near = difflib.get_close_matches(str(key), known, n=1)
+                    yield [*path, key], said(own, [*path, key], instance[key], key=repr(key), known=", ".join(known),
+                                             near=f"did you mean {near[0]!r}? " if near else "")
                 elif assertion:
                     yield [*path, key], (
                         f"is not a parameter of {assertion} (its parameters: {', '.join(known) or 'none'})"
@@ -234,10 +266,10 @@ class Checker:
                     yield [*path, key], f"unknown field {key!r}; it takes no fields"
         elif (own := _own(schema, "type" if keyword == "anyOf" else keyword)) is not None:
             # {got} in our own wording names the value given, where seeing it is the quickest way to the fix.
-            yield path, own.replace("{got}", repr(instance))
+            yield path, said(own, path, instance, got=repr(instance))
         elif keyword == "anyOf" and (branch := self._matching_branch(error)) is not None:
             for inner in branch:
-                yield from self._messages(inner)
+                yield from self._messages(inner, words)
         elif keyword == "anyOf" and (shapes := self._shapes(error)) is not None:
             yield path, shapes
         elif keyword in ("type", "anyOf"):
@@ -273,14 +305,6 @@ def problems(model: type[BaseModel], document: Any, *, partial: bool = False) ->
     return checker(model).problems(document, partial=partial)
 
 
-def path_text(parts: Iterable[Any]) -> str:
-    """A path into a document in agenttest's style: `turns[0].mocks[1].result`."""
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
 _TYPE_WORDS = {
     "string": "a string", "integer": "a whole number", "number": "a number", "boolean": "true or false",
     "object": "a JSON object", "array": "a JSON list", "null": "null",
@@ -313,3 +337,11 @@ def _json_type(value: Any) -> str:
 def _own(schema: dict[str, Any], keyword: str) -> str | None:
     messages: dict[str, str] = schema.get("x-messages") or {}
     return messages.get(keyword)
+
+
+_NAMED = re.compile(r"\{(\w+)\}")
+
+
+def _filled(template: str, names: Mapping[str, str]) -> str:
+    # In one pass: a value put in is never read again for names, whatever braces it holds.
+    return _NAMED.sub(lambda match: names.get(match[1], match[0]), template)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.workers import WAIT_SECONDS
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 HARNESS = ("cases", "runs", "recording", "traces")
 HOST_PUBLIC = {"agenthost.seams"}
@@ -305,7 +307,7 @@ def _host_alone(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
                AGENTTEST_PROVIDERS_FILE=str(providers))
     result = subprocess.run([sys.executable, "-c", script], cwd=BASE_DIR, env={**env,
                             "DJANGO_SETTINGS_MODULE": "agenttest.settings"}, capture_output=True, text=True,
-                            timeout=120)
+                            timeout=WAIT_SECONDS)
     assert result.returncode == 0, result.stderr
     return result
 
@@ -1304,6 +1306,71 @@ def test_it_publishes_in_the_openapi_schema_the_agent_limits_every_door_enforces
         response = admin_client_api.post("/api/agents/", body, format="json")
         assert response.status_code == 400, (name, response.data)
         assert limit in " ".join(response.data[name]), (name, response.data)
+
+# --- Issue 34, point 1: the project, MCP and providers files on the one schema engine --------------------------------
+# Each module that reads one of these files defines the file's shape as a model of the engine's strict base and checks
+# documents with the engine's checker of that model; what needs the disk or the registered kinds comes after, by hand.
+FILE_SHAPES = {
+    "common/project_file.py": "ProjectFile",
+    "common/mcp_config.py": "McpFile",
+    "common/provider_config.py": "ProvidersFile",
+}
+
+
+def _file_shape_offences(path: str, source: str, model: str) -> list[str]:
+    tree = ast.parse(source, filename=path)
+    from_engine = {alias.asname or alias.name for node in ast.walk(tree)
+                   if isinstance(node, ast.ImportFrom) and node.module == "common.schemas" for alias in node.names}
+    classes = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+
+    def strict(name: str) -> bool:
+        return any((base == "Strict" and base in from_engine) or (base in classes and base != name and strict(base))
+                   for base in map(ast.unparse, classes[name].bases))
+
+    offences = []
+    if model not in classes:
+        offences.append(f"{path}: the file's shape is not a model ({model})")
+    elif not strict(model):
+        offences.append(f"{path}: {model} is not a model of common.schemas.Strict")
+    if not any(isinstance(node, ast.Call) and ast.unparse(node.func) == "checker" and "checker" in from_engine
+               and [ast.unparse(argument) for argument in node.args] == [model] for node in ast.walk(tree)):
+        offences.append(f"{path}: documents are not checked with common.schemas.checker({model})")
+    return offences
+
+
+def test_it_checks_the_project_mcp_and_providers_files_with_the_one_schema_engine():
+    found = []
+    for path, model in FILE_SHAPES.items():
+        found.extend(_file_shape_offences(path, (BASE_DIR / path).read_text(), model))
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("planted", "offences"),
+    [
+        # The MCP file as it was checked before: by hand, no model.
+        ('def _server_problems(name, spec):\n    if not isinstance(spec.get("command"), str):\n'
+         '        return [f"server {name!r}: field \'command\' must name the program that starts the server"]\n',
+         ["the file's shape is not a model (McpFile)",
+          "documents are not checked with common.schemas.checker(McpFile)"]),
+        # A model the engine's strict base does not lead to, checked by pydantic's own validation.
+        ("from pydantic import BaseModel\nclass McpFile(BaseModel):\n    servers: dict = {}\n"
+         "McpFile.model_validate(data)\n",
+         ["McpFile is not a model of common.schemas.Strict",
+          "documents are not checked with common.schemas.checker(McpFile)"]),
+        # A strict base of its own, and an engine's checker of another model.
+        ("from pydantic import BaseModel\nfrom common.schemas import checker\nclass Strict(BaseModel):\n    pass\n"
+         "class McpFile(Strict):\n    pass\nchecker(Strict).findings(data)\n",
+         ["McpFile is not a model of common.schemas.Strict",
+          "documents are not checked with common.schemas.checker(McpFile)"]),
+        # Through a base of the module's own, the engine's strict base and checker: as it should be.
+        ("from common.schemas import Strict, checker\nclass _Servers(Strict):\n    pass\n"
+         "class McpFile(_Servers):\n    pass\nchecker(McpFile).findings(data)\n", []),
+    ],
+)
+def test_it_finds_a_file_shape_checked_outside_the_schema_engine(planted, offences):
+    assert _file_shape_offences("planted.py", planted, "McpFile") == [f"planted.py: {offence}" for offence in offences]
+
 
 # --- Issue 34, point 6: the type checker's configuration holds ------------------------------------------------------
 # Decision 0038: mypy checks every shipped package, strict flag by flag on the floors everything stands on. A flag

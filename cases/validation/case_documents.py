@@ -23,7 +23,8 @@ from cases.validation.parts import (
     _mean_simulated_user,
     _Prepared,
 )
-from cases.validation.problems import CaseValidationError, Problem, _at, _Problems, _storable
+from cases.validation.problems import CaseValidationError, Problem, _Problems, _storable
+from common.inputs import path_join
 
 # The shape of a case document — keys, types, required fields, allowed values, each assertion type's parameters — is
 # the JSON Schema of cases/schema.py, the one the files are checked against too. What is checked here by hand is what
@@ -83,20 +84,22 @@ def _clean_document(
                 suite.agent if suite is not None and suite.agent_id is not None else None
             )
             if agent is not None and agent.runtime != Agent.Runtime.PROCESS:
-                problems.add(_at(where, "type"), snapshot_runtime_message(agent))
+                problems.add(path_join(where, "type"), snapshot_runtime_message(agent))
         return assertion(item, where)
 
     def turn_assertion(item: dict[str, Any], where: str) -> dict[str, Any]:
         if item.get("type") == Assertion.Type.GOAL_REACHED:
-            problems.add(_at(where, "type"), GOAL_AT_TURN_MESSAGE)
+            problems.add(path_join(where, "type"), GOAL_AT_TURN_MESSAGE)
         elif item.get("type") == Assertion.Type.SNAPSHOT_MATCHES:
-            problems.add(_at(where, "type"), SNAPSHOT_AT_TURN_MESSAGE)
+            problems.add(path_join(where, "type"), SNAPSHOT_AT_TURN_MESSAGE)
         return assertion(item, where)
 
     def turn(item: dict[str, Any], where: str) -> dict[str, Any]:
         return {
             "user_message": item.get("user_message"),
-            "assertions": _mean_list(item.get("assertions", []), field=_at(where, "assertions"), mean=turn_assertion),
+            "assertions": _mean_list(
+                item.get("assertions", []), field=path_join(where, "assertions"), mean=turn_assertion
+            ),
         }
 
     cleaned["history"] = [

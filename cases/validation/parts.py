@@ -20,8 +20,8 @@ from cases.schema import (
 )
 from cases.tool_schemas import mock_schema_problems
 from cases.validation.callable_functions import CallableFunctions
-from cases.validation.problems import _INVALID, _at, _from_text, _Problems, _under
-from common.inputs import MAX_ID
+from cases.validation.problems import _INVALID, _from_text, _Problems, _under
+from common.inputs import MAX_ID, path_join
 from common.patterns import pattern_problem
 from common.schemas import defaults
 
@@ -57,7 +57,7 @@ class _Prepared:
         self.field(container, key, at=at, expected=list)
         if isinstance(container.get(key), list):
             container[key] = [
-                self._item(item, _at(at, index), each) for index, item in enumerate(container[key])
+                self._item(item, path_join(at, index), each) for index, item in enumerate(container[key])
             ]
 
     @staticmethod
@@ -69,15 +69,15 @@ class _Prepared:
         return item
 
     def assertion(self, item: dict[str, Any], where: str) -> None:
-        self.field(item, "params", at=_at(where, "params"), expected=dict)
+        self.field(item, "params", at=path_join(where, "params"), expected=dict)
 
     def mock(self, item: dict[str, Any], where: str) -> None:
-        self.field(item, "arguments", at=_at(where, "arguments"), expected=dict, nullable=True)
-        self.field(item, "state_writes", at=_at(where, "state_writes"), expected=dict)
-        self.field(item, "table", at=_at(where, "table"), expected=dict, nullable=True)
+        self.field(item, "arguments", at=path_join(where, "arguments"), expected=dict, nullable=True)
+        self.field(item, "state_writes", at=path_join(where, "state_writes"), expected=dict)
+        self.field(item, "table", at=path_join(where, "table"), expected=dict, nullable=True)
 
     def turn(self, item: dict[str, Any], where: str) -> None:
-        self.items(item, "assertions", at=_at(where, "assertions"), each=self.assertion)
+        self.items(item, "assertions", at=path_join(where, "assertions"), each=self.assertion)
 
     def simulated_user(self, data: dict[str, Any]) -> None:
         self.field(data, "simulated_user", at="simulated_user", expected=dict, nullable=True)
@@ -112,25 +112,25 @@ def _mean_assertion(
 ) -> dict[str, Any]:
     kind = data.get("type")
     params = data.get("params", {})
-    params_field = _at(prefix, "params")
+    params_field = path_join(prefix, "params")
     if isinstance(params, dict):
         pattern = params.get("pattern")
         if kind == Assertion.Type.OUTPUT_REGEX and isinstance(pattern, str) and pattern:
             # Compiled as the runner matches it, and tried on texts that make a catastrophic pattern explode.
             if (problem := pattern_problem(pattern)) is not None:
-                problems.add(_at(params_field, "pattern"), problem)
+                problems.add(path_join(params_field, "pattern"), problem)
         function = params.get("function")
         if kind in TOOL_ASSERTIONS and functions is not None and isinstance(function, str) and function.strip():
             if function not in functions.names:
                 # It could never be called, so toolCalled could never pass and toolNotCalled would prove nothing.
                 problems.add(
-                    _at(params_field, "function"), functions.not_callable(function), shared=functions.listing
+                    path_join(params_field, "function"), functions.not_callable(function), shared=functions.listing
                 )
         if kind == Assertion.Type.TABLE_EQUALS:
             _mean_table_equals(params, at=params_field, tables=tables, problems=problems)
     if kind in JUDGED_ASSERTIONS and suite is not None and not suite.judge_model:
         problems.add(
-            _at(prefix, "type"),
+            path_join(prefix, "type"),
             f"{kind} needs a judge model, and suite {suite.name!r} has none: set suite.judge_model first",
         )
     return {"type": kind, "params": params if isinstance(params, dict) else {}, "fatal": data.get("fatal", False)}
@@ -145,14 +145,14 @@ def _mean_mock(data: dict[str, Any], *, prefix: str, functions: CallableFunction
     if isinstance(name, str) and name.strip() and len(name) <= FUNCTION_NAME_MAX_LENGTH:
         name = name.strip()
         if functions is not None and name not in functions.names:
-            problems.add(_at(prefix, "function_name"), functions.not_callable(name), shared=functions.listing)
+            problems.add(path_join(prefix, "function_name"), functions.not_callable(name), shared=functions.listing)
         elif functions is not None and not draft:
             for field, message in mock_schema_problems({**data, "function_name": name}, functions.declarations[name]):
                 problems.add(_under(prefix, field), f"{message} (mock of {name})")
     table = data.get("table")
     if isinstance(table, dict):
         parameters = functions.parameters(name) if functions is not None and isinstance(name, str) else None
-        _mean_table_mock(table, function=name, at=_at(prefix, "table"), tables=tables, parameters=parameters,
+        _mean_table_mock(table, function=name, at=path_join(prefix, "table"), tables=tables, parameters=parameters,
                          problems=problems)
     return {
         "function_name": name,
@@ -194,7 +194,7 @@ def _mean_table_mock(
     if tables is not None and isinstance(name, str):
         rows = tables.get(name)
         if name not in tables:
-            problems.add(_at(at, "name"), _no_table(name, tables))
+            problems.add(path_join(at, "name"), _no_table(name, tables))
     for part in ("key", "when", "update"):
         values = table.get(part)
         if not isinstance(values, dict):
@@ -203,13 +203,13 @@ def _mean_table_mock(
             # A list in `when` is the values allowed, each of which may name an argument.
             for item in value if part == "when" and isinstance(value, list) else [value]:
                 if problem := _argument_problem(item, function=function, parameters=parameters):
-                    problems.add(_at(_at(at, part), field), problem)
+                    problems.add(path_join(path_join(at, part), field), problem)
                     break
     key = table.get("key")
     if isinstance(key, dict) and isinstance(rows, list) and rows:
         for field in key:
             if not any(isinstance(row, dict) and field in row for row in rows):
-                problems.add(_at(_at(at, "key"), field),
+                problems.add(path_join(path_join(at, "key"), field),
                              f"no row of table {name!r} has the field {field!r}, so no call could find a record")
 
 
@@ -218,11 +218,13 @@ def _mean_table_equals(
 ) -> None:
     name, key, rows = params.get("table"), params.get("key", "id"), params.get("rows")
     if tables is not None and isinstance(name, str) and name not in tables:
-        problems.add(_at(at, "table"), _no_table(name, tables))
+        problems.add(path_join(at, "table"), _no_table(name, tables))
     if isinstance(key, str) and isinstance(rows, list):
         for index, row in enumerate(rows):
             if isinstance(row, dict) and key not in row:
-                problems.add(_at(_at(at, "rows"), index), f"has no {key!r} field, the key that finds its row")
+                problems.add(
+                    path_join(path_join(at, "rows"), index), f"has no {key!r} field, the key that finds its row"
+                )
 
 
 def _tables_size_problem(tables: Any) -> str:
@@ -242,7 +244,7 @@ def _mean_list(
 ) -> list[dict[str, Any]]:
     if not isinstance(value, list):
         return []
-    return [mean(item, _at(field, index)) for index, item in enumerate(value) if isinstance(item, dict)]
+    return [mean(item, path_join(field, index)) for index, item in enumerate(value) if isinstance(item, dict)]
 
 
 def _mean_case_fields(data: dict[str, Any], *, problems: _Problems) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from common.inputs import (
     json_loads,
     json_text_too_deep,
     nonfinite_path,
+    path_join,
     text_is_storable,
     too_deep_path,
 )
@@ -77,12 +78,6 @@ class _Problems:
         self.items.append(Problem(field, message, shared=shared))
 
 
-def _at(prefix: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{prefix}[{key}]"
-    return f"{prefix}.{key}" if prefix else key
-
-
 def _under(field: str, path: str) -> str:
     """`field` joined with a path from common.inputs ("a.b[0]", "[2].c" or "(top level)")."""
     if path == "(top level)":
@@ -125,10 +120,10 @@ def _unstorable_problems(value: Any, *, field: str, problems: _Problems) -> None
             if not text_is_storable(str(key)):
                 problems.add(field or "document", f"has a key that {UNSTORABLE_MESSAGE}")
             else:
-                _unstorable_problems(item, field=_at(field, str(key)), problems=problems)
+                _unstorable_problems(item, field=path_join(field, str(key)), problems=problems)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _unstorable_problems(item, field=_at(field, index), problems=problems)
+            _unstorable_problems(item, field=path_join(field, index), problems=problems)
 
 
 def _from_text(value: Any, *, field: str, expected: type, nullable: bool, problems: _Problems) -> Any:

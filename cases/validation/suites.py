@@ -10,7 +10,8 @@ from cases.models import Assertion, Case, Suite
 from cases.schema import SuiteDocument, schema_problems
 from cases.validation.callable_functions import CallableFunctions, suite_callable_functions
 from cases.validation.parts import _Prepared
-from cases.validation.problems import Problem, SuiteValidationError, _at, _Problems, _storable
+from cases.validation.problems import Problem, SuiteValidationError, _Problems, _storable
+from common.inputs import path_join
 from common.schemas import defaults
 
 SUITE_DOCUMENT_FIELDS = tuple(SuiteDocument.model_fields)
@@ -110,7 +111,7 @@ def _check_effects(extra_allowed: list[Any], functions: CallableFunctions | None
             and not functions.effect_free(function)
         ):
             problems.add(
-                _at("extra_allowed_functions", index),
+                path_join("extra_allowed_functions", index),
                 _effects_message(function, functions.declarations.get(function, ())),
             )
 
@@ -128,7 +129,9 @@ def _check_rules_and_concurrency(
         # A rule for a function no case can call would compare nothing.
         for function in rules:
             if function not in functions.names:
-                problems.add(_at("mock_rules", function), functions.not_callable(function), shared=functions.listing)
+                problems.add(
+                    path_join("mock_rules", function), functions.not_callable(function), shared=functions.listing
+                )
     concurrency = data["case_concurrency"]
     if "case_concurrency" not in wrong and concurrency > 1:
         problem = _hermetic_problem(extra_allowed, functions)
@@ -209,7 +212,7 @@ def _function_names(
     names = [name.strip() for name in names]
     for index, name in enumerate(names):
         if functions is not None and name not in functions.names:
-            problems.add(_at(field, index), functions.not_callable(name), shared=functions.listing)
+            problems.add(path_join(field, index), functions.not_callable(name), shared=functions.listing)
     return names
 
 
