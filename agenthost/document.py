@@ -69,14 +69,24 @@ _MCP_NAME = (
 )
 
 
+_MCP_TOOLS = "must be a non-empty list of distinct tool names (leave it out for every tool of the server)"
+
+
 class McpServerTools(Strict):
-    """The tools of an MCP server: every one it lists, or the named subset; each is called `<server>__<tool>`."""
+    """The tools of an MCP server: every one it lists, or the named subset; each is called `<server>__<tool>`. Which
+    servers are configured and what each lists is checked beside the shape (agenthost/mcp/tools.py)."""
 
     mcp: str = Field(
         min_length=1, pattern=BLANK, description="A server configured in the MCP file (AGENTTEST_MCP_FILE).",
         json_schema_extra=messages_for(type=_MCP_NAME, minLength=_MCP_NAME, pattern=_MCP_NAME),
     )
-    tools: list[NonEmptyText] | None = Field(None, description="Only these of the server's tools; absent: all.")
+    tools: Annotated[
+        list[NonEmptyText],
+        Field(min_length=1, json_schema_extra={"uniqueItems": True, **messages_for(
+            type=_MCP_TOOLS, minItems=_MCP_TOOLS, uniqueItems=_MCP_TOOLS, minLength=_MCP_TOOLS, pattern=_MCP_TOOLS,
+        )}),
+    ] | None = Field(None, description="Only these of the server's tools; absent: all.",
+                     json_schema_extra=messages_for(type=_MCP_TOOLS))
 
 
 class Rule(Strict):

@@ -11,7 +11,7 @@ from typing import Any
 
 import jsonschema
 
-from agenthost.document import AgentInput, FunctionDeclaration
+from agenthost.document import AgentInput, FunctionDeclaration, McpServerTools
 from agenthost.llm.registry import UnknownModel, configured_models, get_model
 from agenthost.loading import callable_function_names
 from agenthost.mcp.tools import declared_functions, is_server_entry, server_entry_problems
@@ -27,15 +27,15 @@ from common.schemas import problems as shape_problems
 def agent_shape_problems(values: dict[str, Any], *, partial: bool = False) -> dict[str, list[str]]:
     """What breaks the shape of an agent as the API and the admin take it (AgentInput), keyed by field as
     agent_problems is: a field's own problem as its message, one inside it with its path (`functions[0].name: …`).
-    `partial`: only the fields given are checked (a PATCH). Each function object is checked by its own definition; a
-    server's tools by the server's (agenthost/mcp/tools.py)."""
+    `partial`: only the fields given are checked (a PATCH). Each function object is checked by its own definition: a
+    function's (FunctionDeclaration) or a server's tools' (McpServerTools)."""
     found = shape_problems(AgentInput, values, partial=partial)
     functions = values.get("functions")
     if isinstance(functions, list) and not any(path.startswith("functions") for path, _ in found):
         found += [
             (f"functions[{index}].{path}", message)
-            for index, item in enumerate(functions) if not is_server_entry(item)
-            for path, message in shape_problems(FunctionDeclaration, item)
+            for index, item in enumerate(functions)
+            for path, message in shape_problems(McpServerTools if is_server_entry(item) else FunctionDeclaration, item)
         ]
     by_field: dict[str, list[str]] = {}
     for path, message in found:

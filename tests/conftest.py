@@ -1,10 +1,12 @@
-"""Fixtures shared by every test: users with their API clients and the model fixtures (`scripted_model`,
-`openai_stub`) from agenthost.testing.fixtures; which tests a process collects with the demo on or off."""
+"""Fixtures shared by every test: users with their API clients, `talk` (a conversation played through the
+conversation service as a user would) and the model fixtures (`scripted_model`, `openai_stub`) from
+agenthost.testing.fixtures; which tests a process collects with the demo on or off."""
 
 from __future__ import annotations
 
 import os
 import resource
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 
+from agenthost.models import Agent, Conversation
+from agenthost.services import conversation_send, conversation_start
 from tests.workers import WAIT_SECONDS
 
 pytest_plugins = ["agenthost.testing.fixtures"]
@@ -216,3 +220,16 @@ def member_client(member):
 def outsider_client(outsider):
     return _signed_in(outsider)
 
+
+@pytest.fixture
+def talk() -> Callable[..., Conversation]:
+    """talk(agent, *user_messages, initial_state=..., history=..., owner=..., title=...) → the conversation."""
+
+    def talk(agent: Agent, *messages: str, **start: Any) -> Conversation:
+        conversation = conversation_start(agent=agent, **start)
+        for text in messages:
+            conversation_send(conversation=conversation, text=text)
+        conversation.refresh_from_db()
+        return conversation
+
+    return talk

@@ -704,6 +704,134 @@ def test_it_finds_the_engine_reaching_up_to_the_selectors():
     ]
 
 
+# --- Issue 34, point 5: the run loop reads top to bottom --------------------------------------------------------------
+# RunLoop.run() tells a run's whole story on one screen, and every step of the engine and the tapes reads in one
+# sitting (decision 0041): execute_case (119 lines), _play (94) and result_store (94) were split into named steps.
+# The plan types and the run tag each live in one module below the engine's door, which three modules import.
+RUN_STORY = ("runs/engine/run_loop.py", "RunLoop", "run")
+RUN_STORY_LINES = 30
+ENGINE_STEP_LINES = 70
+ENGINE_HOMES = {
+    "SuitePlan": "runs/engine/plans.py",
+    "CasePlan": "runs/engine/plans.py",
+    "TurnPlan": "runs/engine/plans.py",
+    "AssertionPlan": "runs/engine/plans.py",
+    "TEST_TAG": "runs/engine/tags.py",
+    "run_tag": "runs/engine/tags.py",
+}
+
+
+def _function_lengths(path: str, source: str) -> dict[str, int]:
+    """`Class.function` or `function` → its lines, docstring included, for every function of the module."""
+    lengths: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                lengths[f"{prefix}{child.name}"] = child.end_lineno - child.lineno + 1
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(ast.parse(source, filename=path), "")
+    return lengths
+
+
+def _long_engine_steps(sources: dict[str, str]) -> list[str]:
+    found = []
+    for path, source in sorted(sources.items()):
+        lengths = _function_lengths(path, source)
+        found.extend(
+            f"{path}: {name} has {lines} lines (at most {ENGINE_STEP_LINES})"
+            for name, lines in lengths.items()
+            if lines > ENGINE_STEP_LINES
+        )
+        if path == RUN_STORY[0]:
+            story = lengths.get(f"{RUN_STORY[1]}.{RUN_STORY[2]}", 0)
+            if not 0 < story <= RUN_STORY_LINES:
+                found.append(f"{path}: {RUN_STORY[1]}.{RUN_STORY[2]} has {story} lines (1 to {RUN_STORY_LINES})")
+    return found
+
+
+def _defined_away_from_home(sources: dict[str, str]) -> list[str]:
+    found = []
+    for path, source in sorted(sources.items()):
+        for node in ast.walk(ast.parse(source, filename=path)):
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)]
+            else:
+                continue
+            found.extend(
+                f"{path}:{node.lineno}: {name} (its home is {ENGINE_HOMES[name]})"
+                for name in names
+                if ENGINE_HOMES.get(name, path) != path
+            )
+    return found
+
+
+def _defined_names(body: list[ast.stmt]) -> set[str]:
+    """The names a module's or a class's own statements define."""
+    names = set()
+    for node in body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name))
+    return names
+
+
+def _runs_sources() -> dict[str, str]:
+    return {
+        str(path.relative_to(BASE_DIR)): path.read_text()
+        for path in sorted(RUNS.rglob("*.py"))
+        if "migrations" not in path.parts
+    }
+
+
+def test_it_keeps_the_run_loops_story_on_one_screen_and_every_engine_step_short():
+    rooms = ("runs/engine/", "runs/tapes/")
+    below = {path: source for path, source in _runs_sources().items() if path.startswith(rooms)}
+    assert RUN_STORY[0] in below
+    assert _long_engine_steps(below) == []
+
+
+def test_it_finds_a_long_engine_step_and_a_run_story_grown_past_a_screen():
+    step = "def execute_case(plan):\n" + "    plan.step()\n" * ENGINE_STEP_LINES
+    short_step = "def _play(plan):\n" + "    plan.step()\n" * (ENGINE_STEP_LINES - 1)
+    story = "class RunLoop:\n    def run(self):\n" + "        self.step()\n" * RUN_STORY_LINES
+    assert _long_engine_steps({"runs/engine/case_runner.py": step + short_step, RUN_STORY[0]: story}) == [
+        f"runs/engine/case_runner.py: execute_case has {ENGINE_STEP_LINES + 1} lines (at most {ENGINE_STEP_LINES})",
+        f"{RUN_STORY[0]}: RunLoop.run has {RUN_STORY_LINES + 1} lines (1 to {RUN_STORY_LINES})",
+    ]
+    # A loop whose story moved elsewhere (no RunLoop.run) is found too.
+    assert _long_engine_steps({RUN_STORY[0]: "def run_execute_held(lease):\n    pass\n"}) == [
+        f"{RUN_STORY[0]}: RunLoop.run has 0 lines (1 to {RUN_STORY_LINES})"
+    ]
+
+
+def test_it_defines_the_plan_types_and_the_run_tag_each_in_its_one_module():
+    sources = _runs_sources()
+    assert _defined_away_from_home(sources) == []
+    for name, home in ENGINE_HOMES.items():
+        assert name in _defined_names(ast.parse(sources[home]).body), f"{name} is not defined in {home}"
+
+
+def test_it_finds_a_plan_type_or_the_run_tag_defined_away_from_its_module():
+    planted = {
+        "runs/engine/case_runner.py": "@dataclass\nclass CasePlan:\n    name: str\n",
+        "runs/selectors.py": "TEST_TAG = 'agenttest'\n",
+        "runs/engine/plans.py": "class SuitePlan:\n    pass\n",
+    }
+    assert _defined_away_from_home(planted) == [
+        "runs/engine/case_runner.py:2: CasePlan (its home is runs/engine/plans.py)",
+        "runs/selectors.py:1: TEST_TAG (its home is runs/engine/tags.py)",
+    ]
+
+
 def test_it_gives_the_plugin_loader_a_name_apart_from_the_public_plugin_module():
     names = list(_stems(BASE_DIR / "agenttest").values())
     assert sorted((one, other) for one in names for other in names if one < other and _same_name(one, other)) == []
@@ -1372,6 +1500,54 @@ def test_it_finds_a_file_shape_checked_outside_the_schema_engine(planted, offenc
     assert _file_shape_offences("planted.py", planted, "McpFile") == [f"planted.py: {offence}" for offence in offences]
 
 
+# An agent's MCP server entry (`{"mcp", "tools"?}`) is McpServerTools of the agent's document: the API and the admin
+# check it with the engine, as the files do; agenthost/mcp/tools.py checks only what needs the MCP file and the
+# servers' listings (a configured server, declared once, tools it lists).
+SERVER_ENTRY_DOORS = "agenthost/validation.py"
+SERVER_ENTRY_MEANING = "agenthost/mcp/tools.py"
+_SHAPE_WORDS = re.compile(r"unknown field|must be a non-empty list|distinct")
+
+
+def _server_entry_offences(doors: str, meaning: str) -> list[str]:
+    offences = []
+    if not any(
+        isinstance(node, ast.Call) and ast.unparse(node.func) in {"shape_problems", "problems"}
+        and node.args and "McpServerTools" in ast.unparse(node.args[0])
+        for node in ast.walk(ast.parse(doors))
+    ):
+        offences.append(f"{SERVER_ENTRY_DOORS}: an MCP server entry is not checked with the engine (McpServerTools)")
+    offences.extend(
+        f"{SERVER_ENTRY_MEANING}:{node.lineno}: a shape checked by hand ({node.value.strip()!r})"
+        for node in ast.walk(ast.parse(meaning))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SHAPE_WORDS.search(node.value)
+    )
+    return offences
+
+
+def test_it_checks_an_agents_mcp_server_entries_with_the_one_schema_engine():
+    doors, meaning = ((BASE_DIR / path).read_text() for path in (SERVER_ENTRY_DOORS, SERVER_ENTRY_MEANING))
+    assert _server_entry_offences(doors, meaning) == []
+
+
+def test_it_finds_an_mcp_server_entry_checked_by_hand():
+    # The shape as it was checked before: by hand, beside the listings, and not by the engine at the API's door.
+    meaning = (
+        "def server_entry_problems(functions):\n"
+        "    for index, item in enumerate(functions):\n"
+        "        if unknown := sorted(key for key in item if key not in ENTRY_KEYS):\n"
+        "            problems.append(f'functions[{index}]: unknown field {unknown[0]!r}')\n"
+        "        if not isinstance(item.get('tools'), list):\n"
+        "            problems.append(f'functions[{index}].tools: must be a non-empty list of distinct tool names')\n"
+    )
+    doors = "found += [shape_problems(FunctionDeclaration, item) for item in functions if not is_server_entry(item)]\n"
+    assert _server_entry_offences(doors, meaning) == [
+        f"{SERVER_ENTRY_DOORS}: an MCP server entry is not checked with the engine (McpServerTools)",
+        f"{SERVER_ENTRY_MEANING}:4: a shape checked by hand (']: unknown field')",
+        f"{SERVER_ENTRY_MEANING}:6: a shape checked by hand "
+        "('].tools: must be a non-empty list of distinct tool names')",
+    ]
+
+
 # --- Issue 34, point 6: the type checker's configuration holds ------------------------------------------------------
 # Decision 0038: mypy checks every shipped package, strict flag by flag on the floors everything stands on. A flag
 # turned off in an override, a package left out or errors ignored would let annotations drift unseen.
@@ -1428,3 +1604,90 @@ def test_it_finds_a_type_check_loosened():
         "cases.files: errors ignored", "common.*: warn_return_any is not on", "agenthost.*: warn_return_any is not on",
         "runs.engine.*: warn_return_any is not on",
     ])
+
+
+# --- Issue 34, point 7: the architecture page is true to the code -----------------------------------------------------
+# docs/architecture.md names the rooms, modules, names and tests a newcomer opens next. Each name it writes in code
+# quotes must be there: a path that exists, a module, a name some module or test defines (a class's member as
+# `Class.member`). A rule whose test was renamed or removed, or a module that moved, shows up here. Left unread:
+# patterns (`<app>/…`, `*.yaml`), elided names (`run_…`), URLs and anything with a space (commands, code samples).
+ARCHITECTURE_PAGE = "docs/architecture.md"
+PAGE_PACKAGES = ("agenttest", "agenthost", "cases", "runs", "recording", "traces", "common", "agenttest_demo")
+# Names the page quotes that are Python's, Django's or mypy's, or a file of the steering repository.
+NAMED_OUTSIDE = {
+    "reverse", "reverse_lazy", "redirect", "include", "import_module", "apps.get_model", "check_untyped_defs",
+    "__all__", "ARCHITECTURE.md",
+}
+
+
+@functools.cache
+def _defined_in_the_project() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """(names, `Class.member`s, file names) defined or held anywhere in the project's packages, tests and bench."""
+    names: set[str] = set()
+    members: set[str] = set()
+    files: set[str] = set()
+    for package in (*PAGE_PACKAGES, "tests", "bench"):
+        for path in (BASE_DIR / package).rglob("*"):
+            files.add(path.name)
+            if path.suffix != ".py" or "migrations" in path.parts:
+                continue
+            if path.parent.name == "commands":
+                names.add(path.stem)
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.ClassDef):
+                    members.update(f"{node.name}.{name}" for name in _defined_names(node.body))
+                if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                    names.add(node.name)
+                elif isinstance(node, ast.Assign | ast.AnnAssign):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    names.update(n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name))
+    return frozenset(names), frozenset(members), frozenset(files)
+
+
+def _page_names_missing(text: str) -> list[str]:
+    names, members, files = _defined_in_the_project()
+    missing = []
+    for quoted in sorted(set(re.findall(r"`([^`\n]+)`", text))):
+        if any(mark in quoted for mark in ("…", "*", "<", " ")) or quoted.startswith(("/", ".venv/")):
+            continue
+        name = quoted.removesuffix("()")
+        if name in NAMED_OUTSIDE:
+            continue
+        if "/" in name:
+            if not (BASE_DIR / name).exists():
+                missing.append(f"{quoted}: no such path")
+        elif re.fullmatch(r"[\w-]+\.(py|html|js|css|md|toml|yaml|json)", name):
+            if name not in files:
+                missing.append(f"{quoted}: no such file")
+        elif not re.fullmatch(r"[A-Za-z_][\w.]*", name):
+            continue
+        elif name.split(".")[0] in PAGE_PACKAGES:
+            module = BASE_DIR / name.replace(".", "/")
+            if not (module.with_suffix(".py").is_file() or module.is_dir()):
+                missing.append(f"{quoted}: no such module")
+        elif "." in name:
+            if name not in members:
+                missing.append(f"{quoted}: no such member")
+        elif ("_" in name.strip("_") or name[0].isupper()) and name not in names:
+            missing.append(f"{quoted}: defined nowhere")
+    return missing
+
+
+def test_it_names_on_the_architecture_page_only_what_the_code_holds():
+    assert _page_names_missing((BASE_DIR / ARCHITECTURE_PAGE).read_text()) == []
+
+
+def test_it_finds_a_path_module_name_or_test_the_architecture_page_names_in_vain():
+    planted = (
+        "The loop is `runs/engine/run.py`, called by `runs.engine.runner` through `RunLoop.execute()`; the plans are\n"
+        "`CasePlans` in `plans.py`; `test_it_keeps_the_web_room_apart` holds it. Unread: `run_…`, `agenttest run`.\n"
+        "True: `runs/engine/run_loop.py`, `runs.engine.run_loop`, `RunLoop.run()`, `CasePlan`, `base.html`,\n"
+        "`demo_setup`, `reverse()`, `test_it_finds_a_path_module_name_or_test_the_architecture_page_names_in_vain`.\n"
+    )
+    assert _page_names_missing(planted) == [
+        "CasePlans: defined nowhere",
+        "RunLoop.execute(): no such member",
+        "runs.engine.runner: no such module",
+        "runs/engine/run.py: no such path",
+        "test_it_keeps_the_web_room_apart: defined nowhere",
+    ]

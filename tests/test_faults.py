@@ -11,15 +11,13 @@ import subprocess
 import time
 
 import pytest
-from kombu import Connection
 
 from agenthost.models import Agent, Message
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_trigger
-from runs.tasks import execute_run
 from tests.ports import free_port
-from tests.workers import REDIS_URL, WAIT_SECONDS, flush_redis_queue, runs_worker, wait_for
+from tests.workers import REDIS_URL, WAIT_SECONDS, dispatch_to, flush_redis_queue, runs_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -63,14 +61,6 @@ def order_suite(cases: int) -> Suite:
         Mock.objects.create(case=case, function_name="lookup_order", result='{"status": "shipped"}')
         Assertion.objects.create(case=case, turn=turn, type="toolCalled", params={"function": "lookup_order"})
     return suite
-
-
-def dispatch_to(url: str):
-    def dispatch(run_id: int) -> None:
-        with Connection(url) as connection:
-            execute_run.apply_async(args=[run_id], queue="runs", connection=connection, retry=False)
-
-    return dispatch
 
 
 def test_it_keeps_finished_results_and_says_why_when_the_worker_is_killed_mid_run(tmp_path, settings, scripted_model):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agenthost.builtins.control import CONTROL_FLOW_FUNCTIONS
@@ -29,6 +29,7 @@ from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.engine.mocking import CANARY_FUNCTION
 from runs.models import CaseResult
 from runs.services import run_create, run_execute
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 pytestmark = pytest.mark.slow
 
@@ -172,7 +173,7 @@ def _side_effecting_results() -> list[tuple[str, str]]:
 @settings(
     max_examples=40,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    suppress_health_check=SUPPRESSED_WITH_FIXTURES,
 )
 @given(scenario=scenarios)
 def test_it_never_executes_a_side_effecting_function_in_a_run(

@@ -16,6 +16,8 @@ from django.conf import settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 CELERY = str(Path(sys.executable).with_name("celery"))
+# The run task, by the name the workers register it under.
+EXECUTE_RUN = "runs.tasks.execute_run"
 REDIS_URL = os.environ.get("AGENTTEST_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 
 
@@ -146,3 +148,25 @@ def publishing_to_fixture(settings: Any) -> Iterator[Callable[[str], None]]:
     yield use
     app.conf.broker_url = previous
     drop_pools()
+
+
+def dispatch_to(broker_url: str) -> Callable[[int], None]:
+    """A run's dispatch to the workers at `broker_url` (this process's Celery app was built for another broker),
+    through the product's broker_publish: on a new embedded broker file its second try, on a connection of its own,
+    is what wins kombu's race with a worker creating the same queue row, as the web process's publish does (seen on a
+    loaded machine: UNIQUE on kombu_queue.name, and the run refused as "queue unavailable")."""
+    from celery import current_app
+    from django.test import override_settings
+    from kombu import Connection
+
+    from common.broker import broker_publish
+
+    def dispatch(run_id: int) -> None:
+        def send(_app_connection: object) -> None:
+            with Connection(broker_url) as connection:
+                current_app.send_task(EXECUTE_RUN, args=[run_id], queue="runs", connection=connection, retry=False)
+
+        with override_settings(CELERY_BROKER_URL=broker_url):
+            broker_publish(send)
+
+    return dispatch

@@ -43,7 +43,6 @@ logger = logging.getLogger(__name__)
 SEPARATOR = "__"
 MAX_FUNCTION_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-ENTRY_KEYS = frozenset({"mcp", "tools"})
 
 
 def function_name(server: str, tool: str) -> str:
@@ -288,11 +287,13 @@ def execute(context: FunctionContext) -> FunctionResult:
 
 
 def server_entry_problems(functions: list[Any], *, list_servers: bool = True) -> list[str]:
-    """What is wrong with an agent's declarations of MCP servers' tools, each naming `functions[i]` and the field.
-    With `list_servers` (an agent saved through the API or the admin) each named server is listed now, so the
-    declarations are checked against what it offers; a server that cannot be listed is a problem only when nothing
-    was ever cached for it, and a listing refused for a name clash is a problem. Without it (files applied) no server
-    is contacted: the declarations are checked against the cached listings."""
+    """What is wrong with an agent's declarations of MCP servers' tools past their shape (McpServerTools of the
+    agent's document, checked first by the schema engine), each naming `functions[i]` and the field: a server that
+    is not configured or is declared twice, tools it does not list. With `list_servers` (an agent saved through the
+    API or the admin) each named server is listed now, so the declarations are checked against what it offers; a
+    server that cannot be listed is a problem only when nothing was ever cached for it, and a listing refused for a
+    name clash is a problem. Without it (files applied) no server is contacted: the declarations are checked against
+    the cached listings."""
     from django.conf import settings
 
     configured = settings.AGENTTEST_MCP_SERVERS
@@ -303,10 +304,8 @@ def server_entry_problems(functions: list[Any], *, list_servers: bool = True) ->
         if not is_server_entry(item):
             continue
         where = f"functions[{index}]"
-        if unknown := sorted(str(key) for key in item if key not in ENTRY_KEYS):
-            problems.append(f"{where}: unknown field {unknown[0]!r} (an MCP server entry has 'mcp' and 'tools')")
         server = item["mcp"]
-        if not isinstance(server, str) or server not in configured:
+        if server not in configured:
             names = ", ".join(sorted(configured)) or "none (AGENTTEST_MCP_FILE)"
             problems.append(f"{where}.mcp: {server!r} is not a configured MCP server; configured: {names}")
             continue
@@ -314,14 +313,6 @@ def server_entry_problems(functions: list[Any], *, list_servers: bool = True) ->
             problems.append(f"{where}.mcp: the server {server!r} is declared twice; list its tools in one entry")
             continue
         seen.add(server)
-        tools = item.get("tools")
-        if tools is not None and (
-            not isinstance(tools, list) or not tools or not all(isinstance(tool, str) and tool for tool in tools)
-            or len(set(tools)) != len(tools)
-        ):
-            problems.append(f"{where}.tools: must be a non-empty list of distinct tool names (leave it out for "
-                            "every tool of the server)")
-            continue
         entries.append((index, item))
     failed = refresh([item["mcp"] for _, item in entries]) if list_servers else {}
     cache = cached_tools([item["mcp"] for _, item in entries])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, assume, given
+from hypothesis import assume, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
@@ -18,6 +18,7 @@ from agenthost.seams import CONTROL_FLOW_FUNCTIONS, StepLimitExceeded, register_
 from agenthost.selectors import conversation_state
 from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
 from tests.order_tools import TRACK_ORDER, VOID_ORDER
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 pytestmark = pytest.mark.django_db
 
@@ -207,7 +208,7 @@ def _look_alike(name: str, data: st.DataObject) -> str:
     return variant
 
 
-@hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(data=st.data())
 def test_it_refuses_every_look_alike_of_a_declared_or_registered_name(agent, scripted_model, mailoutbox, asked, data):
     target = data.draw(st.sampled_from(sorted({TRACK_ORDER, EMAIL, HTTP, *registered_functions()})))

@@ -8,13 +8,14 @@ import math
 import time
 
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from agenthost.llm import registry
 from agenthost.llm.base import DEADLINE, ModelRequest, ProviderError
 from agenthost.testing.openai_stub import HttpError
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.workers import WAIT_SECONDS
 
 USER = {"role": "user", "content": "Where is order 1042?"}
@@ -57,7 +58,7 @@ def test_it_ends_a_slow_call_at_its_deadline_and_hangs_up(settings, openai_stub)
     assert openai_stub.in_flight == 0, "the client hung up, so the server dropped the request"
 
 
-@hypothesis_settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(max_examples=8, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(retry_after=st.sampled_from([0.2, 0.3, 0.45]), within=st.sampled_from([0.5, 0.9, 1.3]))
 def test_it_retries_as_the_server_asks_only_while_the_deadline_allows(settings, openai_stub, retry_after, within):
     provider = configure(settings, openai_stub.base_url, max_retries=10)

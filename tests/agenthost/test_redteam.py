@@ -16,7 +16,7 @@ import pytest
 from django.core import mail
 from django.db import connection
 from django.utils import timezone
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
@@ -29,6 +29,7 @@ from agenthost.services import conversation_invoke_function, conversation_send, 
 from agenthost.turns import ConcurrentTurn, InvalidInput, TurnClaimLost
 from common.inputs import MAX_JSON_DEPTH
 from tests.bad_input import token_client
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -204,7 +205,7 @@ _json_like = st.recursive(
 )
 
 
-@hypothesis_settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(max_examples=300, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(
     raw=st.one_of(
         st.text(max_size=200),

@@ -7,7 +7,7 @@ import hashlib
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
@@ -17,6 +17,7 @@ from agenthost.models import Agent, Conversation, Message
 from agenthost.services import conversation_invoke_function, conversation_send, conversation_start
 from agenthost.turns import ConversationSealed
 from tests.order_tools import TRACK_ORDER
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 pytestmark = pytest.mark.django_db
 
@@ -100,7 +101,7 @@ def test_it_refuses_a_direct_invocation_without_the_seal_key(agent, mailoutbox):
     assert mailoutbox == [] and _untouched(conversation) == before
 
 
-@hypothesis_settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(max_examples=30, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(offered=st.text(max_size=60))
 def test_it_refuses_any_key_but_the_seal_key(agent, scripted_model, offered):
     conversation = conversation_start(agent=agent, seal=REASON)

@@ -8,7 +8,6 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from agenthost.llm.scripted import Answer, Call, Entry
-from agenthost.services import conversation_send, conversation_start
 from recording.services import recording_create
 from tests.browser.conftest import EMAIL, cancellation_of_1043
 from tests.order_tools import TRACK_ORDER, VOID_ORDER
@@ -94,7 +93,7 @@ def looked_up(order_id: str, reply: str) -> list[Entry]:
 
 
 def test_it_groups_each_turns_mocks_with_that_turn_in_a_long_conversation(
-    sign_in, order_desk, scripted_model, admin_user
+    sign_in, order_desk, scripted_model, admin_user, talk
 ):
     # Three goals in four turns: the status and the items of order 1042, cancelling 1043 (look-up, cancellation,
     # confirmation email), then cancelling 1047, which the look-up finds delivered.
@@ -104,11 +103,9 @@ def test_it_groups_each_turns_mocks_with_that_turn_in_a_long_conversation(
         *cancellation_of_1043(),
         *looked_up("1047", "I checked: order 1047 is already delivered, so I did not change it."),
     )
-    conversation = conversation_start(
-        agent=order_desk["order-cancellation"], initial_state={"customer_email": "bo@example.com"}
+    conversation = talk(
+        order_desk["order-cancellation"], *THREE_TOPICS, initial_state={"customer_email": "bo@example.com"}
     )
-    for text in THREE_TOPICS:
-        conversation_send(conversation=conversation, text=text)
     case = recording_create(conversation=conversation).cases[0]
     context, page = sign_in(*ADMIN)
     page.set_viewport_size({"width": 800, "height": 900})

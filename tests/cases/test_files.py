@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 import yaml
 from django.core.management import call_command
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agenthost.models import Agent
@@ -22,6 +22,7 @@ from cases.models import Case, Suite
 from cases.schema import KINDS, schema_for, schema_problems
 from cases.services import case_create, case_update
 from runs.models import CaseResult, Run
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 pytestmark = pytest.mark.django_db
 
@@ -195,7 +196,7 @@ def test_it_round_trips_byte_for_byte_through_an_empty_database(repo, tmp_path):
 
 
 # Each example exports and applies a whole directory; YAML's quoting rules are met well within 60 texts of each kind.
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(
     message=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1).filter(
         lambda t: t.strip()

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agenthost.admin import AgentAdminForm
 from agenthost.models import Agent
 from cases.models import Case, Suite
 from tests.package_env import CHECKOUT_VARIABLES
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 # The commands below run in their own process on a database of their own (AGENTTEST_VAR_DIR under tmp_path, no
 # DATABASE_URL): the same on either pass, so they run once (own_database); only the in-process doors further down
@@ -226,7 +227,7 @@ def test_it_refuses_an_agent_temperature_the_api_refuses_and_the_agent_list_stil
     assert not Agent.objects.filter(name="support").exists()
 
 
-DOOR_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+DOOR_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 
 
 @in_the_database

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 from django.core.management import CommandError, call_command
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agenthost.models import Agent
@@ -26,6 +26,7 @@ from cases.validation.case_documents import validate_case_document, validate_moc
 from cases.validation.problems import CaseValidationError
 from tests.cases import parcel_tools  # noqa: F401  (registers the typed tools the agent declares)
 from tests.cases.test_admin import change_form, change_url
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 pytestmark = pytest.mark.django_db
 
@@ -257,7 +258,7 @@ def expected_to_fit(schema: dict[str, Any], arguments: Any, result: str) -> bool
     return jsonschema.Draft202012Validator(parcel_tools.Parcel.model_json_schema()).is_valid(value)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(schema=INPUT_SCHEMAS, arguments=ARGUMENTS, result=RESULTS)
 def test_no_door_accepts_what_another_refuses(admin_client_api, parcels, schema, arguments, result):
     Case.objects.all().delete()

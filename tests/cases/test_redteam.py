@@ -15,13 +15,14 @@ import httpx
 import pytest
 from django.contrib.messages import get_messages
 from django.core.management import CommandError, call_command
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cases.models import Case, Suite
 from tests.bad_input import LONG_DIGITS, database_fingerprint, deep_json, fingerprint_changes, token_client
 from tests.cases.conftest import make_document
 from tests.cases.test_admin import change_form
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 # A lone surrogate as JSON text escapes it: what a browser or client sends.
 SURROGATE_TEXTS = ('"\\ud800"', '"a\\udfffb"', '"\\udc00"')
@@ -86,7 +87,7 @@ def test_it_shows_a_form_error_for_unstorable_case_json_and_changes_nothing(admi
 
 
 @pytest.mark.django_db
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(
     prefix=st.text(st.characters(exclude_categories=("Cs",)), max_size=5),
     surrogate=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),

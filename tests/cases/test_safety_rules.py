@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.contrib.messages import get_messages
 from django.core.management import CommandError, call_command
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agenthost.functions import register_function
@@ -30,6 +30,7 @@ from cases.validation.suites import validate_suite
 from common.inputs import MAX_JSON_DEPTH
 from tests.cases.conftest import SUPPORT_FUNCTIONS
 from tests.cases.test_admin import change_form, change_url, changelist_action
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 pytestmark = pytest.mark.django_db
 
@@ -233,7 +234,7 @@ def test_it_refuses_a_force_blocked_name_no_agent_can_call_in_the_admin(admin_cl
     assert suite.force_blocked_functions == []
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(
     name=st.sampled_from(sorted({*SUPPORT_FUNCTIONS, *CONTROL_FLOW_FUNCTIONS})),
     before=st.sampled_from(["", " ", "\t", "  \n"]),

@@ -1,15 +1,11 @@
-"""Fixtures of the demo's own tests, loaded only with the demo plugin on (AGENTTEST_DEMO=1): the demo agents, and
-`talk`, which plays a conversation through the conversation service as a user would."""
+"""Fixtures of the demo's own tests, loaded only with the demo plugin on (AGENTTEST_DEMO=1): the demo agents by name.
+`talk` is every test's (tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
-from agenthost.models import Agent, Conversation
-from agenthost.services import conversation_send, conversation_start
+from agenthost.models import Agent
 from agenttest_demo.agents import demo_agents_ensure
 
 
@@ -19,15 +15,3 @@ def demo_agents(db) -> dict[str, Agent]:
     return {agent.name: agent for agent, _ in demo_agents_ensure()}
 
 
-@pytest.fixture
-def talk() -> Callable[..., Conversation]:
-    """talk(agent, *user_messages, initial_state=..., history=..., owner=..., title=...) → the conversation."""
-
-    def talk(agent: Agent, *messages: str, **start: Any) -> Conversation:
-        conversation = conversation_start(agent=agent, **start)
-        for text in messages:
-            conversation_send(conversation=conversation, text=text)
-        conversation.refresh_from_db()
-        return conversation
-
-    return talk

@@ -4,7 +4,13 @@ run, idempotently."""
 from __future__ import annotations
 
 import io
+import os
 import re
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -12,8 +18,11 @@ from django.core import mail
 from django.core.management import call_command
 
 from agenthost.models import Agent, Conversation, Message, StateChange
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db
+
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 
 def _run() -> str:
@@ -21,6 +30,26 @@ def _run() -> str:
     # The queued run is checked in a process of its own below: here nothing may publish to the default broker.
     call_command("demo_setup", "--no-run", stdout=out)
     return out.getvalue()
+
+
+def _fresh_deployment(var_dir: Path, **settings: str) -> Callable[..., str]:
+    """manage(*args) → the output of `manage.py` in a deployment of its own on the embedded default (a SQLite file
+    and the file broker in `var_dir`), the demo on, with `settings` on top; a failing command fails the test."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "DATABASE_URL", "AGENTTEST_"))}
+    env.update(
+        AGENTTEST_DEBUG="1", AGENTTEST_DEMO="1", AGENTTEST_VAR_DIR=str(var_dir),
+        AGENTTEST_ADMIN_PASSWORD="demo-password-1", **settings,
+    )
+
+    def manage(*args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True,
+            timeout=WAIT_SECONDS,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    return manage
 
 
 def _snapshot():
@@ -135,26 +164,7 @@ def test_it_adds_the_demo_suites_with_every_assertion_type_and_a_blocked_tool():
 # The demo's own set-up on the embedded default (a SQLite file of its own, the file broker): once is enough.
 @pytest.mark.embedded_default
 def test_it_queues_the_first_run_of_the_demo_suite_once(tmp_path):
-    import os
-    import sqlite3
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    base = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "DATABASE_URL", "AGENTTEST_"))}
-    env.update(
-        AGENTTEST_DEBUG="1", AGENTTEST_DEMO="1", AGENTTEST_VAR_DIR=str(tmp_path),
-        AGENTTEST_ADMIN_PASSWORD="demo-password-1",
-    )
-
-    def manage(*args):
-        result = subprocess.run(
-            [sys.executable, "manage.py", *args], cwd=base, env=env, capture_output=True, text=True
-        )
-        assert result.returncode == 0, result.stderr
-        return result.stdout
-
+    manage = _fresh_deployment(tmp_path)
     manage("migrate", "--noinput")
     first = manage("demo_setup")
     assert "Queued run #1 of 'Order support demo' on simulated:sim-careful, simulated:sim-hasty" in first
@@ -172,25 +182,7 @@ def test_it_queues_the_first_run_of_the_demo_suite_once(tmp_path):
 # conversations; no suite.
 @pytest.mark.embedded_default
 def test_it_sets_up_the_agents_and_conversations_of_a_deployment_without_the_harness(tmp_path):
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    base = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "DATABASE_URL", "AGENTTEST_"))}
-    env.update(
-        AGENTTEST_DEBUG="1", AGENTTEST_DEMO="1", AGENTTEST_VAR_DIR=str(tmp_path), AGENTTEST_HARNESS_APPS="",
-        AGENTTEST_ADMIN_PASSWORD="demo-password-1",
-    )
-
-    def manage(*args):
-        result = subprocess.run(
-            [sys.executable, "manage.py", *args], cwd=base, env=env, capture_output=True, text=True
-        )
-        assert result.returncode == 0, result.stderr
-        return result.stdout
-
+    manage = _fresh_deployment(tmp_path, AGENTTEST_HARNESS_APPS="")
     manage("migrate", "--noinput")
     first = manage("demo_setup")
     for name in ("order-cancellation", "order-lookup", "order-router"):

@@ -9,12 +9,13 @@ import string
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as settings_profile
 from hypothesis import strategies as st
 
 from agenthost.models import Agent, McpToolList
 from common.mcp_config import load_mcp_servers, validate_mcp_servers
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 
 def write(tmp_path, text, name="mcp.toml"):
@@ -110,7 +111,7 @@ def post_agent(admin_client_api, functions):
     ([{"mcp": "orders", "tools": ["lookup_order", "refund"]}],
      "functions[0].tools[1]: 'orders' lists no tool 'refund'; it lists: lookup_order, cancel_order"),
     ([{"mcp": "orders", "tools": []}], "functions[0].tools: must be a non-empty list of distinct tool names"),
-    ([{"mcp": "orders", "only": ["x"]}], "functions[0]: unknown field 'only'"),
+    ([{"mcp": "orders", "only": ["x"]}], "functions[0].only: unknown field 'only'"),
     ([{"mcp": "orders"}, {"mcp": "orders"}], "functions[1].mcp: the server 'orders' is declared twice"),
     ([{"mcp": "orders", "tools": ["lookup_order"]}, {"name": "orders__lookup_order"}],
      "'orders__lookup_order' is declared twice"),
@@ -219,7 +220,7 @@ def mcp_cache(settings, db):
 
 
 @pytest.mark.django_db
-@settings_profile(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None, max_examples=60)
+@settings_profile(suppress_health_check=SUPPRESSED_WITH_FIXTURES, deadline=None, max_examples=60)
 @given(functions=st.lists(_ENTRY, max_size=3), rule_function=st.sampled_from(["orders__lookup_order", "x"]))
 def test_it_answers_any_mcp_declaration_with_201_or_a_400_naming_functions(
     admin_client_api, scripted_model, mcp_cache, functions, rule_function

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from agenthost.functions import annotations_effect_free
@@ -19,6 +19,7 @@ from agenthost.models import Agent, Conversation, McpToolList
 from cases.models import Assertion, Case, Suite, Turn
 from runs.models import Run
 from runs.services import run_create, run_execute
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 # What these tests answer hangs on MCP servers in processes of their own, not on the database
 # engine: the PostgreSQL pass runs them, once.
@@ -75,7 +76,7 @@ def clean() -> None:
     McpToolList.objects.all().delete()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(scenario=scenarios())
 def test_it_never_runs_for_real_a_tool_that_is_not_effect_free_now(scenario, scripted_model, mcp_servers, markers):
     clean()

@@ -8,7 +8,7 @@ import json
 from typing import Annotated, Any, Literal
 
 import pytest
-from hypothesis import HealthCheck, example, given
+from hypothesis import example, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
@@ -18,6 +18,7 @@ from agenthost.llm.scripted import Answer, Call
 from agenthost.models import Agent
 from agenthost.services import conversation_send, conversation_start
 from agenttest.plugin import FunctionContext, FunctionError, FunctionResult, register_function, tool
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 CALLS: list[tuple[str, dict[str, Any]]] = []
 
@@ -330,7 +331,7 @@ def _acceptable(arguments: Any) -> bool:
 
 
 @pytest.mark.django_db
-@hypothesis_settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(max_examples=60, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(arguments=_ARGUMENTS)
 # What a CI run's random examples once found: a NUL in a value, refused before the tool runs.
 @example(arguments={"parcel_id": "\x00"})

@@ -4,14 +4,12 @@ file naming the plugin's kind runs a suite whose agent calls the plugin's tools,
 from __future__ import annotations
 
 import pytest
-from kombu import Connection
 
-from agenttest.celery import app
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Run
 from runs.services import run_trigger
 from tests.plugins.conftest import LOOK_AND_NOTE, LOOKUP, OUTBOX_ENV, PLUGIN, PROVIDERS_FILE, RULES_MODEL, SEND
-from tests.workers import runs_worker, wait_for
+from tests.workers import dispatch_to, runs_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -27,9 +25,7 @@ def test_it_runs_plugin_tools_on_the_plugins_model_in_a_real_worker(ticket_agent
     broker_url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
     log = tmp_path / "worker.log"
 
-    def dispatch(run_id: int) -> None:
-        with Connection(broker_url) as connection:
-            app.send_task("runs.tasks.execute_run", args=[run_id], queue="runs", connection=connection, retry=False)
+    dispatch = dispatch_to(broker_url)
 
     with runs_worker(
         broker_url, log, AGENTTEST_PLUGINS=PLUGIN, AGENTTEST_PROVIDERS_FILE=str(providers), **{OUTBOX_ENV: str(outbox)}

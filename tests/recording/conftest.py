@@ -14,7 +14,6 @@ from django.core.cache import cache
 from agenthost.llm.base import ModelRequest
 from agenthost.llm.scripted import Answer, Call, Entry, ScriptedProvider
 from agenthost.models import Agent, Conversation
-from agenthost.services import conversation_send, conversation_start
 from agenthost.testing.fixtures import ScriptedModel, scripted_provider_config
 from cases.models import Suite
 from tests.order_tools import ORDER_TOOLS
@@ -72,20 +71,6 @@ def _fresh_throttle_history(db) -> Iterator[None]:
     cache.clear()
     yield
     cache.clear()
-
-
-@pytest.fixture
-def talk() -> Callable[..., Conversation]:
-    """talk(agent, *user_messages, initial_state=..., history=..., owner=..., title=...) → the conversation."""
-
-    def talk(agent: Agent, *messages: str, **start: Any) -> Conversation:
-        conversation = conversation_start(agent=agent, **start)
-        for text in messages:
-            conversation_send(conversation=conversation, text=text)
-        conversation.refresh_from_db()
-        return conversation
-
-    return talk
 
 
 class AgentModel(ScriptedModel):

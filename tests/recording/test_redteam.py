@@ -7,12 +7,13 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from cases.models import Case
 from tests.bad_input import database_fingerprint, fingerprint_changes, session_client
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,7 +45,7 @@ def test_it_refuses_a_make_cases_post_with_an_unknown_field_and_creates_nothing(
     assert not fingerprint_changes(before, database_fingerprint())
 
 
-@hypothesis_settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(max_examples=25, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(name=st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=30))
 def test_it_refuses_any_field_the_extract_form_does_not_send(admin_client, three_topics, scripted_model, name):
     if name in {"suite", "extraction_model", "csrfmiddlewaretoken"}:

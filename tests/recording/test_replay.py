@@ -15,6 +15,7 @@ from cases.services import case_enable
 from recording.services import extraction_create, recording_create
 from runs.models import Run
 from runs.services import RunError, run_create, run_execute
+from tests.extractions import assert_extraction_refused_once_the_tools_are_gone
 from tests.recording.conftest import EMAIL, answer_by_user_message, segments_answer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -104,22 +105,15 @@ def test_it_extracts_a_routed_two_message_conversation_into_two_drafts_green_and
 
     # Once the cancellation agent no longer offers those tools, the draft breaks the case rules: each problem is
     # named once, and what the agents can call is listed once, after them.
-    agent = order_agents["order-cancellation"]
-    agent.functions = [item for item in agent.functions if item["name"] == "track_order"]
-    agent.save()
-    refused = admin_client_api.post("/api/extractions/", extract, format="json")
-    assert refused.status_code == 400
-    [error] = refused.json()["errors"]
-    fields = [
-        "turns[0].assertions[1].params.function", "turns[0].assertions[2].params.function",
-        "mocks[1].function_name", "mocks[2].function_name",
-    ]
-    assert [error["message"].count(f"{field}: ") for field in fields] == [1, 1, 1, 1]
-    assert error["message"].count("callable functions") == 1 and error["message"].count("order-lookup") == 1
-    assert error["message"].endswith(
-        "callable functions (agents: order-router, order-cancellation, order-lookup): human_intervention_needed, "
-        "response_to_user, route_to_agent, track_order, util-instruct-execute_template, "
-        "util-routing-fallback_to_router"
+    assert_extraction_refused_once_the_tools_are_gone(
+        admin_client_api,
+        extract,
+        agent=order_agents["order-cancellation"],
+        keep="track_order",
+        callable_functions=(
+            "human_intervention_needed, response_to_user, route_to_agent, track_order, "
+            "util-instruct-execute_template, util-routing-fallback_to_router"
+        ),
     )
     assert Case.objects.count() == 2, "the refused extraction stores nothing"
 

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
@@ -29,6 +29,7 @@ from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult, Recording, Run
 from runs.services import run_create, run_execute
 from runs.tapes.replay import HANG
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.runs.test_concurrency import stub_provider
 from tests.workers import WAIT_SECONDS
 
@@ -121,7 +122,7 @@ def settle(*stubs: OpenAIStub) -> None:
 
 @hypothesis_settings(
     max_examples=5, deadline=None, derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    suppress_health_check=SUPPRESSED_WITH_FIXTURES,
 )
 @given(
     limit=st.integers(min_value=1, max_value=2),

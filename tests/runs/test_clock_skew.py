@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from django.db.models.functions import Now
-from hypothesis import HealthCheck, given, settings, strategies
+from hypothesis import given, settings, strategies
 from kombu import Connection
 
 from agenthost.models import Agent
@@ -28,6 +28,7 @@ from common.queues import group_queue
 from runs.models import CaseResult, Run, RunLock
 from runs.services import run_create, run_sweep_expired, run_trigger
 from runs.tasks import execute_run
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.runs.conftest import SCRIPTED
 from tests.runs.test_lease import broker
 from tests.workers import REDIS_URL, group_worker, wait_for
@@ -184,7 +185,7 @@ offsets = strategies.one_of(
 
 
 @given(offset_ms=offsets, source=strategies.sampled_from(["database", "stored", "stored-whole-second"]))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 def test_it_sweeps_a_lease_exactly_when_the_database_says_it_expired(order_suite, scripted_model, offset_ms, source):
     run = Run.objects.filter(suite=order_suite).first() or run_create(suite=order_suite, model_keys=[SCRIPTED])
 

@@ -9,12 +9,13 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agenthost.models import Conversation
 from runs.models import CaseResult, Run
 from runs.services import run_create, run_execute
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.runs.conftest import CAREFUL
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -92,7 +93,7 @@ def test_it_prunes_old_test_conversations_only_and_never_one_of_a_running_run(or
     assert set(Conversation.objects.values_list("pk", flat=True)) == {old_running.pk, old_user.pk}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(
     days=st.one_of(
         st.sampled_from(["0", "-3", "1.5", "³", "٣", "1e3", "", " 7", "99999999999999999999999", "36501", "seven"]),

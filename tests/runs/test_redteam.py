@@ -13,7 +13,7 @@ import httpx
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
@@ -27,6 +27,7 @@ from runs.models import CaseResult, Recording, Run
 from runs.services import run_create, run_execute
 from runs.tapes.files import MANIFEST, RecordingFilesRejected, recordings_import
 from tests.bad_input import database_fingerprint, fingerprint_changes, session_client, token_client
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.runs.conftest import CAREFUL
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -333,7 +334,7 @@ def test_it_refuses_a_trigger_form_with_an_unknown_field_naming_it_and_starts_no
     assert not fingerprint_changes(before, database_fingerprint())
 
 
-@hypothesis_settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(max_examples=25, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(name=st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=30))
 def test_it_refuses_any_field_the_trigger_form_does_not_declare(admin_client, order_suite, careful_and_hasty, name):
     known = {"suite", "models", "case_filter", "mode", "trials", "budget_tokens", "budget_cost", "csrfmiddlewaretoken"}

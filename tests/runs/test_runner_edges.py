@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pytest
 from django.core import mail
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
@@ -38,6 +38,7 @@ from runs.engine.mocking import BLOCKED_PREFIX, CANARY_FUNCTION, HAS_OUTSIDE_EFF
 from runs.engine.plans import AssertionPlan, CasePlan, SuitePlan, TurnPlan
 from runs.tapes.replay import Recorder, Replayer
 from tests.order_tools import TRACK_ORDER, VOID_ORDER
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.runs.test_key_free import openai_provider
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -308,7 +309,7 @@ names = st.one_of(
 )
 
 
-@hypothesis_settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(max_examples=150, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(
     name=names,
     trigger=st.sampled_from(["model", "rule", "direct"]),

@@ -7,15 +7,13 @@ import json
 from decimal import Decimal
 
 import pytest
-from kombu import Connection
 
 from agenthost.models import Agent
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from common.provider_config import load_providers
 from runs.models import CaseResult, Run
 from runs.services import run_trigger
-from runs.tasks import execute_run
-from tests.workers import runs_worker, wait_for
+from tests.workers import dispatch_to, runs_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -53,9 +51,7 @@ def test_it_plays_a_script_file_on_a_real_worker_and_logs_the_requests(tmp_path,
         Mock.objects.create(case=case, function_name="find_order", result='{"status": "processing"}')
         Assertion.objects.create(case=case, type="outputContains", params={"text": "processing"})
 
-    def dispatch(run_id: int) -> None:
-        with Connection(broker_url) as connection:
-            execute_run.apply_async(args=[run_id], queue="runs", connection=connection, retry=False)
+    dispatch = dispatch_to(broker_url)
 
     worker_log = tmp_path / "worker.log"
     with runs_worker(broker_url, worker_log, AGENTTEST_PROVIDERS_FILE=str(providers)):

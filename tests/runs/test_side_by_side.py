@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runs.models import CaseResult, Run
 from runs.web.side_by_side import Column, aligned
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.runs.conftest import CAREFUL, HASTY
 from tests.runs.test_flipped import words
 from tests.runs.test_views import html_of
@@ -377,7 +378,7 @@ def _assert_one_row_differs_for_one_call_left_out_and_one_put_in(calls: list[str
         assert divergence is not None and divergence.row.steps[1].difference == expected[0]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(
     calls=st.lists(st.sampled_from(["lookup_order", "cancel_order", "refund", "email"]), min_size=1, max_size=8),
     data=st.data(),

@@ -6,14 +6,12 @@ import os
 import subprocess
 
 import pytest
-from kombu import Connection
 
 from common.provider_config import load_providers
 from runs.models import CaseResult, Run
 from runs.services import run_trigger
-from runs.tasks import execute_run
 from tests.desk import MODELS, desk_providers_file, desk_suite
-from tests.workers import BASE_DIR, CELERY, REDIS_URL, flush_redis_queue, runs_worker, wait_for, worker_env
+from tests.workers import BASE_DIR, CELERY, REDIS_URL, dispatch_to, flush_redis_queue, runs_worker, wait_for, worker_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -24,14 +22,6 @@ def providers_file(tmp_path, settings) -> str:
     providers = desk_providers_file(tmp_path)
     settings.AGENTTEST_PROVIDERS = load_providers(str(providers))
     return str(providers)
-
-
-def dispatch_via(broker_url: str):
-    def dispatch(run_id: int) -> None:
-        with Connection(broker_url) as connection:
-            execute_run.apply_async(args=[run_id], queue="runs", connection=connection, retry=False)
-
-    return dispatch
 
 
 @pytest.fixture(params=["redis", "embedded"])
@@ -47,7 +37,7 @@ def test_it_runs_a_two_model_run_end_to_end_on_a_real_worker(broker_url, provide
     suite = desk_suite()
     log = tmp_path / "worker.log"
     with runs_worker(broker_url, log, AGENTTEST_PROVIDERS_FILE=providers_file):
-        run = run_trigger(suite=suite, model_keys=MODELS, triggered_by=admin_user, dispatch=dispatch_via(broker_url))
+        run = run_trigger(suite=suite, model_keys=MODELS, triggered_by=admin_user, dispatch=dispatch_to(broker_url))
         wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, what="the run to finish", log_path=log)
     run.refresh_from_db()
     results = list(CaseResult.objects.filter(run=run).order_by("position"))

@@ -9,16 +9,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from kombu import Connection
 
 from agenthost.models import Agent
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from common.provider_config import load_providers
 from runs.models import CaseResult, Run
 from runs.services import run_trigger
-from runs.tasks import execute_run
 from tests.agenthost.listeners import local_server  # noqa: F401 — the fixture
-from tests.workers import WAIT_SECONDS, runs_worker, wait_for
+from tests.workers import WAIT_SECONDS, dispatch_to, runs_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -129,9 +127,7 @@ def test_it_stops_a_loop_running_its_own_tools_and_routes_a_tools_own_client_on_
                                       extra_allowed_functions=["exchange_rate"])
     _case(own_client, "rate", "Convert 10 EUR to USD")
 
-    def dispatch(run_id: int) -> None:
-        with Connection(broker_url) as connection:
-            execute_run.apply_async(args=[run_id], queue="runs", connection=connection, retry=False)
+    dispatch = dispatch_to(broker_url)
 
     worker_log = tmp_path / "worker.log"
     env = {"AGENTTEST_PROVIDERS_FILE": str(providers), "PYTHONPATH": str(tmp_path / "team"),

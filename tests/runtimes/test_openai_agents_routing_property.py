@@ -13,13 +13,14 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agenthost.models import Agent
 from cases.models import Assertion, Case, Mock, Suite, Turn
 from runs.models import CaseResult
 from runs.services import run_create, run_execute
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.runtimes.conftest import markers
 from tests.runtimes.sealed_parts import (
     HELPERS,
@@ -137,7 +138,7 @@ def source(root: Part) -> tuple[str, dict[str, tuple[str, str]]]:
 
 
 @settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+          suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(root=parts())
 # The reproductions among them: a hand-off appended at run time to a clone with an unmocked tool, and an
 # agent exposed as a tool whose inner agent is itself exposed as a tool, its tool mocked.

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agenthost.models import Agent
 from cases.files import FilesRejected, files_apply
 from common.inputs import ENV_NAME
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 
 # The scripted model is any configured model: the agent never answers, and only the field under test is bad.
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("scripted_model")]
@@ -79,7 +80,7 @@ def _bad_field() -> st.SearchStrategy[tuple[str, Any]]:
 
 
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+                suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 
 
 @pytest.fixture(autouse=True)

@@ -12,11 +12,12 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agenthost.models import Agent
 from agenthost.seams import get_model
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.runtimes.conftest import markers
 from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
 from tests.runtimes.sealed_parts import (
@@ -145,7 +146,7 @@ def source(root: Part) -> tuple[str, dict[str, tuple[str, str]]]:
 
 
 @settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+          suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(root=parts())
 # A tool delegating to an agent whose per-run toolset has a tool with its own async Responses client, and another
 # whose hand-opened socket the case allowed.

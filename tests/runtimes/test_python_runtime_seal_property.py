@@ -9,11 +9,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agenthost.models import Agent
 from agenthost.seams import get_model
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.runtimes.conftest import markers
 from tests.runtimes.harness import AssertionPlan, CasePlan, MockSpec, TurnPlan, execute_case, suite_plan
 from tests.runtimes.sealed_parts import (
@@ -95,7 +96,7 @@ def source(parts: list[tuple[str, bool]], own_client: bool) -> str:
 
 
 @settings(max_examples=20, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+          suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(
     parts=st.lists(st.tuples(bodies(), st.booleans()), min_size=1, max_size=4),
     picks=st.lists(choices(), min_size=4, max_size=4),

@@ -11,7 +11,7 @@ from random import Random
 import hypothesis
 import pytest
 from django.test import Client
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agenthost.models import Agent, Conversation, Message
 from recording.services import recording_create
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.traces.conftest import PROTOBUF, TRACES, request, span
 from tests.traces.dialects.test_genai import VERSIONS, shop_agent
 from tests.traces.test_conversations import FIND_ORDER
@@ -106,7 +107,7 @@ def parts(role: str, content: str) -> dict:
     return {"role": role, "parts": [{"type": "text", "content": content}]}
 
 
-@hypothesis.settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis.settings(max_examples=25, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(conversations(), st.integers(min_value=100, max_value=900), st.randoms(use_true_random=False))
 # Found by the property on a CI run: one turn whose question and answer were both over the limit — every message cut,
 # and the reviewer was sent to turn on a content capture that was on.

@@ -17,12 +17,13 @@ import pytest
 from django.contrib.auth.hashers import make_password
 from django.core.management import call_command
 from django.test import Client
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agenthost.models import Agent
 from cases.models import Case, Suite
 from runs.models import Run
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.test_security import _routes, app_routes, concrete, world  # noqa: F401 (world: a fixture)
 from tests.test_web_path import BASE_DIR, procfile_web_server, server_env, signed_in
 from tests.traces.conftest import JSON, PROTOBUF, TRACES, request, span, stored
@@ -116,7 +117,7 @@ def test_it_takes_a_service_bound_tokens_own_service_only():
 
 
 @pytest.mark.django_db
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 # Latin-1 without spaces: what an HTTP header carries as one word.
 @given(key=st.text(st.characters(min_codepoint=33, max_codepoint=255), min_size=1, max_size=60))
 def test_it_refuses_any_other_bearer_key_that_looks_like_an_ingest_key(key):

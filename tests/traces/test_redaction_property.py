@@ -10,11 +10,12 @@ import string
 
 import pytest
 from django.test import Client
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agenthost.models import Conversation, Message
 from agenthost.redaction import MARKER, redact, redact_text
+from tests.properties import SUPPRESSED_WITH_FIXTURES
 from tests.traces.conftest import CONTENT, PROTOBUF, TRACES, request, span
 from traces.models import TraceSpan
 
@@ -76,7 +77,7 @@ def documents(draw) -> tuple[object, list[str]]:
     return {"all": values, "nested": document}, [secret for _, secret in plants]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(documents())
 def test_it_redacts_every_planted_secret_in_any_nesting(django_settings_keys, document_and_secrets):
     document, secrets = document_and_secrets
@@ -122,7 +123,7 @@ def test_it_keeps_json_json_and_numbers_numbers(django_settings_keys):
 
 
 @pytest.mark.django_db
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=SUPPRESSED_WITH_FIXTURES)
 @given(st.lists(documents(), min_size=1, max_size=3), st.sampled_from(["shop", "billing"]))
 def test_it_stores_no_planted_secret_from_spans_posted_to_the_receiver(
     django_settings_keys, staff_token, posted, service
