@@ -99,13 +99,23 @@ class HttpOrderServer:
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.process: subprocess.Popen | None = None
 
+    @property
+    def log(self) -> Path:
+        """What every process of this server wrote, one after the other: a test that fails on it can say why."""
+        return self.markers.root.with_name(f"http-{self.port}.log")
+
+    def said(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
     def start(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(ORDER_SERVER), "http", str(self.port)],
-            env={**os.environ, "MCP_MARKER_DIR": str(self.markers.root),
-                 "MCP_LISTING_FILE": str(self.markers.listing_file)},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        with self.log.open("a") as log:
+            log.write(f"--- started at {time.time():.3f}\n")
+            self.process = subprocess.Popen(
+                [sys.executable, str(ORDER_SERVER), "http", str(self.port)],
+                env={**os.environ, "MCP_MARKER_DIR": str(self.markers.root),
+                     "MCP_LISTING_FILE": str(self.markers.listing_file)},
+                stdout=log, stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + WAIT_SECONDS
         while True:
             try:
@@ -121,6 +131,8 @@ class HttpOrderServer:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+            with self.log.open("a") as log:
+                log.write(f"--- killed at {time.time():.3f}\n")
 
 
 @pytest.fixture

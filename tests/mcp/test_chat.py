@@ -211,5 +211,5 @@ def test_it_reconnects_to_an_http_server_that_restarted(
     http_server.start()  # a new process that never saw the old session
     scripted_model.play(Answer(tool_calls=[Call("remote__lookup_order", {"order_id": "3"})]), "back")
     back = chat(admin_client_api, agent, "three")
-    assert not back.data["tool_calls"][0]["error"], back.data
+    assert not back.data["tool_calls"][0]["error"], (back.data, http_server.said())
     assert json.loads(back.data["tool_calls"][0]["result"])["order_id"] == "3"
