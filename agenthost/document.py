@@ -83,7 +83,7 @@ class McpServerTools(Strict):
     tools: Annotated[
         list[NonEmptyText],
         Field(min_length=1, json_schema_extra={"uniqueItems": True, **messages_for(
-            type=_MCP_TOOLS, minItems=_MCP_TOOLS, uniqueItems=_MCP_TOOLS, minLength=_MCP_TOOLS, pattern=_MCP_TOOLS,
+            type=_MCP_TOOLS, minItems=_MCP_TOOLS, uniqueItems=_MCP_TOOLS,
         )}),
     ] | None = Field(None, description="Only these of the server's tools; absent: all.",
                      json_schema_extra=messages_for(type=_MCP_TOOLS))

@@ -230,6 +230,12 @@ def _shape_problems(document: dict[str, Any]) -> dict[Any, list[str]]:
     return found
 
 
+def _unknown_keys(given: dict[str, Any], allowed: frozenset[str], where: str, which: str) -> list[str]:
+    """A problem for each key of `given` that a kind does not take, listing what it does take (`allowed{which}…`)."""
+    listed = ", ".join(sorted(allowed))
+    return [f"{where}unknown field {key!r} (allowed{which}{listed})" for key in given if key not in allowed]
+
+
 def _model_where(index: int, model: dict[str, Any]) -> str:
     named = isinstance(model.get("name"), str) and model["name"].strip()
     return f"models[{index}] (model {model['name']!r})" if named else f"models[{index}]"
@@ -249,22 +255,12 @@ def _meaning_problems(name: str, spec: dict[str, Any], kinds: Mapping[str, type[
     cls = kinds[kind] if kinds is not None else None
     problems: list[str] = []
     if cls is not None:
-        allowed = COMMON_KEYS | cls.option_keys
-        problems.extend(
-            f"{where}: unknown field {key!r} (allowed for kind {kind!r}: {', '.join(sorted(allowed))})"
-            for key in spec
-            if key not in allowed
-        )
+        problems.extend(_unknown_keys(spec, COMMON_KEYS | cls.option_keys, f"{where}: ", f" for kind {kind!r}: "))
     seen: set[str] = set()
     for index, model in enumerate(spec["models"]):
         model_where = f"{where}: {_model_where(index, model)}"
         if cls is not None:
-            model_keys = COMMON_MODEL_KEYS | cls.model_option_keys
-            problems.extend(
-                f"{model_where}: unknown field {key!r} (allowed: {', '.join(sorted(model_keys))})"
-                for key in model
-                if key not in model_keys
-            )
+            problems.extend(_unknown_keys(model, COMMON_MODEL_KEYS | cls.model_option_keys, f"{model_where}: ", ": "))
         if model["name"] in seen:
             problems.append(f"{model_where}: model {model['name']!r} is listed twice")
         seen.add(model["name"])
