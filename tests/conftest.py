@@ -4,6 +4,7 @@ agenthost.testing.fixtures; which tests a process collects with the demo on or o
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 from collections.abc import Callable
@@ -124,6 +125,9 @@ def _cpu_seconds() -> float:
 
 # CPU seconds (this process and the subprocesses it waited for) and tests, per test file: where a pass's time goes.
 _CPU_BY_FILE: dict[str, list[float]] = {}
+# AGENTTEST_TEST_CPU_REPORT names a directory: each process writes there the CPU seconds of each of its tests, to see
+# which ones a pass could do without (bench/suite_cpu.py sums them up).
+_CPU_BY_TEST: dict[str, float] = {}
 CPU_FILES_SHOWN = 12
 
 
@@ -133,9 +137,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         return (yield)
     finally:
+        seconds = _cpu_seconds() - before
         spent = _CPU_BY_FILE.setdefault(item.nodeid.split("::", 1)[0], [0.0, 0])
-        spent[0] += _cpu_seconds() - before
+        spent[0] += seconds
         spent[1] += 1
+        _CPU_BY_TEST[item.nodeid] = seconds
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -147,6 +153,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"the {len(costly)} test files that took the most CPU seconds in this process:")
         for path, (seconds, tests) in costly:
             terminalreporter.write_line(f"  {seconds:7.1f} s  {tests:4d} tests  {path}")
+    report = os.environ.get("AGENTTEST_TEST_CPU_REPORT")
+    if report and _CPU_BY_TEST:
+        engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+        Path(report).mkdir(parents=True, exist_ok=True)
+        (Path(report) / f"{engine}-{os.getpid()}.json").write_text(json.dumps(_CPU_BY_TEST, indent=0))
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     terminalreporter.write_line(
         f"cpu: {own.ru_utime + own.ru_stime:.0f} s in pytest, {children.ru_utime + children.ru_stime:.0f} s in the"

@@ -3,7 +3,6 @@ and no AGENTTEST_* variable — the repository's agenttest.toml says everything 
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import time
@@ -12,6 +11,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+from tests.example_repo import copy_example
 from tests.package_env import PackageEnv, package_env_fixture  # noqa: F401  (the fixture)
 from tests.ports import free_port
 from tests.workers import WAIT_SECONDS
@@ -37,7 +37,7 @@ def _wait_for(port: int) -> None:
 
 def _team_repo(tmp_path: Path, base_url: str) -> Path:
     repo = tmp_path / "order-support"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_example(EXAMPLE, repo, "__pycache__")
     project = repo / "agenttest.toml"
     project.write_text(project.read_text().replace("http://127.0.0.1:8001/v1", base_url))
     return repo

@@ -4,11 +4,9 @@ goes stale, naming the change, when the program's own instruction changes."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from tests.example_repo import EXAMPLES, replay_here
+from tests.example_repo import EXAMPLES, copy_example, replay_here
 
 EXAMPLE = EXAMPLES / "process-shop"
 
@@ -17,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 def test_it_replays_the_program_agents_recordings_and_goes_stale_when_its_instruction_changes(tmp_path):
     repo = tmp_path / "process-shop"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_example(EXAMPLE, repo, "__pycache__")
 
     green = replay_here(repo, tmp_path / "var-green")
 

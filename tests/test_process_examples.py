@@ -16,7 +16,6 @@ SHOP_WEBHOOK_URL — a listener here."""
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from tests.example_repo import (
     MODELS,
     REFUSED,
     agenttest,
+    copy_example,
     local_stub,
     node_build_share,
     node_example_build,
@@ -119,9 +119,7 @@ NODE = Example(
 def copied(example: Example, tmp_path: Path) -> Path:
     """The example as a clone holds it (nothing built, no lock file), its local model pointed at a refused port."""
     repo = tmp_path / example.name
-    shutil.copytree(EXAMPLES / example.name, repo, ignore=shutil.ignore_patterns(
-        "__pycache__", "var", "node_modules", "dist", "package-lock.json",
-    ))
+    copy_example(EXAMPLES / example.name, repo, "__pycache__", "var", "node_modules", "dist", "package-lock.json")
     point_local_at(repo, f"{REFUSED}/v1")
     return repo
 

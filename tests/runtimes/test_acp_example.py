@@ -5,11 +5,9 @@ written."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from tests.example_repo import EXAMPLES, replay_here
+from tests.example_repo import EXAMPLES, copy_example, replay_here
 
 EXAMPLE = EXAMPLES / "acp-agent"
 
@@ -18,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 def test_it_replays_the_acp_agents_suites_green_where_mocked_and_failed_on_the_block_with_nothing_written(tmp_path):
     repo, var = tmp_path / "acp-agent", tmp_path / "var"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_example(EXAMPLE, repo, "__pycache__")
     # The program is started as `python3`: this interpreter's, which has the openai SDK and the ACP library.
     ran = replay_here(repo, var, "--suite", "notes", "--suite", "notes-unmocked")
 
@@ -32,7 +30,7 @@ def test_it_replays_the_acp_agents_suites_green_where_mocked_and_failed_on_the_b
 
 def test_it_fails_on_a_changed_acp_transcript_naming_it_until_the_snapshot_is_updated(tmp_path):
     repo = tmp_path / "acp-agent"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_example(EXAMPLE, repo, "__pycache__")
     snapshot = repo / "suites" / "notes" / "snapshots" / "note-is-written.jsonl"
     committed = snapshot.read_text()
     # What the agent reports of its write (the ACP tool kind) is the program's, not the model's: the replay holds.

@@ -5,7 +5,6 @@ stale. (The same from the built wheel, and the desk's interrupt: tests/test_lang
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from agenthost.llm.scripted import ScriptedProvider
 from agenthost.models import Agent
 from agenthost.services import conversation_send, conversation_start
 from runs.models import CaseResult, Run
+from tests.example_repo import copy_example
 from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,7 +43,7 @@ def _renamed(repo: Path, old: str, *, prompt_from: str = "", prompt_to: str = ""
 @pytest.fixture
 def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings) -> Path:
     repo = _Repo(tmp_path / "langgraph-shop")
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("var", "shop-data", "__pycache__"))
+    copy_example(EXAMPLE, repo, "var", "shop-data", "__pycache__")
     monkeypatch.chdir(repo)
     monkeypatch.syspath_prepend(str(repo))
     monkeypatch.setenv("SHOP_DATA", str(repo / "shop-data"))

@@ -12,7 +12,6 @@ file written (it would name the registry)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from tests.example_repo import (
     EXAMPLES,
     NODE_EXAMPLE,
     NPM_SECONDS,
+    copy_example,
     node_build_share,
     node_example_build,
     npm,
@@ -47,9 +47,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def own_copy(built: Path, tmp_path: Path) -> Path:
     """The built example for one test to change: its own files, the installed packages shared."""
     repo = tmp_path / NODE_EXAMPLE
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns(
-        "node_modules", "dist", "package-lock.json", "__pycache__", "var",
-    ))
+    copy_example(EXAMPLE, repo, "node_modules", "dist", "package-lock.json", "__pycache__", "var")
     node_build_share(built, repo)
     return repo
 
