@@ -36,6 +36,7 @@ from common.inputs import (
     parse_whole_number,
     path_of,
     too_deep_text_where,
+    unknown_field_message,
     unstorable_text_path,
 )
 
@@ -181,13 +182,6 @@ def validation_problems(detail: Any, field: str = "") -> Iterator[dict[str, str]
 
 
 # --- Input fields and serializers ---------------------------------------------------------------------------------
-
-
-def unknown_field_message(key: str, known: list[str]) -> str:
-    """The words every API (and cases/validation/) uses for a field it does not know."""
-    if not known:
-        return f"unknown field {key!r}; this request takes no fields"
-    return f"unknown field {key!r}; known fields: {', '.join(known)}"
 
 
 class StrictInputSerializer(serializers.Serializer[Any]):

@@ -9,8 +9,13 @@ from typing import Any
 
 from django import forms
 
-from common.api import unknown_field_message
-from common.inputs import NUMBER_TEXT_PROBLEM, WHOLE_NUMBER_PROBLEM, number_text_is_ascii, parse_whole_number
+from common.inputs import (
+    NUMBER_TEXT_PROBLEM,
+    WHOLE_NUMBER_PROBLEM,
+    number_text_is_ascii,
+    parse_whole_number,
+    unknown_field_message,
+)
 
 # Sent with every POST form; Django's CSRF middleware reads it, so it is never unknown.
 CSRF_FIELD = "csrfmiddlewaretoken"

@@ -318,3 +318,10 @@ def text_is_storable(text: str) -> bool:
     """Whether `text` can be stored in, or compared with, a text column on every database agenttest runs on. No stored
     text holds such characters, so a filter that contains one matches nothing."""
     return not UNSTORABLE_TEXT.search(text)
+
+
+def unknown_field_message(key: str, known: list[str]) -> str:
+    """The words every API (and cases/validation/, the forms and the tape files) use for a field it does not know."""
+    if not known:
+        return f"unknown field {key!r}; this request takes no fields"
+    return f"unknown field {key!r}; known fields: {', '.join(known)}"

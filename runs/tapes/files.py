@@ -33,8 +33,7 @@ from django.utils.text import slugify
 from agenthost.seams import mcp_cached_listings, mcp_listing_store
 from cases.models import Case, Suite
 from cases.validation.callable_functions import suite_callable_functions
-from common.api import unknown_field_message
-from common.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep, json_value_problem
+from common.inputs import MAX_JSON_DEPTH, json_loads, json_text_too_deep, json_value_problem, unknown_field_message
 from runs.models import Recording, Run
 from runs.tapes.replay import AGENT, ANSWER, ERROR, HANG, KINDS, MAX_TOKENS, PURPOSES, request_hash
 
