@@ -5,8 +5,9 @@
 
 A plain-Python agent (runtime `python`) asks the local OpenAI stub once per turn. Each turn is sent through
 `conversation_send` in a fresh conversation: in-process (what the worker does) and with `team_code_in_child=True`
-(what the web process does: a child `python -m agenttest agent_child turn`, Django set up, the entry imported, the
-turn written, the child gone). The difference is the price of keeping the team's code out of the web process.
+(what the web process does: a child forked by the process's child server, decision 0048, the entry imported, the
+turn written, the child gone). The difference is the price of keeping the team's code out of the web process; the
+first turn also starts the server (Django set up once), and is counted like the others.
 """
 
 from __future__ import annotations

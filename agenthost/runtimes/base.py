@@ -307,6 +307,9 @@ class Runtime(abc.ABC):
     # Whether the agent is the team's Python code at its `entry`, imported into agenttest's process; a runtime that
     # starts a program instead (process) says so and builds its target from the agent itself (`target`).
     imports_entry: bool = True
+    # The framework's modules, imported by a child server (runtimes/fork_server.py) before it forks the children of
+    # this runtime's turns and entry checks, so that none pays for the import again; never the team's code.
+    framework_modules: tuple[str, ...] = ()
 
     def target(self, loaded: LoadedAgent) -> Any:
         """What run_turn and invoke are handed for an agent that imports no entry."""

@@ -2,14 +2,16 @@
 
 Importing a team's module runs its code, and so does a turn of its agent: an entry may exit (`sys.exit()` at
 import), abort (`os:abort` as the entry), hang, or leave threads behind. None of that may cost a web server's
-worker, so the web process hands such work to a child process — `python -m agenttest agent_child MODE DIR`, a Django
-process on the same settings, database and import path — and waits for it with a deadline:
+worker, so the web process hands such work to a child process — a Django process on the same settings, database and
+import path, forked by the web process's child server (runtimes/fork_server.py, decision 0048) — and waits for it
+with a deadline:
 
 - `turn`: one chat turn of a runtime agent, on the turn claim the parent took (the parent writes the failure when
   the child dies, and gives the claim back);
 - `inspect`: an entry's kind checked (imported, never called) and its tools read, for the save of an agent.
 
-The child writes its answer to a file in DIR and leaves with `os._exit`, so a thread of the team's cannot keep it
+The child reads its input from and writes its answer to a directory of the piece of work, and leaves with
+`os._exit`, so a thread of the team's cannot keep it
 alive; whatever else it started (its process group) is killed when it is done. Each piece of work gets a process of
 its own: one that hangs holds nothing another needs.
 """
@@ -19,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,7 +45,7 @@ from agenthost.runtimes.base import (
     runtime_names,
 )
 from agenthost.runtimes.entry import entry_format_problem, team_code_kept_out, team_code_refusal
-from agenthost.runtimes.groups import kill_group
+from agenthost.runtimes.fork_server import ServerFailed, ServerPool
 from agenthost.session import ConversationSession, claim_expiry
 from agenthost.turns import (
     ConcurrentTurn,
@@ -60,7 +61,7 @@ from agenthost.turns import (
 )
 
 COMMAND = "agent_child"
-TURN, INSPECT = "turn", "inspect"
+TURN, INSPECT, SERVE = "turn", "inspect", "serve"
 # The parent's import path, which the child appends to its own (after the installed packages, as load_entry does):
 # what the parent could import, the child imports.
 PATH_VARIABLE = "AGENTTEST_CHILD_PATH"
@@ -81,35 +82,49 @@ class ChildFailed(Exception):
         self.log_tail = log_tail
 
 
-def child_command(mode: str, directory: str) -> list[str]:
-    return [sys.executable, "-m", "agenttest", COMMAND, mode, directory]
+def _framework_modules(payload: dict[str, Any]) -> list[str]:
+    runtime = payload.get("runtime", "")
+    return list(get_runtime(runtime).framework_modules) if runtime in runtime_names() else []
+
+
+# One per process, started on first need (runtimes/fork_server.py): `python -m agenttest agent_child serve`.
+_servers = ServerPool([sys.executable, "-m", "agenttest", COMMAND, SERVE])
 
 
 def child_run(mode: str, payload: dict[str, Any], *, deadline: float) -> dict[str, Any]:
     """Run `mode` on `payload` in a child process and return its answer; raises ChildFailed when the child exits,
-    is killed or is still running `deadline` seconds after it started (then it and its process group are killed)."""
+    is killed or is still running `deadline` seconds after it was asked for (then it and its process group are
+    killed)."""
     with tempfile.TemporaryDirectory(prefix="agenttest-child-") as directory:
         folder = Path(directory)
         (folder / INPUT).write_text(json.dumps(payload), encoding="utf-8")
+        (folder / LOG).touch(mode=0o600)
         env = {**os.environ, PATH_VARIABLE: json.dumps([path for path in sys.path if path]), "PYTHONUNBUFFERED": "1"}
-        with open(folder / LOG, "wb") as log:
-            process = subprocess.Popen(
-                child_command(mode, directory), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=env, cwd=os.getcwd(), start_new_session=True,
-            )
+        request = {
+            "mode": mode, "directory": directory, "log": str(folder / LOG), "modules": _framework_modules(payload),
+        }
         try:
-            code: int | None = process.wait(timeout=max(deadline, 0.1))
-        except subprocess.TimeoutExpired:
-            code = None
-        finally:
-            # Whatever the team's code started and left running goes with it, the child too when it overran.
-            kill_group(process)
+            code = _servers.run(request, env=env, cwd=os.getcwd(), deadline=deadline).code
+        except ServerFailed as exc:
+            raise ChildFailed(_how(exc.code, deadline), exc.log_tail[-LOG_TAIL_CHARS:]) from None
         answer = folder / ANSWER
         if code == 0 and answer.exists():
             result: dict[str, Any] = json.loads(answer.read_text(encoding="utf-8"))
             return result
         tail = (folder / LOG).read_text(encoding="utf-8", errors="replace")[-LOG_TAIL_CHARS:].strip()
         raise ChildFailed(_how(code, deadline), tail)
+
+
+def child_work(request: dict[str, Any]) -> None:
+    """In the child: the piece of work `request` names, its answer written to its directory."""
+    directory = request["directory"]
+    payload = child_input(directory)
+    try:
+        answer = turn_here(payload) if request["mode"] == TURN else inspect_here(payload)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        # The team's code ended the process from inside (sys.exit() at import, in a tool): an answer all the same.
+        answer = ended_here(payload, exc)
+    child_answer(directory, answer)
 
 
 def _how(code: int | None, deadline: float) -> str:

@@ -15,14 +15,29 @@ GROUP_EXIT_SECONDS = 5.0
 
 def kill_group(process: subprocess.Popen[bytes]) -> None:
     """Kills `process`'s group (it was started in a session of its own) and returns once none of it runs."""
+    _kill(process.pid)
+    process.wait()
+    _wait_gone(process.pid)
+
+
+def kill_group_id(group: int) -> None:
+    """Kills process group `group` and returns once none of it runs: for a group whose leader is not this process's
+    child (a forked child of runtimes/fork_server.py, kept unreaped by its waiter until the group is gone)."""
+    _kill(group)
+    _wait_gone(group)
+
+
+def _kill(group: int) -> None:
     try:
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(group, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    process.wait()
+
+
+def _wait_gone(group: int) -> None:
     # A kill is delivered on the way out of the kernel: until then a member of the group still runs.
     give_up = time.monotonic() + GROUP_EXIT_SECONDS
-    while _group_runs(process.pid) and time.monotonic() < give_up:
+    while _group_runs(group) and time.monotonic() < give_up:
         time.sleep(0.01)
 
 

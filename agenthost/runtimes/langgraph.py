@@ -604,6 +604,9 @@ class _Gotos:
 
 class LangGraphRuntime(Runtime):
     name = "langgraph"
+    framework_modules = (
+        "langgraph.pregel", "langgraph.graph", "langgraph.prebuilt", "langchain_core.messages", "langchain_openai",
+    )
 
     def _graph(self, target: Any) -> Any:
         graph = target if isinstance(target, _pregel()) else target()

@@ -508,6 +508,7 @@ def _storable(value: Any) -> bool:
 
 class OpenAIAgentsRuntime(Runtime):
     name = "openai-agents"
+    framework_modules = ("agents",)
 
     def _agent(self, target: Any) -> Any:
         sdk = _sdk()

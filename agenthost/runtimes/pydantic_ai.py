@@ -514,6 +514,7 @@ def _history(messages: list[dict[str, Any]]) -> tuple[str, list[Any]]:
 
 class PydanticAIRuntime(Runtime):
     name = "pydantic-ai"
+    framework_modules = ("pydantic_ai", "pydantic_ai.models.openai")
 
     def _agent(self, target: Any) -> Any:
         framework = _framework()

@@ -248,6 +248,7 @@ class RoutedTools:
 
 class PythonRuntime(Runtime):
     name = "python"
+    framework_modules = ("openai",)
 
     def entry_problem(self, target: Any, entry: str) -> str:
         if not callable(target) or inspect.isclass(target):

@@ -1,43 +1,26 @@
-"""`agent_child turn|inspect DIR`: internal. The child process in which the team's code runs for the web process
-(agenthost/runtimes/child.py): reads DIR/in.json, writes DIR/answer.json, and leaves with os._exit so that no thread
-the team's code started keeps it alive."""
+"""`agent_child serve`: internal. The child server of a process that keeps the team's code out (the web process):
+started by it with a socket to it as stdin, it forks the child in which each chat turn or entry check of the team's
+code runs (agenthost/runtimes/fork_server.py, agenthost/runtimes/child.py), until that socket closes."""
 
 from __future__ import annotations
 
-import os
-import sys
+import socket
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from agenthost.runtimes.child import (
-    INSPECT,
-    TURN,
-    child_answer,
-    child_input,
-    ended_here,
-    extend_import_path,
-    inspect_here,
-    turn_here,
-)
+from agenthost.runtimes.child import SERVE, child_work, extend_import_path
+from agenthost.runtimes.fork_server import serve
 
 
 class Command(BaseCommand):
-    help = "Internal: runs a runtime agent's chat turn or entry check for the web process."
+    help = "Internal: forks the processes that run a runtime agent's chat turns and entry checks for the web process."
+    # Started by a process that has run them; the server's children never open what they check (the database).
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("mode", choices=[TURN, INSPECT])
-        parser.add_argument("directory")
+        parser.add_argument("mode", choices=[SERVE])
 
     def handle(self, *args: Any, **options: Any) -> None:
         extend_import_path()
-        payload = child_input(options["directory"])
-        try:
-            answer = turn_here(payload) if options["mode"] == TURN else inspect_here(payload)
-        except (SystemExit, KeyboardInterrupt) as exc:
-            # The team's code ended the process from inside (sys.exit() at import, in a tool): an answer all the same.
-            answer = ended_here(payload, exc)
-        child_answer(options["directory"], answer)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        serve(socket.socket(fileno=0), child_work)

@@ -1,0 +1,184 @@
+"""Decision 0048: the children that run the team's code for the web process are forked from a warm server, each
+still a process of its own that imports the team's code afresh, on the environment the parent has now, and none
+outlives the process that asked for it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agenthost.runtimes import child
+from agenthost.runtimes.child import inspect_in_child
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+# Writes, as it is imported, the process it is imported in and what the environment says: a team module with
+# import-time code.
+MARKS_ITS_PROCESS = """
+import json
+import os
+from pathlib import Path
+
+Path(os.environ["TEAM_MARKERS"], f"imported-{{os.getpid()}}").write_text(
+    json.dumps({{"pid": os.getpid(), "flavour": os.environ.get("TEAM_FLAVOUR", ""), "version": {version}}})
+)
+
+
+def respond(messages, client, tools):
+    return "ok"
+"""
+HANGS = """
+import os
+import time
+from pathlib import Path
+
+Path(os.environ["TEAM_MARKERS"], f"hanging-{os.getpid()}").touch()
+while True:
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture
+def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A team package on the import path, its markers directory in TEAM_MARKERS; the process's servers stopped after
+    the test, so that each test starts from none."""
+    (tmp_path / "forked_team").mkdir()
+    (tmp_path / "forked_team" / "__init__.py").write_text("")
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    monkeypatch.setenv("TEAM_MARKERS", str(markers))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    child._servers.close()
+
+
+def _write_bot(team: Path, source: str) -> None:
+    (team / "forked_team" / "bot.py").write_text(textwrap.dedent(source))
+
+
+def _imports(team: Path) -> list[dict]:
+    found = sorted((team / "markers").glob("imported-*"), key=lambda path: path.stat().st_mtime_ns)
+    return [json.loads(path.read_text()) for path in found]
+
+
+def _runs(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    give_up = time.monotonic() + seconds
+    while _runs(pid) and time.monotonic() < give_up:
+        time.sleep(0.05)
+    return not _runs(pid)
+
+
+def test_it_imports_the_edited_module_afresh_in_a_new_process_for_each_check(team):
+    _write_bot(team, MARKS_ITS_PROCESS.format(version=1))
+    assert inspect_in_child("python", "forked_team.bot:respond") == ""
+    _write_bot(team, MARKS_ITS_PROCESS.format(version=2).replace("def respond", "def answer"))
+
+    problem = inspect_in_child("python", "forked_team.bot:respond")
+
+    assert "respond" in problem
+    first, second = _imports(team)
+    assert [first["version"], second["version"]] == [1, 2]
+    [server] = child._servers.server_pids()
+    assert len({first["pid"], second["pid"], server, os.getpid()}) == 4
+    assert not _runs(first["pid"]) and not _runs(second["pid"])
+
+
+def test_it_gives_the_child_the_environment_the_parent_has_now(team, monkeypatch):
+    _write_bot(team, MARKS_ITS_PROCESS.format(version=1))
+    monkeypatch.setenv("TEAM_FLAVOUR", "vanilla")
+    inspect_in_child("python", "forked_team.bot:respond")
+    [vanilla_server] = child._servers.server_pids()
+    monkeypatch.setenv("TEAM_FLAVOUR", "pistachio")
+
+    inspect_in_child("python", "forked_team.bot:respond")
+
+    assert [mark["flavour"] for mark in _imports(team)] == ["vanilla", "pistachio"]
+    # The server of the old environment has left; one serves the new.
+    assert _gone_within(vanilla_server, 10)
+    assert child._servers.server_pids() != [vanilla_server]
+
+
+def test_it_starts_a_new_server_when_its_server_was_killed(team):
+    _write_bot(team, MARKS_ITS_PROCESS.format(version=1))
+    inspect_in_child("python", "forked_team.bot:respond")
+    [server] = child._servers.server_pids()
+    os.kill(server, signal.SIGKILL)
+    assert _gone_within(server, 10)
+
+    assert inspect_in_child("python", "forked_team.bot:respond") == ""
+
+    assert len(_imports(team)) == 2
+    assert child._servers.server_pids() != [server]
+
+
+def test_it_refuses_an_entry_whose_import_outlives_the_deadline_and_stops_it(team, settings):
+    settings.AGENTTEST_ENTRY_CHECK_TIMEOUT = 3
+    _write_bot(team, HANGS)
+
+    problem = inspect_in_child("python", "forked_team.bot:respond")
+
+    assert "did not finish within its deadline" in problem
+    [marker] = (team / "markers").glob("hanging-*")
+    assert not _runs(int(marker.name.removeprefix("hanging-")))
+
+
+# A process that asks for a check of a module that hangs at import, says who its server and the hanging child are,
+# and waits to be killed.
+ASKS_AND_WAITS = """
+import json, os, sys, threading, time
+from pathlib import Path
+import django
+
+django.setup()
+from agenthost.runtimes import child
+
+markers = Path(os.environ["TEAM_MARKERS"])
+threading.Thread(target=child.inspect_in_child, args=("python", "forked_team.bot:respond"), daemon=True).start()
+while not list(markers.glob("hanging-*")):
+    time.sleep(0.05)
+[hanging] = markers.glob("hanging-*")
+print(json.dumps({"server": child._servers.server_pids()[0], "child": int(hanging.name.split("-")[1])}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_it_leaves_nothing_of_the_teams_code_running_when_the_process_that_asked_is_killed(team, tmp_path):
+    _write_bot(team, HANGS)
+    env = {
+        **os.environ, "PYTHONPATH": os.pathsep.join([str(BASE_DIR), str(team)]),
+        "DJANGO_SETTINGS_MODULE": "agenttest.settings", "AGENTTEST_DEBUG": "1",
+        "AGENTTEST_VAR_DIR": str(tmp_path / "var"),
+    }
+    asker = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(ASKS_AND_WAITS)], stdout=subprocess.PIPE, text=True, env=env,
+        cwd=tmp_path,
+    )
+    try:
+        said = json.loads(asker.stdout.readline())
+        assert _runs(said["server"]) and _runs(said["child"])
+
+        asker.kill()
+        asker.wait()
+
+        assert _gone_within(said["server"], 10)
+        assert _gone_within(said["child"], 10)
+    finally:
+        asker.kill()
+        asker.wait()
+        asker.stdout.close()
