@@ -7,6 +7,7 @@ import secrets
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -18,7 +19,11 @@ from agenthost.seams import Conversation, Message
 from cases.models import Case
 from runs.models import CaseResult, CaseSnapshot
 from traces.models import INGEST_KEY_PREFIX, IngestToken, TraceSpan, ingest_key_hash
-from traces.otlp import DecodedRequest, Limits, OtlpRefused, request_decode
+
+if TYPE_CHECKING:
+    # Imported where a request is decoded: every worker and command imports this module at start-up (the apps'
+    # tasks), and protobuf with OpenTelemetry's messages cost each about 55 ms that only an ingest uses.
+    from traces.otlp import DecodedRequest, Limits
 
 _BATCH = 500
 
@@ -44,6 +49,8 @@ def traces_ingest(
     """One OTLP request body decoded and stored whole, or refused whole (traces.otlp.OtlpRefused) with nothing
     stored. With `only_service` (an ingest token's service), a request holding a span of another service is refused
     (403)."""
+    from traces.otlp import OtlpRefused, request_decode
+
     decoded = request_decode(
         body=body, content_type=content_type, content_encoding=content_encoding, kept=kept, limits=limits
     )

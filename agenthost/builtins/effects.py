@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 import smtplib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import sqlparse
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -22,6 +21,11 @@ from django.utils.connection import ConnectionDoesNotExist
 from sqlparse import tokens as sql_tokens
 
 from agenthost.functions import FunctionContext, FunctionError, register_function
+
+if TYPE_CHECKING:
+    # Imported where a request is sent: every process registers these functions at start-up (a worker, a command, an
+    # agent's child), and httpx with its command line (rich, pygments, click) cost each about 90 ms it rarely used.
+    import httpx
 
 HTTP_BODY_LIMIT = 20_000
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -94,6 +98,8 @@ def _effective_port(url: httpx.URL) -> int | None:
 
 
 def _host_allowed(url: httpx.URL, allowed_hosts: list[str]) -> bool:
+    import httpx
+
     host = url.host.lower()
     for entry in allowed_hosts:
         # Parsing the entry as a URL authority handles "host", "host:port" and bracketed IPv6 alike.
@@ -141,6 +147,8 @@ def http_request(
     headers: dict[str, str] | None = None,
     body: str | dict[str, Any] | None = None,
 ) -> str:
+    import httpx
+
     allowed_hosts = list(settings.AGENTTEST_HTTP_ALLOWED_HOSTS)
     if not allowed_hosts:
         raise FunctionError(
@@ -299,6 +307,8 @@ _READ_ONLY_SELECTS = {"postgresql": _select_postgresql, "sqlite": _select_sqlite
 
 
 def _twilio_post(resource: str, form: Mapping[str, str | None], what: str) -> dict[str, Any]:
+    import httpx
+
     required = ("AGENTTEST_TWILIO_ACCOUNT_SID", "AGENTTEST_TWILIO_AUTH_TOKEN", "AGENTTEST_TWILIO_FROM")
     missing = [name for name in required if not getattr(settings, name, "")]
     if missing:

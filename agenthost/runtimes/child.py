@@ -65,7 +65,7 @@ TURN, INSPECT, SERVE = "turn", "inspect", "serve"
 # The parent's import path, which the child appends to its own (after the installed packages, as load_entry does):
 # what the parent could import, the child imports.
 PATH_VARIABLE = "AGENTTEST_CHILD_PATH"
-INPUT, ANSWER, LOG = "in.json", "answer.json", "log"
+INPUT, ANSWER, LOG, ENVIRONMENT = "in.json", "answer.json", "log", "environment.json"
 # Between a turn's deadline and the expiry of its claim: time for the parent to write the failure and give the claim
 # back before another send could take the conversation over.
 CLAIM_MARGIN_SECONDS = 3.0
@@ -100,8 +100,11 @@ def child_run(mode: str, payload: dict[str, Any], *, deadline: float) -> dict[st
         (folder / INPUT).write_text(json.dumps(payload), encoding="utf-8")
         (folder / LOG).touch(mode=0o600)
         env = {**os.environ, PATH_VARIABLE: json.dumps([path for path in sys.path if path]), "PYTHONUNBUFFERED": "1"}
+        # The environment of the moment, for the child (its values may be secrets: the directory is the parent's own).
+        (folder / ENVIRONMENT).write_text(json.dumps(env), encoding="utf-8")
         request = {
-            "mode": mode, "directory": directory, "log": str(folder / LOG), "modules": _framework_modules(payload),
+            "mode": mode, "directory": directory, "log": str(folder / LOG), "environment": str(folder / ENVIRONMENT),
+            "modules": _framework_modules(payload),
         }
         try:
             code = _servers.run(request, env=env, cwd=os.getcwd(), deadline=deadline).code

@@ -51,6 +51,12 @@ _REQUEST_BYTES = 65536
 _AFTER_KILL_SECONDS = 5.0
 
 
+# Variables that change while a process runs and decide nothing Django's setup reads: pytest names the running test
+# in one, so each test of a suite would otherwise start a server. A child gets the parent's environment of the moment
+# all the same (the request's `environment` file).
+_NOT_SETTINGS = frozenset({"PYTEST_CURRENT_TEST"})
+
+
 @dataclass(frozen=True)
 class Forked:
     """One piece of work the server forked: the child's pid (its process group), and how it ended — its exit code,
@@ -83,17 +89,31 @@ class _Server:
             )
         self.control = mine
         self.ready = False
+        self.start_lock = threading.Lock()
         self.send_lock = threading.Lock()
 
     def wait_ready(self, deadline: float) -> None:
         """Returns once the server has Django set up; ServerFailed when it ended first or `deadline` (monotonic)
         passed."""
+        # One thread reads the server's word; another asking at the same time waits for its verdict.
+        if not self.start_lock.acquire(timeout=max(deadline - time.monotonic(), 0.01)):
+            raise ServerFailed(None, "")
+        try:
+            self._wait_ready(deadline)
+        finally:
+            self.start_lock.release()
+
+    def _wait_ready(self, deadline: float) -> None:
         if self.ready:
             return
         self.control.settimeout(max(deadline - time.monotonic(), 0.01))
         try:
             word = self.control.recv(len(READY))
-        except (TimeoutError, OSError):
+        except TimeoutError:
+            # Still starting at the deadline (a loaded machine): the piece of work did not finish within it.
+            self.stop()
+            raise ServerFailed(None, _tail(self.log)) from None
+        except OSError:
             word = b""
         if word != READY:
             self.stop()
@@ -146,16 +166,17 @@ class ServerPool:
         `deadline` seconds from now; the child's group is killed before this returns. ServerFailed when no server
         could be had in time."""
         give_up = time.monotonic() + max(deadline, 0.1)
-        key = (cwd, tuple(sorted(env.items())))
+        key = (cwd, tuple(sorted((name, value) for name, value in env.items() if name not in _NOT_SETTINGS)))
         for attempt in range(2):
             server = self._server(key, env, cwd)
             server.wait_ready(give_up)
             mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             with mine:
+                replies = _Replies(mine)
                 try:
                     with theirs:
                         server.send(request, theirs)
-                    said = _line(mine, give_up)
+                    said = replies.line(give_up)
                 except OSError:
                     said = ""
                 if said is None:
@@ -168,7 +189,7 @@ class ServerPool:
                     if attempt:
                         raise ServerFailed(server.process.returncode, _tail(server.log))
                     continue
-                return _finish(mine, int(said), give_up)
+                return _finish(replies, int(said), give_up)
         raise AssertionError("unreachable")
 
     def _server(self, key: tuple[str, tuple[tuple[str, str], ...]], env: dict[str, str], cwd: str) -> _Server:
@@ -209,35 +230,43 @@ class ServerPool:
         self._lock = threading.Lock()
 
 
-def _line(connection: socket.socket, give_up: float) -> str | None:
-    """One line the waiter wrote: None at `give_up` (monotonic), "" when it closed the connection first."""
-    data = b""
-    while not data.endswith(b"\n"):
-        left = give_up - time.monotonic()
-        if left <= 0:
-            return None
-        connection.settimeout(left)
-        try:
-            chunk = connection.recv(64)
-        except TimeoutError:
-            return None
-        if not chunk:
-            return ""
-        data += chunk
-    return data.decode().strip()
+class _Replies:
+    """The lines a waiter writes on its connection: its child's pid, then how the child ended (both may arrive in one
+    read when the child ends at once)."""
+
+    def __init__(self, connection: socket.socket) -> None:
+        self.connection = connection
+        self._buffer = b""
+
+    def line(self, give_up: float) -> str | None:
+        """The next line: None at `give_up` (monotonic), "" when the waiter closed the connection first."""
+        while b"\n" not in self._buffer:
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return None
+            self.connection.settimeout(left)
+            try:
+                chunk = self.connection.recv(64)
+            except TimeoutError:
+                return None
+            if not chunk:
+                return ""
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode().strip()
 
 
-def _finish(connection: socket.socket, pid: int, give_up: float) -> Forked:
-    said = _line(connection, give_up)
+def _finish(replies: _Replies, pid: int, give_up: float) -> Forked:
+    said = replies.line(give_up)
     code: int | None = int(said) if said else None
     # Whatever the team's code started and left running goes with it, the child too when it overran; the waiter
     # keeps the child unreaped (its id the group's) until told the group is gone.
     kill_group_id(pid)
     if said is None:
         # The waiter's word on the killed child, so that "done" reaches it after its report.
-        _line(connection, time.monotonic() + _AFTER_KILL_SECONDS)
+        replies.line(time.monotonic() + _AFTER_KILL_SECONDS)
     with contextlib.suppress(OSError):
-        connection.sendall(b"done\n")
+        replies.connection.sendall(b"done\n")
     return Forked(pid=pid, code=code)
 
 
@@ -258,8 +287,13 @@ def serve(control: socket.socket, work: Callable[[dict[str, Any]], None]) -> Non
             return
         if not message:
             return
-        request = json.loads(message)
-        if not fds:
+        try:
+            request = json.loads(message)
+        except ValueError:
+            request = None
+        if not fds or not isinstance(request, dict):
+            for fd in fds:
+                os.close(fd)
             continue
         reply = socket.socket(fileno=fds[0])
         sys.stdout.flush()
@@ -338,6 +372,10 @@ def _child(request: dict[str, Any], work: Callable[[dict[str, Any]], None]) -> N
         os.dup2(log, 2)
         if log > 2:
             os.close(log)
+        if request.get("environment"):
+            with open(request["environment"], encoding="utf-8") as environment:
+                os.environ.clear()
+                os.environ.update(json.load(environment))
         work(request)
         code = 0
     except BaseException:  # noqa: BLE001 — what a process would print dying of it, and its exit code

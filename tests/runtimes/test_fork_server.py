@@ -7,17 +7,20 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from agenthost.runtimes import child
 from agenthost.runtimes.child import inspect_in_child
+from agenthost.runtimes.fork_server import _Replies
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 # Writes, as it is imported, the process it is imported in and what the environment says: a team module with
@@ -28,7 +31,8 @@ import os
 from pathlib import Path
 
 Path(os.environ["TEAM_MARKERS"], f"imported-{{os.getpid()}}").write_text(
-    json.dumps({{"pid": os.getpid(), "flavour": os.environ.get("TEAM_FLAVOUR", ""), "version": {version}}})
+    json.dumps({{"pid": os.getpid(), "flavour": os.environ.get("TEAM_FLAVOUR", ""), "version": {version},
+                "test": os.environ.get("PYTEST_CURRENT_TEST", "")}})
 )
 
 
@@ -114,6 +118,21 @@ def test_it_gives_the_child_the_environment_the_parent_has_now(team, monkeypatch
     assert child._servers.server_pids() != [vanilla_server]
 
 
+def test_it_keeps_its_server_while_only_the_running_tests_name_changes_and_the_child_sees_it(team, monkeypatch):
+    _write_bot(team, MARKS_ITS_PROCESS.format(version=1))
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_shop.py::test_one (call)")
+    inspect_in_child("python", "forked_team.bot:respond")
+    servers = child._servers.server_pids()
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_shop.py::test_two (call)")
+
+    inspect_in_child("python", "forked_team.bot:respond")
+
+    assert child._servers.server_pids() == servers
+    assert [mark["test"] for mark in _imports(team)] == [
+        "tests/test_shop.py::test_one (call)", "tests/test_shop.py::test_two (call)",
+    ]
+
+
 def test_it_starts_a_new_server_when_its_server_was_killed(team):
     _write_bot(team, MARKS_ITS_PROCESS.format(version=1))
     inspect_in_child("python", "forked_team.bot:respond")
@@ -128,7 +147,11 @@ def test_it_starts_a_new_server_when_its_server_was_killed(team):
 
 
 def test_it_refuses_an_entry_whose_import_outlives_the_deadline_and_stops_it(team, settings):
-    settings.AGENTTEST_ENTRY_CHECK_TIMEOUT = 3
+    # The server started first, on the usual deadline: what runs out below is the hanging import's time, not the
+    # start of a process on a loaded machine.
+    _write_bot(team, MARKS_ITS_PROCESS.format(version=1))
+    assert inspect_in_child("python", "forked_team.bot:respond") == ""
+    settings.AGENTTEST_ENTRY_CHECK_TIMEOUT = 5
     _write_bot(team, HANGS)
 
     problem = inspect_in_child("python", "forked_team.bot:respond")
@@ -136,6 +159,31 @@ def test_it_refuses_an_entry_whose_import_outlives_the_deadline_and_stops_it(tea
     assert "did not finish within its deadline" in problem
     [marker] = (team / "markers").glob("hanging-*")
     assert not _runs(int(marker.name.removeprefix("hanging-")))
+
+
+def test_it_says_the_deadline_passed_when_it_passed_while_the_server_was_starting(team, settings):
+    _write_bot(team, MARKS_ITS_PROCESS.format(version=1))
+    settings.AGENTTEST_ENTRY_CHECK_TIMEOUT = 0.01
+
+    problem = inspect_in_child("python", "forked_team.bot:respond")
+
+    assert problem == (
+        "entry point 'forked_team.bot:respond' could not be checked: importing and checking it did not finish within "
+        "its deadline (0 s), so its process was stopped"
+    )
+    assert _imports(team) == []
+    settings.AGENTTEST_ENTRY_CHECK_TIMEOUT = 60
+    assert inspect_in_child("python", "forked_team.bot:respond") == ""
+
+
+def test_it_reports_each_of_many_checks_asked_at_once(team):
+    _write_bot(team, MARKS_ITS_PROCESS.format(version=1))
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        problems = list(pool.map(lambda _: inspect_in_child("python", "forked_team.bot:respond"), range(6)))
+
+    assert problems == [""] * 6
+    assert len({mark["pid"] for mark in _imports(team)}) == 6
+    assert len(child._servers.server_pids()) == 1
 
 
 # A process that asks for a check of a module that hangs at import, says who its server and the hanging child are,
@@ -182,3 +230,14 @@ def test_it_leaves_nothing_of_the_teams_code_running_when_the_process_that_asked
         asker.kill()
         asker.wait()
         asker.stdout.close()
+
+
+def test_it_reads_the_childs_pid_and_its_end_when_both_arrive_in_one_read():
+    mine, theirs = socket.socketpair()
+    with mine, theirs:
+        theirs.sendall(b"4242\n-9\n")
+        theirs.shutdown(socket.SHUT_WR)
+        replies = _Replies(mine)
+        give_up = time.monotonic() + 10
+
+        assert [replies.line(give_up), replies.line(give_up), replies.line(give_up)] == ["4242", "-9", ""]
