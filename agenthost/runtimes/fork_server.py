@@ -5,8 +5,8 @@ A chat turn or an entry check of the team's code runs in a process of its own (r
 process cost about 3 CPU seconds on a 2-core machine — Python, Django, the agent's framework — before the team's
 first line ran, at every turn and every save. The parent now keeps a *server*, `python -m agenttest agent_child
 serve`, started the first time it needs a child: it sets Django up once, imports the frameworks of the runtimes it
-has been asked for (never the team's code, and it opens no database connection), and forks one child per piece of
-work. What a child is does not change:
+is asked for (never the team's code, and it opens no database connection), and forks one child per piece of work.
+What a child is does not change:
 
 - a process of its own, leader of a new session, its output to the work's log, its answer in the work's directory,
   leaving with os._exit; its end (exit code or signal) reaches the parent, which gives it a deadline and kills its
@@ -296,18 +296,20 @@ def serve(control: socket.socket, work: Callable[[dict[str, Any]], None]) -> Non
                 os.close(fd)
             continue
         reply = socket.socket(fileno=fds[0])
+        # Before the fork: the child would import the framework anyway, and imported here it is imported once, for
+        # this child and every later one (after the fork, a server that serves one child imported it twice).
+        _warm(request.get("modules", []), warmed)
         sys.stdout.flush()
         sys.stderr.flush()
         if os.fork() == 0:
             control.close()
             _wait_for(request, reply, work)
         reply.close()
-        _warm(request.get("modules", []), warmed)
 
 
 def _warm(modules: list[str], warmed: set[str]) -> None:
-    """The runtime's framework imported here once, so the next child starts with it: an extra that is not installed
-    is the child's to report."""
+    """The runtime's framework imported here once, so every child starts with it: an extra that is not installed is
+    the child's to report."""
     for module in modules:
         if module in warmed:
             continue
