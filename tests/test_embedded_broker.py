@@ -109,7 +109,7 @@ class EmbeddedBroker:
             # Each process leads its own session, so this reaches a prefork worker's children too and nothing else.
             with suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+            process.wait(timeout=WAIT_SECONDS)
             if process.stdout:
                 process.stdout.close()
 
@@ -122,7 +122,7 @@ class EmbeddedBroker:
 
 
 def finish_publisher(publisher: subprocess.Popen) -> None:
-    output, _ = publisher.communicate(timeout=30)
+    output, _ = publisher.communicate(timeout=WAIT_SECONDS)
     assert publisher.returncode == 0, output.decode(errors="replace")
 
 
@@ -140,12 +140,11 @@ def embedded(tmp_path: Path) -> Iterator[EmbeddedBroker]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
 def test_it_runs_every_message_exactly_once_while_publishers_race_the_worker(embedded):
     # Solo, so 300 messages take seconds rather than 300 polling intervals; the broker's part is the same.
     worker = embedded.start_worker(pool="solo")
     embedded.publish(["warm-up"])
-    embedded.wait_until(lambda: embedded.done()["warm-up"] == 1, 45, "the worker to run its first task")
+    embedded.wait_until(lambda: embedded.done()["warm-up"] == 1, WAIT_SECONDS, "the worker to run its first task")
 
     # 3 processes x 2 threads, each thread publishing for 2.5 s: longer than the worker's polling interval, so the
     # worker's transactions interleave with the publishers' inserts.
@@ -155,7 +154,7 @@ def test_it_runs_every_message_exactly_once_while_publishers_race_the_worker(emb
         finish_publisher(publisher)
     consumed_while_publishing = len(embedded.done()) > 1
     expected = {"warm-up", *(token for batch in batches for token in batch)}
-    embedded.wait_until(lambda: len(embedded.done()) >= len(expected), 30, f"{len(expected)} tasks to finish")
+    embedded.wait_until(lambda: len(embedded.done()) >= len(expected), WAIT_SECONDS, f"{len(expected)} tasks to finish")
 
     assert consumed_while_publishing, "the worker consumed nothing while the publishers ran"
     assert embedded.done() == Counter(expected)
@@ -168,7 +167,6 @@ def test_it_runs_every_message_exactly_once_while_publishers_race_the_worker(emb
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
 def test_it_starts_every_worker_that_opens_a_new_broker_file_at_the_same_moment(embedded):
     # Each worker makes the new file's tables and its queue's row; kombu checks, then writes, so one that checked
     # first and wrote second stopped for good ("Unrecoverable error: IntegrityError ... UNIQUE constraint failed:
@@ -191,7 +189,6 @@ def test_it_starts_every_worker_that_opens_a_new_broker_file_at_the_same_moment(
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
 def test_it_keeps_messages_published_while_no_worker_runs_until_one_starts(embedded):
     tokens = [f"queued-{number}" for number in range(5)]
     embedded.publish(tokens, threads=5)
@@ -200,27 +197,26 @@ def test_it_keeps_messages_published_while_no_worker_runs_until_one_starts(embed
     assert sorted(token for visible, token in embedded.stored_messages() if visible) == sorted(tokens)
 
     worker = embedded.start_worker()
-    embedded.wait_until(lambda: len(embedded.done()) >= len(tokens), 45, "the queued tasks to finish")
+    embedded.wait_until(lambda: len(embedded.done()) >= len(tokens), WAIT_SECONDS, "the queued tasks to finish")
 
     assert embedded.done() == Counter(tokens)
     assert worker.poll() is None, "the worker died"
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
 def test_it_never_redelivers_a_message_whose_worker_was_killed_mid_task(embedded):
     release = embedded.root / "release"
     embedded.publish(["interrupted"], hold_until=release)
     first = embedded.start_worker()
-    embedded.wait_until(lambda: embedded.started()["interrupted"] == 1, 45, "the held task to start")
+    embedded.wait_until(lambda: embedded.started()["interrupted"] == 1, WAIT_SECONDS, "the held task to start")
 
     os.killpg(first.pid, signal.SIGKILL)
-    first.wait(timeout=10)
+    first.wait(timeout=WAIT_SECONDS)
     # From here a redelivered copy would run to completion at once.
     release.touch()
     second = embedded.start_worker()
     embedded.publish(["after-crash"])
-    embedded.wait_until(lambda: embedded.done()["after-crash"] == 1, 45, "the new worker to run a new task")
+    embedded.wait_until(lambda: embedded.done()["after-crash"] == 1, WAIT_SECONDS, "the new worker to run a new task")
 
     # kombu's SQL transport hid the row when it was fetched, and only a worker that gets to shut itself down puts
     # unacknowledged messages back: after SIGKILL the message stays hidden for good, acks_late notwithstanding.
@@ -232,25 +228,23 @@ def test_it_never_redelivers_a_message_whose_worker_was_killed_mid_task(embedded
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
 def test_it_finishes_the_running_task_before_a_worker_stops_on_sigterm(embedded):
     release = embedded.root / "release"
     embedded.publish(["in-flight"], hold_until=release)
     worker = embedded.start_worker()
-    embedded.wait_until(lambda: embedded.started()["in-flight"] == 1, 45, "the held task to start")
+    embedded.wait_until(lambda: embedded.started()["in-flight"] == 1, WAIT_SECONDS, "the held task to start")
 
     worker.send_signal(signal.SIGTERM)
     time.sleep(1)
     assert worker.poll() is None, "the worker stopped without waiting for its task"
     release.touch()
 
-    assert worker.wait(timeout=30) == 0
+    assert worker.wait(timeout=WAIT_SECONDS) == 0
     assert embedded.done() == Counter({"in-flight": 1})
     assert embedded.stored_messages() == [(False, "in-flight")]
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
 def test_it_shows_the_filesystem_transport_losing_a_half_written_message_and_its_worker(tmp_path):
     # The behaviour we avoid. kombu's filesystem transport creates a message file under its final name and only
     # then writes it, and a consumer takes any file with that name: between the two steps it reads a partial
@@ -279,7 +273,9 @@ def test_it_shows_the_filesystem_transport_losing_a_half_written_message_and_its
 
     try:
         worker = broker.start_worker(cwd=tmp_path)
-        broker.wait_until(lambda: worker.poll() is not None, 45, "the worker to die of the half-written message")
+        broker.wait_until(
+            lambda: worker.poll() is not None, WAIT_SECONDS, "the worker to die of the half-written message"
+        )
     finally:
         broker.kill_all()
 
