@@ -11,9 +11,8 @@ with a deadline:
 - `inspect`: an entry's kind checked (imported, never called) and its tools read, for the save of an agent.
 
 The child reads its input from and writes its answer to a directory of the piece of work, and leaves with
-`os._exit`, so a thread of the team's cannot keep it
-alive; whatever else it started (its process group) is killed when it is done. Each piece of work gets a process of
-its own: one that hangs holds nothing another needs.
+`os._exit`, so a thread of the team's cannot keep it alive; whatever else it started (its process group) is killed
+when it is done. Each piece of work gets a process of its own: one that hangs holds nothing another needs.
 """
 
 from __future__ import annotations
@@ -107,7 +106,7 @@ def child_run(mode: str, payload: dict[str, Any], *, deadline: float) -> dict[st
             "modules": _framework_modules(payload),
         }
         try:
-            code = _servers.run(request, env=env, cwd=os.getcwd(), deadline=deadline).code
+            code = _servers.run(request, env=env, cwd=os.getcwd(), deadline=deadline)
         except ServerFailed as exc:
             raise ChildFailed(_how(exc.code, deadline), exc.log_tail[-LOG_TAIL_CHARS:]) from None
         answer = folder / ANSWER

@@ -38,13 +38,13 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import IO, Any
 
 from agenthost.runtimes.groups import kill_group_id
 
 READY = b"ready"
-# A request is a few hundred bytes of JSON (mode, the work's directory and log, the runtime's modules).
+# A request is a few hundred bytes of JSON (mode, the work's directory, log and environment file, the runtime's
+# modules).
 _REQUEST_BYTES = 65536
 # How long the parent waits for the waiter's last word once the child's group was killed: the kernel's delivery of
 # a SIGKILL, not the team's code.
@@ -55,15 +55,6 @@ _AFTER_KILL_SECONDS = 5.0
 # in one, so each test of a suite would otherwise start a server. A child gets the parent's environment of the moment
 # all the same (the request's `environment` file).
 _NOT_SETTINGS = frozenset({"PYTEST_CURRENT_TEST"})
-
-
-@dataclass(frozen=True)
-class Forked:
-    """One piece of work the server forked: the child's pid (its process group), and how it ended — its exit code,
-    minus the signal that ended it, or None when it was still running at the deadline (its group is killed)."""
-
-    pid: int
-    code: int | None
 
 
 class ServerFailed(Exception):
@@ -161,9 +152,10 @@ class ServerPool:
 
     def run(
         self, request: dict[str, Any], *, env: dict[str, str], cwd: str, deadline: float
-    ) -> Forked:
+    ) -> int | None:
         """Fork a child for `request` from the server of (`env`, `cwd`), started if needed, and wait for it until
-        `deadline` seconds from now; the child's group is killed before this returns. ServerFailed when no server
+        `deadline` seconds from now; the child's group is killed before this returns. How the child ended: its exit
+        code, minus the signal that ended it, or None when the deadline came first. ServerFailed when no server
         could be had in time."""
         give_up = time.monotonic() + max(deadline, 0.1)
         key = (cwd, tuple(sorted((name, value) for name, value in env.items() if name not in _NOT_SETTINGS)))
@@ -182,7 +174,7 @@ class ServerPool:
                 if said is None:
                     # Past the deadline before the child was forked (a loaded machine): closing the connection
                     # tells a waiter that did fork it to kill its group.
-                    return Forked(pid=0, code=None)
+                    return None
                 if not said:
                     # The server went away (killed, say) since the last piece of work: a new one, once.
                     self._drop(key, server)
@@ -219,10 +211,6 @@ class ServerPool:
         for server in servers:
             server.stop()
 
-    def server_pids(self) -> list[int]:
-        with self._lock:
-            return [server.process.pid for server in self._servers.values()]
-
     def _forget(self) -> None:
         for server in self._servers.values():
             server.forget()
@@ -256,7 +244,7 @@ class _Replies:
         return line.decode().strip()
 
 
-def _finish(replies: _Replies, pid: int, give_up: float) -> Forked:
+def _finish(replies: _Replies, pid: int, give_up: float) -> int | None:
     said = replies.line(give_up)
     code: int | None = int(said) if said else None
     # Whatever the team's code started and left running goes with it, the child too when it overran; the waiter
@@ -267,7 +255,7 @@ def _finish(replies: _Replies, pid: int, give_up: float) -> Forked:
         replies.line(time.monotonic() + _AFTER_KILL_SECONDS)
     with contextlib.suppress(OSError):
         replies.connection.sendall(b"done\n")
-    return Forked(pid=pid, code=code)
+    return code
 
 
 # --- The server's side ----------------------------------------------------------------------------------------------

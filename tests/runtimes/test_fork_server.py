@@ -81,6 +81,23 @@ def _runs(pid: int) -> bool:
     return state != "Z"
 
 
+def _servers_of(parent: int) -> list[int]:
+    """The child servers `parent` runs, as the system sees them: its live children whose command is
+    `agent_child serve`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"agent_child" in command and b"serve" in command and _runs(int(entry.name)):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
 def _gone_within(pid: int, seconds: float) -> bool:
     give_up = time.monotonic() + seconds
     while _runs(pid) and time.monotonic() < give_up:
@@ -98,7 +115,7 @@ def test_it_imports_the_edited_module_afresh_in_a_new_process_for_each_check(tea
     assert "respond" in problem
     first, second = _imports(team)
     assert [first["version"], second["version"]] == [1, 2]
-    [server] = child._servers.server_pids()
+    [server] = _servers_of(os.getpid())
     assert len({first["pid"], second["pid"], server, os.getpid()}) == 4
     assert not _runs(first["pid"]) and not _runs(second["pid"])
 
@@ -107,7 +124,7 @@ def test_it_gives_the_child_the_environment_the_parent_has_now(team, monkeypatch
     _write_bot(team, MARKS_ITS_PROCESS.format(version=1))
     monkeypatch.setenv("TEAM_FLAVOUR", "vanilla")
     inspect_in_child("python", "forked_team.bot:respond")
-    [vanilla_server] = child._servers.server_pids()
+    [vanilla_server] = _servers_of(os.getpid())
     monkeypatch.setenv("TEAM_FLAVOUR", "pistachio")
 
     inspect_in_child("python", "forked_team.bot:respond")
@@ -115,19 +132,19 @@ def test_it_gives_the_child_the_environment_the_parent_has_now(team, monkeypatch
     assert [mark["flavour"] for mark in _imports(team)] == ["vanilla", "pistachio"]
     # The server of the old environment has left; one serves the new.
     assert _gone_within(vanilla_server, 10)
-    assert child._servers.server_pids() != [vanilla_server]
+    assert _servers_of(os.getpid()) != [vanilla_server]
 
 
 def test_it_keeps_its_server_while_only_the_running_tests_name_changes_and_the_child_sees_it(team, monkeypatch):
     _write_bot(team, MARKS_ITS_PROCESS.format(version=1))
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_shop.py::test_one (call)")
     inspect_in_child("python", "forked_team.bot:respond")
-    servers = child._servers.server_pids()
+    servers = _servers_of(os.getpid())
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_shop.py::test_two (call)")
 
     inspect_in_child("python", "forked_team.bot:respond")
 
-    assert child._servers.server_pids() == servers
+    assert _servers_of(os.getpid()) == servers
     assert [mark["test"] for mark in _imports(team)] == [
         "tests/test_shop.py::test_one (call)", "tests/test_shop.py::test_two (call)",
     ]
@@ -136,14 +153,14 @@ def test_it_keeps_its_server_while_only_the_running_tests_name_changes_and_the_c
 def test_it_starts_a_new_server_when_its_server_was_killed(team):
     _write_bot(team, MARKS_ITS_PROCESS.format(version=1))
     inspect_in_child("python", "forked_team.bot:respond")
-    [server] = child._servers.server_pids()
+    [server] = _servers_of(os.getpid())
     os.kill(server, signal.SIGKILL)
     assert _gone_within(server, 10)
 
     assert inspect_in_child("python", "forked_team.bot:respond") == ""
 
     assert len(_imports(team)) == 2
-    assert child._servers.server_pids() != [server]
+    assert _servers_of(os.getpid()) != [server]
 
 
 def test_it_refuses_an_entry_whose_import_outlives_the_deadline_and_stops_it(team, settings):
@@ -183,11 +200,11 @@ def test_it_reports_each_of_many_checks_asked_at_once(team):
 
     assert problems == [""] * 6
     assert len({mark["pid"] for mark in _imports(team)}) == 6
-    assert len(child._servers.server_pids()) == 1
+    assert len(_servers_of(os.getpid())) == 1
 
 
-# A process that asks for a check of a module that hangs at import, says who its server and the hanging child are,
-# and waits to be killed.
+# A process that asks for a check of a module that hangs at import, says which process is the hanging child, and
+# waits to be killed.
 ASKS_AND_WAITS = """
 import json, os, sys, threading, time
 from pathlib import Path
@@ -201,7 +218,7 @@ threading.Thread(target=child.inspect_in_child, args=("python", "forked_team.bot
 while not list(markers.glob("hanging-*")):
     time.sleep(0.05)
 [hanging] = markers.glob("hanging-*")
-print(json.dumps({"server": child._servers.server_pids()[0], "child": int(hanging.name.split("-")[1])}), flush=True)
+print(json.dumps({"child": int(hanging.name.split("-")[1])}), flush=True)
 time.sleep(600)
 """
 
@@ -219,6 +236,7 @@ def test_it_leaves_nothing_of_the_teams_code_running_when_the_process_that_asked
     )
     try:
         said = json.loads(asker.stdout.readline())
+        [said["server"]] = _servers_of(asker.pid)
         assert _runs(said["server"]) and _runs(said["child"])
 
         asker.kill()
