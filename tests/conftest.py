@@ -123,10 +123,9 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-# CPU seconds (this process and the subprocesses it waited for) and tests, per test file: where a pass's time goes.
-_CPU_BY_FILE: dict[str, list[float]] = {}
-# AGENTTEST_TEST_CPU_REPORT names a directory: each process writes there the CPU seconds of each of its tests, to see
-# which ones a pass could do without (bench/suite_cpu.py sums them up).
+# CPU seconds of each test (this process and the subprocesses it waited for): the summary sums them per file, where a
+# pass's time goes; AGENTTEST_TEST_CPU_REPORT names a directory each process writes them to, to see which tests a pass
+# could do without (bench/suite_cpu.py sums them up).
 _CPU_BY_TEST: dict[str, float] = {}
 CPU_FILES_SHOWN = 12
 
@@ -137,18 +136,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         return (yield)
     finally:
-        seconds = _cpu_seconds() - before
-        spent = _CPU_BY_FILE.setdefault(item.nodeid.split("::", 1)[0], [0.0, 0])
-        spent[0] += seconds
-        spent[1] += 1
-        _CPU_BY_TEST[item.nodeid] = seconds
+        _CPU_BY_TEST[item.nodeid] = _cpu_seconds() - before
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     # The suite's processes run side by side on a few cores, so their wall times say little about what each costs:
     # the CPU seconds do (scripts/test prints the last line in its summary). Subprocesses count once they are waited
     # for; a session's shared fixtures count in the first test that asked for them.
-    costly = sorted(_CPU_BY_FILE.items(), key=lambda entry: -entry[1][0])[:CPU_FILES_SHOWN]
+    by_file: dict[str, list[float]] = {}
+    for nodeid, seconds in _CPU_BY_TEST.items():
+        spent = by_file.setdefault(nodeid.split("::", 1)[0], [0.0, 0])
+        spent[0] += seconds
+        spent[1] += 1
+    costly = sorted(by_file.items(), key=lambda entry: -entry[1][0])[:CPU_FILES_SHOWN]
     if costly:
         terminalreporter.write_line(f"the {len(costly)} test files that took the most CPU seconds in this process:")
         for path, (seconds, tests) in costly:

@@ -39,11 +39,11 @@ REFUSED = "http://127.0.0.1:9"
 # machine, but on one core shared with the rest of the suite the install alone outlasted WAIT_SECONDS (a pinned CI
 # run). A hang guard, not a measure.
 NPM_SECONDS = 900.0
-# Each example suite gives a case 60 s, and a case of a framework's example is the framework's loop in a child process
-# that imports the framework first: on one core shared with the suite's other processes, one case of the Agents SDK
-# shop took 62.4 s and timed out (issue 40). No test of an example is about that deadline, so the tests' copies get
-# one no loaded machine reaches, as the entry check does (tests/package_env.py); what a case timeout does is tested
-# where the test controls the time (the hanging program of tests/runtimes/test_process_runtime.py).
+# Each example suite gives a case 60 s, and a case of a framework's example is the framework's loop, which imports the
+# framework first: on one core shared with the suite's other processes, one case of the Agents SDK shop took 62.4 s
+# and timed out (issue 40). No test of an example is about that deadline, so the tests' copies get one no loaded
+# machine reaches, as the entry check does (tests/package_env.py); what a case timeout does is tested where the test
+# controls the time (the hanging program of tests/runtimes/test_process_runtime.py).
 UNHURRIED_CASE_SECONDS = 900
 _CASE_TIMEOUT = re.compile(r"^case_timeout_seconds: *\d+ *$", re.MULTILINE)
 MODELS = "scripted:shop-script,local:gpt-4o-mini"
