@@ -461,11 +461,17 @@ def _hung_up(connection: socket.socket, wait: float) -> bool:
         readable, _, _ = select.select([connection], [], [], wait)
         if not readable:
             return False
-        if connection.recv(1, socket.MSG_PEEK) == b"":
+        # Never a blocking read: a request's arrival checks the other requests' connections from its own thread, and
+        # a connection's handler may read the bytes that made it readable before this peek. A blocking peek then
+        # waited, holding the stub's lock, for that client's next request or its timeout: every call to the stub
+        # stalled 25 s, and a run's judge calls ended its cases in Error.
+        if connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
             return True
+    except BlockingIOError:
+        pass
     except (OSError, ValueError):
         return True
-    # Bytes of a next request: the client is there.
+    # Bytes of a next request (or read meanwhile by the connection's handler): the client is there.
     time.sleep(wait)
     return False
 

@@ -15,7 +15,7 @@ import pytest
 from agenthost.llm import registry
 from agenthost.llm.base import ModelRequest, ProviderError, Usage
 from agenthost.llm.scripted import Answer, Call
-from agenthost.testing.openai_stub import HttpError, OpenAIStub
+from agenthost.testing.openai_stub import HttpError, OpenAIStub, _hung_up
 from tests.workers import WAIT_SECONDS
 
 SECRET = "sk-test-local-secret-0123456789"
@@ -309,3 +309,39 @@ def test_it_lets_a_burst_of_clients_connect_to_the_stub_while_its_accept_loop_is
         for client in clients:
             client.close()
         stub.stop()
+
+
+def test_it_never_waits_on_a_connection_whose_bytes_its_own_handler_reads_meanwhile():
+    # Each request's arrival asks, holding the stub's lock, whether the clients of the other requests in flight are
+    # still there; a handler may read the bytes that made its connection readable between that select and the peek.
+    # A blocking peek then waited for the client's next bytes: every request to the stub stalled 25 s (a run's judge
+    # calls, tests/runs/test_judge_throttle.py, its cases Error). Here a reader thread takes each byte while this
+    # thread asks, thousands of times: the old peek blocked within the first few thousand.
+    ours, theirs = socket.socketpair()
+    asked = threading.Event()
+
+    def read_all() -> None:
+        while theirs.recv(1):
+            pass
+
+    def ask_each_time() -> None:
+        for _ in range(20_000):
+            ours.send(b"x")
+            assert _hung_up(theirs, 0) is False
+        asked.set()
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    asker = threading.Thread(target=ask_each_time, daemon=True)
+    reader.start()
+    asker.start()
+    try:
+        assert asked.wait(WAIT_SECONDS), "a question about a connection waited for its client's next bytes"
+    finally:
+        ours.close()
+        asker.join(WAIT_SECONDS)
+        theirs.close()
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.close()
+        assert _hung_up(theirs, 0) is True, "a client that hung up is still told apart"
