@@ -25,6 +25,7 @@ from bench.api_fuzz import (
     loopback_only,
     scripted_models,
 )
+from tests.workers import WAIT_SECONDS
 
 pytestmark = pytest.mark.slow
 
@@ -78,13 +79,18 @@ def _figure(output: str, label: str) -> int:
 
 @pytest.mark.own_database
 def test_it_runs_as_a_command_on_a_scratch_database_and_prints_its_figures():
-    command = [sys.executable, "bench/api_fuzz.py", "--examples", "2", "--seconds", "60", "--floor", "1"]
+    # Past --seconds every operation still gets its floor of cases: on one core shared with a pinned run's database
+    # and a dozen processes, 60 s of budget and the floor took over 240 s. The budget is short, and the command gets
+    # the hang guard of two waits, under pytest's 600 s: it is judged on what it prints, not on how fast.
+    command = [sys.executable, "bench/api_fuzz.py", "--examples", "2", "--seconds", "20", "--floor", "1"]
     database_url = os.environ.get("DATABASE_URL", "")
     if database_url.startswith(("postgres://", "postgresql://")):
         command += ["--database-url", database_url]
     env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
 
-    done = subprocess.run(command, cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=240, check=False)
+    done = subprocess.run(
+        command, cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=2 * WAIT_SECONDS, check=False
+    )
 
     output = done.stdout
     assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{output}\nstderr:\n{done.stderr}"
