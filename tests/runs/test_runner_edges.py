@@ -371,8 +371,9 @@ def test_it_seals_the_test_conversation_so_nothing_can_be_sent_after_its_case(sc
 
 # --- Item 9: after a timeout nothing of the case starts; what was in flight is counted ----------------------------
 
-# The timed-out case's timeout: long enough for its first turn and the start of its second on a slow machine.
-EDGE_TIMEOUT = 3.0
+# The timed-out case's timeout: long enough for its first turn and the start of its second on a slow machine (3 s
+# was not: a plain CI run's recording case timed out in its first turn, and the test saw no call in flight).
+EDGE_TIMEOUT = 10.0
 PER_CALL = Usage(input_tokens=100, output_tokens=10)
 
 
