@@ -25,7 +25,7 @@ setup_python() {
   python_ready || apt_install python3 python3-venv python3-pip
   if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-  # uv installs the requirements (decision 0049): the same pinned versions as pip, in a third of the time. Bytecode is
+  # uv installs the requirements (decision 0049): the same pinned versions as pip, about twice as fast. Bytecode is
   # compiled here, once, not by each of the test command's processes as it first imports a module.
   .venv/bin/python -m pip install -qq --disable-pip-version-check -c requirements/constraints.txt uv
   # The project itself too, editable: the `agenttest` command in .venv/bin, running this checkout's code.

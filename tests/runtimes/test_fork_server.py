@@ -89,11 +89,11 @@ def _servers_of(parent: int) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            state, ppid = (entry / "stat").read_text().rpartition(")")[2].split()[:2]
             command = (entry / "cmdline").read_bytes().split(b"\0")
-        except (OSError, IndexError, ValueError):
+        except (OSError, ValueError):
             continue
-        if ppid == parent and b"agent_child" in command and b"serve" in command and _runs(int(entry.name)):
+        if int(ppid) == parent and state != "Z" and b"agent_child" in command and b"serve" in command:
             found.append(int(entry.name))
     return sorted(found)
 
